@@ -1,0 +1,100 @@
+// Package auth authenticates callers: the Principal a verified access token
+// names, scope checks, JWT verification against a JWKS (embedded or from an
+// external OIDC issuer), and the embedded issuer with its client-credentials
+// grant. Keys and clients live in a Store, so replicas share them.
+package auth
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	Subject  string
+	ClientID string
+	Tenant   string
+	Scopes   []string
+}
+
+// Has reports whether the principal holds scope.
+func (p Principal) Has(scope string) bool {
+	return slices.Contains(p.Scopes, scope)
+}
+
+// CanUseTool reports whether the principal holds tool:<name> or tool:*.
+func (p Principal) CanUseTool(name string) bool {
+	return p.Has("tool:*") || p.Has("tool:"+name)
+}
+
+// ID is the principal's identity for idempotency keys: sub, else client_id.
+func (p Principal) ID() string {
+	if p.Subject != "" {
+		return p.Subject
+	}
+	return p.ClientID
+}
+
+// Actor is the principal as an audit actor.
+func (p Principal) Actor() audit.Actor {
+	return audit.Actor{Sub: p.Subject, ClientID: p.ClientID}
+}
+
+// ParseScopes splits a space-separated scope string.
+func ParseScopes(s string) []string {
+	return strings.Fields(s)
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal of ctx, if any.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// SigningKey is one of the embedded issuer's keys.
+type SigningKey struct {
+	ID        string
+	Algorithm string
+	// PrivateJWK is the private key as a JSON Web Key.
+	PrivateJWK []byte
+	CreatedAt  time.Time
+}
+
+// Client is an OAuth client of the client-credentials grant.
+type Client struct {
+	ID     string
+	Tenant string
+	Name   string
+	// SecretHash is hex(SHA-256(secret)); secrets are 256-bit random values.
+	SecretHash string
+	Scopes     []string
+	CreatedAt  time.Time
+}
+
+// Store keeps the embedded issuer's keys, OAuth clients and server secrets.
+type Store interface {
+	// SigningKeys returns the keys, newest first; the first is current.
+	SigningKeys(ctx context.Context) ([]SigningKey, error)
+	// AddSigningKey stores k as the newest key. When onlyIfNone is set it
+	// stores k only if there is no key yet, so replicas starting together
+	// agree on one; it reports whether k was stored.
+	AddSigningKey(ctx context.Context, k SigningKey, onlyIfNone bool) (bool, error)
+	// CreateClient stores a new client, appending rec in the same transaction.
+	CreateClient(ctx context.Context, c Client, rec *audit.Record) error
+	// Client returns a client by id, or a problem.NotFound error.
+	Client(ctx context.Context, id string) (Client, error)
+	// ServerSecret returns the secret of the given name, storing value as it
+	// when there is none yet (first writer wins across replicas).
+	ServerSecret(ctx context.Context, name string, value []byte) ([]byte, error)
+}

@@ -1,0 +1,61 @@
+// Package idempotency makes POST requests safe to retry: a request carrying an
+// Idempotency-Key is executed once per (tenant, principal, method, path, key);
+// repeats get the stored response, or attach to the workflow it started.
+package idempotency
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Key identifies one idempotent request.
+type Key struct {
+	Tenant    string
+	Principal string
+	Method    string
+	Path      string
+	Key       string
+}
+
+// States of an entry.
+const (
+	Running  = "running"
+	Complete = "complete"
+)
+
+// Entry is the stored state of an idempotent request.
+type Entry struct {
+	Key         Key
+	Fingerprint string
+	State       string
+	// Response, once complete.
+	Status int
+	Header http.Header
+	Body   []byte
+	// WorkflowID links an invoke to the workflow it started, so repeats can
+	// attach to it (and a stream can replay its stored events).
+	WorkflowID string
+	CreatedAt  time.Time
+	// ExpiresAt is when the key stops being honoured.
+	ExpiresAt time.Time
+	// LockedUntil bounds how long a running entry blocks repeats; past it the
+	// first request is presumed dead and a repeat may take over.
+	LockedUntil time.Time
+}
+
+// Store keeps idempotency entries; it must be safe across replicas.
+type Store interface {
+	// BeginIdempotent inserts e as running unless a live entry for e.Key
+	// exists (an expired one, or a running one past LockedUntil, is replaced).
+	// It returns the existing entry and false, or e and true.
+	BeginIdempotent(ctx context.Context, e Entry) (Entry, bool, error)
+	// SetIdempotentWorkflow records the workflow a running invoke started.
+	SetIdempotentWorkflow(ctx context.Context, k Key, workflowID string) error
+	// CompleteIdempotent stores the response of a running entry.
+	CompleteIdempotent(ctx context.Context, k Key, status int, header http.Header, body []byte) error
+	// ReleaseIdempotent deletes a running entry whose response is not kept.
+	ReleaseIdempotent(ctx context.Context, k Key) error
+	// PurgeIdempotency deletes entries that expired before t; it returns how many.
+	PurgeIdempotency(ctx context.Context, t time.Time) (int64, error)
+}
