@@ -1,0 +1,86 @@
+package outbound
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// rangeClass names a class of addresses that outgoing requests refuse.
+type rangeClass struct {
+	prefix netip.Prefix
+	class  string
+}
+
+// refused lists the IPv4 and IPv6 ranges refused unless the operator allows
+// private networks. IPv4-mapped and NAT64 forms of IPv6 addresses are
+// unwrapped before the check, so they fall under their IPv4 class.
+var refused = []rangeClass{
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("fc00::/7"), "private"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+}
+
+// nat64 is the well-known NAT64 prefix (RFC 6052): its last 32 bits are an
+// IPv4 address reached through a translator.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// Class returns the class of a refused address ("loopback", "private",
+// "link-local", …), or "" for a public address.
+func Class(ip netip.Addr) string {
+	ip = ip.WithZone("").Unmap()
+	if ip.Is6() && nat64.Contains(ip) {
+		b := ip.As16()
+		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	for _, r := range refused {
+		if r.prefix.Contains(ip) {
+			return r.class
+		}
+	}
+	return ""
+}
+
+// CheckAddr is the default address policy: it refuses loopback, private,
+// link-local (cloud metadata included), shared, multicast, reserved and
+// unspecified addresses with a problem.URLNotAllowed error.
+func CheckAddr(ip netip.Addr) error {
+	class := Class(ip)
+	if class == "" {
+		return nil
+	}
+	article := "a"
+	if strings.IndexByte("aeiou", class[0]) >= 0 {
+		article = "an"
+	}
+	return problem.New(problem.URLNotAllowed, "%s is %s %s address", ip.WithZone("").Unmap(), article, class)
+}
+
+// metadataHosts are cloud metadata service names, refused by name before any
+// lookup (their addresses are link-local and refused anyway).
+var metadataHosts = map[string]bool{
+	"metadata":                   true,
+	"metadata.google.internal":   true,
+	"metadata.goog":              true,
+	"instance-data":              true,
+	"instance-data.ec2.internal": true,
+}
+
+// isMetadataHost reports whether host names a cloud metadata service.
+func isMetadataHost(host string) bool {
+	return metadataHosts[strings.TrimSuffix(strings.ToLower(host), ".")]
+}

@@ -1,0 +1,366 @@
+// Package call executes one operation of a registered tool: it builds the
+// real request from the operation's binding (OpenAPI, GraphQL or SOAP) and
+// the call's arguments, authenticates it with the tool's secret, sends it
+// through the hardened outbound client with retries where they are safe, and
+// returns the answer as JSON together with a record of the request from which
+// every credential is removed.
+package call
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultRetries          = 2
+	DefaultBackoff          = 100 * time.Millisecond
+	// maxRetryAfter is the longest Retry-After a call waits for.
+	maxRetryAfter = 5 * time.Second
+)
+
+// Options configures an Executor.
+type Options struct {
+	// Client sends every request; required.
+	Client *outbound.Client
+	// Secrets resolves the tools' secrets_ref; required for tools with auth.
+	Secrets *secrets.Resolver
+	// Timeout bounds a whole call, retries included; default 30s.
+	Timeout time.Duration
+	// MaxResponseBytes limits an answer; default 1 MiB.
+	MaxResponseBytes int64
+	// Retries is how many times a failed call that is safe to repeat is
+	// retried; default 2. Negative means none.
+	Retries int
+	// Backoff is the wait before the first retry, multiplied by 4 for each
+	// next one; default 100ms.
+	Backoff time.Duration
+	// Audit, when set, receives one record per call.
+	Audit audit.Store
+	// Now is the clock of audit records; default time.Now.
+	Now func() time.Time
+}
+
+// Request is one call of an operation.
+type Request struct {
+	Tenant    string
+	Tool      *tool.Tool
+	Operation *tool.Operation
+	// Args is the call's JSON object of arguments.
+	Args map[string]any
+	// IdempotencyKey is sent as Idempotency-Key on write operations of
+	// tools with idempotency support.
+	IdempotencyKey string
+	WorkflowID     string
+	Actor          audit.Actor
+	RequestID      string
+}
+
+// RecordedRequest is the request as sent, without credentials: no
+// Authorization header, no API key header or query parameter.
+type RecordedRequest struct {
+	Method string              `json:"method"`
+	URL    string              `json:"url"`
+	Header map[string][]string `json:"header,omitempty"`
+	// Body is the JSON body, or a JSON string holding a non-JSON body.
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Result is the outcome of a call that reached the API.
+type Result struct {
+	// Status is the API's HTTP status; 0 when no answer arrived.
+	Status int `json:"status"`
+	// Body is the answer as JSON: a JSON answer as is, a SOAP answer's body
+	// element converted to JSON, a GraphQL answer's data.<field>.
+	Body     json.RawMessage `json:"body,omitempty"`
+	Request  RecordedRequest `json:"request"`
+	Duration time.Duration   `json:"duration"`
+	Attempts int             `json:"attempts"`
+}
+
+// Error is a call that failed at or on the way to the API: an error status,
+// a failure the API reported in its answer, a connection error, a time-out.
+type Error struct {
+	// Status is the API's HTTP status, 0 when no answer arrived.
+	Status int
+	// Retryable says whether repeating the call later may succeed.
+	Retryable bool
+	Msg       string
+	// Err is the cause, if any.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Executor calls tools' operations. It is safe for concurrent use.
+type Executor struct {
+	opts   Options
+	http   *http.Client
+	tokens sync.Map // tool id → *tokenEntry
+	schema schemaCache
+}
+
+// New returns an executor with opts, defaults filled in.
+func New(opts Options) *Executor {
+	if opts.Client == nil {
+		opts.Client = outbound.New(outbound.Options{})
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	switch {
+	case opts.Retries == 0:
+		opts.Retries = DefaultRetries
+	case opts.Retries < 0:
+		opts.Retries = 0
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	hc := opts.Client.HTTPClient()
+	hc.Timeout = 0 // the call's context bounds it
+	checked := hc.CheckRedirect
+	hc.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		// A credential in a custom header or the query must not follow a
+		// redirect to another origin: stop and answer with the redirect.
+		if r.URL.Scheme != via[0].URL.Scheme || r.URL.Host != via[0].URL.Host {
+			return http.ErrUseLastResponse
+		}
+		return checked(r, via)
+	}
+	return &Executor{opts: opts, http: hc}
+}
+
+var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/tool/call")
+
+// Call calls req's operation. Bad arguments are problem.ValidationFailed; a
+// refused address problem.URLNotAllowed; a refused secrets_ref
+// problem.SecretRefNotAllowed; everything that goes wrong at the API is an
+// *Error, returned with the Result so far (status and body of an error
+// answer included).
+func (e *Executor) Call(ctx context.Context, req Request) (Result, error) {
+	if req.Tool == nil || req.Operation == nil {
+		return Result{}, errors.New("call: a tool and an operation are required")
+	}
+	ctx, span := tracer.Start(ctx, "tool.call "+req.Tool.Name+"."+req.Operation.ID,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("agentplane.tool.id", req.Tool.ID),
+			attribute.String("agentplane.tool.operation", req.Operation.ID),
+		))
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+
+	start := e.opts.Now()
+	res, err := e.call(ctx, req)
+	res.Duration = e.opts.Now().Sub(start)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	if res.Status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
+	}
+	if aerr := e.audit(ctx, req, res, err, start); aerr != nil {
+		return res, errors.Join(err, aerr)
+	}
+	return res, err
+}
+
+func (e *Executor) call(ctx context.Context, req Request) (Result, error) {
+	p, err := e.prepare(req)
+	if err != nil {
+		return Result{}, err
+	}
+	if req.Operation.Kind == tool.Write && req.Tool.IdempotencySupport && req.IdempotencyKey != "" {
+		p.header.Set("Idempotency-Key", req.IdempotencyKey)
+	}
+	res := Result{Request: p.record(req.Tool.Auth)}
+	if _, err := e.opts.Client.CheckURL(p.url.String(), false); err != nil {
+		return res, err
+	}
+	auth, err := e.authenticate(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	safe := req.Operation.Kind == tool.Read || (req.Tool.IdempotencySupport && req.IdempotencyKey != "")
+	for {
+		res.Attempts++
+		a, err := e.send(ctx, p, auth)
+		res.Status = a.status
+		if err == nil {
+			body, fault := p.read(a.contentType, a.body)
+			res.Body = body
+			err = answerError(a.status, a.statusText, fault)
+			if a.status == http.StatusUnauthorized && auth != nil && auth.token != nil {
+				auth.token.invalidate()
+			}
+		}
+		wait, again := e.retryWait(ctx, err, a, safe, res.Attempts)
+		if !again {
+			return res, err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return res, err
+		}
+	}
+}
+
+// answerError is the error of an answer: its status when not 2xx, else the
+// failure the API reported in the body, else nil.
+func answerError(status int, statusText, fault string) error {
+	if status >= 200 && status <= 299 {
+		if fault != "" {
+			return &Error{Status: status, Msg: fault}
+		}
+		return nil
+	}
+	msg := "the API answered " + statusText
+	if fault != "" {
+		msg += ": " + fault
+	}
+	return &Error{Status: status, Retryable: retryableStatus(status), Msg: msg}
+}
+
+func retryableStatus(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// retryWait says whether to retry after err and how long to wait first.
+func (e *Executor) retryWait(ctx context.Context, err error, a answer, safe bool, attempts int) (time.Duration, bool) {
+	var ce *Error
+	if err == nil || !safe || attempts > e.opts.Retries || ctx.Err() != nil || !errors.As(err, &ce) || !ce.Retryable {
+		return 0, false
+	}
+	wait := e.opts.Backoff << (2 * (attempts - 1))
+	if a.retryAfter > 0 {
+		if a.retryAfter > maxRetryAfter {
+			return 0, false
+		}
+		wait = a.retryAfter
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		return 0, false
+	}
+	return wait, true
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return &Error{Msg: "the call " + reason(ctx.Err()), Err: ctx.Err()}
+	case <-t.C:
+		return nil
+	}
+}
+
+func reason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
+	return "was canceled"
+}
+
+// auditDetails are what a tool.call record says: never bodies or secrets.
+type auditDetails struct {
+	Operation  string `json:"operation"`
+	Type       string `json:"type"`
+	Kind       string `json:"kind"`
+	Method     string `json:"method"`
+	URL        string `json:"url"`
+	DurationMS int64  `json:"duration_ms"`
+	Attempts   int    `json:"attempts"`
+}
+
+func (e *Executor) audit(ctx context.Context, req Request, res Result, callErr error, at time.Time) error {
+	if e.opts.Audit == nil {
+		return nil
+	}
+	outcome := audit.Success
+	if callErr != nil {
+		outcome = audit.Error
+	}
+	var traceID string
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		traceID = sc.TraceID().String()
+	}
+	rec := &audit.Record{
+		Time:       at,
+		Tenant:     req.Tenant,
+		Actor:      req.Actor,
+		Action:     "tool.call",
+		Resource:   audit.Resource{Type: "tool", ID: req.Tool.ID},
+		Outcome:    outcome,
+		Status:     res.Status,
+		RequestID:  req.RequestID,
+		TraceID:    traceID,
+		WorkflowID: req.WorkflowID,
+		Details: audit.Details(auditDetails{
+			Operation:  req.Operation.ID,
+			Type:       req.Tool.Type,
+			Kind:       req.Operation.Kind,
+			Method:     res.Request.Method,
+			URL:        withoutQuery(res.Request.URL),
+			DurationMS: res.Duration.Milliseconds(),
+			Attempts:   res.Attempts,
+		}),
+	}
+	// The record is written even when the call's own context has ended.
+	if err := e.opts.Audit.AppendAudit(context.WithoutCancel(ctx), rec); err != nil {
+		return fmt.Errorf("append tool call audit record: %w", err)
+	}
+	return nil
+}
+
+// withoutQuery drops a URL's query and fragment: query values are arguments
+// or credentials, neither of which belongs in the audit log.
+func withoutQuery(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
+}
+
+// problemOr returns the *problem.Error in err's chain or nil.
+func problemOr(err error) *problem.Error {
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package call
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// maxSchemaErrors bounds how many schema violations a call reports.
+const maxSchemaErrors = 5
+
+// schemaCache compiles each distinct request-body schema once.
+type schemaCache struct {
+	m sync.Map // schema text → *jsonschema.Schema, or nil when it does not compile
+}
+
+// validate checks a JSON document against schema and returns what is wrong,
+// fields named "body" or "body/<pointer>". A schema that does not compile
+// (a spec's defect) validates nothing: the API will judge the body itself.
+func (c *schemaCache) validate(schema json.RawMessage, doc []byte) []problem.FieldError {
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return nil
+	}
+	sch := c.compiled(schema)
+	if sch == nil {
+		return nil
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return []problem.FieldError{{Field: "body", Message: "is not valid JSON"}}
+	}
+	err = sch.Validate(inst)
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return nil
+	}
+	var out []problem.FieldError
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == nil {
+			continue
+		}
+		field := "body"
+		if u.InstanceLocation != "" {
+			field += u.InstanceLocation
+		}
+		out = append(out, problem.FieldError{Field: field, Message: u.Error.String()})
+		if len(out) == maxSchemaErrors {
+			break
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, problem.FieldError{Field: "body", Message: "does not match the operation's schema"})
+	}
+	return out
+}
+
+func (c *schemaCache) compiled(schema json.RawMessage) *jsonschema.Schema {
+	key := string(schema)
+	if v, ok := c.m.Load(key); ok {
+		s, _ := v.(*jsonschema.Schema)
+		return s
+	}
+	s := compile(schema)
+	if s == nil {
+		c.m.Store(key, nil)
+		return nil
+	}
+	c.m.Store(key, s)
+	return s
+}
+
+// compile compiles an OpenAPI schema as JSON Schema 2020-12, with no loader:
+// a $ref to a file or URL is never followed.
+func compile(schema json.RawMessage) *jsonschema.Schema {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil
+	}
+	doc = fromOpenAPI(doc)
+	comp := jsonschema.NewCompiler()
+	comp.UseLoader(jsonschema.SchemeURLLoader{})
+	comp.DefaultDraft(jsonschema.Draft2020)
+	const loc = "urn:agentplane:body"
+	if err := comp.AddResource(loc, doc); err != nil {
+		return nil
+	}
+	s, err := comp.Compile(loc)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// fromOpenAPI rewrites OpenAPI 3.0 schema forms into JSON Schema: nullable
+// becomes a "null" type, boolean exclusiveMinimum/Maximum become numbers.
+func fromOpenAPI(v any) any {
+	switch v := v.(type) {
+	case []any:
+		for i := range v {
+			v[i] = fromOpenAPI(v[i])
+		}
+		return v
+	case map[string]any:
+		for k, sub := range v {
+			if strings.HasPrefix(k, "x-") || k == "example" || k == "examples" || k == "default" || k == "enum" || k == "const" {
+				continue
+			}
+			v[k] = fromOpenAPI(sub)
+		}
+		if n, ok := v["nullable"].(bool); ok {
+			delete(v, "nullable")
+			if t, ok := v["type"].(string); ok && n {
+				v["type"] = []any{t, "null"}
+			}
+		}
+		for _, pair := range [][2]string{{"exclusiveMinimum", "minimum"}, {"exclusiveMaximum", "maximum"}} {
+			if ex, ok := v[pair[0]].(bool); ok {
+				delete(v, pair[0])
+				if ex {
+					if lim, ok := v[pair[1]]; ok {
+						v[pair[0]] = lim
+						delete(v, pair[1])
+					}
+				}
+			}
+		}
+		return v
+	default:
+		return v
+	}
+}
