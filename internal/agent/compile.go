@@ -1,0 +1,415 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// Step kinds, as they appear in Event.Kind.
+const (
+	KindCall   = "call"
+	KindScore  = "score"
+	KindRoute  = "route"
+	KindSet    = "set"
+	KindGoto   = "goto"
+	KindPlan   = "plan"
+	KindFinish = "finish"
+)
+
+// ActionLimitReached is the action of the event emitted when a call is
+// refused because the invocation's max_tool_calls was reached.
+const ActionLimitReached = "tool_call_limit_reached"
+
+// Step guard and plan defaults.
+const (
+	DefaultMaxSteps     = 1000
+	MaxMaxSteps         = 10000
+	DefaultPlanMaxCalls = 10
+	MaxPlanMaxCalls     = 100
+	// MaxPlanFunctions is the most functions a plan step may offer a model.
+	MaxPlanFunctions = 128
+)
+
+var slugRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// IsSlug reports whether s is a valid action or outcome: ^[a-z][a-z0-9_-]{0,62}$.
+func IsSlug(s string) bool { return slugRE.MatchString(s) }
+
+// OperationInfo is what the engine needs to know of a tool operation.
+type OperationInfo struct {
+	ID string
+	// Kind is tool.Read or tool.Write.
+	Kind string
+	// PolicyClass is the policy class of the operation's tool.
+	PolicyClass string
+	// Description tells a model what the operation does.
+	Description string
+	// InputSchema is the JSON Schema of the operation's arguments object.
+	InputSchema json.RawMessage
+}
+
+// ToolCatalog is the registered tools of the deploying tenant.
+type ToolCatalog interface {
+	// Has reports whether a tool of that name is registered.
+	Has(tool string) bool
+	// Operation returns one operation of a registered tool.
+	Operation(tool, id string) (OperationInfo, bool)
+	// Operations returns every operation of a tool, for plan steps.
+	Operations(tool string) []OperationInfo
+}
+
+// Program is a compiled definition, safe for concurrent runs.
+type Program struct {
+	def      Definition
+	steps    []*cstep
+	policies map[string]*expr
+	outcome  *expr
+	output   *expr
+	inputs   *jsonschema.Schema
+	maxSteps int
+	declared map[string]bool
+}
+
+// Definition returns the definition the program was compiled from.
+func (p *Program) Definition() Definition { return p.def }
+
+// Tools returns the tools the agent may call.
+func (p *Program) Tools() []string { return append([]string(nil), p.def.Tools...) }
+
+// cstep is a compiled step.
+type cstep struct {
+	index  int
+	field  string // "steps[i]"
+	action string
+	kind   string
+	when   *expr
+
+	target  target // call
+	args    *valueTree
+	saveAs  string
+	score   *expr
+	route   []croute
+	set     *valueTree
+	gotoIdx int
+	plan    *cplan
+	finLit  string
+	finExpr *expr
+
+	continueDenied bool
+	continueError  bool
+}
+
+// target is a resolved tool operation.
+type target struct {
+	tool string
+	op   OperationInfo
+}
+
+type croute struct {
+	when  *expr
+	queue string
+}
+
+type cplan struct {
+	prompt    *expr
+	maxCalls  int
+	functions []ChatTool
+	byName    map[string]target
+}
+
+// compiler gathers field errors while compiling one definition.
+type compiler struct {
+	def      Definition
+	catalog  ToolCatalog
+	stepEnv  *cel.Env
+	polEnv   *cel.Env
+	allowed  map[string]bool
+	errs     []problem.FieldError
+	declared map[string]bool
+}
+
+func (c *compiler) bad(field, msg string) {
+	c.errs = append(c.errs, problem.FieldError{Field: field, Message: msg})
+}
+
+func (c *compiler) expr(env *cel.Env, src, field string, w want) *expr {
+	e, msg := compileExpr(env, src, w)
+	if msg != "" {
+		c.bad(field, msg)
+	}
+	return e
+}
+
+// Compile validates def against the catalog and compiles it. Field paths in
+// the errors are relative to the definition ("steps[2].score",
+// "policies.financial.allow"); the HTTP layer may prefix them.
+func Compile(def Definition, catalog ToolCatalog) (*Program, []problem.FieldError) {
+	c := &compiler{def: def, catalog: catalog, allowed: map[string]bool{}, declared: map[string]bool{}}
+	p := &Program{def: def, policies: map[string]*expr{}, maxSteps: def.MaxSteps}
+
+	c.checkTools()
+	c.declareNames()
+	names := make([]string, 0, len(c.declared))
+	for n := range c.declared {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var err error
+	c.stepEnv, c.polEnv, err = newEnvs(names)
+	if err != nil {
+		c.bad("steps", err.Error())
+		return nil, c.errs
+	}
+	p.declared = c.declared
+
+	if len(def.Inputs) > 0 && string(def.Inputs) != "null" {
+		sch, msg := compileInputs(def.Inputs)
+		if msg != "" {
+			c.bad("inputs", msg)
+		}
+		p.inputs = sch
+	}
+	for _, class := range sortedKeys(def.Policies) {
+		p.policies[class] = c.expr(c.polEnv, def.Policies[class].Allow, "policies."+class+".allow", wantBool)
+	}
+	p.steps = c.compileSteps()
+	if def.Outcome != "" {
+		p.outcome = c.expr(c.stepEnv, def.Outcome, "outcome", wantString)
+	}
+	if def.Output != "" {
+		p.output = c.expr(c.stepEnv, def.Output, "output", wantAny)
+	}
+	switch {
+	case def.MaxSteps == 0:
+		p.maxSteps = DefaultMaxSteps
+	case def.MaxSteps < 0 || def.MaxSteps > MaxMaxSteps:
+		c.bad("max_steps", fmt.Sprintf("must be between 1 and %d", MaxMaxSteps))
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return p, nil
+}
+
+func (c *compiler) checkTools() {
+	for i, name := range c.def.Tools {
+		field := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case c.allowed[name]:
+			c.bad(field, fmt.Sprintf("tool %q is listed twice", name))
+		case !c.catalog.Has(name):
+			c.bad(field, fmt.Sprintf("no tool named %q is registered", name))
+		}
+		c.allowed[name] = true
+	}
+}
+
+// declareNames collects every name a step saves so that any expression,
+// earlier or later, may refer to it.
+func (c *compiler) declareNames() {
+	declare := func(field, name string) {
+		if msg := checkName(name); msg != "" {
+			c.bad(field, msg)
+			return
+		}
+		c.declared[name] = true
+	}
+	for i, s := range c.def.Steps {
+		f := fmt.Sprintf("steps[%d]", i)
+		switch {
+		case s.SaveAs != "":
+			declare(f+".save_as", s.SaveAs)
+		case s.Score != "":
+			declare(f+".score", "score")
+		case s.Route != nil:
+			declare(f+".route", "queue")
+		}
+		for _, k := range sortedKeys(s.Set) {
+			declare(f+".set."+k, k)
+		}
+	}
+}
+
+func (c *compiler) compileSteps() []*cstep {
+	if len(c.def.Steps) == 0 {
+		c.bad("steps", "an agent needs at least one step")
+		return nil
+	}
+	actions := map[string][]int{}
+	for i, s := range c.def.Steps {
+		actions[s.Action] = append(actions[s.Action], i)
+	}
+	out := make([]*cstep, len(c.def.Steps))
+	for i, s := range c.def.Steps {
+		out[i] = c.compileStep(i, s, actions)
+	}
+	return out
+}
+
+func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
+	f := fmt.Sprintf("steps[%d]", i)
+	cs := &cstep{index: i, field: f, action: s.Action, saveAs: s.SaveAs}
+	switch {
+	case s.Action == "":
+		c.bad(f+".action", "action is required")
+	case s.Action == ActionLimitReached:
+		c.bad(f+".action", fmt.Sprintf("%q is reserved", ActionLimitReached))
+	case !IsSlug(s.Action):
+		c.bad(f+".action", fmt.Sprintf("%q is not a slug (^[a-z][a-z0-9_-]{0,62}$)", s.Action))
+	}
+	if s.When != "" {
+		cs.when = c.expr(c.stepEnv, s.When, f+".when", wantBool)
+	}
+	var kinds []string
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{KindCall, s.Call != ""}, {KindScore, s.Score != ""}, {KindRoute, s.Route != nil},
+		{KindSet, s.Set != nil}, {KindGoto, s.Goto != ""}, {KindPlan, s.Plan != nil}, {KindFinish, s.Finish != nil},
+	} {
+		if k.set {
+			kinds = append(kinds, k.name)
+		}
+	}
+	if len(kinds) != 1 {
+		c.bad(f, fmt.Sprintf("a step needs exactly one of call, score, route, set, goto, plan, finish; got %d", len(kinds)))
+		return cs
+	}
+	cs.kind = kinds[0]
+	if s.Args != nil && cs.kind != KindCall {
+		c.bad(f+".args", "args belong to a call step")
+	}
+	if s.SaveAs != "" && (cs.kind == KindSet || cs.kind == KindGoto || cs.kind == KindFinish) {
+		c.bad(f+".save_as", "a "+cs.kind+" step saves nothing")
+	}
+	cs.continueDenied = c.continueFlag(f+".on_denied", s.OnDenied, cs.kind)
+	cs.continueError = c.continueFlag(f+".on_error", s.OnError, cs.kind)
+
+	switch cs.kind {
+	case KindCall:
+		cs.target, _ = c.resolveCall(f+".call", s.Call)
+		cs.args = compileTree(c.stepEnv, orEmpty(s.Args), f+".args", c.bad)
+	case KindScore:
+		cs.score = c.expr(c.stepEnv, s.Score, f+".score", wantNumber)
+		cs.saveAs = orDefault(s.SaveAs, "score")
+	case KindRoute:
+		cs.saveAs = orDefault(s.SaveAs, "queue")
+		cs.route = c.compileRoute(f+".route", s.Route)
+	case KindSet:
+		if len(s.Set) == 0 {
+			c.bad(f+".set", "set needs at least one name")
+		}
+		cs.set = compileTree(c.stepEnv, s.Set, f+".set", c.bad)
+	case KindGoto:
+		idx := actions[s.Goto]
+		switch {
+		case len(idx) == 0:
+			c.bad(f+".goto", fmt.Sprintf("no step has action %q", s.Goto))
+		case len(idx) > 1:
+			c.bad(f+".goto", fmt.Sprintf("%d steps have action %q; a goto target must be unique", len(idx), s.Goto))
+		default:
+			cs.gotoIdx = idx[0]
+		}
+	case KindPlan:
+		cs.plan = c.compilePlan(f+".plan", s.Plan)
+	case KindFinish:
+		if s.Finish.Literal {
+			if !IsSlug(s.Finish.Outcome) {
+				c.bad(f+".finish", fmt.Sprintf("%q is not a slug; use {\"outcome\": \"<CEL>\"} for an expression", s.Finish.Outcome))
+			}
+			cs.finLit = s.Finish.Outcome
+		} else {
+			cs.finExpr = c.expr(c.stepEnv, s.Finish.Outcome, f+".finish.outcome", wantString)
+		}
+	}
+	return cs
+}
+
+func (c *compiler) continueFlag(field, v, kind string) bool {
+	switch v {
+	case "":
+		return false
+	case "continue", "end":
+		if kind != KindCall && kind != KindPlan {
+			c.bad(field, "only call and plan steps make tool calls")
+		}
+		return v == "continue"
+	}
+	c.bad(field, fmt.Sprintf("must be \"continue\" or \"end\", not %q", v))
+	return false
+}
+
+// resolveCall checks "<tool>.<operation id>".
+func (c *compiler) resolveCall(field, ref string) (target, bool) {
+	toolName, opID, ok := strings.Cut(ref, ".")
+	if !ok || toolName == "" || opID == "" {
+		c.bad(field, fmt.Sprintf("%q is not <tool>.<operation id>", ref))
+		return target{}, false
+	}
+	if !c.allowed[toolName] {
+		c.bad(field, fmt.Sprintf("tool %q is not in the agent's tools", toolName))
+		return target{}, false
+	}
+	if !c.catalog.Has(toolName) {
+		return target{}, false // reported under tools[]
+	}
+	op, ok := c.catalog.Operation(toolName, opID)
+	if !ok {
+		c.bad(field, fmt.Sprintf("tool %q has no operation %q", toolName, opID))
+		return target{}, false
+	}
+	return target{tool: toolName, op: op}, true
+}
+
+func (c *compiler) compileRoute(field string, cases []RouteCase) []croute {
+	if len(cases) == 0 {
+		c.bad(field, "route needs at least one case")
+	}
+	out := make([]croute, len(cases))
+	for j, rc := range cases {
+		f := fmt.Sprintf("%s[%d]", field, j)
+		if rc.Queue == "" {
+			c.bad(f+".queue", "queue is required")
+		}
+		out[j].queue = rc.Queue
+		switch {
+		case rc.When != "":
+			out[j].when = c.expr(c.stepEnv, rc.When, f+".when", wantBool)
+		case j != len(cases)-1:
+			c.bad(f+".when", "only the last case may omit when")
+		}
+	}
+	return out
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

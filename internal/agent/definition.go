@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// Definition is an agent version's definition as deployed. Its JSON shape is
+// SPEC §4's YAML converted to JSON:
+//
+//	{
+//	  "purpose":  "Triage card transactions for fraud",   // optional; the plan step's system prompt
+//	  "tools":    ["payments", "cases"],
+//	  "inputs":   {"type": "object", ...},                 // JSON Schema of `context`
+//	  "policies": {"financial": {"allow": "<CEL bool>"}},
+//	  "steps":    [ <Step>, ... ],
+//	  "outcome":  "<CEL string>",                          // optional; default "completed"
+//	  "output":   "<CEL>",                                 // optional
+//	  "max_steps": 1000                                    // optional guard against goto loops
+//	}
+//
+// Every expression is a CEL string. Its variables are `goal` (string),
+// `context` (map), `caller` (map: `sub`, `tenant`, `scopes`), `steps` (the
+// names saved so far) and every name a step saves, which is null until a
+// step sets it; a policy rule also sees `tool`, `operation` and `args`.
+type Definition struct {
+	Purpose  string            `json:"purpose,omitempty"`
+	Tools    []string          `json:"tools"`
+	Inputs   json.RawMessage   `json:"inputs,omitempty"`
+	Policies map[string]Policy `json:"policies,omitempty"`
+	Steps    []Step            `json:"steps"`
+	Outcome  string            `json:"outcome,omitempty"`
+	Output   string            `json:"output,omitempty"`
+	MaxSteps int               `json:"max_steps,omitempty"`
+}
+
+// Policy is the rule of one policy class: the call is allowed when Allow
+// evaluates to true; false, an error or a non-bool result denies it.
+type Policy struct {
+	Allow string `json:"allow"`
+}
+
+// Step is one step of a definition. It has a required `action` (a slug
+// naming the step in events and goto targets), an optional `when` (CEL bool;
+// false skips the step) and exactly one kind:
+//
+//	{"action": "fetch", "call": "payments.getTransaction",
+//	 "args": {"id": "context.transaction_id"}, "save_as": "txn"}
+//	{"action": "fraud_score", "score": "txn.amount > 1000.0 ? 0.91 : 0.12"}   // saves `score`
+//	{"action": "route_queue", "route": [{"when": "score >= 0.8", "queue": "fraud-review"},
+//	                                    {"queue": "standard"}]}               // saves `queue`
+//	{"action": "remember", "set": {"attempts": "attempts == null ? 1 : attempts + 1"}}
+//	{"action": "retry", "when": "attempts < 3", "goto": "fetch"}
+//	{"action": "investigate", "plan": {"prompt": "'Find related transactions'", "max_calls": 5}}
+//	{"action": "done", "finish": "cleared"}                                   // a slug literal
+//	{"action": "done", "finish": {"outcome": "queue == 'x' ? 'a' : 'b'"}}     // a CEL string
+//
+// In `args` and `set`, a string value is a CEL expression (write a string
+// literal as "'text'"), a number, bool or null is taken literally, and
+// objects and arrays nest. `route` queues are literal names; the first case
+// whose `when` holds wins and only the last case may omit `when`. `save_as`
+// names what call (its decoded JSON result), score, route and plan (the
+// model's final answer) save; score and route default to `score` and
+// `queue`. `on_denied: continue` lets the workflow go on after a call the
+// scope or policy check refused, and `on_error: continue` after a call whose
+// result status is `error`; by default they end it with outcome `denied` and
+// `failed`.
+type Step struct {
+	Action   string         `json:"action"`
+	When     string         `json:"when,omitempty"`
+	Call     string         `json:"call,omitempty"`
+	Args     map[string]any `json:"args,omitempty"`
+	SaveAs   string         `json:"save_as,omitempty"`
+	Score    string         `json:"score,omitempty"`
+	Route    []RouteCase    `json:"route,omitempty"`
+	Set      map[string]any `json:"set,omitempty"`
+	Goto     string         `json:"goto,omitempty"`
+	Plan     *Plan          `json:"plan,omitempty"`
+	Finish   *Finish        `json:"finish,omitempty"`
+	OnDenied string         `json:"on_denied,omitempty"`
+	OnError  string         `json:"on_error,omitempty"`
+}
+
+// RouteCase is one case of a route step.
+type RouteCase struct {
+	When  string `json:"when,omitempty"`
+	Queue string `json:"queue"`
+}
+
+// Plan lets an LLM choose tool calls among the agent's operations.
+type Plan struct {
+	// Prompt is a CEL string appended to the goal and context in the user message.
+	Prompt string `json:"prompt"`
+	// MaxCalls bounds the tool calls the model may ask for (default 10, at most 100).
+	MaxCalls int `json:"max_calls,omitempty"`
+	// Operations narrows what the model is offered: "<tool>" for all of a
+	// tool's operations or "<tool>.<operation id>"; default all of them.
+	Operations []string `json:"operations,omitempty"`
+}
+
+// Finish ends the run with an outcome. In JSON it is either a bare string,
+// taken literally and required to be a slug, or {"outcome": "<CEL string>"}.
+type Finish struct {
+	Outcome string `json:"outcome"`
+	// Literal reports that Outcome is a slug rather than an expression.
+	Literal bool `json:"-"`
+}
+
+// UnmarshalJSON accepts both forms of finish.
+func (f *Finish) UnmarshalJSON(data []byte) error {
+	if s := bytes.TrimSpace(data); len(s) > 0 && s[0] == '"' {
+		f.Literal = true
+		return json.Unmarshal(s, &f.Outcome)
+	}
+	type plain Finish
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("finish must be a slug or {\"outcome\": \"<CEL>\"}: %w", err)
+	}
+	*f = Finish(p)
+	f.Literal = false
+	return nil
+}
+
+// MarshalJSON writes finish back in the form it was given.
+func (f Finish) MarshalJSON() ([]byte, error) {
+	if f.Literal {
+		return json.Marshal(f.Outcome)
+	}
+	return json.Marshal(struct {
+		Outcome string `json:"outcome"`
+	}{f.Outcome})
+}
+
+// DecodeDefinition decodes a definition strictly: unknown members and wrong
+// types are refused with a field error naming "definition".
+func DecodeDefinition(data []byte) (Definition, []problem.FieldError) {
+	var def Definition
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&def); err != nil {
+		msg := err.Error()
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			msg = fmt.Sprintf("%s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return Definition{}, []problem.FieldError{{Field: "definition", Message: msg}}
+	}
+	if dec.More() {
+		return Definition{}, []problem.FieldError{{Field: "definition", Message: "trailing data after the definition"}}
+	}
+	return def, nil
+}

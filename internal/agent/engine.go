@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+)
+
+// Step statuses.
+const (
+	StatusOK            = "ok"
+	StatusError         = "error"
+	StatusDenied        = "denied"
+	StatusLimitExceeded = "limit_exceeded"
+	StatusUnrecorded    = "unrecorded"
+)
+
+// Engine outcomes; any other outcome is the agent's own slug.
+const (
+	OutcomeFailed        = "failed"
+	OutcomeDenied        = "denied"
+	OutcomeLimitExceeded = "limit_exceeded"
+	OutcomeCancelled     = "cancelled"
+	OutcomeTimedOut      = "timed_out"
+	// OutcomeCompleted is the outcome of a definition without `outcome`
+	// whose steps run out without a finish.
+	OutcomeCompleted = "completed"
+)
+
+// Workflow statuses of a finished run.
+const (
+	WorkflowCompleted = "completed"
+	WorkflowFailed    = "failed"
+	WorkflowCancelled = "cancelled"
+)
+
+// WorkflowStatus maps an outcome to the workflow's final status: failed and
+// timed_out are failed, cancelled is cancelled, every other outcome (the
+// agent's own, denied, limit_exceeded) is completed.
+func WorkflowStatus(outcome string) string {
+	switch outcome {
+	case OutcomeFailed, OutcomeTimedOut:
+		return WorkflowFailed
+	case OutcomeCancelled:
+		return WorkflowCancelled
+	}
+	return WorkflowCompleted
+}
+
+// DefaultMaxToolCalls applies when Input.MaxToolCalls is 0.
+const DefaultMaxToolCalls = 20
+
+// Caller is who invoked the agent; their scopes decide which tools it may call.
+type Caller struct {
+	Sub    string
+	Tenant string
+	Scopes []string
+}
+
+// Input is one invocation.
+type Input struct {
+	Goal         string
+	Context      map[string]any
+	Caller       Caller
+	MaxToolCalls int
+	Agent        string
+	Version      string
+}
+
+// Event is one emitted step.
+type Event struct {
+	// Step numbers emitted steps from 1.
+	Step      int             `json:"step"`
+	Action    string          `json:"action"`
+	Kind      string          `json:"kind"`
+	Status    string          `json:"status"`
+	Tool      string          `json:"tool,omitempty"`
+	Operation string          `json:"operation,omitempty"`
+	Args      map[string]any  `json:"args,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Score     *float64        `json:"score,omitempty"`
+	Queue     string          `json:"queue,omitempty"`
+	Outcome   string          `json:"outcome,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// Result is how a run ended.
+type Result struct {
+	Outcome string `json:"outcome"`
+	Status  string `json:"status"`
+	// Output is the `output` expression's value (JSON-compatible), set only
+	// when the run ends with the agent's own outcome.
+	Output any `json:"output,omitempty"`
+	// Error says why a run failed, was denied or hit a limit.
+	Error     string `json:"error,omitempty"`
+	Steps     int    `json:"steps"`
+	ToolCalls int    `json:"tool_calls"`
+}
+
+// ToolCall is a call the engine asks Env to make.
+type ToolCall struct {
+	Action    string
+	Tool      string
+	Operation string
+	// Kind is the operation's kind (read or write).
+	Kind string
+	// Args are the evaluated arguments, JSON-compatible values; the event
+	// shares them, so an Env must not modify them.
+	Args map[string]any
+}
+
+// CallResult is Env's answer to a ToolCall. Status is StatusOK,
+// StatusError or StatusUnrecorded; Result is JSON (ignored when
+// unrecorded); Err describes an error result.
+type CallResult struct {
+	Status string
+	Result json.RawMessage
+	Err    string
+}
+
+// ToolCaller makes tool calls. step is the number of the step event the
+// call will produce. A returned error means the call could not be made or
+// recorded at all (not an error response from the tool, which is a
+// CallResult with StatusError): the run ends failed and the iterator yields
+// the error.
+type ToolCaller interface {
+	Call(ctx context.Context, step int, c ToolCall) (CallResult, error)
+}
+
+// Completer answers chat completions for plan steps. n numbers the
+// completions of a run from 1. An error ends the run failed.
+type Completer interface {
+	Complete(ctx context.Context, n int, req ChatRequest) (ChatResponse, error)
+}
+
+// Env is everything outside the engine a run needs.
+type Env interface {
+	ToolCaller
+	Completer
+}
+
+// NewEnv combines a ToolCaller and a Completer; a nil Completer refuses
+// plan steps with ErrNoPlanner.
+func NewEnv(tools ToolCaller, llm Completer) Env {
+	if llm == nil {
+		llm = NoPlanner{}
+	}
+	return env{tools, llm}
+}
+
+type env struct {
+	ToolCaller
+	Completer
+}
+
+// ErrNoPlanner is returned for plan steps when no LLM is configured.
+var ErrNoPlanner = errors.New("plan steps need an LLM endpoint and none is configured")
+
+// NoPlanner is a Completer that refuses every completion with ErrNoPlanner.
+type NoPlanner struct{}
+
+// Complete implements Completer.
+func (NoPlanner) Complete(context.Context, int, ChatRequest) (ChatResponse, error) {
+	return ChatResponse{}, ErrNoPlanner
+}
+
+// Run is one execution of a program. Range over Events once; Result is
+// valid after the iteration ends.
+type Run struct {
+	r   *runner
+	res Result
+}
+
+// Run starts an execution of the program. Nothing happens until Events is
+// ranged over.
+func (p *Program) Run(ctx context.Context, in Input, env Env) *Run {
+	return &Run{r: newRunner(ctx, p, in, env), res: Result{Outcome: OutcomeCancelled, Status: WorkflowCancelled}}
+}
+
+// Events executes the run, yielding one event per emitted step. A non-nil
+// error is the last thing yielded: the context's error when it is cancelled
+// or past its deadline (Result's outcome is then cancelled or timed_out), or
+// an Env error (outcome failed). Failures inside the agent (a step's
+// expression error, a tool's error response) are not yielded as errors:
+// they end the run with outcome failed and Result.Error says why. Stopping
+// the iteration early leaves the outcome cancelled.
+func (r *Run) Events() iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		if r.r == nil {
+			yield(Event{}, errors.New("agent: a run's events can be ranged over only once"))
+			return
+		}
+		run := r.r
+		r.r = nil
+		run.yield = yield
+		end, err := run.exec()
+		if errors.Is(err, errStopped) {
+			r.res.Steps, r.res.ToolCalls = run.step, run.calls
+			return
+		}
+		if err != nil {
+			end = ending{outcome: OutcomeFailed, err: err.Error()}
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				end.outcome = OutcomeTimedOut
+			case errors.Is(err, context.Canceled):
+				end.outcome = OutcomeCancelled
+			}
+		}
+		r.res = Result{
+			Outcome:   end.outcome,
+			Status:    WorkflowStatus(end.outcome),
+			Output:    end.output,
+			Error:     end.err,
+			Steps:     run.step,
+			ToolCalls: run.calls,
+		}
+		if err != nil {
+			yield(Event{}, err)
+		}
+	}
+}
+
+// Result returns how the run ended; valid once Events has been ranged over.
+func (r *Run) Result() Result { return r.res }
+
+// Execute runs the program to the end and collects its events.
+func (p *Program) Execute(ctx context.Context, in Input, env Env) ([]Event, Result, error) {
+	run := p.Run(ctx, in, env)
+	var events []Event
+	for ev, err := range run.Events() {
+		if err != nil {
+			return events, run.Result(), err
+		}
+		events = append(events, ev)
+	}
+	return events, run.Result(), nil
+}
+
+// errStopped reports that the consumer stopped ranging.
+var errStopped = errors.New("consumer stopped")
+
+// ending is how exec ended: an outcome, its error, and the output.
+type ending struct {
+	outcome string
+	err     string
+	output  any
+	// agent reports an outcome of the agent's own, for which output is evaluated.
+	agent bool
+}
+
+func failed(format string, args ...any) *ending {
+	return &ending{outcome: OutcomeFailed, err: fmt.Sprintf(format, args...)}
+}

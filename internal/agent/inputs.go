@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+const inputsURL = "agentplane:inputs.json"
+
+// noLoader refuses every external reference: an inputs schema must be self-contained.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external schema references are not allowed (%s)", url)
+}
+
+// compileInputs compiles an inputs schema (draft 2020-12 unless it says
+// otherwise); the message says what is wrong.
+func compileInputs(raw json.RawMessage) (*jsonschema.Schema, string) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, "not JSON: " + err.Error()
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(inputsURL, doc); err != nil {
+		return nil, err.Error()
+	}
+	sch, err := c.Compile(inputsURL)
+	if err != nil {
+		return nil, "not a valid JSON Schema: " + oneLine(err.Error())
+	}
+	return sch, ""
+}
+
+var printer = message.NewPrinter(language.English)
+
+// ValidateContext checks an invocation's context against the agent's
+// inputs; nil means it passes. A nil context is validated as {}. Field
+// paths start at "context".
+func (p *Program) ValidateContext(ctx map[string]any) []problem.FieldError {
+	if p.inputs == nil {
+		return nil
+	}
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	raw, err := json.Marshal(ctx)
+	if err != nil {
+		return []problem.FieldError{{Field: "context", Message: "not representable as JSON: " + err.Error()}}
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return []problem.FieldError{{Field: "context", Message: err.Error()}}
+	}
+	err = p.inputs.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []problem.FieldError{{Field: "context", Message: err.Error()}}
+	}
+	var out []problem.FieldError
+	collectLeaves(ve, &out)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	return out
+}
+
+// collectLeaves flattens a validation error tree into its leaf causes.
+func collectLeaves(ve *jsonschema.ValidationError, out *[]problem.FieldError) {
+	if len(ve.Causes) == 0 {
+		*out = append(*out, problem.FieldError{
+			Field:   instancePath(ve.InstanceLocation),
+			Message: ve.ErrorKind.LocalizedString(printer),
+		})
+		return
+	}
+	for _, c := range ve.Causes {
+		collectLeaves(c, out)
+	}
+}
+
+// instancePath renders a JSON location as "context.a.b[2]".
+func instancePath(loc []string) string {
+	var b strings.Builder
+	b.WriteString("context")
+	for _, tok := range loc {
+		if isIndex(tok) {
+			b.WriteString("[" + tok + "]")
+		} else {
+			b.WriteString("." + tok)
+		}
+	}
+	return b.String()
+}
+
+func isIndex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}

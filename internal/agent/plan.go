@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ChatRequest is a chat completion request in the OpenAI chat-completions
+// tool-calling shape, without the model (the Completer chooses it). It is
+// plain data, so it can be recorded and compared for replay.
+type ChatRequest struct {
+	Messages []ChatMessage `json:"messages"`
+	Tools    []ChatTool    `json:"tools,omitempty"`
+}
+
+// Chat roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// ChatMessage is one message of a conversation.
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ChatToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID answers a call, in a tool message.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ChatToolCall is a function call the model asks for.
+type ChatToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text of the arguments object.
+	Arguments string `json:"arguments"`
+}
+
+// ChatTool is a function offered to the model.
+type ChatTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ChatResponse is the model's answer: an assistant message.
+type ChatResponse struct {
+	Message ChatMessage `json:"message"`
+}
+
+var (
+	badFnChars  = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+	emptyObject = json.RawMessage(`{"type":"object"}`)
+)
+
+// FunctionName is the LLM function name of a tool operation,
+// "<tool>__<operation>", with characters outside [a-zA-Z0-9_-] replaced by
+// "_" and cut to 64 characters.
+func FunctionName(toolName, opID string) string {
+	name := badFnChars.ReplaceAllString(toolName+"__"+opID, "_")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+func (c *compiler) compilePlan(field string, pl *Plan) *cplan {
+	cp := &cplan{maxCalls: pl.MaxCalls, byName: map[string]target{}}
+	cp.prompt = c.expr(c.stepEnv, pl.Prompt, field+".prompt", wantString)
+	switch {
+	case pl.MaxCalls == 0:
+		cp.maxCalls = DefaultPlanMaxCalls
+	case pl.MaxCalls < 0 || pl.MaxCalls > MaxPlanMaxCalls:
+		c.bad(field+".max_calls", fmt.Sprintf("must be between 1 and %d", MaxPlanMaxCalls))
+	}
+	var targets []target
+	errsBefore := len(c.errs)
+	if len(pl.Operations) == 0 {
+		for _, t := range c.def.Tools {
+			targets = append(targets, c.toolOperations(t)...)
+		}
+	}
+	for i, ref := range pl.Operations {
+		f := fmt.Sprintf("%s.operations[%d]", field, i)
+		if !strings.Contains(ref, ".") {
+			if !c.allowed[ref] {
+				c.bad(f, fmt.Sprintf("tool %q is not in the agent's tools", ref))
+				continue
+			}
+			targets = append(targets, c.toolOperations(ref)...)
+			continue
+		}
+		if t, ok := c.resolveCall(f, ref); ok {
+			targets = append(targets, t)
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range targets {
+		key := t.tool + "." + t.op.ID
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		name := FunctionName(t.tool, t.op.ID)
+		for n := 2; cp.byName[name].tool != ""; n++ {
+			suffix := "_" + strconv.Itoa(n)
+			base := FunctionName(t.tool, t.op.ID)
+			if len(base)+len(suffix) > 64 {
+				base = base[:64-len(suffix)]
+			}
+			name = base + suffix
+		}
+		cp.byName[name] = t
+		params := t.op.InputSchema
+		if len(params) == 0 || !json.Valid(params) {
+			params = emptyObject
+		}
+		cp.functions = append(cp.functions, ChatTool{Name: name, Description: t.op.Description, Parameters: params})
+	}
+	switch {
+	case len(cp.functions) == 0 && len(c.errs) == errsBefore:
+		c.bad(field, "the plan offers the model no operations")
+	case len(cp.functions) > MaxPlanFunctions:
+		c.bad(field, fmt.Sprintf("the plan offers %d operations; at most %d: narrow them with operations", len(cp.functions), MaxPlanFunctions))
+	}
+	return cp
+}
+
+// toolOperations lists a registered tool's operations in id order.
+func (c *compiler) toolOperations(toolName string) []target {
+	if !c.catalog.Has(toolName) {
+		return nil
+	}
+	ops := c.catalog.Operations(toolName)
+	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+	out := make([]target, len(ops))
+	for i, op := range ops {
+		out[i] = target{tool: toolName, op: op}
+	}
+	return out
+}
+
+// planStep lets the model choose calls until it answers without one or the
+// step's max_calls is spent. Each call is checked and made like a call
+// step's, with the plan step's action; the model's final text is saved
+// under save_as.
+func (r *runner) planStep(s *cstep) (*ending, error) {
+	prompt, err := s.plan.prompt.evalString(r.ctx, r.act)
+	if err != nil {
+		return r.stepFailed(s, Event{}, fmt.Errorf("plan.prompt: %w", err))
+	}
+	req := ChatRequest{Messages: []ChatMessage{
+		{Role: RoleSystem, Content: r.systemPrompt()},
+		{Role: RoleUser, Content: r.userPrompt(prompt)},
+	}, Tools: s.plan.functions}
+	asked := 0
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.llmCalls++
+		resp, err := r.env.Complete(r.ctx, r.llmCalls, cloneRequest(req))
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return nil, r.ctx.Err()
+			}
+			return nil, fmt.Errorf("%s (%s): completion %d: %w", s.field, s.action, r.llmCalls, err)
+		}
+		msg := resp.Message
+		msg.Role = RoleAssistant
+		req.Messages = append(req.Messages, msg)
+		if len(msg.ToolCalls) == 0 {
+			if s.saveAs != "" {
+				r.save(s.saveAs, msg.Content)
+			}
+			return nil, nil
+		}
+		for _, tc := range msg.ToolCalls {
+			if asked >= s.plan.maxCalls {
+				return nil, nil
+			}
+			asked++
+			reply, end, err := r.planCall(s, tc)
+			if err != nil || end != nil {
+				return end, err
+			}
+			req.Messages = append(req.Messages, ChatMessage{Role: RoleTool, ToolCallID: tc.ID, Content: reply})
+		}
+		if asked >= s.plan.maxCalls {
+			return nil, nil
+		}
+	}
+}
+
+// planCall performs one call the model asked for and returns what to tell it.
+func (r *runner) planCall(s *cstep, tc ChatToolCall) (string, *ending, error) {
+	t, ok := s.plan.byName[tc.Name]
+	if !ok {
+		return toolError(fmt.Sprintf("no function named %q", tc.Name)), nil, nil
+	}
+	var args map[string]any
+	if strings.TrimSpace(tc.Arguments) != "" {
+		if err := json.Unmarshal([]byte(tc.Arguments), &args); err != nil {
+			return toolError("arguments are not a JSON object: " + err.Error()), nil, nil
+		}
+	}
+	out, err := r.toolCall(s, t, args)
+	if err != nil || out.end != nil {
+		return "", out.end, err
+	}
+	switch out.status {
+	case StatusDenied:
+		return toolError("denied: " + out.errMsg), nil, nil
+	case StatusError:
+		if len(out.result) > 0 {
+			return string(out.result), nil, nil
+		}
+		return toolError(out.errMsg), nil, nil
+	}
+	if len(out.result) == 0 {
+		return "null", nil, nil
+	}
+	return string(out.result), nil, nil
+}
+
+func toolError(msg string) string {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return string(b)
+}
+
+func (r *runner) systemPrompt() string {
+	purpose := r.p.def.Purpose
+	if purpose == "" {
+		purpose = fmt.Sprintf("You are the agent %q.", r.in.Agent)
+	}
+	return purpose + "\nUse the functions to reach the goal. When you are done, answer without calling a function."
+}
+
+func (r *runner) userPrompt(prompt string) string {
+	ctxJSON, _ := json.Marshal(r.act.context)
+	return fmt.Sprintf("Goal: %s\n\nContext: %s\n\n%s", r.in.Goal, ctxJSON, prompt)
+}
+
+// cloneRequest copies the message list so a Completer that keeps the
+// request (to record it) is not affected by later appends.
+func cloneRequest(req ChatRequest) ChatRequest {
+	req.Messages = append([]ChatMessage(nil), req.Messages...)
+	return req
+}

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
+)
+
+// toJSONValue converts a CEL value to a JSON-compatible Go value: nil, bool,
+// int64, uint64, float64, string, []any or map[string]any.
+func toJSONValue(v ref.Val) (any, error) {
+	switch x := v.(type) {
+	case types.Null:
+		return nil, nil
+	case types.Bool:
+		return bool(x), nil
+	case types.Int:
+		return int64(x), nil
+	case types.Uint:
+		return uint64(x), nil
+	case types.Double:
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%v is not representable in JSON", f)
+		}
+		return f, nil
+	case types.String:
+		return string(x), nil
+	case types.Bytes:
+		return base64.StdEncoding.EncodeToString(x), nil
+	case types.Timestamp:
+		return x.Time.UTC().Format(time.RFC3339Nano), nil
+	case types.Duration:
+		return x.Duration.String(), nil
+	case *types.Err:
+		return nil, x
+	}
+	switch v.Type() {
+	case types.ListType:
+		l := v.(traits.Lister)
+		n, _ := l.Size().(types.Int)
+		out := make([]any, 0, int(n))
+		for it := l.Iterator(); it.HasNext() == types.True; {
+			e, err := toJSONValue(it.Next())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	case types.MapType:
+		m := v.(traits.Mapper)
+		out := map[string]any{}
+		for it := m.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("map key %v is not a string", k)
+			}
+			e, err := toJSONValue(m.Get(k))
+			if err != nil {
+				return nil, err
+			}
+			out[string(ks)] = e
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("a %s value is not representable in JSON", v.Type().TypeName())
+}
+
+// valueTree is an args or set value: a CEL leaf, a literal, or nested maps
+// and lists of them.
+type valueTree struct {
+	expr  *expr
+	lit   any
+	keys  []string // sorted, for an object
+	obj   map[string]*valueTree
+	list  []*valueTree
+	shape int
+}
+
+const (
+	shapeLiteral = iota
+	shapeExpr
+	shapeObject
+	shapeList
+)
+
+// compileTree compiles v found at field, reporting problems through bad.
+func compileTree(env *cel.Env, v any, field string, bad func(field, msg string)) *valueTree {
+	switch x := v.(type) {
+	case string:
+		e, msg := compileExpr(env, x, wantAny)
+		if msg != "" {
+			bad(field, msg)
+		}
+		return &valueTree{shape: shapeExpr, expr: e}
+	case map[string]any:
+		t := &valueTree{shape: shapeObject, obj: map[string]*valueTree{}}
+		for k := range x {
+			t.keys = append(t.keys, k)
+		}
+		sort.Strings(t.keys)
+		for _, k := range t.keys {
+			t.obj[k] = compileTree(env, x[k], field+"."+k, bad)
+		}
+		return t
+	case []any:
+		t := &valueTree{shape: shapeList}
+		for i, e := range x {
+			t.list = append(t.list, compileTree(env, e, fmt.Sprintf("%s[%d]", field, i), bad))
+		}
+		return t
+	case nil, bool, float64, int, int64:
+		return &valueTree{shape: shapeLiteral, lit: x}
+	default:
+		bad(field, fmt.Sprintf("unsupported value of type %T", v))
+		return &valueTree{shape: shapeLiteral}
+	}
+}
+
+// eval evaluates every leaf, keys in sorted order so errors are deterministic.
+func (t *valueTree) eval(ctx context.Context, act interpreter.Activation) (any, error) {
+	switch t.shape {
+	case shapeExpr:
+		if t.expr == nil {
+			return nil, errors.New("expression did not compile")
+		}
+		return t.expr.evalJSON(ctx, act)
+	case shapeObject:
+		out := make(map[string]any, len(t.keys))
+		for _, k := range t.keys {
+			v, err := t.obj[k].eval(ctx, act)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = v
+		}
+		return out, nil
+	case shapeList:
+		out := make([]any, 0, len(t.list))
+		for i, e := range t.list {
+			v, err := e.eval(ctx, act)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return t.lit, nil
+}
