@@ -6,6 +6,7 @@
 package outbound
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -184,7 +185,18 @@ func (c *Client) HTTPClient() *http.Client {
 // a name that does not resolve or too many redirects, SpecTooLarge over
 // MaxBytes.
 func (c *Client) Fetch(ctx context.Context, rawURL string) ([]byte, string, error) {
-	u, err := c.CheckURL(rawURL, true)
+	return c.fetch(ctx, http.MethodGet, rawURL, nil, "application/json, application/yaml, application/xml, text/plain, */*")
+}
+
+// PostJSON POSTs body as JSON and reads the answer under the same address
+// policy, time-out and size limit as Fetch (GraphQL introspection).
+func (c *Client) PostJSON(ctx context.Context, rawURL string, body []byte) ([]byte, error) {
+	data, _, err := c.fetch(ctx, http.MethodPost, rawURL, body, "application/json")
+	return data, err
+}
+
+func (c *Client) fetch(ctx context.Context, method, rawURL string, body []byte, accept string) ([]byte, string, error) {
+	u, err := c.CheckURL(rawURL, method == http.MethodGet)
 	if err != nil {
 		return nil, "", err
 	}
@@ -194,12 +206,19 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) ([]byte, string, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return nil, "", problem.Wrap(problem.URLNotAllowed, err, "the URL cannot be requested")
 	}
 	req.Header.Set("User-Agent", c.opts.UserAgent)
-	req.Header.Set("Accept", "application/json, application/yaml, application/xml, text/plain, */*")
+	req.Header.Set("Accept", accept)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.HTTPClient().Do(req)
 	if err != nil {
 		return nil, "", FetchError(err, c.opts.Timeout)

@@ -1,0 +1,295 @@
+package tool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// Registration is the body of POST and PUT /v1/tools.
+type Registration struct {
+	Name               string   `json:"name"`
+	Type               string   `json:"type"`
+	SpecURL            string   `json:"spec_url,omitempty"`
+	Spec               string   `json:"spec,omitempty"`
+	EndpointURL        string   `json:"endpoint_url,omitempty"`
+	Auth               *Auth    `json:"auth,omitempty"`
+	PolicyClass        string   `json:"policy_class,omitempty"`
+	SideEffects        []string `json:"side_effects,omitempty"`
+	IdempotencySupport bool     `json:"idempotency_support,omitempty"`
+}
+
+// Fetcher fetches specification documents through the hardened client.
+type Fetcher interface {
+	Fetch(ctx context.Context, rawURL string) (data []byte, finalURL string, err error)
+}
+
+// Introspector POSTs the GraphQL introspection query to an endpoint.
+type Introspector interface {
+	Introspect(ctx context.Context, endpoint string) ([]byte, error)
+}
+
+// IntrospectorFunc adapts a function to Introspector.
+type IntrospectorFunc func(ctx context.Context, endpoint string) ([]byte, error)
+
+// Introspect implements Introspector.
+func (f IntrospectorFunc) Introspect(ctx context.Context, endpoint string) ([]byte, error) {
+	return f(ctx, endpoint)
+}
+
+// SecretPolicy says whether a tenant may use a secrets reference.
+type SecretPolicy interface {
+	Check(tenant, ref string) error
+}
+
+// Service registers tools: it validates, fetches and indexes specifications.
+type Service struct {
+	Store     Store
+	Fetcher   Fetcher
+	Importers map[string]Importer
+	// Introspector is used when a graphql spec_url answers neither SDL nor
+	// introspection JSON to a GET.
+	Introspector Introspector
+	Secrets      SecretPolicy
+	// MaxSpecBytes limits inline specs (fetched ones are limited by the Fetcher).
+	MaxSpecBytes int
+	Now          func() time.Time
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	classRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	authKind = []string{AuthNone, AuthOAuth2, AuthAPIKey, AuthBearer, AuthBasic}
+	effects  = []string{"create", "update", "delete", "external"}
+	specKind = []string{OpenAPI, GraphQL, SOAP}
+)
+
+// Validate checks a registration without fetching anything.
+func (s *Service) Validate(tenant string, reg *Registration) error {
+	var errs []problem.FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, problem.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if reg.Name == "" {
+		add("name", "is required")
+	} else if !nameRE.MatchString(reg.Name) {
+		add("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	}
+	if reg.Type == "" {
+		add("type", "is required: one of openapi, graphql, soap")
+	} else if !slices.Contains(specKind, reg.Type) {
+		add("type", "must be one of openapi, graphql, soap")
+	}
+	switch {
+	case reg.SpecURL == "" && reg.Spec == "":
+		add("spec_url", "one of spec_url or spec is required")
+	case reg.SpecURL != "" && reg.Spec != "":
+		add("spec", "give spec_url or spec, not both")
+	case reg.SpecURL != "":
+		if msg := checkURL(reg.SpecURL, true); msg != "" {
+			add("spec_url", "%s", msg)
+		}
+	}
+	if s.MaxSpecBytes > 0 && len(reg.Spec) > s.MaxSpecBytes {
+		return problem.New(problem.SpecTooLarge, "the inline spec is %d bytes, over the %d byte limit", len(reg.Spec), s.MaxSpecBytes)
+	}
+	if reg.EndpointURL != "" {
+		if msg := checkURL(reg.EndpointURL, false); msg != "" {
+			add("endpoint_url", "%s", msg)
+		}
+	}
+	if reg.PolicyClass == "" {
+		reg.PolicyClass = "standard"
+	} else if !classRE.MatchString(reg.PolicyClass) {
+		add("policy_class", "must match ^[a-z][a-z0-9_-]{0,62}$")
+	}
+	for i, e := range reg.SideEffects {
+		if !slices.Contains(effects, e) {
+			add(fmt.Sprintf("side_effects[%d]", i), "must be one of create, update, delete, external")
+		}
+	}
+	if reg.Auth == nil {
+		reg.Auth = &Auth{Type: AuthNone}
+	}
+	a := reg.Auth
+	if a.Type == "" {
+		a.Type = AuthNone
+	}
+	if !slices.Contains(authKind, a.Type) {
+		add("auth.type", "must be one of none, oauth2, api_key, bearer, basic")
+	}
+	if a.Type != AuthNone && a.SecretsRef == "" {
+		add("auth.secrets_ref", "is required when auth.type is %s", a.Type)
+	}
+	if a.Type == AuthNone && a.SecretsRef != "" {
+		add("auth.secrets_ref", "is not used when auth.type is none")
+	}
+	if a.TokenURL != "" {
+		if msg := checkURL(a.TokenURL, false); msg != "" {
+			add("auth.token_url", "%s", msg)
+		}
+	}
+	if a.In != "" && a.In != "header" && a.In != "query" {
+		add("auth.in", "must be header or query")
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	if a.SecretsRef != "" && s.Secrets != nil {
+		if err := s.Secrets.Check(tenant, a.SecretsRef); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkURL returns what is wrong with an absolute http(s) URL, or "".
+func checkURL(raw string, allowFile bool) string {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return "must be an absolute URL"
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return "must name a host"
+		}
+	case "file":
+		if !allowFile {
+			return "must be an http or https URL"
+		}
+	default:
+		return "must be an http or https URL"
+	}
+	return ""
+}
+
+// Register validates, fetches and indexes a new tool, storing rec with it.
+func (s *Service) Register(ctx context.Context, tenant string, reg Registration, rec *audit.Record) (*Tool, error) {
+	if err := s.Validate(tenant, &reg); err != nil {
+		return nil, err
+	}
+	if _, err := s.Store.ToolByName(ctx, tenant, reg.Name); err == nil {
+		return nil, problem.New(problem.Conflict, "a tool named %q already exists", reg.Name)
+	}
+	now := s.Now().UTC()
+	t := &Tool{ID: ids.NewAt(ids.Tool, now), Tenant: tenant, Revision: 1, CreatedAt: now}
+	ops, err := s.index(ctx, t, reg, now)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil {
+		rec.Resource = audit.Resource{Type: "tool", ID: t.ID}
+	}
+	if err := s.Store.CreateTool(ctx, t, ops, rec); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Update re-fetches and re-indexes a tool; its name cannot change.
+func (s *Service) Update(ctx context.Context, tenant, id string, reg Registration, rec *audit.Record) (*Tool, error) {
+	old, err := s.Store.Tool(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(tenant, &reg); err != nil {
+		return nil, err
+	}
+	if reg.Name != old.Name {
+		return nil, problem.Field("name", "cannot change (the tool is %q); register a new tool instead", old.Name)
+	}
+	now := s.Now().UTC()
+	t := &Tool{ID: old.ID, Tenant: tenant, Revision: old.Revision + 1, CreatedAt: old.CreatedAt}
+	ops, err := s.index(ctx, t, reg, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Store.UpdateTool(ctx, t, ops, rec); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// index fetches the document, runs the importer and fills t.
+func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time.Time) ([]Operation, error) {
+	imp, ok := s.Importers[reg.Type]
+	if !ok {
+		return nil, problem.Field("type", "no importer for %q", reg.Type)
+	}
+	src, endpoint, err := s.source(ctx, reg)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := imp.Import(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.Operations) == 0 {
+		return nil, problem.New(problem.SpecInvalid, "the %s document defines no operations", reg.Type)
+	}
+	sum := sha256.Sum256(src.Data)
+	t.Name, t.Type, t.SpecURL, t.EndpointURL = reg.Name, reg.Type, reg.SpecURL, reg.EndpointURL
+	t.Auth, t.PolicyClass, t.SideEffects = *reg.Auth, reg.PolicyClass, reg.SideEffects
+	if t.SideEffects == nil {
+		t.SideEffects = []string{}
+	}
+	t.IdempotencySupport = reg.IdempotencySupport
+	t.SpecSHA256 = hex.EncodeToString(sum[:])
+	t.OperationCount = len(spec.Operations)
+	t.IndexedAt, t.UpdatedAt = now, now
+	t.SpecTokenURL = spec.TokenURL
+	switch {
+	case reg.EndpointURL != "":
+		t.BaseURL = reg.EndpointURL
+	case endpoint != "":
+		t.BaseURL = endpoint
+	default:
+		t.BaseURL = spec.BaseURL
+	}
+	return spec.Operations, nil
+}
+
+// source returns the document to import and, for an introspected GraphQL
+// endpoint, that endpoint.
+func (s *Service) source(ctx context.Context, reg Registration) (Source, string, error) {
+	if reg.Spec != "" {
+		return Source{Data: []byte(reg.Spec)}, "", nil
+	}
+	data, final, err := s.Fetcher.Fetch(ctx, reg.SpecURL)
+	if err == nil && (reg.Type != GraphQL || looksLikeGraphQL(data)) {
+		return Source{Data: data, URL: final}, "", nil
+	}
+	if reg.Type != GraphQL || s.Introspector == nil {
+		return Source{}, "", err
+	}
+	// A GraphQL endpoint rarely answers GET with its schema: ask it.
+	data, ierr := s.Introspector.Introspect(ctx, reg.SpecURL)
+	if ierr != nil {
+		if err != nil {
+			return Source{}, "", err
+		}
+		return Source{}, "", ierr
+	}
+	return Source{Data: data, URL: reg.SpecURL}, reg.SpecURL, nil
+}
+
+// looksLikeGraphQL reports whether a GET answered SDL or introspection JSON
+// rather than an HTML page or an error document.
+func looksLikeGraphQL(data []byte) bool {
+	s := strings.TrimSpace(string(data[:min(len(data), 4096)]))
+	if strings.HasPrefix(s, "{") {
+		return strings.Contains(string(data), "__schema")
+	}
+	return s != "" && !strings.HasPrefix(s, "<")
+}

@@ -1,0 +1,123 @@
+// Package soap imports WSDL 1.1 documents as tools: every portType
+// operation bound by a SOAP 1.1 or SOAP 1.2 binding is an operation, with
+// what is needed to build its envelope and JSON Schemas of its request and
+// response.
+//
+// Imported documents (wsdl:import, xsd:import and xsd:include with a
+// location) are read only through the Importer's Fetch function, which the
+// service sets to its hardened client; the importer itself never dials.
+package soap
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// Importer reads WSDL 1.1 documents.
+type Importer struct {
+	// Fetch reads an imported document by absolute URL. When nil, imports
+	// with a location are not read and a warning says so.
+	Fetch func(ctx context.Context, url string) ([]byte, error)
+}
+
+var _ tool.Importer = (*Importer)(nil)
+
+// Import reads a WSDL 1.1 document. Documents that are not XML, not WSDL
+// 1.1 (WSDL 2.0 included), that have no SOAP binding, or whose bound
+// operations reference unknown messages or portTypes are problem.SpecInvalid
+// errors.
+func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("import wsdl: %w", err)
+	}
+	root, err := parseXML(src.Data)
+	if err != nil {
+		var se *xml.SyntaxError
+		if errors.As(err, &se) {
+			return nil, problem.New(problem.SpecInvalid, "not XML: line %d: %s", se.Line, se.Msg)
+		}
+		if errors.Is(err, errNoRoot) {
+			return nil, problem.New(problem.SpecInvalid, "not XML: no root element")
+		}
+		return nil, problem.New(problem.SpecInvalid, "not a WSDL document: %v", err)
+	}
+	switch {
+	case root.name.Space == nsWSDL20 && root.name.Local == "description":
+		return nil, problem.New(problem.SpecInvalid, "WSDL 2.0 is not supported: register a WSDL 1.1 document (root element wsdl:definitions)")
+	case root.name.Space != nsWSDL || root.name.Local != "definitions":
+		return nil, problem.New(problem.SpecInvalid, "root element {%s}%s is not a WSDL 1.1 definitions element", root.name.Space, root.name.Local)
+	}
+	defs := &definitions{messages: map[xml.Name]*message{}, schema: newSchemaSet()}
+	l := &loader{ctx: ctx, fetch: im.Fetch, defs: defs, seen: map[string]bool{}}
+	if src.URL != "" {
+		l.seen[src.URL] = true
+	}
+	l.definitions(root, src.URL)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("import wsdl: %w", err)
+	}
+	b := &builder{defs: defs, base: src.URL}
+	ops, err := b.operations()
+	if err != nil {
+		return nil, err
+	}
+	return &tool.Spec{Operations: ops, BaseURL: b.baseURL, Warnings: capWarnings(defs.warnings)}, nil
+}
+
+// maxWarnings bounds the warnings of one import.
+const maxWarnings = 50
+
+func capWarnings(w []string) []string {
+	if len(w) <= maxWarnings {
+		return w
+	}
+	return append(w[:maxWarnings:maxWarnings], fmt.Sprintf("and %d more warnings", len(w)-maxWarnings))
+}
+
+// isRead is the kind rule: SOAP marks no operation as safe, so an
+// operation whose name starts with a reading verb (Get, List, Find, Search,
+// Query, Read, Check, Fetch, Lookup, Describe, Is, Has; any case) followed
+// by the end of the name or anything but a lower-case letter is a read
+// (GetQuote, get_quote, IsValid); every other operation is a write
+// (IssueRefund, Hashes, CreateOrder).
+func isRead(name string) bool {
+	r := []rune(name)
+	for _, verb := range []string{"get", "list", "find", "search", "query", "read", "check", "fetch", "lookup", "describe", "is", "has"} {
+		if len(r) < len(verb) || !strings.EqualFold(string(r[:len(verb)]), verb) {
+			continue
+		}
+		if len(r) == len(verb) || !unicode.IsLower(r[len(verb)]) {
+			return true
+		}
+	}
+	return false
+}
+
+// mustJSON encodes a schema built of maps, slices and strings, which cannot fail.
+func mustJSON(v any) json.RawMessage {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic("soap: encode schema: " + err.Error())
+	}
+	return data
+}
+
+// firstLine returns the first line of a text, for a summary.
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:199]) + "…"
+	}
+	return s
+}
