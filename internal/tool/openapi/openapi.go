@@ -1,0 +1,258 @@
+// Package openapi imports OpenAPI documents (Swagger 2.0, OpenAPI 3.0 and
+// 3.1; JSON or YAML) as tool specs: one operation per path × method, with
+// the JSON Schema of its arguments and of its JSON result, and the HTTP
+// binding needed to call it.
+//
+// The importer works on the document's generic JSON tree rather than on
+// kin-openapi's typed model: decoding a large description (GitHub's, 13 MB)
+// into openapi3.T takes over two seconds, mostly in its per-object
+// extension decoding, while encoding/json into a generic tree takes a tenth
+// of a second. kin-openapi is still used where it is the right tool:
+// converting Swagger 2.0 to OpenAPI 3 (openapi2conv) and validating
+// documents up to Importer.ValidateMaxBytes, whose findings become warnings.
+// References are resolved by the importer within the document only; nothing
+// is ever fetched, so a document cannot make the service read files or call
+// URLs.
+package openapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// Defaults of an Importer.
+const (
+	// DefaultValidateMaxBytes: larger documents are not run through
+	// kin-openapi's validator, whose typed decoding costs about 160 ms a
+	// megabyte; the importer's own checks still apply.
+	DefaultValidateMaxBytes = 1 << 20
+	// DefaultMaxRefDepth bounds how many references are inlined along any
+	// path of a schema.
+	DefaultMaxRefDepth = 8
+	// DefaultMaxSchemaBytes bounds one rendered schema (and one inlined
+	// reference); bigger ones are rendered with fewer levels inlined.
+	DefaultMaxSchemaBytes = 256 << 10
+	// renderBudgetBase and renderBudgetPerByte set the bytes of schema
+	// rendering an import may do: base + perByte × document size. GitHub's
+	// description (13 MB) renders 20 MB at depth 8.
+	renderBudgetBase    = 16 << 20
+	renderBudgetPerByte = 1
+	// maxWarnings bounds Spec.Warnings; the last one counts the rest.
+	maxWarnings = 100
+)
+
+// Importer reads OpenAPI documents. The zero value is not ready: use New.
+type Importer struct {
+	// ValidateMaxBytes is the size up to which documents are validated with
+	// kin-openapi; negative disables that validation.
+	ValidateMaxBytes int
+	// MaxRefDepth and MaxSchemaBytes bound schema inlining.
+	MaxRefDepth    int
+	MaxSchemaBytes int
+}
+
+var _ tool.Importer = (*Importer)(nil)
+
+// New returns an Importer with the default limits.
+func New() *Importer {
+	return &Importer{
+		ValidateMaxBytes: DefaultValidateMaxBytes,
+		MaxRefDepth:      DefaultMaxRefDepth,
+		MaxSchemaBytes:   DefaultMaxSchemaBytes,
+	}
+}
+
+// Import reads an OpenAPI document. A document that is not OpenAPI 2.0, 3.0
+// or 3.1 is a problem.SpecInvalid error; defects that do not stop indexing
+// are returned as warnings.
+func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, error) {
+	root, isJSON, err := parse(src.Data)
+	if err != nil {
+		return nil, err
+	}
+	w := &warnings{}
+	version, err := documentVersion(root)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := root["paths"]; ok && p != nil {
+		if _, ok := p.(map[string]any); !ok {
+			return nil, problem.New(problem.SpecInvalid, "paths: must be an object, got %s", typeName(p))
+		}
+	}
+	var baseURL string
+	if version == "2.0" {
+		root2 := root
+		if root, err = im.convertSwagger(ctx, src.Data, isJSON, root, w); err != nil {
+			return nil, err
+		}
+		baseURL = baseURL2(root2, src.URL, w.add)
+	} else {
+		if im.ValidateMaxBytes >= 0 && len(src.Data) <= im.ValidateMaxBytes {
+			im.validate3(ctx, src.Data, isJSON, root, w)
+		}
+		baseURL = baseURL3(root, src.URL, w.add)
+	}
+	maxDepth, maxBytes := im.MaxRefDepth, im.MaxSchemaBytes
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxRefDepth
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxSchemaBytes
+	}
+	// Swagger 2.0 schemas follow the 3.0 dialect once converted.
+	v30 := version == "2.0" || strings.HasPrefix(version, "3.0")
+	prune(root)
+	ops, err := im.operations(ctx, root, v30, maxDepth, maxBytes, renderBudgetBase+renderBudgetPerByte*len(src.Data), w)
+	if err != nil {
+		return nil, err
+	}
+	return &tool.Spec{
+		Operations: ops,
+		BaseURL:    baseURL,
+		TokenURL:   tokenURL(root, baseURL, src.URL),
+		Warnings:   w.list(),
+	}, nil
+}
+
+// operations builds the operations with schemas inlined maxDepth
+// references deep or, when they would exceed the rendering budget, with the
+// largest depth that fits (found by bisection), the same for every
+// operation.
+func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, w *warnings) ([]tool.Operation, error) {
+	type result struct {
+		ops       []tool.Operation
+		warnings  []string
+		exhausted bool
+	}
+	try := func(depth int) (*result, error) {
+		pass := &warnings{}
+		bd := &builder{root: root, warn: pass.add, render: newRenderer(root, v30, depth, maxBytes, budget, pass.add)}
+		bd.abortOnBudget = depth > 1
+		ops, err := bd.operations(ctx)
+		if errors.Is(err, errBudget) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &result{ops: ops, warnings: pass.items, exhausted: bd.render.exhausted}, nil
+	}
+	// Invariant: depths up to lo fit (depth 1 always does), depths from hi on do not.
+	lo, hi := 0, maxDepth+1
+	var best *result
+	for depth := maxDepth; lo+1 < hi; depth = (lo + hi) / 2 {
+		r, err := try(depth)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			hi = depth
+			continue
+		}
+		lo, best = depth, r
+	}
+	for _, item := range best.warnings {
+		w.add("%s", item)
+	}
+	switch {
+	case best.exhausted:
+		w.add("schemas are too large to inline: references inside referenced schemas are not expanded")
+	case lo < maxDepth:
+		w.add("schemas are inlined %d references deep instead of %d to bound their size", lo, maxDepth)
+	}
+	return best.ops, nil
+}
+
+// prune drops what indexing never reads (examples, webhooks), so that the
+// garbage collector can reclaim it while operations are built.
+func prune(root map[string]any) {
+	if c, ok := root["components"].(map[string]any); ok {
+		delete(c, "examples")
+	}
+	delete(root, "webhooks")
+	delete(root, "x-webhooks")
+}
+
+var version3 = regexp.MustCompile(`^3\.[0-2](\.\d+)?(-[0-9A-Za-z.-]+)?$`)
+
+// documentVersion returns "2.0" or the document's 3.x version.
+func documentVersion(root map[string]any) (string, error) {
+	if v, ok := root["openapi"]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return "", problem.New(problem.SpecInvalid, `openapi: must be a string such as "3.1.0", got %s`, typeName(v))
+		}
+		if !version3.MatchString(s) {
+			return "", problem.New(problem.SpecInvalid, "openapi: unsupported version %q (supported: 2.0, 3.0.x, 3.1.x)", s)
+		}
+		return s, nil
+	}
+	if v, ok := root["swagger"]; ok {
+		if s, _ := v.(string); s != "2.0" {
+			return "", problem.New(problem.SpecInvalid, `swagger: unsupported version %s (supported: "2.0")`, describe(v))
+		}
+		return "2.0", nil
+	}
+	return "", problem.New(problem.SpecInvalid, `not an OpenAPI document: no "openapi" or "swagger" field at the top level`)
+}
+
+// describe shows a scalar for a message, quoted when a string.
+func describe(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	b := appendValue(nil, v)
+	if len(b) > 40 {
+		return typeName(v)
+	}
+	return string(b)
+}
+
+var yamlVersionKey = regexp.MustCompile(`(?m)^["']?(openapi|swagger)["']?[ \t]*:`)
+
+// Detect reports whether data looks like an OpenAPI or Swagger document: a
+// JSON object or a YAML mapping with a top-level "openapi" or "swagger"
+// member. It does not validate the document.
+func Detect(data []byte) bool {
+	trimmed := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var probe struct {
+			OpenAPI json.RawMessage `json:"openapi"`
+			Swagger json.RawMessage `json:"swagger"`
+		}
+		if json.Unmarshal(trimmed, &probe) == nil {
+			return probe.OpenAPI != nil || probe.Swagger != nil
+		}
+	}
+	return yamlVersionKey.Match(data)
+}
+
+// warnings collects defects found while importing, at most maxWarnings.
+type warnings struct {
+	items   []string
+	dropped int
+}
+
+func (w *warnings) add(format string, args ...any) {
+	if len(w.items) >= maxWarnings {
+		w.dropped++
+		return
+	}
+	w.items = append(w.items, fmt.Sprintf(format, args...))
+}
+
+func (w *warnings) list() []string {
+	if w.dropped > 0 {
+		return append(w.items, fmt.Sprintf("and %d more warnings", w.dropped))
+	}
+	return w.items
+}
