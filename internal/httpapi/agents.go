@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// deployRequest is the body of POST /v1/agents.
+type deployRequest struct {
+	Name        string          `json:"name"`
+	Version     string          `json:"version,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Definition  json.RawMessage `json:"definition"`
+	Promote     bool            `json:"promote,omitempty"`
+}
+
+type versionView struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Version     string          `json:"version"`
+	Ref         string          `json:"ref"`
+	Default     bool            `json:"default"`
+	Description string          `json:"description,omitempty"`
+	Tools       []string        `json:"tools"`
+	DeployedAt  string          `json:"deployed_at"`
+	Definition  json.RawMessage `json:"definition,omitempty"`
+}
+
+func viewVersion(v *agent.Version, withDefinition bool) versionView {
+	vv := versionView{ID: v.Name, Name: v.Name, Version: v.Version, Ref: v.Ref(), Default: v.Default,
+		Description: v.Description, Tools: v.Tools, DeployedAt: v.DeployedAt.UTC().Format(timeFormat)}
+	if vv.Tools == nil {
+		vv.Tools = []string{}
+	}
+	if withDefinition {
+		vv.Definition = v.Definition
+	}
+	return vv
+}
+
+type agentView struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	DefaultVersion string `json:"default_version"`
+	LatestVersion  string `json:"latest_version"`
+	Versions       int    `json:"versions"`
+	Description    string `json:"description,omitempty"`
+	CreatedAt      string `json:"created_at"`
+	UpdatedAt      string `json:"updated_at"`
+}
+
+func viewAgent(a *agent.Agent) agentView {
+	return agentView{ID: a.Name, Name: a.Name, DefaultVersion: a.DefaultVersion, LatestVersion: a.LatestVersion,
+		Versions: a.Versions, Description: a.Description,
+		CreatedAt: a.CreatedAt.UTC().Format(timeFormat), UpdatedAt: a.UpdatedAt.UTC().Format(timeFormat)}
+}
+
+func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error {
+	var req deployRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	var errs []problem.FieldError
+	if !agent.NameRE.MatchString(req.Name) {
+		errs = append(errs, problem.FieldError{Field: "name", Message: "must match ^[a-z][a-z0-9-]{0,62}$"})
+	}
+	if req.Version != "" && !agent.VersionRE.MatchString(req.Version) {
+		errs = append(errs, problem.FieldError{Field: "version", Message: "must match ^[0-9A-Za-z][0-9A-Za-z.+_-]{0,31}$"})
+	}
+	if len(req.Description) > 2000 {
+		errs = append(errs, problem.FieldError{Field: "description", Message: "must be at most 2000 characters"})
+	}
+	if len(req.Definition) == 0 || string(req.Definition) == "null" {
+		errs = append(errs, problem.FieldError{Field: "definition", Message: "is required"})
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	def, derrs := agent.DecodeDefinition(req.Definition)
+	if len(derrs) == 0 {
+		tenant := principalOf(r).Tenant
+		cat, err := s.deps.Runner.Catalog(r.Context(), tenant, def.Tools)
+		if err != nil {
+			return err
+		}
+		_, derrs = agent.Compile(def, cat)
+	}
+	if len(derrs) > 0 {
+		for i := range derrs {
+			derrs[i].Field = "definition." + derrs[i].Field
+		}
+		return problem.Validation(derrs...)
+	}
+	v := &agent.Version{
+		Tenant: principalOf(r).Tenant, Name: req.Name, Version: req.Version, Description: req.Description,
+		Definition: req.Definition, Tools: def.Tools, DeployedAt: s.deps.Now().UTC(),
+	}
+	rec := s.record(r, http.StatusCreated)
+	rec.Resource.ID = req.Name
+	if err := s.deps.Agents.DeployVersion(r.Context(), v, req.Promote, rec); err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.audited, info.resourceID = true, req.Name
+	w.Header().Set("Location", "/v1/agents/"+v.Ref())
+	return writeJSON(w, http.StatusCreated, viewVersion(v, false))
+}
+
+// splitRef splits name@version; version is "" without @.
+func splitRef(id string) (name, version string) {
+	name, version, _ = strings.Cut(id, "@")
+	return name, version
+}
+
+func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
+	tenant := principalOf(r).Tenant
+	name, version := splitRef(r.PathValue("id"))
+	if version != "" {
+		v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, version)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, viewVersion(v, true))
+	}
+	a, err := s.deps.Agents.Agent(r.Context(), tenant, name)
+	if err != nil {
+		return err
+	}
+	v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, "")
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, struct {
+		agentView
+		Default versionView `json:"default"`
+	}{viewAgent(a), viewVersion(v, true)})
+}
+
+func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit := 50
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			return problem.Field("limit", "must be an integer from 1 to 200")
+		}
+		limit = n
+	}
+	agents, err := s.deps.Agents.ListAgents(r.Context(), principalOf(r).Tenant, q.Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	page := struct {
+		Agents     []agentView `json:"agents"`
+		NextCursor *string     `json:"next_cursor"`
+	}{Agents: make([]agentView, len(agents))}
+	for i, a := range agents {
+		page.Agents[i] = viewAgent(a)
+	}
+	if len(agents) == limit {
+		c := agents[len(agents)-1].Name
+		page.NextCursor = &c
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) error {
+	name, _ := splitRef(r.PathValue("id"))
+	vs, err := s.deps.Agents.ListVersions(r.Context(), principalOf(r).Tenant, name)
+	if err != nil {
+		return err
+	}
+	views := make([]versionView, len(vs))
+	for i, v := range vs {
+		views[i] = viewVersion(v, false)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"agent": name, "versions": views})
+}
+
+func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Version string `json:"version"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Version == "" {
+		return problem.Field("version", "is required")
+	}
+	name, _ := splitRef(r.PathValue("id"))
+	tenant := principalOf(r).Tenant
+	if err := s.deps.Agents.SetDefault(r.Context(), tenant, name, req.Version, s.record(r, http.StatusOK)); err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, req.Version)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewVersion(v, false))
+}

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// reqInfo is what the middleware chain learns about a request, filled in as it
+// goes and read by the audit and logging steps once the handler returns.
+type reqInfo struct {
+	requestID string
+	traceID   string
+	route     *route
+	principal *auth.Principal
+	// resourceID overrides the {id} path value in the audit record.
+	resourceID string
+	workflowID string
+	details    map[string]any
+	// audited is set when a handler stored the request's audit record in the
+	// transaction of its mutation.
+	audited bool
+	problem *problem.Error
+	// idemKey is the request's idempotency key, when it has one.
+	idemKey *idempotency.Key
+}
+
+type infoKey struct{}
+
+func withInfo(ctx context.Context, i *reqInfo) context.Context {
+	return context.WithValue(ctx, infoKey{}, i)
+}
+
+// infoFrom returns the request's info; never nil inside the server.
+func infoFrom(ctx context.Context) *reqInfo {
+	if i, ok := ctx.Value(infoKey{}).(*reqInfo); ok {
+		return i
+	}
+	return &reqInfo{}
+}
+
+// principalOf returns the authenticated caller of a protected route.
+func principalOf(r *http.Request) auth.Principal {
+	if p := infoFrom(r.Context()).principal; p != nil {
+		return *p
+	}
+	return auth.Principal{}
+}
+
+// statusWriter records the status and whether the response has started.
+type statusWriter struct {
+	http.ResponseWriter
+	status  int
+	written int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.written += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) started() bool { return w.status != 0 }
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush supports streaming through wrappers that only know http.Flusher.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack is not supported through the wrapper; kept for interface checks.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}

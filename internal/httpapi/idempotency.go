@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// maxIdempotencyKey bounds the length of a key.
+const maxIdempotencyKey = 255
+
+// runningLock is how long a running request blocks repeats of its key before
+// it is presumed dead (its process crashed) and a repeat may run instead.
+const runningLock = 2 * time.Minute
+
+// storedHeaders are the response headers replayed with a stored response.
+var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id"}
+
+// idempotent runs h at most once per idempotency key (SPEC §5): a repeat of
+// the same request gets the stored response with Idempotent-Replayed: true.
+func (s *Server) idempotent(rt *route, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" && !rt.bodyKey {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeProblem(w, r, problem.New(problem.PayloadTooLarge, "request body is over the %d byte limit", mbe.Limit))
+				return
+			}
+			writeProblem(w, r, problem.Wrap(problem.MalformedRequest, err, "could not read the request body"))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if rt.bodyKey {
+			if key, err = bodyIdempotencyKey(key, body); err != nil {
+				writeProblem(w, r, err)
+				return
+			}
+			if key == "" {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		if len(key) > maxIdempotencyKey {
+			writeProblem(w, r, problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey))
+			return
+		}
+		s.runOnce(w, r, rt, key, body, h)
+	})
+}
+
+// bodyIdempotencyKey reconciles the header key with the body's
+// idempotency_key field: either may be given; both must then agree.
+func bodyIdempotencyKey(header string, body []byte) (string, error) {
+	var b struct {
+		Key *string `json:"idempotency_key"`
+	}
+	if json.Unmarshal(body, &b) != nil || b.Key == nil {
+		return header, nil // the handler reports malformed bodies
+	}
+	if header != "" && *b.Key != header {
+		return "", problem.Field("idempotency_key", "differs from the Idempotency-Key header; send one or make them equal")
+	}
+	return *b.Key, nil
+}
+
+func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key string, body []byte, h http.Handler) {
+	p := principalOf(r)
+	now := s.deps.Now()
+	ttl := s.cfg.IdempotencyTTL
+	if rt.bodyKey {
+		ttl = s.cfg.InvokeIdempotencyTTL
+	}
+	k := idempotency.Key{Tenant: p.Tenant, Principal: p.ID(), Method: r.Method, Path: r.URL.Path, Key: key}
+	e, created, err := s.deps.Store.BeginIdempotent(r.Context(), idempotency.Entry{
+		Key: k, Fingerprint: fingerprint(body), State: idempotency.Running,
+		CreatedAt: now, ExpiresAt: now.Add(ttl), LockedUntil: now.Add(runningLock),
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !created {
+		fp := fingerprint(body)
+		if e.Fingerprint == fp && e.State == idempotency.Running && e.WorkflowID != "" && rt.attach != nil {
+			s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+				return rt.attach(w, r, e, body)
+			}).ServeHTTP(w, r)
+			return
+		}
+		s.repeat(w, r, e, fp)
+		return
+	}
+	infoFrom(r.Context()).idemKey = &k
+
+	rec := &recordingWriter{ResponseWriter: w}
+	h.ServeHTTP(rec, r)
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	// Detached from the request: a client gone away must not leave the key running.
+	ctx := context.WithoutCancel(r.Context())
+	if storable(status) && !rec.overflow {
+		hdr := http.Header{}
+		for _, name := range storedHeaders {
+			if v := w.Header().Get(name); v != "" {
+				hdr.Set(name, v)
+			}
+		}
+		err = s.deps.Store.CompleteIdempotent(ctx, k, status, hdr, rec.body.Bytes())
+	} else {
+		err = s.deps.Store.ReleaseIdempotent(ctx, k)
+	}
+	if err != nil {
+		s.deps.Logger.Error("idempotency key not settled", "request_id", infoFrom(r.Context()).requestID, "err", err)
+	}
+}
+
+// repeat answers a request whose key was seen before.
+func (s *Server) repeat(w http.ResponseWriter, r *http.Request, e idempotency.Entry, fp string) {
+	switch {
+	case e.Fingerprint != fp:
+		writeProblem(w, r, problem.New(problem.IdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request; use a new key for a new request"))
+	case e.State != idempotency.Complete:
+		writeProblem(w, r, &problem.Error{Code: problem.IdempotencyKeyInUse, RetryAfter: time.Second,
+			Detail: "a request with this Idempotency-Key is still executing"})
+	default:
+		for name, vs := range e.Header {
+			for _, v := range vs {
+				w.Header().Add(name, v)
+			}
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		infoFrom(r.Context()).details = map[string]any{"idempotent_replayed": true}
+		w.WriteHeader(e.Status)
+		w.Write(e.Body)
+	}
+}
+
+// storable reports whether a response is kept for repeats (SPEC §5).
+func storable(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests:
+		return false
+	}
+	return status < 500
+}
+
+// fingerprint identifies a request body: the SHA-256 of its RFC 8785 form
+// when it is JSON (so spacing and key order do not matter), else of its bytes.
+func fingerprint(body []byte) string {
+	canon, err := jcs.Transform(body)
+	if err != nil {
+		canon = body
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+// maxStoredResponse bounds the response body kept for repeats.
+const maxStoredResponse = 4 << 20
+
+// recordingWriter passes a response through while keeping a copy.
+type recordingWriter struct {
+	http.ResponseWriter
+	status   int
+	body     bytes.Buffer
+	overflow bool
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.body.Len()+len(b) > maxStoredResponse {
+		w.overflow = true
+	} else {
+		w.body.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *recordingWriter) started() bool { return w.status != 0 }

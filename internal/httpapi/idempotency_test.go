@@ -1,0 +1,69 @@
+package httpapi_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/idempotency"
+)
+
+func TestIdempotentRepeatReturnsTheStoredResponse(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", "audit:read")
+	first := h.do("POST", "/v1/audit/query", tok, `{"action": "audit.query"}`, "Idempotency-Key", "k1")
+	if first.Status != 200 || first.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first: %d %v", first.Status, first.Header)
+	}
+	// Key order and spacing do not change the fingerprint.
+	again := h.do("POST", "/v1/audit/query", tok, `{ "action" :"audit.query" }`, "Idempotency-Key", "k1")
+	if again.Status != 200 || again.Header.Get("Idempotent-Replayed") != "true" || string(again.Body) != string(first.Body) {
+		t.Fatalf("repeat: %d %v\n%s\nwant %s", again.Status, again.Header, again.Body, first.Body)
+	}
+
+	other := h.do("POST", "/v1/audit/query", tok, `{"action": "tool.create"}`, "Idempotency-Key", "k1")
+	if other.Status != 422 || other.problem(t).Code != "idempotency-key-reused" {
+		t.Fatalf("different body: %d %s", other.Status, other.Body)
+	}
+
+	// Another principal of the same tenant has its own keys.
+	bob, err := h.Issuer.Mint(t.Context(), mint("acme", "bob", "audit:read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("POST", "/v1/audit/query", bob, `{"action": "tool.create"}`, "Idempotency-Key", "k1")
+	if r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("bob: %d %v %s", r.Status, r.Header, r.Body)
+	}
+}
+
+func TestIdempotencyKeyInUseWhileRunning(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", "audit:read")
+	// A first request still running, on this or another replica.
+	now := time.Now()
+	body := `{"action":"x"}`
+	_, created, err := h.DB.BeginIdempotent(t.Context(), idempotency.Entry{
+		Key:         idempotency.Key{Tenant: "acme", Principal: "alice", Method: "POST", Path: "/v1/audit/query", Key: "busy"},
+		Fingerprint: fingerprintOf(t, body), State: idempotency.Running,
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour), LockedUntil: now.Add(time.Minute),
+	})
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	r := h.do("POST", "/v1/audit/query", tok, body, "Idempotency-Key", "busy")
+	if r.Status != 409 || r.problem(t).Code != "idempotency-key-in-use" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("%d %v %s", r.Status, r.Header, r.Body)
+	}
+}
+
+func TestErrorsWorthRetryingAreNotStored(t *testing.T) {
+	h := newHarness(t)
+	weak := h.token("acme", "tools:read")
+	if r := h.do("POST", "/v1/audit/query", weak, `{}`, "Idempotency-Key", "k2"); r.Status != 403 {
+		t.Fatalf("%d", r.Status)
+	}
+	// The same key works once the caller has the scope.
+	if r := h.do("POST", "/v1/audit/query", h.token("acme", "audit:read"), `{}`, "Idempotency-Key", "k2"); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("%d %v", r.Status, r.Header)
+	}
+}

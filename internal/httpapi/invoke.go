@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// invokeRequest is the body of POST /v1/agents/{id}/invoke.
+type invokeRequest struct {
+	Goal           string         `json:"goal"`
+	Context        map[string]any `json:"context,omitempty"`
+	Stream         bool           `json:"stream,omitempty"`
+	MaxToolCalls   *int           `json:"max_tool_calls,omitempty"`
+	IdempotencyKey string         `json:"idempotency_key,omitempty"`
+}
+
+func (s *Server) validateInvoke(req *invokeRequest) (int, error) {
+	var errs []problem.FieldError
+	if n := utf8.RuneCountInString(req.Goal); n < 1 || n > 8000 {
+		errs = append(errs, problem.FieldError{Field: "goal", Message: "is required: 1 to 8000 characters"})
+	}
+	max := s.cfg.DefaultToolCalls
+	if req.MaxToolCalls != nil {
+		max = *req.MaxToolCalls
+		if max < 1 || max > s.cfg.MaxToolCalls {
+			errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", s.cfg.MaxToolCalls)})
+		}
+	}
+	if len(errs) > 0 {
+		return 0, problem.Validation(errs...)
+	}
+	return max, nil
+}
+
+func wantsStream(r *http.Request, req invokeRequest) bool {
+	return req.Stream || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
+	var req invokeRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	maxCalls, err := s.validateInvoke(&req)
+	if err != nil {
+		return err
+	}
+	p := principalOf(r)
+	name, version := splitRef(r.PathValue("id"))
+	info := infoFrom(r.Context())
+	info.resourceID = name
+	wf, err := s.deps.Runner.Start(r.Context(), workflow.StartRequest{
+		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
+		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
+		MaxToolCalls: maxCalls, RequestID: info.requestID, TraceID: info.traceID,
+	})
+	if err != nil {
+		return err
+	}
+	info.workflowID = wf.ID
+	if k := info.idemKey; k != nil {
+		if err := s.deps.Store.SetIdempotentWorkflow(context.WithoutCancel(r.Context()), *k, wf.ID); err != nil {
+			s.deps.Logger.Warn("link idempotency key to workflow", "workflow_id", wf.ID, "err", err)
+		}
+	}
+	w.Header().Set("Workflow-Id", wf.ID)
+	if wantsStream(r, req) {
+		return s.stream(w, r, p.Tenant, wf.ID, 0)
+	}
+	return s.respondFinished(w, r, p.Tenant, wf.ID)
+}
+
+// attachInvoke answers a repeat of a still-running invoke by attaching to
+// its workflow: a sync repeat waits for it, a stream follows it.
+func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, e idempotency.Entry, body []byte) error {
+	var req invokeRequest
+	_ = json.Unmarshal(body, &req)
+	p := principalOf(r)
+	infoFrom(r.Context()).workflowID = e.WorkflowID
+	w.Header().Set("Workflow-Id", e.WorkflowID)
+	w.Header().Set("Idempotent-Replayed", "true")
+	if wantsStream(r, req) {
+		return s.stream(w, r, p.Tenant, e.WorkflowID, 0)
+	}
+	return s.respondFinished(w, r, p.Tenant, e.WorkflowID)
+}
+
+// respondFinished waits for the workflow and answers with it.
+func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant, id string) error {
+	wf, err := s.deps.Runner.Wait(r.Context(), tenant, id)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return nil // the client went away; the workflow goes on
+		}
+		return err
+	}
+	v, err := s.workflowView(r, wf, false)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// stream sends the workflow's events after afterID, live, ending with its
+// complete event. A failure once the stream has begun is reported as a
+// complete event with outcome failed and the problem in error.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id string, afterID int) error {
+	sse := startSSE(w)
+	defer sse.close()
+	last := afterID
+	for ev, err := range s.deps.Runner.Follow(r.Context(), tenant, id, afterID) {
+		if err != nil {
+			if r.Context().Err() != nil {
+				return nil
+			}
+			pe := problem.As(err)
+			doc := pe.Doc(r.URL.Path, infoFrom(r.Context()).requestID, infoFrom(r.Context()).traceID)
+			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed, "error": doc})
+			sse.send(last+1, b)
+			return fmt.Errorf("stream of %s: %w", id, err)
+		}
+		if err := sse.send(ev.ID, ev.Data); err != nil {
+			return nil // the client went away
+		}
+		last = ev.ID
+	}
+	return nil
+}

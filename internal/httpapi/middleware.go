@@ -1,0 +1,248 @@
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/telemetry"
+)
+
+// observe gives every request an id, a log line, metrics and an audit record,
+// and turns a panic into a 500 problem.
+func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
+	start := s.deps.Now()
+	info := &reqInfo{requestID: ids.New(ids.Request), traceID: telemetry.TraceID(r.Context())}
+	r = r.WithContext(withInfo(r.Context(), info))
+	sw := &statusWriter{ResponseWriter: w}
+	sw.Header().Set("Request-Id", info.requestID)
+
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.deps.Logger.Error("panic", "request_id", info.requestID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if !sw.started() {
+					writeProblem(sw, r, problem.New(problem.Internal, "panic"))
+				}
+			}
+		}()
+		s.dispatch(sw, r)
+	}()
+
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	elapsed := s.deps.Now().Sub(start)
+	pattern := "unmatched"
+	if info.route != nil {
+		pattern = info.route.pattern
+	}
+	if s.deps.Metrics != nil {
+		s.deps.Metrics.Observe(pattern, r.Method, status, elapsed)
+	}
+	s.audit(r, info, status)
+	s.logRequest(r, info, status, elapsed, sw.written)
+}
+
+func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.Duration, bytes int64) {
+	attrs := []slog.Attr{
+		slog.String("request_id", info.requestID),
+		slog.String("trace_id", info.traceID),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.Int64("bytes", bytes),
+	}
+	if p := info.principal; p != nil {
+		attrs = append(attrs, slog.String("tenant", p.Tenant), slog.String("sub", p.Subject))
+	}
+	level := slog.LevelInfo
+	if pe := info.problem; pe != nil {
+		attrs = append(attrs, slog.String("code", string(pe.Code)))
+		if pe.Err != nil {
+			attrs = append(attrs, slog.String("cause", pe.Err.Error()))
+		}
+		if pe.Code == problem.Internal || pe.Code == problem.Unavailable {
+			level = slog.LevelError
+		}
+	}
+	s.deps.Logger.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+// audit appends the request's record unless its handler already stored it
+// with the mutation it made.
+func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
+	if info.audited || s.deps.Store == nil {
+		return
+	}
+	if info.route != nil && info.route.noAudit {
+		return
+	}
+	rec := s.record(r, status)
+	if err := s.deps.Store.AppendAudit(r.Context(), rec); err != nil {
+		s.deps.Logger.Error("audit append failed", "request_id", info.requestID, "err", err)
+	}
+}
+
+// record builds the audit record of a request with the given status.
+func (s *Server) record(r *http.Request, status int) *audit.Record {
+	info := infoFrom(r.Context())
+	rec := &audit.Record{
+		Time:       s.deps.Now(),
+		Tenant:     audit.SystemTenant,
+		Action:     "http.request",
+		Outcome:    outcomeOf(status),
+		Status:     status,
+		RequestID:  info.requestID,
+		TraceID:    info.traceID,
+		WorkflowID: info.workflowID,
+	}
+	if p := info.principal; p != nil {
+		rec.Tenant = p.Tenant
+		rec.Actor = p.Actor()
+	}
+	details := map[string]any{"method": r.Method, "path": r.URL.Path}
+	if rt := info.route; rt != nil {
+		rec.Action = rt.action
+		rec.Resource = audit.Resource{Type: rt.resource, ID: r.PathValue("id")}
+		delete(details, "path")
+	}
+	if info.resourceID != "" {
+		rec.Resource.ID = info.resourceID
+	}
+	if pe := info.problem; pe != nil && status >= 400 {
+		details["code"] = string(pe.Code)
+	}
+	for k, v := range info.details {
+		details[k] = v
+	}
+	rec.Details = audit.Details(details)
+	return rec
+}
+
+func outcomeOf(status int) string {
+	switch {
+	case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusTooManyRequests:
+		return audit.Denied
+	case status >= 400:
+		return audit.Error
+	}
+	return audit.Success
+}
+
+// serveRoute authenticates, authorises and rate limits a request for one
+// route, limits its body, applies idempotency to POSTs, then runs the handler.
+func (s *Server) serveRoute(rt *route) http.Handler {
+	h := s.adapt(rt.h)
+	if rt.idempotent {
+		h = s.idempotent(rt, h)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := infoFrom(r.Context())
+		info.route = rt
+		if err := s.admit(w, r, rt); err != nil {
+			writeProblem(w, r, err)
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// adapt turns a handlerFunc's error into a problem response, or a log line
+// when the response has already started (a stream).
+func (s *Server) adapt(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		if sw, ok := w.(interface{ started() bool }); ok && sw.started() {
+			s.deps.Logger.Error("handler failed after the response began",
+				"request_id", infoFrom(r.Context()).requestID, "err", err)
+			return
+		}
+		writeProblem(w, r, err)
+	})
+}
+
+// admit checks the token, the route's scope and the rate limit.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error {
+	info := infoFrom(r.Context())
+	if rt.public {
+		if rt.noAudit {
+			return nil // health, readiness and metrics probes
+		}
+		return s.limitIP(w, r)
+	}
+	raw, ok := auth.BearerToken(r)
+	if !ok {
+		if err := s.limitIP(w, r); err != nil {
+			return err
+		}
+		return problem.New(problem.Unauthenticated, "no bearer token: send Authorization: Bearer <access token>")
+	}
+	p, err := s.deps.Verifier.Verify(r.Context(), raw)
+	if err != nil {
+		if lerr := s.limitIP(w, r); lerr != nil {
+			return lerr
+		}
+		if problem.As(err).Code == problem.Internal {
+			return problem.Wrap(problem.Unavailable, err, "token verification is unavailable")
+		}
+		return err
+	}
+	info.principal = &p
+	if err := s.limitTenant(w, r, p.Tenant); err != nil {
+		return err
+	}
+	if rt.scope != "" && !p.Has(rt.scope) {
+		return &problem.Error{Code: problem.InsufficientScope, Scope: rt.scope,
+			Detail: "this endpoint needs the scope " + rt.scope}
+	}
+	return nil
+}
+
+func (s *Server) limitTenant(w http.ResponseWriter, r *http.Request, tenant string) error {
+	return s.limit(w, r, ratelimit.TenantKey(tenant), s.cfg.RateLimits.For(tenant), true)
+}
+
+func (s *Server) limitIP(w http.ResponseWriter, r *http.Request) error {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return s.limit(w, r, ratelimit.IPKey(host), s.cfg.RateLimits.ForIP(), false)
+}
+
+func (s *Server) limit(w http.ResponseWriter, r *http.Request, key string, l ratelimit.Limit, headers bool) error {
+	if s.deps.Limiter == nil || l.Rate <= 0 {
+		return nil
+	}
+	res, err := s.deps.Limiter.Allow(r.Context(), key, l)
+	if err != nil {
+		if problem.As(err).Code == problem.Internal {
+			return problem.Wrap(problem.Unavailable, err, "the rate limiter is unavailable")
+		}
+		return err
+	}
+	if headers {
+		res.SetHeaders(w.Header())
+	}
+	return res.Err()
+}

@@ -1,0 +1,58 @@
+package httpapi_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/ratelimit"
+)
+
+func TestTenantRateLimit(t *testing.T) {
+	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
+		c.RateLimits.Default = ratelimit.Limit{Rate: 5, Burst: 5, Period: time.Minute}
+	})
+	tok := h.token("acme", "audit:read")
+	for i := range 5 {
+		r := h.do("GET", "/v1/audit/verify", tok, nil)
+		if r.Status != 200 {
+			t.Fatalf("request %d: %d", i+1, r.Status)
+		}
+		if got := r.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(4-i) {
+			t.Errorf("request %d: remaining %q, want %d", i+1, got, 4-i)
+		}
+		if r.Header.Get("X-RateLimit-Limit") != "5" || r.Header.Get("X-RateLimit-Reset") == "" {
+			t.Errorf("request %d headers %v", i+1, r.Header)
+		}
+	}
+	r := h.do("GET", "/v1/audit/verify", tok, nil)
+	if r.Status != 429 || r.problem(t).Code != "rate-limited" {
+		t.Fatalf("sixth: %d %s", r.Status, r.Body)
+	}
+	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	// Another tenant has its own quota.
+	if r := h.do("GET", "/v1/audit/verify", h.token("globex", "audit:read"), nil); r.Status != 200 {
+		t.Fatalf("other tenant: %d", r.Status)
+	}
+}
+
+func TestUnauthenticatedTrafficIsLimitedPerIP(t *testing.T) {
+	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
+		c.RateLimits.IP = ratelimit.Limit{Rate: 3, Burst: 3, Period: time.Minute}
+	})
+	for range 3 {
+		if r := h.do("GET", "/v1/tools", "", nil); r.Status != 401 {
+			t.Fatalf("%d", r.Status)
+		}
+	}
+	if r := h.do("GET", "/v1/tools", "", nil); r.Status != 429 {
+		t.Fatalf("fourth unauthenticated request: %d", r.Status)
+	}
+	// Health probes are never limited.
+	if r := h.do("GET", "/healthz", "", nil); r.Status != 200 {
+		t.Fatalf("healthz: %d", r.Status)
+	}
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/agentplane/agentplane/internal/idempotency"
+)
+
+// route is one entry of the API: its pattern, the scope it needs, and how
+// its requests are audited. The table below is the API's security review.
+type route struct {
+	pattern string
+	// scope is required of the caller's token; "" with public false means
+	// any valid token.
+	scope string
+	// public routes are served without a bearer token (SPEC §2).
+	public bool
+	// action and resource name the audit record of each request.
+	action   string
+	resource string
+	// idempotent routes honour Idempotency-Key (every POST but the token endpoint).
+	idempotent bool
+	// bodyKey: the JSON body's idempotency_key field is a key too (invoke).
+	bodyKey bool
+	// noAudit: requests are not audited one by one (health and metrics probes).
+	noAudit bool
+	// attach answers a repeat of a still-running request of this route
+	// whose key is linked to a workflow (invoke).
+	attach func(w http.ResponseWriter, r *http.Request, e idempotency.Entry, body []byte) error
+	h      handlerFunc
+}
+
+func (s *Server) routeTable() []route {
+	d := s.deps
+	return []route{
+		{pattern: "GET /healthz", public: true, noAudit: true, h: handleHealth(s.cfg.Version)},
+		{pattern: "GET /readyz", public: true, noAudit: true, h: s.handleReady},
+		{pattern: "GET /metrics", public: true, noAudit: true, h: handleMetrics(d.Metrics)},
+		{pattern: "GET /problems/{code}", public: true, noAudit: true, h: handleProblemPage},
+		{pattern: "GET /v1/openapi.json", public: true, noAudit: true, h: handleOpenAPI},
+
+		{pattern: "GET /.well-known/openid-configuration", public: true, action: "oauth.discovery", resource: "issuer", h: handleDiscovery(d.Issuer)},
+		{pattern: "GET /.well-known/jwks.json", public: true, action: "oauth.jwks", resource: "issuer", h: handleJWKS(d.Issuer)},
+		{pattern: "POST /oauth/token", public: true, action: "oauth.token", resource: "client", h: handleToken(d.Issuer)},
+
+		{pattern: "POST /v1/tools", scope: "tools:write", action: "tool.create", resource: "tool", idempotent: true, h: s.handleRegisterTool},
+		{pattern: "GET /v1/tools", scope: "tools:read", action: "tool.list", resource: "tool", h: s.handleListTools},
+		{pattern: "GET /v1/tools/{id}", scope: "tools:read", action: "tool.read", resource: "tool", h: s.handleGetTool},
+		{pattern: "GET /v1/tools/{id}/operations", scope: "tools:read", action: "tool.operations", resource: "tool", h: s.handleToolOperations},
+		{pattern: "PUT /v1/tools/{id}", scope: "tools:write", action: "tool.update", resource: "tool", h: s.handleUpdateTool},
+		{pattern: "DELETE /v1/tools/{id}", scope: "tools:write", action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
+
+		{pattern: "POST /v1/agents", scope: "agents:write", action: "agent.deploy", resource: "agent", idempotent: true, h: s.handleDeployAgent},
+		{pattern: "GET /v1/agents", scope: "agents:read", action: "agent.list", resource: "agent", h: s.handleListAgents},
+		{pattern: "GET /v1/agents/{id}", scope: "agents:read", action: "agent.read", resource: "agent", h: s.handleGetAgent},
+		{pattern: "GET /v1/agents/{id}/versions", scope: "agents:read", action: "agent.versions", resource: "agent", h: s.handleListVersions},
+		{pattern: "PUT /v1/agents/{id}/default", scope: "agents:write", action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
+		{pattern: "POST /v1/agents/{id}/invoke", scope: "agents:invoke", action: "agent.invoke", resource: "agent", idempotent: true, bodyKey: true, attach: s.attachInvoke, h: s.handleInvoke},
+
+		{pattern: "GET /v1/workflows", scope: "workflows:read", action: "workflow.list", resource: "workflow", h: s.handleListWorkflows},
+		{pattern: "GET /v1/workflows/{id}", scope: "workflows:read", action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
+		{pattern: "GET /v1/workflows/{id}/events", scope: "workflows:read", action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
+		{pattern: "POST /v1/workflows/{id}/cancel", scope: "agents:invoke", action: "workflow.cancel", resource: "workflow", idempotent: true, h: s.handleCancelWorkflow},
+
+		{pattern: "GET /v1/audit/query", scope: "audit:read", action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
+		{pattern: "POST /v1/audit/query", scope: "audit:read", action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},
+		{pattern: "GET /v1/audit/verify", scope: "audit:read", action: "audit.verify", resource: "audit", h: handleAuditVerify(d.Store)},
+	}
+}

@@ -1,0 +1,170 @@
+// Package httpapi is agentplane's HTTP adapter: the route table with each
+// route's scope, the middleware every request passes (tracing, request ids,
+// logs, metrics, audit, authentication, rate limits, idempotency), and the
+// handlers, which return errors that one adapter turns into RFC 9457 problems.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/telemetry"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// Store is what the HTTP layer needs from storage.
+type Store interface {
+	audit.Store
+	auth.Store
+	idempotency.Store
+	Ping(ctx context.Context) error
+}
+
+// Config holds the HTTP layer's limits and policies.
+type Config struct {
+	// MaxBodyBytes limits request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// IdempotencyTTL is how long keys are honoured (default 24 h);
+	// InvokeIdempotencyTTL for invoke (default 7 days).
+	IdempotencyTTL       time.Duration
+	InvokeIdempotencyTTL time.Duration
+	// RateLimits gives each tenant's limit and the per-IP limit.
+	RateLimits ratelimit.Policy
+	// Version is reported by /healthz.
+	Version string
+	// DefaultToolCalls and MaxToolCalls bound invoke's max_tool_calls
+	// (default 20, at most 100).
+	DefaultToolCalls int
+	MaxToolCalls     int
+}
+
+// Deps are the server's collaborators; cmd/agentplane wires them.
+type Deps struct {
+	Logger   *slog.Logger
+	Store    Store
+	Verifier auth.Verifier
+	// Issuer is the embedded issuer, nil when an external issuer is used.
+	Issuer  *auth.Issuer
+	Limiter ratelimit.Limiter
+	Metrics *telemetry.Metrics
+	// Tools registers tools; ToolStore reads them.
+	Tools     *tool.Service
+	ToolStore tool.Store
+	// Agents keeps agent versions; Runner runs workflows; Workflows reads them.
+	Agents    agent.VersionStore
+	Runner    *workflow.Runner
+	Workflows workflow.Store
+	Now       func() time.Time
+}
+
+// Server is agentplane's HTTP API.
+type Server struct {
+	cfg     Config
+	deps    Deps
+	mux     *http.ServeMux
+	routes  []route
+	handler http.Handler
+	// draining is closed when shutdown begins; /readyz then fails.
+	draining chan struct{}
+}
+
+// NewServer builds the handler of the whole API.
+func NewServer(cfg Config, deps Deps) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.InvokeIdempotencyTTL <= 0 {
+		cfg.InvokeIdempotencyTTL = 7 * 24 * time.Hour
+	}
+	if cfg.DefaultToolCalls <= 0 {
+		cfg.DefaultToolCalls = 20
+	}
+	if cfg.MaxToolCalls <= 0 {
+		cfg.MaxToolCalls = 100
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{})}
+	s.routes = s.routeTable()
+	for i := range s.routes {
+		rt := &s.routes[i]
+		s.mux.Handle(rt.pattern, s.serveRoute(rt))
+	}
+	s.handler = telemetry.Middleware(http.HandlerFunc(s.observe), telemetry.MuxRoute(s.mux))
+	return s
+}
+
+// Drain makes /readyz fail so load balancers stop sending new requests.
+func (s *Server) Drain() {
+	select {
+	case <-s.draining:
+	default:
+		close(s.draining)
+	}
+}
+
+// ServeHTTP runs the middleware chain around the router.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handler.ServeHTTP(w, r)
+}
+
+// dispatch routes a request; unknown paths and methods get problem documents.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // sets the path values
+		return
+	}
+	s.identify(r)
+	probe := &probeWriter{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	switch probe.status {
+	case http.StatusMethodNotAllowed:
+		writeProblem(w, r, &problem.Error{
+			Code: problem.MethodNotAllowed, Detail: r.Method + " is not allowed on " + r.URL.Path,
+			Allow: probe.header.Values("Allow"),
+		})
+	case http.StatusMovedPermanently, http.StatusPermanentRedirect, http.StatusTemporaryRedirect:
+		h.ServeHTTP(w, r) // path cleaning redirects
+	default:
+		writeProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+	}
+}
+
+// identify records the caller of a request that matched no route, when it
+// carries a valid token, so its audit record lands in the caller's chain.
+func (s *Server) identify(r *http.Request) {
+	raw, ok := auth.BearerToken(r)
+	if !ok {
+		return
+	}
+	if p, err := s.deps.Verifier.Verify(r.Context(), raw); err == nil {
+		infoFrom(r.Context()).principal = &p
+	}
+}
+
+// probeWriter captures what the mux would answer for an unmatched request.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header         { return p.header }
+func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (p *probeWriter) WriteHeader(code int)        { p.status = code }

@@ -1,0 +1,182 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// workflowView is a workflow as invoke and GET /v1/workflows/{id} show it.
+type workflowView struct {
+	WorkflowID   string          `json:"workflow_id"`
+	Agent        string          `json:"agent"`
+	AgentVersion string          `json:"agent_version"`
+	Status       string          `json:"status"`
+	Outcome      *string         `json:"outcome"`
+	DurationMS   int64           `json:"duration_ms"`
+	StartedAt    string          `json:"started_at"`
+	FinishedAt   *string         `json:"finished_at"`
+	Steps        []any           `json:"steps,omitempty"`
+	Output       json.RawMessage `json:"output"`
+	Error        json.RawMessage `json:"error,omitempty"`
+	// Detail, for GET /v1/workflows/{id} only.
+	Goal         string          `json:"goal,omitempty"`
+	Context      json.RawMessage `json:"context,omitempty"`
+	Caller       *callerView     `json:"caller,omitempty"`
+	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
+	ReplayOf     string          `json:"replay_of,omitempty"`
+}
+
+type callerView struct {
+	Sub      string `json:"sub"`
+	ClientID string `json:"client_id,omitempty"`
+}
+
+// stepDetail is a step with its tool call, for GET /v1/workflows/{id}.
+type stepDetail struct {
+	workflow.Step
+	// Hidden says the tool's bodies are withheld: the caller lacks tool:<name>.
+	Hidden bool `json:"bodies_hidden,omitempty"`
+}
+
+func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, detail bool) (workflowView, error) {
+	v := workflowView{
+		WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Status: wf.Status,
+		DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat),
+		Output: wf.Output, Error: wf.Error, Steps: []any{},
+	}
+	if wf.Done() {
+		v.Outcome = &wf.Outcome
+		f := wf.FinishedAt.UTC().Format(timeFormat)
+		v.FinishedAt = &f
+	}
+	if len(v.Output) == 0 {
+		v.Output = json.RawMessage("null")
+	}
+	steps, err := s.deps.Workflows.Steps(r.Context(), wf.ID, 0)
+	if err != nil {
+		return v, err
+	}
+	p := principalOf(r)
+	for _, st := range steps {
+		if !detail {
+			v.Steps = append(v.Steps, workflow.StepView(wf.Agent, st))
+			continue
+		}
+		d := stepDetail{Step: st}
+		if st.Tool != "" && !p.CanUseTool(st.Tool) {
+			d.Args, d.Result, d.Request, d.Hidden = nil, nil, nil, true
+		}
+		v.Steps = append(v.Steps, d)
+	}
+	if detail {
+		v.Goal, v.Context, v.MaxToolCalls, v.ReplayOf = wf.Goal, wf.Context, wf.MaxToolCalls, wf.ReplayOf
+		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
+	}
+	return v, nil
+}
+
+func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error {
+	wf, err := s.deps.Workflows.Workflow(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	v, err := s.workflowView(r, wf, true)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := workflow.ListFilter{Agent: q.Get("agent"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor"), Limit: 50}
+	var errs []problem.FieldError
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			errs = append(errs, problem.FieldError{Field: "limit", Message: "must be an integer from 1 to 200"})
+		}
+		f.Limit = n
+	}
+	for _, t := range []struct {
+		name string
+		out  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(t.name); v != "" {
+			tm, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				errs = append(errs, problem.FieldError{Field: t.name, Message: "must be an RFC 3339 time"})
+			}
+			*t.out = tm
+		}
+	}
+	switch f.Status {
+	case "", workflow.Running, workflow.Completed, workflow.Failed, workflow.Cancelled:
+	default:
+		errs = append(errs, problem.FieldError{Field: "status", Message: "must be running, completed, failed or cancelled"})
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
+	if err != nil {
+		return err
+	}
+	page := struct {
+		Workflows  []workflowView `json:"workflows"`
+		NextCursor *string        `json:"next_cursor"`
+	}{Workflows: make([]workflowView, 0, len(wfs))}
+	for _, wf := range wfs {
+		v := workflowView{WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Status: wf.Status,
+			DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat), Output: wf.Output}
+		if wf.Done() {
+			v.Outcome = &wf.Outcome
+			f := wf.FinishedAt.UTC().Format(timeFormat)
+			v.FinishedAt = &f
+		}
+		if len(v.Output) == 0 {
+			v.Output = json.RawMessage("null")
+		}
+		page.Workflows = append(page.Workflows, v)
+	}
+	if len(wfs) == f.Limit {
+		c := wfs[len(wfs)-1].ID
+		page.NextCursor = &c
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) error {
+	tenant := principalOf(r).Tenant
+	id := r.PathValue("id")
+	if _, err := s.deps.Workflows.Workflow(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	after := 0
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return problem.Field("Last-Event-ID", "must be an event id this stream sent")
+		}
+		after = n
+	}
+	w.Header().Set("Workflow-Id", id)
+	return s.stream(w, r, tenant, id, after)
+}
+
+func (s *Server) handleCancelWorkflow(w http.ResponseWriter, r *http.Request) error {
+	wf, err := s.deps.Runner.Cancel(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	v, err := s.workflowView(r, wf, false)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
