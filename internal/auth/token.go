@@ -42,6 +42,8 @@ type TokenResponse struct {
 	TokenType   string `json:"token_type"`
 	ExpiresIn   int64  `json:"expires_in"`
 	Scope       string `json:"scope"`
+	// Client is the authenticated client, for the audit record; never sent.
+	Client Principal `json:"-"`
 }
 
 // ClientCredentials handles POST /oauth/token, the client-credentials grant
@@ -89,6 +91,7 @@ func (i *Issuer) ClientCredentials(ctx context.Context, r *http.Request) (TokenR
 		TokenType:   "Bearer",
 		ExpiresIn:   int64(i.ttl.Seconds()),
 		Scope:       strings.Join(scopes, " "),
+		Client:      Principal{Subject: c.ID, ClientID: c.ID, Tenant: c.Tenant, Scopes: scopes},
 	}, nil
 }
 

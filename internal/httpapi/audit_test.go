@@ -35,7 +35,7 @@ func TestRefusedRequestsAreAudited(t *testing.T) {
 	h := newHarness(t)
 	reader := h.token("acme", "audit:read")
 	h.do("POST", "/v1/tools", h.token("acme", "tools:read"), `{}`) // 403: tools:write missing
-	h.do("GET", "/v1/nowhere", reader, nil)                           // 404 on an unknown route
+	h.do("GET", "/v1/nowhere", reader, nil)                        // 404 on an unknown route
 
 	var page auditPage
 	h.do("GET", "/v1/audit/query?outcome=denied", reader, nil).json(t, &page)

@@ -36,6 +36,9 @@ const (
 	RateLimited           Code = "rate-limited"
 	Internal              Code = "internal"
 	Unavailable           Code = "unavailable"
+	// WorkflowFailed is never a response status: it is the error member of
+	// a failed workflow and of its stream's complete event.
+	WorkflowFailed Code = "workflow-failed"
 )
 
 // TypeBase prefixes every problem type URI, whatever the deployment.
@@ -71,6 +74,7 @@ var Kinds = []Kind{
 	{SecretRefNotAllowed, http.StatusUnprocessableEntity, "Secret reference not allowed", "The secrets_ref is outside the references the operator allows for this tenant."},
 	{RateLimited, http.StatusTooManyRequests, "Rate limited", "The tenant or client is over its request rate. Retry after the Retry-After interval."},
 	{Internal, http.StatusInternalServerError, "Internal error", "The server failed unexpectedly. The request_id identifies the failure in the server's logs."},
+	{WorkflowFailed, http.StatusUnprocessableEntity, "Workflow failed", "The workflow could not complete: a step failed, a tool answered with an error, the workflow timed out, or the server stopped while a call that is unsafe to repeat was in flight (interrupted). The detail says which; the workflow's steps show where."},
 	{Unavailable, http.StatusServiceUnavailable, "Service unavailable", "The service cannot serve the request right now: storage is down or the server is shutting down."},
 }
 

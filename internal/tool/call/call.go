@@ -309,6 +309,18 @@ func (e *Executor) audit(ctx context.Context, req Request, res Result, callErr e
 	if e.opts.Audit == nil {
 		return nil
 	}
+	// The record is written even when the call's own context has ended.
+	if err := e.opts.Audit.AppendAudit(context.WithoutCancel(ctx), AuditRecord(ctx, req, res, callErr, at)); err != nil {
+		return fmt.Errorf("append tool call audit record: %w", err)
+	}
+	return nil
+}
+
+// AuditRecord is the audit record of one call: what was called, how it
+// went and how long it took; never bodies, query strings or credentials.
+// Callers that store calls themselves (the workflow runner) write it in the
+// same transaction as the step.
+func AuditRecord(ctx context.Context, req Request, res Result, callErr error, at time.Time) *audit.Record {
 	outcome := audit.Success
 	if callErr != nil {
 		outcome = audit.Error
@@ -317,7 +329,7 @@ func (e *Executor) audit(ctx context.Context, req Request, res Result, callErr e
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	}
-	rec := &audit.Record{
+	return &audit.Record{
 		Time:       at,
 		Tenant:     req.Tenant,
 		Actor:      req.Actor,
@@ -338,11 +350,6 @@ func (e *Executor) audit(ctx context.Context, req Request, res Result, callErr e
 			Attempts:   res.Attempts,
 		}),
 	}
-	// The record is written even when the call's own context has ended.
-	if err := e.opts.Audit.AppendAudit(context.WithoutCancel(ctx), rec); err != nil {
-		return fmt.Errorf("append tool call audit record: %w", err)
-	}
-	return nil
 }
 
 // withoutQuery drops a URL's query and fragment: query values are arguments
