@@ -1,0 +1,194 @@
+// Package postgres is agentplane's scale-out store: PostgreSQL through pgx,
+// shared by any number of stateless replicas. Concurrency between replicas
+// is settled in SQL: row locks on each tenant's audit chain head, INSERT …
+// ON CONFLICT for first-writer-wins values, and an advisory lock around
+// migrations so replicas starting together do not race.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/migrate"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+var (
+	_ audit.Store       = (*DB)(nil)
+	_ auth.Store        = (*DB)(nil)
+	_ idempotency.Store = (*DB)(nil)
+	_ tool.Store        = (*DB)(nil)
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLock is the pg_advisory_lock key held while migrating.
+const migrationLock int64 = 0x61676e74706c6e // "agntpln"
+
+// DB is the PostgreSQL store. It satisfies every domain Store.
+type DB struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+type options struct {
+	now func() time.Time
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithNow sets the clock the store stamps records and entries with.
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Open connects to the database at url (postgres://…) and applies the
+// migrations.
+func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", redact(err))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
+	}
+	db := &DB{pool: pool, now: o.now}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// redact drops a connection string from a parse error (it may hold a password).
+func redact(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return errors.New("invalid connection string")
+	}
+	return err
+}
+
+// Close closes the pool.
+func (db *DB) Close() error {
+	db.pool.Close()
+	return nil
+}
+
+// Ping reports whether the database answers, for /readyz.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return problem.Wrap(problem.Unavailable, err, "the database does not answer")
+	}
+	return nil
+}
+
+// migrate applies the migrations holding a session advisory lock, so
+// replicas starting together apply each migration once.
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
+	if _, err := migrate.Run(ctx, target{conn.Conn()}, ms); err != nil {
+		return fmt.Errorf("migrate postgres: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in a read-only transaction.
+func (db *DB) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return db.inTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}, fn)
+}
+
+// write runs fn in a read-write transaction.
+func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return db.inTx(ctx, pgx.TxOptions{}, fn)
+}
+
+// inTx runs fn in a transaction, committing when it returns nil and rolling
+// back otherwise.
+func (db *DB) inTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
+	tx, err := db.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return unavailable(fmt.Errorf("begin: %w", err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// unavailable marks a failure to reach the database as problem.Unavailable.
+func unavailable(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return problem.Wrap(problem.Unavailable, err, "the database is unreachable")
+}
+
+// isUnique reports whether err is a unique violation.
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// target runs migrations on the connection holding the advisory lock.
+type target struct{ conn *pgx.Conn }
+
+func (t target) Init(ctx context.Context) error {
+	_, err := t.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    bigint      NOT NULL PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`)
+	return err
+}
+
+func (t target) Applied(ctx context.Context) ([]int64, error) {
+	rows, err := t.conn.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (t target) Apply(ctx context.Context, m migrate.Migration) error {
+	return pgx.BeginFunc(ctx, t.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+		return err
+	})
+}

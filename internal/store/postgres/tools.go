@@ -1,0 +1,304 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// Tool list limits.
+const (
+	defaultToolLimit = 50
+	maxToolLimit     = 200
+)
+
+const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
+	idempotency_support, spec_sha256, revision, operation_count, base_url, spec_token_url,
+	indexed_at, created_at, updated_at`
+
+// CreateTool stores t and its operations; problem.Conflict when the name is taken.
+func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
+	row, err := toolRow(t)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO tools (`+toolColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, row...)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert tool: %w", err)
+		}
+		if err := insertOperations(ctx, tx, t, ops); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// UpdateTool replaces t (same id and tenant) and its operations.
+func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
+	row, err := toolRow(t)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE tools SET name = $3, type = $4, spec_url = $5,
+			endpoint_url = $6, auth = $7, policy_class = $8, side_effects = $9, idempotency_support = $10,
+			spec_sha256 = $11, revision = $12, operation_count = $13, base_url = $14, spec_token_url = $15,
+			indexed_at = $16, created_at = $17, updated_at = $18
+			WHERE id = $1 AND tenant = $2`, row...)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("update tool: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return toolNotFound(t.ID)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tool_operations WHERE tool_id = $1`, t.ID); err != nil {
+			return fmt.Errorf("delete operations: %w", err)
+		}
+		if err := insertOperations(ctx, tx, t, ops); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// DeleteTool deletes a tool and its operations; problem.Conflict while an
+// agent version names it.
+func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		var name string
+		err := tx.QueryRow(ctx, `SELECT name FROM tools WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id).Scan(&name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return toolNotFound(id)
+		}
+		if err != nil {
+			return fmt.Errorf("load tool: %w", err)
+		}
+		var agent, version string
+		err = tx.QueryRow(ctx, `SELECT agent, version FROM agent_version_tools
+			WHERE tenant = $1 AND tool_name = $2 ORDER BY agent, version LIMIT 1`, tenant, name).Scan(&agent, &version)
+		if err == nil {
+			return problem.New(problem.Conflict, "tool %q is used by agent %q version %q", name, agent, version)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("check tool use: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tool_operations WHERE tool_id = $1`, id); err != nil {
+			return fmt.Errorf("delete operations: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tools WHERE tenant = $1 AND id = $2`, tenant, id); err != nil {
+			return fmt.Errorf("delete tool: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Tool returns a tool by id, or problem.NotFound.
+func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
+	var t *tool.Tool
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		t, err = scanTool(tx.QueryRow(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = $1 AND id = $2`, tenant, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return toolNotFound(id)
+		}
+		return err
+	})
+	return t, err
+}
+
+// ToolByName returns a tool by name, or problem.NotFound.
+func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error) {
+	var t *tool.Tool
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		t, err = scanTool(tx.QueryRow(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = $1 AND name = $2`, tenant, name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.New(problem.NotFound, "no tool named %q", name)
+		}
+		return err
+	})
+	return t, err
+}
+
+// ListTools returns tools ordered by id, after opt.After.
+func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions) ([]*tool.Tool, error) {
+	limit := opt.Limit
+	if limit <= 0 {
+		limit = defaultToolLimit
+	}
+	limit = min(limit, maxToolLimit)
+	var ts []*tool.Tool
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+toolColumns+` FROM tools
+			WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, opt.After, limit)
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		ts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*tool.Tool, error) { return scanTool(row) })
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		return nil
+	})
+	return ts, err
+}
+
+// Operations returns a tool's operations ordered by id, those whose id,
+// summary or description contain q (case-insensitively) when q is not "".
+func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error) {
+	var ops []tool.Operation
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
+			return err
+		}
+		pat := likePattern(q)
+		rows, err := tx.Query(ctx, `SELECT data FROM tool_operations
+			WHERE tenant = $1 AND tool_id = $2
+			  AND ($3 = '' OR op_id ILIKE $4 OR summary ILIKE $4 OR description ILIKE $4)
+			ORDER BY op_id COLLATE "C"`, tenant, toolID, q, pat)
+		if err != nil {
+			return fmt.Errorf("query operations: %w", err)
+		}
+		ops, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (tool.Operation, error) {
+			var data []byte
+			var op tool.Operation
+			if err := row.Scan(&data); err != nil {
+				return op, err
+			}
+			return op, json.Unmarshal(data, &op)
+		})
+		if err != nil {
+			return fmt.Errorf("query operations: %w", err)
+		}
+		return nil
+	})
+	return ops, err
+}
+
+// Operation returns one operation, or problem.NotFound.
+func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error) {
+	var op tool.Operation
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
+			return err
+		}
+		var data []byte
+		err := tx.QueryRow(ctx, `SELECT data FROM tool_operations WHERE tenant = $1 AND tool_id = $2 AND op_id = $3`,
+			tenant, toolID, opID).Scan(&data)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.New(problem.NotFound, "tool %s has no operation %q", toolID, opID)
+		}
+		if err != nil {
+			return fmt.Errorf("load operation: %w", err)
+		}
+		if err := json.Unmarshal(data, &op); err != nil {
+			return fmt.Errorf("decode operation: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
+func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
+
+func toolExists(ctx context.Context, tx pgx.Tx, tenant, id string) error {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM tools WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return toolNotFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("load tool: %w", err)
+	}
+	return nil
+}
+
+// insertOperations copies ops in with one round trip per batch.
+func insertOperations(ctx context.Context, tx pgx.Tx, t *tool.Tool, ops []tool.Operation) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(ops))
+	rows := make([][]any, 0, len(ops))
+	for _, op := range ops {
+		if seen[op.ID] {
+			return problem.Field("spec", "operation id %q appears twice", op.ID)
+		}
+		seen[op.ID] = true
+		data, err := json.Marshal(op)
+		if err != nil {
+			return fmt.Errorf("encode operation %q: %w", op.ID, err)
+		}
+		rows = append(rows, []any{t.Tenant, t.ID, op.ID, op.Kind, op.Summary, op.Description, string(data)})
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"tool_operations"},
+		[]string{"tenant", "tool_id", "op_id", "kind", "summary", "description", "data"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("insert operations: %w", err)
+	}
+	return nil
+}
+
+// toolRow is t's values in toolColumns order.
+func toolRow(t *tool.Tool) ([]any, error) {
+	authJSON, err := json.Marshal(t.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool auth: %w", err)
+	}
+	effects := t.SideEffects
+	if effects == nil {
+		effects = []string{}
+	}
+	effectsJSON, err := json.Marshal(effects)
+	if err != nil {
+		return nil, fmt.Errorf("encode side effects: %w", err)
+	}
+	return []any{t.ID, t.Tenant, t.Name, t.Type, t.SpecURL, t.EndpointURL, string(authJSON), t.PolicyClass,
+		string(effectsJSON), t.IdempotencySupport, t.SpecSHA256, t.Revision, t.OperationCount, t.BaseURL,
+		t.SpecTokenURL, t.IndexedAt, t.CreatedAt, t.UpdatedAt}, nil
+}
+
+func scanTool(row pgx.Row) (*tool.Tool, error) {
+	var (
+		t                     tool.Tool
+		authJSON, effectsJSON []byte
+	)
+	err := row.Scan(&t.ID, &t.Tenant, &t.Name, &t.Type, &t.SpecURL, &t.EndpointURL, &authJSON, &t.PolicyClass,
+		&effectsJSON, &t.IdempotencySupport, &t.SpecSHA256, &t.Revision, &t.OperationCount, &t.BaseURL,
+		&t.SpecTokenURL, &t.IndexedAt, &t.CreatedAt, &t.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan tool: %w", err)
+	}
+	if err := json.Unmarshal(authJSON, &t.Auth); err != nil {
+		return nil, fmt.Errorf("decode tool auth: %w", err)
+	}
+	if err := json.Unmarshal(effectsJSON, &t.SideEffects); err != nil {
+		return nil, fmt.Errorf("decode side effects: %w", err)
+	}
+	t.IndexedAt, t.CreatedAt, t.UpdatedAt = t.IndexedAt.UTC(), t.CreatedAt.UTC(), t.UpdatedAt.UTC()
+	return &t, nil
+}

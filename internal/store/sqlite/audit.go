@@ -1,0 +1,268 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/ids"
+)
+
+const auditColumns = `id, tenant, seq, time, actor_sub, actor_client_id, action, resource_type,
+	resource_id, outcome, status, request_id, trace_id, workflow_id, details, prev_hash, hash`
+
+// AppendAudit appends records to their tenants' chains in one transaction.
+func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
+	db.prepareAudit(recs...)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		return appendAudit(ctx, tx, recs...)
+	})
+}
+
+// prepareAudit fills what a record needs before its chain is touched: id,
+// time and details.
+func (db *DB) prepareAudit(recs ...*audit.Record) {
+	for _, r := range recs {
+		if r == nil {
+			continue
+		}
+		if r.ID == "" {
+			r.ID = ids.New(ids.Audit)
+		}
+		if r.Time.IsZero() {
+			r.Time = db.now()
+		}
+		r.Time = r.Time.UTC()
+		if len(r.Details) == 0 {
+			r.Details = audit.Details(nil)
+		}
+	}
+}
+
+// appendAudit seals and inserts records as the last statements of tx. The
+// writer is serial, so reading the head inside the transaction is enough to
+// keep each chain unbroken.
+func appendAudit(ctx context.Context, tx *sql.Tx, recs ...*audit.Record) error {
+	recs = slices.DeleteFunc(slices.Clone(recs), func(r *audit.Record) bool { return r == nil })
+	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	for _, r := range recs {
+		var seq int64
+		hash := audit.Genesis
+		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, r.Tenant).Scan(&seq, &hash)
+		if err != nil && err != sql.ErrNoRows {
+			return fmt.Errorf("read audit head: %w", err)
+		}
+		if err := r.Seal(seq+1, hash); err != nil {
+			return fmt.Errorf("seal audit record: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
+			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
+			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
+			return fmt.Errorf("insert audit record: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, ?, ?)
+			ON CONFLICT (tenant) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
+			r.Tenant, r.Seq, r.Hash); err != nil {
+			return fmt.Errorf("update audit head: %w", err)
+		}
+	}
+	return nil
+}
+
+// QueryAudit returns the tenant's records matching f, newest first.
+func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]audit.Record, error) {
+	var recs []audit.Record
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		timeIndex := false
+		if !f.Since.IsZero() || !f.Until.IsZero() {
+			var err error
+			if timeIndex, err = preferTimeIndex(ctx, tx, tenant, f); err != nil {
+				return err
+			}
+		}
+		query, args := auditQuery(tenant, f, timeIndex)
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("query audit: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, r)
+		}
+		return rows.Err()
+	})
+	return recs, err
+}
+
+// auditQuery builds the query of f. Records are read newest first along an
+// index ending in seq (so a page needs no sort), unless timeIndex says a
+// time range is better found through the time index and sorted.
+func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = audit.DefaultLimit
+	}
+	limit = min(limit, audit.MaxLimit)
+
+	where := []string{"tenant = ?"}
+	args := []any{tenant}
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.Action != "" {
+		add("action = ?", f.Action)
+	}
+	if f.ResourceType != "" {
+		add("resource_type = ?", f.ResourceType)
+	}
+	if f.ResourceID != "" {
+		add("resource_id = ?", f.ResourceID)
+	}
+	if f.WorkflowID != "" {
+		add("workflow_id = ?", f.WorkflowID)
+	}
+	if f.Outcome != "" {
+		add("outcome = ?", f.Outcome)
+	}
+	if f.TraceID != "" {
+		add("trace_id = ?", f.TraceID)
+	}
+	// A unary + keeps the planner off the time index.
+	timeCol, from := "+time", "audit_records"
+	if timeIndex {
+		timeCol, from = "time", "audit_records INDEXED BY audit_records_time"
+	}
+	if !f.Since.IsZero() {
+		add(timeCol+" >= ?", fmtTimeCeil(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add(timeCol+" <= ?", fmtTime(f.Until))
+	}
+	if f.BeforeSeq > 0 {
+		add("seq < ?", f.BeforeSeq)
+	}
+	if timeIndex {
+		// Pick the page's seqs from the time index (covering for a time
+		// range alone), sort only those, then read the records.
+		if f.Actor != "" {
+			where = append(where, "(actor_sub = ? OR actor_client_id = ?)")
+			args = append(args, f.Actor, f.Actor)
+		}
+		return `SELECT ` + auditColumns + ` FROM audit_records WHERE tenant = ? AND seq IN (
+			SELECT seq FROM ` + from + ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?)
+			ORDER BY seq DESC`, append(append([]any{tenant}, args...), limit)
+	}
+	cond := strings.Join(where, " AND ")
+	if f.Actor == "" {
+		return `SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + cond + ` ORDER BY seq DESC LIMIT ?`,
+			append(args, limit)
+	}
+	// The actor is the subject or the client: each side walks its own
+	// index in seq order, so neither has to sort a large match.
+	query := `SELECT ` + auditColumns + ` FROM (
+		SELECT * FROM (SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + cond + ` AND actor_sub = ? ORDER BY seq DESC LIMIT ?)
+		UNION
+		SELECT * FROM (SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + cond + ` AND actor_client_id = ? ORDER BY seq DESC LIMIT ?)
+	) ORDER BY seq DESC LIMIT ?`
+	both := append(append(slices.Clone(args), f.Actor, limit), args...)
+	return query, append(both, f.Actor, limit, limit)
+}
+
+// preferTimeIndex reports whether f's time range is better read through the
+// time index, and sorted, than by walking the chain down from its newest
+// record. Seqs and times rise together (nearly: a record's time is taken
+// before it is sealed), so two index seeks estimate both costs: the records
+// in the range, and the newer records a walk from the top would skip. Either
+// plan returns the same records; this only picks the faster.
+func preferTimeIndex(ctx context.Context, tx *sql.Tx, tenant string, f audit.Filter) (bool, error) {
+	var head int64
+	err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_heads WHERE tenant = ?`, tenant).Scan(&head)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read audit head: %w", err)
+	}
+	lo, hi := int64(0), head
+	if !f.Since.IsZero() {
+		err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_records WHERE tenant = ? AND time >= ?
+			ORDER BY time, seq LIMIT 1`, tenant, fmtTimeCeil(f.Since)).Scan(&lo)
+		if err == sql.ErrNoRows {
+			return true, nil // nothing that recent: the time index finds no rows at once
+		}
+		if err != nil {
+			return false, fmt.Errorf("estimate audit range: %w", err)
+		}
+	}
+	if !f.Until.IsZero() {
+		var after int64
+		err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_records WHERE tenant = ? AND time > ?
+			ORDER BY time, seq LIMIT 1`, tenant, fmtTime(f.Until)).Scan(&after)
+		if err != nil && err != sql.ErrNoRows {
+			return false, fmt.Errorf("estimate audit range: %w", err)
+		}
+		if err == nil {
+			hi = after - 1
+		}
+	}
+	if f.BeforeSeq > 0 {
+		hi = min(hi, f.BeforeSeq-1)
+	}
+	skipped, inRange := head-hi, hi-lo
+	return inRange < skipped, nil
+}
+
+// ScanAudit calls fn on the tenant's records after afterSeq, in seq order.
+func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(audit.Record) error) (int, error) {
+	n := 0
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_records
+			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
+		if err != nil {
+			return fmt.Errorf("scan audit: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			n++
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	return n, err
+}
+
+func scanAudit(s scanner) (audit.Record, error) {
+	var (
+		r       audit.Record
+		t       string
+		details string
+	)
+	if err := s.Scan(&r.ID, &r.Tenant, &r.Seq, &t, &r.Actor.Sub, &r.Actor.ClientID, &r.Action,
+		&r.Resource.Type, &r.Resource.ID, &r.Outcome, &r.Status, &r.RequestID, &r.TraceID,
+		&r.WorkflowID, &details, &r.PrevHash, &r.Hash); err != nil {
+		return audit.Record{}, fmt.Errorf("scan audit record: %w", err)
+	}
+	var err error
+	if r.Time, err = parseTime(t); err != nil {
+		return audit.Record{}, err
+	}
+	r.Details = []byte(details)
+	return r, nil
+}

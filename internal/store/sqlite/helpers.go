@@ -1,0 +1,53 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/agentplane/agentplane/internal/audit"
+)
+
+// Times are stored as audit.TimeFormat text: UTC, microseconds, fixed width,
+// so they compare as they read and round-trip exactly.
+func fmtTime(t time.Time) string { return t.UTC().Format(audit.TimeFormat) }
+
+// fmtTimeCeil formats t rounded up to the microsecond, for lower bounds.
+func fmtTimeCeil(t time.Time) string {
+	if u := t.Truncate(time.Microsecond); u.Before(t) {
+		t = u.Add(time.Microsecond)
+	}
+	return fmtTime(t)
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(audit.TimeFormat, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t, nil
+}
+
+// isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.
+func isUnique(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code()
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+// likePattern is a LIKE pattern matching s anywhere, with s's wildcards
+// escaped by backslash.
+func likePattern(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(strings.ToLower(s)) + "%"
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }

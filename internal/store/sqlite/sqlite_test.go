@@ -1,0 +1,138 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return NewTestDB(t) }, storetest.Hooks{
+		TamperAudit: func(t *testing.T, s storetest.Store, tenant string, seq int64) {
+			err := s.(*DB).write(t.Context(), func(tx *sql.Tx) error {
+				_, err := tx.Exec(`UPDATE audit_records SET action = 'tampered' WHERE tenant = ? AND seq = ?`, tenant, seq)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("tamper: %v", err)
+			}
+		},
+		UseTool: func(t *testing.T, s storetest.Store, tenant, agent, version, toolName string) {
+			err := s.(*DB).write(t.Context(), func(tx *sql.Tx) error {
+				_, err := tx.Exec(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name) VALUES (?, ?, ?, ?)`,
+					tenant, agent, version, toolName)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("use tool: %v", err)
+			}
+		},
+	})
+}
+
+// TestGroupCommitIsolation checks that a failing write in a batch rolls back
+// only its own changes while the others in the batch commit.
+func TestGroupCommitIsolation(t *testing.T) {
+	db := NewTestDB(t)
+	ctx := t.Context()
+	errBoom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = db.write(ctx, func(tx *sql.Tx) error {
+				if _, err := tx.Exec(`INSERT INTO server_secrets (name, value) VALUES (?, ?)`, i, []byte("v")); err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					return errBoom
+				}
+				if i%7 == 0 {
+					panic("write panics")
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	want := 0
+	for i, err := range errs {
+		switch {
+		case i%3 == 0:
+			if !errors.Is(err, errBoom) {
+				t.Errorf("write %d: err = %v, want boom", i, err)
+			}
+		case i%7 == 0:
+			if err == nil {
+				t.Errorf("write %d panicked but returned no error", i)
+			}
+		default:
+			want++
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+		}
+	}
+	var n int
+	if err := db.rdb.QueryRow(`SELECT count(*) FROM server_secrets`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Errorf("%d rows committed, want %d", n, want)
+	}
+}
+
+func TestReopenKeepsDataAndMigrations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nested", "dir", "agentplane.db")
+	ctx := t.Context()
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ServerSecret(ctx, "s", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ping(ctx); !problem.Is(err, problem.Unavailable) {
+		t.Errorf("ping after close: %v, want unavailable", err)
+	}
+	if _, err := db.ServerSecret(ctx, "s", nil); !problem.Is(err, problem.Unavailable) {
+		t.Errorf("write after close: %v, want unavailable", err)
+	}
+
+	db, err = Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer db.Close()
+	v, err := db.ServerSecret(ctx, "s", []byte("v2"))
+	if err != nil || string(v) != "v1" {
+		t.Errorf("secret after reopen = %q, %v; want v1", v, err)
+	}
+	var versions int
+	if err := db.rdb.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 {
+		t.Errorf("%d migrations recorded after reopen, want 1", versions)
+	}
+}
+
+func TestWriteCancelledBeforeRun(t *testing.T) {
+	db := NewTestDB(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	ran := false
+	err := db.write(ctx, func(*sql.Tx) error { ran = true; return nil })
+	if !errors.Is(err, context.Canceled) || ran {
+		t.Errorf("write with a cancelled context: err %v, ran %v; want context.Canceled without running", err, ran)
+	}
+}

@@ -1,0 +1,315 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// Tool list limits.
+const (
+	defaultToolLimit = 50
+	maxToolLimit     = 200
+)
+
+const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
+	idempotency_support, spec_sha256, revision, operation_count, base_url, spec_token_url,
+	indexed_at, created_at, updated_at`
+
+// CreateTool stores t and its operations; problem.Conflict when the name is taken.
+func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
+	row, err := toolRow(t)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO tools (`+toolColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert tool: %w", err)
+		}
+		if err := insertOperations(ctx, tx, t, ops); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// UpdateTool replaces t (same id and tenant) and its operations.
+func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
+	row, err := toolRow(t)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?, type = ?, spec_url = ?,
+			endpoint_url = ?, auth = ?, policy_class = ?, side_effects = ?, idempotency_support = ?,
+			spec_sha256 = ?, revision = ?, operation_count = ?, base_url = ?, spec_token_url = ?,
+			indexed_at = ?, created_at = ?, updated_at = ?
+			WHERE id = ? AND tenant = ?`, append(row[2:], t.ID, t.Tenant)...)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("update tool: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, toolNotFound(t.ID))
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_operations WHERE tool_id = ?`, t.ID); err != nil {
+			return fmt.Errorf("delete operations: %w", err)
+		}
+		if err := insertOperations(ctx, tx, t, ops); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// DeleteTool deletes a tool and its operations; problem.Conflict while an
+// agent version names it.
+func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		var name string
+		err := tx.QueryRowContext(ctx, `SELECT name FROM tools WHERE tenant = ? AND id = ?`, tenant, id).Scan(&name)
+		if err == sql.ErrNoRows {
+			return toolNotFound(id)
+		}
+		if err != nil {
+			return fmt.Errorf("load tool: %w", err)
+		}
+		var agent, version string
+		err = tx.QueryRowContext(ctx, `SELECT agent, version FROM agent_version_tools
+			WHERE tenant = ? AND tool_name = ? ORDER BY agent, version LIMIT 1`, tenant, name).Scan(&agent, &version)
+		if err == nil {
+			return problem.New(problem.Conflict, "tool %q is used by agent %q version %q", name, agent, version)
+		}
+		if err != sql.ErrNoRows {
+			return fmt.Errorf("check tool use: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_operations WHERE tool_id = ?`, id); err != nil {
+			return fmt.Errorf("delete operations: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tools WHERE tenant = ? AND id = ?`, tenant, id); err != nil {
+			return fmt.Errorf("delete tool: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Tool returns a tool by id, or problem.NotFound.
+func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
+	var t *tool.Tool
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND id = ?`, tenant, id))
+		if err == sql.ErrNoRows {
+			return toolNotFound(id)
+		}
+		return err
+	})
+	return t, err
+}
+
+// ToolByName returns a tool by name, or problem.NotFound.
+func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error) {
+	var t *tool.Tool
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND name = ?`, tenant, name))
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "no tool named %q", name)
+		}
+		return err
+	})
+	return t, err
+}
+
+// ListTools returns tools ordered by id, after opt.After.
+func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions) ([]*tool.Tool, error) {
+	limit := opt.Limit
+	if limit <= 0 {
+		limit = defaultToolLimit
+	}
+	limit = min(limit, maxToolLimit)
+	var ts []*tool.Tool
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools
+			WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, opt.After, limit)
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanTool(rows)
+			if err != nil {
+				return err
+			}
+			ts = append(ts, t)
+		}
+		return rows.Err()
+	})
+	return ts, err
+}
+
+// Operations returns a tool's operations ordered by id, those whose id,
+// summary or description contain q (case-insensitively) when q is not "".
+func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error) {
+	var ops []tool.Operation
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
+			return err
+		}
+		pat := likePattern(q)
+		rows, err := tx.QueryContext(ctx, `SELECT data FROM tool_operations
+			WHERE tenant = ? AND tool_id = ?
+			  AND (? = '' OR lower(op_id) LIKE ? ESCAPE '\' OR lower(summary) LIKE ? ESCAPE '\'
+			       OR lower(description) LIKE ? ESCAPE '\')
+			ORDER BY op_id`, tenant, toolID, q, pat, pat, pat)
+		if err != nil {
+			return fmt.Errorf("query operations: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var data string
+			if err := rows.Scan(&data); err != nil {
+				return fmt.Errorf("scan operation: %w", err)
+			}
+			var op tool.Operation
+			if err := json.Unmarshal([]byte(data), &op); err != nil {
+				return fmt.Errorf("decode operation: %w", err)
+			}
+			ops = append(ops, op)
+		}
+		return rows.Err()
+	})
+	return ops, err
+}
+
+// Operation returns one operation, or problem.NotFound.
+func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error) {
+	var op tool.Operation
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
+			return err
+		}
+		var data string
+		err := tx.QueryRowContext(ctx, `SELECT data FROM tool_operations WHERE tenant = ? AND tool_id = ? AND op_id = ?`,
+			tenant, toolID, opID).Scan(&data)
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "tool %s has no operation %q", toolID, opID)
+		}
+		if err != nil {
+			return fmt.Errorf("load operation: %w", err)
+		}
+		if err := json.Unmarshal([]byte(data), &op); err != nil {
+			return fmt.Errorf("decode operation: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
+func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
+
+func toolExists(ctx context.Context, tx *sql.Tx, tenant, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM tools WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
+	if err == sql.ErrNoRows {
+		return toolNotFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("load tool: %w", err)
+	}
+	return nil
+}
+
+func insertOperations(ctx context.Context, tx *sql.Tx, t *tool.Tool, ops []tool.Operation) error {
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO tool_operations
+		(tenant, tool_id, op_id, kind, summary, description, data) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare operation insert: %w", err)
+	}
+	defer stmt.Close()
+	for _, op := range ops {
+		data, err := json.Marshal(op)
+		if err != nil {
+			return fmt.Errorf("encode operation %q: %w", op.ID, err)
+		}
+		_, err = stmt.ExecContext(ctx, t.Tenant, t.ID, op.ID, op.Kind, op.Summary, op.Description, string(data))
+		if isUnique(err) {
+			return problem.Field("spec", "operation id %q appears twice", op.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("insert operation %q: %w", op.ID, err)
+		}
+	}
+	return nil
+}
+
+// toolRow is t's values in toolColumns order.
+func toolRow(t *tool.Tool) ([]any, error) {
+	authJSON, err := json.Marshal(t.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool auth: %w", err)
+	}
+	effects := t.SideEffects
+	if effects == nil {
+		effects = []string{}
+	}
+	effectsJSON, err := json.Marshal(effects)
+	if err != nil {
+		return nil, fmt.Errorf("encode side effects: %w", err)
+	}
+	return []any{t.ID, t.Tenant, t.Name, t.Type, t.SpecURL, t.EndpointURL, string(authJSON), t.PolicyClass,
+		string(effectsJSON), t.IdempotencySupport, t.SpecSHA256, t.Revision, t.OperationCount, t.BaseURL,
+		t.SpecTokenURL, fmtTime(t.IndexedAt), fmtTime(t.CreatedAt), fmtTime(t.UpdatedAt)}, nil
+}
+
+func scanTool(s scanner) (*tool.Tool, error) {
+	var (
+		t                        tool.Tool
+		authJSON, effectsJSON    string
+		indexed, created, update string
+	)
+	err := s.Scan(&t.ID, &t.Tenant, &t.Name, &t.Type, &t.SpecURL, &t.EndpointURL, &authJSON, &t.PolicyClass,
+		&effectsJSON, &t.IdempotencySupport, &t.SpecSHA256, &t.Revision, &t.OperationCount, &t.BaseURL,
+		&t.SpecTokenURL, &indexed, &created, &update)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan tool: %w", err)
+	}
+	if err := json.Unmarshal([]byte(authJSON), &t.Auth); err != nil {
+		return nil, fmt.Errorf("decode tool auth: %w", err)
+	}
+	if err := json.Unmarshal([]byte(effectsJSON), &t.SideEffects); err != nil {
+		return nil, fmt.Errorf("decode side effects: %w", err)
+	}
+	for _, p := range []struct {
+		s   string
+		dst *time.Time
+	}{{indexed, &t.IndexedAt}, {created, &t.CreatedAt}, {update, &t.UpdatedAt}} {
+		if *p.dst, err = parseTime(p.s); err != nil {
+			return nil, err
+		}
+	}
+	return &t, nil
+}

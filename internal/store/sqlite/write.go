@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// writeReq is one write waiting for the writer.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(tx *sql.Tx) error
+	done chan error
+}
+
+// write runs fn in a write transaction and returns its error. The writer
+// goroutine commits fn together with the other writes queued meanwhile; fn
+// runs in its own savepoint, so its failure undoes only its own changes.
+// write returns once the batch holding fn is committed (or failed), even if
+// ctx is cancelled meanwhile, so a nil error always means durable.
+func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case db.writes <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-db.closing:
+		return errClosed
+	}
+	return <-req.done
+}
+
+// writer takes queued writes, up to maxBatch at a time, and commits each
+// batch in one transaction until the store closes.
+func (db *DB) writer() {
+	defer close(db.writerDone)
+	batch := make([]*writeReq, 0, db.maxBatch)
+	for {
+		select {
+		case r := <-db.writes:
+			batch = append(batch[:0], r)
+		case <-db.closing:
+			return
+		}
+	drain:
+		for len(batch) < db.maxBatch {
+			select {
+			case r := <-db.writes:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		db.commit(batch)
+		clear(batch)
+	}
+}
+
+// commit runs a batch in one BEGIN IMMEDIATE transaction and answers each
+// request.
+func (db *DB) commit(batch []*writeReq) {
+	errs := make([]error, len(batch))
+	answer := func() {
+		for i, r := range batch {
+			r.done <- errs[i]
+		}
+	}
+	tx, err := db.wdb.BeginTx(context.Background(), nil)
+	if err != nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("begin write: %w", err)
+		}
+		answer()
+		return
+	}
+	var broken error
+	for i, r := range batch {
+		if broken != nil {
+			errs[i] = broken
+			continue
+		}
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		errs[i], broken = savepoint(tx, r.fn)
+	}
+	if broken != nil {
+		tx.Rollback()
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = broken
+			}
+		}
+		answer()
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("commit write: %w", err)
+			}
+		}
+	}
+	answer()
+}
+
+// savepoint runs fn inside a savepoint of tx, rolling back to it when fn
+// fails (or panics). broken is set when the transaction itself is no longer
+// usable.
+func savepoint(tx *sql.Tx, fn func(tx *sql.Tx) error) (err, broken error) {
+	if _, err := tx.Exec("SAVEPOINT w"); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	err = protect(tx, fn)
+	if err != nil {
+		if _, rerr := tx.Exec("ROLLBACK TO w"); rerr != nil {
+			return err, fmt.Errorf("roll back to savepoint: %w", rerr)
+		}
+	}
+	if _, rerr := tx.Exec("RELEASE w"); rerr != nil {
+		return err, fmt.Errorf("release savepoint: %w", rerr)
+	}
+	return err, nil
+}
+
+// protect turns a panic of fn into an error so the writer survives it.
+func protect(tx *sql.Tx, fn func(tx *sql.Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.Join(err, fmt.Errorf("write panicked: %v", p))
+		}
+	}()
+	return fn(tx)
+}

@@ -1,0 +1,114 @@
+// Package storetest is the one conformance suite every store engine runs:
+// tools, tenant isolation, the audit chain (including under concurrency and
+// tampering), idempotency, signing keys, clients and server secrets. Each
+// engine's own test calls Run with a function that opens a fresh store.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// Store is everything an engine's DB provides.
+type Store interface {
+	audit.Store
+	auth.Store
+	idempotency.Store
+	tool.Store
+	// Ping reports whether the database answers.
+	Ping(ctx context.Context) error
+}
+
+// Hooks reach behind the store's API, for what only raw SQL can do.
+type Hooks struct {
+	// TamperAudit changes a stored field of the tenant's record seq (the
+	// action, say) without touching its hash.
+	TamperAudit func(t *testing.T, s Store, tenant string, seq int64)
+	// UseTool records that an agent version names a tool
+	// (agent_version_tools), which blocks deleting it.
+	UseTool func(t *testing.T, s Store, tenant, agent, version, toolName string)
+}
+
+// Run runs the suite; open returns a new, empty, migrated store that is
+// closed when t ends. Tests needing a hook that h lacks are skipped.
+func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Store, h Hooks)
+	}{
+		{"Ping", testPing},
+		{"ToolCRUD", testToolCRUD},
+		{"ToolNameConflict", testToolNameConflict},
+		{"ToolTenantIsolation", testToolTenantIsolation},
+		{"ToolList", testToolList},
+		{"ToolOperations", testToolOperations},
+		{"ToolDeleteInUse", testToolDeleteInUse},
+		{"AuditAppendQuery", testAuditAppendQuery},
+		{"AuditFilters", testAuditFilters},
+		{"AuditCursor", testAuditCursor},
+		{"AuditWithMutations", testAuditWithMutations},
+		{"AuditConcurrent", testAuditConcurrent},
+		{"AuditTamper", testAuditTamper},
+		{"Idempotency", testIdempotency},
+		{"IdempotencyExpiryTakeover", testIdempotencyExpiryTakeover},
+		{"IdempotencyConcurrent", testIdempotencyConcurrent},
+		{"SigningKeys", testSigningKeys},
+		{"Clients", testClients},
+		{"ServerSecrets", testServerSecrets},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t), h)
+		})
+	}
+}
+
+// base is a fixed time, microsecond-exact as stores keep it.
+var base = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
+
+func ctxOf(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wantCode fails t unless err carries code.
+func wantCode(t *testing.T, err error, code problem.Code, what string) {
+	t.Helper()
+	if !problem.Is(err, code) {
+		t.Fatalf("%s: err = %v, want %s", what, err, code)
+	}
+}
+
+func must(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func testPing(t *testing.T, s Store, _ Hooks) {
+	must(t, s.Ping(ctxOf(t)), "ping")
+}
+
+func record(tenant, action string, i int) *audit.Record {
+	return &audit.Record{
+		Time:     base.Add(time.Duration(i) * time.Second),
+		Tenant:   tenant,
+		Actor:    audit.Actor{Sub: "user-1", ClientID: "cli-1"},
+		Action:   action,
+		Resource: audit.Resource{Type: "tool", ID: fmt.Sprintf("tool_%d", i)},
+		Outcome:  audit.Success, Status: 200,
+		RequestID: fmt.Sprintf("req_%d", i), TraceID: fmt.Sprintf("trace-%d", i),
+		Details: audit.Details(map[string]any{"i": i}),
+	}
+}

@@ -1,0 +1,261 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+func newTool(tenant, name string) *tool.Tool {
+	return &tool.Tool{
+		ID: ids.New(ids.Tool), Tenant: tenant, Name: name, Type: tool.OpenAPI,
+		SpecURL: "https://api.example.com/openapi.json", EndpointURL: "https://api.example.com",
+		Auth:        tool.Auth{Type: tool.AuthOAuth2, SecretsRef: "env://PETS_SECRET", ClientID: "pets", Scopes: []string{"read", "write"}},
+		PolicyClass: "standard", SideEffects: []string{"create", "update"}, IdempotencySupport: true,
+		SpecSHA256: "ab12", Revision: 1, OperationCount: 3, BaseURL: "https://api.example.com/v1",
+		SpecTokenURL: "https://auth.example.com/token",
+		IndexedAt:    base, CreatedAt: base, UpdatedAt: base,
+	}
+}
+
+func petOps() []tool.Operation {
+	return []tool.Operation{
+		{ID: "listPets", Kind: tool.Read, Summary: "List all pets", Input: json.RawMessage(`{"type":"object"}`),
+			HTTP: &tool.HTTPBinding{Method: "GET", Path: "/pets", Params: []tool.Param{{Name: "limit", In: "query", Schema: json.RawMessage(`{"type":"integer"}`)}}}},
+		{ID: "createPet", Kind: tool.Write, Summary: "Create a pet", Description: "Adds a 100% new animal",
+			HTTP: &tool.HTTPBinding{Method: "POST", Path: "/pets", Body: &tool.Body{Required: true, ContentType: "application/json"}}},
+		{ID: "getOwner", Kind: tool.Read, Summary: "Owner by id", Description: "Returns the PERSON who owns a pet",
+			HTTP: &tool.HTTPBinding{Method: "GET", Path: "/owners/{id}", Params: []tool.Param{{Name: "id", In: "path", Required: true}}}},
+	}
+}
+
+func opIDs(ops []tool.Operation) []string {
+	var out []string
+	for _, op := range ops {
+		out = append(out, op.ID)
+	}
+	return out
+}
+
+func testToolCRUD(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	want := newTool("acme", "pets")
+	must(t, s.CreateTool(ctx, want, petOps(), nil), "create")
+
+	got, err := s.Tool(ctx, "acme", want.ID)
+	must(t, err, "tool")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Tool (-want +got):\n%s", diff)
+	}
+	got, err = s.ToolByName(ctx, "acme", "pets")
+	must(t, err, "tool by name")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ToolByName (-want +got):\n%s", diff)
+	}
+	ops, err := s.Operations(ctx, "acme", want.ID, "")
+	must(t, err, "operations")
+	wantOps := petOps()
+	if diff := cmp.Diff([]tool.Operation{wantOps[1], wantOps[2], wantOps[0]}, ops); diff != "" {
+		t.Errorf("Operations ordered by id (-want +got):\n%s", diff)
+	}
+
+	upd := *want
+	upd.Revision, upd.OperationCount, upd.SideEffects = 2, 1, []string{}
+	upd.Auth = tool.Auth{Type: tool.AuthNone}
+	upd.UpdatedAt = base.Add(1000)
+	newOps := []tool.Operation{{ID: "deletePet", Kind: tool.Write, HTTP: &tool.HTTPBinding{Method: "DELETE", Path: "/pets/{id}"}}}
+	must(t, s.UpdateTool(ctx, &upd, newOps, nil), "update")
+	got, err = s.Tool(ctx, "acme", want.ID)
+	must(t, err, "tool after update")
+	if diff := cmp.Diff(&upd, got); diff != "" {
+		t.Errorf("Tool after update (-want +got):\n%s", diff)
+	}
+	ops, err = s.Operations(ctx, "acme", want.ID, "")
+	must(t, err, "operations after update")
+	if diff := cmp.Diff(newOps, ops); diff != "" {
+		t.Errorf("Operations after update (-want +got):\n%s", diff)
+	}
+
+	must(t, s.DeleteTool(ctx, "acme", want.ID, nil), "delete")
+	_, err = s.Tool(ctx, "acme", want.ID)
+	wantCode(t, err, problem.NotFound, "tool after delete")
+	_, err = s.ToolByName(ctx, "acme", "pets")
+	wantCode(t, err, problem.NotFound, "tool by name after delete")
+	_, err = s.Operations(ctx, "acme", want.ID, "")
+	wantCode(t, err, problem.NotFound, "operations after delete")
+	wantCode(t, s.DeleteTool(ctx, "acme", want.ID, nil), problem.NotFound, "second delete")
+	wantCode(t, s.UpdateTool(ctx, &upd, nil, nil), problem.NotFound, "update after delete")
+
+	// The name is free again.
+	must(t, s.CreateTool(ctx, newTool("acme", "pets"), petOps(), nil), "create again")
+}
+
+func testToolNameConflict(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	first, other := newTool("acme", "pets"), newTool("acme", "shop")
+	must(t, s.CreateTool(ctx, first, petOps(), nil), "create")
+	must(t, s.CreateTool(ctx, other, nil, nil), "create other")
+	rec := record("acme", "tool.create", 1)
+	wantCode(t, s.CreateTool(ctx, newTool("acme", "pets"), petOps(), rec), problem.Conflict, "same name")
+
+	renamed := *other
+	renamed.Name = "pets"
+	wantCode(t, s.UpdateTool(ctx, &renamed, nil, nil), problem.Conflict, "rename onto a taken name")
+
+	// Another tenant may use the name.
+	must(t, s.CreateTool(ctx, newTool("globex", "pets"), petOps(), nil), "same name, other tenant")
+
+	// The failed create left no audit record behind.
+	recs, err := s.QueryAudit(ctx, "acme", audit.Filter{})
+	must(t, err, "query audit")
+	if len(recs) != 0 {
+		t.Errorf("a failed create appended %d audit records, want 0", len(recs))
+	}
+	ops, err := s.Operations(ctx, "acme", first.ID, "")
+	must(t, err, "operations")
+	if len(ops) != 3 {
+		t.Errorf("operations after failed create: %v, want the first tool's 3", opIDs(ops))
+	}
+}
+
+func testToolTenantIsolation(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	a := newTool("tenant-a", "pets")
+	must(t, s.CreateTool(ctx, a, petOps(), nil), "create")
+
+	_, err := s.Tool(ctx, "tenant-b", a.ID)
+	wantCode(t, err, problem.NotFound, "B reads A's tool")
+	_, err = s.ToolByName(ctx, "tenant-b", "pets")
+	wantCode(t, err, problem.NotFound, "B reads A's tool by name")
+	_, err = s.Operations(ctx, "tenant-b", a.ID, "")
+	wantCode(t, err, problem.NotFound, "B lists A's operations")
+	_, err = s.Operation(ctx, "tenant-b", a.ID, "listPets")
+	wantCode(t, err, problem.NotFound, "B reads A's operation")
+	list, err := s.ListTools(ctx, "tenant-b", tool.ListOptions{})
+	must(t, err, "B lists tools")
+	if len(list) != 0 {
+		t.Errorf("B lists %d tools, want 0", len(list))
+	}
+
+	steal := *a
+	steal.Tenant, steal.Revision = "tenant-b", 9
+	wantCode(t, s.UpdateTool(ctx, &steal, nil, nil), problem.NotFound, "B updates A's tool")
+	wantCode(t, s.DeleteTool(ctx, "tenant-b", a.ID, nil), problem.NotFound, "B deletes A's tool")
+
+	got, err := s.Tool(ctx, "tenant-a", a.ID)
+	must(t, err, "A reads its tool")
+	if diff := cmp.Diff(a, got); diff != "" {
+		t.Errorf("A's tool changed by B (-want +got):\n%s", diff)
+	}
+	ops, err := s.Operations(ctx, "tenant-a", a.ID, "")
+	must(t, err, "A's operations")
+	if len(ops) != 3 {
+		t.Errorf("A's operations = %v, want 3", opIDs(ops))
+	}
+}
+
+func testToolList(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	var want []string
+	for i := range 7 {
+		tl := newTool("acme", fmt.Sprintf("tool-%d", i))
+		must(t, s.CreateTool(ctx, tl, nil, nil), "create")
+		want = append(want, tl.ID)
+	}
+	must(t, s.CreateTool(ctx, newTool("globex", "tool-x"), nil, nil), "create other tenant")
+
+	var got []string
+	after := ""
+	for range 10 {
+		page, err := s.ListTools(ctx, "acme", tool.ListOptions{Limit: 3, After: after})
+		must(t, err, "list")
+		if len(page) > 3 {
+			t.Fatalf("page of %d tools, limit 3", len(page))
+		}
+		for _, tl := range page {
+			got = append(got, tl.ID)
+		}
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paged ids (-want +got):\n%s", diff)
+	}
+	all, err := s.ListTools(ctx, "acme", tool.ListOptions{})
+	must(t, err, "list default")
+	if len(all) != 7 {
+		t.Errorf("default limit listed %d tools, want 7", len(all))
+	}
+}
+
+func testToolOperations(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	tl := newTool("acme", "pets")
+	must(t, s.CreateTool(ctx, tl, petOps(), nil), "create")
+	tests := []struct {
+		q    string
+		want []string
+	}{
+		{"", []string{"createPet", "getOwner", "listPets"}},
+		{"PET", []string{"createPet", "getOwner", "listPets"}},
+		{"listp", []string{"listPets"}},
+		{"all pets", []string{"listPets"}},
+		{"person", []string{"getOwner"}},
+		{"100%", []string{"createPet"}},
+		{"%", []string{"createPet"}},
+		{"_", nil},
+		{"nothing", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.q, func(t *testing.T) {
+			ops, err := s.Operations(ctx, "acme", tl.ID, tc.q)
+			must(t, err, "operations")
+			if diff := cmp.Diff(tc.want, opIDs(ops)); diff != "" {
+				t.Errorf("Operations(%q) (-want +got):\n%s", tc.q, diff)
+			}
+		})
+	}
+	op, err := s.Operation(ctx, "acme", tl.ID, "getOwner")
+	must(t, err, "operation")
+	if diff := cmp.Diff(&petOps()[2], op); diff != "" {
+		t.Errorf("Operation (-want +got):\n%s", diff)
+	}
+	_, err = s.Operation(ctx, "acme", tl.ID, "nope")
+	wantCode(t, err, problem.NotFound, "unknown operation")
+	_, err = s.Operation(ctx, "acme", "tool_nope", "getOwner")
+	wantCode(t, err, problem.NotFound, "operation of unknown tool")
+}
+
+func testToolDeleteInUse(t *testing.T, s Store, h Hooks) {
+	if h.UseTool == nil {
+		t.Skip("no UseTool hook")
+	}
+	ctx := ctxOf(t)
+	tl := newTool("acme", "pets")
+	must(t, s.CreateTool(ctx, tl, petOps(), nil), "create")
+	h.UseTool(t, s, "globex", "bot", "v1", "pets") // another tenant's agent does not count
+	must(t, s.DeleteTool(ctx, "acme", tl.ID, nil), "delete unused")
+
+	tl = newTool("acme", "pets")
+	must(t, s.CreateTool(ctx, tl, petOps(), nil), "create again")
+	h.UseTool(t, s, "acme", "bot", "v2", "pets")
+	rec := record("acme", "tool.delete", 1)
+	wantCode(t, s.DeleteTool(ctx, "acme", tl.ID, rec), problem.Conflict, "delete in use")
+	if _, err := s.Tool(ctx, "acme", tl.ID); err != nil {
+		t.Errorf("tool gone after refused delete: %v", err)
+	}
+	recs, err := s.QueryAudit(ctx, "acme", audit.Filter{})
+	must(t, err, "query audit")
+	if len(recs) != 0 {
+		t.Errorf("a refused delete appended %d audit records, want 0", len(recs))
+	}
+}
