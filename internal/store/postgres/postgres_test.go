@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
@@ -69,8 +70,12 @@ func TestConcurrentOpen(t *testing.T) {
 	if err := dbs[0].pool.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Errorf("%d migrations recorded, want 1", n)
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) {
+		t.Errorf("%d migrations recorded, want %d", n, len(ms))
 	}
 	if err := dbs[1].Ping(context.Background()); err != nil {
 		t.Errorf("ping: %v", err)

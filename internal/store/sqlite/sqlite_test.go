@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
@@ -121,8 +122,12 @@ func TestReopenKeepsDataAndMigrations(t *testing.T) {
 	if err := db.rdb.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil {
 		t.Fatal(err)
 	}
-	if versions != 1 {
-		t.Errorf("%d migrations recorded after reopen, want 1", versions)
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions != len(ms) {
+		t.Errorf("%d migrations recorded after reopen, want %d", versions, len(ms))
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package storetest is the one conformance suite every store engine runs:
 // tools, tenant isolation, the audit chain (including under concurrency and
-// tampering), idempotency, signing keys, clients and server secrets. Each
-// engine's own test calls Run with a function that opens a fresh store.
+// tampering), idempotency, signing keys, clients, server secrets, agent
+// versions, and workflows with their leases. Each engine's own test calls
+// Run with a function that opens a fresh store.
 package storetest
 
 import (
@@ -10,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // Store is everything an engine's DB provides.
@@ -23,6 +26,8 @@ type Store interface {
 	auth.Store
 	idempotency.Store
 	tool.Store
+	agent.VersionStore
+	workflow.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -63,6 +68,21 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"SigningKeys", testSigningKeys},
 		{"Clients", testClients},
 		{"ServerSecrets", testServerSecrets},
+		{"AgentDeploy", testAgentDeploy},
+		{"AgentAutoVersion", testAgentAutoVersion},
+		{"AgentVersionConflict", testAgentVersionConflict},
+		{"AgentSetDefault", testAgentSetDefault},
+		{"AgentNotFound", testAgentNotFound},
+		{"AgentTenantIsolation", testAgentTenantIsolation},
+		{"AgentList", testAgentList},
+		{"AgentToolInUse", testAgentToolInUse},
+		{"AgentConcurrentDeploy", testAgentConcurrentDeploy},
+		{"WorkflowLifecycle", testWorkflowLifecycle},
+		{"WorkflowLeaseEnforced", testWorkflowLeaseEnforced},
+		{"WorkflowRenewCancelRelease", testWorkflowRenewCancelRelease},
+		{"WorkflowClaimExpired", testWorkflowClaimExpired},
+		{"WorkflowClaimConcurrent", testWorkflowClaimConcurrent},
+		{"WorkflowList", testWorkflowList},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

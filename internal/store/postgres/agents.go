@@ -1,0 +1,264 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+var _ agent.VersionStore = (*DB)(nil)
+
+// Agent list limits.
+const (
+	defaultAgentLimit = 50
+	maxAgentLimit     = 200
+)
+
+// agentQuery selects agent summaries: the latest version is the one with the
+// highest seq. The caller appends the rest of the WHERE clause.
+const agentQuery = `SELECT a.name, a.default_version, a.created_at, a.updated_at,
+		(SELECT count(*) FROM agent_versions c WHERE c.tenant = a.tenant AND c.name = a.name),
+		l.version, l.description
+	FROM agents a JOIN agent_versions l ON l.tenant = a.tenant AND l.name = a.name
+		AND l.seq = (SELECT max(seq) FROM agent_versions m WHERE m.tenant = a.tenant AND m.name = a.name)
+	WHERE a.tenant = $1 AND `
+
+// versionQuery selects versions with whether each is its agent's default.
+const versionQuery = `SELECT v.version, v.description, v.definition, v.tools, v.deployed_at,
+		v.version = a.default_version
+	FROM agent_versions v JOIN agents a ON a.tenant = v.tenant AND a.name = v.name
+	WHERE v.tenant = $1 AND v.name = $2 `
+
+// DeployVersion stores v, creating its agent on the first version, and sets
+// v.Version (when it was "") and v.Default. The agent's row is locked for
+// the transaction, so concurrent deploys of one agent number their versions
+// one after another.
+func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool, rec *audit.Record) error {
+	if v.DeployedAt.IsZero() {
+		v.DeployedAt = db.now()
+	}
+	v.DeployedAt = micro(v.DeployedAt)
+	tools := v.Tools
+	if tools == nil {
+		tools = []string{}
+	}
+	toolsJSON, err := json.Marshal(tools)
+	if err != nil {
+		return fmt.Errorf("encode agent tools: %w", err)
+	}
+	db.prepareAudit(rec)
+	var version string
+	var isDefault bool
+	err = db.write(ctx, func(tx pgx.Tx) error {
+		version = v.Version
+		var (
+			def string
+			top *string
+			seq int
+		)
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO agents (tenant, name, default_version, created_at, updated_at)
+			VALUES ($1, $2, '', $3, $3) ON CONFLICT (tenant, name) DO NOTHING`, v.Tenant, v.Name, v.DeployedAt)
+		b.Queue(`SELECT default_version FROM agents WHERE tenant = $1 AND name = $2 FOR UPDATE`, v.Tenant, v.Name).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&def) })
+		b.Queue(`SELECT
+				(SELECT version FROM agent_versions WHERE tenant = $1 AND name = $2 AND version ~ '^[0-9]+$'
+				 ORDER BY length(ltrim(version, '0')) DESC, ltrim(version, '0') DESC LIMIT 1),
+				(SELECT coalesce(max(seq), 0) + 1 FROM agent_versions WHERE tenant = $1 AND name = $2)`,
+			v.Tenant, v.Name).QueryRow(func(row pgx.Row) error { return row.Scan(&top, &seq) })
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("lock agent: %w", err)
+		}
+		if version == "" {
+			version = "1"
+			if top != nil {
+				version = incDecimal(*top)
+			}
+		}
+		isDefault = promote || def == ""
+
+		b = &pgx.Batch{}
+		b.Queue(`INSERT INTO agent_versions (tenant, name, version, seq, description, definition, tools, deployed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			v.Tenant, v.Name, version, seq, v.Description, string(v.Definition), string(toolsJSON), v.DeployedAt)
+		b.Queue(`UPDATE agents SET default_version = CASE WHEN $3 THEN $4 ELSE default_version END, updated_at = $5
+			WHERE tenant = $1 AND name = $2`, v.Tenant, v.Name, isDefault, version, v.DeployedAt)
+		if len(tools) > 0 {
+			b.Queue(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name)
+				SELECT $1, $2, $3, unnest($4::text[]) ON CONFLICT DO NOTHING`, v.Tenant, v.Name, version, tools)
+		}
+		err := tx.SendBatch(ctx, b).Close()
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "agent %q already has a version %q", v.Name, version)
+		}
+		if err != nil {
+			return fmt.Errorf("insert agent version: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	if err != nil {
+		return err
+	}
+	v.Version, v.Default = version, isDefault
+	return nil
+}
+
+// incDecimal adds one to a string of decimal digits of any length.
+func incDecimal(s string) string {
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return "1"
+	}
+	return n.Add(n, big.NewInt(1)).String()
+}
+
+// SetDefault makes an existing version the agent's default.
+func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	now := micro(db.now())
+	return db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE agents SET default_version = $3, updated_at = $4
+			WHERE tenant = $1 AND name = $2
+			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = $1 AND name = $2 AND version = $3)`,
+			tenant, name, version, now)
+		if err != nil {
+			return fmt.Errorf("set default version: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return missingVersion(ctx, tx, tenant, name, version)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Agent returns an agent's summary, or problem.NotFound.
+func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, error) {
+	var a *agent.Agent
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAgent(tx.QueryRow(ctx, agentQuery+`a.name = $2`, tenant, name), tenant)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return agentNotFound(name)
+		}
+		return err
+	})
+	return a, err
+}
+
+// AgentVersion returns one version of an agent ("" = its default).
+func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*agent.Version, error) {
+	var v *agent.Version
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		v, err = scanVersion(tx.QueryRow(ctx, versionQuery+`
+			AND v.version = CASE WHEN $3::text = '' THEN a.default_version ELSE $3::text END`,
+			tenant, name, version), tenant, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return missingVersion(ctx, tx, tenant, name, version)
+		}
+		return err
+	})
+	return v, err
+}
+
+// ListAgents returns agents ordered by name, after the given name.
+func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
+	if limit <= 0 {
+		limit = defaultAgentLimit
+	}
+	limit = min(limit, maxAgentLimit)
+	var as []*agent.Agent
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, agentQuery+`a.name > $2 ORDER BY a.name LIMIT $3`, tenant, after, limit)
+		if err != nil {
+			return fmt.Errorf("list agents: %w", err)
+		}
+		as, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*agent.Agent, error) { return scanAgent(row, tenant) })
+		if err != nil {
+			return fmt.Errorf("list agents: %w", err)
+		}
+		return nil
+	})
+	return as, err
+}
+
+// ListVersions returns an agent's versions, newest first, or problem.NotFound.
+func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.Version, error) {
+	var vs []*agent.Version
+	err := db.read(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, versionQuery+`ORDER BY v.seq DESC`, tenant, name)
+		if err != nil {
+			return fmt.Errorf("list agent versions: %w", err)
+		}
+		vs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*agent.Version, error) {
+			return scanVersion(row, tenant, name)
+		})
+		if err != nil {
+			return fmt.Errorf("list agent versions: %w", err)
+		}
+		if len(vs) == 0 {
+			return agentNotFound(name)
+		}
+		return nil
+	})
+	return vs, err
+}
+
+// missingVersion explains why a version was not found: the agent does not
+// exist (problem.NotFound) or has no such version.
+func missingVersion(ctx context.Context, tx pgx.Tx, tenant, name, version string) error {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM agents WHERE tenant = $1 AND name = $2`, tenant, name).Scan(&one)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return agentNotFound(name)
+	case err != nil:
+		return fmt.Errorf("load agent: %w", err)
+	case version == "":
+		return problem.New(problem.AgentVersionNotFound, "agent %q has no default version", name)
+	}
+	return problem.New(problem.AgentVersionNotFound, "agent %q has no version %q", name, version)
+}
+
+func agentNotFound(name string) error {
+	return problem.New(problem.NotFound, "no agent named %q", name)
+}
+
+func scanAgent(row pgx.Row, tenant string) (*agent.Agent, error) {
+	a := agent.Agent{Tenant: tenant}
+	err := row.Scan(&a.Name, &a.DefaultVersion, &a.CreatedAt, &a.UpdatedAt, &a.Versions, &a.LatestVersion, &a.Description)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan agent: %w", err)
+	}
+	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	return &a, nil
+}
+
+func scanVersion(row pgx.Row, tenant, name string) (*agent.Version, error) {
+	v := agent.Version{Tenant: tenant, Name: name}
+	var def, tools []byte
+	err := row.Scan(&v.Version, &v.Description, &def, &tools, &v.DeployedAt, &v.Default)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan agent version: %w", err)
+	}
+	v.Definition = json.RawMessage(def)
+	if err := json.Unmarshal(tools, &v.Tools); err != nil {
+		return nil, fmt.Errorf("decode agent version tools: %w", err)
+	}
+	v.DeployedAt = v.DeployedAt.UTC()
+	return &v, nil
+}

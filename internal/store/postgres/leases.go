@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// RequestCancel marks a running workflow for cancellation and returns it; a
+// finished one is returned as it is.
+func (db *DB) RequestCancel(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
+	w, err := scanWorkflow(db.pool.QueryRow(ctx, `WITH marked AS (
+			UPDATE workflows SET cancel_requested = true
+			WHERE tenant = $1 AND id = $2 AND status = 'running' RETURNING `+workflowColumns+`)
+		SELECT `+workflowColumns+` FROM marked
+		UNION ALL
+		SELECT `+workflowColumns+` FROM workflows
+		WHERE tenant = $1 AND id = $2 AND NOT EXISTS (SELECT 1 FROM marked)`, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, workflowNotFound(id)
+	}
+	return w, err
+}
+
+// RenewLease extends owner's lease on those of ids it still holds, in one
+// statement.
+func (db *DB) RenewLease(ctx context.Context, owner string, ids []string, until time.Time) (workflow.LeaseStatus, error) {
+	if len(ids) == 0 {
+		return workflow.LeaseStatus{}, nil
+	}
+	rows, err := db.pool.Query(ctx, `WITH renewed AS (
+			UPDATE workflows SET lease_until = $3
+			WHERE id = ANY($1) AND status = 'running' AND owner = $2
+			RETURNING id, cancel_requested)
+		SELECT w.id, w.status <> 'running', r.id IS NOT NULL, coalesce(r.cancel_requested, false)
+		FROM workflows w LEFT JOIN renewed r ON r.id = w.id
+		WHERE w.id = ANY($1)`, ids, owner, micro(until))
+	if err != nil {
+		return workflow.LeaseStatus{}, fmt.Errorf("renew leases: %w", unavailable(err))
+	}
+	held := map[string]bool{} // id → cancel requested
+	finished := map[string]bool{}
+	var (
+		id                      string
+		done, renewed, canceled bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &done, &renewed, &canceled}, func() error {
+		switch {
+		case renewed:
+			held[id] = canceled
+		case done:
+			finished[id] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return workflow.LeaseStatus{}, fmt.Errorf("renew leases: %w", err)
+	}
+	var st workflow.LeaseStatus
+	for _, id := range ids {
+		cancel, ok := held[id]
+		switch {
+		case ok && cancel:
+			st.CancelRequested = append(st.CancelRequested, id)
+		case !ok && !finished[id]:
+			st.Lost = append(st.Lost, id)
+		}
+	}
+	return st, nil
+}
+
+// ReleaseLease gives up owner's lease on a running workflow at once.
+func (db *DB) ReleaseLease(ctx context.Context, owner, workflowID string) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE workflows SET owner = '', lease_until = $3
+		WHERE id = $1 AND owner = $2 AND status = 'running'`, workflowID, owner, time.Time{}); err != nil {
+		return fmt.Errorf("release lease: %w", unavailable(err))
+	}
+	return nil
+}
+
+// ClaimExpired gives owner, until until, up to limit running workflows whose
+// lease lapsed before now, and returns them by id. Rows another replica is
+// claiming (or writing) are skipped, so no two claims take one workflow.
+func (db *DB) ClaimExpired(ctx context.Context, owner string, now, until time.Time, limit int) ([]*workflow.Workflow, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := db.pool.Query(ctx, `UPDATE workflows SET owner = $1, lease_until = $2
+		WHERE id IN (SELECT id FROM workflows WHERE status = 'running' AND lease_until < $3
+			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)
+		RETURNING `+workflowColumns, owner, micro(until), microCeil(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim workflows: %w", unavailable(err))
+	}
+	wfs, err := collectWorkflows(rows)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(wfs, func(a, b *workflow.Workflow) int { return strings.Compare(a.ID, b.ID) })
+	return wfs, nil
+}

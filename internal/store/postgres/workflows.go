@@ -1,0 +1,356 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+var _ workflow.Store = (*DB)(nil)
+
+// Workflow list limits.
+const (
+	defaultWorkflowLimit = 50
+	maxWorkflowLimit     = 200
+)
+
+const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
+	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
+	cancel_requested, owner, lease_until`
+
+const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, completion`
+
+// heldBy is a CTE naming the workflow $1 while owner $2 holds its lease. FOR
+// SHARE keeps a claim by another replica from passing the write until it
+// commits (the claimer then sees what was written).
+const heldBy = `WITH held AS (SELECT id FROM workflows
+	WHERE id = $1 AND status = 'running' AND owner = $2 FOR SHARE) `
+
+// CreateWorkflow stores a new running workflow owned by w.Owner.
+func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
+	if w.Status == "" {
+		w.Status = workflow.Running
+	}
+	row, err := workflowRow(w)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
+			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`, row...)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("insert workflow: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// AppendStep stores a step, clears its intent and appends recs, provided
+// owner still holds the workflow's lease.
+func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, recs ...*audit.Record) error {
+	s.StartedAt = micro(s.StartedAt)
+	db.prepareAudit(recs...)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
+			SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
+			FROM held`,
+			s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
+			nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
+			s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, nullJSON(s.Completion),
+		).Exec(func(tag pgconn.CommandTag) error { return leaseHeld(tag, s.WorkflowID, "store step") })
+		b.Queue(`DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
+		err := tx.SendBatch(ctx, b).Close()
+		if isUnique(err) {
+			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
+		}
+		if err != nil {
+			return fmt.Errorf("store step: %w", err)
+		}
+		return appendAudit(ctx, tx, recs...)
+	})
+}
+
+// RecordIntent stores an intent, provided owner holds the lease.
+func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
+	tag, err := db.pool.Exec(ctx, heldBy+`INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
+		SELECT held.id, $3, $4, $5, $6 FROM held
+		ON CONFLICT (workflow_id, step) DO UPDATE SET tool = excluded.tool, operation = excluded.operation, at = excluded.at`,
+		in.WorkflowID, owner, in.Step, in.Tool, in.Operation, micro(in.At))
+	if err != nil {
+		return fmt.Errorf("record intent: %w", unavailable(err))
+	}
+	return leaseHeld(tag, in.WorkflowID, "record intent")
+}
+
+// RecordCompletion stores the n-th completion, provided owner holds the lease.
+func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
+	tag, err := db.pool.Exec(ctx, heldBy+`INSERT INTO workflow_completions (workflow_id, n, data)
+		SELECT held.id, $3, $4 FROM held
+		ON CONFLICT (workflow_id, n) DO UPDATE SET data = excluded.data`,
+		workflowID, owner, n, string(data))
+	if err != nil {
+		return fmt.Errorf("record completion: %w", unavailable(err))
+	}
+	return leaseHeld(tag, workflowID, "record completion")
+}
+
+// FinishWorkflow stores how w ended and drops its lease, provided owner
+// holds it.
+func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record) error {
+	if w.Status == workflow.Running || w.Status == "" {
+		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
+	}
+	if w.FinishedAt.IsZero() {
+		w.FinishedAt = db.now()
+	}
+	w.FinishedAt = micro(w.FinishedAt)
+	db.prepareAudit(rec)
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
+				finished_at = $7, owner = '', lease_until = $8
+			WHERE id = $1 AND status = 'running' AND owner = $2`,
+			w.ID, owner, w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), w.FinishedAt, time.Time{})
+		if err != nil {
+			return fmt.Errorf("finish workflow: %w", err)
+		}
+		if err := leaseHeld(tag, w.ID, "finish workflow"); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	if err != nil {
+		return err
+	}
+	w.Owner, w.LeaseUntil = "", time.Time{}
+	return nil
+}
+
+// leaseHeld turns the tag of a lease-checked statement into
+// workflow.ErrLeaseLost when it changed nothing.
+func leaseHeld(tag pgconn.CommandTag, id, what string) error {
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: workflow %s is not running under this owner: %w", what, id, workflow.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Workflow returns a workflow of the tenant, or problem.NotFound.
+func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
+	w, err := scanWorkflow(db.pool.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
+		WHERE tenant = $1 AND id = $2`, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, workflowNotFound(id)
+	}
+	return w, err
+}
+
+// Steps returns the workflow's steps after afterSeq, in order.
+func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+stepColumns+` FROM workflow_steps
+		WHERE workflow_id = $1 AND seq > $2 ORDER BY seq`, workflowID, afterSeq)
+	if err != nil {
+		return nil, fmt.Errorf("query steps: %w", unavailable(err))
+	}
+	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Step, error) { return scanStep(row) })
+	if err != nil {
+		return nil, fmt.Errorf("query steps: %w", err)
+	}
+	return steps, nil
+}
+
+// Intents returns the workflow's uncleared intents by step.
+func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent, error) {
+	rows, err := db.pool.Query(ctx, `SELECT workflow_id, step, tool, operation, at FROM workflow_intents
+		WHERE workflow_id = $1 ORDER BY step`, workflowID)
+	if err != nil {
+		return nil, fmt.Errorf("query intents: %w", unavailable(err))
+	}
+	ins, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Intent, error) {
+		var in workflow.Intent
+		err := row.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, &in.At)
+		in.At = in.At.UTC()
+		return in, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query intents: %w", err)
+	}
+	return ins, nil
+}
+
+// Completions returns the workflow's recorded completions by number.
+func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
+	rows, err := db.pool.Query(ctx, `SELECT n, data FROM workflow_completions WHERE workflow_id = $1`, workflowID)
+	if err != nil {
+		return nil, fmt.Errorf("query completions: %w", unavailable(err))
+	}
+	out := map[int]json.RawMessage{}
+	var (
+		n    int
+		data []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&n, &data}, func() error {
+		out[n] = json.RawMessage(slices.Clone(data))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query completions: %w", err)
+	}
+	return out, nil
+}
+
+// ListWorkflows returns the tenant's workflows matching f, newest first.
+func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultWorkflowLimit
+	}
+	limit = min(limit, maxWorkflowLimit)
+	where := []string{"tenant = $1"}
+	args := []any{tenant}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
+	if f.Status != "" {
+		add("status = $%d", f.Status)
+	}
+	if f.Outcome != "" {
+		add("outcome = $%d", f.Outcome)
+	}
+	if !f.Since.IsZero() {
+		add("started_at >= $%d", microCeil(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("started_at <= $%d", f.Until)
+	}
+	if f.Before != "" {
+		add("id < $%d", f.Before)
+	}
+	args = append(args, limit)
+	rows, err := db.pool.Query(ctx, `SELECT `+workflowColumns+` FROM workflows
+		WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", unavailable(err))
+	}
+	return collectWorkflows(rows)
+}
+
+func workflowNotFound(id string) error {
+	return problem.New(problem.NotFound, "no workflow with id %q", id)
+}
+
+// micro is t in UTC at the microsecond precision PostgreSQL keeps (it would
+// round, not truncate, finer times).
+func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// microCeil is t rounded up to the microsecond, for bounds: a stored
+// (microsecond) time is before t exactly when it is before microCeil(t).
+func microCeil(t time.Time) time.Time {
+	if u := micro(t); u.Before(t) {
+		return u.Add(time.Microsecond)
+	}
+	return micro(t)
+}
+
+// nullJSON is b as a nullable json parameter: NULL when empty.
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// rawJSON is a nullable json column as a RawMessage, nil for NULL.
+func rawJSON(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// workflowRow is w's values in workflowColumns order; w's times are brought
+// to the precision they are stored at.
+func workflowRow(w *workflow.Workflow) ([]any, error) {
+	caller, err := json.Marshal(w.Caller)
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow caller: %w", err)
+	}
+	w.StartedAt, w.FinishedAt, w.Deadline, w.LeaseUntil = micro(w.StartedAt), micro(w.FinishedAt), micro(w.Deadline), micro(w.LeaseUntil)
+	var finished *time.Time
+	if !w.FinishedAt.IsZero() {
+		finished = &w.FinishedAt
+	}
+	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
+		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
+		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil}, nil
+}
+
+func scanWorkflow(row pgx.Row) (*workflow.Workflow, error) {
+	var (
+		w                          workflow.Workflow
+		wctx, caller, output, wErr []byte
+		finished                   *time.Time
+	)
+	err := row.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
+		&w.MaxToolCalls, &output, &wErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &w.StartedAt, &finished, &w.Deadline,
+		&w.CancelRequested, &w.Owner, &w.LeaseUntil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan workflow: %w", err)
+	}
+	w.Context, w.Output, w.Error = rawJSON(wctx), rawJSON(output), rawJSON(wErr)
+	if err := json.Unmarshal(caller, &w.Caller); err != nil {
+		return nil, fmt.Errorf("decode workflow caller: %w", err)
+	}
+	if finished != nil {
+		w.FinishedAt = finished.UTC()
+	}
+	w.StartedAt, w.Deadline, w.LeaseUntil = w.StartedAt.UTC(), w.Deadline.UTC(), w.LeaseUntil.UTC()
+	return &w, nil
+}
+
+func collectWorkflows(rows pgx.Rows) ([]*workflow.Workflow, error) {
+	wfs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*workflow.Workflow, error) { return scanWorkflow(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read workflows: %w", err)
+	}
+	return wfs, nil
+}
+
+func scanStep(row pgx.Row) (workflow.Step, error) {
+	var (
+		st                                workflow.Step
+		args, result, request, completion []byte
+	)
+	err := row.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
+		&args, &st.Score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
+		&st.StartedAt, &st.DurationMS, &completion)
+	if err != nil {
+		return st, fmt.Errorf("scan step: %w", err)
+	}
+	st.Args, st.Result, st.Request, st.Completion = rawJSON(args), rawJSON(result), rawJSON(request), rawJSON(completion)
+	st.StartedAt = st.StartedAt.UTC()
+	return st, nil
+}

@@ -1,0 +1,296 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+var _ agent.VersionStore = (*DB)(nil)
+
+// Agent list limits.
+const (
+	defaultAgentLimit = 50
+	maxAgentLimit     = 200
+)
+
+// agentQuery selects agent summaries: the latest version is the one with the
+// highest seq. The caller appends the rest of the WHERE clause.
+const agentQuery = `SELECT a.name, a.default_version, a.created_at, a.updated_at,
+		(SELECT count(*) FROM agent_versions c WHERE c.tenant = a.tenant AND c.name = a.name),
+		l.version, l.description
+	FROM agents a JOIN agent_versions l ON l.tenant = a.tenant AND l.name = a.name
+		AND l.seq = (SELECT max(seq) FROM agent_versions m WHERE m.tenant = a.tenant AND m.name = a.name)
+	WHERE a.tenant = ? AND `
+
+// versionQuery selects versions with whether each is its agent's default.
+const versionQuery = `SELECT v.version, v.description, v.definition, v.tools, v.deployed_at,
+		v.version = a.default_version
+	FROM agent_versions v JOIN agents a ON a.tenant = v.tenant AND a.name = v.name
+	WHERE v.tenant = ? AND v.name = ? `
+
+// DeployVersion stores v, creating its agent on the first version, and sets
+// v.Version (when it was "") and v.Default.
+func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool, rec *audit.Record) error {
+	if v.DeployedAt.IsZero() {
+		v.DeployedAt = db.now()
+	}
+	v.DeployedAt = micro(v.DeployedAt)
+	tools := v.Tools
+	if tools == nil {
+		tools = []string{}
+	}
+	toolsJSON, err := json.Marshal(tools)
+	if err != nil {
+		return fmt.Errorf("encode agent tools: %w", err)
+	}
+	db.prepareAudit(rec)
+	var version string
+	var isDefault bool
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		version, isDefault = v.Version, promote
+		var def string
+		err := tx.QueryRowContext(ctx, `SELECT default_version FROM agents WHERE tenant = ? AND name = ?`,
+			v.Tenant, v.Name).Scan(&def)
+		first := err == sql.ErrNoRows
+		if err != nil && !first {
+			return fmt.Errorf("load agent: %w", err)
+		}
+		if version == "" {
+			if version, err = nextVersion(ctx, tx, v.Tenant, v.Name); err != nil {
+				return err
+			}
+		}
+		deployed := fmtTime(v.DeployedAt)
+		_, err = tx.ExecContext(ctx, `INSERT INTO agent_versions
+			(tenant, name, version, seq, description, definition, tools, deployed_at)
+			VALUES (?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM agent_versions WHERE tenant = ? AND name = ?),
+				?, ?, ?, ?)`,
+			v.Tenant, v.Name, version, v.Tenant, v.Name, v.Description, string(v.Definition), string(toolsJSON), deployed)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "agent %q already has a version %q", v.Name, version)
+		}
+		if err != nil {
+			return fmt.Errorf("insert agent version: %w", err)
+		}
+		switch {
+		case first:
+			isDefault = true
+			_, err = tx.ExecContext(ctx, `INSERT INTO agents (tenant, name, default_version, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?)`, v.Tenant, v.Name, version, deployed, deployed)
+		case promote:
+			_, err = tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
+				WHERE tenant = ? AND name = ?`, version, deployed, v.Tenant, v.Name)
+		default:
+			_, err = tx.ExecContext(ctx, `UPDATE agents SET updated_at = ? WHERE tenant = ? AND name = ?`,
+				deployed, v.Tenant, v.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("store agent: %w", err)
+		}
+		for _, name := range tools {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO agent_version_tools (tenant, agent, version, tool_name)
+				VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, v.Tenant, v.Name, version, name); err != nil {
+				return fmt.Errorf("record agent tool: %w", err)
+			}
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	if err != nil {
+		return err
+	}
+	v.Version, v.Default = version, isDefault
+	return nil
+}
+
+// nextVersion is one above the agent's highest all-digit version, "1" for
+// the first.
+func nextVersion(ctx context.Context, tx *sql.Tx, tenant, name string) (string, error) {
+	var top string
+	err := tx.QueryRowContext(ctx, `SELECT version FROM agent_versions
+		WHERE tenant = ? AND name = ? AND version NOT GLOB '*[^0-9]*'
+		ORDER BY length(ltrim(version, '0')) DESC, ltrim(version, '0') DESC LIMIT 1`, tenant, name).Scan(&top)
+	if err == sql.ErrNoRows {
+		return "1", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find latest integer version: %w", err)
+	}
+	return incDecimal(top), nil
+}
+
+// incDecimal adds one to a string of decimal digits of any length.
+func incDecimal(s string) string {
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return "1"
+	}
+	return n.Add(n, big.NewInt(1)).String()
+}
+
+// SetDefault makes an existing version the agent's default.
+func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	now := fmtTime(db.now())
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
+			WHERE tenant = ? AND name = ?
+			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = ? AND name = ? AND version = ?)`,
+			version, now, tenant, name, tenant, name, version)
+		if err != nil {
+			return fmt.Errorf("set default version: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, missingVersion(ctx, tx, tenant, name, version))
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Agent returns an agent's summary, or problem.NotFound.
+func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, error) {
+	var a *agent.Agent
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, agentQuery+`a.name = ?`, tenant, name), tenant)
+		if err == sql.ErrNoRows {
+			return agentNotFound(name)
+		}
+		return err
+	})
+	return a, err
+}
+
+// AgentVersion returns one version of an agent ("" = its default).
+func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*agent.Version, error) {
+	var v *agent.Version
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		v, err = scanVersion(tx.QueryRowContext(ctx, versionQuery+`
+			AND v.version = CASE WHEN ? = '' THEN a.default_version ELSE ? END`,
+			tenant, name, version, version), tenant, name)
+		if err == sql.ErrNoRows {
+			return missingVersion(ctx, tx, tenant, name, version)
+		}
+		return err
+	})
+	return v, err
+}
+
+// ListAgents returns agents ordered by name, after the given name.
+func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
+	if limit <= 0 {
+		limit = defaultAgentLimit
+	}
+	limit = min(limit, maxAgentLimit)
+	var as []*agent.Agent
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, agentQuery+`a.name > ? ORDER BY a.name LIMIT ?`, tenant, after, limit)
+		if err != nil {
+			return fmt.Errorf("list agents: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAgent(rows, tenant)
+			if err != nil {
+				return err
+			}
+			as = append(as, a)
+		}
+		return rows.Err()
+	})
+	return as, err
+}
+
+// ListVersions returns an agent's versions, newest first, or problem.NotFound.
+func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.Version, error) {
+	var vs []*agent.Version
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, versionQuery+`ORDER BY v.seq DESC`, tenant, name)
+		if err != nil {
+			return fmt.Errorf("list agent versions: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := scanVersion(rows, tenant, name)
+			if err != nil {
+				return err
+			}
+			vs = append(vs, v)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("list agent versions: %w", err)
+		}
+		if len(vs) == 0 {
+			return agentNotFound(name)
+		}
+		return nil
+	})
+	return vs, err
+}
+
+// missingVersion explains why a version was not found: the agent does not
+// exist (problem.NotFound) or has no such version.
+func missingVersion(ctx context.Context, tx *sql.Tx, tenant, name, version string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE tenant = ? AND name = ?`, tenant, name).Scan(&one)
+	switch {
+	case err == sql.ErrNoRows:
+		return agentNotFound(name)
+	case err != nil:
+		return fmt.Errorf("load agent: %w", err)
+	case version == "":
+		return problem.New(problem.AgentVersionNotFound, "agent %q has no default version", name)
+	}
+	return problem.New(problem.AgentVersionNotFound, "agent %q has no version %q", name, version)
+}
+
+func agentNotFound(name string) error {
+	return problem.New(problem.NotFound, "no agent named %q", name)
+}
+
+func scanAgent(s scanner, tenant string) (*agent.Agent, error) {
+	a := agent.Agent{Tenant: tenant}
+	var created, updated string
+	err := s.Scan(&a.Name, &a.DefaultVersion, &created, &updated, &a.Versions, &a.LatestVersion, &a.Description)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan agent: %w", err)
+	}
+	if a.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if a.UpdatedAt, err = parseTime(updated); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+func scanVersion(s scanner, tenant, name string) (*agent.Version, error) {
+	v := agent.Version{Tenant: tenant, Name: name}
+	var def, tools, deployed string
+	err := s.Scan(&v.Version, &v.Description, &def, &tools, &deployed, &v.Default)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan agent version: %w", err)
+	}
+	v.Definition = json.RawMessage(def)
+	if err := json.Unmarshal([]byte(tools), &v.Tools); err != nil {
+		return nil, fmt.Errorf("decode agent version tools: %w", err)
+	}
+	if v.DeployedAt, err = parseTime(deployed); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -1,0 +1,396 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+var _ workflow.Store = (*DB)(nil)
+
+// Workflow list limits.
+const (
+	defaultWorkflowLimit = 50
+	maxWorkflowLimit     = 200
+)
+
+const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
+	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
+	cancel_requested, owner, lease_until`
+
+const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, completion`
+
+// noLease is lease_until of a workflow nobody holds: before any real time.
+var noLease = fmtTime(time.Time{})
+
+// CreateWorkflow stores a new running workflow owned by w.Owner.
+func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
+	if w.Status == "" {
+		w.Status = workflow.Running
+	}
+	row, err := workflowRow(w)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("insert workflow: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// AppendStep stores a step, clears its intent and appends recs, provided
+// owner still holds the workflow's lease.
+func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, recs ...*audit.Record) error {
+	s.StartedAt = micro(s.StartedAt)
+	row := []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
+		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
+		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, nullJSON(s.Completion),
+		s.WorkflowID, owner}
+	db.prepareAudit(recs...)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
+		if isUnique(err) {
+			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
+		}
+		if err := leaseHeld(res, err, s.WorkflowID, "store step"); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM workflow_intents WHERE workflow_id = ? AND step = ?`,
+			s.WorkflowID, s.Step); err != nil {
+			return fmt.Errorf("clear intent: %w", err)
+		}
+		return appendAudit(ctx, tx, recs...)
+	})
+}
+
+// RecordIntent stores an intent, provided owner holds the lease.
+func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
+	at := fmtTime(in.At)
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
+			SELECT ?, ?, ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)
+			ON CONFLICT (workflow_id, step) DO UPDATE SET tool = excluded.tool, operation = excluded.operation, at = excluded.at`,
+			in.WorkflowID, in.Step, in.Tool, in.Operation, at, in.WorkflowID, owner)
+		return leaseHeld(res, err, in.WorkflowID, "record intent")
+	})
+}
+
+// RecordCompletion stores the n-th completion, provided owner holds the lease.
+func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_completions (workflow_id, n, data)
+			SELECT ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)
+			ON CONFLICT (workflow_id, n) DO UPDATE SET data = excluded.data`,
+			workflowID, n, string(data), workflowID, owner)
+		return leaseHeld(res, err, workflowID, "record completion")
+	})
+}
+
+// FinishWorkflow stores how w ended and drops its lease, provided owner
+// holds it.
+func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record) error {
+	if w.Status == workflow.Running || w.Status == "" {
+		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
+	}
+	if w.FinishedAt.IsZero() {
+		w.FinishedAt = db.now()
+	}
+	w.FinishedAt = micro(w.FinishedAt)
+	db.prepareAudit(rec)
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, outcome = ?, output = ?, error = ?,
+				finished_at = ?, owner = '', lease_until = ?
+			WHERE id = ? AND status = 'running' AND owner = ?`,
+			w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), fmtTime(w.FinishedAt), noLease, w.ID, owner)
+		if err := leaseHeld(res, err, w.ID, "finish workflow"); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	if err != nil {
+		return err
+	}
+	w.Owner, w.LeaseUntil = "", time.Time{}
+	return nil
+}
+
+// leaseHeld turns the result of a lease-checked statement into
+// workflow.ErrLeaseLost when it changed nothing.
+func leaseHeld(res sql.Result, err error, id, what string) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: workflow %s is not running under this owner: %w", what, id, workflow.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Workflow returns a workflow of the tenant, or problem.NotFound.
+func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
+	var w *workflow.Workflow
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		w, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
+			WHERE tenant = ? AND id = ?`, tenant, id))
+		if err == sql.ErrNoRows {
+			return workflowNotFound(id)
+		}
+		return err
+	})
+	return w, err
+}
+
+// Steps returns the workflow's steps after afterSeq, in order.
+func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
+	var steps []workflow.Step
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+stepColumns+` FROM workflow_steps
+			WHERE workflow_id = ? AND seq > ? ORDER BY seq`, workflowID, afterSeq)
+		if err != nil {
+			return fmt.Errorf("query steps: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			s, err := scanStep(rows)
+			if err != nil {
+				return err
+			}
+			steps = append(steps, s)
+		}
+		return rows.Err()
+	})
+	return steps, err
+}
+
+// Intents returns the workflow's uncleared intents by step.
+func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent, error) {
+	var ins []workflow.Intent
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT workflow_id, step, tool, operation, at FROM workflow_intents
+			WHERE workflow_id = ? ORDER BY step`, workflowID)
+		if err != nil {
+			return fmt.Errorf("query intents: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var in workflow.Intent
+			var at string
+			if err := rows.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, &at); err != nil {
+				return fmt.Errorf("scan intent: %w", err)
+			}
+			if in.At, err = parseTime(at); err != nil {
+				return err
+			}
+			ins = append(ins, in)
+		}
+		return rows.Err()
+	})
+	return ins, err
+}
+
+// Completions returns the workflow's recorded completions by number.
+func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
+	out := map[int]json.RawMessage{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT n, data FROM workflow_completions WHERE workflow_id = ?`, workflowID)
+		if err != nil {
+			return fmt.Errorf("query completions: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n int
+			var data string
+			if err := rows.Scan(&n, &data); err != nil {
+				return fmt.Errorf("scan completion: %w", err)
+			}
+			out[n] = json.RawMessage(data)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ListWorkflows returns the tenant's workflows matching f, newest first.
+func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultWorkflowLimit
+	}
+	limit = min(limit, maxWorkflowLimit)
+	where := []string{"tenant = ?"}
+	args := []any{tenant}
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.Agent != "" {
+		add("agent = ?", f.Agent)
+	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Outcome != "" {
+		add("outcome = ?", f.Outcome)
+	}
+	if !f.Since.IsZero() {
+		add("started_at >= ?", fmtTimeCeil(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("started_at <= ?", fmtTime(f.Until))
+	}
+	if f.Before != "" {
+		add("id < ?", f.Before)
+	}
+	var wfs []*workflow.Workflow
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+workflowColumns+` FROM workflows
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+		if err != nil {
+			return fmt.Errorf("list workflows: %w", err)
+		}
+		wfs, err = collectWorkflows(rows)
+		return err
+	})
+	return wfs, err
+}
+
+func workflowNotFound(id string) error {
+	return problem.New(problem.NotFound, "no workflow with id %q", id)
+}
+
+// micro is t in UTC at the microsecond precision stores keep.
+func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// nullJSON is b as a nullable column: NULL when empty.
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// workflowRow is w's values in workflowColumns order; w's times are brought
+// to the precision they are stored at.
+func workflowRow(w *workflow.Workflow) ([]any, error) {
+	caller, err := json.Marshal(w.Caller)
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow caller: %w", err)
+	}
+	w.StartedAt, w.FinishedAt, w.Deadline, w.LeaseUntil = micro(w.StartedAt), micro(w.FinishedAt), micro(w.Deadline), micro(w.LeaseUntil)
+	finished := ""
+	if !w.FinishedAt.IsZero() {
+		finished = fmtTime(w.FinishedAt)
+	}
+	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
+		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
+		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil)}, nil
+}
+
+func scanWorkflow(s scanner) (*workflow.Workflow, error) {
+	var (
+		w                         workflow.Workflow
+		wctx, output, wfErr       sql.NullString
+		caller, started, finished string
+		deadline, leaseUntil      string
+	)
+	err := s.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
+		&w.MaxToolCalls, &output, &wfErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &started, &finished, &deadline,
+		&w.CancelRequested, &w.Owner, &leaseUntil)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan workflow: %w", err)
+	}
+	w.Context, w.Output, w.Error = rawJSON(wctx), rawJSON(output), rawJSON(wfErr)
+	if err := json.Unmarshal([]byte(caller), &w.Caller); err != nil {
+		return nil, fmt.Errorf("decode workflow caller: %w", err)
+	}
+	if w.StartedAt, err = parseTime(started); err != nil {
+		return nil, err
+	}
+	if finished != "" {
+		if w.FinishedAt, err = parseTime(finished); err != nil {
+			return nil, err
+		}
+	}
+	if w.Deadline, err = parseTime(deadline); err != nil {
+		return nil, err
+	}
+	if w.LeaseUntil, err = parseTime(leaseUntil); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {
+	defer rows.Close()
+	var wfs []*workflow.Workflow
+	for rows.Next() {
+		w, err := scanWorkflow(rows)
+		if err != nil {
+			return nil, err
+		}
+		wfs = append(wfs, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read workflows: %w", err)
+	}
+	return wfs, nil
+}
+
+func scanStep(s scanner) (workflow.Step, error) {
+	var (
+		st                                workflow.Step
+		args, result, request, completion sql.NullString
+		score                             sql.NullFloat64
+		started                           string
+	)
+	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
+		&args, &score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
+		&started, &st.DurationMS, &completion)
+	if err != nil {
+		return st, fmt.Errorf("scan step: %w", err)
+	}
+	st.Args, st.Result, st.Request, st.Completion = rawJSON(args), rawJSON(result), rawJSON(request), rawJSON(completion)
+	if score.Valid {
+		st.Score = &score.Float64
+	}
+	if st.StartedAt, err = parseTime(started); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// rawJSON is a nullable JSON column as a RawMessage, nil for NULL.
+func rawJSON(s sql.NullString) json.RawMessage {
+	if !s.Valid {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}

@@ -1,0 +1,253 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// newWorkflow is a running workflow started i seconds after base, owned by
+// owner with a lease of an hour.
+func newWorkflow(tenant, agentName, owner string, i int) *workflow.Workflow {
+	start := base.Add(time.Duration(i) * time.Second)
+	return &workflow.Workflow{
+		ID: ids.NewAt(ids.Workflow, start), Tenant: tenant, Agent: agentName, AgentVersion: "1",
+		Status: workflow.Running, Goal: fmt.Sprintf("goal %d", i), Context: json.RawMessage(`{"ticket": 42, "tags": ["a"]}`),
+		Caller:       workflow.Caller{Sub: "user-1", ClientID: "cli-1", Tenant: tenant, Scopes: []string{"agents:invoke", "tools:call"}},
+		MaxToolCalls: 10, RequestID: fmt.Sprintf("req_%d", i), TraceID: fmt.Sprintf("trace-%d", i),
+		StartedAt: start, Deadline: start.Add(5 * time.Minute),
+		Owner: owner, LeaseUntil: base.Add(time.Hour),
+	}
+}
+
+func create(t *testing.T, s Store, w *workflow.Workflow) *workflow.Workflow {
+	t.Helper()
+	must(t, s.CreateWorkflow(ctxOf(t), w, nil), "create workflow "+w.ID)
+	return w
+}
+
+func newStep(wfID string, seq int) *workflow.Step {
+	score := 0.25 * float64(seq)
+	return &workflow.Step{
+		WorkflowID: wfID, Seq: seq, Step: seq, Action: fmt.Sprintf("action-%d", seq), Kind: "call", Status: "ok",
+		Tool: "pets", Operation: "listPets", Args: json.RawMessage(`{"limit": 3}`), Score: &score,
+		Queue: "billing", Outcome: "routed", Result: json.RawMessage(`[{"id": 1}]`), Error: "",
+		Request:    json.RawMessage(`{"method": "GET", "url": "https://api.example.com/pets?limit=3"}`),
+		HTTPStatus: 200, Attempts: 1, StartedAt: base.Add(time.Duration(seq) * time.Second), DurationMS: 12,
+		Completion: json.RawMessage(`{"choice": "pets.listPets"}`),
+	}
+}
+
+// finish ends w as completed under owner.
+func finish(t *testing.T, s Store, owner string, w *workflow.Workflow) {
+	t.Helper()
+	w.Status, w.Outcome, w.Output = workflow.Completed, "routed", json.RawMessage(`{"queue": "billing"}`)
+	w.FinishedAt = base.Add(time.Minute)
+	must(t, s.FinishWorkflow(ctxOf(t), owner, w, nil), "finish "+w.ID)
+}
+
+func wantLeaseLost(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, workflow.ErrLeaseLost) {
+		t.Errorf("%s: err = %v, want workflow.ErrLeaseLost", what, err)
+	}
+}
+
+func workflowIDs(wfs []*workflow.Workflow) []string {
+	var out []string
+	for _, w := range wfs {
+		out = append(out, w.ID)
+	}
+	return out
+}
+
+func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := newWorkflow("acme", "triage", "replica-a", 0)
+	w.StartedAt = w.StartedAt.Add(321) // finer than stores keep
+	must(t, s.CreateWorkflow(ctx, w, record("acme", "workflow.start", 0)), "create")
+	dup := *w
+	wantCode(t, s.CreateWorkflow(ctx, &dup, nil), problem.Conflict, "same workflow again")
+	got, err := s.Workflow(ctx, "acme", w.ID)
+	must(t, err, "workflow")
+	if diff := cmp.Diff(w, got); diff != "" {
+		t.Errorf("Workflow after create (-want +got):\n%s", diff)
+	}
+	if !got.StartedAt.Equal(base) || !got.FinishedAt.IsZero() {
+		t.Errorf("times after create: started %v finished %v; want the microsecond of base and zero", got.StartedAt, got.FinishedAt)
+	}
+	_, err = s.Workflow(ctx, "globex", w.ID)
+	wantCode(t, err, problem.NotFound, "another tenant's workflow")
+	_, err = s.Workflow(ctx, "acme", "wf_nope")
+	wantCode(t, err, problem.NotFound, "unknown workflow")
+
+	// Intents are cleared by their step.
+	for _, step := range []int{2, 1} {
+		must(t, s.RecordIntent(ctx, "replica-a", workflow.Intent{WorkflowID: w.ID, Step: step, Tool: "pets",
+			Operation: "createPet", At: base.Add(time.Duration(step) * time.Second)}), "record intent")
+	}
+	var steps []workflow.Step
+	for seq := 1; seq <= 3; seq++ {
+		st := newStep(w.ID, seq)
+		if seq == 2 {
+			st.Score, st.Args, st.Result, st.Request, st.Completion = nil, nil, nil, nil, nil
+			st.Status, st.Error, st.HTTPStatus = "error", "upstream said no", 503
+		}
+		must(t, s.AppendStep(ctx, "replica-a", st, record("acme", "workflow.step", seq), record("acme", "tool.call", seq)),
+			fmt.Sprintf("append step %d", seq))
+		steps = append(steps, *st)
+		if seq == 1 {
+			ins, err := s.Intents(ctx, w.ID)
+			must(t, err, "intents")
+			want := []workflow.Intent{{WorkflowID: w.ID, Step: 2, Tool: "pets", Operation: "createPet", At: base.Add(2 * time.Second)}}
+			if diff := cmp.Diff(want, ins); diff != "" {
+				t.Errorf("Intents after step 1 (-want +got):\n%s", diff)
+			}
+		}
+	}
+	if ins, err := s.Intents(ctx, w.ID); err != nil || len(ins) != 0 {
+		t.Errorf("Intents after step 2 = %v, %v; want none", ins, err)
+	}
+	if err := s.AppendStep(ctx, "replica-a", newStep(w.ID, 2), record("acme", "workflow.step", 9)); err == nil {
+		t.Error("a second step 2 was stored")
+	}
+	for _, tc := range []struct {
+		after int
+		want  []workflow.Step
+	}{{0, steps}, {1, steps[1:]}, {3, nil}, {7, nil}} {
+		got, err := s.Steps(ctx, w.ID, tc.after)
+		must(t, err, "steps")
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Steps after %d (-want +got):\n%s", tc.after, diff)
+		}
+	}
+
+	// Completions.
+	comps := map[int]json.RawMessage{1: json.RawMessage(`{"content": "a"}`), 2: json.RawMessage(`{"content": "b"}`)}
+	for n, c := range comps {
+		must(t, s.RecordCompletion(ctx, "replica-a", w.ID, n, c), "record completion")
+	}
+	gotComps, err := s.Completions(ctx, w.ID)
+	must(t, err, "completions")
+	if diff := cmp.Diff(comps, gotComps); diff != "" {
+		t.Errorf("Completions (-want +got):\n%s", diff)
+	}
+	if c, err := s.Completions(ctx, "wf_nope"); err != nil || len(c) != 0 {
+		t.Errorf("Completions of an unknown workflow = %v, %v; want none", c, err)
+	}
+
+	// Finish.
+	w.Status, w.Outcome = workflow.Failed, workflow.OutcomeFailed
+	w.Output = json.RawMessage(`{"partial": true}`)
+	w.Error = json.RawMessage(`{"type": "https://agentplane.dev/problems/workflow-failed", "status": 422}`)
+	w.FinishedAt = base.Add(time.Minute + 999)
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, record("acme", "workflow.finish", 10)), "finish")
+	if w.Owner != "" || !w.LeaseUntil.IsZero() || !w.FinishedAt.Equal(base.Add(time.Minute)) {
+		t.Errorf("after finish: owner %q lease %v finished %v; want no owner, no lease, finished cut to µs", w.Owner, w.LeaseUntil, w.FinishedAt)
+	}
+	got, err = s.Workflow(ctx, "acme", w.ID)
+	must(t, err, "workflow after finish")
+	if diff := cmp.Diff(w, got); diff != "" {
+		t.Errorf("Workflow after finish (-want +got):\n%s", diff)
+	}
+	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 4)), "append to a finished workflow")
+	wantLeaseLost(t, s.RecordIntent(ctx, "replica-a", workflow.Intent{WorkflowID: w.ID, Step: 4, At: base}), "intent of a finished workflow")
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "finish twice")
+
+	// start + 3 × (step + call) + finish; refused writes appended nothing.
+	verifyOK(t, s, "acme", 8)
+}
+
+func testWorkflowList(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	var all []*workflow.Workflow // oldest first
+	for i := range 8 {
+		agentName := "triage"
+		if i%2 == 1 {
+			agentName = "billing"
+		}
+		w := create(t, s, newWorkflow("acme", agentName, "replica-a", i))
+		switch i % 4 {
+		case 0:
+			finish(t, s, "replica-a", w) // completed, outcome routed
+		case 3:
+			w.Status, w.Outcome, w.FinishedAt = workflow.Failed, workflow.OutcomeTimedOut, base.Add(time.Hour)
+			must(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "fail")
+		}
+		all = append(all, w)
+	}
+	create(t, s, newWorkflow("globex", "triage", "replica-a", 20))
+	newest := slices.Clone(all)
+	slices.Reverse(newest)
+	pick := func(keep func(i int, w *workflow.Workflow) bool) []string {
+		var out []string
+		for i := len(all) - 1; i >= 0; i-- {
+			if keep(i, all[i]) {
+				out = append(out, all[i].ID)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		f    workflow.ListFilter
+		want []string
+	}{
+		{"all", workflow.ListFilter{}, workflowIDs(newest)},
+		{"agent", workflow.ListFilter{Agent: "billing"}, pick(func(i int, _ *workflow.Workflow) bool { return i%2 == 1 })},
+		{"status", workflow.ListFilter{Status: workflow.Running}, pick(func(i int, _ *workflow.Workflow) bool { return i%4 == 1 || i%4 == 2 })},
+		{"outcome", workflow.ListFilter{Outcome: workflow.OutcomeTimedOut}, pick(func(i int, _ *workflow.Workflow) bool { return i%4 == 3 })},
+		{"agent and status", workflow.ListFilter{Agent: "triage", Status: workflow.Completed}, pick(func(i int, _ *workflow.Workflow) bool { return i%4 == 0 })},
+		{"since", workflow.ListFilter{Since: base.Add(5 * time.Second)}, pick(func(i int, _ *workflow.Workflow) bool { return i >= 5 })},
+		{"since a nanosecond after a start", workflow.ListFilter{Since: base.Add(5*time.Second + 1)}, pick(func(i int, _ *workflow.Workflow) bool { return i >= 6 })},
+		{"until", workflow.ListFilter{Until: base.Add(2 * time.Second)}, pick(func(i int, _ *workflow.Workflow) bool { return i <= 2 })},
+		{"until a nanosecond before a start", workflow.ListFilter{Until: base.Add(2*time.Second - 1)}, pick(func(i int, _ *workflow.Workflow) bool { return i <= 1 })},
+		{"range", workflow.ListFilter{Since: base.Add(2 * time.Second), Until: base.Add(4 * time.Second)}, pick(func(i int, _ *workflow.Workflow) bool { return i >= 2 && i <= 4 })},
+		{"before", workflow.ListFilter{Before: all[3].ID}, pick(func(i int, _ *workflow.Workflow) bool { return i < 3 })},
+		{"limit", workflow.ListFilter{Limit: 3}, workflowIDs(newest[:3])},
+		{"no match", workflow.ListFilter{Agent: "nobody"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.ListWorkflows(ctx, "acme", tc.f)
+			must(t, err, "list")
+			if diff := cmp.Diff(tc.want, workflowIDs(got)); diff != "" {
+				t.Errorf("ListWorkflows(%+v) (-want +got):\n%s", tc.f, diff)
+			}
+		})
+	}
+
+	// Paging by cursor visits every workflow once, newest first.
+	var paged []string
+	f := workflow.ListFilter{Limit: 3}
+	for range 10 {
+		page, err := s.ListWorkflows(ctx, "acme", f)
+		must(t, err, "page")
+		paged = append(paged, workflowIDs(page)...)
+		if len(page) < f.Limit {
+			break
+		}
+		f.Before = page[len(page)-1].ID
+	}
+	if diff := cmp.Diff(workflowIDs(newest), paged); diff != "" {
+		t.Errorf("paged ids (-want +got):\n%s", diff)
+	}
+	got, err := s.ListWorkflows(ctx, "acme", workflow.ListFilter{Limit: 1})
+	must(t, err, "list one")
+	if diff := cmp.Diff([]*workflow.Workflow{all[7]}, got); diff != "" {
+		t.Errorf("listed workflow (-want +got):\n%s", diff)
+	}
+	if got, err := s.ListWorkflows(ctx, "nobody", workflow.ListFilter{}); err != nil || len(got) != 0 {
+		t.Errorf("another tenant lists %v, %v; want none", workflowIDs(got), err)
+	}
+}

@@ -1,0 +1,172 @@
+// Package workflow runs agent invocations durably. A workflow's history is an
+// append-only list of numbered events; each step event and the tool call it
+// made are stored, with their audit records, before the event is sent to
+// anyone. A workflow is owned by one replica through a lease; when the owner
+// dies, another replica claims it and resumes it after its last recorded step
+// by re-running the deterministic agent program against the recorded history.
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+)
+
+// ErrLeaseLost is wrapped by Store writes made by an owner that no longer
+// holds the workflow's lease (or of a workflow no longer running).
+var ErrLeaseLost = errors.New("workflow lease lost")
+
+// Statuses of a workflow.
+const (
+	Running   = "running"
+	Completed = "completed"
+	Failed    = "failed"
+	Cancelled = "cancelled"
+)
+
+// Engine outcomes (agents add their own slugs).
+const (
+	OutcomeFailed        = "failed"
+	OutcomeDenied        = "denied"
+	OutcomeLimitExceeded = "limit_exceeded"
+	OutcomeCancelled     = "cancelled"
+	OutcomeTimedOut      = "timed_out"
+)
+
+// Caller is who invoked a workflow; its scopes decide which tools steps may call.
+type Caller struct {
+	Sub      string   `json:"sub"`
+	ClientID string   `json:"client_id,omitempty"`
+	Tenant   string   `json:"tenant"`
+	Scopes   []string `json:"scopes"`
+}
+
+// Workflow is one invocation of an agent version.
+type Workflow struct {
+	ID           string          `json:"workflow_id"`
+	Tenant       string          `json:"-"`
+	Agent        string          `json:"agent"`
+	AgentVersion string          `json:"agent_version"`
+	Status       string          `json:"status"`
+	Outcome      string          `json:"outcome"`
+	Goal         string          `json:"goal"`
+	Context      json.RawMessage `json:"context"`
+	Caller       Caller          `json:"caller"`
+	MaxToolCalls int             `json:"max_tool_calls"`
+	Output       json.RawMessage `json:"output"`
+	// Error is the problem document of a failed workflow.
+	Error json.RawMessage `json:"error,omitempty"`
+	// ReplayOf links a real (non-dry-run) replay to the workflow it replays.
+	ReplayOf   string    `json:"replay_of,omitempty"`
+	RequestID  string    `json:"request_id,omitempty"`
+	TraceID    string    `json:"trace_id,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Deadline is when the workflow times out.
+	Deadline time.Time `json:"-"`
+	// CancelRequested is set by POST /cancel; the owner stops at the next step.
+	CancelRequested bool `json:"-"`
+	// Owner is the replica holding the lease until LeaseUntil.
+	Owner      string    `json:"-"`
+	LeaseUntil time.Time `json:"-"`
+}
+
+// Done reports whether the workflow has finished.
+func (w *Workflow) Done() bool { return w.Status != Running }
+
+// Step is one recorded step: the event sent for it and the tool call it made.
+type Step struct {
+	WorkflowID string `json:"-"`
+	// Seq is the event id (SSE id); steps are 1..N, the complete event N+1.
+	Seq       int             `json:"-"`
+	Step      int             `json:"step"`
+	Action    string          `json:"action"`
+	Kind      string          `json:"kind"`
+	Status    string          `json:"status"`
+	Tool      string          `json:"tool,omitempty"`
+	Operation string          `json:"operation,omitempty"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	Score     *float64        `json:"score,omitempty"`
+	Queue     string          `json:"queue,omitempty"`
+	Outcome   string          `json:"outcome,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	// Request is the tool request as sent, without credentials.
+	Request json.RawMessage `json:"request,omitempty"`
+	// HTTPStatus is the tool's response status.
+	HTTPStatus int       `json:"http_status,omitempty"`
+	Attempts   int       `json:"attempts,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	// Completion is an LLM exchange of a plan step, recorded for replay.
+	Completion json.RawMessage `json:"completion,omitempty"`
+}
+
+// Intent records a tool call about to be sent that is unsafe to repeat (a
+// write of a tool without idempotency support), so a resumed workflow knows
+// it may have reached the tool.
+type Intent struct {
+	WorkflowID string
+	Step       int
+	Tool       string
+	Operation  string
+	At         time.Time
+}
+
+// LeaseStatus is what a lease renewal found.
+type LeaseStatus struct {
+	// Lost are workflows whose lease the owner no longer holds.
+	Lost []string
+	// CancelRequested are held workflows someone asked to cancel.
+	CancelRequested []string
+}
+
+// ListFilter selects workflows of one tenant.
+type ListFilter struct {
+	Agent   string
+	Status  string
+	Outcome string
+	Since   time.Time
+	Until   time.Time
+	Limit   int
+	// Before is the id of the last workflow of the previous page (newest first).
+	Before string
+}
+
+// Store keeps workflows and their history.
+type Store interface {
+	// CreateWorkflow stores a new running workflow owned by w.Owner.
+	CreateWorkflow(ctx context.Context, w *Workflow, rec *audit.Record) error
+	// AppendStep stores a step and its audit records in one transaction,
+	// clearing the step's intent. It fails if owner no longer holds the lease.
+	AppendStep(ctx context.Context, owner string, s *Step, recs ...*audit.Record) error
+	// RecordIntent stores an intent before an unrepeatable call is sent.
+	RecordIntent(ctx context.Context, owner string, in Intent) error
+	// Intents returns the workflow's uncleared intents.
+	Intents(ctx context.Context, workflowID string) ([]Intent, error)
+	// FinishWorkflow stores the final status, outcome, output and error.
+	FinishWorkflow(ctx context.Context, owner string, w *Workflow, rec *audit.Record) error
+	// Workflow returns a workflow of the tenant, or problem.NotFound.
+	Workflow(ctx context.Context, tenant, id string) (*Workflow, error)
+	// Steps returns the workflow's steps with Seq > afterSeq, in order.
+	Steps(ctx context.Context, workflowID string, afterSeq int) ([]Step, error)
+	// ListWorkflows returns the tenant's workflows, newest first.
+	ListWorkflows(ctx context.Context, tenant string, f ListFilter) ([]*Workflow, error)
+	// RequestCancel marks a running workflow for cancellation.
+	RequestCancel(ctx context.Context, tenant, id string) (*Workflow, error)
+	// RenewLease extends owner's lease on the running workflows it holds.
+	RenewLease(ctx context.Context, owner string, ids []string, until time.Time) (LeaseStatus, error)
+	// ReleaseLease gives up owner's lease on a running workflow at once, so
+	// another replica (or this one, restarted) can resume it.
+	ReleaseLease(ctx context.Context, owner, workflowID string) error
+	// RecordCompletion stores the n-th LLM completion of a workflow.
+	RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error
+	// Completions returns a workflow's recorded completions by number.
+	Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error)
+	// ClaimExpired takes over up to limit running workflows whose lease
+	// lapsed before now, giving owner the lease until until.
+	ClaimExpired(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Workflow, error)
+}
