@@ -242,9 +242,9 @@ func TestValidateContext(t *testing.T) {
 	}{
 		{name: "valid", ctx: map[string]any{"transaction_id": "tx_1"}},
 		{name: "missing required", ctx: map[string]any{},
-			want: []problem.FieldError{{Field: "context", Message: "missing property 'transaction_id'"}}},
+			want: []problem.FieldError{{Field: "context.transaction_id", Message: "is required"}}},
 		{name: "nil is an empty object", ctx: nil,
-			want: []problem.FieldError{{Field: "context", Message: "missing property 'transaction_id'"}}},
+			want: []problem.FieldError{{Field: "context.transaction_id", Message: "is required"}}},
 		{name: "wrong type", ctx: map[string]any{"transaction_id": 7},
 			want: []problem.FieldError{{Field: "context.transaction_id", Message: "got number, want string"}}},
 	}

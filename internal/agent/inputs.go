@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -81,6 +82,17 @@ func (p *Program) ValidateContext(ctx map[string]any) []problem.FieldError {
 // collectLeaves flattens a validation error tree into its leaf causes.
 func collectLeaves(ve *jsonschema.ValidationError, out *[]problem.FieldError) {
 	if len(ve.Causes) == 0 {
+		// A missing required property is reported at the property itself,
+		// so clients can point at the field to fill in.
+		if req, ok := ve.ErrorKind.(*kind.Required); ok {
+			for _, name := range req.Missing {
+				*out = append(*out, problem.FieldError{
+					Field:   instancePath(append(append([]string{}, ve.InstanceLocation...), name)),
+					Message: "is required",
+				})
+			}
+			return
+		}
 		*out = append(*out, problem.FieldError{
 			Field:   instancePath(ve.InstanceLocation),
 			Message: ve.ErrorKind.LocalizedString(printer),

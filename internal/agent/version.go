@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+)
+
+var (
+	// NameRE is the rule for agent names (SPEC §1).
+	NameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	// VersionRE is the rule for agent versions.
+	VersionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,31}$`)
+)
+
+// Version is one immutable deployed version of an agent.
+type Version struct {
+	Tenant      string          `json:"-"`
+	Name        string          `json:"name"`
+	Version     string          `json:"version"`
+	Description string          `json:"description,omitempty"`
+	Definition  json.RawMessage `json:"definition"`
+	// Tools are the tool names the definition uses.
+	Tools      []string  `json:"tools"`
+	DeployedAt time.Time `json:"deployed_at"`
+	// Default reports whether invoke without @version runs this version.
+	Default bool `json:"default"`
+}
+
+// Ref is name@version.
+func (v *Version) Ref() string { return v.Name + "@" + v.Version }
+
+// Agent summarises an agent and its versions.
+type Agent struct {
+	Tenant         string    `json:"-"`
+	Name           string    `json:"name"`
+	DefaultVersion string    `json:"default_version"`
+	LatestVersion  string    `json:"latest_version"`
+	Versions       int       `json:"versions"`
+	Description    string    `json:"description,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// VersionStore keeps agents and their versions, always within one tenant.
+type VersionStore interface {
+	// DeployVersion stores v. When v.Version is "", it is assigned the next
+	// integer above every integer version of the agent so far, atomically.
+	// The first version of an agent becomes its default; a later one only
+	// when promote is set. problem.Conflict when the version exists. The
+	// version's tools are recorded so a tool in use cannot be deleted.
+	DeployVersion(ctx context.Context, v *Version, promote bool, rec *audit.Record) error
+	// SetDefault makes an existing version the default.
+	SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error
+	// Agent returns an agent, or problem.NotFound.
+	Agent(ctx context.Context, tenant, name string) (*Agent, error)
+	// AgentVersion returns one version ("" = the default), or
+	// problem.AgentVersionNotFound (problem.NotFound when the agent does not exist).
+	AgentVersion(ctx context.Context, tenant, name, version string) (*Version, error)
+	// ListAgents returns agents ordered by name, after the given name.
+	ListAgents(ctx context.Context, tenant, after string, limit int) ([]*Agent, error)
+	// ListVersions returns an agent's versions, newest first.
+	ListVersions(ctx context.Context, tenant, name string) ([]*Version, error)
+}

@@ -1,0 +1,278 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/call"
+)
+
+// history is what a workflow recorded before the current execution.
+type history struct {
+	steps       []Step
+	intents     map[int]Intent
+	completions map[int]json.RawMessage
+}
+
+// ErrInterrupted ends a resumed workflow whose unrepeatable call may have
+// reached its tool before the server stopped.
+var ErrInterrupted = errors.New("interrupted")
+
+// execute runs a workflow to its end, storing each new step (with its audit
+// records) before anyone can see it. Steps already in the history are
+// produced again by the deterministic program from their recorded answers
+// and are not stored twice.
+func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program, h history) {
+	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
+	defer cancel()
+	rec := &recorder{r: r, wf: wf, h: h, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, ops: map[string]*tool.Operation{}, last: r.opts.Now()}
+	var input map[string]any
+	if err := json.Unmarshal(wf.Context, &input); err != nil {
+		input = map[string]any{}
+	}
+	run := prog.Run(ctx, agent.Input{
+		Goal: wf.Goal, Context: input, MaxToolCalls: wf.MaxToolCalls, Agent: wf.Agent, Version: wf.AgentVersion,
+		Caller: agent.Caller{Sub: wf.Caller.Sub, Tenant: wf.Tenant, Scopes: wf.Caller.Scopes},
+	}, agent.NewEnv(rec, rec))
+
+	store := context.WithoutCancel(ctx)
+	var runErr error
+	for ev, err := range run.Events() {
+		if err != nil {
+			runErr = err
+			break
+		}
+		if ev.Step <= len(h.steps) {
+			continue
+		}
+		step, recs := rec.step(ev)
+		if err := r.opts.Store.AppendStep(store, r.opts.Owner, step, recs...); err != nil {
+			r.opts.Logger.Error("workflow step not stored; leaving the workflow to be resumed",
+				"workflow_id", wf.ID, "step", ev.Step, "err", err)
+			return
+		}
+		r.hub.notify(wf.ID)
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errShutdown) {
+		if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
+			r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
+		}
+		return
+	}
+	if errors.Is(cause, errLeaseLost) {
+		return
+	}
+	r.finish(store, wf, run.Result(), runErr)
+}
+
+// finish stores how the workflow ended and wakes its followers.
+func (r *Runner) finish(ctx context.Context, wf *Workflow, res agent.Result, runErr error) {
+	wf.Status, wf.Outcome = res.Status, res.Outcome
+	wf.FinishedAt = r.opts.Now().UTC()
+	if res.Output != nil {
+		if b, err := json.Marshal(res.Output); err == nil {
+			wf.Output = b
+		}
+	}
+	if wf.Status == Failed {
+		detail := res.Error
+		if errors.Is(runErr, ErrInterrupted) {
+			detail = runErr.Error()
+		}
+		if detail == "" && res.Outcome == OutcomeTimedOut {
+			detail = "the workflow ran past its time limit"
+		}
+		wf.Error = FailureDocument(wf.ID, detail)
+	}
+	rec := r.auditRecord(wf, "workflow.finish", outcomeOf(wf.Status), map[string]any{"status": wf.Status, "outcome": wf.Outcome})
+	if err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, rec); err != nil {
+		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
+		return
+	}
+	r.hub.notify(wf.ID)
+}
+
+// FailureDocument is the problem document of a failed workflow.
+func FailureDocument(workflowID, detail string) json.RawMessage {
+	if detail == "" {
+		detail = "the workflow failed"
+	}
+	doc := (&problem.Error{Code: problem.WorkflowFailed, Detail: detail}).Doc("/v1/workflows/"+workflowID, "", "")
+	b, _ := json.Marshal(doc)
+	return b
+}
+
+func outcomeOf(status string) string {
+	if status == Failed {
+		return audit.Error
+	}
+	return audit.Success
+}
+
+func (r *Runner) auditRecord(wf *Workflow, action, outcome string, details map[string]any) *audit.Record {
+	return &audit.Record{
+		Time: r.opts.Now(), Tenant: wf.Tenant,
+		Actor:    audit.Actor{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID},
+		Action:   action,
+		Resource: audit.Resource{Type: "workflow", ID: wf.ID},
+		Outcome:  outcome, RequestID: wf.RequestID, TraceID: wf.TraceID, WorkflowID: wf.ID,
+		Details: audit.Details(details),
+	}
+}
+
+// recorder is the Env of an execution: it serves recorded answers for steps
+// in the history, makes real calls for new steps, and keeps what each call
+// sent and received for the step record.
+type recorder struct {
+	r     *Runner
+	wf    *Workflow
+	h     history
+	calls map[int]*callRecord
+	tools map[string]*tool.Tool
+	ops   map[string]*tool.Operation
+	last  time.Time
+}
+
+// callRecord is what a real call sent and received.
+type callRecord struct {
+	res   call.Result
+	audit *audit.Record
+}
+
+// Call implements agent.ToolCaller.
+func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
+	if step <= len(e.h.steps) {
+		s := e.h.steps[step-1]
+		if s.Tool != c.Tool || s.Operation != c.Operation {
+			return agent.CallResult{}, fmt.Errorf("history mismatch at step %d: recorded %s.%s, now %s.%s",
+				step, s.Tool, s.Operation, c.Tool, c.Operation)
+		}
+		return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
+	}
+	if _, ok := e.h.intents[step]; ok {
+		return agent.CallResult{}, fmt.Errorf("%w: the server stopped while %s.%s (step %d) was in flight, and repeating it is not safe",
+			ErrInterrupted, c.Tool, c.Operation, step)
+	}
+	t, op, err := e.lookup(ctx, c.Tool, c.Operation)
+	if err != nil {
+		return agent.CallResult{Status: agent.StatusError, Err: err.Error()}, nil
+	}
+	if op.Kind == tool.Write && !t.IdempotencySupport {
+		in := Intent{WorkflowID: e.wf.ID, Step: step, Tool: c.Tool, Operation: c.Operation, At: e.r.opts.Now()}
+		if err := e.r.opts.Store.RecordIntent(ctx, e.r.opts.Owner, in); err != nil {
+			return agent.CallResult{}, fmt.Errorf("record call intent: %w", err)
+		}
+	}
+	req := call.Request{
+		Tenant: e.wf.Tenant, Tool: t, Operation: op, Args: c.Args,
+		IdempotencyKey: e.wf.ID + "." + strconv.Itoa(step),
+		WorkflowID:     e.wf.ID, RequestID: e.wf.RequestID,
+		Actor: audit.Actor{Sub: e.wf.Caller.Sub, ClientID: e.wf.Caller.ClientID},
+	}
+	start := e.r.opts.Now()
+	res, err := e.r.opts.Caller.Call(ctx, req)
+	if ctx.Err() != nil {
+		return agent.CallResult{}, ctx.Err()
+	}
+	e.calls[step] = &callRecord{res: res, audit: call.AuditRecord(ctx, req, res, err, start)}
+	if err != nil {
+		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: err.Error()}, nil
+	}
+	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, nil
+}
+
+func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Tool, *tool.Operation, error) {
+	t, ok := e.tools[toolName]
+	if !ok {
+		var err error
+		if t, err = e.r.opts.Tools.ToolByName(ctx, e.wf.Tenant, toolName); err != nil {
+			return nil, nil, fmt.Errorf("tool %s: %w", toolName, err)
+		}
+		e.tools[toolName] = t
+	}
+	key := toolName + "." + opID
+	op, ok := e.ops[key]
+	if !ok {
+		ops, err := e.r.opts.Tools.Operations(ctx, e.wf.Tenant, t.ID, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("operations of %s: %w", toolName, err)
+		}
+		for i := range ops {
+			e.ops[toolName+"."+ops[i].ID] = &ops[i]
+		}
+		if op, ok = e.ops[key]; !ok {
+			return nil, nil, fmt.Errorf("tool %s has no operation %s (was it re-registered?)", toolName, opID)
+		}
+	}
+	return t, op, nil
+}
+
+// Complete implements agent.Completer: recorded completions are served
+// again, new ones are asked of the planner and recorded before use.
+func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+	if b, ok := e.h.completions[n]; ok {
+		var resp agent.ChatResponse
+		if err := json.Unmarshal(b, &resp); err != nil {
+			return resp, fmt.Errorf("recorded completion %d: %w", n, err)
+		}
+		return resp, nil
+	}
+	if e.r.opts.Planner == nil {
+		return agent.ChatResponse{}, agent.ErrNoPlanner
+	}
+	resp, err := e.r.opts.Planner.Complete(ctx, n, req)
+	if err != nil {
+		return resp, err
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return resp, fmt.Errorf("encode completion: %w", err)
+	}
+	if err := e.r.opts.Store.RecordCompletion(ctx, e.r.opts.Owner, e.wf.ID, n, b); err != nil {
+		return resp, fmt.Errorf("record completion: %w", err)
+	}
+	return resp, nil
+}
+
+// step builds the stored step of an event and its audit records.
+func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
+	now := e.r.opts.Now()
+	s := &Step{
+		WorkflowID: e.wf.ID, Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
+		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
+		Result: ev.Result, Error: ev.Error, StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
+	}
+	e.last = now
+	if ev.Args != nil {
+		s.Args, _ = json.Marshal(ev.Args)
+	}
+	recs := []*audit.Record{e.r.auditRecord(e.wf, "workflow.step", stepOutcome(ev.Status),
+		map[string]any{"step": ev.Step, "action": ev.Action, "status": ev.Status})}
+	if c, ok := e.calls[ev.Step]; ok {
+		s.Request, _ = json.Marshal(c.res.Request)
+		s.HTTPStatus, s.Attempts = c.res.Status, c.res.Attempts
+		s.StartedAt, s.DurationMS = c.audit.Time.UTC(), c.res.Duration.Milliseconds()
+		recs = append(recs, c.audit)
+		delete(e.calls, ev.Step)
+	}
+	return s, recs
+}
+
+func stepOutcome(status string) string {
+	switch status {
+	case agent.StatusDenied, agent.StatusLimitExceeded:
+		return audit.Denied
+	case agent.StatusError:
+		return audit.Error
+	}
+	return audit.Success
+}

@@ -1,0 +1,188 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"sync"
+	"time"
+)
+
+// followPoll is how often a follower re-reads the store when no local
+// notification arrives: the path by which a workflow running on another
+// replica reaches a follower here.
+const followPoll = 200 * time.Millisecond
+
+// hub wakes local followers of a workflow when its history grows.
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[*sub]struct{}
+}
+
+type sub struct{ c chan struct{} }
+
+func newHub() *hub { return &hub{subs: map[string]map[*sub]struct{}{}} }
+
+func (h *hub) subscribe(id string) *sub {
+	s := &sub{c: make(chan struct{}, 1)}
+	h.mu.Lock()
+	if h.subs[id] == nil {
+		h.subs[id] = map[*sub]struct{}{}
+	}
+	h.subs[id][s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *hub) unsubscribe(id string, s *sub) {
+	h.mu.Lock()
+	delete(h.subs[id], s)
+	if len(h.subs[id]) == 0 {
+		delete(h.subs, id)
+	}
+	h.mu.Unlock()
+}
+
+func (h *hub) notify(id string) {
+	h.mu.Lock()
+	for s := range h.subs[id] {
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+// wait returns on a notification, after poll, or with ctx's error.
+func (s *sub) wait(ctx context.Context, poll time.Duration) error {
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	select {
+	case <-s.c:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Event is one server-sent event of a workflow: its id and one-line JSON.
+type Event struct {
+	ID   int
+	Data json.RawMessage
+}
+
+// stepEvent is a step as the stream shows it (SPEC §4 Invoke).
+type stepEvent struct {
+	Event     string   `json:"event"`
+	Step      int      `json:"step"`
+	Agent     string   `json:"agent"`
+	Action    string   `json:"action"`
+	Status    string   `json:"status"`
+	Tool      string   `json:"tool,omitempty"`
+	Operation string   `json:"operation,omitempty"`
+	Score     *float64 `json:"score,omitempty"`
+	Queue     string   `json:"queue,omitempty"`
+	Outcome   string   `json:"outcome,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// completeEvent ends every stream.
+type completeEvent struct {
+	Event      string          `json:"event"`
+	WorkflowID string          `json:"workflow_id"`
+	Outcome    string          `json:"outcome"`
+	Status     string          `json:"status"`
+	DurationMS int64           `json:"duration_ms"`
+	Error      json.RawMessage `json:"error,omitempty"`
+}
+
+// StepView is a step as streams and sync invokes show it.
+func StepView(agentName string, s Step) any {
+	return stepEvent{Event: "step", Step: s.Step, Agent: agentName, Action: s.Action, Status: s.Status,
+		Tool: s.Tool, Operation: s.Operation, Score: s.Score, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error}
+}
+
+// CompleteView is the complete event of a finished workflow.
+func CompleteView(wf *Workflow) any {
+	return completeEvent{Event: "complete", WorkflowID: wf.ID, Outcome: wf.Outcome, Status: wf.Status,
+		DurationMS: wf.DurationMS(), Error: wf.Error}
+}
+
+// DurationMS is how long the workflow ran, or has run so far.
+func (w *Workflow) DurationMS() int64 {
+	end := w.FinishedAt
+	if end.IsZero() {
+		end = time.Now()
+	}
+	return end.Sub(w.StartedAt).Milliseconds()
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Follow yields the workflow's events after afterID, live while it runs,
+// ending with its complete event. Events come only from the store, so a
+// follower on any replica sees exactly what was recorded.
+func (r *Runner) Follow(ctx context.Context, tenant, id string, afterID int) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		last := afterID
+		for {
+			s := r.hub.subscribe(id)
+			wf, err := r.opts.Store.Workflow(ctx, tenant, id)
+			if err != nil {
+				r.hub.unsubscribe(id, s)
+				yield(Event{}, err)
+				return
+			}
+			// Steps are stored before the end, so read them after the workflow.
+			steps, err := r.opts.Store.Steps(ctx, id, last)
+			if err != nil {
+				r.hub.unsubscribe(id, s)
+				yield(Event{}, err)
+				return
+			}
+			for _, st := range steps {
+				if !yield(Event{ID: st.Seq, Data: mustJSON(StepView(wf.Agent, st))}, nil) {
+					r.hub.unsubscribe(id, s)
+					return
+				}
+				last = st.Seq
+			}
+			if wf.Done() {
+				r.hub.unsubscribe(id, s)
+				n, err := r.stepCount(ctx, id, last)
+				if err != nil {
+					yield(Event{}, err)
+					return
+				}
+				if afterID <= n {
+					yield(Event{ID: n + 1, Data: mustJSON(CompleteView(wf))}, nil)
+				}
+				return
+			}
+			err = s.wait(ctx, followPoll)
+			r.hub.unsubscribe(id, s)
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+		}
+	}
+}
+
+// stepCount is the number of steps of a finished workflow, known to be at
+// least last.
+func (r *Runner) stepCount(ctx context.Context, id string, last int) (int, error) {
+	steps, err := r.opts.Store.Steps(ctx, id, last)
+	if err != nil {
+		return 0, err
+	}
+	if n := len(steps); n > 0 {
+		return steps[n-1].Seq, nil
+	}
+	return last, nil
+}

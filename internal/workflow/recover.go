@@ -1,0 +1,99 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+)
+
+// Run renews this replica's leases and resumes workflows whose owner died,
+// until ctx ends.
+func (r *Runner) Run(ctx context.Context) {
+	r.recover(ctx)
+	t := time.NewTicker(r.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.renew(ctx)
+			r.recover(ctx)
+		}
+	}
+}
+
+// renew extends the leases of local executions, stopping those another
+// replica took over and those someone asked to cancel.
+func (r *Runner) renew(ctx context.Context) {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.running))
+	for id := range r.running {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	st, err := r.opts.Store.RenewLease(ctx, r.opts.Owner, ids, r.opts.Now().Add(r.opts.Lease))
+	if err != nil {
+		r.opts.Logger.Warn("renew workflow leases", "err", err)
+		return
+	}
+	for _, id := range st.Lost {
+		r.stop(id, errLeaseLost)
+	}
+	for _, id := range st.CancelRequested {
+		r.stop(id, errCancel)
+	}
+}
+
+// recover claims running workflows whose lease lapsed and resumes them.
+func (r *Runner) recover(ctx context.Context) {
+	now := r.opts.Now()
+	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), 32)
+	if err != nil {
+		r.opts.Logger.Warn("claim workflows to resume", "err", err)
+		return
+	}
+	for _, wf := range wfs {
+		if err := r.resume(ctx, wf); err != nil {
+			r.opts.Logger.Error("resume workflow", "workflow_id", wf.ID, "err", err)
+			r.finish(context.WithoutCancel(ctx), wf, agent.Result{Outcome: OutcomeFailed, Status: Failed,
+				Error: "could not resume after a restart: " + err.Error()}, nil)
+		}
+	}
+}
+
+// resume re-runs a claimed workflow against its recorded history.
+func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
+	v, err := r.opts.Versions.AgentVersion(ctx, wf.Tenant, wf.Agent, wf.AgentVersion)
+	if err != nil {
+		return fmt.Errorf("agent version %s@%s: %w", wf.Agent, wf.AgentVersion, err)
+	}
+	prog, err := r.Program(ctx, v)
+	if err != nil {
+		return err
+	}
+	steps, err := r.opts.Store.Steps(ctx, wf.ID, 0)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	intents, err := r.opts.Store.Intents(ctx, wf.ID)
+	if err != nil {
+		return fmt.Errorf("intents: %w", err)
+	}
+	completions, err := r.opts.Store.Completions(ctx, wf.ID)
+	if err != nil {
+		return fmt.Errorf("completions: %w", err)
+	}
+	h := history{steps: steps, intents: map[int]Intent{}, completions: completions}
+	for _, in := range intents {
+		h.intents[in.Step] = in
+	}
+	r.opts.Logger.Info("resuming workflow", "workflow_id", wf.ID, "after_step", len(steps))
+	r.launch(wf, prog, h)
+	return nil
+}

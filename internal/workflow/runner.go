@@ -1,0 +1,279 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/call"
+)
+
+// ToolCaller makes real tool calls (call.Executor).
+type ToolCaller interface {
+	Call(ctx context.Context, req call.Request) (call.Result, error)
+}
+
+// ToolLookup finds registered tools and operations (a subset of tool.Store).
+type ToolLookup interface {
+	ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error)
+	Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error)
+}
+
+// Options configure a Runner.
+type Options struct {
+	Store    Store
+	Versions agent.VersionStore
+	Tools    ToolLookup
+	Caller   ToolCaller
+	// Planner answers plan steps; nil refuses them.
+	Planner agent.Completer
+	// Owner names this replica in leases; default a new random id.
+	Owner string
+	// Lease is how long a replica owns a workflow without renewing (default 15 s).
+	Lease time.Duration
+	// Timeout ends workflows running longer (default 5 min).
+	Timeout time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Runner starts, executes, resumes and follows workflows.
+type Runner struct {
+	opts     Options
+	hub      *hub
+	programs sync.Map // tenant/name@version → *agent.Program
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc
+	wg      sync.WaitGroup
+	closing bool
+}
+
+// Causes of stopping an execution without finishing its workflow.
+var (
+	errShutdown  = errors.New("the server is shutting down")
+	errLeaseLost = errors.New("another replica took the workflow over")
+	errCancel    = errors.New("cancelled on request")
+)
+
+// New returns a runner; call Run to renew leases and resume workflows.
+func New(opts Options) *Runner {
+	if opts.Owner == "" {
+		opts.Owner = ids.New("rep_")
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 15 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Runner{opts: opts, hub: newHub(), running: map[string]context.CancelCauseFunc{}}
+}
+
+// StartRequest is one invocation.
+type StartRequest struct {
+	Tenant string
+	Agent  string
+	// Version is "" for the agent's default version.
+	Version      string
+	Goal         string
+	Context      map[string]any
+	Caller       Caller
+	MaxToolCalls int
+	RequestID    string
+	TraceID      string
+	ReplayOf     string
+}
+
+// Program returns the compiled program of a version, compiling it once.
+func (r *Runner) Program(ctx context.Context, v *agent.Version) (*agent.Program, error) {
+	key := v.Tenant + "/" + v.Ref()
+	if p, ok := r.programs.Load(key); ok {
+		return p.(*agent.Program), nil
+	}
+	def, errs := agent.DecodeDefinition(v.Definition)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("stored definition of %s: %s", v.Ref(), errs[0].Message)
+	}
+	cat, err := r.Catalog(ctx, v.Tenant, v.Tools)
+	if err != nil {
+		return nil, err
+	}
+	p, errs := agent.Compile(def, cat)
+	if len(errs) > 0 {
+		return nil, problem.New(problem.ValidationFailed, "%s no longer compiles against the registered tools: %s: %s",
+			v.Ref(), errs[0].Field, errs[0].Message)
+	}
+	r.programs.Store(key, p)
+	return p, nil
+}
+
+// Catalog builds the tool catalog of the named tools; unknown names are left
+// out so Compile reports them.
+func (r *Runner) Catalog(ctx context.Context, tenant string, names []string) (*agent.Catalog, error) {
+	cat := agent.NewCatalog()
+	for _, name := range names {
+		t, err := r.opts.Tools.ToolByName(ctx, tenant, name)
+		if problem.Is(err, problem.NotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ops, err := r.opts.Tools.Operations(ctx, tenant, t.ID, "")
+		if err != nil {
+			return nil, err
+		}
+		cat.Add(t, ops)
+	}
+	return cat, nil
+}
+
+// Start validates an invocation, stores its workflow and begins executing it
+// in the background; the caller's context does not bound the execution.
+func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error) {
+	v, err := r.opts.Versions.AgentVersion(ctx, req.Tenant, req.Agent, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := r.Program(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	if errs := prog.ValidateContext(req.Context); len(errs) > 0 {
+		return nil, problem.Validation(errs...)
+	}
+	wf, err := r.newWorkflow(v, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
+		return nil, err
+	}
+	if !r.launch(wf, prog, history{}) {
+		return nil, problem.New(problem.Unavailable, "the server is shutting down")
+	}
+	return wf, nil
+}
+
+func (r *Runner) newWorkflow(v *agent.Version, req StartRequest) (*Workflow, error) {
+	ctxJSON, err := json.Marshal(req.Context)
+	if err != nil {
+		return nil, problem.Wrap(problem.ValidationFailed, err, "context is not JSON")
+	}
+	if req.Context == nil {
+		ctxJSON = []byte("{}")
+	}
+	now := r.opts.Now().UTC()
+	return &Workflow{
+		ID: ids.NewAt(ids.Workflow, now), Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
+		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
+		MaxToolCalls: req.MaxToolCalls, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
+		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
+		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
+	}, nil
+}
+
+// launch executes wf in the background unless the runner is closing.
+func (r *Runner) launch(wf *Workflow, prog *agent.Program, h history) bool {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.mu.Lock()
+	if r.closing {
+		r.mu.Unlock()
+		cancel(errShutdown)
+		return false
+	}
+	r.running[wf.ID] = cancel
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.running, wf.ID)
+			r.mu.Unlock()
+			cancel(nil)
+		}()
+		r.execute(ctx, wf, prog, h)
+	}()
+	return true
+}
+
+// stop cancels a local execution with a cause.
+func (r *Runner) stop(id string, cause error) bool {
+	r.mu.Lock()
+	cancel, ok := r.running[id]
+	r.mu.Unlock()
+	if ok {
+		cancel(cause)
+	}
+	return ok
+}
+
+// Cancel asks a running workflow to stop; it returns the workflow as it is
+// once stopped, or after a few seconds if its owner has not stopped it yet.
+func (r *Runner) Cancel(ctx context.Context, tenant, id string) (*Workflow, error) {
+	wf, err := r.opts.Store.RequestCancel(ctx, tenant, id)
+	if err != nil || wf.Done() {
+		return wf, err
+	}
+	r.stop(id, errCancel)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	done, err := r.Wait(wctx, tenant, id)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return r.opts.Store.Workflow(ctx, tenant, id)
+	}
+	return done, err
+}
+
+// Wait returns the workflow once it has finished.
+func (r *Runner) Wait(ctx context.Context, tenant, id string) (*Workflow, error) {
+	for {
+		sub := r.hub.subscribe(id)
+		wf, err := r.opts.Store.Workflow(ctx, tenant, id)
+		if err != nil || wf.Done() {
+			r.hub.unsubscribe(id, sub)
+			return wf, err
+		}
+		err = sub.wait(ctx, followPoll)
+		r.hub.unsubscribe(id, sub)
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Close stops local executions without finishing their workflows and
+// releases their leases, so a restarted server or another replica resumes
+// them; it waits for the executions to return.
+func (r *Runner) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closing = true
+	for _, cancel := range r.running {
+		cancel(errShutdown)
+	}
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
