@@ -28,9 +28,11 @@ import (
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
+	toolcall "github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // harness is a real agentplane HTTP server on SQLite, for end-to-end tests
@@ -81,6 +83,20 @@ func newHarness(t *testing.T, opts ...option) *harness {
 			return out.PostJSON(ctx, endpoint, body)
 		}),
 	}
+	resolver, err := secrets.NewResolver(secrets.Options{Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := workflow.New(workflow.Options{
+		Store: db, Versions: db, Tools: db, Lease: 2 * time.Second,
+		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second}),
+	})
+	runCtx, stopRunner := context.WithCancel(context.Background())
+	go runner.Run(runCtx)
+	t.Cleanup(func() {
+		stopRunner()
+		runner.Close(context.Background())
+	})
 	limiter := ratelimit.NewMemory()
 	t.Cleanup(func() { limiter.Close() })
 	cfg := httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test"}
@@ -93,6 +109,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Metrics:   telemetry.NewMetrics(prometheus.NewRegistry()),
 		Tools:     tools,
 		ToolStore: db,
+		Agents:    db,
+		Runner:    runner,
+		Workflows: db,
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/idempotency"
@@ -113,6 +114,7 @@ func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant,
 // complete event. A failure once the stream has begun is reported as a
 // complete event with outcome failed and the problem in error.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id string, afterID int) error {
+	start := time.Now()
 	sse := startSSE(w)
 	defer sse.close()
 	last := afterID
@@ -123,7 +125,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 			}
 			pe := problem.As(err)
 			doc := pe.Doc(r.URL.Path, infoFrom(r.Context()).requestID, infoFrom(r.Context()).traceID)
-			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed, "error": doc})
+			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed,
+				"status": workflow.Failed, "duration_ms": time.Since(start).Milliseconds(), "error": doc})
 			sse.send(last+1, b)
 			return fmt.Errorf("stream of %s: %w", id, err)
 		}

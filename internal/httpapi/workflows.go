@@ -10,8 +10,8 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// workflowView is a workflow as invoke and GET /v1/workflows/{id} show it.
-type workflowView struct {
+// workflowSummary is a workflow as lists show it.
+type workflowSummary struct {
 	WorkflowID   string          `json:"workflow_id"`
 	Agent        string          `json:"agent"`
 	AgentVersion string          `json:"agent_version"`
@@ -20,9 +20,30 @@ type workflowView struct {
 	DurationMS   int64           `json:"duration_ms"`
 	StartedAt    string          `json:"started_at"`
 	FinishedAt   *string         `json:"finished_at"`
-	Steps        []any           `json:"steps,omitempty"`
 	Output       json.RawMessage `json:"output"`
-	Error        json.RawMessage `json:"error,omitempty"`
+}
+
+func summarize(wf *workflow.Workflow) workflowSummary {
+	v := workflowSummary{
+		WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Status: wf.Status,
+		DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat), Output: wf.Output,
+	}
+	if wf.Done() {
+		v.Outcome = &wf.Outcome
+		f := wf.FinishedAt.UTC().Format(timeFormat)
+		v.FinishedAt = &f
+	}
+	if len(v.Output) == 0 {
+		v.Output = json.RawMessage("null")
+	}
+	return v
+}
+
+// workflowView is a workflow as invoke, cancel and GET /v1/workflows/{id} show it.
+type workflowView struct {
+	workflowSummary
+	Steps []any           `json:"steps"`
+	Error json.RawMessage `json:"error,omitempty"`
 	// Detail, for GET /v1/workflows/{id} only.
 	Goal         string          `json:"goal,omitempty"`
 	Context      json.RawMessage `json:"context,omitempty"`
@@ -44,19 +65,7 @@ type stepDetail struct {
 }
 
 func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, detail bool) (workflowView, error) {
-	v := workflowView{
-		WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Status: wf.Status,
-		DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat),
-		Output: wf.Output, Error: wf.Error, Steps: []any{},
-	}
-	if wf.Done() {
-		v.Outcome = &wf.Outcome
-		f := wf.FinishedAt.UTC().Format(timeFormat)
-		v.FinishedAt = &f
-	}
-	if len(v.Output) == 0 {
-		v.Output = json.RawMessage("null")
-	}
+	v := workflowView{workflowSummary: summarize(wf), Error: wf.Error, Steps: []any{}}
 	steps, err := s.deps.Workflows.Steps(r.Context(), wf.ID, 0)
 	if err != nil {
 		return v, err
@@ -128,21 +137,11 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	page := struct {
-		Workflows  []workflowView `json:"workflows"`
-		NextCursor *string        `json:"next_cursor"`
-	}{Workflows: make([]workflowView, 0, len(wfs))}
+		Workflows  []workflowSummary `json:"workflows"`
+		NextCursor *string           `json:"next_cursor"`
+	}{Workflows: make([]workflowSummary, 0, len(wfs))}
 	for _, wf := range wfs {
-		v := workflowView{WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Status: wf.Status,
-			DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat), Output: wf.Output}
-		if wf.Done() {
-			v.Outcome = &wf.Outcome
-			f := wf.FinishedAt.UTC().Format(timeFormat)
-			v.FinishedAt = &f
-		}
-		if len(v.Output) == 0 {
-			v.Output = json.RawMessage("null")
-		}
-		page.Workflows = append(page.Workflows, v)
+		page.Workflows = append(page.Workflows, summarize(wf))
 	}
 	if len(wfs) == f.Limit {
 		c := wfs[len(wfs)-1].ID

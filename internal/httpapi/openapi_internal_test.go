@@ -1,0 +1,281 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// loadOpenAPI parses the embedded document, resolving its $refs.
+func loadOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(openAPIDoc)
+	if err != nil {
+		t.Fatalf("load openapi.json: %v", err)
+	}
+	return doc
+}
+
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if !doc.IsOpenAPI31OrLater() || doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	// kin-openapi validates 3.1 documents with 3.1 rules (type arrays,
+	// const, license identifiers, empty security lists). Examples are not
+	// validated because the document has none; schema keywords kin-openapi
+	// does not model (the conformance test compiles them with a full JSON
+	// Schema 2020-12 validator) are ignored by it, not refused.
+	if err := doc.Validate(t.Context()); err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI document: %v", err)
+	}
+	if doc.Info.Title != "agentplane" || doc.Info.Version != "1" {
+		t.Errorf("info = %q %q, want agentplane 1", doc.Info.Title, doc.Info.Version)
+	}
+	if len(doc.Servers) != 1 || doc.Servers[0].URL != "/" {
+		t.Errorf("servers = %v, want [/]", doc.Servers)
+	}
+}
+
+// TestOpenAPICoversEveryRoute checks the document against the route table:
+// the same operations, and the same security review.
+func TestOpenAPICoversEveryRoute(t *testing.T) {
+	doc := loadOpenAPI(t)
+	routes := NewServer(Config{}, Deps{}).routes
+
+	var want, got []string
+	for _, rt := range routes {
+		want = append(want, rt.pattern)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			got = append(got, method+" "+path)
+		}
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("operations of openapi.json vs the route table (-routes +document):\n%s", diff)
+	}
+
+	for _, rt := range routes {
+		t.Run(rt.pattern, func(t *testing.T) {
+			method, path, _ := strings.Cut(rt.pattern, " ")
+			op := doc.Paths.Value(path).GetOperation(method)
+			if op.OperationID == "" || op.Summary == "" || op.Description == "" {
+				t.Errorf("operationId %q, summary %q, description %q: all are required", op.OperationID, op.Summary, op.Description)
+			}
+			checkSecurity(t, rt, op)
+			checkParameters(t, rt, path, op)
+			checkResponses(t, rt, method, op)
+		})
+	}
+}
+
+func checkSecurity(t *testing.T, rt route, op *openapi3.Operation) {
+	t.Helper()
+	if rt.public {
+		if op.Security == nil || len(*op.Security) != 0 {
+			t.Errorf("public route: security = %v, want []", op.Security)
+		}
+		return
+	}
+	if rt.scope == "" {
+		if op.Security != nil {
+			t.Errorf("any valid token: security = %v, want the global requirement", *op.Security)
+		}
+		return
+	}
+	want := openapi3.SecurityRequirements{{"bearerAuth": {rt.scope}}, {"oauth2": {rt.scope}}}
+	if op.Security == nil {
+		t.Fatalf("security is not set; want scope %s", rt.scope)
+	}
+	if diff := cmp.Diff(want, *op.Security); diff != "" {
+		t.Errorf("security (-want +got):\n%s", diff)
+	}
+}
+
+func checkParameters(t *testing.T, rt route, path string, op *openapi3.Operation) {
+	t.Helper()
+	has := func(in, name string) bool {
+		return slices.ContainsFunc(op.Parameters, func(p *openapi3.ParameterRef) bool {
+			return p.Value.In == in && p.Value.Name == name
+		})
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			name = strings.TrimSuffix(name, "}")
+			if !has(openapi3.ParameterInPath, name) {
+				t.Errorf("path parameter %q is not documented", name)
+			}
+		}
+	}
+	if rt.idempotent != has(openapi3.ParameterInHeader, "Idempotency-Key") {
+		t.Errorf("route idempotent = %v, but Idempotency-Key documented = %v", rt.idempotent, !rt.idempotent)
+	}
+}
+
+func checkResponses(t *testing.T, rt route, method string, op *openapi3.Operation) {
+	t.Helper()
+	need := []int{http.StatusInternalServerError}
+	if !rt.public {
+		need = append(need, http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests, http.StatusServiceUnavailable)
+	} else if !rt.noAudit {
+		need = append(need, http.StatusTooManyRequests) // limited per client IP
+	}
+	if rt.idempotent {
+		need = append(need, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge)
+	}
+	if op.RequestBody != nil && op.RequestBody.Value.Content.Get("application/json") != nil {
+		need = append(need, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)
+	}
+	if (method == http.MethodPost || method == http.MethodPut) && rt.pattern != "POST /oauth/token" && op.RequestBody == nil && !rt.idempotent {
+		t.Errorf("%s without a request body", method)
+	}
+	for _, status := range need {
+		if op.Responses.Status(status) == nil {
+			t.Errorf("no %d response", status)
+		}
+	}
+	success := false
+	for code, r := range op.Responses.Map() {
+		if strings.HasPrefix(code, "2") {
+			success = true
+		}
+		if r.Value.Headers["Request-Id"] == nil {
+			t.Errorf("response %s does not document Request-Id", code)
+		}
+		if code >= "400" && rt.pattern != "POST /oauth/token" {
+			if r.Value.Content.Get("application/problem+json") == nil {
+				t.Errorf("error response %s is not a problem document", code)
+			}
+		}
+	}
+	if !success {
+		t.Error("no success response")
+	}
+}
+
+// TestOpenAPISchemasMatchViews validates the values the handlers write,
+// fully populated and minimal, against the document's schemas, so that a
+// field added to a view without the document (or a required field that
+// can be left out) fails here even before a request can produce it.
+func TestOpenAPISchemasMatchViews(t *testing.T) {
+	const base = "https://agentplane.test/openapi.json"
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(openAPIDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	if err := c.AddResource(base, raw); err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	score := 0.91
+	step := workflow.Step{Step: 1, Action: "fetch", Kind: "call", Status: "ok", Tool: "pets", Operation: "listPets",
+		Args: json.RawMessage(`{"limit":1}`), Score: &score, Queue: "fraud-review", Outcome: "escalated",
+		Result: json.RawMessage(`[{"id":1}]`), Error: "boom", Request: json.RawMessage(`{"method":"GET"}`),
+		HTTPStatus: 200, Attempts: 1, StartedAt: now, DurationMS: 12, Completion: json.RawMessage(`{}`)}
+	failure := json.RawMessage(mustMarshal(t, (&problem.Error{Code: problem.WorkflowFailed, Detail: "interrupted"}).Doc("/v1/workflows/wf_x", "", "")))
+	wf := &workflow.Workflow{ID: "wf_01J00000000000000000000000", Agent: "triage", AgentVersion: "2", Status: workflow.Failed,
+		Outcome: workflow.OutcomeFailed, StartedAt: now, FinishedAt: now.Add(time.Second), Error: failure}
+	outcome, finished := "escalated", "2026-11-21T10:00:01.000Z"
+	fullWorkflow := workflowView{workflowSummary: workflowSummary{WorkflowID: wf.ID, Agent: "triage", AgentVersion: "2", Status: workflow.Completed,
+		Outcome: &outcome, DurationMS: 1000, StartedAt: "2026-11-21T10:00:00.000Z", FinishedAt: &finished,
+		Output: json.RawMessage(`{"queue":"fraud-review"}`)}, Steps: []any{workflow.StepView("triage", step)}, Error: failure}
+	detail := fullWorkflow
+	detail.Steps = []any{stepDetail{Step: step}, stepDetail{Step: workflow.Step{Step: 2, Action: "x", Kind: "call", Status: "denied", Tool: "pets", StartedAt: now}, Hidden: true}}
+	detail.Goal, detail.Context, detail.MaxToolCalls, detail.ReplayOf = "triage", json.RawMessage(`{"amount":1}`), 20, wf.ID
+	detail.Caller = &callerView{Sub: "alice", ClientID: "cli_1"}
+
+	version := &agent.Version{Name: "triage", Version: "2", Description: "d", Tools: []string{"pets"}, DeployedAt: now, Default: true,
+		Definition: json.RawMessage(`{"tools":["pets"],"steps":[{"action":"done","finish":"cleared"}]}`)}
+	ag := &agent.Agent{Name: "triage", DefaultVersion: "2", LatestVersion: "3", Versions: 3, Description: "d", CreatedAt: now, UpdatedAt: now}
+	type agentWithDefault struct { // as handleGetAgent writes it
+		agentView
+		Default versionView `json:"default"`
+	}
+
+	fullTool := viewTool(&tool.Tool{ID: "tool_01J00000000000000000000000", Name: "pets", Type: tool.OpenAPI, SpecURL: "https://x.example/spec.json",
+		EndpointURL: "https://api.example", BaseURL: "https://api.example", PolicyClass: "financial", SideEffects: []string{"create"},
+		IdempotencySupport: true, SpecSHA256: strings.Repeat("a", 64), Revision: 2, OperationCount: 1, IndexedAt: now, CreatedAt: now, UpdatedAt: now,
+		Auth: tool.Auth{Type: tool.AuthOAuth2, SecretsRef: "env://TOOL_X", ClientID: "c", TokenURL: "https://x.example/token", Scopes: []string{"a"},
+			Header: "X-Key", In: "header", Name: "key"}})
+	fullTool.OperationList = []opSummary{{ID: "listPets", Kind: tool.Read, Summary: "List"}}
+	schema := json.RawMessage(`{"type":"object"}`)
+	ops := []tool.Operation{
+		{ID: "listPets", Kind: tool.Read, Summary: "s", Description: "d", Input: schema, Output: schema,
+			HTTP: &tool.HTTPBinding{Method: "GET", Path: "/pets", Params: []tool.Param{{Name: "limit", In: "query", Required: true, Schema: schema}},
+				Body: &tool.Body{Required: true, ContentType: "application/json", Schema: schema}, Security: []string{"key"}}},
+		{ID: "book", Kind: tool.Read, GraphQL: &tool.GraphQLBinding{Root: "query", Field: "book", Args: []tool.Arg{{Name: "id", Type: "ID!", Required: true}}, Selection: "{ id }"}},
+		{ID: "Quote", Kind: tool.Write, SOAP: &tool.SOAPBinding{Version: "1.1", Action: "urn:q", Style: "document", Endpoint: "https://x.example/soap",
+			Namespace: "urn:x", Element: "Quote", Parts: []tool.Part{{Name: "sym", Namespace: "urn:x", Type: "string", Required: true}}, ResponseElement: "QuoteResponse"}},
+	}
+
+	for _, tc := range []struct {
+		name, schema string
+		v            any
+	}{
+		{"tool, every field", "Tool", fullTool},
+		{"tool, fewest fields", "Tool", viewTool(&tool.Tool{ID: "tool_01J00000000000000000000000", Name: "p", Type: tool.GraphQL,
+			Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SpecSHA256: strings.Repeat("0", 64), Revision: 1})},
+		{"operations", "OperationPage", operationPage{ToolID: "tool_x", Query: "pet", Operations: ops}},
+		{"version, every field", "AgentVersion", viewVersion(version, true)},
+		{"version, fewest fields", "AgentVersion", viewVersion(&agent.Version{Name: "a", Version: "1", DeployedAt: now}, false)},
+		{"agent", "Agent", viewAgent(ag)},
+		{"agent with its default", "AgentWithDefault", agentWithDefault{viewAgent(ag), viewVersion(version, true)}},
+		{"workflow, finished", "Workflow", fullWorkflow},
+		{"workflow, running", "Workflow", workflowView{workflowSummary: workflowSummary{WorkflowID: wf.ID, Agent: "a", AgentVersion: "1", Status: workflow.Running,
+			StartedAt: "2026-11-21T10:00:00.000Z", Output: json.RawMessage("null")}, Steps: []any{}}},
+		{"workflow detail", "WorkflowDetail", detail},
+		{"step event", "StreamEvent", workflow.StepView("triage", step)},
+		{"step event, fewest fields", "StreamEvent", workflow.StepView("triage", workflow.Step{Step: 1, Action: "a", Status: "unrecorded"})},
+		{"complete event", "StreamEvent", workflow.CompleteView(wf)},
+		{"complete event of a failed stream", "StreamEvent", map[string]any{"event": "complete", "workflow_id": wf.ID, // as stream writes it
+			"outcome": workflow.OutcomeFailed, "status": workflow.Failed, "duration_ms": 3, "error": (&problem.Error{Code: problem.Unavailable}).Doc("/v1/agents/a/invoke", "req_01J00000000000000000000000", "")}},
+		{"problem with errors", "Problem", problem.Validation(problem.FieldError{Field: "name", Message: "is required"}).Doc("/v1/tools", "", "")},
+		{"verify report", "AuditVerifyReport", audit.Report{OK: false, RecordsChecked: 3, FirstBadSeq: new(int64)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := c.Compile(base + "#/components/schemas/" + tc.schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := mustMarshal(t, tc.v)
+			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Validate(v); err != nil {
+				t.Errorf("%s does not conform to %s: %v", b, tc.schema, err)
+			}
+		})
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
