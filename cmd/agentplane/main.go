@@ -1,0 +1,31 @@
+// Command agentplane is both the agentplane server (agentplane serve) and its
+// command-line client: token minting, OAuth clients and key rotation.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "agentplane:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program; tests call it to start a real server.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	root := newRootCommand(getenv, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}

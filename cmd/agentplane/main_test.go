@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// childEnv, when set, makes the test binary run agentplane with the
+// arguments in it (separated by \x1f): the crash tests kill it for real.
+const childEnv = "AGENTPLANE_TEST_CHILD_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childEnv); args != "" {
+		if err := run(context.Background(), strings.Split(args, "\x1f"), os.Getenv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "agentplane:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s/readyz did not answer 200 within 30 s", base)
+}
+
+func TestServeStartsOnEmbeddedDefaultsAndShutsDownGracefully(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data", dir, "--addr", addr}, func(string) string { return "" }, io.Discard, io.Discard)
+	}()
+	base := "http://" + addr
+	waitReady(t, base)
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope", "tools:read"},
+		func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out.String())
+	if strings.Count(tok, ".") != 2 || strings.Contains(tok, "\n") {
+		t.Fatalf("token command printed %q", out.String())
+	}
+	req, _ := http.NewRequest("GET", base+"/v1/tools", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/tools with a CLI token: %d", resp.StatusCode)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30 s of its context ending")
+	}
+}
+
+func TestEnvironmentVariablesSetFlags(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"AGENTPLANE_DATA": dir, "AGENTPLANE_TENANT": "acme", "AGENTPLANE_SCOPE": "tools:read"}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/agentplane.db"); err != nil {
+		t.Fatalf("AGENTPLANE_DATA was not used: %v", err)
+	}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--log-level", "loud"}, func(string) string { return "" }, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--log-level") {
+		t.Fatalf("bad flag: %v", err)
+	}
+}
+
+func TestClientsCreatePrintsACredentialThatWorks(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"clients", "create", "--data", dir, "--tenant", "acme", "--scope", "tools:read"},
+		func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var id, secret string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "client_id: "); ok {
+			id = v
+		}
+		if v, ok := strings.CutPrefix(line, "client_secret: "); ok {
+			secret = v
+		}
+	}
+	if id == "" || len(secret) < 40 {
+		t.Fatalf("output %q", out.String())
+	}
+	var rot bytes.Buffer
+	if err := run(context.Background(), []string{"keys", "rotate", "--data", dir}, func(string) string { return "" }, &rot, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rot.String(), "current key: ") {
+		t.Fatalf("keys rotate printed %q", rot.String())
+	}
+}
+
+// child is an agentplane server running in its own process.
+type child struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	base string
+	logs *bytes.Buffer
+}
+
+func startChild(t *testing.T, addr string, args ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(append([]string{"serve", "--addr", addr}, args...), "\x1f"))
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{t: t, cmd: cmd, base: "http://" + addr, logs: &logs}
+	t.Cleanup(func() {
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+		if t.Failed() {
+			t.Logf("server logs:\n%s", logs.String())
+		}
+	})
+	waitReady(t, c.base)
+	return c
+}
+
+// kill ends the server with SIGKILL: no shutdown, no cleanup.
+func (c *child) kill() {
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+}
+
+func (c *child) do(method, path, token string, body any) (int, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}

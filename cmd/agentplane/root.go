@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envPrefix prefixes the environment variable of every flag:
+// --database-url reads AGENTPLANE_DATABASE_URL.
+const envPrefix = "AGENTPLANE_"
+
+func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentplane",
+		Short: "Agent orchestration: register APIs as tools, run agents, replay their workflows",
+		Long: `agentplane runs agents against the APIs you register as tools, records every
+step of every workflow, and replays past workflows against new agent versions.
+
+The same binary is the server (agentplane serve) and its command-line client.
+Every flag can also be set with an AGENTPLANE_* environment variable, e.g.
+--database-url as AGENTPLANE_DATABASE_URL.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		newServeCommand(getenv, stdout, stderr),
+		newTokenCommand(getenv, stdout),
+		newClientsCommand(getenv, stdout),
+		newKeysCommand(getenv, stdout),
+	)
+	return root
+}
+
+// envName is the environment variable of a flag.
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// bindEnv fills every flag the command line did not set from its
+// environment variable, and says so in the flag's help.
+func bindEnv(cmd *cobra.Command, getenv func(string) string) {
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" {
+			return
+		}
+		f.Usage += fmt.Sprintf(" [$%s]", envName(f.Name))
+	})
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		var err error
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if err != nil || f.Changed || f.Name == "help" {
+				return
+			}
+			v := getenv(envName(f.Name))
+			if v == "" {
+				return
+			}
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				err = sv.Replace(strings.Split(v, ","))
+			} else {
+				err = f.Value.Set(v)
+			}
+			if err != nil {
+				err = fmt.Errorf("$%s: %w", envName(f.Name), err)
+			}
+		})
+		if err != nil || prev == nil {
+			return err
+		}
+		return prev(c, args)
+	}
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/telemetry"
+)
+
+// serveConfig is everything `agentplane serve` is told.
+type serveConfig struct {
+	store  storeFlags
+	issuer issuerFlags
+	tools  toolFlags
+	run    runFlags
+
+	oidcIssuer  string
+	audience    string
+	tenantClaim string
+
+	redisURL       string
+	rateLimit      int
+	rateLimitBurst int
+	rateLimitIP    int
+	tenantLimits   []string
+
+	maxBodyBytes      int64
+	idempotencyTTL    time.Duration
+	invokeIdempotency time.Duration
+
+	logLevel        string
+	shutdownTimeout time.Duration
+}
+
+func newServeCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var c serveConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the agentplane HTTP server",
+		Long: `Runs the HTTP API. With no flags it keeps everything in embedded SQLite under
+./data and issues its own tokens, so it needs no other setup. For several
+replicas, point every one at the same PostgreSQL (--database-url) and Redis
+(--redis-url). SIGINT or SIGTERM drains in-flight requests, then stops.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), c, getenv, stderr)
+		},
+	}
+	f := cmd.Flags()
+	c.store.register(f)
+	c.tools.register(f)
+	c.run.register(f)
+	f.StringVar(&c.issuer.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&c.issuer.publicURL, "public-url", "", "public base URL of the server, for links and the token issuer (default http://<addr>)")
+	f.StringVar(&c.oidcIssuer, "oidc-issuer", "", "external OpenID Connect issuer URL; turns the embedded issuer off")
+	f.StringVar(&c.audience, "audience", "agentplane", "audience every access token must name")
+	f.StringVar(&c.tenantClaim, "tenant-claim", "tenant", "JWT claim holding the caller's tenant")
+	f.StringVar(&c.redisURL, "redis-url", "", "Redis URL (redis://…) to share rate limits across replicas")
+	f.IntVar(&c.rateLimit, "rate-limit", 600, "requests a minute per tenant")
+	f.IntVar(&c.rateLimitBurst, "rate-limit-burst", 0, "burst per tenant (default: the rate)")
+	f.IntVar(&c.rateLimitIP, "rate-limit-ip", 120, "unauthenticated requests a minute per client IP")
+	f.StringSliceVar(&c.tenantLimits, "rate-limit-tenant", nil, "per-tenant override tenant=rate[:burst], repeatable")
+	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
+	f.DurationVar(&c.idempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long idempotency keys are honoured")
+	f.DurationVar(&c.invokeIdempotency, "invoke-idempotency-ttl", 7*24*time.Hour, "how long invoke's idempotency keys are honoured")
+	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on shutdown")
+	bindEnv(cmd, getenv)
+	return cmd
+}
+
+func serve(ctx context.Context, c serveConfig, getenv func(string) string, stderr io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	shutdownTracing, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "agentplane", Version: version, Getenv: getenv})
+	if err != nil {
+		return fmt.Errorf("set up tracing: %w", err)
+	}
+	defer shutdownTracing(context.Background())
+
+	st, err := c.store.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	limits, err := rateLimits(c)
+	if err != nil {
+		return err
+	}
+	limiter, closeLimiter, err := newLimiter(ctx, c.redisURL)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
+
+	authCfg := auth.Config{Audience: c.audience, TenantClaim: c.tenantClaim}
+	var (
+		issuer   *auth.Issuer
+		verifier auth.Verifier
+	)
+	if c.oidcIssuer != "" {
+		authCfg.Issuer = c.oidcIssuer
+		verifier, err = auth.NewOIDCVerifier(ctx, c.oidcIssuer, authCfg)
+		if err != nil {
+			return fmt.Errorf("external issuer %s: %w", c.oidcIssuer, err)
+		}
+	} else {
+		issuer, err = auth.NewIssuer(ctx, st, c.issuer.issuerURL(), time.Now)
+		if err != nil {
+			return fmt.Errorf("embedded issuer: %w", err)
+		}
+		authCfg.Issuer = c.issuer.issuerURL()
+		verifier = auth.NewEmbeddedVerifier(st, authCfg)
+	}
+
+	parts, err := newToolParts(c.tools, st)
+	if err != nil {
+		return err
+	}
+	runner, err := newRunner(ctx, c.run, st, parts, logger)
+	if err != nil {
+		return err
+	}
+	go runner.Run(ctx)
+
+	reg := prometheus.NewRegistry()
+	srv := httpapi.NewServer(httpapi.Config{
+		MaxBodyBytes:         c.maxBodyBytes,
+		IdempotencyTTL:       c.idempotencyTTL,
+		InvokeIdempotencyTTL: c.invokeIdempotency,
+		RateLimits:           limits,
+		Version:              version,
+		DefaultToolCalls:     c.run.defaultToolCalls,
+		MaxToolCalls:         c.run.maxToolCalls,
+	}, httpapi.Deps{
+		Logger:    logger,
+		Store:     st,
+		Verifier:  verifier,
+		Issuer:    issuer,
+		Limiter:   limiter,
+		Metrics:   telemetry.NewMetrics(reg),
+		Tools:     parts.service,
+		ToolStore: st,
+		Agents:    st,
+		Runner:    runner,
+		Workflows: st,
+	})
+
+	ln, err := net.Listen("tcp", c.issuer.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.issuer.addr, err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	go purgeIdempotency(ctx, st, logger)
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	logger.Info("agentplane serving", "addr", ln.Addr().String(), "store", storeKind(c.store), "version", version)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: draining in-flight requests", "timeout", c.shutdownTimeout)
+	srv.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	// Workflows still running are left to resume: on restart, or on another replica.
+	if err := runner.Close(sctx); err != nil {
+		logger.Warn("workflows still stopping at shutdown", "err", err)
+	}
+	return nil
+}
+
+func storeKind(f storeFlags) string {
+	if f.databaseURL != "" {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+func rateLimits(c serveConfig) (ratelimit.Policy, error) {
+	overrides, err := ratelimit.ParseOverrides(c.tenantLimits)
+	if err != nil {
+		return ratelimit.Policy{}, fmt.Errorf("--rate-limit-tenant: %w", err)
+	}
+	burst := c.rateLimitBurst
+	if burst <= 0 {
+		burst = c.rateLimit
+	}
+	return ratelimit.Policy{
+		Default: ratelimit.Limit{Rate: c.rateLimit, Burst: burst, Period: time.Minute},
+		Tenants: overrides,
+		IP:      ratelimit.Limit{Rate: c.rateLimitIP, Burst: c.rateLimitIP, Period: time.Minute},
+	}, nil
+}
+
+// newLimiter returns the Redis limiter when a URL is set, else the in-process one.
+func newLimiter(ctx context.Context, redisURL string) (ratelimit.Limiter, func(), error) {
+	if redisURL == "" {
+		l := ratelimit.NewMemory()
+		return l, func() { l.Close() }, nil
+	}
+	client, err := ratelimit.ConnectRedis(ctx, redisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	return ratelimit.NewRedis(client, "agentplane:"), func() { client.Close() }, nil
+}
+
+// purgeIdempotency deletes expired idempotency keys every few minutes.
+func purgeIdempotency(ctx context.Context, st store, logger *slog.Logger) {
+	t := time.NewTicker(5 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := st.PurgeIdempotency(ctx, time.Now())
+			if err != nil {
+				logger.Warn("purge idempotency keys", "err", err)
+			} else if n > 0 {
+				logger.Debug("purged idempotency keys", "count", n)
+			}
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/store/postgres"
+	"github.com/agentplane/agentplane/internal/store/sqlite"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// store is everything agentplane keeps, in SQLite or PostgreSQL.
+type store interface {
+	httpapi.Store
+	tool.Store
+	agent.VersionStore
+	workflow.Store
+	Close() error
+}
+
+// storeFlags are the flags of every command that touches the store.
+type storeFlags struct {
+	data        string
+	databaseURL string
+}
+
+func (f *storeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.data, "data", "./data", "data directory of the embedded SQLite store")
+	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (postgres://…); replaces the embedded SQLite store so replicas can share it")
+}
+
+// open opens PostgreSQL when a database URL is set, else SQLite in the data directory.
+func (f *storeFlags) open(ctx context.Context) (store, error) {
+	if u := f.databaseURL; u != "" {
+		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+			return nil, fmt.Errorf("--database-url must be a postgres:// URL")
+		}
+		db, err := postgres.Open(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL: %w", err)
+		}
+		return db, nil
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(f.data, "agentplane.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite in %s: %w", f.data, err)
+	}
+	return db, nil
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ids"
+)
+
+// issuerFlags name the embedded issuer as the server does.
+type issuerFlags struct {
+	publicURL string
+	addr      string
+}
+
+func (f *issuerFlags) issuerURL() string {
+	if f.publicURL != "" {
+		return strings.TrimRight(f.publicURL, "/")
+	}
+	return "http://" + f.addr
+}
+
+func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var (
+		sf     storeFlags
+		issf   issuerFlags
+		tenant string
+		scope  string
+		sub    string
+		ttl    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "token --tenant T --scope \"a b\" [--sub S] [--ttl 1h]",
+		Short: "Print an access token signed by the embedded issuer",
+		Long: `Mints an access token from the embedded issuer's signing key, for local use
+and scripts. It prints only the token. Use the same --data or --database-url as
+the server, and the same --public-url (or --addr) so the token's issuer matches.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" {
+				return fmt.Errorf("--tenant is required")
+			}
+			if ttl <= 0 || ttl > 30*24*time.Hour {
+				return fmt.Errorf("--ttl must be between 1s and 720h")
+			}
+			ctx := cmd.Context()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			iss, err := auth.NewIssuer(ctx, st, issf.issuerURL(), time.Now)
+			if err != nil {
+				return err
+			}
+			if sub == "" {
+				sub = "cli"
+			}
+			tok, err := iss.Mint(ctx, auth.MintRequest{Tenant: tenant, Subject: sub, Scopes: auth.ParseScopes(scope), TTL: ttl})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, tok)
+			return nil
+		},
+	}
+	sf.register(cmd.Flags())
+	cmd.Flags().StringVar(&issf.publicURL, "public-url", "", "public base URL of the server (the token's issuer)")
+	cmd.Flags().StringVar(&issf.addr, "addr", "127.0.0.1:8080", "server address, the issuer when --public-url is unset")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the token acts for (required)")
+	cmd.Flags().StringVar(&scope, "scope", "", `space-separated scopes, e.g. "tools:read tools:write tool:*"`)
+	cmd.Flags().StringVar(&sub, "sub", "", "subject of the token (default \"cli\")")
+	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "lifetime of the token")
+	bindEnv(cmd, getenv)
+	return cmd
+}
+
+func newClientsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "clients",
+		Short: "Manage OAuth clients of the embedded issuer",
+	}
+	var (
+		sf     storeFlags
+		tenant string
+		scope  string
+		name   string
+	)
+	create := &cobra.Command{
+		Use:   "create --tenant T --scope \"a b\" [--name N]",
+		Short: "Create a client for the client-credentials grant and print its id and secret",
+		Long: `Creates an OAuth client that obtains tokens from POST /oauth/token with the
+client-credentials grant. The secret is printed once and stored only as a hash.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" {
+				return fmt.Errorf("--tenant is required")
+			}
+			ctx := cmd.Context()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rec := &audit.Record{
+				Time: time.Now(), Tenant: tenant, Actor: audit.Actor{Sub: "cli"},
+				Action: "client.create", Resource: audit.Resource{Type: "client"},
+				Outcome: audit.Success, RequestID: ids.New(ids.Request),
+			}
+			id, secret, err := auth.CreateClient(ctx, st, tenant, name, auth.ParseScopes(scope), rec)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "client_id: %s\nclient_secret: %s\n", id, secret)
+			return nil
+		},
+	}
+	sf.register(create.Flags())
+	create.Flags().StringVar(&tenant, "tenant", "", "tenant the client's tokens act for (required)")
+	create.Flags().StringVar(&scope, "scope", "", "space-separated scopes the client may request")
+	create.Flags().StringVar(&name, "name", "", "a name to recognise the client by")
+	bindEnv(create, getenv)
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Manage the embedded issuer's signing keys",
+	}
+	var sf storeFlags
+	rotate := &cobra.Command{
+		Use:   "rotate",
+		Short: "Make a new signing key current; the previous one stays published",
+		Long: `Adds a new signing key. New tokens are signed with it; tokens signed with the
+previous key keep verifying, because the JWKS publishes the current and the
+previous key. Every replica picks the new key up from the shared store.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			kid, err := auth.RotateKey(ctx, st, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "current key: %s\n", kid)
+			return nil
+		},
+	}
+	sf.register(rotate.Flags())
+	bindEnv(rotate, getenv)
+	cmd.AddCommand(rotate)
+	return cmd
+}
