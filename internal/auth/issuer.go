@@ -173,14 +173,24 @@ func (i *Issuer) Mint(ctx context.Context, req MintRequest) (string, error) {
 // stays published, so tokens it signed keep verifying until they expire;
 // the one before it is dropped.
 func (i *Issuer) Rotate(ctx context.Context) (keyID string, err error) {
-	k, err := newSigningKey(i.now())
+	id, err := RotateKey(ctx, i.store, i.now())
 	if err != nil {
 		return "", err
 	}
-	if _, err := i.store.AddSigningKey(ctx, k, false); err != nil {
+	i.keys.invalidate()
+	return id, nil
+}
+
+// RotateKey stores a new current signing key and returns its id; issuers
+// and verifiers of every replica pick it up from the store.
+func RotateKey(ctx context.Context, store Store, now time.Time) (string, error) {
+	k, err := newSigningKey(now)
+	if err != nil {
+		return "", err
+	}
+	if _, err := store.AddSigningKey(ctx, k, false); err != nil {
 		return "", fmt.Errorf("store signing key: %w", err)
 	}
-	i.keys.invalidate()
 	return k.ID, nil
 }
 
