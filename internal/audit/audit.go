@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/gowebpki/jcs"
 )
 
 // SystemTenant holds the chain of requests that carry no valid tenant.
@@ -96,23 +94,9 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 
 // ComputeHash returns hex(SHA-256(prev_hash ‖ canonical JSON of the record without hash)).
 func (r Record) ComputeHash() (string, error) {
-	r.Hash = ""
-	b, err := json.Marshal(r)
+	canon, err := r.canonical()
 	if err != nil {
-		return "", fmt.Errorf("marshal audit record: %w", err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("decode audit record: %w", err)
-	}
-	delete(m, "hash")
-	b, err = json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("marshal audit record: %w", err)
-	}
-	canon, err := jcs.Transform(b)
-	if err != nil {
-		return "", fmt.Errorf("canonicalize audit record: %w", err)
+		return "", err
 	}
 	h := sha256.New()
 	h.Write([]byte(r.PrevHash))
