@@ -54,7 +54,7 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 	db.prepareAudit(rec)
 	var version string
 	var isDefault bool
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx dbtx) error {
 		version, isDefault = v.Version, promote
 		var def string
 		err := tx.QueryRowContext(ctx, `SELECT default_version FROM agents WHERE tenant = ? AND name = ?`,
@@ -112,7 +112,7 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 
 // nextVersion is one above the agent's highest all-digit version, "1" for
 // the first.
-func nextVersion(ctx context.Context, tx *sql.Tx, tenant, name string) (string, error) {
+func nextVersion(ctx context.Context, tx dbtx, tenant, name string) (string, error) {
 	var top string
 	err := tx.QueryRowContext(ctx, `SELECT version FROM agent_versions
 		WHERE tenant = ? AND name = ? AND version NOT GLOB '*[^0-9]*'
@@ -139,7 +139,7 @@ func incDecimal(s string) string {
 func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
 	db.prepareAudit(rec)
 	now := fmtTime(db.now())
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
 			WHERE tenant = ? AND name = ?
 			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = ? AND name = ? AND version = ?)`,
@@ -157,7 +157,7 @@ func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec 
 // Agent returns an agent's summary, or problem.NotFound.
 func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, error) {
 	var a *agent.Agent
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, agentQuery+`a.name = ?`, tenant, name), tenant)
 		if err == sql.ErrNoRows {
@@ -171,7 +171,7 @@ func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, err
 // AgentVersion returns one version of an agent ("" = its default).
 func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*agent.Version, error) {
 	var v *agent.Version
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		var err error
 		v, err = scanVersion(tx.QueryRowContext(ctx, versionQuery+`
 			AND v.version = CASE WHEN ? = '' THEN a.default_version ELSE ? END`,
@@ -191,7 +191,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) (
 	}
 	limit = min(limit, maxAgentLimit)
 	var as []*agent.Agent
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, agentQuery+`a.name > ? ORDER BY a.name LIMIT ?`, tenant, after, limit)
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
@@ -212,7 +212,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) (
 // ListVersions returns an agent's versions, newest first, or problem.NotFound.
 func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.Version, error) {
 	var vs []*agent.Version
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, versionQuery+`ORDER BY v.seq DESC`, tenant, name)
 		if err != nil {
 			return fmt.Errorf("list agent versions: %w", err)
@@ -238,7 +238,7 @@ func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.V
 
 // missingVersion explains why a version was not found: the agent does not
 // exist (problem.NotFound) or has no such version.
-func missingVersion(ctx context.Context, tx *sql.Tx, tenant, name, version string) error {
+func missingVersion(ctx context.Context, tx dbtx, tenant, name, version string) error {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE tenant = ? AND name = ?`, tenant, name).Scan(&one)
 	switch {

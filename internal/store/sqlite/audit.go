@@ -18,7 +18,7 @@ const auditColumns = `id, tenant, seq, time, actor_sub, actor_client_id, action,
 // AppendAudit appends records to their tenants' chains in one transaction.
 func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 	db.prepareAudit(recs...)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		return appendAudit(ctx, tx, recs...)
 	})
 }
@@ -46,7 +46,7 @@ func (db *DB) prepareAudit(recs ...*audit.Record) {
 // appendAudit seals and inserts records as the last statements of tx. The
 // writer is serial, so reading the head inside the transaction is enough to
 // keep each chain unbroken.
-func appendAudit(ctx context.Context, tx *sql.Tx, recs ...*audit.Record) error {
+func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 	recs = slices.DeleteFunc(slices.Clone(recs), func(r *audit.Record) bool { return r == nil })
 	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	for _, r := range recs {
@@ -78,7 +78,7 @@ func appendAudit(ctx context.Context, tx *sql.Tx, recs ...*audit.Record) error {
 // QueryAudit returns the tenant's records matching f, newest first.
 func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]audit.Record, error) {
 	var recs []audit.Record
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		timeIndex := false
 		if !f.Since.IsZero() || !f.Until.IsZero() {
 			var err error
@@ -185,7 +185,7 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 // before it is sealed), so two index seeks estimate both costs: the records
 // in the range, and the newer records a walk from the top would skip. Either
 // plan returns the same records; this only picks the faster.
-func preferTimeIndex(ctx context.Context, tx *sql.Tx, tenant string, f audit.Filter) (bool, error) {
+func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter) (bool, error) {
 	var head int64
 	err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_heads WHERE tenant = ?`, tenant).Scan(&head)
 	if err == sql.ErrNoRows {
@@ -226,7 +226,7 @@ func preferTimeIndex(ctx context.Context, tx *sql.Tx, tenant string, f audit.Fil
 // ScanAudit calls fn on the tenant's records after afterSeq, in seq order.
 func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(audit.Record) error) (int, error) {
 	n := 0
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_records
 			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
 		if err != nil {

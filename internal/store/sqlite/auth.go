@@ -14,7 +14,7 @@ import (
 // SigningKeys returns the issuer's keys, newest first.
 func (db *DB) SigningKeys(ctx context.Context) ([]auth.SigningKey, error) {
 	var ks []auth.SigningKey
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, alg, private_jwk, created_at FROM signing_keys ORDER BY seq DESC`)
 		if err != nil {
 			return fmt.Errorf("query signing keys: %w", err)
@@ -45,7 +45,7 @@ func (db *DB) AddSigningKey(ctx context.Context, k auth.SigningKey, onlyIfNone b
 		k.CreatedAt = db.now()
 	}
 	stored := false
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx dbtx) error {
 		if onlyIfNone {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM signing_keys`).Scan(&n); err != nil {
@@ -79,7 +79,7 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 		return fmt.Errorf("encode client scopes: %w", err)
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (id, tenant, name, secret_hash, scopes, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, c.ID, c.Tenant, c.Name, c.SecretHash, string(scopes), fmtTime(c.CreatedAt))
 		if isUnique(err) {
@@ -95,7 +95,7 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 // Client returns a client by id, or problem.NotFound.
 func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 	var c auth.Client
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		var scopes, created string
 		err := tx.QueryRowContext(ctx, `SELECT id, tenant, name, secret_hash, scopes, created_at
 			FROM oauth_clients WHERE id = ?`, id).Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &created)
@@ -118,7 +118,7 @@ func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 // none yet; the first writer wins.
 func (db *DB) ServerSecret(ctx context.Context, name string, value []byte) ([]byte, error) {
 	var got []byte
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO server_secrets (name, value) VALUES (?, ?)
 			ON CONFLICT (name) DO NOTHING`, name, value); err != nil {
 			return fmt.Errorf("insert server secret: %w", err)

@@ -48,6 +48,8 @@ var errClosed = problem.New(problem.Unavailable, "the store is closed")
 type DB struct {
 	wdb      *sql.DB // one connection, used only by the writer goroutine
 	rdb      *sql.DB // read-only connections
+	wstmts   *stmtCache
+	rstmts   *stmtCache
 	now      func() time.Time
 	maxBatch int
 
@@ -117,6 +119,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	rdb.SetMaxIdleConns(o.readConns)
 	db := &DB{
 		wdb: wdb, rdb: rdb, now: o.now, maxBatch: max(1, o.maxBatch),
+		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb),
 		writes: make(chan *writeReq), closing: make(chan struct{}), writerDone: make(chan struct{}),
 	}
 	go db.writer()
@@ -133,6 +136,8 @@ func dsn(path string, readOnly bool) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// Savepoint journals (one per queued write) stay in memory.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
@@ -146,6 +151,8 @@ func dsn(path string, readOnly bool) string {
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { close(db.closing) })
 	<-db.writerDone
+	db.wstmts.close()
+	db.rstmts.close()
 	return errors.Join(db.rdb.Close(), db.wdb.Close())
 }
 
@@ -165,13 +172,14 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // read runs fn in a read transaction on one of the read connections; WAL
 // gives it a consistent snapshot while writes go on.
-func (db *DB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) read(ctx context.Context, fn func(tx dbtx) error) error {
+	defer db.rstmts.prepareWanted(ctx)
 	tx, err := db.rdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(dbtx{Tx: tx, stmts: db.rstmts}); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -35,7 +35,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 		got     idempotency.Entry
 		created bool
 	)
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx dbtx) error {
 		old, err := scanEntry(tx.QueryRowContext(ctx, `SELECT fingerprint, state, status, header, body,
 			workflow_id, created_at, expires_at, locked_until FROM idempotency_entries WHERE `+idemKeyCond,
 			keyArgs(e.Key)...), e.Key)
@@ -73,7 +73,7 @@ func live(old idempotency.Entry, now time.Time) bool {
 
 // SetIdempotentWorkflow records the workflow a running invoke started.
 func (db *DB) SetIdempotentWorkflow(ctx context.Context, k idempotency.Key, workflowID string) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE idempotency_entries SET workflow_id = ? WHERE `+idemKeyCond,
 			append([]any{workflowID}, keyArgs(k)...)...)
 		return entryUpdated(res, err, k)
@@ -89,7 +89,7 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 	if body == nil {
 		body = []byte{}
 	}
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE idempotency_entries SET state = ?, status = ?, header = ?, body = ?
 			WHERE `+idemKeyCond+` AND state = ?`,
 			append(append([]any{idempotency.Complete, status, h, body}, keyArgs(k)...), idempotency.Running)...)
@@ -99,7 +99,7 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 
 // ReleaseIdempotent deletes a running entry whose response is not kept.
 func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM idempotency_entries WHERE `+idemKeyCond+` AND state = ?`,
 			append(keyArgs(k), idempotency.Running)...)
 		if err != nil {
@@ -112,7 +112,7 @@ func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
 // PurgeIdempotency deletes entries that expired before t.
 func (db *DB) PurgeIdempotency(ctx context.Context, t time.Time) (int64, error) {
 	var n int64
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_entries WHERE expires_at < ?`, fmtTime(t))
 		if err != nil {
 			return fmt.Errorf("purge idempotency entries: %w", err)

@@ -16,7 +16,7 @@ import (
 // finished one is returned as it is.
 func (db *DB) RequestCancel(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
 	var w *workflow.Workflow
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx dbtx) error {
 		var err error
 		w, err = scanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows SET cancel_requested = 1
 			WHERE tenant = ? AND id = ? AND status = 'running' RETURNING `+workflowColumns, tenant, id))
@@ -44,7 +44,7 @@ func (db *DB) RenewLease(ctx context.Context, owner string, ids []string, until 
 	}
 	held := map[string]bool{} // id → cancel requested
 	finished := map[string]bool{}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx dbtx) error {
 		clear(held)
 		clear(finished)
 		rows, err := tx.QueryContext(ctx, `UPDATE workflows SET lease_until = ?
@@ -103,7 +103,7 @@ func leaseStatus(ids []string, held, finished map[string]bool) workflow.LeaseSta
 
 // ReleaseLease gives up owner's lease on a running workflow at once.
 func (db *DB) ReleaseLease(ctx context.Context, owner, workflowID string) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET owner = '', lease_until = ?
 			WHERE id = ? AND owner = ? AND status = 'running'`, noLease, workflowID, owner); err != nil {
 			return fmt.Errorf("release lease: %w", err)
@@ -120,7 +120,7 @@ func (db *DB) ClaimExpired(ctx context.Context, owner string, now, until time.Ti
 		return nil, nil
 	}
 	var wfs []*workflow.Workflow
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE workflows SET owner = ?, lease_until = ?
 			WHERE id IN (SELECT id FROM workflows WHERE status = 'running' AND lease_until < ?
 				ORDER BY lease_until LIMIT ?)

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -16,7 +15,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return NewTestDB(t) }, storetest.Hooks{
 		TamperAudit: func(t *testing.T, s storetest.Store, tenant string, seq int64) {
-			err := s.(*DB).write(t.Context(), func(tx *sql.Tx) error {
+			err := s.(*DB).write(t.Context(), func(tx dbtx) error {
 				_, err := tx.Exec(`UPDATE audit_records SET action = 'tampered' WHERE tenant = ? AND seq = ?`, tenant, seq)
 				return err
 			})
@@ -25,7 +24,7 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		UseTool: func(t *testing.T, s storetest.Store, tenant, agent, version, toolName string) {
-			err := s.(*DB).write(t.Context(), func(tx *sql.Tx) error {
+			err := s.(*DB).write(t.Context(), func(tx dbtx) error {
 				_, err := tx.Exec(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name) VALUES (?, ?, ?, ?)`,
 					tenant, agent, version, toolName)
 				return err
@@ -47,7 +46,7 @@ func TestGroupCommitIsolation(t *testing.T) {
 	errs := make([]error, 200)
 	for i := range errs {
 		wg.Go(func() {
-			errs[i] = db.write(ctx, func(tx *sql.Tx) error {
+			errs[i] = db.write(ctx, func(tx dbtx) error {
 				if _, err := tx.Exec(`INSERT INTO server_secrets (name, value) VALUES (?, ?)`, i, []byte("v")); err != nil {
 					return err
 				}
@@ -136,7 +135,7 @@ func TestWriteCancelledBeforeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	ran := false
-	err := db.write(ctx, func(*sql.Tx) error { ran = true; return nil })
+	err := db.write(ctx, func(dbtx) error { ran = true; return nil })
 	if !errors.Is(err, context.Canceled) || ran {
 		t.Errorf("write with a cancelled context: err %v, ran %v; want context.Canceled without running", err, ran)
 	}

@@ -30,7 +30,7 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tools (`+toolColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
@@ -53,7 +53,7 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?, type = ?, spec_url = ?,
 			endpoint_url = ?, auth = ?, policy_class = ?, side_effects = ?, idempotency_support = ?,
 			spec_sha256 = ?, revision = ?, operation_count = ?, base_url = ?, spec_token_url = ?,
@@ -82,7 +82,7 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 // agent version names it.
 func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Record) error {
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		var name string
 		err := tx.QueryRowContext(ctx, `SELECT name FROM tools WHERE tenant = ? AND id = ?`, tenant, id).Scan(&name)
 		if err == sql.ErrNoRows {
@@ -113,7 +113,7 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 // Tool returns a tool by id, or problem.NotFound.
 func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 	var t *tool.Tool
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		var err error
 		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
@@ -127,7 +127,7 @@ func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 // ToolByName returns a tool by name, or problem.NotFound.
 func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error) {
 	var t *tool.Tool
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		var err error
 		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND name = ?`, tenant, name))
 		if err == sql.ErrNoRows {
@@ -146,7 +146,7 @@ func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions
 	}
 	limit = min(limit, maxToolLimit)
 	var ts []*tool.Tool
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools
 			WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, opt.After, limit)
 		if err != nil {
@@ -169,7 +169,7 @@ func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions
 // summary or description contain q (case-insensitively) when q is not "".
 func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error) {
 	var ops []tool.Operation
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.
 // Operation returns one operation, or problem.NotFound.
 func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error) {
 	var op tool.Operation
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
 			return err
 		}
@@ -228,7 +228,7 @@ func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool
 
 func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
 
-func toolExists(ctx context.Context, tx *sql.Tx, tenant, id string) error {
+func toolExists(ctx context.Context, tx dbtx, tenant, id string) error {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM tools WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
 	if err == sql.ErrNoRows {
@@ -240,7 +240,7 @@ func toolExists(ctx context.Context, tx *sql.Tx, tenant, id string) error {
 	return nil
 }
 
-func insertOperations(ctx context.Context, tx *sql.Tx, t *tool.Tool, ops []tool.Operation) error {
+func insertOperations(ctx context.Context, tx dbtx, t *tool.Tool, ops []tool.Operation) error {
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO tool_operations
 		(tenant, tool_id, op_id, kind, summary, description, data) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {

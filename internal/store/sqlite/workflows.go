@@ -41,7 +41,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
@@ -63,7 +63,7 @@ func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, re
 		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, nullJSON(s.Completion),
 		s.WorkflowID, owner}
 	db.prepareAudit(recs...)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
 			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
@@ -84,7 +84,7 @@ func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, re
 // RecordIntent stores an intent, provided owner holds the lease.
 func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
 	at := fmtTime(in.At)
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
 			SELECT ?, ?, ?, ?, ?
 			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)
@@ -96,7 +96,7 @@ func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent
 
 // RecordCompletion stores the n-th completion, provided owner holds the lease.
 func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_completions (workflow_id, n, data)
 			SELECT ?, ?, ?
 			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)
@@ -117,7 +117,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 	}
 	w.FinishedAt = micro(w.FinishedAt)
 	db.prepareAudit(rec)
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, outcome = ?, output = ?, error = ?,
 				finished_at = ?, owner = '', lease_until = ?
 			WHERE id = ? AND status = 'running' AND owner = ?`,
@@ -153,7 +153,7 @@ func leaseHeld(res sql.Result, err error, id, what string) error {
 // Workflow returns a workflow of the tenant, or problem.NotFound.
 func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
 	var w *workflow.Workflow
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		var err error
 		w, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
 			WHERE tenant = ? AND id = ?`, tenant, id))
@@ -168,7 +168,7 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 // Steps returns the workflow's steps after afterSeq, in order.
 func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
 	var steps []workflow.Step
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+stepColumns+` FROM workflow_steps
 			WHERE workflow_id = ? AND seq > ? ORDER BY seq`, workflowID, afterSeq)
 		if err != nil {
@@ -190,7 +190,7 @@ func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]wor
 // Intents returns the workflow's uncleared intents by step.
 func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent, error) {
 	var ins []workflow.Intent
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT workflow_id, step, tool, operation, at FROM workflow_intents
 			WHERE workflow_id = ? ORDER BY step`, workflowID)
 		if err != nil {
@@ -216,7 +216,7 @@ func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent
 // Completions returns the workflow's recorded completions by number.
 func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
 	out := map[int]json.RawMessage{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT n, data FROM workflow_completions WHERE workflow_id = ?`, workflowID)
 		if err != nil {
 			return fmt.Errorf("query completions: %w", err)
@@ -267,7 +267,7 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 		add("id < ?", f.Before)
 	}
 	var wfs []*workflow.Workflow
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+workflowColumns+` FROM workflows
 			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
 		if err != nil {

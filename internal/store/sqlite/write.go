@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -10,7 +9,7 @@ import (
 // writeReq is one write waiting for the writer.
 type writeReq struct {
 	ctx  context.Context
-	fn   func(tx *sql.Tx) error
+	fn   func(tx dbtx) error
 	done chan error
 }
 
@@ -19,7 +18,7 @@ type writeReq struct {
 // runs in its own savepoint, so its failure undoes only its own changes.
 // write returns once the batch holding fn is committed (or failed), even if
 // ctx is cancelled meanwhile, so a nil error always means durable.
-func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) write(ctx context.Context, fn func(tx dbtx) error) error {
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case db.writes <- req:
@@ -54,6 +53,7 @@ func (db *DB) writer() {
 		}
 		db.commit(batch)
 		clear(batch)
+		db.wstmts.prepareWanted(context.Background())
 	}
 }
 
@@ -84,7 +84,7 @@ func (db *DB) commit(batch []*writeReq) {
 			errs[i] = err
 			continue
 		}
-		errs[i], broken = savepoint(tx, r.fn)
+		errs[i], broken = savepoint(dbtx{Tx: tx, stmts: db.wstmts}, r.fn)
 	}
 	if broken != nil {
 		tx.Rollback()
@@ -109,7 +109,7 @@ func (db *DB) commit(batch []*writeReq) {
 // savepoint runs fn inside a savepoint of tx, rolling back to it when fn
 // fails (or panics). broken is set when the transaction itself is no longer
 // usable.
-func savepoint(tx *sql.Tx, fn func(tx *sql.Tx) error) (err, broken error) {
+func savepoint(tx dbtx, fn func(tx dbtx) error) (err, broken error) {
 	if _, err := tx.Exec("SAVEPOINT w"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
@@ -126,7 +126,7 @@ func savepoint(tx *sql.Tx, fn func(tx *sql.Tx) error) (err, broken error) {
 }
 
 // protect turns a panic of fn into an error so the writer survives it.
-func protect(tx *sql.Tx, fn func(tx *sql.Tx) error) (err error) {
+func protect(tx dbtx, fn func(tx dbtx) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = errors.Join(err, fmt.Errorf("write panicked: %v", p))
