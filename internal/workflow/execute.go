@@ -98,6 +98,9 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, res agent.Result, run
 		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return
 	}
+	done := *wf
+	r.finished.Store(wf.ID, &done)
+	time.AfterFunc(time.Minute, func() { r.finished.Delete(wf.ID) })
 	r.hub.notify(wf.ID)
 }
 

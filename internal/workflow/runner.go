@@ -50,6 +50,9 @@ type Runner struct {
 	opts     Options
 	hub      *hub
 	programs sync.Map // tenant/name@version → *agent.Program
+	// finished holds workflows this replica just finished, so local waiters
+	// get the result without reading it back from the store.
+	finished sync.Map // id → *Workflow
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -243,19 +246,32 @@ func (r *Runner) Cancel(ctx context.Context, tenant, id string) (*Workflow, erro
 
 // Wait returns the workflow once it has finished.
 func (r *Runner) Wait(ctx context.Context, tenant, id string) (*Workflow, error) {
+	sub := r.hub.subscribe(id)
+	defer r.hub.unsubscribe(id, sub)
+	wf, err := r.opts.Store.Workflow(ctx, tenant, id)
 	for {
-		sub := r.hub.subscribe(id)
-		wf, err := r.opts.Store.Workflow(ctx, tenant, id)
 		if err != nil || wf.Done() {
-			r.hub.unsubscribe(id, sub)
 			return wf, err
 		}
-		err = sub.wait(ctx, followPoll)
-		r.hub.unsubscribe(id, sub)
-		if err != nil {
+		if err := sub.wait(ctx, followPoll); err != nil {
 			return nil, err
 		}
+		if done, ok := r.finished.Load(id); ok {
+			return done.(*Workflow), nil
+		}
+		if r.isRunning(id) {
+			continue // its end will be announced here
+		}
+		wf, err = r.opts.Store.Workflow(ctx, tenant, id)
 	}
+}
+
+// isRunning reports whether the workflow executes on this replica.
+func (r *Runner) isRunning(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.running[id]
+	return ok
 }
 
 // Close stops local executions without finishing their workflows and
