@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// toolService is the loopback API the agent's steps call.
+type toolService struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+// thingSpec is the tool service's OpenAPI document; %s is its base URL.
+const thingSpec = `{"openapi": "3.0.3", "info": {"title": "things", "version": "1"},
+ "servers": [{"url": "%s"}],
+ "paths": {"/things/{id}": {"get": {"operationId": "getThing", "summary": "Read a thing",
+   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+   "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object",
+     "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}}}}}}}}}}}`
+
+// agentName and agentDefinition are the benchmarked agent: three sequential
+// calls of svc.getThing with different arguments, then a literal outcome.
+const (
+	agentName       = "bench-three-calls"
+	agentOutcome    = "done"
+	agentSteps      = 3
+	agentDefinition = `{
+  "tools": ["svc"],
+  "steps": [
+    {"action": "get_a", "call": "svc.getThing", "args": {"id": "'a'"}, "save_as": "a"},
+    {"action": "get_b", "call": "svc.getThing", "args": {"id": "'b'"}, "save_as": "b"},
+    {"action": "get_c", "call": "svc.getThing", "args": {"id": "'c'"}, "save_as": "c"}
+  ],
+  "outcome": "'done'"
+}`
+)
+
+func startToolService() *toolService {
+	s := &toolService{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := strings.CutPrefix(r.URL.Path, "/things/")
+		if !ok || r.Method != http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		s.hits.Add(1)
+		body, _ := json.Marshal(map[string]any{"id": id, "ok": true})
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}))
+	return s
+}
+
+func (s *toolService) spec() string { return fmt.Sprintf(thingSpec, s.URL) }
+
+// client talks to one server with the benchmark's token.
+type client struct {
+	srv  *server
+	http *http.Client
+	// lastWorkflow is a workflow id from the last load, checked in the store.
+	lastWorkflow atomic.Value
+	svc          *toolService
+}
+
+func newClient(srv *server, concurrency int) *client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = concurrency * 2
+	tr.MaxIdleConnsPerHost = concurrency * 2
+	tr.MaxConnsPerHost = 0
+	return &client{srv: srv, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+}
+
+// do sends a JSON request and returns the status and body.
+func (c *client) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.srv.baseURL()+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.srv.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// setup registers the tool service and deploys the agent.
+func (c *client) setup(ctx context.Context, svc *toolService) error {
+	c.svc = svc
+	reg := map[string]any{"name": "svc", "type": "openapi", "spec": svc.spec()}
+	if st, body, err := c.do(ctx, "POST", "/v1/tools", reg); err != nil || st != http.StatusCreated {
+		return fmt.Errorf("register tool: %d %s %v", st, body, err)
+	}
+	dep := map[string]any{"name": agentName, "definition": json.RawMessage(agentDefinition)}
+	if st, body, err := c.do(ctx, "POST", "/v1/agents", dep); err != nil || st != http.StatusCreated {
+		return fmt.Errorf("deploy agent: %d %s %v", st, body, err)
+	}
+	return nil
+}
+
+// invokeBody is the body of every invocation.
+var invokeBody = []byte(`{"goal": "bench", "context": {}}`)
+
+// invokeAnswer is what the benchmark checks of a sync invocation.
+type invokeAnswer struct {
+	WorkflowID string `json:"workflow_id"`
+	Status     string `json:"status"`
+	Outcome    string `json:"outcome"`
+	Steps      []struct {
+		Step   int    `json:"step"`
+		Status string `json:"status"`
+	} `json:"steps"`
+}
+
+// invoke runs the agent once, synchronously, and checks the answer.
+func (c *client) invoke(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", c.srv.baseURL()+"/v1/agents/"+agentName+"/invoke", bytes.NewReader(invokeBody))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.srv.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return c.check(resp.StatusCode, data)
+}
+
+func (c *client) check(status int, data []byte) error {
+	if status != http.StatusOK {
+		return fmt.Errorf("status %d: %.300s", status, data)
+	}
+	var a invokeAnswer
+	if err := json.Unmarshal(data, &a); err != nil {
+		return fmt.Errorf("answer: %w", err)
+	}
+	if a.Status != "completed" || a.Outcome != agentOutcome || len(a.Steps) != agentSteps {
+		return fmt.Errorf("workflow %s: status %q, outcome %q, %d steps: %.300s", a.WorkflowID, a.Status, a.Outcome, len(a.Steps), data)
+	}
+	for i, s := range a.Steps {
+		if s.Step != i+1 || s.Status != "ok" {
+			return fmt.Errorf("workflow %s: step %d is %d with status %q", a.WorkflowID, i+1, s.Step, s.Status)
+		}
+	}
+	c.lastWorkflow.Store(a.WorkflowID)
+	return nil
+}
+
+// checkStored reads the last workflow back: its steps must be in the store.
+func (c *client) checkStored(ctx context.Context) error {
+	id, _ := c.lastWorkflow.Load().(string)
+	if id == "" {
+		return nil
+	}
+	st, body, err := c.do(ctx, "GET", "/v1/workflows/"+id, nil)
+	if err != nil {
+		return fmt.Errorf("read back workflow %s: %w", id, err)
+	}
+	if err := c.check(st, body); err != nil {
+		return fmt.Errorf("read back: %w", err)
+	}
+	return nil
+}
+
+// levelResult is one concurrency level's measurement.
+type levelResult struct {
+	store       string
+	concurrency int
+	count       int
+	errors      int
+	firstError  string
+	elapsed     time.Duration
+	// lat holds every invocation's latency, sorted.
+	lat       []time.Duration
+	serverCPU time.Duration
+}
+
+func (r levelResult) throughput() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.count) / r.elapsed.Seconds()
+}
+
+// p returns the q-th percentile latency (nearest rank).
+func (r levelResult) p(q float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(q/100*float64(len(r.lat))+0.5) - 1
+	return r.lat[min(max(i, 0), len(r.lat)-1)]
+}
+
+// load runs n invocations from c goroutines, stopping early after limit.
+// cpu, when not nil, reads the server's CPU time before and after.
+func (c *client) load(ctx context.Context, store string, n, conc int, limit time.Duration, cpu func() time.Duration) levelResult {
+	res := levelResult{store: store, concurrency: conc}
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+	)
+	hits0 := c.svc.hits.Load()
+	var cpu0 time.Duration
+	if cpu != nil {
+		cpu0 = cpu()
+	}
+	start := time.Now()
+	deadline := start.Add(limit)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, n/conc+1)
+			var errs []error
+			for next.Add(1) <= int64(n) && ctx.Err() == nil && time.Now().Before(deadline) {
+				t0 := time.Now()
+				err := c.invoke(ctx)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errors += len(errs)
+			if len(errs) > 0 && res.firstError == "" {
+				res.firstError = errs[0].Error()
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if cpu != nil {
+		res.serverCPU = cpu() - cpu0
+	}
+	res.count = len(res.lat)
+	slices.Sort(res.lat)
+	if hits := c.svc.hits.Load() - hits0; res.errors == 0 && hits != int64(agentSteps*res.count) {
+		res.errors = 1
+		res.firstError = fmt.Sprintf("the tool service saw %d calls for %d workflows of %d steps", hits, res.count, agentSteps)
+	}
+	return res
+}

@@ -1,0 +1,240 @@
+// Command invoke benchmarks workflows end to end: invocations per second and
+// latency of an agent of three sequential tool calls, each an HTTP GET to a
+// loopback service answering small JSON, through the real server binary
+// (built from ./cmd/agentplane and started as its own process) with
+// authentication, audit and history on, on SQLite and on PostgreSQL. It also
+// measures the engine's own time per step, in process with an instant tool
+// environment, as a ratio to one tool round trip.
+//
+//	go run ./bench/invoke [-store sqlite|postgres|both] [-n 2000] [-c 1,16] [-duration 2m]
+//
+// PostgreSQL runs in a fresh database created on the server named by
+// -database-url (default $AGENTPLANE_TEST_DATABASE_URL, else a local one) and
+// dropped at the end.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/invoke:", err)
+		os.Exit(1)
+	}
+}
+
+// defaultDatabaseURL is the PostgreSQL server used when neither the flag nor
+// AGENTPLANE_TEST_DATABASE_URL names one.
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// options are the benchmark's settings.
+type options struct {
+	stores      []string
+	n           int
+	levels      []int
+	warmup      int
+	duration    time.Duration
+	databaseURL string
+	repo        string
+	engineRuns  int
+	roundTrips  int
+	// binary, when set, is a server binary already built.
+	binary string
+}
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("bench/invoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	store := fs.String("store", "both", "store to measure: sqlite, postgres or both")
+	n := fs.Int("n", 2000, "invocations per concurrency level")
+	levels := fs.String("c", "1,16", "comma-separated concurrency levels")
+	warmup := fs.Int("warmup", 200, "invocations before measuring, per store")
+	duration := fs.Duration("duration", 2*time.Minute, "time limit of one concurrency level; it stops early when reached")
+	dbURL := fs.String("database-url", "", "PostgreSQL server to create the benchmark database on (default $AGENTPLANE_TEST_DATABASE_URL, else "+defaultDatabaseURL+")")
+	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
+	engineRuns := fs.Int("engine-runs", 20000, "in-process engine runs for the per-step figure")
+	roundTrips := fs.Int("round-trips", 5000, "plain GETs to the tool service for the round-trip figure")
+	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	o := options{n: *n, warmup: *warmup, duration: *duration, repo: *repo,
+		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary}
+	switch *store {
+	case "sqlite", "postgres":
+		o.stores = []string{*store}
+	case "both":
+		o.stores = []string{"sqlite", "postgres"}
+	default:
+		return options{}, fmt.Errorf("-store must be sqlite, postgres or both, not %q", *store)
+	}
+	for _, f := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 || c > 1024 {
+			return options{}, fmt.Errorf("-c: %q is not a concurrency from 1 to 1024", f)
+		}
+		o.levels = append(o.levels, c)
+	}
+	if o.n < 1 || o.warmup < 0 || o.duration <= 0 || o.engineRuns < 1 || o.roundTrips < 1 {
+		return options{}, errors.New("-n, -engine-runs and -round-trips must be positive, -warmup not negative, -duration positive")
+	}
+	o.databaseURL = *dbURL
+	if o.databaseURL == "" {
+		o.databaseURL = getenv("AGENTPLANE_TEST_DATABASE_URL")
+	}
+	if o.databaseURL == "" {
+		o.databaseURL = defaultDatabaseURL
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "agentplane-bench-invoke-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	bin := o.binary
+	if bin == "" {
+		fmt.Fprintln(stderr, "building ./cmd/agentplane …")
+		if bin, err = buildServer(ctx, o.repo, tmp); err != nil {
+			return err
+		}
+	}
+	svc := startToolService()
+	defer svc.Close()
+
+	results, err := measureStores(ctx, o, bin, tmp, svc, stderr)
+	// Whatever was measured is printed, even when a later store failed.
+	printTable(stdout, results)
+	if err != nil {
+		return err
+	}
+	eng, err := measureEngine(ctx, svc, o.engineRuns, o.roundTrips)
+	if err != nil {
+		return err
+	}
+	printEngine(stdout, eng)
+	for _, r := range results {
+		if r.errors > 0 {
+			return fmt.Errorf("%s at concurrency %d: %d of %d invocations failed (first: %s)", r.store, r.concurrency, r.errors, r.count, r.firstError)
+		}
+	}
+	return nil
+}
+
+// measureStores runs every concurrency level against a fresh server per store.
+func measureStores(ctx context.Context, o options, bin, tmp string, svc *toolService, stderr io.Writer) ([]levelResult, error) {
+	var results []levelResult
+	for _, store := range o.stores {
+		rs, err := measureStore(ctx, o, bin, tmp, store, svc, stderr)
+		results = append(results, rs...)
+		if err != nil {
+			return results, fmt.Errorf("%s: %w", store, err)
+		}
+	}
+	return results, nil
+}
+
+func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *toolService, stderr io.Writer) (_ []levelResult, err error) {
+	sc := serverConfig{binary: bin, data: tmp + "/" + store}
+	if store == "postgres" {
+		url, drop, err := createDatabase(ctx, o.databaseURL)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if derr := drop(); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+		sc.databaseURL = url
+	}
+	srv, err := startServer(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	if err := srv.mintToken(ctx); err != nil {
+		return nil, err
+	}
+	cl := newClient(srv, maxOf(o.levels))
+	if err := cl.setup(ctx, svc); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "%s: warming up (%d invocations) …\n", store, o.warmup)
+	if w := cl.load(ctx, store, o.warmup, maxOf(o.levels), o.duration, nil); w.errors > 0 {
+		return nil, fmt.Errorf("warm-up: %d of %d invocations failed (first: %s)", w.errors, w.count, w.firstError)
+	}
+	var out []levelResult
+	for _, c := range o.levels {
+		fmt.Fprintf(stderr, "%s: %d invocations at concurrency %d …\n", store, o.n, c)
+		r := cl.load(ctx, store, o.n, c, o.duration, srv.cpu)
+		out = append(out, r)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	if err := cl.checkStored(ctx); err != nil {
+		return out, err
+	}
+	if err := srv.exited(); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func maxOf(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func printTable(w io.Writer, rs []levelResult) {
+	if len(rs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "store\tconcurrency\tinvocations\tworkflows/s\tp50 ms\tp90 ms\tp99 ms\tserver CPU ms/wf\terrors\t")
+	for _, r := range rs {
+		cpu := "–"
+		if r.serverCPU > 0 && r.count > 0 {
+			cpu = fmt.Sprintf("%.2f", float64(r.serverCPU.Microseconds())/1000/float64(r.count))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", r.store, r.concurrency, r.count,
+			r.throughput(), ms(r.p(50)), ms(r.p(90)), ms(r.p(99)), cpu, r.errors)
+	}
+	tw.Flush()
+}
+
+func printEngine(w io.Writer, e engineResult) {
+	fmt.Fprintf(w, "\nengine alone: %.1f µs per step (wall, %d runs of %d steps; CPU %.1f µs per step)\n",
+		us(e.perStep), e.runs, e.steps, us(e.cpuPerStep))
+	fmt.Fprintf(w, "tool round trip (plain GET, keep-alive): p50 %.1f µs (p99 %.1f µs, %d requests)\n",
+		us(e.roundTripP50), us(e.roundTripP99), e.roundTrips)
+	fmt.Fprintf(w, "engine per step / tool round trip: %.3f\n", float64(e.perStep)/float64(e.roundTripP50))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }

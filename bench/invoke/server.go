@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// buildServer builds ./cmd/agentplane of the module at repo into dir.
+func buildServer(ctx context.Context, repo, dir string) (string, error) {
+	bin := filepath.Join(dir, "agentplane")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/agentplane")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/agentplane: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// serverConfig says how to start one server.
+type serverConfig struct {
+	binary string
+	// data is the data directory (the SQLite store lives there).
+	data string
+	// databaseURL, when set, makes the server use PostgreSQL.
+	databaseURL string
+}
+
+// server is a running `agentplane serve` process.
+type server struct {
+	cfg   serverConfig
+	addr  string
+	cmd   *exec.Cmd
+	log   string
+	done  chan struct{}
+	err   error
+	token string
+}
+
+// tokenScopes are the scopes of the benchmark's token.
+const tokenScopes = "tools:write agents:write agents:invoke workflows:read tool:*"
+
+// storeArgs are the flags naming the store, for serve and token alike.
+func (c serverConfig) storeArgs() []string {
+	args := []string{"--data", c.data}
+	if c.databaseURL != "" {
+		args = append(args, "--database-url", c.databaseURL)
+	}
+	return args
+}
+
+// startServer starts the server on a free loopback port and waits until
+// /readyz answers 200.
+func startServer(ctx context.Context, c serverConfig) (*server, error) {
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: c, addr: addr, log: filepath.Join(c.data, "server.log"), done: make(chan struct{})}
+	logFile, err := os.Create(s.log)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--addr", addr,
+		"--allow-private-networks",
+		"--rate-limit", "100000000", "--rate-limit-burst", "100000000",
+		"--log-level", "warn"}, c.storeArgs()...)
+	s.cmd = exec.Command(c.binary, args...)
+	s.cmd.Stdout = logFile
+	s.cmd.Stderr = logFile
+	if err := s.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		logFile.Close()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx, 60*time.Second); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func (s *server) baseURL() string { return "http://" + s.addr }
+
+func (s *server) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return fmt.Errorf("server exited before it was ready (%v):\n%s", s.err, s.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		resp, err := http.Get(s.baseURL() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("server not ready after %s:\n%s", limit, s.logTail())
+}
+
+// mintToken mints the benchmark's token with the same binary and store.
+func (s *server) mintToken(ctx context.Context) error {
+	args := append([]string{"token", "--addr", s.addr, "--tenant", "bench", "--scope", tokenScopes}, s.cfg.storeArgs()...)
+	cmd := exec.CommandContext(ctx, s.cfg.binary, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("agentplane token: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	s.token = strings.TrimSpace(string(out))
+	if s.token == "" {
+		return errors.New("agentplane token printed nothing")
+	}
+	return nil
+}
+
+// cpu returns the server process's CPU time so far (user + system), or 0
+// where /proc is not available.
+func (s *server) cpu() time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start at state.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// exited reports an error when the server stopped on its own.
+func (s *server) exited() error {
+	select {
+	case <-s.done:
+		return fmt.Errorf("server exited during the run (%v):\n%s", s.err, s.logTail())
+	default:
+		return nil
+	}
+}
+
+// stop asks the server to drain and stop, and kills it after 10 s.
+func (s *server) stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// logTail is the end of the server's log, for error messages.
+func (s *server) logTail() string {
+	data, _ := os.ReadFile(s.log)
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
+}
+
+// createDatabase creates a fresh database on the server at adminURL and
+// returns its URL and a function that drops it.
+func createDatabase(ctx context.Context, adminURL string) (string, func() error, error) {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("database URL: %w", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "agentplane_bench_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	drop := func() error {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(dctx, adminURL)
+		if err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		defer c.Close(dctx)
+		if _, err := c.Exec(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return nil
+	}
+	u.Path = "/" + name
+	return u.String(), drop, nil
+}
