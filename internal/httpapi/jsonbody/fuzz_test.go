@@ -1,4 +1,4 @@
-package httpapi_test
+package jsonbody_test
 
 import (
 	"encoding/json"
@@ -6,15 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// FuzzDecodeStrict feeds arbitrary bodies to the strict decoder: it must
+// FuzzDecode feeds arbitrary bodies to the strict decoder: it must
 // never panic, must refuse with malformed-request only, and whatever it
 // accepts must be one JSON object without unknown fields.
-func FuzzDecodeStrict(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		`{"name": "payments", "type": "openapi", "spec_url": "https://x.test/o.json"}`,
 		`{"name": "p", "auth": {"type": "oauth2", "secrets_ref": "env://TOOL_X"}, "side_effects": ["create"]}`,
@@ -24,7 +24,7 @@ func FuzzDecodeStrict(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var reg tool.Registration
-		err := httpapi.DecodeStrict(body, &reg)
+		err := jsonbody.Decode(body, &reg)
 		if err != nil {
 			if pe := problem.As(err); pe.Code != problem.MalformedRequest {
 				t.Fatalf("refused with %q, want malformed-request: %v", pe.Code, err)
