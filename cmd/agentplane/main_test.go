@@ -199,3 +199,34 @@ func (c *child) do(method, path, token string, body any) (int, map[string]any) {
 	json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
+
+func TestDebugListenerServesProfilesApartFromTheAPI(t *testing.T) {
+	addr, debug := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data", t.TempDir(), "--addr", addr, "--debug-addr", debug},
+			func(string) string { return "" }, io.Discard, io.Discard)
+	}()
+	waitReady(t, "http://"+addr)
+	for base, want := range map[string]int{"http://" + debug: 200, "http://" + addr: 404} {
+		var resp *http.Response
+		var err error
+		for range 100 { // the debug listener starts beside the API
+			if resp, err = http.Get(base + "/debug/pprof/"); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s/debug/pprof/: %d, want %d", base, resp.StatusCode, want)
+		}
+	}
+	cancel()
+	<-done
+}

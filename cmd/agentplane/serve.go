@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,7 @@ type serveConfig struct {
 
 	logLevel        string
 	shutdownTimeout time.Duration
+	debugAddr       string
 }
 
 func newServeCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -77,6 +79,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.invokeIdempotency, "invoke-idempotency-ttl", 7*24*time.Hour, "how long invoke's idempotency keys are honoured")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on shutdown")
+	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
 	bindEnv(cmd, getenv)
 	return cmd
 }
@@ -174,6 +177,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	go purgeIdempotency(ctx, st, logger)
+	if c.debugAddr != "" {
+		go serveDebug(ctx, c.debugAddr, logger)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -250,5 +256,25 @@ func purgeIdempotency(ctx context.Context, st store, logger *slog.Logger) {
 				logger.Debug("purged idempotency keys", "count", n)
 			}
 		}
+	}
+}
+
+// serveDebug serves Go's profiling endpoints on their own listener, never
+// on the API's, until ctx ends.
+func serveDebug(ctx context.Context, addr string, logger *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	logger.Info("debug listener serving /debug/pprof", "addr", addr)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("debug listener", "err", err)
 	}
 }
