@@ -205,16 +205,15 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 	key := toolName + "." + opID
 	op, ok := e.ops[key]
 	if !ok {
-		ops, err := e.r.opts.Tools.Operations(ctx, e.wf.Tenant, t.ID, "")
-		if err != nil {
-			return nil, nil, fmt.Errorf("operations of %s: %w", toolName, err)
-		}
-		for i := range ops {
-			e.ops[toolName+"."+ops[i].ID] = &ops[i]
-		}
-		if op, ok = e.ops[key]; !ok {
+		var err error
+		op, err = e.r.opts.Tools.Operation(ctx, e.wf.Tenant, t.ID, opID)
+		if problem.Is(err, problem.NotFound) {
 			return nil, nil, fmt.Errorf("tool %s has no operation %s (was it re-registered?)", toolName, opID)
 		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("operation %s.%s: %w", toolName, opID, err)
+		}
+		e.ops[key] = op
 	}
 	return t, op, nil
 }

@@ -25,6 +25,7 @@ type ToolCaller interface {
 type ToolLookup interface {
 	ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error)
 	Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error)
+	Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error)
 }
 
 // Options configure a Runner.
