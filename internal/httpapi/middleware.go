@@ -70,6 +70,9 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.D
 		attrs = append(attrs, slog.String("tenant", p.Tenant), slog.String("sub", p.Subject))
 	}
 	level := slog.LevelInfo
+	if info.route != nil && info.route.noAudit && status < 400 {
+		level = slog.LevelDebug // health and metrics probes
+	}
 	if pe := info.problem; pe != nil {
 		attrs = append(attrs, slog.String("code", string(pe.Code)))
 		if pe.Err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,14 +20,26 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // writeJSON writes v as JSON with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, err = w.Write(append(b, '\n'))
+	_, err = w.Write(b)
 	return err
+}
+
+// marshal encodes v as one line of JSON ending in a newline, without
+// HTML-escaping <, > and & (responses are not embedded in HTML).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // writeProblem writes err as an RFC 9457 problem document. It is the only
@@ -53,9 +66,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
-	b, _ := json.Marshal(doc)
+	b, _ := marshal(doc)
 	w.WriteHeader(doc.Status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }
 
 func ceilSeconds(s float64) int {
