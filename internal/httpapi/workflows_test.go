@@ -28,13 +28,15 @@ type fraudWorld struct {
 	caseBodies []map[string]any
 	// gate, when set, holds getTransaction until closed.
 	gate chan struct{}
+	// traceparents are the traceparent headers getTransaction received.
+	traceparents chan string
 }
 
 const adminScopes = "tools:read tools:write agents:read agents:write agents:invoke workflows:read tool:*"
 
 func newFraudWorld(t *testing.T, h *harness) *fraudWorld {
 	t.Helper()
-	w := &fraudWorld{h: h, admin: h.token("acme", adminScopes)}
+	w := &fraudWorld{h: h, admin: h.token("acme", adminScopes), traceparents: make(chan string, 100)}
 	payments := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/openapi.json" {
 			fmt.Fprintf(rw, paymentsSpec, "http://"+r.Host)
@@ -46,6 +48,10 @@ func newFraudWorld(t *testing.T, h *harness) *fraudWorld {
 			return
 		}
 		w.payments.Add(1)
+		select {
+		case w.traceparents <- r.Header.Get("traceparent"):
+		default:
+		}
 		if g := w.gate; g != nil {
 			<-g
 		}
@@ -440,4 +446,19 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met within 5 s")
+}
+
+func TestToolCallsContinueTheInvokersTrace(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-9"}},
+		"traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+	if r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	got := <-w.traceparents
+	if parts := strings.Split(got, "-"); len(parts) != 4 || parts[1] != trace || parts[2] == "00f067aa0ba902b7" {
+		t.Fatalf("the tool got traceparent %q, want trace %s with the tool call's own span", got, trace)
+	}
 }

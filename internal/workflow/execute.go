@@ -13,7 +13,13 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/call"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
+
+var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/workflow")
 
 // history is what a workflow recorded before the current execution.
 type history struct {
@@ -33,6 +39,12 @@ var ErrInterrupted = errors.New("interrupted")
 func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program, h history) {
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
+	ctx, span := tracer.Start(ctx, "workflow "+wf.Agent, trace.WithAttributes(
+		attribute.String("agentplane.workflow_id", wf.ID),
+		attribute.String("agentplane.agent", wf.Agent+"@"+wf.AgentVersion),
+		attribute.Int("agentplane.resumed_after_step", len(h.steps)),
+	))
+	defer span.End()
 	rec := &recorder{r: r, wf: wf, h: h, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, ops: map[string]*tool.Operation{}, last: r.opts.Now()}
 	var input map[string]any
 	if err := json.Unmarshal(wf.Context, &input); err != nil {
@@ -53,6 +65,8 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		if ev.Step <= len(h.steps) {
 			continue
 		}
+		span.AddEvent("step", trace.WithAttributes(attribute.Int("step", ev.Step),
+			attribute.String("action", ev.Action), attribute.String("status", ev.Status)))
 		step, recs := rec.step(ev)
 		if err := r.opts.Store.AppendStep(store, r.opts.Owner, step, recs...); err != nil {
 			r.opts.Logger.Error("workflow step not stored; leaving the workflow to be resumed",
@@ -181,8 +195,14 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		WorkflowID:     e.wf.ID, RequestID: e.wf.RequestID,
 		Actor: audit.Actor{Sub: e.wf.Caller.Sub, ClientID: e.wf.Caller.ClientID},
 	}
+	ctx, span := tracer.Start(ctx, "tool.call "+c.Tool+"."+c.Operation, trace.WithAttributes(
+		attribute.Int("agentplane.step", step), attribute.String("agentplane.operation_kind", op.Kind)))
+	defer span.End()
 	start := e.r.opts.Now()
 	res, err := e.r.opts.Caller.Call(ctx, req)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
 	if ctx.Err() != nil {
 		return agent.CallResult{}, ctx.Err()
 	}

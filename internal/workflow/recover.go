@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Run renews this replica's leases and resumes workflows whose owner died,
@@ -94,6 +95,6 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 		h.intents[in.Step] = in
 	}
 	r.opts.Logger.Info("resuming workflow", "workflow_id", wf.ID, "after_step", len(steps))
-	r.launch(wf, prog, h)
+	r.launch(trace.SpanContext{}, wf, prog, h)
 	return nil
 }

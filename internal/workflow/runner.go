@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/call"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ToolCaller makes real tool calls (call.Executor).
@@ -168,7 +169,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
 		return nil, err
 	}
-	if !r.launch(wf, prog, history{}) {
+	if !r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}) {
 		return nil, problem.New(problem.Unavailable, "the server is shutting down")
 	}
 	return wf, nil
@@ -192,9 +193,13 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest) (*Workflow, err
 	}, nil
 }
 
-// launch executes wf in the background unless the runner is closing.
-func (r *Runner) launch(wf *Workflow, prog *agent.Program, h history) bool {
+// launch executes wf in the background unless the runner is closing. The
+// execution continues the trace of parent, the request that started it.
+func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Program, h history) bool {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
 	r.mu.Lock()
 	if r.closing {
 		r.mu.Unlock()
