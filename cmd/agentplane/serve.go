@@ -194,11 +194,18 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: %w", err)
+	if err := hs.Shutdown(sctx); err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		hs.Close() // streams still open past the drain time
 	}
-	// Workflows still running are left to resume: on restart, or on another replica.
-	if err := runner.Close(sctx); err != nil {
+	// Workflows still running are stopped unfinished and their leases
+	// released, before the store closes, so a restart (or another replica)
+	// resumes them at once.
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := runner.Close(rctx); err != nil {
 		logger.Warn("workflows still stopping at shutdown", "err", err)
 	}
 	return nil
