@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -220,6 +221,9 @@ func definition(t *fullType) (*ast.Definition, error) {
 	if !ok || t.Name == "" {
 		return nil, fmt.Errorf("type %q has unknown kind %q", t.Name, t.Kind)
 	}
+	if err := checkNames(t); err != nil {
+		return nil, err
+	}
 	def := &ast.Definition{Kind: kind, Name: t.Name, Description: t.Description}
 	for _, f := range t.Fields {
 		typ, err := astType(f.Type, 0)
@@ -269,6 +273,43 @@ func definition(t *fullType) (*ast.Definition, error) {
 }
 
 // astType converts an introspected type reference.
+// nameRE is the GraphQL Name rule; an introspection document is untrusted,
+// and an operation id or a generated query built from a bad name would be
+// empty or wrong.
+var nameRE = regexp.MustCompile(`^[_A-Za-z][_0-9A-Za-z]*$`)
+
+// checkNames refuses a type whose own name, fields, arguments, input fields
+// or enum values are not GraphQL names.
+func checkNames(t *fullType) error {
+	bad := func(what, name string) error {
+		return fmt.Errorf("%s %q of type %q is not a GraphQL name", what, truncate(name, 64), truncate(t.Name, 64))
+	}
+	if !nameRE.MatchString(t.Name) {
+		return fmt.Errorf("type name %q is not a GraphQL name", truncate(t.Name, 64))
+	}
+	for _, f := range t.Fields {
+		if !nameRE.MatchString(f.Name) {
+			return bad("field", f.Name)
+		}
+		for _, a := range f.Args {
+			if !nameRE.MatchString(a.Name) {
+				return bad("argument", a.Name)
+			}
+		}
+	}
+	for _, a := range t.InputFields {
+		if !nameRE.MatchString(a.Name) {
+			return bad("input field", a.Name)
+		}
+	}
+	for _, v := range t.EnumValues {
+		if !nameRE.MatchString(v.Name) {
+			return bad("enum value", v.Name)
+		}
+	}
+	return nil
+}
+
 func astType(r *typeRef, depth int) (*ast.Type, error) {
 	if r == nil {
 		return nil, errors.New("type reference is missing")
