@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -89,6 +90,14 @@ func wellFormed(raw string) bool {
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	// Each segment must be canonical base64url: unused trailing bits zero.
+	// Otherwise several strings decode to one signed token, and anything
+	// keyed on the token's text (a deny list, a cache) could be sidestepped.
+	for _, seg := range strings.Split(raw, ".") {
+		if _, err := base64.RawURLEncoding.Strict().DecodeString(seg); err != nil {
 			return false
 		}
 	}
