@@ -143,6 +143,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 	}
 	go runner.Run(ctx)
 
+	// One signature check per token a minute, not one per request.
+	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
+
 	reg := prometheus.NewRegistry()
 	srv := httpapi.NewServer(httpapi.Config{
 		MaxBodyBytes:         c.maxBodyBytes,

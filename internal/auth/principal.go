@@ -19,6 +19,14 @@ type Principal struct {
 	ClientID string
 	Tenant   string
 	Scopes   []string
+	// ExpiresAt is when the token stops being accepted (its exp plus the
+	// leeway); zero when unknown.
+	ExpiresAt time.Time
+}
+
+// expiry returns ExpiresAt when it is known.
+func (p Principal) expiry() (time.Time, bool) {
+	return p.ExpiresAt, !p.ExpiresAt.IsZero()
 }
 
 // Has reports whether the principal holds scope.

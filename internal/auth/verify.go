@@ -155,7 +155,7 @@ func (c Config) principal(claims map[string]any) (Principal, error) {
 	if !ok {
 		return Principal{}, unauthenticated("token has an invalid scope claim", nil)
 	}
-	return Principal{Subject: sub, ClientID: clientID, Tenant: tenant, Scopes: scopes}, nil
+	return Principal{Subject: sub, ClientID: clientID, Tenant: tenant, Scopes: scopes, ExpiresAt: exp.Add(c.Leeway)}, nil
 }
 
 // audienceContains reports whether aud (a string or an array of strings)

@@ -24,7 +24,7 @@ func TestMintedTokenVerifies(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 	want := Principal{Subject: "alice", ClientID: "cli_1", Tenant: "acme", Scopes: []string{"tools:read", "tool:payments"}}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, ignoreExpiry); diff != "" {
 		t.Errorf("principal (-want +got):\n%s", diff)
 	}
 }
@@ -37,7 +37,7 @@ func TestMintDefaults(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 	want := Principal{Subject: "operator", Tenant: "acme", Scopes: []string{}}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, ignoreExpiry); diff != "" {
 		t.Errorf("principal (-want +got):\n%s", diff)
 	}
 	clk.Advance(DefaultTokenTTL + MaxLeeway + time.Second)
@@ -199,7 +199,7 @@ func TestCustomTenantClaimAndAudience(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 	want := Principal{Subject: "user-1", Tenant: "acme", Scopes: []string{"tools:read", "agents:read"}}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, ignoreExpiry); diff != "" {
 		t.Errorf("principal (-want +got):\n%s", diff)
 	}
 }
