@@ -130,6 +130,7 @@ func mustJSON(v any) json.RawMessage {
 func (r *Runner) Follow(ctx context.Context, tenant, id string, afterID int) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		last := afterID
+		lastStep := 0 // the highest step id sent by this follow
 		for {
 			s := r.hub.subscribe(id)
 			wf, err := r.opts.Store.Workflow(ctx, tenant, id)
@@ -138,7 +139,8 @@ func (r *Runner) Follow(ctx context.Context, tenant, id string, afterID int) ite
 				yield(Event{}, err)
 				return
 			}
-			// Steps are stored before the end, so read them after the workflow.
+			// Steps are stored before the end, so read them after the
+			// workflow: a finished workflow's steps are all there.
 			steps, err := r.opts.Store.Steps(ctx, id, last)
 			if err != nil {
 				r.hub.unsubscribe(id, s)
@@ -150,17 +152,17 @@ func (r *Runner) Follow(ctx context.Context, tenant, id string, afterID int) ite
 					r.hub.unsubscribe(id, s)
 					return
 				}
-				last = st.Seq
+				last, lastStep = st.Seq, st.Seq
 			}
 			if wf.Done() {
 				r.hub.unsubscribe(id, s)
-				n, err := r.stepCount(ctx, id, last)
+				total, err := r.stepTotal(ctx, id, lastStep, afterID)
 				if err != nil {
 					yield(Event{}, err)
 					return
 				}
-				if afterID <= n {
-					yield(Event{ID: n + 1, Data: mustJSON(CompleteView(wf))}, nil)
+				if complete := total + 1; complete > afterID {
+					yield(Event{ID: complete, Data: mustJSON(CompleteView(wf))}, nil)
 				}
 				return
 			}
@@ -174,15 +176,19 @@ func (r *Runner) Follow(ctx context.Context, tenant, id string, afterID int) ite
 	}
 }
 
-// stepCount is the number of steps of a finished workflow, known to be at
-// least last.
-func (r *Runner) stepCount(ctx context.Context, id string, last int) (int, error) {
-	steps, err := r.opts.Store.Steps(ctx, id, last)
+// stepTotal is the number of steps of a finished workflow, given the
+// highest step a follow sent (0 for none) after afterID.
+func (r *Runner) stepTotal(ctx context.Context, id string, lastStep, afterID int) (int, error) {
+	if lastStep > 0 || afterID == 0 {
+		return lastStep, nil
+	}
+	// Nothing was sent: is the event the client saw last a step?
+	steps, err := r.opts.Store.Steps(ctx, id, afterID-1)
 	if err != nil {
 		return 0, err
 	}
-	if n := len(steps); n > 0 {
-		return steps[n-1].Seq, nil
+	if len(steps) > 0 {
+		return steps[len(steps)-1].Seq, nil
 	}
-	return last, nil
+	return afterID - 1, nil
 }
