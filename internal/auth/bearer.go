@@ -28,9 +28,6 @@ var EndpointScopes = []string{
 	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeAuditRead,
 }
 
-// ToolScope is the scope a registered tool requires: tool:<name>.
-func ToolScope(name string) string { return "tool:" + name }
-
 // Require returns nil when p holds scope, else an InsufficientScope error
 // naming it.
 func (p Principal) Require(scope string) error {

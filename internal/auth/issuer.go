@@ -48,10 +48,6 @@ type IssuerOption func(*Issuer)
 // WithAudience sets the aud of the tokens; default "agentplane".
 func WithAudience(aud string) IssuerOption { return func(i *Issuer) { i.audience = aud } }
 
-// WithTokenTTL sets the lifetime of the tokens of the token endpoint;
-// default one hour.
-func WithTokenTTL(ttl time.Duration) IssuerOption { return func(i *Issuer) { i.ttl = ttl } }
-
 // NewIssuer returns the issuer named issuerURL (the server's external base
 // URL). On first start it creates the signing key; when replicas start
 // together the store keeps one key and every replica uses it.

@@ -57,19 +57,6 @@ func ParseScopes(s string) []string {
 	return strings.Fields(s)
 }
 
-type principalKey struct{}
-
-// WithPrincipal returns ctx carrying p.
-func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// FromContext returns the principal of ctx, if any.
-func FromContext(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
-}
-
 // SigningKey is one of the embedded issuer's keys.
 type SigningKey struct {
 	ID        string

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
 )
 
@@ -43,27 +44,27 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /.well-known/jwks.json", public: true, action: "oauth.jwks", resource: "issuer", h: handleJWKS(d.Issuer)},
 		{pattern: "POST /oauth/token", public: true, action: "oauth.token", resource: "client", h: handleToken(d.Issuer)},
 
-		{pattern: "POST /v1/tools", scope: "tools:write", action: "tool.create", resource: "tool", idempotent: true, h: s.handleRegisterTool},
-		{pattern: "GET /v1/tools", scope: "tools:read", action: "tool.list", resource: "tool", h: s.handleListTools},
-		{pattern: "GET /v1/tools/{id}", scope: "tools:read", action: "tool.read", resource: "tool", h: s.handleGetTool},
-		{pattern: "GET /v1/tools/{id}/operations", scope: "tools:read", action: "tool.operations", resource: "tool", h: s.handleToolOperations},
-		{pattern: "PUT /v1/tools/{id}", scope: "tools:write", action: "tool.update", resource: "tool", h: s.handleUpdateTool},
-		{pattern: "DELETE /v1/tools/{id}", scope: "tools:write", action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
+		{pattern: "POST /v1/tools", scope: auth.ScopeToolsWrite, action: "tool.create", resource: "tool", idempotent: true, h: s.handleRegisterTool},
+		{pattern: "GET /v1/tools", scope: auth.ScopeToolsRead, action: "tool.list", resource: "tool", h: s.handleListTools},
+		{pattern: "GET /v1/tools/{id}", scope: auth.ScopeToolsRead, action: "tool.read", resource: "tool", h: s.handleGetTool},
+		{pattern: "GET /v1/tools/{id}/operations", scope: auth.ScopeToolsRead, action: "tool.operations", resource: "tool", h: s.handleToolOperations},
+		{pattern: "PUT /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.update", resource: "tool", h: s.handleUpdateTool},
+		{pattern: "DELETE /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
 
-		{pattern: "POST /v1/agents", scope: "agents:write", action: "agent.deploy", resource: "agent", idempotent: true, h: s.handleDeployAgent},
-		{pattern: "GET /v1/agents", scope: "agents:read", action: "agent.list", resource: "agent", h: s.handleListAgents},
-		{pattern: "GET /v1/agents/{id}", scope: "agents:read", action: "agent.read", resource: "agent", h: s.handleGetAgent},
-		{pattern: "GET /v1/agents/{id}/versions", scope: "agents:read", action: "agent.versions", resource: "agent", h: s.handleListVersions},
-		{pattern: "PUT /v1/agents/{id}/default", scope: "agents:write", action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
-		{pattern: "POST /v1/agents/{id}/invoke", scope: "agents:invoke", action: "agent.invoke", resource: "agent", idempotent: true, bodyKey: true, attach: s.attachInvoke, h: s.handleInvoke},
+		{pattern: "POST /v1/agents", scope: auth.ScopeAgentsWrite, action: "agent.deploy", resource: "agent", idempotent: true, h: s.handleDeployAgent},
+		{pattern: "GET /v1/agents", scope: auth.ScopeAgentsRead, action: "agent.list", resource: "agent", h: s.handleListAgents},
+		{pattern: "GET /v1/agents/{id}", scope: auth.ScopeAgentsRead, action: "agent.read", resource: "agent", h: s.handleGetAgent},
+		{pattern: "GET /v1/agents/{id}/versions", scope: auth.ScopeAgentsRead, action: "agent.versions", resource: "agent", h: s.handleListVersions},
+		{pattern: "PUT /v1/agents/{id}/default", scope: auth.ScopeAgentsWrite, action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
+		{pattern: "POST /v1/agents/{id}/invoke", scope: auth.ScopeAgentsInvoke, action: "agent.invoke", resource: "agent", idempotent: true, bodyKey: true, attach: s.attachInvoke, h: s.handleInvoke},
 
-		{pattern: "GET /v1/workflows", scope: "workflows:read", action: "workflow.list", resource: "workflow", h: s.handleListWorkflows},
-		{pattern: "GET /v1/workflows/{id}", scope: "workflows:read", action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
-		{pattern: "GET /v1/workflows/{id}/events", scope: "workflows:read", action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
-		{pattern: "POST /v1/workflows/{id}/cancel", scope: "agents:invoke", action: "workflow.cancel", resource: "workflow", idempotent: true, h: s.handleCancelWorkflow},
+		{pattern: "GET /v1/workflows", scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.handleListWorkflows},
+		{pattern: "GET /v1/workflows/{id}", scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
+		{pattern: "GET /v1/workflows/{id}/events", scope: auth.ScopeWorkflowsRead, action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
+		{pattern: "POST /v1/workflows/{id}/cancel", scope: auth.ScopeAgentsInvoke, action: "workflow.cancel", resource: "workflow", idempotent: true, h: s.handleCancelWorkflow},
 
-		{pattern: "GET /v1/audit/query", scope: "audit:read", action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
-		{pattern: "POST /v1/audit/query", scope: "audit:read", action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},
-		{pattern: "GET /v1/audit/verify", scope: "audit:read", action: "audit.verify", resource: "audit", h: handleAuditVerify(d.Store)},
+		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
+		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},
+		{pattern: "GET /v1/audit/verify", scope: auth.ScopeAuditRead, action: "audit.verify", resource: "audit", h: handleAuditVerify(d.Store)},
 	}
 }

@@ -42,12 +42,6 @@ type Limit struct {
 	Period time.Duration
 }
 
-// PerMinute returns a Limit of rate requests a minute with a burst of burst
-// (or of rate when burst is zero).
-func PerMinute(rate, burst int) Limit {
-	return Limit{Rate: rate, Burst: burst, Period: time.Minute}.normalize()
-}
-
 // String formats l as "rate/period burst N", for logs and flag help.
 func (l Limit) String() string {
 	l = l.normalize()
