@@ -3,10 +3,10 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -143,30 +143,26 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	limit := 50
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 200 {
-			return problem.Field("limit", "must be an integer from 1 to 200")
-		}
-		limit = n
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		return err
 	}
 	agents, err := s.deps.Agents.ListAgents(r.Context(), principalOf(r).Tenant, q.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
-	page := struct {
+	list := struct {
 		Agents     []agentView `json:"agents"`
 		NextCursor *string     `json:"next_cursor"`
 	}{Agents: make([]agentView, len(agents))}
 	for i, a := range agents {
-		page.Agents[i] = viewAgent(a)
+		list.Agents[i] = viewAgent(a)
 	}
 	if len(agents) == limit {
 		c := agents[len(agents)-1].Name
-		page.NextCursor = &c
+		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, page)
+	return writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) error {

@@ -2,8 +2,8 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -133,27 +133,24 @@ type toolPage struct {
 
 func (s *Server) handleListTools(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	opt := tool.ListOptions{Limit: 50, After: q.Get("cursor")}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 200 {
-			return problem.Field("limit", "must be an integer from 1 to 200")
-		}
-		opt.Limit = n
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		return err
 	}
+	opt := tool.ListOptions{Limit: limit, After: q.Get("cursor")}
 	tools, err := s.deps.ToolStore.ListTools(r.Context(), principalOf(r).Tenant, opt)
 	if err != nil {
 		return err
 	}
-	page := toolPage{Tools: make([]toolView, len(tools))}
+	list := toolPage{Tools: make([]toolView, len(tools))}
 	for i, t := range tools {
-		page.Tools[i] = viewTool(t)
+		list.Tools[i] = viewTool(t)
 	}
 	if len(tools) == opt.Limit {
 		c := tools[len(tools)-1].ID
-		page.NextCursor = &c
+		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, page)
+	return writeJSON(w, http.StatusOK, list)
 }
 
 type operationPage struct {

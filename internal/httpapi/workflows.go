@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -103,15 +104,13 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := workflow.ListFilter{Agent: q.Get("agent"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor"), Limit: 50}
+	f := workflow.ListFilter{Agent: q.Get("agent"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor")}
 	var errs []problem.FieldError
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 200 {
-			errs = append(errs, problem.FieldError{Field: "limit", Message: "must be an integer from 1 to 200"})
-		}
-		f.Limit = n
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		errs = append(errs, problem.As(err).Errors...)
 	}
+	f.Limit = limit
 	for _, t := range []struct {
 		name string
 		out  *time.Time
@@ -136,18 +135,18 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	page := struct {
+	list := struct {
 		Workflows  []workflowSummary `json:"workflows"`
 		NextCursor *string           `json:"next_cursor"`
 	}{Workflows: make([]workflowSummary, 0, len(wfs))}
 	for _, wf := range wfs {
-		page.Workflows = append(page.Workflows, summarize(wf))
+		list.Workflows = append(list.Workflows, summarize(wf))
 	}
 	if len(wfs) == f.Limit {
 		c := wfs[len(wfs)-1].ID
-		page.NextCursor = &c
+		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, page)
+	return writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) error {

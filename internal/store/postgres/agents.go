@@ -11,16 +11,11 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
 var _ agent.VersionStore = (*DB)(nil)
-
-// Agent list limits.
-const (
-	defaultAgentLimit = 50
-	maxAgentLimit     = 200
-)
 
 // agentQuery selects agent summaries: the latest version is the one with the
 // highest seq. The caller appends the rest of the WHERE clause.
@@ -171,10 +166,7 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 
 // ListAgents returns agents ordered by name, after the given name.
 func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
-	if limit <= 0 {
-		limit = defaultAgentLimit
-	}
-	limit = min(limit, maxAgentLimit)
+	limit = page.Size(limit)
 	var as []*agent.Agent
 	err := db.read(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, agentQuery+`a.name > $2 ORDER BY a.name LIMIT $3`, tenant, after, limit)

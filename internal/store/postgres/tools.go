@@ -9,14 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
-)
-
-// Tool list limits.
-const (
-	defaultToolLimit = 50
-	maxToolLimit     = 200
 )
 
 const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
@@ -140,11 +135,7 @@ func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, 
 
 // ListTools returns tools ordered by id, after opt.After.
 func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions) ([]*tool.Tool, error) {
-	limit := opt.Limit
-	if limit <= 0 {
-		limit = defaultToolLimit
-	}
-	limit = min(limit, maxToolLimit)
+	limit := page.Size(opt.Limit)
 	var ts []*tool.Tool
 	err := db.read(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+toolColumns+` FROM tools

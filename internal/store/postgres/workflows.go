@@ -13,17 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ workflow.Store = (*DB)(nil)
-
-// Workflow list limits.
-const (
-	defaultWorkflowLimit = 50
-	maxWorkflowLimit     = 200
-)
 
 const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
@@ -217,11 +212,7 @@ func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.
 
 // ListWorkflows returns the tenant's workflows matching f, newest first.
 func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultWorkflowLimit
-	}
-	limit = min(limit, maxWorkflowLimit)
+	limit := page.Size(f.Limit)
 	where := []string{"tenant = $1"}
 	args := []any{tenant}
 	add := func(cond string, v any) {
