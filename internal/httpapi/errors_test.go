@@ -67,3 +67,11 @@ func TestPublicRoutesNeedNoToken(t *testing.T) {
 		}
 	}
 }
+
+func TestProblemDetailsAreNotHTMLEscaped(t *testing.T) {
+	h := newHarness(t)
+	r := h.do("GET", "/v1/tools", "", nil)
+	if !strings.Contains(string(r.Body), "Bearer <access token>") {
+		t.Fatalf("detail escaped: %s", r.Body)
+	}
+}
