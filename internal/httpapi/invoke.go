@@ -96,18 +96,14 @@ func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, e idempote
 
 // respondFinished waits for the workflow and answers with it.
 func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant, id string) error {
-	wf, err := s.deps.Runner.Wait(r.Context(), tenant, id)
+	wf, steps, err := s.deps.Runner.Finished(r.Context(), tenant, id)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil // the client went away; the workflow goes on
 		}
 		return err
 	}
-	v, err := s.workflowView(r, wf, false)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
+	return writeJSON(w, http.StatusOK, s.workflowView(r, wf, steps, false))
 }
 
 // stream sends the workflow's events after afterID, live, ending with its

@@ -65,12 +65,17 @@ type stepDetail struct {
 	Hidden bool `json:"bodies_hidden,omitempty"`
 }
 
-func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, detail bool) (workflowView, error) {
-	v := workflowView{workflowSummary: summarize(wf), Error: wf.Error, Steps: []any{}}
+// storedView is the view of wf with its steps read from the store.
+func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail bool) (workflowView, error) {
 	steps, err := s.deps.Workflows.Steps(r.Context(), wf.ID, 0)
 	if err != nil {
-		return v, err
+		return workflowView{}, err
 	}
+	return s.workflowView(r, wf, steps, detail), nil
+}
+
+func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) workflowView {
+	v := workflowView{workflowSummary: summarize(wf), Error: wf.Error, Steps: make([]any, 0, len(steps))}
 	p := principalOf(r)
 	for _, st := range steps {
 		if !detail {
@@ -87,7 +92,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, detail boo
 		v.Goal, v.Context, v.MaxToolCalls, v.ReplayOf = wf.Goal, wf.Context, wf.MaxToolCalls, wf.ReplayOf
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
-	return v, nil
+	return v
 }
 
 func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error {
@@ -95,7 +100,7 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	v, err := s.workflowView(r, wf, true)
+	v, err := s.storedView(r, wf, true)
 	if err != nil {
 		return err
 	}
@@ -172,7 +177,7 @@ func (s *Server) handleCancelWorkflow(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	v, err := s.workflowView(r, wf, false)
+	v, err := s.storedView(r, wf, false)
 	if err != nil {
 		return err
 	}

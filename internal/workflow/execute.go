@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,7 +46,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		attribute.Int("agentplane.resumed_after_step", len(h.steps)),
 	))
 	defer span.End()
-	rec := &recorder{r: r, wf: wf, h: h, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, ops: map[string]*tool.Operation{}, last: r.opts.Now()}
+	rec := &recorder{r: r, wf: wf, h: h, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
 	var input map[string]any
 	if err := json.Unmarshal(wf.Context, &input); err != nil {
 		input = map[string]any{}
@@ -56,6 +57,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	}, agent.NewEnv(rec, rec))
 
 	store := context.WithoutCancel(ctx)
+	steps := slices.Clip(h.steps)
 	var runErr error
 	for ev, err := range run.Events() {
 		if err != nil {
@@ -73,6 +75,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 				"workflow_id", wf.ID, "step", ev.Step, "err", err)
 			return
 		}
+		steps = append(steps, *step)
 		r.hub.notify(wf.ID)
 	}
 	cause := context.Cause(ctx)
@@ -85,11 +88,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	if errors.Is(cause, errLeaseLost) {
 		return
 	}
-	r.finish(store, wf, run.Result(), runErr)
+	r.finish(store, wf, steps, run.Result(), runErr)
 }
 
 // finish stores how the workflow ended and wakes its followers.
-func (r *Runner) finish(ctx context.Context, wf *Workflow, res agent.Result, runErr error) {
+func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, res agent.Result, runErr error) {
 	wf.Status, wf.Outcome = res.Status, res.Outcome
 	wf.FinishedAt = r.opts.Now().UTC()
 	if res.Output != nil {
@@ -113,9 +116,7 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, res agent.Result, run
 		return
 	}
 	done := *wf
-	r.finished.Store(wf.ID, &done)
-	time.AfterFunc(time.Minute, func() { r.finished.Delete(wf.ID) })
-	r.hub.notify(wf.ID)
+	r.hub.finish(wf.ID, &ending{wf: &done, steps: steps})
 }
 
 // FailureDocument is the problem document of a failed workflow.
@@ -155,7 +156,6 @@ type recorder struct {
 	h     history
 	calls map[int]*callRecord
 	tools map[string]*tool.Tool
-	ops   map[string]*tool.Operation
 	last  time.Time
 }
 
@@ -222,19 +222,17 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 		}
 		e.tools[toolName] = t
 	}
-	key := toolName + "." + opID
-	op, ok := e.ops[key]
-	if !ok {
-		var err error
-		op, err = e.r.opts.Tools.Operation(ctx, e.wf.Tenant, t.ID, opID)
-		if problem.Is(err, problem.NotFound) {
-			return nil, nil, fmt.Errorf("tool %s has no operation %s (was it re-registered?)", toolName, opID)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("operation %s.%s: %w", toolName, opID, err)
-		}
-		e.ops[key] = op
+	if op := e.r.ops.get(t, opID); op != nil {
+		return t, op, nil
 	}
+	op, err := e.r.opts.Tools.Operation(ctx, e.wf.Tenant, t.ID, opID)
+	if problem.Is(err, problem.NotFound) {
+		return nil, nil, fmt.Errorf("tool %s has no operation %s (was it re-registered?)", toolName, opID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("operation %s.%s: %w", toolName, opID, err)
+	}
+	e.r.ops.put(t, opID, op)
 	return t, op, nil
 }
 

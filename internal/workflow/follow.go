@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,19 @@ type hub struct {
 	subs map[string]map[*sub]struct{}
 }
 
-type sub struct{ c chan struct{} }
+type sub struct {
+	c chan struct{}
+	// end is how the workflow ended, when it ended on this replica while
+	// subscribed.
+	end atomic.Pointer[ending]
+}
+
+// ending is a workflow as this replica finished it, with all its steps
+// (nil when they were not at hand).
+type ending struct {
+	wf    *Workflow
+	steps []Step
+}
 
 func newHub() *hub { return &hub{subs: map[string]map[*sub]struct{}{}} }
 
@@ -46,6 +59,19 @@ func (h *hub) unsubscribe(id string, s *sub) {
 func (h *hub) notify(id string) {
 	h.mu.Lock()
 	for s := range h.subs[id] {
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+// finish hands e to the workflow's local subscribers and wakes them.
+func (h *hub) finish(id string, e *ending) {
+	h.mu.Lock()
+	for s := range h.subs[id] {
+		s.end.Store(e)
 		select {
 		case s.c <- struct{}{}:
 		default:

@@ -52,9 +52,7 @@ type Runner struct {
 	opts     Options
 	hub      *hub
 	programs sync.Map // tenant/name@version → *agent.Program
-	// finished holds workflows this replica just finished, so local waiters
-	// get the result without reading it back from the store.
-	finished sync.Map // id → *Workflow
+	ops      opCache
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -252,23 +250,47 @@ func (r *Runner) Cancel(ctx context.Context, tenant, id string) (*Workflow, erro
 
 // Wait returns the workflow once it has finished.
 func (r *Runner) Wait(ctx context.Context, tenant, id string) (*Workflow, error) {
+	wf, _, err := r.wait(ctx, tenant, id, false)
+	return wf, err
+}
+
+// Finished returns the workflow and its steps once it has finished.
+func (r *Runner) Finished(ctx context.Context, tenant, id string) (*Workflow, []Step, error) {
+	return r.wait(ctx, tenant, id, true)
+}
+
+// wait waits for the workflow's end. One running here hands its end to the
+// waiter as it finishes, stored already, so nothing is read back; one
+// running elsewhere (or already finished) is read from the store.
+func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps bool) (*Workflow, []Step, error) {
 	sub := r.hub.subscribe(id)
 	defer r.hub.unsubscribe(id, sub)
-	wf, err := r.opts.Store.Workflow(ctx, tenant, id)
 	for {
-		if err != nil || wf.Done() {
-			return wf, err
+		if e := sub.end.Load(); e != nil {
+			if e.steps == nil && withSteps {
+				steps, err := r.opts.Store.Steps(ctx, id, 0)
+				return e.wf, steps, err
+			}
+			return e.wf, e.steps, nil
+		}
+		// Subscribed first, so an execution still registered here will
+		// hand over its end; one no longer registered has stored it.
+		if !r.isRunning(id) {
+			wf, err := r.opts.Store.Workflow(ctx, tenant, id)
+			if err != nil {
+				return nil, nil, err
+			}
+			if wf.Done() {
+				if !withSteps {
+					return wf, nil, nil
+				}
+				steps, err := r.opts.Store.Steps(ctx, id, 0)
+				return wf, steps, err
+			}
 		}
 		if err := sub.wait(ctx, followPoll); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if done, ok := r.finished.Load(id); ok {
-			return done.(*Workflow), nil
-		}
-		if r.isRunning(id) {
-			continue // its end will be announced here
-		}
-		wf, err = r.opts.Store.Workflow(ctx, tenant, id)
 	}
 }
 
