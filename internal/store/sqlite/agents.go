@@ -152,7 +152,7 @@ func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec 
 // Agent returns an agent's summary, or problem.NotFound.
 func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, error) {
 	var a *agent.Agent
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, agentQuery+`a.name = ?`, tenant, name), tenant)
 		if err == sql.ErrNoRows {
@@ -166,7 +166,7 @@ func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, err
 // AgentVersion returns one version of an agent ("" = its default).
 func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*agent.Version, error) {
 	var v *agent.Version
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		var err error
 		v, err = scanVersion(tx.QueryRowContext(ctx, versionQuery+`
 			AND v.version = CASE WHEN ? = '' THEN a.default_version ELSE ? END`,
@@ -183,7 +183,7 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
 	limit = page.Size(limit)
 	var as []*agent.Agent
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, agentQuery+`a.name > ? ORDER BY a.name LIMIT ?`, tenant, after, limit)
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
@@ -204,7 +204,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) (
 // ListVersions returns an agent's versions, newest first, or problem.NotFound.
 func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.Version, error) {
 	var vs []*agent.Version
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, versionQuery+`ORDER BY v.seq DESC`, tenant, name)
 		if err != nil {
 			return fmt.Errorf("list agent versions: %w", err)

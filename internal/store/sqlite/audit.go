@@ -44,19 +44,17 @@ func (db *DB) prepareAudit(recs ...*audit.Record) {
 }
 
 // appendAudit seals and inserts records as the last statements of tx. The
-// writer is serial, so reading the head inside the transaction is enough to
-// keep each chain unbroken.
+// writer is serial and holds the write lock, so the head it knows (see
+// headCache) is the chain's head.
 func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 	recs = slices.DeleteFunc(slices.Clone(recs), func(r *audit.Record) bool { return r == nil })
 	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	for _, r := range recs {
-		var seq int64
-		hash := audit.Genesis
-		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, r.Tenant).Scan(&seq, &hash)
-		if err != nil && err != sql.ErrNoRows {
-			return fmt.Errorf("read audit head: %w", err)
+		head, err := tx.heads.head(ctx, tx, r.Tenant)
+		if err != nil {
+			return err
 		}
-		if err := r.Seal(seq+1, hash); err != nil {
+		if err := r.Seal(head.seq+1, head.hash); err != nil {
 			return fmt.Errorf("seal audit record: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
@@ -66,11 +64,7 @@ func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
 			return fmt.Errorf("insert audit record: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, ?, ?)
-			ON CONFLICT (tenant) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
-			r.Tenant, r.Seq, r.Hash); err != nil {
-			return fmt.Errorf("update audit head: %w", err)
-		}
+		tx.heads.set(r.Tenant, chainHead{seq: r.Seq, hash: r.Hash})
 	}
 	return nil
 }
@@ -187,10 +181,12 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 // plan returns the same records; this only picks the faster.
 func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter) (bool, error) {
 	var head int64
-	err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_heads WHERE tenant = ?`, tenant).Scan(&head)
-	if err == sql.ErrNoRows {
+	var top sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM audit_records WHERE tenant = ?`, tenant).Scan(&top)
+	if err == nil && !top.Valid {
 		return false, nil
 	}
+	head = top.Int64
 	if err != nil {
 		return false, fmt.Errorf("read audit head: %w", err)
 	}

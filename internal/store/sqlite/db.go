@@ -50,6 +50,7 @@ type DB struct {
 	rdb      *sql.DB // read-only connections
 	wstmts   *stmtCache
 	rstmts   *stmtCache
+	heads    *headCache // the writer's
 	now      func() time.Time
 	maxBatch int
 
@@ -119,7 +120,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	rdb.SetMaxIdleConns(o.readConns)
 	db := &DB{
 		wdb: wdb, rdb: rdb, now: o.now, maxBatch: max(1, o.maxBatch),
-		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb),
+		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb), heads: newHeadCache(),
 		writes: make(chan *writeReq), closing: make(chan struct{}), writerDone: make(chan struct{}),
 	}
 	go db.writer()
@@ -179,10 +180,18 @@ func (db *DB) read(ctx context.Context, fn func(tx dbtx) error) error {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer tx.Rollback()
-	if err := fn(dbtx{Tx: tx, stmts: db.rstmts}); err != nil {
+	if err := fn(dbtx{tx: tx, stmts: db.rstmts}); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// query runs fn on the read connections without a transaction around it:
+// for reads of a single statement, which SQLite runs on a consistent
+// snapshot by itself.
+func (db *DB) query(ctx context.Context, fn func(q dbtx) error) error {
+	defer db.rstmts.prepareWanted(ctx)
+	return fn(dbtx{db: db.rdb, stmts: db.rstmts})
 }
 
 // target runs migrations on the write connection.

@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/store/storetest"
@@ -16,7 +18,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return NewTestDB(t) }, storetest.Hooks{
 		TamperAudit: func(t *testing.T, s storetest.Store, tenant string, seq int64) {
 			err := s.(*DB).write(t.Context(), func(tx dbtx) error {
-				_, err := tx.Exec(`UPDATE audit_records SET action = 'tampered' WHERE tenant = ? AND seq = ?`, tenant, seq)
+				_, err := tx.ExecContext(t.Context(), `UPDATE audit_records SET action = 'tampered' WHERE tenant = ? AND seq = ?`, tenant, seq)
 				return err
 			})
 			if err != nil {
@@ -25,7 +27,7 @@ func TestConformance(t *testing.T) {
 		},
 		UseTool: func(t *testing.T, s storetest.Store, tenant, agent, version, toolName string) {
 			err := s.(*DB).write(t.Context(), func(tx dbtx) error {
-				_, err := tx.Exec(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name) VALUES (?, ?, ?, ?)`,
+				_, err := tx.ExecContext(t.Context(), `INSERT INTO agent_version_tools (tenant, agent, version, tool_name) VALUES (?, ?, ?, ?)`,
 					tenant, agent, version, toolName)
 				return err
 			})
@@ -47,7 +49,7 @@ func TestGroupCommitIsolation(t *testing.T) {
 	for i := range errs {
 		wg.Go(func() {
 			errs[i] = db.write(ctx, func(tx dbtx) error {
-				if _, err := tx.Exec(`INSERT INTO server_secrets (name, value) VALUES (?, ?)`, i, []byte("v")); err != nil {
+				if _, err := tx.ExecContext(t.Context(), `INSERT INTO server_secrets (name, value) VALUES (?, ?)`, i, []byte("v")); err != nil {
 					return err
 				}
 				if i%3 == 0 {
@@ -139,4 +141,87 @@ func TestWriteCancelledBeforeRun(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || ran {
 		t.Errorf("write with a cancelled context: err %v, ran %v; want context.Canceled without running", err, ran)
 	}
+}
+
+func auditRec(tenant, action string) *audit.Record {
+	return &audit.Record{Tenant: tenant, Actor: audit.Actor{Sub: "u"}, Action: action,
+		Resource: audit.Resource{Type: "t"}, Outcome: audit.Success}
+}
+
+func verifyChain(t *testing.T, db *DB, tenant string, want int) {
+	t.Helper()
+	rep, err := audit.Verify(t.Context(), db, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.RecordsChecked != int64(want) {
+		t.Errorf("verify %s: %+v, want ok with %d records", tenant, rep, want)
+	}
+}
+
+// TestAuditHeadsFollowSavepoints checks that a write failing after it
+// appended a record leaves no trace in the chain heads the writer keeps:
+// the next records continue the chain without a gap.
+func TestAuditHeadsFollowSavepoints(t *testing.T) {
+	db := NewTestDB(t)
+	ctx := t.Context()
+	errBoom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 120)
+	for i := range errs {
+		wg.Go(func() {
+			tenant := []string{"ten_a", "ten_b"}[i%2]
+			rec := auditRec(tenant, "test.write")
+			db.prepareAudit(rec)
+			errs[i] = db.write(ctx, func(tx dbtx) error {
+				if err := appendAudit(ctx, tx, rec); err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					return errBoom
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	ok := map[string]int{}
+	for i, err := range errs {
+		if i%3 == 0 != errors.Is(err, errBoom) || (i%3 != 0 && err != nil) {
+			t.Errorf("write %d: %v", i, err)
+		}
+		if err == nil {
+			ok[[]string{"ten_a", "ten_b"}[i%2]]++
+		}
+	}
+	if err := db.AppendAudit(ctx, auditRec("ten_a", "test.after")); err != nil {
+		t.Fatal(err)
+	}
+	verifyChain(t, db, "ten_a", ok["ten_a"]+1)
+	verifyChain(t, db, "ten_b", ok["ten_b"])
+}
+
+// TestAuditChainSharedWithAnotherConnection checks that appends from
+// another store on the same file (the CLI adding a client while the server
+// runs) and from this one interleave into one unbroken chain.
+func TestAuditChainSharedWithAnotherConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentplane.db")
+	ctx := t.Context()
+	open := func() *DB {
+		db, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	server, cli := open(), open()
+	for i := range 10 {
+		for _, db := range []*DB{server, server, cli} {
+			if err := db.AppendAudit(ctx, auditRec("ten_a", fmt.Sprintf("test.%d", i))); err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+		}
+	}
+	verifyChain(t, server, "ten_a", 30)
 }

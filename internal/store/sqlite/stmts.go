@@ -68,32 +68,56 @@ func (c *stmtCache) close() {
 	c.m = map[string]*sql.Stmt{}
 }
 
-// dbtx is a transaction that runs queries through the statement cache.
+// dbtx runs queries through the statement cache, inside a transaction, or,
+// when tx is nil, straight on db, each statement in its own implicit
+// transaction (enough for a read of one statement, and cheaper than
+// BEGIN/COMMIT around it).
 type dbtx struct {
-	*sql.Tx
+	tx    *sql.Tx
+	db    *sql.DB
 	stmts *stmtCache
+	// heads is the writer's audit chain heads; nil outside the writer.
+	heads *headCache
+}
+
+// stmt returns q's prepared statement bound to the transaction, or nil.
+func (t dbtx) stmt(ctx context.Context, q string) *sql.Stmt {
+	s := t.stmts.get(q)
+	if s == nil || t.tx == nil {
+		return s
+	}
+	return t.tx.StmtContext(ctx, s)
 }
 
 // ExecContext runs q prepared when it has been seen before.
 func (t dbtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if s := t.stmts.get(q); s != nil {
-		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.ExecContext(ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, q, args...)
+	if t.tx == nil {
+		return t.db.ExecContext(ctx, q, args...)
+	}
+	return t.tx.ExecContext(ctx, q, args...)
 }
 
 // QueryContext runs q prepared when it has been seen before.
 func (t dbtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if s := t.stmts.get(q); s != nil {
-		return t.Tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryContext(ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, q, args...)
+	if t.tx == nil {
+		return t.db.QueryContext(ctx, q, args...)
+	}
+	return t.tx.QueryContext(ctx, q, args...)
 }
 
 // QueryRowContext runs q prepared when it has been seen before.
 func (t dbtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if s := t.stmts.get(q); s != nil {
-		return t.Tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryRowContext(ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, q, args...)
+	if t.tx == nil {
+		return t.db.QueryRowContext(ctx, q, args...)
+	}
+	return t.tx.QueryRowContext(ctx, q, args...)
 }

@@ -108,7 +108,7 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 // Tool returns a tool by id, or problem.NotFound.
 func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 	var t *tool.Tool
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		var err error
 		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
@@ -122,7 +122,7 @@ func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 // ToolByName returns a tool by name, or problem.NotFound.
 func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error) {
 	var t *tool.Tool
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		var err error
 		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND name = ?`, tenant, name))
 		if err == sql.ErrNoRows {
@@ -137,7 +137,7 @@ func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, 
 func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions) ([]*tool.Tool, error) {
 	limit := page.Size(opt.Limit)
 	var ts []*tool.Tool
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools
 			WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, opt.After, limit)
 		if err != nil {
@@ -193,20 +193,22 @@ func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.
 // Operation returns one operation, or problem.NotFound.
 func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error) {
 	var op tool.Operation
-	err := db.read(ctx, func(tx dbtx) error {
-		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
-			return err
-		}
-		var data string
-		err := tx.QueryRowContext(ctx, `SELECT data FROM tool_operations WHERE tenant = ? AND tool_id = ? AND op_id = ?`,
-			tenant, toolID, opID).Scan(&data)
+	err := db.query(ctx, func(tx dbtx) error {
+		// One statement: no row means no tool, a NULL no operation.
+		var data sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT (SELECT data FROM tool_operations
+			WHERE tenant = t.tenant AND tool_id = t.id AND op_id = ?) FROM tools t WHERE t.tenant = ? AND t.id = ?`,
+			opID, tenant, toolID).Scan(&data)
 		if err == sql.ErrNoRows {
-			return problem.New(problem.NotFound, "tool %s has no operation %q", toolID, opID)
+			return toolNotFound(toolID)
 		}
 		if err != nil {
 			return fmt.Errorf("load operation: %w", err)
 		}
-		if err := json.Unmarshal([]byte(data), &op); err != nil {
+		if !data.Valid {
+			return problem.New(problem.NotFound, "tool %s has no operation %q", toolID, opID)
+		}
+		if err := json.Unmarshal([]byte(data.String), &op); err != nil {
 			return fmt.Errorf("decode operation: %w", err)
 		}
 		return nil
@@ -232,7 +234,7 @@ func toolExists(ctx context.Context, tx dbtx, tenant, id string) error {
 }
 
 func insertOperations(ctx context.Context, tx dbtx, t *tool.Tool, ops []tool.Operation) error {
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO tool_operations
+	stmt, err := tx.tx.PrepareContext(ctx, `INSERT INTO tool_operations
 		(tenant, tool_id, op_id, kind, summary, description, data) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("prepare operation insert: %w", err)

@@ -148,7 +148,7 @@ func leaseHeld(res sql.Result, err error, id, what string) error {
 // Workflow returns a workflow of the tenant, or problem.NotFound.
 func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
 	var w *workflow.Workflow
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		var err error
 		w, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
 			WHERE tenant = ? AND id = ?`, tenant, id))
@@ -163,7 +163,7 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 // Steps returns the workflow's steps after afterSeq, in order.
 func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
 	var steps []workflow.Step
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+stepColumns+` FROM workflow_steps
 			WHERE workflow_id = ? AND seq > ? ORDER BY seq`, workflowID, afterSeq)
 		if err != nil {
@@ -185,7 +185,7 @@ func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]wor
 // Intents returns the workflow's uncleared intents by step.
 func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent, error) {
 	var ins []workflow.Intent
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT workflow_id, step, tool, operation, at FROM workflow_intents
 			WHERE workflow_id = ? ORDER BY step`, workflowID)
 		if err != nil {
@@ -211,7 +211,7 @@ func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent
 // Completions returns the workflow's recorded completions by number.
 func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
 	out := map[int]json.RawMessage{}
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT n, data FROM workflow_completions WHERE workflow_id = ?`, workflowID)
 		if err != nil {
 			return fmt.Errorf("query completions: %w", err)
@@ -258,7 +258,7 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 		add("id < ?", f.Before)
 	}
 	var wfs []*workflow.Workflow
-	err := db.read(ctx, func(tx dbtx) error {
+	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+workflowColumns+` FROM workflows
 			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
 		if err != nil {

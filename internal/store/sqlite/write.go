@@ -66,7 +66,13 @@ func (db *DB) commit(batch []*writeReq) {
 			r.done <- errs[i]
 		}
 	}
-	tx, err := db.wdb.BeginTx(context.Background(), nil)
+	ctx := context.Background()
+	sqlTx, err := db.wdb.BeginTx(ctx, nil)
+	if err == nil {
+		if err = db.heads.begin(ctx, dbtx{tx: sqlTx, stmts: db.wstmts}); err != nil {
+			sqlTx.Rollback()
+		}
+	}
 	if err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("begin write: %w", err)
@@ -74,6 +80,7 @@ func (db *DB) commit(batch []*writeReq) {
 		answer()
 		return
 	}
+	tx := dbtx{tx: sqlTx, stmts: db.wstmts, heads: db.heads}
 	var broken error
 	for i, r := range batch {
 		if broken != nil {
@@ -84,10 +91,11 @@ func (db *DB) commit(batch []*writeReq) {
 			errs[i] = err
 			continue
 		}
-		errs[i], broken = savepoint(dbtx{Tx: tx, stmts: db.wstmts}, r.fn)
+		errs[i], broken = savepoint(ctx, tx, r.fn)
 	}
 	if broken != nil {
-		tx.Rollback()
+		sqlTx.Rollback()
+		db.heads.abort()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = broken
@@ -96,12 +104,15 @@ func (db *DB) commit(batch []*writeReq) {
 		answer()
 		return
 	}
-	if err := tx.Commit(); err != nil {
+	if err := sqlTx.Commit(); err != nil {
+		db.heads.abort()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = fmt.Errorf("commit write: %w", err)
 			}
 		}
+	} else {
+		db.heads.commit()
 	}
 	answer()
 }
@@ -109,17 +120,20 @@ func (db *DB) commit(batch []*writeReq) {
 // savepoint runs fn inside a savepoint of tx, rolling back to it when fn
 // fails (or panics). broken is set when the transaction itself is no longer
 // usable.
-func savepoint(tx dbtx, fn func(tx dbtx) error) (err, broken error) {
-	if _, err := tx.Exec("SAVEPOINT w"); err != nil {
+func savepoint(ctx context.Context, tx dbtx, fn func(tx dbtx) error) (err, broken error) {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	err = protect(tx, fn)
 	if err != nil {
-		if _, rerr := tx.Exec("ROLLBACK TO w"); rerr != nil {
+		tx.heads.rollbackSavepoint()
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO w"); rerr != nil {
 			return err, fmt.Errorf("roll back to savepoint: %w", rerr)
 		}
+	} else {
+		tx.heads.release()
 	}
-	if _, rerr := tx.Exec("RELEASE w"); rerr != nil {
+	if _, rerr := tx.ExecContext(ctx, "RELEASE w"); rerr != nil {
 		return err, fmt.Errorf("release savepoint: %w", rerr)
 	}
 	return err, nil

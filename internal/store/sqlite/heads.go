@@ -1,0 +1,93 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/agentplane/agentplane/internal/audit"
+)
+
+// maxCachedHeads bounds the head cache; it starts over when full.
+const maxCachedHeads = 100_000
+
+// chainHead is the last record of a tenant's audit chain.
+type chainHead struct {
+	seq  int64
+	hash string
+}
+
+// headCache keeps the audit chains' heads for the writer, so appending a
+// record reads nothing. It is the writer's alone and follows its
+// transaction: heads set in a savepoint count for the batch only once the
+// savepoint is released, and for later batches only once the batch
+// commits. Other connections (another process on the same file, such as
+// the CLI adding a client) can append too; the writer checks PRAGMA
+// data_version at the start of each batch, under the write lock, and
+// forgets every head when anyone else has committed.
+type headCache struct {
+	committed map[string]chainHead
+	batch     map[string]chainHead
+	sp        map[string]chainHead
+	version   int64
+}
+
+func newHeadCache() *headCache {
+	return &headCache{committed: map[string]chainHead{}, batch: map[string]chainHead{}, sp: map[string]chainHead{}, version: -1}
+}
+
+// begin starts a batch in tx, which holds the write lock.
+func (c *headCache) begin(ctx context.Context, tx dbtx) error {
+	var v int64
+	if err := tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		return fmt.Errorf("read data version: %w", err)
+	}
+	if v != c.version || len(c.committed) >= maxCachedHeads {
+		clear(c.committed)
+		c.version = v
+	}
+	return nil
+}
+
+// head returns the tenant's chain head as tx sees it.
+func (c *headCache) head(ctx context.Context, tx dbtx, tenant string) (chainHead, error) {
+	for _, m := range []map[string]chainHead{c.sp, c.batch, c.committed} {
+		if h, ok := m[tenant]; ok {
+			return h, nil
+		}
+	}
+	h := chainHead{hash: audit.Genesis}
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1`,
+		tenant).Scan(&h.seq, &h.hash)
+	if err != nil && err != sql.ErrNoRows {
+		return h, fmt.Errorf("read audit head: %w", err)
+	}
+	return h, nil
+}
+
+func (c *headCache) set(tenant string, h chainHead) { c.sp[tenant] = h }
+
+// release keeps the savepoint's heads for the batch; rollback drops them.
+func (c *headCache) release() {
+	for k, h := range c.sp {
+		c.batch[k] = h
+	}
+	clear(c.sp)
+}
+
+func (c *headCache) rollbackSavepoint() { clear(c.sp) }
+
+// commit keeps the batch's heads; abort, when the batch did not commit,
+// forgets everything, to be read again.
+func (c *headCache) commit() {
+	for k, h := range c.batch {
+		c.committed[k] = h
+	}
+	clear(c.batch)
+}
+
+func (c *headCache) abort() {
+	clear(c.sp)
+	clear(c.batch)
+	clear(c.committed)
+}
