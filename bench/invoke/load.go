@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -203,6 +204,9 @@ type levelResult struct {
 	// lat holds every invocation's latency, sorted.
 	lat       []time.Duration
 	serverCPU time.Duration
+	// loadCPU is this process's CPU over the level: the client and the
+	// tool service, which share the machine with the server.
+	loadCPU time.Duration
 }
 
 func (r levelResult) throughput() float64 {
@@ -235,6 +239,7 @@ func (c *client) load(ctx context.Context, store string, n, conc int, limit time
 	if cpu != nil {
 		cpu0 = cpu()
 	}
+	self0 := selfCPU()
 	start := time.Now()
 	deadline := start.Add(limit)
 	for range conc {
@@ -262,6 +267,7 @@ func (c *client) load(ctx context.Context, store string, n, conc int, limit time
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	res.loadCPU = selfCPU() - self0
 	if cpu != nil {
 		res.serverCPU = cpu() - cpu0
 	}
@@ -272,4 +278,13 @@ func (c *client) load(ctx context.Context, store string, n, conc int, limit time
 		res.firstError = fmt.Sprintf("the tool service saw %d calls for %d workflows of %d steps", hits, res.count, agentSteps)
 	}
 	return res
+}
+
+// selfCPU is this process's user and system time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

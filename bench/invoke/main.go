@@ -216,14 +216,17 @@ func printTable(w io.Writer, rs []levelResult) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tconcurrency\tinvocations\tworkflows/s\tp50 ms\tp90 ms\tp99 ms\tserver CPU ms/wf\terrors\t")
-	for _, r := range rs {
-		cpu := "–"
-		if r.serverCPU > 0 && r.count > 0 {
-			cpu = fmt.Sprintf("%.2f", float64(r.serverCPU.Microseconds())/1000/float64(r.count))
+	fmt.Fprintln(tw, "store\tconcurrency\tinvocations\tworkflows/s\tp50 ms\tp90 ms\tp99 ms\tserver CPU ms/wf\tload CPU ms/wf\terrors\t")
+	perWorkflow := func(d time.Duration, n int) string {
+		if d <= 0 || n == 0 {
+			return "–"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", r.store, r.concurrency, r.count,
-			r.throughput(), ms(r.p(50)), ms(r.p(90)), ms(r.p(99)), cpu, r.errors)
+		return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000/float64(n))
+	}
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t\n", r.store, r.concurrency, r.count,
+			r.throughput(), ms(r.p(50)), ms(r.p(90)), ms(r.p(99)), perWorkflow(r.serverCPU, r.count),
+			perWorkflow(r.loadCPU, r.count), r.errors)
 	}
 	tw.Flush()
 }

@@ -82,8 +82,10 @@ func New(opts Options) *Client {
 		Proxy:                 nil, // a proxy would dial on our behalf, past the check
 		DialContext:           dialer.DialContext,
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   10,
+		// Many workflows call the same business API at once; keeping
+		// their connections saves a dial (and a TLS handshake) per call.
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
