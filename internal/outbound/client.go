@@ -79,9 +79,9 @@ func New(opts Options) *Client {
 		Control:   c.control,
 	}
 	base := &http.Transport{
-		Proxy:                 nil, // a proxy would dial on our behalf, past the check
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
+		Proxy:             nil, // a proxy would dial on our behalf, past the check
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
 		// Many workflows call the same business API at once; keeping
 		// their connections saves a dial (and a TLS handshake) per call.
 		MaxIdleConns:          512,

@@ -45,7 +45,9 @@ func (db *DB) prepareAudit(recs ...*audit.Record) {
 
 // appendAudit seals and inserts records as the last statements of tx. The
 // writer is serial and holds the write lock, so the head it knows (see
-// headCache) is the chain's head.
+// headCache) is the chain's head. Records go to audit_tail, which has no
+// secondary indexes; the writer moves them to audit_records in bulk (see
+// moveAudit), and every read looks at both.
 func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 	recs = slices.DeleteFunc(slices.Clone(recs), func(r *audit.Record) bool { return r == nil })
 	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
@@ -57,7 +59,7 @@ func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 		if err := r.Seal(head.seq+1, head.hash); err != nil {
 			return fmt.Errorf("seal audit record: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_tail (`+auditColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
 			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
@@ -65,6 +67,22 @@ func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 			return fmt.Errorf("insert audit record: %w", err)
 		}
 		tx.heads.set(r.Tenant, chainHead{seq: r.Seq, hash: r.Hash})
+		tx.heads.tail++
+	}
+	return nil
+}
+
+// moveAudit moves the tail's records into audit_records, in chain order, so
+// their index entries are written together: most land on the same few
+// pages of each index, where one record at a time rewrote those pages in
+// every commit.
+func moveAudit(ctx context.Context, tx dbtx) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
+		SELECT `+auditColumns+` FROM audit_tail ORDER BY tenant, seq`); err != nil {
+		return fmt.Errorf("move audit records: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM audit_tail`); err != nil {
+		return fmt.Errorf("clear audit tail: %w", err)
 	}
 	return nil
 }
@@ -98,16 +116,28 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 	return recs, err
 }
 
-// auditQuery builds the query of f. Records are read newest first along an
-// index ending in seq (so a page needs no sort), unless timeIndex says a
-// time range is better found through the time index and sorted.
+// auditQuery builds the query of f: the indexed records (see indexedQuery)
+// and the tail's (scanned: it holds at most a few hundred), merged newest
+// first.
 func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = audit.DefaultLimit
 	}
 	limit = min(limit, audit.MaxLimit)
+	indexed, args := indexedQuery(tenant, f, timeIndex, limit)
+	where, targs := filterConds(tenant, f, "time")
+	if f.Actor != "" {
+		where = append(where, "(actor_sub = ? OR actor_client_id = ?)")
+		targs = append(targs, f.Actor, f.Actor)
+	}
+	tail := `SELECT ` + auditColumns + ` FROM audit_tail WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
+	query := `SELECT * FROM (` + indexed + `) UNION ALL SELECT * FROM (` + tail + `) ORDER BY seq DESC LIMIT ?`
+	return query, append(append(args, targs...), limit, limit)
+}
 
+// filterConds are f's conditions but the actor's, with timeCol for time.
+func filterConds(tenant string, f audit.Filter, timeCol string) ([]string, []any) {
 	where := []string{"tenant = ?"}
 	args := []any{tenant}
 	add := func(cond string, v any) {
@@ -132,11 +162,6 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 	if f.TraceID != "" {
 		add("trace_id = ?", f.TraceID)
 	}
-	// A unary + keeps the planner off the time index.
-	timeCol, from := "+time", "audit_records"
-	if timeIndex {
-		timeCol, from = "time", "audit_records INDEXED BY audit_records_time"
-	}
 	if !f.Since.IsZero() {
 		add(timeCol+" >= ?", fmtTimeCeil(f.Since))
 	}
@@ -146,6 +171,20 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 	if f.BeforeSeq > 0 {
 		add("seq < ?", f.BeforeSeq)
 	}
+	return where, args
+}
+
+// indexedQuery builds the query of f over audit_records. Records are read
+// newest first along an index ending in seq (so a page needs no sort),
+// unless timeIndex says a time range is better found through the time
+// index and sorted.
+func indexedQuery(tenant string, f audit.Filter, timeIndex bool, limit int) (string, []any) {
+	// A unary + keeps the planner off the time index.
+	timeCol, from := "+time", "audit_records"
+	if timeIndex {
+		timeCol, from = "time", "audit_records INDEXED BY audit_records_time"
+	}
+	where, args := filterConds(tenant, f, timeCol)
 	if timeIndex {
 		// Pick the page's seqs from the time index (covering for a time
 		// range alone), sort only those, then read the records.
@@ -182,7 +221,8 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter) (bool, error) {
 	var head int64
 	var top sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM audit_records WHERE tenant = ?`, tenant).Scan(&top)
+	err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM (SELECT max(seq) AS seq FROM audit_records WHERE tenant = ?
+		UNION ALL SELECT max(seq) FROM audit_tail WHERE tenant = ?)`, tenant, tenant).Scan(&top)
 	if err == nil && !top.Valid {
 		return false, nil
 	}
@@ -223,8 +263,11 @@ func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter
 func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(audit.Record) error) (int, error) {
 	n := 0
 	err := db.read(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_records
-			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
+		rows, err := tx.QueryContext(ctx, `SELECT * FROM (SELECT `+auditColumns+` FROM audit_records
+			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?)
+			UNION ALL SELECT * FROM (SELECT `+auditColumns+` FROM audit_tail
+			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?) ORDER BY seq LIMIT ?`,
+			tenant, afterSeq, limit, tenant, afterSeq, limit, limit)
 		if err != nil {
 			return fmt.Errorf("scan audit: %w", err)
 		}

@@ -41,18 +41,23 @@ var migrations embed.FS
 // DefaultMaxBatch is how many queued writes one commit takes at most.
 const DefaultMaxBatch = 256
 
+// DefaultAuditMove is how many audit records wait in the tail before the
+// writer moves them to the indexed table.
+const DefaultAuditMove = 256
+
 // errClosed answers writes made after Close.
 var errClosed = problem.New(problem.Unavailable, "the store is closed")
 
 // DB is the SQLite store. It satisfies every domain Store.
 type DB struct {
-	wdb      *sql.DB // one connection, used only by the writer goroutine
-	rdb      *sql.DB // read-only connections
-	wstmts   *stmtCache
-	rstmts   *stmtCache
-	heads    *headCache // the writer's
-	now      func() time.Time
-	maxBatch int
+	wdb       *sql.DB // one connection, used only by the writer goroutine
+	rdb       *sql.DB // read-only connections
+	wstmts    *stmtCache
+	rstmts    *stmtCache
+	heads     *headCache // the writer's
+	now       func() time.Time
+	maxBatch  int
+	auditMove int
 
 	writes     chan *writeReq
 	closing    chan struct{}
@@ -64,6 +69,7 @@ type options struct {
 	now       func() time.Time
 	readConns int
 	maxBatch  int
+	auditMove int
 }
 
 // Option configures Open.
@@ -78,10 +84,14 @@ func WithReadConns(n int) Option { return func(o *options) { o.readConns = n } }
 // WithMaxBatch sets how many queued writes one commit takes at most.
 func WithMaxBatch(n int) Option { return func(o *options) { o.maxBatch = n } }
 
+// WithAuditMove sets how many audit records wait in the tail before the
+// writer moves them to the indexed table.
+func WithAuditMove(n int) Option { return func(o *options) { o.auditMove = n } }
+
 // Open opens (creating when needed) the database file at path, creating its
 // parent directory, and applies the migrations.
 func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now, readConns: max(4, runtime.NumCPU()), maxBatch: DefaultMaxBatch}
+	o := options{now: time.Now, readConns: max(4, runtime.NumCPU()), maxBatch: DefaultMaxBatch, auditMove: DefaultAuditMove}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -119,9 +129,14 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	rdb.SetMaxOpenConns(o.readConns)
 	rdb.SetMaxIdleConns(o.readConns)
 	db := &DB{
-		wdb: wdb, rdb: rdb, now: o.now, maxBatch: max(1, o.maxBatch),
+		wdb: wdb, rdb: rdb, now: o.now, maxBatch: max(1, o.maxBatch), auditMove: max(1, o.auditMove),
 		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb), heads: newHeadCache(),
 		writes: make(chan *writeReq), closing: make(chan struct{}), writerDone: make(chan struct{}),
+	}
+	if err := wdb.QueryRowContext(ctx, `SELECT count(*) FROM audit_tail`).Scan(&db.heads.tail); err != nil {
+		rdb.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	go db.writer()
 	return db, nil

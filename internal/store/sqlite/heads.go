@@ -30,6 +30,9 @@ type headCache struct {
 	batch     map[string]chainHead
 	sp        map[string]chainHead
 	version   int64
+	// tail counts the records appended since the tail was last moved
+	// (rolled-back ones too: it only schedules the move).
+	tail int
 }
 
 func newHeadCache() *headCache {
@@ -57,8 +60,10 @@ func (c *headCache) head(ctx context.Context, tx dbtx, tenant string) (chainHead
 		}
 	}
 	h := chainHead{hash: audit.Genesis}
-	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1`,
-		tenant).Scan(&h.seq, &h.hash)
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM (
+		SELECT * FROM (SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1)
+		UNION ALL SELECT * FROM (SELECT seq, hash FROM audit_tail WHERE tenant = ? ORDER BY seq DESC LIMIT 1))
+		ORDER BY seq DESC LIMIT 1`, tenant, tenant).Scan(&h.seq, &h.hash)
 	if err != nil && err != sql.ErrNoRows {
 		return h, fmt.Errorf("read audit head: %w", err)
 	}

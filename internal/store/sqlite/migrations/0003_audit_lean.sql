@@ -1,8 +1,11 @@
--- Fewer B-trees per audit record. Records are found by (tenant, seq), never
--- by id, so id loses its unique index (ids are ULIDs, unique as made); and
--- the writer keeps each chain's head in memory (checked against other
--- connections' commits with PRAGMA data_version), reading it from the
--- records on a miss, so audit_heads goes.
+-- Fewer B-trees written per audit record. Records are found by (tenant,
+-- seq), never by id, so id loses its unique index (ids are ULIDs, unique as
+-- made). The writer keeps each chain's head in memory (checked against
+-- other connections' commits with PRAGMA data_version), reading it from the
+-- records on a miss, so audit_heads goes. New records land in audit_tail,
+-- which has no index at all (each insert writes one page), and the writer
+-- moves them to audit_records and its indexes a few hundred at a time;
+-- reads look at both tables, scanning the tail.
 CREATE TABLE audit_records_lean (
 	id               TEXT    NOT NULL,
 	tenant           TEXT    NOT NULL,
@@ -37,3 +40,23 @@ CREATE INDEX audit_records_outcome ON audit_records (tenant, outcome, seq);
 CREATE INDEX audit_records_trace ON audit_records (tenant, trace_id, seq);
 CREATE INDEX audit_records_time ON audit_records (tenant, time, seq);
 DROP TABLE audit_heads;
+
+CREATE TABLE audit_tail (
+	id               TEXT    NOT NULL,
+	tenant           TEXT    NOT NULL,
+	seq              INTEGER NOT NULL,
+	time             TEXT    NOT NULL,
+	actor_sub        TEXT    NOT NULL,
+	actor_client_id  TEXT    NOT NULL,
+	action           TEXT    NOT NULL,
+	resource_type    TEXT    NOT NULL,
+	resource_id      TEXT    NOT NULL,
+	outcome          TEXT    NOT NULL,
+	status           INTEGER NOT NULL,
+	request_id       TEXT    NOT NULL,
+	trace_id         TEXT    NOT NULL,
+	workflow_id      TEXT    NOT NULL,
+	details          TEXT    NOT NULL,
+	prev_hash        TEXT    NOT NULL,
+	hash             TEXT    NOT NULL
+);
