@@ -98,28 +98,62 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 				return err
 			}
 		}
-		query, args := auditQuery(tenant, f, timeIndex)
-		rows, err := tx.QueryContext(ctx, query, args...)
+		q := auditQuery(tenant, f, timeIndex)
+		indexed, err := queryRecords(ctx, tx, q.indexed, q.indexedArgs...)
 		if err != nil {
-			return fmt.Errorf("query audit: %w", err)
+			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			recs = append(recs, r)
+		tail, err := queryRecords(ctx, tx, q.tail, q.tailArgs...)
+		if err != nil {
+			return err
 		}
-		return rows.Err()
+		recs = mergeRecords(indexed, tail, q.limit, func(a, b int64) bool { return a > b })
+		return nil
 	})
 	return recs, err
 }
 
-// auditQuery builds the query of f: the indexed records (see indexedQuery)
-// and the tail's (scanned: it holds at most a few hundred), merged newest
-// first.
-func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
+func queryRecords(ctx context.Context, tx dbtx, query string, args ...any) ([]audit.Record, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query audit: %w", err)
+	}
+	defer rows.Close()
+	var recs []audit.Record
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}
+
+// mergeRecords merges two lists ordered by seq (before(a, b) when a comes
+// first) into one of at most limit records.
+func mergeRecords(a, b []audit.Record, limit int, before func(a, b int64) bool) []audit.Record {
+	out := make([]audit.Record, 0, min(limit, len(a)+len(b)))
+	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || (len(a) > 0 && before(a[0].Seq, b[0].Seq)) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
+}
+
+// auditQueries are the two queries of a filter: over the indexed records
+// (see indexedQuery) and over the tail (scanned: it holds at most a few
+// hundred), each newest first and limited; their results are merged.
+type auditQueries struct {
+	indexed, tail         string
+	indexedArgs, tailArgs []any
+	limit                 int
+}
+
+func auditQuery(tenant string, f audit.Filter, timeIndex bool) auditQueries {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = audit.DefaultLimit
@@ -132,8 +166,7 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) (string, []any) {
 		targs = append(targs, f.Actor, f.Actor)
 	}
 	tail := `SELECT ` + auditColumns + ` FROM audit_tail WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
-	query := `SELECT * FROM (` + indexed + `) UNION ALL SELECT * FROM (` + tail + `) ORDER BY seq DESC LIMIT ?`
-	return query, append(append(args, targs...), limit, limit)
+	return auditQueries{indexed: indexed, indexedArgs: args, tail: tail, tailArgs: append(targs, limit), limit: limit}
 }
 
 // filterConds are f's conditions but the actor's, with timeCol for time.
@@ -261,30 +294,30 @@ func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter
 
 // ScanAudit calls fn on the tenant's records after afterSeq, in seq order.
 func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(audit.Record) error) (int, error) {
-	n := 0
+	var recs []audit.Record
 	err := db.read(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT * FROM (SELECT `+auditColumns+` FROM audit_records
-			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?)
-			UNION ALL SELECT * FROM (SELECT `+auditColumns+` FROM audit_tail
-			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?) ORDER BY seq LIMIT ?`,
-			tenant, afterSeq, limit, tenant, afterSeq, limit, limit)
+		indexed, err := queryRecords(ctx, tx, `SELECT `+auditColumns+` FROM audit_records
+			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
 		if err != nil {
-			return fmt.Errorf("scan audit: %w", err)
+			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			n++
-			if err := fn(r); err != nil {
-				return err
-			}
+		tail, err := queryRecords(ctx, tx, `SELECT `+auditColumns+` FROM audit_tail
+			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
+		if err != nil {
+			return err
 		}
-		return rows.Err()
+		recs = mergeRecords(indexed, tail, limit, func(a, b int64) bool { return a < b })
+		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range recs {
+		if err := fn(r); err != nil {
+			return i, err
+		}
+	}
+	return len(recs), nil
 }
 
 func scanAudit(s scanner) (audit.Record, error) {
