@@ -2,11 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -241,4 +243,60 @@ func TestAuditChainSharedWithAnotherConnection(t *testing.T) {
 		}
 	}
 	verifyChain(t, server, "ten_a", 30)
+}
+
+// TestAuditMigrationKeepsTheChain upgrades a database holding records
+// written before migration 3 (with audit_heads and the old table) and
+// checks that the chain verifies and goes on where it stopped.
+func TestAuditMigrationKeepsTheChain(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "agentplane.db")
+	raw, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.Run(ctx, target{raw}, ms[:2]); err != nil {
+		t.Fatal(err)
+	}
+	head := chainHead{hash: audit.Genesis}
+	for i := range 5 {
+		r := auditRec("ten_a", fmt.Sprintf("old.%d", i))
+		r.ID, r.Time, r.Details = fmt.Sprintf("aud_%d", i), time.Now().UTC(), audit.Details(nil)
+		if err := r.Seal(head.seq+1, head.hash); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
+			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
+			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
+			t.Fatal(err)
+		}
+		head = chainHead{seq: r.Seq, hash: r.Hash}
+	}
+	if _, err := raw.ExecContext(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, ?, ?)`,
+		"ten_a", head.seq, head.hash); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+
+	db, err := Open(ctx, path, WithAuditMove(3))
+	if err != nil {
+		t.Fatalf("open and migrate: %v", err)
+	}
+	defer db.Close()
+	for i := range 4 {
+		if err := db.AppendAudit(ctx, auditRec("ten_a", fmt.Sprintf("new.%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verifyChain(t, db, "ten_a", 9)
+	recs, err := db.QueryAudit(ctx, "ten_a", audit.Filter{Action: "old.2"})
+	if err != nil || len(recs) != 1 || recs[0].Seq != 3 {
+		t.Errorf("query of a migrated record: %v, %v", recs, err)
+	}
 }
