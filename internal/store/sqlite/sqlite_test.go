@@ -300,3 +300,38 @@ func TestAuditMigrationKeepsTheChain(t *testing.T) {
 		t.Errorf("query of a migrated record: %v, %v", recs, err)
 	}
 }
+
+// TestLoneWriteFailureRollsBack checks a write committed alone (no
+// savepoint around it): when it fails or panics, nothing it did remains,
+// its audit record included, and the chain goes on without a gap.
+func TestLoneWriteFailureRollsBack(t *testing.T) {
+	db := NewTestDB(t)
+	ctx := t.Context()
+	for i, fail := range []func() error{
+		func() error { return errors.New("boom") },
+		func() error { panic("write panics") },
+	} {
+		rec := auditRec("ten_a", "test.failed")
+		db.prepareAudit(rec)
+		err := db.write(ctx, func(tx dbtx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO server_secrets (name, value) VALUES (?, ?)`, i, []byte("v")); err != nil {
+				return err
+			}
+			if err := appendAudit(ctx, tx, rec); err != nil {
+				return err
+			}
+			return fail()
+		})
+		if err == nil {
+			t.Fatalf("write %d: no error", i)
+		}
+		if err := db.AppendAudit(ctx, auditRec("ten_a", "test.ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.rdb.QueryRow(`SELECT count(*) FROM server_secrets`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows of failed writes remain (%v)", n, err)
+	}
+	verifyChain(t, db, "ten_a", 2)
+}

@@ -91,6 +91,16 @@ func (db *DB) commit(batch []*writeReq) {
 			errs[i] = err
 			continue
 		}
+		if len(batch) == 1 {
+			// Alone, it needs no savepoint: the transaction is rolled
+			// back when it fails.
+			if errs[i] = protect(tx, r.fn); errs[i] != nil {
+				broken = errs[i]
+			} else {
+				tx.heads.release()
+			}
+			continue
+		}
 		errs[i], broken = savepoint(ctx, tx, r.fn)
 	}
 	if broken == nil && db.heads.tail >= db.auditMove {
