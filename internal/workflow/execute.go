@@ -115,6 +115,11 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, res age
 		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return
 	}
+	// No longer running here before its end is handed over: a waiter that
+	// subscribes too late for the hand-over reads the stored end instead.
+	r.mu.Lock()
+	delete(r.running, wf.ID)
+	r.mu.Unlock()
 	done := *wf
 	r.hub.finish(wf.ID, &ending{wf: &done, steps: steps})
 }

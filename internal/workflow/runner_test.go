@@ -173,3 +173,51 @@ func TestFollowAfterAnEventIDAndPastTheEnd(t *testing.T) {
 		t.Error("another tenant could wait on the workflow")
 	}
 }
+
+// TestFinishedGivesTheStoredSteps checks that a waiter gets the same
+// workflow and steps whether the execution hands them over as it finishes
+// or the waiter comes after it and reads them from the store.
+func TestFinishedGivesTheStoredSteps(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	r := newRunner(db, "replica-a", &ledger{})
+	start := func() string {
+		wf, err := r.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wf.ID
+	}
+	check := func(name string, wf *workflow.Workflow, steps []workflow.Step, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		stored, err := db.Workflow(ctx, "acme", wf.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wf.Status != workflow.Completed || wf.Outcome != stored.Outcome || wf.Status != stored.Status {
+			t.Errorf("%s: workflow %s/%s, stored %s/%s", name, wf.Status, wf.Outcome, stored.Status, stored.Outcome)
+		}
+		want, err := db.Steps(ctx, wf.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, steps); len(want) != 2 || diff != "" {
+			t.Errorf("%s: steps (-stored +given):\n%s", name, diff)
+		}
+	}
+
+	// Waiting from the start: the end is handed over.
+	wf, steps, err := r.Finished(ctx, "acme", start())
+	check("handed over", wf, steps, err)
+
+	// Coming after the end: it is read from the store.
+	id := start()
+	if _, err := r.Wait(ctx, "acme", id); err != nil {
+		t.Fatal(err)
+	}
+	wf, steps, err = r.Finished(ctx, "acme", id)
+	check("read back", wf, steps, err)
+}
