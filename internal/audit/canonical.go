@@ -11,15 +11,20 @@ import (
 // canonical writes the record without its hash as RFC 8785 JSON, directly:
 // the record's members are fixed, so their sorted order is too, and only
 // details (caller-provided JSON) needs the general canonicaliser. This is
-// the hot path of every append, so it avoids reflection and maps.
+// the hot path of every append, so it avoids reflection and maps, and
+// details already canonical (as json.Marshal writes most) are used as they
+// are.
 func (r *Record) canonical() ([]byte, error) {
 	details := r.Details
 	if len(details) == 0 {
 		details = []byte("{}")
 	}
-	cd, err := jcs.Transform(details)
-	if err != nil {
-		return nil, fmt.Errorf("canonicalize audit details: %w", err)
+	cd := details
+	if !isCanonical(details) {
+		var err error
+		if cd, err = jcs.Transform(details); err != nil {
+			return nil, fmt.Errorf("canonicalize audit details: %w", err)
+		}
 	}
 	b := make([]byte, 0, 512+len(cd))
 	// Members in RFC 8785 order (UTF-16 code units; all ASCII here).
