@@ -2,7 +2,8 @@
 // shared by any number of stateless replicas. Concurrency between replicas
 // is settled in SQL: row locks on each tenant's audit chain head, INSERT …
 // ON CONFLICT for first-writer-wins values, and an advisory lock around
-// migrations so replicas starting together do not race.
+// migrations so replicas starting together do not race. Within a replica,
+// writes queued together are committed in one transaction (see write).
 package postgres
 
 import (
@@ -10,6 +11,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +43,11 @@ const migrationLock int64 = 0x61676e74706c6e // "agntpln"
 type DB struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+
+	writes     chan *writeReq
+	closing    chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
 }
 
 type options struct {
@@ -68,11 +75,13 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
 	}
-	db := &DB{pool: pool, now: o.now}
+	db := &DB{pool: pool, now: o.now,
+		writes: make(chan *writeReq), closing: make(chan struct{}), writerDone: make(chan struct{})}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
+	go db.writer()
 	return db, nil
 }
 
@@ -85,8 +94,11 @@ func redact(err error) error {
 	return err
 }
 
-// Close closes the pool.
+// Close stops the writer, waiting for the batch it is committing, and
+// closes the pool. Writes made after Close fail with problem.Unavailable.
 func (db *DB) Close() error {
+	db.closeOnce.Do(func() { close(db.closing) })
+	<-db.writerDone
 	db.pool.Close()
 	return nil
 }
@@ -124,11 +136,6 @@ func (db *DB) migrate(ctx context.Context) error {
 // read runs fn in a read-only transaction.
 func (db *DB) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return db.inTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}, fn)
-}
-
-// write runs fn in a read-write transaction.
-func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.inTx(ctx, pgx.TxOptions{}, fn)
 }
 
 // inTx runs fn in a transaction, committing when it returns nil and rolling

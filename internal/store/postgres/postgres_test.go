@@ -2,9 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
@@ -79,5 +84,72 @@ func TestConcurrentOpen(t *testing.T) {
 	}
 	if err := dbs[1].Ping(context.Background()); err != nil {
 		t.Errorf("ping: %v", err)
+	}
+}
+
+// TestGroupCommitIsolation checks that writes committed together keep their
+// failures to themselves: a failing write (an error, a constraint violation,
+// which aborts the whole PostgreSQL transaction) leaves nothing behind, and
+// every other write of its batch commits, audit records included.
+func TestGroupCommitIsolation(t *testing.T) {
+	db := newTestDB(t)
+	ctx := t.Context()
+	errBoom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 120)
+	for i := range errs {
+		wg.Go(func() {
+			rec := &audit.Record{Tenant: "acme", Actor: audit.Actor{Sub: "u"}, Action: "test.write",
+				Resource: audit.Resource{Type: "t"}, Outcome: audit.Success}
+			db.prepareAudit(rec)
+			errs[i] = db.write(ctx, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ($1, $2)`,
+					strconv.Itoa(i), []byte("v")); err != nil {
+					return err
+				}
+				if err := appendAudit(ctx, tx, rec); err != nil {
+					return err
+				}
+				switch i % 4 {
+				case 1:
+					return errBoom
+				case 2:
+					// A statement error aborts the transaction it runs in.
+					_, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ('dup', 'a'), ('dup', 'b')`)
+					return err
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	want := 0
+	for i, err := range errs {
+		switch i % 4 {
+		case 1:
+			if !errors.Is(err, errBoom) {
+				t.Errorf("write %d: %v, want boom", i, err)
+			}
+		case 2:
+			if !isUnique(err) {
+				t.Errorf("write %d: %v, want a unique violation", i, err)
+			}
+		default:
+			want++
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+		}
+	}
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM server_secrets WHERE name <> 'dup'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Errorf("%d rows committed, want %d", n, want)
+	}
+	rep, err := audit.Verify(ctx, db, "acme")
+	if err != nil || !rep.OK || rep.RecordsChecked != int64(want) {
+		t.Errorf("audit chain: %+v, %v; want ok with %d records", rep, err, want)
 	}
 }
