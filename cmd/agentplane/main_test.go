@@ -115,6 +115,12 @@ func TestEnvironmentVariablesSetFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--log-level") {
 		t.Fatalf("bad flag: %v", err)
 	}
+	err = run(context.Background(), []string{"serve"}, func(k string) string {
+		return map[string]string{"AGENTPLANE_GC_PERCENT": "0"}[k]
+	}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--gc-percent") {
+		t.Fatalf("bad --gc-percent from its variable: %v", err)
+	}
 }
 
 func TestClientsCreatePrintsACredentialThatWorks(t *testing.T) {
