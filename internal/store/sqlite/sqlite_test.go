@@ -335,3 +335,28 @@ func TestLoneWriteFailureRollsBack(t *testing.T) {
 	}
 	verifyChain(t, db, "ten_a", 2)
 }
+
+// TestForkedAppendIsRefused checks that a record claiming a seq the chain
+// already has (a stale head) is refused, and that the chain goes on.
+func TestForkedAppendIsRefused(t *testing.T) {
+	db := NewTestDB(t)
+	ctx := t.Context()
+	for range 3 {
+		if err := db.AppendAudit(ctx, auditRec("ten_a", "test.ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := auditRec("ten_a", "test.fork")
+	db.prepareAudit(rec)
+	err := db.write(ctx, func(tx dbtx) error {
+		tx.heads.set("ten_a", chainHead{seq: 1, hash: audit.Genesis}) // stale
+		return appendAudit(ctx, tx, rec)
+	})
+	if err == nil {
+		t.Fatal("a record with a taken seq was stored")
+	}
+	if err := db.AppendAudit(ctx, auditRec("ten_a", "test.after")); err != nil {
+		t.Fatal(err)
+	}
+	verifyChain(t, db, "ten_a", 4)
+}

@@ -104,11 +104,10 @@ func (db *DB) commit(batch []*writeReq) {
 		errs[i], broken = savepoint(ctx, tx, r.fn)
 	}
 	if broken == nil && db.heads.tail >= db.auditMove {
-		// A failed move leaves the records in the tail, to move later.
-		var err error
-		if err, broken = savepoint(ctx, tx, func(tx dbtx) error { return moveAudit(ctx, tx) }); err == nil && broken == nil {
-			db.heads.tail = 0
-		}
+		// A failed move leaves the records in the tail, where reads find
+		// them, to be moved with the next ones.
+		_, broken = savepoint(ctx, tx, func(tx dbtx) error { return moveAudit(ctx, tx) })
+		db.heads.tail = 0
 	}
 	if broken != nil {
 		sqlTx.Rollback()

@@ -3,9 +3,9 @@
 -- made). The writer keeps each chain's head in memory (checked against
 -- other connections' commits with PRAGMA data_version), reading it from the
 -- records on a miss, so audit_heads goes. New records land in audit_tail,
--- which has no index at all (each insert writes one page), and the writer
--- moves them to audit_records and its indexes a few hundred at a time;
--- reads look at both tables, scanning the tail.
+-- indexed by (tenant, seq) alone (which also refuses a forked chain), and
+-- the writer moves them to audit_records and its indexes a few hundred at
+-- a time; reads look at both tables.
 CREATE TABLE audit_records_lean (
 	id               TEXT    NOT NULL,
 	tenant           TEXT    NOT NULL,
@@ -60,3 +60,4 @@ CREATE TABLE audit_tail (
 	prev_hash        TEXT    NOT NULL,
 	hash             TEXT    NOT NULL
 );
+CREATE UNIQUE INDEX audit_tail_seq ON audit_tail (tenant, seq);
