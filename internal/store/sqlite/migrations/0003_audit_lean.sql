@@ -3,7 +3,7 @@
 -- made). The writer keeps each chain's head in memory (checked against
 -- other connections' commits with PRAGMA data_version), reading it from the
 -- records on a miss, so audit_heads goes. New records land in audit_tail,
--- indexed by (tenant, seq) alone (which also refuses a forked chain), and
+-- keyed by (tenant, seq) alone (which also refuses a forked chain), and
 -- the writer moves them to audit_records and its indexes a few hundred at
 -- a time; reads look at both tables.
 CREATE TABLE audit_records_lean (
@@ -58,6 +58,6 @@ CREATE TABLE audit_tail (
 	workflow_id      TEXT    NOT NULL,
 	details          TEXT    NOT NULL,
 	prev_hash        TEXT    NOT NULL,
-	hash             TEXT    NOT NULL
-);
-CREATE UNIQUE INDEX audit_tail_seq ON audit_tail (tenant, seq);
+	hash             TEXT    NOT NULL,
+	PRIMARY KEY (tenant, seq)
+) WITHOUT ROWID;
