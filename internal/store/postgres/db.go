@@ -11,7 +11,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/groupcommit"
 	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -44,10 +44,7 @@ type DB struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
 
-	writes     chan *writeReq
-	closing    chan struct{}
-	writerDone chan struct{}
-	closeOnce  sync.Once
+	queue *groupcommit.Queue[func(tx pgx.Tx) error]
 }
 
 type options struct {
@@ -75,13 +72,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
 	}
-	db := &DB{pool: pool, now: o.now,
-		writes: make(chan *writeReq), closing: make(chan struct{}), writerDone: make(chan struct{})}
+	db := &DB{pool: pool, now: o.now}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	go db.writer()
+	db.queue = groupcommit.New(maxBatch, db.commit)
 	return db, nil
 }
 
@@ -97,8 +93,7 @@ func redact(err error) error {
 // Close stops the writer, waiting for the batch it is committing, and
 // closes the pool. Writes made after Close fail with problem.Unavailable.
 func (db *DB) Close() error {
-	db.closeOnce.Do(func() { close(db.closing) })
-	<-db.writerDone
+	db.queue.Close()
 	db.pool.Close()
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -24,6 +23,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/groupcommit"
 	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -56,13 +56,9 @@ type DB struct {
 	rstmts    *stmtCache
 	heads     *headCache // the writer's
 	now       func() time.Time
-	maxBatch  int
 	auditMove int
 
-	writes     chan *writeReq
-	closing    chan struct{}
-	writerDone chan struct{}
-	closeOnce  sync.Once
+	queue *groupcommit.Queue[func(tx dbtx) error]
 }
 
 type options struct {
@@ -129,16 +125,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	rdb.SetMaxOpenConns(o.readConns)
 	rdb.SetMaxIdleConns(o.readConns)
 	db := &DB{
-		wdb: wdb, rdb: rdb, now: o.now, maxBatch: max(1, o.maxBatch), auditMove: max(1, o.auditMove),
+		wdb: wdb, rdb: rdb, now: o.now, auditMove: max(1, o.auditMove),
 		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb), heads: newHeadCache(),
-		writes: make(chan *writeReq), closing: make(chan struct{}), writerDone: make(chan struct{}),
 	}
 	if err := wdb.QueryRowContext(ctx, `SELECT count(*) FROM audit_tail`).Scan(&db.heads.tail); err != nil {
 		rdb.Close()
 		wdb.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	go db.writer()
+	db.queue = groupcommit.New(o.maxBatch, db.writeBatch)
 	return db, nil
 }
 
@@ -165,8 +160,7 @@ func dsn(path string, readOnly bool) string {
 // Close stops the writer, waiting for the batch it is committing, and closes
 // the database. Writes made after Close fail with problem.Unavailable.
 func (db *DB) Close() error {
-	db.closeOnce.Do(func() { close(db.closing) })
-	<-db.writerDone
+	db.queue.Close()
 	db.wstmts.close()
 	db.rstmts.close()
 	return errors.Join(db.rdb.Close(), db.wdb.Close())
@@ -175,7 +169,7 @@ func (db *DB) Close() error {
 // Ping reports whether the database answers, for /readyz.
 func (db *DB) Ping(ctx context.Context) error {
 	select {
-	case <-db.closing:
+	case <-db.queue.Closing():
 		return errClosed
 	default:
 	}

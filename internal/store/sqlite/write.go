@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-)
 
-// writeReq is one write waiting for the writer.
-type writeReq struct {
-	ctx  context.Context
-	fn   func(tx dbtx) error
-	done chan error
-}
+	"github.com/agentplane/agentplane/internal/store/groupcommit"
+)
 
 // write runs fn in a write transaction and returns its error. The writer
 // goroutine commits fn together with the other writes queued meanwhile; fn
@@ -19,51 +14,27 @@ type writeReq struct {
 // write returns once the batch holding fn is committed (or failed), even if
 // ctx is cancelled meanwhile, so a nil error always means durable.
 func (db *DB) write(ctx context.Context, fn func(tx dbtx) error) error {
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case db.writes <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-db.closing:
+	err := db.queue.Do(ctx, fn)
+	if errors.Is(err, groupcommit.ErrClosed) {
 		return errClosed
 	}
-	return <-req.done
+	return err
 }
 
-// writer takes queued writes, up to maxBatch at a time, and commits each
-// batch in one transaction until the store closes.
-func (db *DB) writer() {
-	defer close(db.writerDone)
-	batch := make([]*writeReq, 0, db.maxBatch)
-	for {
-		select {
-		case r := <-db.writes:
-			batch = append(batch[:0], r)
-		case <-db.closing:
-			return
-		}
-	drain:
-		for len(batch) < db.maxBatch {
-			select {
-			case r := <-db.writes:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		db.commit(batch)
-		clear(batch)
-		db.wstmts.prepareWanted(context.Background())
-	}
+// writeBatch commits a batch, then prepares the statements it met for the
+// first time (the writer's one connection is free again).
+func (db *DB) writeBatch(batch []*groupcommit.Write[func(tx dbtx) error]) {
+	db.commit(batch)
+	db.wstmts.prepareWanted(context.Background())
 }
 
 // commit runs a batch in one BEGIN IMMEDIATE transaction and answers each
 // request.
-func (db *DB) commit(batch []*writeReq) {
+func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 	errs := make([]error, len(batch))
 	answer := func() {
 		for i, r := range batch {
-			r.done <- errs[i]
+			r.Answer(errs[i])
 		}
 	}
 	ctx := context.Background()
@@ -87,21 +58,21 @@ func (db *DB) commit(batch []*writeReq) {
 			errs[i] = broken
 			continue
 		}
-		if err := r.ctx.Err(); err != nil {
+		if err := r.Ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
 		if len(batch) == 1 {
 			// Alone, it needs no savepoint: the transaction is rolled
 			// back when it fails.
-			if errs[i] = protect(tx, r.fn); errs[i] != nil {
+			if errs[i] = protect(tx, r.Fn); errs[i] != nil {
 				broken = errs[i]
 			} else {
 				tx.heads.release()
 			}
 			continue
 		}
-		errs[i], broken = savepoint(ctx, tx, r.fn)
+		errs[i], broken = savepoint(ctx, tx, r.Fn)
 	}
 	if broken == nil && db.heads.tail >= db.auditMove {
 		// A failed move leaves the records in the tail, where reads find

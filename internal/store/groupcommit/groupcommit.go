@@ -1,0 +1,95 @@
+// Package groupcommit queues a store's writes for one goroutine that commits
+// those queued together in one transaction: one commit (and one fsync) for
+// many callers' writes, each caller answered once its batch is committed.
+// How a batch becomes a transaction is the store's: the commit function
+// given to New.
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// ErrClosed answers writes made after Close.
+var ErrClosed = errors.New("the store is closed")
+
+// Write is one queued write: the caller's context and its function.
+type Write[F any] struct {
+	Ctx  context.Context
+	Fn   F
+	done chan error
+}
+
+// Answer tells the caller how its write ended; a batch's commit function
+// answers every write of the batch exactly once.
+func (w *Write[F]) Answer(err error) { w.done <- err }
+
+// Queue is the write queue and its committing goroutine.
+type Queue[F any] struct {
+	writes   chan *Write[F]
+	closing  chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
+	maxBatch int
+	commit   func(batch []*Write[F])
+}
+
+// New starts a queue that hands commit batches of up to maxBatch writes,
+// each batch the writes queued while the previous one was committed.
+func New[F any](maxBatch int, commit func(batch []*Write[F])) *Queue[F] {
+	q := &Queue[F]{writes: make(chan *Write[F]), closing: make(chan struct{}), stopped: make(chan struct{}),
+		maxBatch: max(1, maxBatch), commit: commit}
+	go q.run()
+	return q
+}
+
+// Do queues fn and returns its error once its batch is committed (or
+// failed), even if ctx is cancelled meanwhile, so a nil error always means
+// durable. A cancelled ctx before fn is taken, or a closed queue, returns
+// at once.
+func (q *Queue[F]) Do(ctx context.Context, fn F) error {
+	w := &Write[F]{Ctx: ctx, Fn: fn, done: make(chan error, 1)}
+	select {
+	case q.writes <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-q.closing:
+		return ErrClosed
+	}
+	return <-w.done
+}
+
+// Closing is closed once Close has been called.
+func (q *Queue[F]) Closing() <-chan struct{} { return q.closing }
+
+// Close stops the queue after the batch being committed; later writes get
+// ErrClosed.
+func (q *Queue[F]) Close() {
+	q.once.Do(func() { close(q.closing) })
+	<-q.stopped
+}
+
+func (q *Queue[F]) run() {
+	defer close(q.stopped)
+	batch := make([]*Write[F], 0, q.maxBatch)
+	for {
+		select {
+		case w := <-q.writes:
+			batch = append(batch[:0], w)
+		case <-q.closing:
+			return
+		}
+	drain:
+		for len(batch) < q.maxBatch {
+			select {
+			case w := <-q.writes:
+				batch = append(batch, w)
+			default:
+				break drain
+			}
+		}
+		q.commit(batch)
+		clear(batch)
+	}
+}

@@ -1,0 +1,69 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+)
+
+// TestBatchesAnswerEveryWrite checks that concurrent writes are committed
+// in batches no larger than the limit and that each caller gets its own
+// answer.
+func TestBatchesAnswerEveryWrite(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	q := New(4, func(batch []*Write[int]) {
+		mu.Lock()
+		sizes = append(sizes, len(batch))
+		mu.Unlock()
+		for _, w := range batch {
+			if w.Fn%2 == 0 {
+				w.Answer(nil)
+			} else {
+				w.Answer(errors.New("odd"))
+			}
+		}
+	})
+	defer q.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, 40)
+	for i := range errs {
+		wg.Go(func() { errs[i] = q.Do(context.Background(), i) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i%2 == 1) != (err != nil) {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	total := 0
+	for _, n := range sizes {
+		if n < 1 || n > 4 {
+			t.Errorf("batch of %d writes, want 1 to 4", n)
+		}
+		total += n
+	}
+	if total != len(errs) {
+		t.Errorf("%d writes committed, want %d", total, len(errs))
+	}
+}
+
+func TestClosedAndCancelled(t *testing.T) {
+	q := New(8, func(batch []*Write[int]) {
+		for _, w := range batch {
+			w.Answer(nil)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Either the write was taken before the cancellation was seen, or it
+	// was refused with it; a refused one must say so.
+	if err := q.Do(ctx, 1); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	q.Close()
+	if err := q.Do(context.Background(), 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("after close: %v, want ErrClosed", err)
+	}
+}
