@@ -46,7 +46,9 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		attribute.Int("agentplane.resumed_after_step", len(h.steps)),
 	))
 	defer span.End()
-	rec := &recorder{r: r, wf: wf, h: h, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
+	store := context.WithoutCancel(ctx)
+	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
+	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
 	var input map[string]any
 	if err := json.Unmarshal(wf.Context, &input); err != nil {
 		input = map[string]any{}
@@ -56,8 +58,6 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		Caller: agent.Caller{Sub: wf.Caller.Sub, Tenant: wf.Tenant, Scopes: wf.Caller.Scopes},
 	}, agent.NewEnv(rec, rec))
 
-	store := context.WithoutCancel(ctx)
-	steps := slices.Clip(h.steps)
 	var runErr error
 	for ev, err := range run.Events() {
 		if err != nil {
@@ -69,30 +69,78 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		}
 		span.AddEvent("step", trace.WithAttributes(attribute.Int("step", ev.Step),
 			attribute.String("action", ev.Action), attribute.String("status", ev.Status)))
-		step, recs := rec.step(ev)
-		if err := r.opts.Store.AppendStep(store, r.opts.Owner, step, recs...); err != nil {
-			r.opts.Logger.Error("workflow step not stored; leaving the workflow to be resumed",
-				"workflow_id", wf.ID, "step", ev.Step, "err", err)
-			return
+		if err := j.add(rec.step(ev)); err != nil {
+			break
 		}
-		steps = append(steps, *step)
-		r.hub.notify(wf.ID)
 	}
 	cause := context.Cause(ctx)
-	if errors.Is(cause, errShutdown) {
-		if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
-			r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
+	switch {
+	case j.err != nil:
+		return // logged; the workflow is resumed from what was stored
+	case errors.Is(cause, errShutdown):
+		if j.flush() == nil {
+			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
+				r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
+			}
 		}
 		return
-	}
-	if errors.Is(cause, errLeaseLost) {
+	case errors.Is(cause, errLeaseLost):
 		return
 	}
-	r.finish(store, wf, steps, run.Result(), runErr)
+	r.finish(store, wf, j.steps, j.pending, run.Result(), runErr)
 }
 
-// finish stores how the workflow ended and wakes its followers.
-func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, res agent.Result, runErr error) {
+// stepWrite is a step with its audit records.
+type stepWrite struct {
+	step *Step
+	recs []*audit.Record
+}
+
+// journal stores an execution's steps. It holds the newest step until the
+// execution next acts on the world (a tool or planner call) or ends, then
+// stores it, alone or in the same transaction as the end: every step is
+// stored before anything that could depend on it happens, and a workflow's
+// last step and its end cost one commit. A step is visible (to followers,
+// who read the store) only once stored.
+type journal struct {
+	r       *Runner
+	wf      *Workflow
+	ctx     context.Context // the store's: not cancelled with the execution
+	pending *stepWrite
+	steps   []Step // stored, the history's included
+	err     error  // the first failure to store; the execution stops
+}
+
+// add stores the held step, if any, and holds s.
+func (j *journal) add(s *Step, recs []*audit.Record) error {
+	if err := j.flush(); err != nil {
+		return err
+	}
+	j.pending = &stepWrite{step: s, recs: recs}
+	return nil
+}
+
+// flush stores the held step.
+func (j *journal) flush() error {
+	if j.err != nil || j.pending == nil {
+		return j.err
+	}
+	p := j.pending
+	j.pending = nil
+	if err := j.r.opts.Store.AppendStep(j.ctx, j.r.opts.Owner, p.step, p.recs...); err != nil {
+		j.r.opts.Logger.Error("workflow step not stored; leaving the workflow to be resumed",
+			"workflow_id", j.wf.ID, "step", p.step.Step, "err", err)
+		j.err = fmt.Errorf("store step %d: %w", p.step.Step, err)
+		return j.err
+	}
+	j.steps = append(j.steps, *p.step)
+	j.r.hub.notify(j.wf.ID)
+	return nil
+}
+
+// finish stores how the workflow ended, after its last step when one is
+// held, and wakes its followers; steps are those stored before.
+func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *stepWrite, res agent.Result, runErr error) {
 	wf.Status, wf.Outcome = res.Status, res.Outcome
 	wf.FinishedAt = r.opts.Now().UTC()
 	if res.Output != nil {
@@ -111,9 +159,17 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, res age
 		wf.Error = FailureDocument(wf.ID, detail)
 	}
 	rec := r.auditRecord(wf, "workflow.finish", outcomeOf(wf.Status), map[string]any{"status": wf.Status, "outcome": wf.Outcome})
-	if err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, rec); err != nil {
+	var lastStep *Step
+	var lastRecs []*audit.Record
+	if last != nil {
+		lastStep, lastRecs = last.step, last.recs
+	}
+	if err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, rec, lastStep, lastRecs...); err != nil {
 		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return
+	}
+	if last != nil {
+		steps = append(steps, *last.step)
 	}
 	// No longer running here before its end is handed over: a waiter that
 	// subscribes too late for the hand-over reads the stored end instead.
@@ -159,6 +215,7 @@ type recorder struct {
 	r     *Runner
 	wf    *Workflow
 	h     history
+	j     *journal
 	calls map[int]*callRecord
 	tools map[string]*tool.Tool
 	last  time.Time
@@ -183,6 +240,10 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	if _, ok := e.h.intents[step]; ok {
 		return agent.CallResult{}, fmt.Errorf("%w: the server stopped while %s.%s (step %d) was in flight, and repeating it is not safe",
 			ErrInterrupted, c.Tool, c.Operation, step)
+	}
+	// The steps before this call are stored before it is made.
+	if err := e.j.flush(); err != nil {
+		return agent.CallResult{}, err
 	}
 	t, op, err := e.lookup(ctx, c.Tool, c.Operation)
 	if err != nil {
@@ -253,6 +314,9 @@ func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (
 	}
 	if e.r.opts.Planner == nil {
 		return agent.ChatResponse{}, agent.ErrNoPlanner
+	}
+	if err := e.j.flush(); err != nil {
+		return agent.ChatResponse{}, err
 	}
 	resp, err := e.r.opts.Planner.Complete(ctx, n, req)
 	if err != nil {

@@ -62,7 +62,7 @@ func (r *Runner) recover(ctx context.Context) {
 	for _, wf := range wfs {
 		if err := r.resume(ctx, wf); err != nil {
 			r.opts.Logger.Error("resume workflow", "workflow_id", wf.ID, "err", err)
-			r.finish(context.WithoutCancel(ctx), wf, nil, agent.Result{Outcome: OutcomeFailed, Status: Failed,
+			r.finish(context.WithoutCancel(ctx), wf, nil, nil, agent.Result{Outcome: OutcomeFailed, Status: Failed,
 				Error: "could not resume after a restart: " + err.Error()}, nil)
 		}
 	}

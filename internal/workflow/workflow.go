@@ -147,8 +147,10 @@ type Store interface {
 	RecordIntent(ctx context.Context, owner string, in Intent) error
 	// Intents returns the workflow's uncleared intents.
 	Intents(ctx context.Context, workflowID string) ([]Intent, error)
-	// FinishWorkflow stores the final status, outcome, output and error.
-	FinishWorkflow(ctx context.Context, owner string, w *Workflow, rec *audit.Record) error
+	// FinishWorkflow stores the final status, outcome, output and error and
+	// drops the lease. A last step, when not nil, is stored first with its
+	// records, as AppendStep would, in the same transaction.
+	FinishWorkflow(ctx context.Context, owner string, w *Workflow, rec *audit.Record, last *Step, lastRecs ...*audit.Record) error
 	// Workflow returns a workflow of the tenant, or problem.NotFound.
 	Workflow(ctx context.Context, tenant, id string) (*Workflow, error)
 	// Steps returns the workflow's steps with Seq > afterSeq, in order.

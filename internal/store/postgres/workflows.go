@@ -62,24 +62,28 @@ func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, re
 	s.StartedAt = micro(s.StartedAt)
 	db.prepareAudit(recs...)
 	return db.write(ctx, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
-			SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
-			FROM held`,
-			s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
-			nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-			s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, nullJSON(s.Completion),
-		).Exec(func(tag pgconn.CommandTag) error { return leaseHeld(tag, s.WorkflowID, "store step") })
-		b.Queue(`DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
-		err := tx.SendBatch(ctx, b).Close()
-		if isUnique(err) {
-			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
-		}
-		if err != nil {
-			return fmt.Errorf("store step: %w", err)
-		}
-		return appendAudit(ctx, tx, recs...)
+		return appendStep(ctx, tx, owner, s, recs)
 	})
+}
+
+func appendStep(ctx context.Context, tx pgx.Tx, owner string, s *workflow.Step, recs []*audit.Record) error {
+	b := &pgx.Batch{}
+	b.Queue(heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
+		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
+		FROM held`,
+		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
+		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
+		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, nullJSON(s.Completion),
+	).Exec(func(tag pgconn.CommandTag) error { return leaseHeld(tag, s.WorkflowID, "store step") })
+	b.Queue(`DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
+	err := tx.SendBatch(ctx, b).Close()
+	if isUnique(err) {
+		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
+	}
+	if err != nil {
+		return fmt.Errorf("store step: %w", err)
+	}
+	return appendAudit(ctx, tx, recs...)
 }
 
 // RecordIntent stores an intent, provided owner holds the lease.
@@ -107,8 +111,9 @@ func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n 
 }
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
-// holds it.
-func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record) error {
+// holds it, after last (when not nil) in the same transaction.
+func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record,
+	last *workflow.Step, lastRecs ...*audit.Record) error {
 	if w.Status == workflow.Running || w.Status == "" {
 		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
 	}
@@ -117,7 +122,16 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 	}
 	w.FinishedAt = micro(w.FinishedAt)
 	db.prepareAudit(rec)
+	if last != nil {
+		last.StartedAt = micro(last.StartedAt)
+		db.prepareAudit(lastRecs...)
+	}
 	err := db.write(ctx, func(tx pgx.Tx) error {
+		if last != nil {
+			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
+				return err
+			}
+		}
 		tag, err := tx.Exec(ctx, `UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
 				finished_at = $7, owner = '', lease_until = $8
 			WHERE id = $1 AND status = 'running' AND owner = $2`,

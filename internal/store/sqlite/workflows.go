@@ -52,28 +52,37 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 // AppendStep stores a step, clears its intent and appends recs, provided
 // owner still holds the workflow's lease.
 func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, recs ...*audit.Record) error {
+	row := stepRow(owner, s)
+	db.prepareAudit(recs...)
+	return db.write(ctx, func(tx dbtx) error {
+		return appendStep(ctx, tx, s, row, recs)
+	})
+}
+
+// stepRow is s's values for appendStep, ending with the lease check's.
+func stepRow(owner string, s *workflow.Step) []any {
 	s.StartedAt = micro(s.StartedAt)
-	row := []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
+	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, nullJSON(s.Completion),
 		s.WorkflowID, owner}
-	db.prepareAudit(recs...)
-	return db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
-			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
-		if isUnique(err) {
-			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
-		}
-		if err := leaseHeld(res, err, s.WorkflowID, "store step"); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM workflow_intents WHERE workflow_id = ? AND step = ?`,
-			s.WorkflowID, s.Step); err != nil {
-			return fmt.Errorf("clear intent: %w", err)
-		}
-		return appendAudit(ctx, tx, recs...)
-	})
+}
+
+func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs []*audit.Record) error {
+	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
+	if isUnique(err) {
+		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
+	}
+	if err := leaseHeld(res, err, s.WorkflowID, "store step"); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM workflow_intents WHERE workflow_id = ? AND step = ?`,
+		s.WorkflowID, s.Step); err != nil {
+		return fmt.Errorf("clear intent: %w", err)
+	}
+	return appendAudit(ctx, tx, recs...)
 }
 
 // RecordIntent stores an intent, provided owner holds the lease.
@@ -102,8 +111,9 @@ func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n 
 }
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
-// holds it.
-func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record) error {
+// holds it, after last (when not nil) in the same transaction.
+func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record,
+	last *workflow.Step, lastRecs ...*audit.Record) error {
 	if w.Status == workflow.Running || w.Status == "" {
 		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
 	}
@@ -112,7 +122,17 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 	}
 	w.FinishedAt = micro(w.FinishedAt)
 	db.prepareAudit(rec)
+	var lastRow []any
+	if last != nil {
+		lastRow = stepRow(owner, last)
+		db.prepareAudit(lastRecs...)
+	}
 	err := db.write(ctx, func(tx dbtx) error {
+		if last != nil {
+			if err := appendStep(ctx, tx, last, lastRow, lastRecs); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, outcome = ?, output = ?, error = ?,
 				finished_at = ?, owner = '', lease_until = ?
 			WHERE id = ? AND status = 'running' AND owner = ?`,

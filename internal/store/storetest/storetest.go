@@ -78,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AgentToolInUse", testAgentToolInUse},
 		{"AgentConcurrentDeploy", testAgentConcurrentDeploy},
 		{"WorkflowLifecycle", testWorkflowLifecycle},
+		{"WorkflowFinishWithLastStep", testWorkflowFinishWithLastStep},
 		{"WorkflowLeaseEnforced", testWorkflowLeaseEnforced},
 		{"WorkflowRenewCancelRelease", testWorkflowRenewCancelRelease},
 		{"WorkflowClaimExpired", testWorkflowClaimExpired},

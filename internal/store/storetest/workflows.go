@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -53,7 +54,7 @@ func finish(t *testing.T, s Store, owner string, w *workflow.Workflow) {
 	t.Helper()
 	w.Status, w.Outcome, w.Output = workflow.Completed, "routed", json.RawMessage(`{"queue": "billing"}`)
 	w.FinishedAt = base.Add(time.Minute)
-	must(t, s.FinishWorkflow(ctxOf(t), owner, w, nil), "finish "+w.ID)
+	must(t, s.FinishWorkflow(ctxOf(t), owner, w, nil, nil), "finish "+w.ID)
 }
 
 func wantLeaseLost(t *testing.T, err error, what string) {
@@ -151,7 +152,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	w.Output = json.RawMessage(`{"partial": true}`)
 	w.Error = json.RawMessage(`{"type": "https://agentplane.dev/problems/workflow-failed", "status": 422}`)
 	w.FinishedAt = base.Add(time.Minute + 999)
-	must(t, s.FinishWorkflow(ctx, "replica-a", w, record("acme", "workflow.finish", 10)), "finish")
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, record("acme", "workflow.finish", 10), nil), "finish")
 	if w.Owner != "" || !w.LeaseUntil.IsZero() || !w.FinishedAt.Equal(base.Add(time.Minute)) {
 		t.Errorf("after finish: owner %q lease %v finished %v; want no owner, no lease, finished cut to µs", w.Owner, w.LeaseUntil, w.FinishedAt)
 	}
@@ -162,7 +163,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	}
 	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 4)), "append to a finished workflow")
 	wantLeaseLost(t, s.RecordIntent(ctx, "replica-a", workflow.Intent{WorkflowID: w.ID, Step: 4, At: base}), "intent of a finished workflow")
-	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "finish twice")
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-a", w, nil, nil), "finish twice")
 
 	// start + 3 × (step + call) + finish; refused writes appended nothing.
 	verifyOK(t, s, "acme", 8)
@@ -182,7 +183,7 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 			finish(t, s, "replica-a", w) // completed, outcome routed
 		case 3:
 			w.Status, w.Outcome, w.FinishedAt = workflow.Failed, workflow.OutcomeTimedOut, base.Add(time.Hour)
-			must(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "fail")
+			must(t, s.FinishWorkflow(ctx, "replica-a", w, nil, nil), "fail")
 		}
 		all = append(all, w)
 	}
@@ -250,4 +251,52 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 	if got, err := s.ListWorkflows(ctx, "nobody", workflow.ListFilter{}); err != nil || len(got) != 0 {
 		t.Errorf("another tenant lists %v, %v; want none", workflowIDs(got), err)
 	}
+}
+
+// testWorkflowFinishWithLastStep stores a workflow's last step with its end
+// in one write: both land, the step's records before the end's; an owner
+// that lost the lease stores neither.
+func testWorkflowFinishWithLastStep(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := create(t, s, newWorkflow("acme", "triage", "replica-a", 1))
+	must(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 1), record("acme", "workflow.step", 1)), "step 1")
+
+	// Another replica's finish with a last step stores nothing.
+	other := *w
+	other.Status, other.Outcome, other.FinishedAt = workflow.Completed, "routed", base.Add(time.Minute)
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &other, record("acme", "workflow.finish", 2),
+		newStep(w.ID, 2), record("acme", "workflow.step", 3)), "another owner's finish with a step")
+	steps, err := s.Steps(ctx, w.ID, 0)
+	must(t, err, "steps")
+	if len(steps) != 1 {
+		t.Fatalf("%d steps after a refused finish, want 1", len(steps))
+	}
+
+	w.Status, w.Outcome, w.FinishedAt = workflow.Completed, "routed", base.Add(time.Minute)
+	last := newStep(w.ID, 2)
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, record("acme", "workflow.finish", 5),
+		last, record("acme", "workflow.step", 3), record("acme", "tool.call", 4)), "finish with the last step")
+	steps, err = s.Steps(ctx, w.ID, 0)
+	must(t, err, "steps")
+	if len(steps) != 2 {
+		t.Fatalf("%d steps after finishing with the last, want 2", len(steps))
+	}
+	if diff := cmp.Diff(*last, steps[1]); diff != "" {
+		t.Errorf("last step (-stored +read):\n%s", diff)
+	}
+	got, err := s.Workflow(ctx, "acme", w.ID)
+	must(t, err, "workflow")
+	if got.Status != workflow.Completed || got.Owner != "" {
+		t.Errorf("workflow after finish: status %q owner %q", got.Status, got.Owner)
+	}
+	recs, err := s.QueryAudit(ctx, "acme", audit.Filter{Limit: 10})
+	must(t, err, "query audit")
+	var actions []string
+	for _, r := range slices.Backward(recs) {
+		actions = append(actions, r.Action)
+	}
+	if diff := cmp.Diff([]string{"workflow.step", "workflow.step", "tool.call", "workflow.finish"}, actions); diff != "" {
+		t.Errorf("audit actions in chain order (-want +got):\n%s", diff)
+	}
+	verifyOK(t, s, "acme", 4)
 }
