@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/ids"
 )
 
 // SystemTenant holds the chain of requests that carry no valid tenant.
@@ -194,6 +196,27 @@ func Verify(ctx context.Context, s Store, tenant string) (Report, error) {
 		if n < batch {
 			rep.OK = true
 			return rep, nil
+		}
+	}
+}
+
+// Prepare fills what each record needs before a store seals it: an id, a
+// time (now, when unset, in UTC) and details ({} when empty). Nil records
+// are skipped.
+func Prepare(now func() time.Time, recs ...*Record) {
+	for _, r := range recs {
+		if r == nil {
+			continue
+		}
+		if r.ID == "" {
+			r.ID = ids.New(ids.Audit)
+		}
+		if r.Time.IsZero() {
+			r.Time = now()
+		}
+		r.Time = r.Time.UTC()
+		if len(r.Details) == 0 {
+			r.Details = Details(nil)
 		}
 	}
 }

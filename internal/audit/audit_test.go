@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +94,18 @@ func TestHashSurvivesJSONRoundTrip(t *testing.T) {
 	back.Details = json.RawMessage(`{ "n" : 1 }`)
 	if h, _ := back.ComputeHash(); h != r.Hash {
 		t.Fatalf("hash after round trip %s, want %s", h, r.Hash)
+	}
+}
+
+func TestPrepareFillsWhatIsMissing(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.FixedZone("x", 3600))
+	set := &Record{ID: "aud_given", Time: now.Add(-time.Hour), Details: json.RawMessage(`{"a":1}`)}
+	empty := &Record{}
+	Prepare(func() time.Time { return now }, set, nil, empty)
+	if set.ID != "aud_given" || !set.Time.Equal(now.Add(-time.Hour)) || set.Time.Location() != time.UTC || string(set.Details) != `{"a":1}` {
+		t.Errorf("a filled record changed: %+v", set)
+	}
+	if !strings.HasPrefix(empty.ID, "aud_") || !empty.Time.Equal(now) || empty.Time.Location() != time.UTC || string(empty.Details) != "{}" {
+		t.Errorf("an empty record was not filled: %+v", empty)
 	}
 }

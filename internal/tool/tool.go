@@ -7,6 +7,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -217,4 +218,17 @@ type Store interface {
 	Operations(ctx context.Context, tenant, toolID, q string) ([]Operation, error)
 	// Operation returns one operation, or problem.NotFound.
 	Operation(ctx context.Context, tenant, toolID, opID string) (*Operation, error)
+}
+
+// FirstLine is the first line of a description, trimmed and cut to 200
+// characters: an operation's summary where the specification has none.
+func FirstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:199]) + "…"
+	}
+	return s
 }

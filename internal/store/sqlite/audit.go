@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/audit"
-	"github.com/agentplane/agentplane/internal/ids"
 )
 
 const auditColumns = `id, tenant, seq, time, actor_sub, actor_client_id, action, resource_type,
@@ -23,25 +22,9 @@ func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 	})
 }
 
-// prepareAudit fills what a record needs before its chain is touched: id,
-// time and details.
-func (db *DB) prepareAudit(recs ...*audit.Record) {
-	for _, r := range recs {
-		if r == nil {
-			continue
-		}
-		if r.ID == "" {
-			r.ID = ids.New(ids.Audit)
-		}
-		if r.Time.IsZero() {
-			r.Time = db.now()
-		}
-		r.Time = r.Time.UTC()
-		if len(r.Details) == 0 {
-			r.Details = audit.Details(nil)
-		}
-	}
-}
+// prepareAudit fills what a record needs before its chain is touched (see
+// audit.Prepare), with the store's clock.
+func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs...) }
 
 // appendAudit seals and inserts records as the last statements of tx. The
 // writer is serial and holds the write lock, so the head it knows (see

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -163,17 +162,5 @@ func buildSchema(doc *ast.SchemaDocument, warn func(string)) *ast.Schema {
 		return d
 	}
 	s.Query, s.Mutation = root(ast.Query), root(ast.Mutation)
-	return s
-}
-
-// firstLine returns the first line of a description, for a summary.
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[:i])
-	}
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:199]) + "…"
-	}
 	return s
 }

@@ -118,7 +118,7 @@ func (b builder) operation(id, root, kind string, f *ast.FieldDefinition) tool.O
 	return tool.Operation{
 		ID:          id,
 		Kind:        kind,
-		Summary:     firstLine(f.Description),
+		Summary:     tool.FirstLine(f.Description),
 		Description: strings.TrimSpace(f.Description),
 		Input:       mustJSON(in),
 		Output:      mustJSON(out),

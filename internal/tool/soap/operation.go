@@ -207,7 +207,7 @@ func (b *builder) operation(id string, c bound) (tool.Operation, error) {
 	op := tool.Operation{
 		ID:          id,
 		Kind:        tool.Write,
-		Summary:     firstLine(c.op.doc),
+		Summary:     tool.FirstLine(c.op.doc),
 		Description: c.op.doc,
 		Input:       mustJSON(input),
 		SOAP:        sb,

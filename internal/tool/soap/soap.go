@@ -109,15 +109,3 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return data
 }
-
-// firstLine returns the first line of a text, for a summary.
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[:i])
-	}
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:199]) + "…"
-	}
-	return s
-}

@@ -1,0 +1,30 @@
+package workflow
+
+import (
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// TestOpCacheKeysByRevision checks that an operation cached for one
+// revision of a tool is not served for another, nor for another tenant.
+func TestOpCacheKeysByRevision(t *testing.T) {
+	var c opCache
+	t1 := &tool.Tool{ID: "tool_1", Tenant: "acme", Revision: 1}
+	op := &tool.Operation{ID: "getThing"}
+	c.put(t1, "getThing", op)
+	if got := c.get(t1, "getThing"); got != op {
+		t.Fatalf("same revision: %v", got)
+	}
+	for name, other := range map[string]*tool.Tool{
+		"next revision": {ID: "tool_1", Tenant: "acme", Revision: 2},
+		"other tenant":  {ID: "tool_1", Tenant: "globex", Revision: 1},
+	} {
+		if got := c.get(other, "getThing"); got != nil {
+			t.Errorf("%s: served %v", name, got)
+		}
+	}
+	if got := c.get(t1, "other"); got != nil {
+		t.Errorf("other operation: served %v", got)
+	}
+}
