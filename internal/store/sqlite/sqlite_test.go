@@ -360,3 +360,60 @@ func TestForkedAppendIsRefused(t *testing.T) {
 	}
 	verifyChain(t, db, "ten_a", 4)
 }
+
+// TestCallerCancelledMidWriteSparesItsBatch checks that a caller whose
+// context ends while its write's statement runs does not take the other
+// writes of its batch down with it: SQLite rolls back the whole
+// transaction when a statement is interrupted.
+func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
+	db := NewTestDB(t)
+	ctx := t.Context()
+	if err := db.write(ctx, func(tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE scratch (x INTEGER)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the writer so the writes below queue up and go in one batch.
+	release := make(chan struct{})
+	held := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		db.write(ctx, func(dbtx) error { close(held); <-release; return nil })
+	})
+	<-held
+	recs := make([]*audit.Record, 5)
+	errs := make([]error, len(recs))
+	for i := range recs {
+		wg.Go(func() {
+			recs[i] = auditRec("ten_a", "test.write")
+			db.prepareAudit(recs[i])
+			errs[i] = db.write(ctx, func(tx dbtx) error { return appendAudit(ctx, tx, recs[i]) })
+		})
+	}
+	var slowErr error
+	wg.Go(func() {
+		slow, cancel := context.WithCancel(ctx)
+		defer cancel()
+		slowErr = db.write(slow, func(tx dbtx) error {
+			// The caller goes away while its statement runs.
+			time.AfterFunc(5*time.Millisecond, cancel)
+			_, err := tx.ExecContext(slow, `INSERT INTO scratch
+				WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 300000)
+				SELECT x FROM c`)
+			return err
+		})
+	})
+	time.Sleep(20 * time.Millisecond) // let the writes queue
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d, batched with a cancelled caller: %v", i, err)
+		}
+	}
+	if slowErr != nil {
+		t.Errorf("the cancelled caller's write, taken before its context ended: %v", slowErr)
+	}
+	verifyChain(t, db, "ten_a", len(recs))
+}

@@ -78,6 +78,19 @@ type dbtx struct {
 	stmts *stmtCache
 	// heads is the writer's audit chain heads; nil outside the writer.
 	heads *headCache
+	// ctx, when set, replaces the context a statement is given. The
+	// writer sets it: a batch's writes share one transaction, and SQLite
+	// interrupting a write's statement because its caller went away would
+	// roll back the whole transaction, every other caller's writes too.
+	ctx context.Context
+}
+
+// context returns the context statements run under.
+func (t dbtx) context(ctx context.Context) context.Context {
+	if t.ctx != nil {
+		return t.ctx
+	}
+	return ctx
 }
 
 // stmt returns q's prepared statement bound to the transaction, or nil.
@@ -91,6 +104,7 @@ func (t dbtx) stmt(ctx context.Context, q string) *sql.Stmt {
 
 // ExecContext runs q prepared when it has been seen before.
 func (t dbtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	ctx = t.context(ctx)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.ExecContext(ctx, args...)
 	}
@@ -102,6 +116,7 @@ func (t dbtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 
 // QueryContext runs q prepared when it has been seen before.
 func (t dbtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx = t.context(ctx)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
@@ -113,6 +128,7 @@ func (t dbtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 
 // QueryRowContext runs q prepared when it has been seen before.
 func (t dbtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx = t.context(ctx)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}

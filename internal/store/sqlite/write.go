@@ -12,7 +12,8 @@ import (
 // goroutine commits fn together with the other writes queued meanwhile; fn
 // runs in its own savepoint, so its failure undoes only its own changes.
 // write returns once the batch holding fn is committed (or failed), even if
-// ctx is cancelled meanwhile, so a nil error always means durable.
+// ctx is cancelled meanwhile, so a nil error always means durable. ctx only
+// decides whether fn is taken: once it runs, its statements run to the end.
 func (db *DB) write(ctx context.Context, fn func(tx dbtx) error) error {
 	err := db.queue.Do(ctx, fn)
 	if errors.Is(err, groupcommit.ErrClosed) {
@@ -51,7 +52,7 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		answer()
 		return
 	}
-	tx := dbtx{tx: sqlTx, stmts: db.wstmts, heads: db.heads}
+	tx := dbtx{tx: sqlTx, stmts: db.wstmts, heads: db.heads, ctx: ctx}
 	var broken error
 	for i, r := range batch {
 		if broken != nil {
