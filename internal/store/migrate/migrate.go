@@ -5,6 +5,7 @@
 package migrate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -59,7 +60,7 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 		ms = append(ms, Migration{Version: v, Name: m[2], SQL: string(b)})
 	}
-	slices.SortFunc(ms, func(a, b Migration) int { return int(a.Version - b.Version) })
+	slices.SortFunc(ms, func(a, b Migration) int { return cmp.Compare(a.Version, b.Version) })
 	for i := 1; i < len(ms); i++ {
 		if ms[i].Version == ms[i-1].Version {
 			return nil, fmt.Errorf("migrations %q and %q share version %d", ms[i-1].Name, ms[i].Name, ms[i].Version)
@@ -69,8 +70,8 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 }
 
 // Run applies the migrations of ms that t has not applied yet, in order. A
-// database migrated by a newer binary (versions Run does not know) is left
-// as it is: migrations only add, so an older binary still works with it.
+// database migrated by a newer binary (a version Run does not know) is
+// refused: a migration may drop or reshape what older code reads.
 func Run(ctx context.Context, t Target, ms []Migration) (applied int, err error) {
 	if err := t.Init(ctx); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
@@ -78,6 +79,11 @@ func Run(ctx context.Context, t Target, ms []Migration) (applied int, err error)
 	done, err := t.Applied(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("read applied migrations: %w", err)
+	}
+	for _, v := range done {
+		if !slices.ContainsFunc(ms, func(m Migration) bool { return m.Version == v }) {
+			return 0, fmt.Errorf("the database has schema version %d, which this agentplane does not know: run a newer agentplane", v)
+		}
 	}
 	for _, m := range ms {
 		if slices.Contains(done, m.Version) {

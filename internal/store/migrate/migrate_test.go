@@ -71,7 +71,7 @@ func TestRun(t *testing.T) {
 		{name: "fresh", wantN: 3, wantAfter: []int64{1, 2, 3}},
 		{name: "partly applied", target: memTarget{applied: []int64{1}}, wantN: 2, wantAfter: []int64{1, 2, 3}},
 		{name: "up to date", target: memTarget{applied: []int64{1, 2, 3}}, wantN: 0, wantAfter: []int64{1, 2, 3}},
-		{name: "newer database", target: memTarget{applied: []int64{1, 2, 3, 4}}, wantN: 0, wantAfter: []int64{1, 2, 3, 4}},
+		{name: "newer database", target: memTarget{applied: []int64{1, 2, 3, 4}}, wantN: 0, wantAfter: []int64{1, 2, 3, 4}, wantErr: true},
 		{name: "failure stops", target: memTarget{failOn: 2}, wantN: 1, wantAfter: []int64{1}, wantErr: true},
 	}
 	for _, tc := range tests {

@@ -238,6 +238,15 @@ func (t target) Apply(ctx context.Context, m migrate.Migration) error {
 		return err
 	}
 	defer tx.Rollback()
+	// Another process opening the same file may have applied it since
+	// Applied was read; BEGIN IMMEDIATE has locked it out now.
+	var done int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&done); err != nil {
+		return err
+	}
+	if done > 0 {
+		return nil
+	}
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -416,4 +417,36 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 		t.Errorf("the cancelled caller's write, taken before its context ended: %v", slowErr)
 	}
 	verifyChain(t, db, "ten_a", len(recs))
+}
+
+// TestMigrationAppliedMeanwhileIsSkipped checks that a migration another
+// process applied after this one read the applied versions is not run
+// again (it would fail on tables that exist).
+func TestMigrationAppliedMeanwhileIsSkipped(t *testing.T) {
+	db := NewTestDB(t)
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (target{db.wdb}).Apply(t.Context(), ms[0]); err != nil {
+		t.Errorf("apply %04d again: %v", ms[0].Version, err)
+	}
+}
+
+func TestNewerDatabaseIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentplane.db")
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.wdb.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', '')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err := Open(t.Context(), path); err == nil {
+		db.Close()
+		t.Fatal("opened a database migrated by a newer binary")
+	} else if !strings.Contains(err.Error(), "newer agentplane") {
+		t.Errorf("error %q does not say to run a newer agentplane", err)
+	}
 }
