@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -151,5 +152,70 @@ func TestGroupCommitIsolation(t *testing.T) {
 	rep, err := audit.Verify(ctx, db, "acme")
 	if err != nil || !rep.OK || rep.RecordsChecked != int64(want) {
 		t.Errorf("audit chain: %+v, %v; want ok with %d records", rep, err, want)
+	}
+}
+
+// TestCallerCancelledMidWriteSparesItsBatch checks that a caller whose
+// context ends while its write runs neither aborts the batch nor loses its
+// own write once taken, and that a caller gone before its write was taken
+// is answered with its context's error and nothing else changes.
+func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
+	db := newTestDB(t)
+	ctx := t.Context()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		db.write(ctx, func(pgx.Tx) error { close(held); <-release; return nil })
+	})
+	<-held
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Go(func() {
+			rec := &audit.Record{Tenant: "acme", Actor: audit.Actor{Sub: "u"}, Action: "test.write",
+				Resource: audit.Resource{Type: "t"}, Outcome: audit.Success}
+			db.prepareAudit(rec)
+			errs[i] = db.write(ctx, func(tx pgx.Tx) error { return appendAudit(ctx, tx, rec) })
+		})
+	}
+	var slowErr, goneErr error
+	wg.Go(func() {
+		slow, cancel := context.WithCancel(ctx)
+		defer cancel()
+		slowErr = db.write(slow, func(tx pgx.Tx) error {
+			time.AfterFunc(5*time.Millisecond, cancel)
+			_, err := tx.Exec(slow, `SELECT pg_sleep(0.2)`)
+			return err
+		})
+	})
+	gone, cancelGone := context.WithCancel(ctx)
+	wg.Go(func() {
+		goneErr = db.write(gone, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ('gone', 'v')`)
+			return err
+		})
+	})
+	time.Sleep(50 * time.Millisecond) // let the writes queue
+	cancelGone()
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d, batched with cancelled callers: %v", i, err)
+		}
+	}
+	if slowErr != nil {
+		t.Errorf("a write cancelled while it ran: %v, want it run to the end", slowErr)
+	}
+	if !errors.Is(goneErr, context.Canceled) {
+		t.Errorf("a write whose caller left before it was taken: %v, want context.Canceled", goneErr)
+	}
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM server_secrets WHERE name = 'gone'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the abandoned write stored %d rows (%v)", n, err)
+	}
+	rep, err := audit.Verify(ctx, db, "acme")
+	if err != nil || !rep.OK || rep.RecordsChecked != int64(len(errs)) {
+		t.Errorf("audit chain: %+v, %v; want ok with %d records", rep, err, len(errs))
 	}
 }

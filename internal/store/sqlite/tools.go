@@ -234,6 +234,9 @@ func toolExists(ctx context.Context, tx dbtx, tenant, id string) error {
 }
 
 func insertOperations(ctx context.Context, tx dbtx, t *tool.Tool, ops []tool.Operation) error {
+	// One statement prepared for all of them: a description may have
+	// thousands, and the cache prepares only after the transaction.
+	ctx = tx.context(ctx)
 	stmt, err := tx.tx.PrepareContext(ctx, `INSERT INTO tool_operations
 		(tenant, tool_id, op_id, kind, summary, description, data) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
