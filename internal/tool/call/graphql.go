@@ -3,6 +3,7 @@ package call
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -17,6 +18,14 @@ func prepareGraphQL(t *tool.Tool, op *tool.Operation, args map[string]any) (*pre
 	u, err := baseURL(t, t.BaseURL)
 	if err != nil {
 		return nil, err
+	}
+	if !isGraphQLName(b.Field) {
+		return nil, fmt.Errorf("operation %s of tool %s: GraphQL field %q is not a GraphQL name", op.ID, t.ID, b.Field)
+	}
+	for _, a := range b.Args {
+		if !isGraphQLName(a.Name) || !isGraphQLType(a.Type) {
+			return nil, fmt.Errorf("operation %s of tool %s: GraphQL argument %q of type %q is not a GraphQL name and type", op.ID, t.ID, a.Name, a.Type)
+		}
 	}
 	var errs argErrors
 	used := map[string]bool{}
@@ -76,6 +85,31 @@ func prepareGraphQL(t *tool.Tool, op *tool.Operation, args map[string]any) (*pre
 		recordBody: body,
 		read:       readGraphQL(b.Field),
 	}, nil
+}
+
+// isGraphQLName reports whether s is a GraphQL Name, /[_A-Za-z][_0-9A-Za-z]*/,
+// so it can be written into a query as is.
+func isGraphQLName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// isGraphQLType reports whether s is a GraphQL type reference: a Name,
+// wrapped in any number of lists, each part optionally non-null ("[ID!]!").
+func isGraphQLType(s string) bool {
+	s = strings.TrimSuffix(s, "!")
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		return isGraphQLType(s[1 : len(s)-1])
+	}
+	return isGraphQLName(s)
 }
 
 // maxGraphQLErrors bounds how many GraphQL error messages a call reports.

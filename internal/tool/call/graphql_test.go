@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -155,4 +156,40 @@ func TestCallGraphQL(t *testing.T) {
 			t.Errorf("error (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestCallGraphQLBindingNames checks that a binding whose names would not
+// read back as the same GraphQL tokens fails before a request is sent.
+func TestCallGraphQLBindingNames(t *testing.T) {
+	api := graphqlServer(t)
+	gh := &tool.Tool{ID: "tool_gh", Name: "github", Type: tool.GraphQL, BaseURL: api.URL + "/graphql"}
+	ex := newExecutor(t, Options{})
+	tests := []struct {
+		name string
+		bind *tool.GraphQLBinding
+	}{
+		{"field", &tool.GraphQLBinding{Field: "viewer { login } } mutation { addStar(starrableId: \"R_1\")", Selection: "{ id }"}},
+		{"argument", &tool.GraphQLBinding{Field: "repository", Args: []tool.Arg{{Name: "owner: $owner) { id } x(", Type: "String!"}}}},
+		{"type", &tool.GraphQLBinding{Field: "repository", Args: []tool.Arg{{Name: "owner", Type: "String!) { id } #"}}}},
+		{"empty list type", &tool.GraphQLBinding{Field: "repository", Args: []tool.Arg{{Name: "owner", Type: "[]"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			op := &tool.Operation{ID: "op", Kind: tool.Read, GraphQL: tc.bind}
+			args := map[string]any{}
+			for _, a := range tc.bind.Args {
+				args[a.Name] = "x"
+			}
+			_, err := ex.Call(context.Background(), Request{Tool: gh, Operation: op, Args: args})
+			if err == nil || !strings.Contains(err.Error(), "is not a GraphQL name") {
+				t.Errorf("error %v, want one about the name", err)
+			}
+			if n := len(api.requests()); n != 0 {
+				t.Errorf("server got %d requests, want none", n)
+			}
+		})
+	}
+	if !isGraphQLType("[[ID!]]!") || !isGraphQLName("_a1") || isGraphQLName("1a") {
+		t.Error("valid names and types are refused")
+	}
 }

@@ -3,9 +3,12 @@ package call
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -30,6 +33,14 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 	u, err := baseURL(t, endpoint)
 	if err != nil {
 		return nil, err
+	}
+	if !isXMLName(b.Element) {
+		return nil, fmt.Errorf("operation %s of tool %s: SOAP element %q is not an XML name", op.ID, t.ID, b.Element)
+	}
+	for _, p := range b.Parts {
+		if !isXMLName(p.Name) {
+			return nil, fmt.Errorf("operation %s of tool %s: SOAP part %q is not an XML name", op.ID, t.ID, p.Name)
+		}
 	}
 	var errs argErrors
 	used := map[string]bool{}
@@ -57,7 +68,7 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 		default:
 			name, decl = "p:"+p.Name, ` xmlns:p="`+escapeAttr(p.Namespace)+`"`
 		}
-		writeElement(&body, name, decl, v)
+		writeElement(&body, &errs, p.Name, name, decl, v)
 	}
 	body.WriteString("</" + closing + ">")
 	errs.unknown(args, used, op.ID)
@@ -93,13 +104,14 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 
 // writeElement writes v as an element: an array as repeated elements, an
 // object as child elements (in name order, in the parent's namespace), a
-// scalar as escaped text.
-func writeElement(w *strings.Builder, name, decl string, v any) {
+// scalar as escaped text. An object key that is not an XML name is recorded
+// in errs under field, the argument's path as a JSON pointer, and not written.
+func writeElement(w *strings.Builder, errs *argErrors, field, name, decl string, v any) {
 	switch v := v.(type) {
 	case nil:
 	case []any:
-		for _, it := range v {
-			writeElement(w, name, decl, it)
+		for i, it := range v {
+			writeElement(w, errs, field+"/"+strconv.Itoa(i), name, decl, it)
 		}
 	case map[string]any:
 		prefix := ""
@@ -113,7 +125,12 @@ func writeElement(w *strings.Builder, name, decl string, v any) {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			writeElement(w, prefix+k, "", v[k])
+			f := field + "/" + pointerEscaper.Replace(k)
+			if !isXMLName(k) {
+				errs.add(f, "key %q is not an XML element name", k)
+				continue
+			}
+			writeElement(w, errs, f, prefix+k, "", v[k])
 		}
 		w.WriteString("</" + name + ">")
 	default:
@@ -121,6 +138,42 @@ func writeElement(w *strings.Builder, name, decl string, v any) {
 		_ = xml.EscapeText(w, []byte(scalar(v)))
 		w.WriteString("</" + name + ">")
 	}
+}
+
+// pointerEscaper escapes a key as a JSON pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// isXMLName reports whether s is an XML name without a colon (an NCName of
+// Namespaces in XML 1.0, with the NameStartChar and NameChar of XML 1.0,
+// fifth edition), so it can be written as an element's local name as is.
+func isXMLName(s string) bool {
+	if s == "" || !utf8.ValidString(s) {
+		return false
+	}
+	for i, r := range s {
+		if !isNameStartChar(r) && (i == 0 || !isNameChar(r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNameStartChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		return true
+	case r < 0xC0:
+		return false
+	}
+	return (r <= 0xD6) || (r >= 0xD8 && r <= 0xF6) || (r >= 0xF8 && r <= 0x2FF) ||
+		(r >= 0x370 && r <= 0x37D) || (r >= 0x37F && r <= 0x1FFF) || (r >= 0x200C && r <= 0x200D) ||
+		(r >= 0x2070 && r <= 0x218F) || (r >= 0x2C00 && r <= 0x2FEF) || (r >= 0x3001 && r <= 0xD7FF) ||
+		(r >= 0xF900 && r <= 0xFDCF) || (r >= 0xFDF0 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0xEFFFF)
+}
+
+func isNameChar(r rune) bool {
+	return isNameStartChar(r) || r == '-' || r == '.' || (r >= '0' && r <= '9') || r == 0xB7 ||
+		(r >= 0x300 && r <= 0x36F) || (r >= 0x203F && r <= 0x2040)
 }
 
 func escapeAttr(s string) string {

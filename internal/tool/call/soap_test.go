@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -181,4 +182,99 @@ func TestXMLToJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCallSOAPElementNames checks that argument object keys become element
+// names only when they are XML names: anything else fails the call before a
+// request is sent, so a key cannot close its element and open another.
+func TestCallSOAPElementNames(t *testing.T) {
+	api := newRecorder(t, func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
+		w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+		_, _ = w.Write([]byte(`<s:Envelope xmlns:s="` + soap11NS + `"><s:Body><PayResponse>ok</PayResponse></s:Body></s:Envelope>`))
+	})
+	pay := &tool.Operation{ID: "Pay", Kind: tool.Write, SOAP: &tool.SOAPBinding{
+		Version: "1.1", Style: "document", Endpoint: api.URL + "/pay", Namespace: stockNS, Element: "Pay",
+		Parts: []tool.Part{
+			{Name: "amount", Namespace: stockNS, Type: "decimal", Required: true},
+			{Name: "memo", Namespace: stockNS},
+			{Name: "lines"},
+		},
+	}}
+	payTool := &tool.Tool{ID: "tool_pay", Name: "pay", Type: tool.SOAP}
+	ex := newExecutor(t, Options{})
+
+	bad := func(field, key string) outcome {
+		return outcome{Code: problem.ValidationFailed, Msg: field + `: key "` + key + `" is not an XML element name`,
+			Fields: []problem.FieldError{{Field: field, Message: `key "` + key + `" is not an XML element name`}}}
+	}
+	tests := []struct {
+		name string
+		args map[string]any
+		want outcome
+	}{
+		{"closes its element", map[string]any{"amount": 5.0, "memo": map[string]any{"x></memo><amount>1000000</amount><memo": "hi"}},
+			bad("memo/x><~1memo><amount>1000000<~1amount><memo", "x></memo><amount>1000000</amount><memo")},
+		{"nested deeper", map[string]any{"amount": 5.0, "memo": map[string]any{"a": map[string]any{"b c": "hi"}}},
+			bad("memo/a/b c", "b c")},
+		{"in an array item", map[string]any{"amount": 5.0, "lines": []any{map[string]any{"sku": "1"}, map[string]any{"sku>": "2"}}},
+			bad("lines/1/sku>", "sku>")},
+		{"slash in the key", map[string]any{"amount": 5.0, "memo": map[string]any{"a/b~": "x"}}, bad("memo/a~1b~0", "a/b~")},
+		{"prefix", map[string]any{"amount": 5.0, "memo": map[string]any{"soap:Body": "x"}}, bad("memo/soap:Body", "soap:Body")},
+		{"empty", map[string]any{"amount": 5.0, "memo": map[string]any{"": "x"}}, bad("memo/", "")},
+		{"leading digit", map[string]any{"amount": 5.0, "memo": map[string]any{"1a": "x"}}, bad("memo/1a", "1a")},
+		{"leading dash", map[string]any{"amount": 5.0, "memo": map[string]any{"-a": "x"}}, bad("memo/-a", "-a")},
+		{"quote", map[string]any{"amount": 5.0, "memo": map[string]any{`a x="1"`: "x"}}, bad(`memo/a x="1"`, `a x=\"1\"`)},
+		{"invalid UTF-8", map[string]any{"amount": 5.0, "memo": map[string]any{"a\xff": "x"}}, bad("memo/a\xff", `a\xff`)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(api.requests())
+			_, err := ex.Call(context.Background(), Request{Tool: payTool, Operation: pay, Args: tc.args})
+			if diff := cmp.Diff(tc.want, outcomeOf(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if n := len(api.requests()) - before; n != 0 {
+				t.Errorf("server got %d requests, want none", n)
+			}
+		})
+	}
+
+	t.Run("XML names are written", func(t *testing.T) {
+		before := len(api.requests())
+		args := map[string]any{"amount": 5.0, "memo": map[string]any{"Note": "a</Note>&", "prénom": "é", "a.b-c_1·": map[string]any{"x": 1.0}}}
+		if _, err := ex.Call(context.Background(), Request{Tool: payTool, Operation: pay, Args: args}); err != nil {
+			t.Fatal(err)
+		}
+		reqs := api.requests()[before:]
+		if len(reqs) != 1 {
+			t.Fatalf("server got %d requests", len(reqs))
+		}
+		n, err := parseXML([]byte(reqs[0].Body))
+		if err != nil {
+			t.Fatalf("envelope: %v\n%s", err, reqs[0].Body)
+		}
+		want := map[string]any{"Body": map[string]any{"Pay": map[string]any{
+			"amount": "5",
+			"memo":   map[string]any{"Note": "a</Note>&", "prénom": "é", "a.b-c_1·": map[string]any{"x": "1"}},
+		}}}
+		if diff := cmp.Diff(want, n.value()); diff != "" {
+			t.Errorf("envelope (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("binding names", func(t *testing.T) {
+		for _, b := range []*tool.SOAPBinding{
+			{Version: "1.1", Endpoint: api.URL, Element: "Pay><x", Parts: []tool.Part{{Name: "amount"}}},
+			{Version: "1.1", Endpoint: api.URL, Element: "Pay", Parts: []tool.Part{{Name: "amount></Pay><x"}}},
+		} {
+			before := len(api.requests())
+			_, err := ex.Call(context.Background(), Request{Tool: payTool, Operation: &tool.Operation{ID: "Pay", SOAP: b}, Args: map[string]any{"amount": 1.0}})
+			if err == nil || !strings.Contains(err.Error(), "is not an XML name") {
+				t.Errorf("element %q part %q: error %v, want one about the name", b.Element, b.Parts[0].Name, err)
+			}
+			if n := len(api.requests()) - before; n != 0 {
+				t.Errorf("server got %d requests, want none", n)
+			}
+		}
+	})
 }
