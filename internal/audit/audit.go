@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/ids"
 )
@@ -201,12 +202,16 @@ func Verify(ctx context.Context, s Store, tenant string) (Report, error) {
 }
 
 // Prepare fills what each record needs before a store seals it: an id, a
-// time (now, when unset, in UTC) and details ({} when empty). Nil records
-// are skipped.
+// time (now, when unset, in UTC) and details ({} when empty), and makes its
+// strings storable text (see Text). Nil records are skipped.
 func Prepare(now func() time.Time, recs ...*Record) {
 	for _, r := range recs {
 		if r == nil {
 			continue
+		}
+		for _, s := range []*string{&r.Tenant, &r.Actor.Sub, &r.Actor.ClientID, &r.Action, &r.Resource.Type,
+			&r.Resource.ID, &r.Outcome, &r.RequestID, &r.TraceID, &r.WorkflowID} {
+			*s = Text(*s)
 		}
 		if r.ID == "" {
 			r.ID = ids.New(ids.Audit)
@@ -219,6 +224,16 @@ func Prepare(now func() time.Time, recs ...*Record) {
 			r.Details = Details(nil)
 		}
 	}
+}
+
+// Text returns s with each invalid UTF-8 sequence and each NUL replaced by
+// U+FFFD: what a request carries (a path id, a header) may hold either, and
+// PostgreSQL's text refuses both, which would leave the request unaudited.
+func Text(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
 
 // Details marshals v for Record.Details; nil gives an empty object.

@@ -275,3 +275,19 @@ func testAuditTamper(t *testing.T, s Store, h Hooks) {
 	}
 	verifyOK(t, s, "globex", 1)
 }
+
+// testAuditUnstorableText appends a record whose strings hold a NUL and
+// invalid UTF-8 (as a request's path id may): it is stored, with those
+// replaced by U+FFFD, and the chain verifies.
+func testAuditUnstorableText(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	r := record("acme", "http.request", 0)
+	r.Resource.ID, r.Actor.Sub, r.RequestID = "a\x00b", "u\xffv", "req\xc3"
+	must(t, s.AppendAudit(ctx, r), "append")
+	got, err := s.QueryAudit(ctx, "acme", audit.Filter{})
+	must(t, err, "query")
+	if len(got) != 1 || got[0].Resource.ID != "a\uFFFDb" || got[0].Actor.Sub != "u\uFFFDv" || got[0].RequestID != "req\uFFFD" {
+		t.Errorf("stored %+v, want the NUL and invalid bytes as U+FFFD", got)
+	}
+	verifyOK(t, s, "acme", 1)
+}

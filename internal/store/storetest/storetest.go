@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AuditWithMutations", testAuditWithMutations},
 		{"AuditConcurrent", testAuditConcurrent},
 		{"AuditTamper", testAuditTamper},
+		{"AuditUnstorableText", testAuditUnstorableText},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyExpiryTakeover", testIdempotencyExpiryTakeover},
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
