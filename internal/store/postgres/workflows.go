@@ -121,11 +121,11 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		w.FinishedAt = db.now()
 	}
 	w.FinishedAt = micro(w.FinishedAt)
-	db.prepareAudit(rec)
 	if last != nil {
 		last.StartedAt = micro(last.StartedAt)
 		db.prepareAudit(lastRecs...)
 	}
+	db.prepareAudit(rec) // after the step's, as it is chained after them
 	err := db.write(ctx, func(tx pgx.Tx) error {
 		if last != nil {
 			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {

@@ -74,9 +74,6 @@ type Option func(*options)
 // WithNow sets the clock the store stamps records and entries with.
 func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// WithReadConns sets the size of the read connection pool.
-func WithReadConns(n int) Option { return func(o *options) { o.readConns = n } }
-
 // WithMaxBatch sets how many queued writes one commit takes at most.
 func WithMaxBatch(n int) Option { return func(o *options) { o.maxBatch = n } }
 

@@ -121,12 +121,12 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		w.FinishedAt = db.now()
 	}
 	w.FinishedAt = micro(w.FinishedAt)
-	db.prepareAudit(rec)
 	var lastRow []any
 	if last != nil {
 		lastRow = stepRow(owner, last)
 		db.prepareAudit(lastRecs...)
 	}
+	db.prepareAudit(rec) // after the step's, as it is chained after them
 	err := db.write(ctx, func(tx dbtx) error {
 		if last != nil {
 			if err := appendStep(ctx, tx, last, lastRow, lastRecs); err != nil {
