@@ -158,8 +158,9 @@ func measureStores(ctx context.Context, o options, bin, tmp string, svc *toolSer
 func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *toolService, stderr io.Writer) (_ []levelResult, err error) {
 	sc := serverConfig{binary: bin, data: tmp + "/" + store}
 	if store == "postgres" {
-		url, drop, err := createDatabase(ctx, o.databaseURL)
-		if err != nil {
+		var url string
+		var drop func() error
+		if url, drop, err = createDatabase(ctx, o.databaseURL); err != nil {
 			return nil, err
 		}
 		defer func() {

@@ -64,6 +64,20 @@ func (c serverConfig) storeArgs() []string {
 	return args
 }
 
+// childEnv is the environment of the server and token processes: this
+// process's without the AGENTPLANE_* settings (an AGENTPLANE_DATABASE_URL
+// would move the SQLite row to PostgreSQL, an AGENTPLANE_REDIS_URL the rate
+// limiter to Redis), except AGENTPLANE_DEBUG_ADDR, which profiles the server.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AGENTPLANE_") || strings.HasPrefix(kv, "AGENTPLANE_DEBUG_ADDR=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // startServer starts the server on a free loopback port and waits until
 // /readyz answers 200.
 func startServer(ctx context.Context, c serverConfig) (*server, error) {
@@ -84,6 +98,7 @@ func startServer(ctx context.Context, c serverConfig) (*server, error) {
 		"--rate-limit", "100000000", "--rate-limit-burst", "100000000",
 		"--log-level", "warn"}, c.storeArgs()...)
 	s.cmd = exec.Command(c.binary, args...)
+	s.cmd.Env = childEnv()
 	s.cmd.Stdout = logFile
 	s.cmd.Stderr = logFile
 	if err := s.cmd.Start(); err != nil {
@@ -138,6 +153,7 @@ func (s *server) waitReady(ctx context.Context, limit time.Duration) error {
 func (s *server) mintToken(ctx context.Context) error {
 	args := append([]string{"token", "--addr", s.addr, "--tenant", "bench", "--scope", tokenScopes}, s.cfg.storeArgs()...)
 	cmd := exec.CommandContext(ctx, s.cfg.binary, args...)
+	cmd.Env = childEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
