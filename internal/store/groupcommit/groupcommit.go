@@ -1,5 +1,5 @@
 // Package groupcommit queues a store's writes for one goroutine that commits
-// those queued together in one transaction: one commit (and one fsync) for
+// those queued together in one transaction: one commit (and its sync) for
 // many callers' writes, each caller answered once its batch is committed.
 // How a batch becomes a transaction is the store's: the commit function
 // given to New.
