@@ -82,8 +82,9 @@ func (c *headCache) release() {
 
 func (c *headCache) rollbackSavepoint() { clear(c.sp) }
 
-// commit keeps the batch's heads; abort, when the batch did not commit,
-// forgets everything, to be read again.
+// commit keeps the batch's heads; rollback drops them (the committed ones
+// still hold); forget, when a commit's outcome is unknown, drops every
+// head, to be read again.
 func (c *headCache) commit() {
 	for k, h := range c.batch {
 		c.committed[k] = h
@@ -91,8 +92,12 @@ func (c *headCache) commit() {
 	clear(c.batch)
 }
 
-func (c *headCache) abort() {
+func (c *headCache) rollback() {
 	clear(c.sp)
 	clear(c.batch)
+}
+
+func (c *headCache) forget() {
+	c.rollback()
 	clear(c.committed)
 }

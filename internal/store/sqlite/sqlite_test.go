@@ -308,6 +308,9 @@ func TestAuditMigrationKeepsTheChain(t *testing.T) {
 func TestLoneWriteFailureRollsBack(t *testing.T) {
 	db := NewTestDB(t)
 	ctx := t.Context()
+	if err := db.AppendAudit(ctx, auditRec("ten_b", "test.ok")); err != nil {
+		t.Fatal(err)
+	}
 	for i, fail := range []func() error{
 		func() error { return errors.New("boom") },
 		func() error { panic("write panics") },
@@ -335,6 +338,10 @@ func TestLoneWriteFailureRollsBack(t *testing.T) {
 		t.Errorf("%d rows of failed writes remain (%v)", n, err)
 	}
 	verifyChain(t, db, "ten_a", 2)
+	// A rollback leaves the heads of earlier commits cached.
+	if _, ok := db.heads.committed["ten_b"]; !ok {
+		t.Error("a rolled-back write dropped another chain's committed head")
+	}
 }
 
 // TestForkedAppendIsRefused checks that a record claiming a seq the chain

@@ -83,7 +83,7 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 	}
 	if broken != nil {
 		sqlTx.Rollback()
-		db.heads.abort()
+		db.heads.rollback()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = broken
@@ -93,7 +93,7 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		return
 	}
 	if err := sqlTx.Commit(); err != nil {
-		db.heads.abort()
+		db.heads.forget()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = fmt.Errorf("commit write: %w", err)
