@@ -137,7 +137,7 @@ func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec 
 // Agent returns an agent's summary, or problem.NotFound.
 func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, error) {
 	var a *agent.Agent
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		var err error
 		a, err = scanAgent(tx.QueryRow(ctx, agentQuery+`a.name = $2`, tenant, name), tenant)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -151,7 +151,7 @@ func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, err
 // AgentVersion returns one version of an agent ("" = its default).
 func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*agent.Version, error) {
 	var v *agent.Version
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		var err error
 		v, err = scanVersion(tx.QueryRow(ctx, versionQuery+`
 			AND v.version = CASE WHEN $3::text = '' THEN a.default_version ELSE $3::text END`,
@@ -168,7 +168,7 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
 	limit = page.Size(limit)
 	var as []*agent.Agent
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, agentQuery+`a.name > $2 ORDER BY a.name LIMIT $3`, tenant, after, limit)
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
@@ -185,7 +185,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) (
 // ListVersions returns an agent's versions, newest first, or problem.NotFound.
 func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.Version, error) {
 	var vs []*agent.Version
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, versionQuery+`ORDER BY v.seq DESC`, tenant, name)
 		if err != nil {
 			return fmt.Errorf("list agent versions: %w", err)
@@ -206,7 +206,7 @@ func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.V
 
 // missingVersion explains why a version was not found: the agent does not
 // exist (problem.NotFound) or has no such version.
-func missingVersion(ctx context.Context, tx pgx.Tx, tenant, name, version string) error {
+func missingVersion(ctx context.Context, tx querier, tenant, name, version string) error {
 	var one int
 	err := tx.QueryRow(ctx, `SELECT 1 FROM agents WHERE tenant = $1 AND name = $2`, tenant, name).Scan(&one)
 	switch {

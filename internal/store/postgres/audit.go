@@ -153,7 +153,7 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 	}
 
 	var recs []audit.Record
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("query audit: %w", err)
@@ -170,7 +170,7 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 // ScanAudit calls fn on the tenant's records after afterSeq, in seq order.
 func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(audit.Record) error) (int, error) {
 	n := 0
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT `+auditColumns+` FROM audit_records
 			WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenant, afterSeq, limit)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 // SigningKeys returns the issuer's keys, newest first.
 func (db *DB) SigningKeys(ctx context.Context) ([]auth.SigningKey, error) {
 	var ks []auth.SigningKey
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT id, alg, private_jwk, created_at FROM signing_keys ORDER BY seq DESC`)
 		if err != nil {
 			return fmt.Errorf("query signing keys: %w", err)
@@ -96,7 +96,7 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 // Client returns a client by id, or problem.NotFound.
 func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 	var c auth.Client
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		var scopes []byte
 		err := tx.QueryRow(ctx, `SELECT id, tenant, name, secret_hash, scopes, created_at
 			FROM oauth_clients WHERE id = $1`, id).Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &c.CreatedAt)

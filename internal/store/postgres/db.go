@@ -128,9 +128,18 @@ func (db *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
-// read runs fn in a read-only transaction.
-func (db *DB) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.inTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}, fn)
+// querier runs statements: the pool, or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// read runs fn's reads on the pool, each statement in its own implicit
+// transaction: one round trip each instead of BEGIN, the statement and
+// COMMIT. Every read but Operation(s) is one statement.
+func (db *DB) read(_ context.Context, fn func(q querier) error) error {
+	return fn(db.pool)
 }
 
 // inTx runs fn in a transaction, committing when it returns nil and rolling

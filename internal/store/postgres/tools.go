@@ -108,7 +108,7 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 // Tool returns a tool by id, or problem.NotFound.
 func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 	var t *tool.Tool
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		var err error
 		t, err = scanTool(tx.QueryRow(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = $1 AND id = $2`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -122,7 +122,7 @@ func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 // ToolByName returns a tool by name, or problem.NotFound.
 func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error) {
 	var t *tool.Tool
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		var err error
 		t, err = scanTool(tx.QueryRow(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = $1 AND name = $2`, tenant, name))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -137,7 +137,7 @@ func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, 
 func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions) ([]*tool.Tool, error) {
 	limit := page.Size(opt.Limit)
 	var ts []*tool.Tool
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT `+toolColumns+` FROM tools
 			WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, opt.After, limit)
 		if err != nil {
@@ -156,7 +156,7 @@ func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions
 // summary or description contain q (case-insensitively) when q is not "".
 func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error) {
 	var ops []tool.Operation
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.
 // Operation returns one operation, or problem.NotFound.
 func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error) {
 	var op tool.Operation
-	err := db.read(ctx, func(tx pgx.Tx) error {
+	err := db.read(ctx, func(tx querier) error {
 		if err := toolExists(ctx, tx, tenant, toolID); err != nil {
 			return err
 		}
@@ -213,7 +213,7 @@ func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool
 
 func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
 
-func toolExists(ctx context.Context, tx pgx.Tx, tenant, id string) error {
+func toolExists(ctx context.Context, tx querier, tenant, id string) error {
 	var one int
 	err := tx.QueryRow(ctx, `SELECT 1 FROM tools WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
