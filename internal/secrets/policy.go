@@ -87,6 +87,28 @@ func ParseRef(ref string) (Ref, error) {
 // Policy is the operator's allow-list of references. Patterns are references
 // in which {tenant} stands for the caller's tenant and * for any run of
 // characters: env://TOOL_*, vault://kv/tenants/{tenant}/*, file:///run/secrets/*.
+//
+// A pattern with {tenant} grants a reference to at most one tenant. Three
+// rules make that so:
+//
+//   - {tenant} matches only a tenant made of tenant characters (ASCII
+//     letters, digits, '.', '_' and '-'). A tenant with any other character
+//     (a '/', a space, a '*') matches no {tenant} pattern.
+//   - Each {tenant} is followed by the end of the pattern or by a literal
+//     character that is not a tenant character ('/', say): env://TOOL_{tenant}
+//     and vault://kv/tenants/{tenant}/* are valid, file:///run/secrets/{tenant}-*
+//     and env://TOOL_{tenant}_* are not, as acme-prod-stripe would match both
+//     tenant acme and tenant acme-prod. Each {tenant} also comes before the
+//     first *, so the text before it is fixed.
+//   - Of two {tenant} patterns, the text before the first {tenant} of one is
+//     not a proper prefix of the other's: vault://kv/{tenant}/* and
+//     vault://kv/shared/{tenant}/* together would give tenant shared the
+//     secrets of every tenant under kv/shared.
+//
+// The tenant a {tenant} pattern grants a reference to is then the longest run
+// of tenant characters at a fixed offset of the reference, the same for every
+// such pattern the reference can match. A pattern without {tenant} grants its
+// references to every tenant.
 type Policy struct {
 	patterns  []string
 	allowFile bool
@@ -107,6 +129,12 @@ func NewPolicy(patterns []string, allowFile bool) (*Policy, error) {
 		case scheme == File && !allowFile:
 			return nil, fmt.Errorf("secret reference pattern %q: file:// references need --allow-file-secrets", p)
 		}
+		if err := checkTenantPlaceholders(p); err != nil {
+			return nil, fmt.Errorf("secret reference pattern %q: %w", p, err)
+		}
+	}
+	if err := checkTenantPrefixes(patterns); err != nil {
+		return nil, err
 	}
 	return &Policy{patterns: append([]string(nil), patterns...), allowFile: allowFile}, nil
 }
@@ -133,10 +161,81 @@ func (p *Policy) Check(tenant, ref string) error {
 	return problem.New(problem.SecretRefNotAllowed, "secrets_ref %s is not among the references allowed for this tenant", ref)
 }
 
+// tenantPlaceholder stands for the caller's tenant in a pattern.
+const tenantPlaceholder = "{tenant}"
+
+// isTenantChar reports whether c may appear in a tenant that {tenant}
+// matches.
+func isTenantChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// validTenant reports whether {tenant} may stand for tenant: a non-empty run
+// of tenant characters.
+func validTenant(tenant string) bool {
+	if tenant == "" {
+		return false
+	}
+	for i := 0; i < len(tenant); i++ {
+		if !isTenantChar(tenant[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTenantPlaceholders checks that every {tenant} of pattern comes before
+// its first * and is followed by the end of the pattern or by a literal
+// character that is not a tenant character.
+func checkTenantPlaceholders(pattern string) error {
+	star := strings.IndexByte(pattern, '*')
+	for i := 0; ; {
+		j := strings.Index(pattern[i:], tenantPlaceholder)
+		if j < 0 {
+			return nil
+		}
+		at := i + j
+		end := at + len(tenantPlaceholder)
+		if star >= 0 && at > star {
+			return fmt.Errorf("%s must come before the first *", tenantPlaceholder)
+		}
+		if end < len(pattern) {
+			next := pattern[end]
+			if next == '*' || isTenantChar(next) || strings.HasPrefix(pattern[end:], tenantPlaceholder) {
+				return fmt.Errorf("%s must be followed by the end of the pattern or by a character a tenant cannot contain (such as /), not %q, or one tenant could match another's references", tenantPlaceholder, pattern[end:end+1])
+			}
+		}
+		i = end
+	}
+}
+
+// checkTenantPrefixes checks that, of any two patterns with {tenant}, the
+// text before the first {tenant} of one is not a proper prefix of the
+// other's.
+func checkTenantPrefixes(patterns []string) error {
+	for _, p := range patterns {
+		pi := strings.Index(p, tenantPlaceholder)
+		if pi < 0 {
+			continue
+		}
+		for _, q := range patterns {
+			qi := strings.Index(q, tenantPlaceholder)
+			if qi > pi && strings.HasPrefix(q, p[:pi]) {
+				return fmt.Errorf("secret reference patterns %q and %q: the text before %s in the first is a prefix of that in the second, so one tenant could match another's references", p, q, tenantPlaceholder)
+			}
+		}
+	}
+	return nil
+}
+
 // match reports whether ref matches pattern, {tenant} replaced by tenant
 // (literally: a tenant's characters are never wildcards) and * matching any
-// run of characters.
+// run of characters. A pattern with {tenant} matches nothing for a tenant
+// validTenant refuses.
 func match(pattern, tenant, ref string) bool {
+	if strings.Contains(pattern, tenantPlaceholder) && !validTenant(tenant) {
+		return false
+	}
 	pieces := strings.Split(pattern, "*")
 	for i, p := range pieces {
 		pieces[i] = strings.ReplaceAll(p, "{tenant}", tenant)

@@ -67,7 +67,7 @@ func TestPolicyCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := NewPolicy([]string{"env://TOOL_*", "vault://kv/tenants/{tenant}/*", "file:///run/secrets/{tenant}-*"}, true)
+	ops, err := NewPolicy([]string{"env://TOOL_*", "vault://kv/tenants/{tenant}/*", "file:///run/secrets/{tenant}/*", "env://KEY_{tenant}"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +88,14 @@ func TestPolicyCheck(t *testing.T) {
 		{"other tenant's vault path", ops, "globex", "vault://kv/tenants/acme/stripe#api_key", problem.SecretRefNotAllowed},
 		{"tenant prefix is not the tenant", ops, "acme", "vault://kv/tenants/acme2/stripe#k", problem.SecretRefNotAllowed},
 		{"traversal is malformed", ops, "acme", "vault://kv/tenants/acme/../globex/x#k", problem.ValidationFailed},
-		{"file allowed with flag and pattern", ops, "acme", "file:///run/secrets/acme-stripe", ""},
-		{"file of another tenant", ops, "acme", "file:///run/secrets/globex-stripe", problem.SecretRefNotAllowed},
+		{"file allowed with flag and pattern", ops, "acme", "file:///run/secrets/acme/stripe", ""},
+		{"file of another tenant", ops, "acme", "file:///run/secrets/globex/stripe", problem.SecretRefNotAllowed},
+		{"file of a tenant the caller's is a prefix of", ops, "acme", "file:///run/secrets/acme-prod/stripe", problem.SecretRefNotAllowed},
 		{"tenant with glob characters is literal", ops, "*", "vault://kv/tenants/acme/x#k", problem.SecretRefNotAllowed},
+		{"tenant with a slash matches no tenant pattern", ops, "acme/prod", "vault://kv/tenants/acme/prod/x", problem.SecretRefNotAllowed},
+		{"tenant with a space matches no tenant pattern", ops, "acme corp", "file:///run/secrets/acme corp/x", problem.SecretRefNotAllowed},
+		{"env name of the tenant", ops, "acme_prod", "env://KEY_acme_prod", ""},
+		{"env name of a longer tenant", ops, "acme", "env://KEY_acme_prod", problem.SecretRefNotAllowed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,6 +112,71 @@ func TestNewPolicyRefusesFileWithoutFlag(t *testing.T) {
 	}
 	if _, err := NewPolicy([]string{"TOOL_*"}, false); err == nil {
 		t.Error("NewPolicy accepted a pattern without a scheme")
+	}
+}
+
+func TestNewPolicyRefusesAmbiguousTenantPatterns(t *testing.T) {
+	tests := []struct {
+		name     string
+		patterns []string
+	}{
+		{"tenant then dash then star", []string{"file:///run/secrets/{tenant}-*"}},
+		{"tenant then underscore then star", []string{"env://TOOL_{tenant}_*"}},
+		{"tenant then dot", []string{"file:///run/secrets/{tenant}.json"}},
+		{"tenant then star", []string{"vault://kv/tenants/{tenant}*"}},
+		{"tenant twice in a row", []string{"vault://kv/{tenant}{tenant}/x"}},
+		{"star before tenant", []string{"vault://*/{tenant}/*"}},
+		{"tenant after a star", []string{"vault://kv/*/x/{tenant}"}},
+		{"prefix of another tenant pattern", []string{"vault://kv/{tenant}/*", "vault://kv/shared/{tenant}/*"}},
+		{"prefix of another tenant pattern, other order", []string{"env://TOOL_X{tenant}", "env://TOOL_{tenant}"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewPolicy(tc.patterns, true); err == nil || !strings.Contains(err.Error(), "{tenant}") {
+				t.Errorf("NewPolicy(%q) error = %v, want one about {tenant}", tc.patterns, err)
+			}
+		})
+	}
+	for _, ok := range [][]string{
+		{"vault://kv/tenants/{tenant}/*", "file:///run/secrets/{tenant}/*", "env://TOOL_{tenant}"},
+		{"vault://kv/{tenant}/a/*", "vault://kv/{tenant}/b/*", "vault://kv/shared/*"},
+		{"vault://kv/tenants/{tenant}/x/{tenant}/*"},
+	} {
+		if _, err := NewPolicy(ok, true); err != nil {
+			t.Errorf("NewPolicy(%q): %v", ok, err)
+		}
+	}
+}
+
+// TestTenantPatternGrantsOneTenant checks, for every tenant drawn from a set
+// of names that are prefixes and extensions of one another, that no reference
+// is granted to two tenants.
+func TestTenantPatternGrantsOneTenant(t *testing.T) {
+	policy, err := NewPolicy([]string{
+		"vault://kv/tenants/{tenant}/*", "file:///run/secrets/{tenant}/*", "env://TOOL_{tenant}", "env://KEY_{tenant}",
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := []string{"acme", "acme-prod", "acme_prod", "acme.prod", "acme/prod", "acme-prod-stripe", "prod", "a"}
+	refs := []string{
+		"file:///run/secrets/acme-prod-stripe", "file:///run/secrets/acme-prod/stripe",
+		"file:///run/secrets/acme/prod/x", "env://TOOL_acme_prod_KEY", "env://TOOL_acme_prod",
+		"vault://kv/tenants/acme/prod/x", "vault://kv/tenants/acme-prod/x#k", "vault://kv/tenants/acme.prod/x",
+	}
+	for _, ref := range refs {
+		var granted []string
+		for _, tenant := range tenants {
+			if policy.Check(tenant, ref) == nil {
+				granted = append(granted, tenant)
+			}
+		}
+		if len(granted) > 1 {
+			t.Errorf("%s is granted to tenants %q", ref, granted)
+		}
+	}
+	if err := policy.Check("acme", "vault://kv/tenants/acme/prod/x"); err != nil {
+		t.Errorf("tenant acme refused its own vault://kv/tenants/acme/prod/x: %v", err)
 	}
 }
 
@@ -136,15 +206,18 @@ func TestMatch(t *testing.T) {
 
 func TestResolveEnvAndFile(t *testing.T) {
 	dir := t.TempDir()
-	secretFile := filepath.Join(dir, "acme-stripe")
+	if err := os.Mkdir(filepath.Join(dir, "acme"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secretFile := filepath.Join(dir, "acme", "stripe")
 	if err := os.WriteFile(secretFile, []byte("file-value\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bigFile := filepath.Join(dir, "acme-big")
+	bigFile := filepath.Join(dir, "acme", "big")
 	if err := os.WriteFile(bigFile, []byte(strings.Repeat("x", 100)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	policy, err := NewPolicy([]string{"env://TOOL_*", "file://" + dir + "/{tenant}-*"}, true)
+	policy, err := NewPolicy([]string{"env://TOOL_*", "file://" + dir + "/{tenant}/*"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +240,7 @@ func TestResolveEnvAndFile(t *testing.T) {
 		{ref: "env://TOOL_MISSING", unresolved: true},
 		{ref: "env://OTHER", code: problem.SecretRefNotAllowed},
 		{ref: "file://" + secretFile, want: "file-value"},
-		{ref: "file://" + dir + "/acme-missing", unresolved: true},
+		{ref: "file://" + dir + "/acme/missing", unresolved: true},
 		{ref: "file://" + bigFile, unresolved: true},
 	}
 	for _, tc := range tests {
