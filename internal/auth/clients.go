@@ -27,8 +27,11 @@ const maxClientName = 200
 // Resource are filled in here.
 func CreateClient(ctx context.Context, store Store, tenant, name string, scopes []string, rec *audit.Record) (clientID, secret string, err error) {
 	var errs []problem.FieldError
-	if tenant == "" {
+	switch {
+	case tenant == "":
 		errs = append(errs, problem.FieldError{Field: "tenant", Message: "is required"})
+	case reservedTenant(tenant):
+		errs = append(errs, problem.FieldError{Field: "tenant", Message: fmt.Sprintf("%q is reserved", tenant)})
 	}
 	if len(name) > maxClientName {
 		errs = append(errs, problem.FieldError{Field: "name", Message: fmt.Sprintf("must be at most %d bytes", maxClientName)})

@@ -107,8 +107,11 @@ type MintRequest struct {
 // Mint signs an access token.
 func (i *Issuer) Mint(ctx context.Context, req MintRequest) (string, error) {
 	var errs []problem.FieldError
-	if req.Tenant == "" {
+	switch {
+	case req.Tenant == "":
 		errs = append(errs, problem.FieldError{Field: "tenant", Message: "is required"})
+	case reservedTenant(req.Tenant):
+		errs = append(errs, problem.FieldError{Field: "tenant", Message: fmt.Sprintf("%q is reserved", req.Tenant)})
 	}
 	for _, s := range req.Scopes {
 		if !validScope(s) {

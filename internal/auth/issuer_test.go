@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +135,55 @@ func TestUnknownKidFloodReadsStoreRarely(t *testing.T) {
 	}
 	if got := st.reads() - before; got != 1 { // the verifier's first load
 		t.Errorf("store read %d times for 100 unknown kids, want 1", got)
+	}
+}
+
+func TestFailedKeyReloadIsRetriedAfterABackoff(t *testing.T) {
+	ctx := context.Background()
+	iss, v, st, clk := newTestIssuer(t)
+	raw := mint(t, iss, MintRequest{Tenant: "acme", Subject: "alice"})
+	if _, err := v.Verify(ctx, raw); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	bogus := handMade(t, map[string]any{"alg": "ES256", "typ": "at+jwt", "kid": "key_bogus"}, validClaims(clk.Now()), func(string) []byte { return make([]byte, 64) })
+	setFail := func(err error) {
+		st.mu.Lock()
+		st.fail = err
+		st.mu.Unlock()
+	}
+	setFail(errors.New("database unreachable"))
+	clk.Advance(verifierMaxAge + time.Second)
+
+	before := st.reads()
+	for range 50 {
+		if _, err := v.Verify(ctx, raw); err != nil {
+			t.Fatalf("Verify with cached keys during a store failure: %v", err)
+		}
+		if _, err := v.Verify(ctx, bogus); err == nil {
+			t.Fatal("bogus token accepted")
+		}
+	}
+	if got := st.reads() - before; got != 1 {
+		t.Errorf("store read %d times during one backoff after a failed reload, want 1", got)
+	}
+
+	clk.Advance(reloadRetry)
+	if _, err := v.Verify(ctx, raw); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if got := st.reads() - before; got != 2 {
+		t.Errorf("store read %d times once the backoff passed, want 2", got)
+	}
+
+	setFail(nil)
+	clk.Advance(reloadRetry)
+	for range 10 {
+		if _, err := v.Verify(ctx, raw); err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+	}
+	if got := st.reads() - before; got != 3 {
+		t.Errorf("store read %d times after it recovered, want 3 (one reload, then the cache)", got)
 	}
 }
 

@@ -21,6 +21,10 @@ import (
 // rotation stay valid until they expire.
 const publishedKeys = 2
 
+// reloadRetry is how long a keyring that failed to reload keeps serving its
+// cached keys before it reads the store again.
+const reloadRetry = 5 * time.Second
+
 // key is a parsed signing key.
 type key struct {
 	id      string
@@ -32,7 +36,7 @@ type key struct {
 // keyring caches the store's signing keys. It reloads them when its copy is
 // older than maxAge, and on an unknown key id at most once per minRefresh,
 // so a flood of tokens with made-up key ids costs at most one read per
-// interval.
+// interval. A failed reload is retried no sooner than reloadRetry later.
 type keyring struct {
 	store      Store
 	now        func() time.Time
@@ -43,6 +47,9 @@ type keyring struct {
 	keys     []key // newest first, at most publishedKeys
 	loaded   bool
 	loadedAt time.Time
+	// retryAt, after a failed reload of cached keys, is when the store may
+	// be read again.
+	retryAt time.Time
 }
 
 func newKeyring(store Store, now func() time.Time, maxAge, minRefresh time.Duration) *keyring {
@@ -109,15 +116,19 @@ func (r *keyring) findLocked(kid string) (key, bool) {
 }
 
 // refreshLocked reloads the keys when forced, never loaded, or stale. A
-// failed reload of a stale copy keeps the copy: a store blip must not
-// refuse every token.
+// failed reload of a stale copy keeps the copy, and the store is not read
+// again until reloadRetry has passed, forced or not: a store blip must
+// neither refuse every token nor turn every verification into a store read
+// under the lock.
 func (r *keyring) refreshLocked(ctx context.Context, force bool) error {
-	if r.loaded && !force && r.now().Sub(r.loadedAt) < r.maxAge {
+	now := r.now()
+	if r.loaded && (!force && now.Sub(r.loadedAt) < r.maxAge || now.Before(r.retryAt)) {
 		return nil
 	}
 	stored, err := r.store.SigningKeys(ctx)
 	if err != nil {
 		if r.loaded && len(r.keys) > 0 {
+			r.retryAt = now.Add(reloadRetry)
 			return nil
 		}
 		return fmt.Errorf("load signing keys: %w", err)
@@ -133,7 +144,7 @@ func (r *keyring) refreshLocked(ctx context.Context, force bool) error {
 		}
 		keys = append(keys, k)
 	}
-	r.keys, r.loaded, r.loadedAt = keys, true, r.now()
+	r.keys, r.loaded, r.loadedAt, r.retryAt = keys, true, now, time.Time{}
 	return nil
 }
 

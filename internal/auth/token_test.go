@@ -49,6 +49,7 @@ func TestCreateClient(t *testing.T) {
 		"no tenant": {"", []string{"tools:read"}},
 		"no scope":  {"acme", nil},
 		"bad scope": {"acme", []string{"tools read\n"}},
+		"system":    {audit.SystemTenant, []string{"audit:read"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := CreateClient(context.Background(), st, args.tenant, "", args.scopes, nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -143,6 +144,9 @@ func (c Config) principal(claims map[string]any) (Principal, error) {
 	if tenant == "" {
 		return Principal{}, unauthenticated("token has no "+c.TenantClaim+" claim", nil)
 	}
+	if reservedTenant(tenant) {
+		return Principal{}, unauthenticated("token's "+c.TenantClaim+" is reserved", nil)
+	}
 	sub, subOK := optionalString(claims, "sub")
 	clientID, clientOK := optionalString(claims, "client_id")
 	if !subOK || !clientOK {
@@ -156,6 +160,13 @@ func (c Config) principal(claims map[string]any) (Principal, error) {
 		return Principal{}, unauthenticated("token has an invalid scope claim", nil)
 	}
 	return Principal{Subject: sub, ClientID: clientID, Tenant: tenant, Scopes: scopes, ExpiresAt: exp.Add(c.Leeway)}, nil
+}
+
+// reservedTenant reports whether tenant is kept for the server's own use:
+// audit.SystemTenant holds the audit chain of requests without a valid
+// tenant, so no token, client or principal may belong to it.
+func reservedTenant(tenant string) bool {
+	return tenant == audit.SystemTenant
 }
 
 // audienceContains reports whether aud (a string or an array of strings)

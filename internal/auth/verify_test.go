@@ -54,6 +54,7 @@ func TestMintRefusesBadRequests(t *testing.T) {
 		"long ttl":   {Tenant: "acme", TTL: MaxTokenTTL + time.Second},
 		"negative":   {Tenant: "acme", TTL: -time.Second},
 		"space in s": {Tenant: "acme", Scopes: []string{"a b"}},
+		"system":     {Tenant: "_system", Scopes: []string{"audit:read"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := iss.Mint(context.Background(), req)
@@ -125,6 +126,7 @@ func TestEmbeddedVerifierRefuses(t *testing.T) {
 		{"missing tenant", withClaims(func(c map[string]any) { delete(c, "tenant") }), 0, "token has no tenant claim"},
 		{"empty tenant", withClaims(func(c map[string]any) { c["tenant"] = "" }), 0, "token has no tenant claim"},
 		{"tenant not a string", withClaims(func(c map[string]any) { c["tenant"] = 7 }), 0, "token has no tenant claim"},
+		{"system tenant", withClaims(func(c map[string]any) { c["tenant"] = "_system" }), 0, "token's tenant is reserved"},
 		{"missing exp", withClaims(func(c map[string]any) { delete(c, "exp") }), 0, "token has no valid exp claim"},
 		{"exp a string", withClaims(func(c map[string]any) { c["exp"] = "tomorrow" }), 0, "token has no valid exp claim"},
 		{"no subject", withClaims(func(c map[string]any) { delete(c, "sub") }), 0, "token has no subject"},
