@@ -51,8 +51,8 @@ func MuxRoute(mux *http.ServeMux) func(*http.Request) string {
 // Pattern is the routeName that reads r.Pattern, set by ServeMux on match.
 func Pattern(r *http.Request) string { return r.Pattern }
 
-// SetRoute records r.Pattern as the request's route for Middleware and
-// Metrics.Middleware, and renames the current span after it. Call it from
+// SetRoute records r.Pattern as the request's route for Middleware, and
+// renames the current span after it. Call it from
 // inside the ServeMux (a per-route wrapper, say) when middleware between
 // Middleware and the mux passes on a copy of the request.
 func SetRoute(r *http.Request) {

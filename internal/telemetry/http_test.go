@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -117,7 +118,7 @@ func TestTransportPropagatesTheTrace(t *testing.T) {
 		gotTraceparent <- r.Header.Get("Traceparent")
 	}))
 	t.Cleanup(downstream.Close)
-	client := &http.Client{Transport: telemetry.Transport(nil)}
+	client := &http.Client{Transport: otelhttp.NewTransport(nil)}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{id}/invoke", func(w http.ResponseWriter, r *http.Request) {

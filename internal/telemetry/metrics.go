@@ -14,6 +14,22 @@ import (
 // unmatchedRoute is the route label of requests no pattern served.
 const unmatchedRoute = "unmatched"
 
+// otherMethod is the method label of requests whose method is not one of
+// the standard methods of RFC 9110 and RFC 5789.
+const otherMethod = "OTHER"
+
+// methodLabel returns method when it is a standard method, else otherMethod:
+// any token is a valid method, so the raw value would let clients create
+// series without bound.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return otherMethod
+}
+
 // Metrics holds agentplane's Prometheus metrics.
 type Metrics struct {
 	requests *prometheus.CounterVec
@@ -65,12 +81,14 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 
 // Observe records one served request. route is the ServeMux pattern ("" when
 // none matched); only its path is used as the label, never the raw URL path,
-// so the number of series stays bounded.
+// and a method outside the standard ones is labelled OTHER, so the number of
+// series stays bounded.
 func (m *Metrics) Observe(route, method string, status int, d time.Duration) {
 	label := RoutePath(route)
 	if label == "" {
 		label = unmatchedRoute
 	}
+	method = methodLabel(method)
 	m.requests.WithLabelValues(label, method, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(label, method).Observe(d.Seconds())
 }
@@ -79,58 +97,4 @@ func (m *Metrics) Observe(route, method string, status int, d time.Duration) {
 // GET /metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
-}
-
-// Middleware observes every request through next. routeName works as for
-// the tracing Middleware (nil means r.Pattern, read after next returns).
-func (m *Metrics) Middleware(next http.Handler, routeName func(*http.Request) string) http.Handler {
-	if routeName == nil {
-		routeName = Pattern
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		r, h := withRoute(r)
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		m.Observe(h.resolve(r, routeName), r.Method, sw.statusCode(), time.Since(start))
-	})
-}
-
-// statusWriter remembers the status code written through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush lets streaming handlers flush through the wrapper.
-func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// statusCode is the status sent, 200 when the handler wrote nothing.
-func (w *statusWriter) statusCode() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
 }

@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,28 +14,15 @@ import (
 
 func TestMetricsCountRequestsByRoutePattern(t *testing.T) {
 	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/tools/{id}", func(w http.ResponseWriter, r *http.Request) {})
-	mux.HandleFunc("POST /v1/tools", func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-	})
-	mux.Handle("GET /metrics", metrics.Handler())
-	srv := httptest.NewServer(metrics.Middleware(mux, nil))
+	srv := httptest.NewServer(metrics.Handler())
 	t.Cleanup(srv.Close)
 
-	get(t, "GET", srv.URL+"/v1/tools/tool_1", nil)
-	get(t, "GET", srv.URL+"/v1/tools/tool_2", nil)
-	get(t, "POST", srv.URL+"/v1/tools", nil)
-	get(t, "GET", srv.URL+"/no/such/path", nil)
-	exposition := get(t, "GET", srv.URL+"/metrics", nil)
+	metrics.Observe("GET /v1/tools/{id}", "GET", 200, time.Millisecond)
+	metrics.Observe("GET /v1/tools/{id}", "GET", 200, time.Millisecond)
+	metrics.Observe("POST /v1/tools", "POST", 201, time.Millisecond)
+	metrics.Observe("", "GET", 404, time.Millisecond)
+	exposition := get(t, "GET", srv.URL, nil)
 
-	var got []string
-	for line := range strings.Lines(exposition) {
-		if strings.HasPrefix(line, "agentplane_http_requests_total{") ||
-			strings.HasPrefix(line, "agentplane_http_request_duration_seconds_count{") {
-			got = append(got, strings.TrimSpace(line))
-		}
-	}
 	want := []string{
 		`agentplane_http_request_duration_seconds_count{method="GET",route="/v1/tools/{id}"} 2`,
 		`agentplane_http_request_duration_seconds_count{method="GET",route="unmatched"} 1`,
@@ -45,7 +31,7 @@ func TestMetricsCountRequestsByRoutePattern(t *testing.T) {
 		`agentplane_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
 		`agentplane_http_requests_total{method="POST",route="/v1/tools",status="201"} 1`,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, requestSeries(exposition)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total"} {
@@ -53,6 +39,53 @@ func TestMetricsCountRequestsByRoutePattern(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
+}
+
+func TestMetricsLabelNonStandardMethodsOther(t *testing.T) {
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	srv := httptest.NewServer(metrics.Handler())
+	t.Cleanup(srv.Close)
+
+	for _, method := range []string{"PROPFIND", "get", "X-RANDOM-1", "X-RANDOM-2"} {
+		metrics.Observe("", method, 405, time.Millisecond)
+	}
+	for _, method := range []string{"HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"} {
+		metrics.Observe("", method, 404, time.Millisecond)
+	}
+	want := []string{
+		`agentplane_http_request_duration_seconds_count{method="CONNECT",route="unmatched"} 1`,
+		`agentplane_http_request_duration_seconds_count{method="DELETE",route="unmatched"} 1`,
+		`agentplane_http_request_duration_seconds_count{method="HEAD",route="unmatched"} 1`,
+		`agentplane_http_request_duration_seconds_count{method="OPTIONS",route="unmatched"} 1`,
+		`agentplane_http_request_duration_seconds_count{method="OTHER",route="unmatched"} 4`,
+		`agentplane_http_request_duration_seconds_count{method="PATCH",route="unmatched"} 1`,
+		`agentplane_http_request_duration_seconds_count{method="PUT",route="unmatched"} 1`,
+		`agentplane_http_request_duration_seconds_count{method="TRACE",route="unmatched"} 1`,
+		`agentplane_http_requests_total{method="CONNECT",route="unmatched",status="404"} 1`,
+		`agentplane_http_requests_total{method="DELETE",route="unmatched",status="404"} 1`,
+		`agentplane_http_requests_total{method="HEAD",route="unmatched",status="404"} 1`,
+		`agentplane_http_requests_total{method="OPTIONS",route="unmatched",status="404"} 1`,
+		`agentplane_http_requests_total{method="OTHER",route="unmatched",status="405"} 4`,
+		`agentplane_http_requests_total{method="PATCH",route="unmatched",status="404"} 1`,
+		`agentplane_http_requests_total{method="PUT",route="unmatched",status="404"} 1`,
+		`agentplane_http_requests_total{method="TRACE",route="unmatched",status="404"} 1`,
+	}
+	if diff := cmp.Diff(want, requestSeries(get(t, "GET", srv.URL, nil))); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// requestSeries returns the request counter and duration count lines of an
+// exposition.
+func requestSeries(exposition string) []string {
+	var got []string
+	for line := range strings.Lines(exposition) {
+		if strings.HasPrefix(line, "agentplane_http_requests_total{") ||
+			strings.HasPrefix(line, "agentplane_http_request_duration_seconds_count{") {
+			got = append(got, strings.TrimSpace(line))
+		}
+	}
+	return got
 }
 
 func TestMetricsObserveUsesThePatternPath(t *testing.T) {

@@ -8,12 +8,10 @@ package telemetry
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -22,9 +20,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// instrumentationName names the tracer agentplane's own spans come from.
-const instrumentationName = "github.com/agentplane/agentplane"
 
 // Options configures Setup.
 type Options struct {
@@ -152,17 +147,4 @@ func TraceID(ctx context.Context) string {
 		return ""
 	}
 	return sc.TraceID().String()
-}
-
-// Tracer returns the tracer for agentplane's own spans (workflow steps,
-// tool calls), from the global TracerProvider.
-func Tracer() trace.Tracer {
-	return otel.Tracer(instrumentationName)
-}
-
-// Transport wraps base (nil means http.DefaultTransport) so every outgoing
-// request gets a client span and carries the traceparent, tracestate and
-// baggage of its context.
-func Transport(base http.RoundTripper) http.RoundTripper {
-	return otelhttp.NewTransport(base)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -99,7 +100,7 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 				t.Fatalf("Setup: %v", err)
 			}
 
-			_, span := telemetry.Tracer().Start(context.Background(), "test-span")
+			_, span := otel.Tracer("test").Start(context.Background(), "test-span")
 			span.End()
 			if err := shutdown(context.Background()); err != nil {
 				t.Fatalf("shutdown: %v", err)
@@ -140,7 +141,7 @@ func TestSetupRefusesABadEndpoint(t *testing.T) {
 
 func TestSetupWithoutExporterStillMakesTraceIDs(t *testing.T) {
 	setup(t)
-	ctx, span := telemetry.Tracer().Start(context.Background(), "step")
+	ctx, span := otel.Tracer("test").Start(context.Background(), "step")
 	defer span.End()
 	if got := telemetry.TraceID(ctx); len(got) != 32 {
 		t.Errorf("TraceID = %q, want 32 hex digits", got)
