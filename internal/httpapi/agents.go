@@ -111,15 +111,33 @@ func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error
 	return writeJSON(w, http.StatusCreated, viewVersion(v, false))
 }
 
-// splitRef splits name@version; version is "" without @.
-func splitRef(id string) (name, version string) {
-	name, version, _ = strings.Cut(id, "@")
-	return name, version
+// splitRef splits a path's name@version; version is "" for a bare name. An
+// @ with no version after it names no version.
+func splitRef(id string) (name, version string, err error) {
+	name, version, pinned := strings.Cut(id, "@")
+	if pinned && version == "" {
+		return "", "", problem.New(problem.AgentVersionNotFound,
+			"%q names no version: use %s for the default version, or %s@<version>", id, name, name)
+	}
+	return name, version, nil
+}
+
+// agentName is the path's agent name on routes about the whole agent, which
+// take no @version.
+func agentName(id string) (string, error) {
+	name, _, pinned := strings.Cut(id, "@")
+	if pinned {
+		return "", problem.New(problem.NotFound, "%q is not an agent name: this route takes the name without @version", id)
+	}
+	return name, nil
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
 	tenant := principalOf(r).Tenant
-	name, version := splitRef(r.PathValue("id"))
+	name, version, err := splitRef(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
 	if version != "" {
 		v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, version)
 		if err != nil {
@@ -166,7 +184,10 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) error {
-	name, _ := splitRef(r.PathValue("id"))
+	name, err := agentName(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
 	vs, err := s.deps.Agents.ListVersions(r.Context(), principalOf(r).Tenant, name)
 	if err != nil {
 		return err
@@ -179,6 +200,10 @@ func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error {
+	name, err := agentName(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
 	var req struct {
 		Version string `json:"version"`
 	}
@@ -188,7 +213,6 @@ func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error 
 	if req.Version == "" {
 		return problem.Field("version", "is required")
 	}
-	name, _ := splitRef(r.PathValue("id"))
 	tenant := principalOf(r).Tenant
 	if err := s.deps.Agents.SetDefault(r.Context(), tenant, name, req.Version, s.record(r, http.StatusOK)); err != nil {
 		return err

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/auth"
@@ -28,6 +26,9 @@ type reqInfo struct {
 	problem *problem.Error
 	// idemKey is the request's idempotency key, when it has one.
 	idemKey *idempotency.Key
+	// idemLinked is set once idemKey is linked to the workflow the request
+	// started, so repeats can attach to it.
+	idemLinked bool
 }
 
 type infoKey struct{}
@@ -86,9 +87,4 @@ func (w *statusWriter) Flush() {
 		w.status = http.StatusOK
 	}
 	http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Hijack is not supported through the wrapper; kept for interface checks.
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
 }

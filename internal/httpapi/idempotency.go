@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -21,7 +20,8 @@ import (
 const maxIdempotencyKey = 255
 
 // runningLock is how long a running request blocks repeats of its key before
-// it is presumed dead (its process crashed) and a repeat may run instead.
+// it is presumed dead (its process crashed) and a repeat may run instead. A
+// key linked to a workflow is not bound by it: repeats attach to the workflow.
 const runningLock = 2 * time.Minute
 
 // storedHeaders are the response headers replayed with a stored response.
@@ -36,14 +36,9 @@ func (s *Server) idempotent(rt *route, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		body, err := readBody(r)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeProblem(w, r, problem.New(problem.PayloadTooLarge, "request body is over the %d byte limit", mbe.Limit))
-				return
-			}
-			writeProblem(w, r, problem.Wrap(problem.MalformedRequest, err, "could not read the request body"))
+			writeProblem(w, r, err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -107,29 +102,33 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key 
 		s.repeat(w, r, e, fp)
 		return
 	}
-	infoFrom(r.Context()).idemKey = &k
+	info := infoFrom(r.Context())
+	info.idemKey = &k
 
 	rec := &recordingWriter{ResponseWriter: w}
 	h.ServeHTTP(rec, r)
-	status := rec.status
-	if status == 0 {
-		status = http.StatusOK
+	keep := rec.started() && storable(rec.status) && !rec.overflow
+	if info.idemLinked && (!keep || r.Context().Err() != nil) {
+		// The client went away, or the answer is not kept: the key stays
+		// running, linked to the workflow, so a repeat attaches to the
+		// workflow and gets its result.
+		return
 	}
 	// Detached from the request: a client gone away must not leave the key running.
 	ctx := context.WithoutCancel(r.Context())
-	if storable(status) && !rec.overflow {
+	if keep {
 		hdr := http.Header{}
 		for _, name := range storedHeaders {
 			if v := w.Header().Get(name); v != "" {
 				hdr.Set(name, v)
 			}
 		}
-		err = s.deps.Store.CompleteIdempotent(ctx, k, status, hdr, rec.body.Bytes())
+		err = s.deps.Store.CompleteIdempotent(ctx, k, rec.status, hdr, rec.body.Bytes())
 	} else {
 		err = s.deps.Store.ReleaseIdempotent(ctx, k)
 	}
 	if err != nil {
-		s.deps.Logger.Error("idempotency key not settled", "request_id", infoFrom(r.Context()).requestID, "err", err)
+		s.deps.Logger.Error("idempotency key not settled", "request_id", info.requestID, "err", err)
 	}
 }
 

@@ -55,7 +55,10 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principalOf(r)
-	name, version := splitRef(r.PathValue("id"))
+	name, version, err := splitRef(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
 	info := infoFrom(r.Context())
 	info.resourceID = name
 	wf, err := s.deps.Runner.Start(r.Context(), workflow.StartRequest{
@@ -70,6 +73,8 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	if k := info.idemKey; k != nil {
 		if err := s.deps.Store.SetIdempotentWorkflow(context.WithoutCancel(r.Context()), *k, wf.ID); err != nil {
 			s.deps.Logger.Warn("link idempotency key to workflow", "workflow_id", wf.ID, "err", err)
+		} else {
+			info.idemLinked = true
 		}
 	}
 	w.Header().Set("Workflow-Id", wf.ID)

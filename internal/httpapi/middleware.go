@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -95,7 +96,8 @@ func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
 		return
 	}
 	rec := s.record(r, status)
-	if err := s.deps.Store.AppendAudit(r.Context(), rec); err != nil {
+	// Detached from the request: a client that went away is still audited.
+	if err := s.deps.Store.AppendAudit(context.WithoutCancel(r.Context()), rec); err != nil {
 		s.deps.Logger.Error("audit append failed", "request_id", info.requestID, "err", err)
 	}
 }

@@ -56,3 +56,27 @@ func TestUnauthenticatedTrafficIsLimitedPerIP(t *testing.T) {
 		t.Fatalf("healthz: %d", r.Status)
 	}
 }
+
+func TestUnmatchedRoutesAreLimitedPerIP(t *testing.T) {
+	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
+		c.RateLimits.IP = ratelimit.Limit{Rate: 3, Burst: 3, Period: time.Minute}
+	})
+	tok := h.token("acme", "audit:read")
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/v1/nowhere", 404},
+		{"DELETE", "/v1/audit/verify", 405},
+		{"GET", "/nowhere/else", 404},
+		{"GET", "/v1/nowhere", 429},
+	} {
+		r := h.do(tc.method, tc.path, tok, nil)
+		if r.Status != tc.status {
+			t.Fatalf("%s %s: %d, want %d (%s)", tc.method, tc.path, r.Status, tc.status, r.Body)
+		}
+		if tc.status == 429 && (r.problem(t).Code != "rate-limited" || r.Header.Get("Retry-After") == "") {
+			t.Fatalf("%s %s: %v %s", tc.method, tc.path, r.Header, r.Body)
+		}
+	}
+}

@@ -88,22 +88,32 @@ func decodeJSON(r *http.Request, v any) error {
 	if err := requireJSON(r); err != nil {
 		return err
 	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return jsonbody.Decode(body, v)
+}
+
+// readBody reads the whole request body; a body over the limit is
+// payload-too-large.
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return problem.New(problem.PayloadTooLarge, "request body is over the %d byte limit", mbe.Limit)
+			return nil, problem.New(problem.PayloadTooLarge, "request body is over the %d byte limit", mbe.Limit)
 		}
-		return problem.Wrap(problem.MalformedRequest, err, "could not read the request body")
+		return nil, problem.Wrap(problem.MalformedRequest, err, "could not read the request body")
 	}
-	return jsonbody.Decode(body, v)
+	return body, nil
 }
 
 // requireJSON refuses bodies that are not declared as JSON.
 func requireJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return nil // curl -d without -H; the body must still parse as JSON
+		return nil // no Content-Type at all; the body must still parse as JSON
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {

@@ -131,6 +131,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(w, r) // sets the path values
 		return
 	}
+	// Unmatched requests are audited too, so they are limited like other
+	// unauthenticated traffic.
+	if err := s.limitIP(w, r); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
 	s.identify(r)
 	probe := &probeWriter{header: http.Header{}}
 	h.ServeHTTP(probe, r)

@@ -16,19 +16,26 @@ type sseWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	stop chan struct{}
+	// done is closed when the heartbeat goroutine has returned.
+	done chan struct{}
 }
 
 // startSSE sends the stream's headers; after it there are no status codes,
 // only events.
 func startSSE(w http.ResponseWriter) *sseWriter {
+	return startSSEBeating(w, heartbeat)
+}
+
+// startSSEBeating is startSSE with a heartbeat every interval.
+func startSSEBeating(w http.ResponseWriter, interval time.Duration) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), stop: make(chan struct{})}
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{})}
 	s.rc.Flush()
-	go s.beat()
+	go s.beat(interval)
 	return s
 }
 
@@ -42,8 +49,9 @@ func (s *sseWriter) send(id int, data []byte) error {
 	return s.rc.Flush()
 }
 
-func (s *sseWriter) beat() {
-	t := time.NewTicker(heartbeat)
+func (s *sseWriter) beat(interval time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -58,4 +66,9 @@ func (s *sseWriter) beat() {
 	}
 }
 
-func (s *sseWriter) close() { close(s.stop) }
+// close stops the heartbeat and waits for it, so nothing is written to the
+// response once close returns.
+func (s *sseWriter) close() {
+	close(s.stop)
+	<-s.done
+}

@@ -337,6 +337,7 @@ func TestInvokeValidation(t *testing.T) {
 		{"context breaks inputs", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{}}, 422, "validation-failed", "context.transaction_id"},
 		{"unknown agent", "/v1/agents/nobody/invoke", map[string]any{"goal": "g"}, 404, "not-found", ""},
 		{"unknown version", "/v1/agents/fraud-triage@99/invoke", map[string]any{"goal": "g"}, 404, "agent-version-not-found", ""},
+		{"empty version", "/v1/agents/fraud-triage@/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}}, 404, "agent-version-not-found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := h.do("POST", tc.path, w.admin, tc.body)

@@ -40,14 +40,27 @@ type Entry struct {
 	// ExpiresAt is when the key stops being honoured.
 	ExpiresAt time.Time
 	// LockedUntil bounds how long a running entry blocks repeats; past it the
-	// first request is presumed dead and a repeat may take over.
+	// first request is presumed dead and a repeat may take over. It does not
+	// bound an entry linked to a workflow: the workflow outlives the request
+	// (and a crash), so repeats attach to it until the entry expires.
 	LockedUntil time.Time
+}
+
+// Live reports whether e still blocks a new request for its key at time
+// now: until it expires when complete or linked to a workflow, else until
+// LockedUntil.
+func (e Entry) Live(now time.Time) bool {
+	if !now.Before(e.ExpiresAt) {
+		return false
+	}
+	return e.State == Complete || e.WorkflowID != "" || now.Before(e.LockedUntil)
 }
 
 // Store keeps idempotency entries; it must be safe across replicas.
 type Store interface {
 	// BeginIdempotent inserts e as running unless a live entry for e.Key
-	// exists (an expired one, or a running one past LockedUntil, is replaced).
+	// exists (an expired one, or a running one past LockedUntil and linked to
+	// no workflow, is replaced).
 	// It returns the existing entry and false, or e and true.
 	BeginIdempotent(ctx context.Context, e Entry) (Entry, bool, error)
 	// SetIdempotentWorkflow records the workflow a running invoke started.

@@ -22,7 +22,8 @@ func keyArgs(k idempotency.Key, more ...any) []any {
 }
 
 // BeginIdempotent inserts e as running unless a live entry for e.Key exists.
-// An entry that expired, or a running one past its LockedUntil, is replaced
+// An entry that expired, or a running one past its LockedUntil and linked to
+// no workflow, is replaced
 // in the same transaction, under the row's lock, so exactly one replica wins.
 // Liveness is judged at e.CreatedAt (the store's clock when it is zero).
 func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempotency.Entry, bool, error) {
@@ -66,7 +67,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 			if err != nil {
 				return err
 			}
-			if live(old, e.CreatedAt) {
+			if old.Live(e.CreatedAt) {
 				got, created = old, false
 				return nil
 			}
@@ -84,14 +85,6 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 		return idempotency.Entry{}, false, err
 	}
 	return got, created, nil
-}
-
-// live reports whether old still blocks a new request at time now.
-func live(old idempotency.Entry, now time.Time) bool {
-	if !now.Before(old.ExpiresAt) {
-		return false
-	}
-	return old.State == idempotency.Complete || now.Before(old.LockedUntil)
 }
 
 // SetIdempotentWorkflow records the workflow a running invoke started.

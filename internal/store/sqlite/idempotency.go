@@ -18,7 +18,8 @@ const idemKeyCond = `tenant = ? AND principal = ? AND method = ? AND path = ? AN
 func keyArgs(k idempotency.Key) []any { return []any{k.Tenant, k.Principal, k.Method, k.Path, k.Key} }
 
 // BeginIdempotent inserts e as running unless a live entry for e.Key exists.
-// An entry that expired, or a running one past its LockedUntil, is replaced.
+// An entry that expired, or a running one past its LockedUntil and linked to
+// no workflow, is replaced.
 // Liveness is judged at e.CreatedAt (the store's clock when it is zero).
 func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempotency.Entry, bool, error) {
 	if e.CreatedAt.IsZero() {
@@ -39,7 +40,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 		old, err := scanEntry(tx.QueryRowContext(ctx, `SELECT fingerprint, state, status, header, body,
 			workflow_id, created_at, expires_at, locked_until FROM idempotency_entries WHERE `+idemKeyCond,
 			keyArgs(e.Key)...), e.Key)
-		if err == nil && live(old, e.CreatedAt) {
+		if err == nil && old.Live(e.CreatedAt) {
 			got, created = old, false
 			return nil
 		}
@@ -61,14 +62,6 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 		return idempotency.Entry{}, false, err
 	}
 	return got, created, nil
-}
-
-// live reports whether old still blocks a new request at time now.
-func live(old idempotency.Entry, now time.Time) bool {
-	if !now.Before(old.ExpiresAt) {
-		return false
-	}
-	return old.State == idempotency.Complete || now.Before(old.LockedUntil)
 }
 
 // SetIdempotentWorkflow records the workflow a running invoke started.

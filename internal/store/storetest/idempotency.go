@@ -107,6 +107,23 @@ func testIdempotencyExpiryTakeover(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("take over after LockedUntil: created %v fingerprint %q; want the new entry", created, got.Fingerprint)
 	}
 
+	// A running entry linked to a workflow outlives LockedUntil, not
+	// ExpiresAt: repeats attach to the workflow however long it runs.
+	linked := entry("linked", base)
+	_, _, err = s.BeginIdempotent(ctx, linked)
+	must(t, err, "begin linked")
+	must(t, s.SetIdempotentWorkflow(ctx, linked.Key, "wf_1"), "link")
+	lateLinked := entry("linked", base.Add(time.Hour))
+	lateLinked.Fingerprint = "fp-late"
+	got, created, err = s.BeginIdempotent(ctx, lateLinked)
+	must(t, err, "begin linked past LockedUntil")
+	if created || got.WorkflowID != "wf_1" || got.Fingerprint != "fp-1" {
+		t.Errorf("begin linked past LockedUntil: created %v, entry %+v; want the linked running entry", created, got)
+	}
+	if _, created, _ := s.BeginIdempotent(ctx, entry("linked", base.Add(25*time.Hour))); !created {
+		t.Error("an expired linked entry was not replaced")
+	}
+
 	// A complete entry outlives LockedUntil, not ExpiresAt.
 	done := entry("done", base)
 	_, _, err = s.BeginIdempotent(ctx, done)

@@ -1,0 +1,132 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/idempotency"
+)
+
+// gate holds w's getTransaction calls until release is called, or the
+// test ends.
+func gate(t *testing.T, w *fraudWorld) (release func()) {
+	w.gate = make(chan struct{})
+	release = sync.OnceFunc(func() { close(w.gate) })
+	t.Cleanup(release)
+	return release
+}
+
+// hangUpInvoke sends a sync invoke with body and headers, and hangs up once
+// the workflow waits on its first tool call (w.gate must be set).
+func hangUpInvoke(t *testing.T, w *fraudWorld, body map[string]any, headers ...string) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	ctx, hangUp := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", w.h.URL+"/v1/agents/fraud-triage/invoke", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+w.admin)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := w.h.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, func() bool { return w.payments.Load() == 1 })
+	hangUp()
+	<-done
+}
+
+// waitInvokeAudited waits until the audit log holds n invoke requests: a
+// request's record is written once everything else about it is settled.
+func waitInvokeAudited(t *testing.T, h *harness, n int) auditPage {
+	t.Helper()
+	reader := h.token("acme", "audit:read")
+	var page auditPage
+	waitFor(t, func() bool {
+		h.do("GET", "/v1/audit/query?action=agent.invoke", reader, nil).json(t, &page)
+		return len(page.Records) >= n
+	})
+	return page
+}
+
+func TestAClientDisconnectIsStillAudited(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	gate(t, w)
+	hangUpInvoke(t, w, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-gone"}})
+
+	page := waitInvokeAudited(t, h, 1)
+	if rec := page.Records[0]; rec.WorkflowID == "" || rec.Actor.Sub != "alice" {
+		t.Fatalf("record of the abandoned invoke: %+v", rec)
+	}
+}
+
+func TestInvokeRetriedAfterADisconnectGetsTheWorkflow(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	release := gate(t, w)
+	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-retry"}}
+	hangUpInvoke(t, w, body, "Idempotency-Key", "retry-me")
+	waitInvokeAudited(t, h, 1) // the first request is over
+	release()
+
+	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body, "Idempotency-Key", "retry-me")
+	if r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	var wf map[string]any
+	r.json(t, &wf)
+	if wf["workflow_id"] != r.Header.Get("Workflow-Id") || wf["status"] != "completed" || wf["outcome"] != "cleared" {
+		t.Fatalf("retry answered %s", r.Body)
+	}
+	if n := w.payments.Load(); n != 1 {
+		t.Fatalf("the payments API received %d requests, want 1", n)
+	}
+}
+
+func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
+	var skew atomic.Int64
+	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
+		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	w := newFraudWorld(t, h)
+	release := gate(t, w)
+	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-long"}, "idempotency_key": "long"}
+	first := make(chan response, 1)
+	go func() { first <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
+	waitFor(t, func() bool { return w.payments.Load() == 1 })
+	// Wait until the key is linked to the workflow.
+	key := idempotency.Key{Tenant: "acme", Principal: "alice", Method: "POST", Path: "/v1/agents/fraud-triage/invoke", Key: "long"}
+	waitFor(t, func() bool {
+		e, created, err := h.DB.BeginIdempotent(t.Context(), idempotency.Entry{Key: key, Fingerprint: "peek", CreatedAt: time.Now()})
+		return err == nil && !created && e.WorkflowID != ""
+	})
+
+	// Long after the first request began, the workflow still runs.
+	skew.Store(int64(time.Hour))
+	repeat := make(chan response, 1)
+	go func() { repeat <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
+	time.Sleep(300 * time.Millisecond)
+	release()
+	a, b := <-first, <-repeat
+	if a.Status != 200 || b.Status != 200 || b.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("statuses %d %d (%v): %s %s", a.Status, b.Status, b.Header, a.Body, b.Body)
+	}
+	if id := a.Header.Get("Workflow-Id"); id == "" || b.Header.Get("Workflow-Id") != id {
+		t.Fatalf("workflow ids %q and %q", id, b.Header.Get("Workflow-Id"))
+	}
+	if n := w.payments.Load(); n != 1 {
+		t.Fatalf("the payments API received %d requests, want 1", n)
+	}
+}
