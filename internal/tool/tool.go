@@ -124,9 +124,9 @@ type GraphQLBinding struct {
 	Root  string `json:"root"`
 	Field string `json:"field"`
 	Args  []Arg  `json:"args,omitempty"`
-	// Selection is a bounded selection set for the field's type, without
-	// braces' outer level omitted: "{ id name owner { id } }", or "" for a
-	// scalar or enum result.
+	// Selection is a bounded selection set for the field's type, outer
+	// braces included: "{ id name owner { id } }"; "" for a scalar or enum
+	// result.
 	Selection string `json:"selection,omitempty"`
 }
 

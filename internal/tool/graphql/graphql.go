@@ -51,20 +51,19 @@ func (Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, error)
 	if s.Query == nil && s.Mutation == nil {
 		return nil, problem.New(problem.SpecInvalid, "the schema has neither a query nor a mutation root type")
 	}
-	b := builder{types: s.Types}
-	spec := &tool.Spec{Operations: b.operations(s.Query, s.Mutation), Warnings: capWarnings(warnings)}
-	return spec, nil
+	budget := tool.NewBudget(len(src.Data))
+	ops, err := newBuilder(s.Types, budget).operations(ctx, s.Query, s.Mutation)
+	if err != nil {
+		return nil, err
+	}
+	if w := budget.Warning(); w != "" {
+		warnings = append(warnings, w)
+	}
+	return &tool.Spec{Operations: ops, Warnings: tool.CapWarnings(warnings, maxWarnings)}, nil
 }
 
 // maxWarnings bounds the warnings of one import.
 const maxWarnings = 50
-
-func capWarnings(w []string) []string {
-	if len(w) <= maxWarnings {
-		return w
-	}
-	return append(w[:maxWarnings:maxWarnings], fmt.Sprintf("and %d more warnings", len(w)-maxWarnings))
-}
 
 // fromSDL parses SDL text: strictly when the schema validates, else leniently
 // from the syntax tree.

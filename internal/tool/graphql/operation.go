@@ -1,7 +1,7 @@
 package graphql
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"strings"
 
@@ -26,14 +26,50 @@ const (
 	maxInputFields = 500
 )
 
-// builder turns root fields into operations.
+// builder turns root fields into operations. Root fields share their types,
+// so the selection sets, result schemas and argument schemas of a type are
+// built once per depth and shared by the operations that use them; what each
+// operation stores is charged to budget.
 type builder struct {
-	types map[string]*ast.Definition
+	types  map[string]*ast.Definition
+	budget *tool.Budget
+
+	selections map[typeDepth]selection
+	leaves     map[string]map[string]any
+	inputs     map[typeDepth]inputObject
+	// cuts counts the input objects described loosely for want of fields
+	// left in an operation's maxInputFields.
+	cuts int
+}
+
+type typeDepth struct {
+	name  string
+	depth int
+}
+
+// selection is a selection set and the JSON Schema of what it returns.
+type selection struct {
+	set    string
+	schema map[string]any
+}
+
+// inputObject is the schema of an input object and the input-object fields
+// it spells out.
+type inputObject struct {
+	schema map[string]any
+	fields int
+}
+
+func newBuilder(types map[string]*ast.Definition, budget *tool.Budget) *builder {
+	return &builder{
+		types: types, budget: budget,
+		selections: map[typeDepth]selection{}, leaves: map[string]map[string]any{}, inputs: map[typeDepth]inputObject{},
+	}
 }
 
 // operations lists the fields of the query root, then those of the mutation
 // root. A field name both roots have becomes query_<f> and mutation_<f>.
-func (b builder) operations(query, mutation *ast.Definition) []tool.Operation {
+func (b *builder) operations(ctx context.Context, query, mutation *ast.Definition) ([]tool.Operation, error) {
 	names := func(d *ast.Definition) map[string]bool {
 		m := map[string]bool{}
 		for _, f := range fields(d) {
@@ -42,22 +78,46 @@ func (b builder) operations(query, mutation *ast.Definition) []tool.Operation {
 		return m
 	}
 	inQuery, inMutation := names(query), names(mutation)
-	var ops []tool.Operation
-	for _, f := range fields(query) {
-		id := f.Name
-		if inMutation[f.Name] {
-			id = "query_" + f.Name
-		}
-		ops = append(ops, b.operation(id, "query", tool.Read, f))
+	roots := []struct {
+		def        *ast.Definition
+		root, kind string
+		other      map[string]bool
+	}{
+		{query, "query", tool.Read, inMutation},
+		{mutation, "mutation", tool.Write, inQuery},
 	}
-	for _, f := range fields(mutation) {
-		id := f.Name
-		if inQuery[f.Name] {
-			id = "mutation_" + f.Name
+	var drafts []draft
+	for _, r := range roots {
+		for _, f := range fields(r.def) {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("import graphql: %w", err)
+			}
+			id := f.Name
+			if r.other[f.Name] {
+				id = r.root + "_" + f.Name
+			}
+			d := b.operation(id, r.root, r.kind, f)
+			if err := b.budget.Operation(len(d.op.GraphQL.Selection), "selection sets"); err != nil {
+				return nil, err
+			}
+			drafts = append(drafts, d)
 		}
-		ops = append(ops, b.operation(id, "mutation", tool.Write, f))
 	}
-	return uniqueIDs(ops)
+	ops := make([]tool.Operation, len(drafts))
+	for i, d := range drafts {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("import graphql: %w", err)
+		}
+		d.op.Input, d.op.Output = b.budget.Schemas(d.in, d.out)
+		ops[i] = d.op
+	}
+	return uniqueIDs(ops), nil
+}
+
+// draft is an operation and its schemas, not yet encoded.
+type draft struct {
+	op      tool.Operation
+	in, out map[string]any
 }
 
 // uniqueIDs suffixes _2, _3, … to an id already taken, which only a schema
@@ -96,7 +156,7 @@ func fields(d *ast.Definition) []*ast.FieldDefinition {
 	return out
 }
 
-func (b builder) operation(id, root, kind string, f *ast.FieldDefinition) tool.Operation {
+func (b *builder) operation(id, root, kind string, f *ast.FieldDefinition) draft {
 	bind := &tool.GraphQLBinding{Root: root, Field: f.Name}
 	props := map[string]any{}
 	var required []string
@@ -115,21 +175,20 @@ func (b builder) operation(id, root, kind string, f *ast.FieldDefinition) tool.O
 	}
 	sel, out := b.result(f.Type)
 	bind.Selection = sel
-	return tool.Operation{
+	op := tool.Operation{
 		ID:          id,
 		Kind:        kind,
 		Summary:     tool.FirstLine(f.Description),
 		Description: strings.TrimSpace(f.Description),
-		Input:       mustJSON(in),
-		Output:      mustJSON(out),
 		GraphQL:     bind,
 	}
+	return draft{op: op, in: in, out: out}
 }
 
 // result returns the selection set of a root field's type and the JSON
 // Schema of what that selection returns. A result type that is not a leaf
 // always gets a non-empty selection: { __typename } at least.
-func (b builder) result(t *ast.Type) (string, map[string]any) {
+func (b *builder) result(t *ast.Type) (string, map[string]any) {
 	d := b.lookup(t.Name())
 	if d == nil || d.IsLeafType() {
 		return "", wrapLists(t, b.leafSchema(t.Name(), d))
@@ -145,7 +204,17 @@ func (b builder) result(t *ast.Type) (string, map[string]any) {
 // root field's type): objects get their leaf fields and, above the depth
 // limit, their object fields; interfaces __typename and their leaf fields;
 // unions __typename. It returns "" when nothing could be selected.
-func (b builder) selectionSet(d *ast.Definition, depth int) (string, map[string]any) {
+func (b *builder) selectionSet(d *ast.Definition, depth int) (string, map[string]any) {
+	key := typeDepth{d.Name, depth}
+	if s, ok := b.selections[key]; ok {
+		return s.set, s.schema
+	}
+	set, schema := b.newSelectionSet(d, depth)
+	b.selections[key] = selection{set, schema}
+	return set, schema
+}
+
+func (b *builder) newSelectionSet(d *ast.Definition, depth int) (string, map[string]any) {
 	var items []string
 	props := map[string]any{}
 	if d.IsAbstractType() {
@@ -194,7 +263,7 @@ func hasRequiredArgs(f *ast.FieldDefinition) bool {
 }
 
 // lookup finds a type, counting the built-in scalars as defined.
-func (b builder) lookup(name string) *ast.Definition {
+func (b *builder) lookup(name string) *ast.Definition {
 	if d := b.types[name]; d != nil {
 		return d
 	}
@@ -206,7 +275,16 @@ func (b builder) lookup(name string) *ast.Definition {
 
 // leafSchema is the JSON Schema of a scalar or enum; d may be nil for an
 // undefined type.
-func (b builder) leafSchema(name string, d *ast.Definition) map[string]any {
+func (b *builder) leafSchema(name string, d *ast.Definition) map[string]any {
+	if s, ok := b.leaves[name]; ok {
+		return s
+	}
+	s := newLeafSchema(name, d)
+	b.leaves[name] = s
+	return s
+}
+
+func newLeafSchema(name string, d *ast.Definition) map[string]any {
 	switch name {
 	case "Int":
 		return map[string]any{"type": "integer"}
@@ -228,8 +306,10 @@ func (b builder) leafSchema(name string, d *ast.Definition) map[string]any {
 }
 
 // inputSchema is the JSON Schema of an argument or input field type; budget
-// counts down the input-object fields still to spell out.
-func (b builder) inputSchema(t *ast.Type, depth int, budget *int) map[string]any {
+// counts down the input-object fields still to spell out. An input object
+// spelled out in full is reused at the same depth while budget has the
+// fields it spells out, which gives what building it again would.
+func (b *builder) inputSchema(t *ast.Type, depth int, budget *int) map[string]any {
 	if t.Elem != nil {
 		return map[string]any{"type": "array", "items": b.inputSchema(t.Elem, depth, budget)}
 	}
@@ -237,9 +317,19 @@ func (b builder) inputSchema(t *ast.Type, depth int, budget *int) map[string]any
 	if d == nil || d.Kind != ast.InputObject {
 		return b.leafSchema(t.NamedType, d)
 	}
-	if depth >= maxInputDepth || *budget < len(d.Fields) {
-		return map[string]any{"type": "object", "description": "GraphQL input " + d.Name}
+	if depth >= maxInputDepth {
+		return looseInput(d)
 	}
+	key := typeDepth{d.Name, depth}
+	if in, ok := b.inputs[key]; ok && *budget >= in.fields {
+		*budget -= in.fields
+		return in.schema
+	}
+	if *budget < len(d.Fields) {
+		b.cuts++
+		return looseInput(d)
+	}
+	start, cuts := *budget, b.cuts
 	*budget -= len(d.Fields)
 	props := map[string]any{}
 	var required []string
@@ -253,7 +343,14 @@ func (b builder) inputSchema(t *ast.Type, depth int, budget *int) map[string]any
 	if len(required) > 0 {
 		s["required"] = required
 	}
+	if b.cuts == cuts {
+		b.inputs[key] = inputObject{s, start - *budget}
+	}
 	return s
+}
+
+func looseInput(d *ast.Definition) map[string]any {
+	return map[string]any{"type": "object", "description": "GraphQL input " + d.Name}
 }
 
 // wrapLists wraps a named type's schema in the arrays t's list types make.
@@ -278,13 +375,4 @@ func withDescription(s map[string]any, desc string) map[string]any {
 		return c
 	}
 	return s
-}
-
-// mustJSON encodes a schema built of maps, slices and strings, which cannot fail.
-func mustJSON(v any) json.RawMessage {
-	data, err := json.Marshal(v)
-	if err != nil {
-		panic("graphql: encode schema: " + err.Error())
-	}
-	return data
 }

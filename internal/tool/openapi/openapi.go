@@ -40,11 +40,6 @@ const (
 	// DefaultMaxSchemaBytes bounds one rendered schema (and one inlined
 	// reference); bigger ones are rendered with fewer levels inlined.
 	DefaultMaxSchemaBytes = 256 << 10
-	// renderBudgetBase and renderBudgetPerByte set the bytes of schema
-	// rendering an import may do: base + perByte × document size. GitHub's
-	// description (13 MB) renders 20 MB at depth 8.
-	renderBudgetBase    = 16 << 20
-	renderBudgetPerByte = 1
 	// maxWarnings bounds Spec.Warnings; the last one counts the rest.
 	maxWarnings = 100
 )
@@ -111,7 +106,7 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 	// Swagger 2.0 schemas follow the 3.0 dialect once converted.
 	v30 := version == "2.0" || strings.HasPrefix(version, "3.0")
 	prune(root)
-	ops, err := im.operations(ctx, root, v30, maxDepth, maxBytes, renderBudgetBase+renderBudgetPerByte*len(src.Data), w)
+	ops, err := im.operations(ctx, root, v30, maxDepth, maxBytes, tool.BudgetFor(len(src.Data)), w)
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +119,10 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 }
 
 // operations builds the operations with schemas inlined maxDepth
-// references deep or, when they would exceed the rendering budget, with the
-// largest depth that fits (found by bisection), the same for every
-// operation.
+// references deep or, when they would exceed the rendering budget (the bytes
+// of schema rendering an import may do), with the largest depth that fits
+// (found by bisection), the same for every operation. When not even depth 1
+// fits, the schemas rendered once the budget is spent are stubs.
 func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, w *warnings) ([]tool.Operation, error) {
 	type result struct {
 		ops       []tool.Operation
@@ -165,7 +161,7 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 	}
 	switch {
 	case best.exhausted:
-		w.add("schemas are too large to inline: references inside referenced schemas are not expanded")
+		w.add("schemas are too large to inline: past the size limit, schemas and references are not expanded")
 	case lo < maxDepth:
 		w.add("schemas are inlined %d references deep instead of %d to bound their size", lo, maxDepth)
 	}

@@ -21,11 +21,13 @@ import (
 //     a cycle is cut where it was met first, so an expansion reused in
 //     another context may stop one level earlier or later than it would
 //     there; it is deterministic all the same, as the order of rendering is;
-//   - a rendering larger than maxBytes is redone one level shallower, so a
-//     wide, deep component graph cannot blow up one schema;
-//   - all rendering together is bounded by a byte budget; past it, further
-//     references become stubs (Importer.operations then starts over with a
-//     smaller depth);
+//   - a rendering is abandoned as soon as it grows past maxBytes and redone
+//     one level shallower, so a wide, deep component graph cannot blow up
+//     one schema, nor the work of rendering it;
+//   - all rendering together, copies of memoized expansions included, is
+//     bounded by a byte budget, charged as rendering goes; past it, further
+//     references and schemas become stubs (Importer.operations then starts
+//     over with a smaller depth);
 //   - remote and unresolvable references become stubs with a warning and are
 //     never fetched.
 //
@@ -55,8 +57,10 @@ type renderer struct {
 	v30      bool
 	maxDepth int
 	maxBytes int
-	// budget is what may still be rendered, in bytes.
+	// budget is what may still be rendered, in bytes; mark is how much of
+	// the rendering being written has been charged to it.
 	budget int
+	mark   int
 	warn   func(format string, args ...any)
 
 	memo       map[memoKey][]byte
@@ -79,12 +83,38 @@ func (r *renderer) render(node any) json.RawMessage {
 		return nil
 	}
 	for depth := r.maxDepth; ; depth-- {
+		if r.budget <= 0 {
+			r.exhausted = true
+			name := "schema"
+			if m, ok := node.(map[string]any); ok {
+				if ref, ok := m["$ref"].(string); ok {
+					name = refName(ref)
+				}
+			}
+			return r.stub(name, node, "not expanded (size limit)")
+		}
+		r.mark = 0
 		b := r.schema(nil, node, depth)
-		r.budget -= len(b)
+		r.charge(b)
 		if len(b) <= r.maxBytes || depth == 0 {
 			return b
 		}
 	}
+}
+
+// charge spends what was written to b, the rendering in progress, since
+// the last charge.
+func (r *renderer) charge(b []byte) {
+	r.budget -= len(b) - r.mark
+	r.mark = len(b)
+}
+
+// full reports whether a rendering at depth has grown past maxBytes, when
+// it is abandoned, unfinished, to be redone shallower. A rendering at depth
+// 0 expands no reference, is as large as the schema it renders, and is
+// always finished.
+func (r *renderer) full(b []byte, depth int) bool {
+	return depth > 0 && len(b) > r.maxBytes
 }
 
 // schema appends the rendering of a schema node.
@@ -108,11 +138,17 @@ func (r *renderer) schema(b []byte, node any, depth int) []byte {
 func (r *renderer) ref(b []byte, n map[string]any, ref string, depth int) []byte {
 	target := r.expand(ref, depth)
 	if len(n) == 1 {
-		return append(b, target...)
+		b = append(b, target...)
+		r.charge(b)
+		return b
 	}
 	b = append(b, `{"allOf":[`...)
 	b = append(b, target...)
 	b = append(b, ']')
+	r.charge(b)
+	if r.full(b, depth) {
+		return b
+	}
 	return r.members(b, n, depth, "$ref", false)
 }
 
@@ -122,6 +158,9 @@ func (r *renderer) members(b []byte, n map[string]any, depth int, skip string, f
 	keys := sortedKeys(n)
 	nullable := r.v30 && n["nullable"] == true
 	for _, k := range keys {
+		if r.full(b, depth) {
+			return b
+		}
 		v := n[k]
 		switch {
 		case k == skip:
@@ -177,6 +216,9 @@ func (r *renderer) member(b []byte, k string, v any, depth int) []byte {
 		}
 		b = append(b, '{')
 		for i, name := range sortedKeys(m) {
+			if r.full(b, depth) {
+				return b
+			}
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -196,6 +238,9 @@ func (r *renderer) member(b []byte, k string, v any, depth int) []byte {
 func (r *renderer) schemaList(b []byte, list []any, depth int) []byte {
 	b = append(b, '[')
 	for i, e := range list {
+		if r.full(b, depth) {
+			return b
+		}
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -207,7 +252,7 @@ func (r *renderer) schemaList(b []byte, list []any, depth int) []byte {
 // expand returns the rendering of the schema a reference names.
 func (r *renderer) expand(ref string, depth int) []byte {
 	if !strings.HasPrefix(ref, "#") {
-		return r.stub(ref, nil, "remote reference, not followed")
+		return r.stub(refName(ref), nil, "remote reference, not followed")
 	}
 	target, ok := r.lookup(ref)
 	if !ok {
@@ -215,26 +260,29 @@ func (r *renderer) expand(ref string, depth int) []byte {
 			r.unresolved[ref] = true
 			r.warn("unresolved reference %q", ref)
 		}
-		return r.stub(ref, nil, "unresolved reference")
+		return r.stub(refName(ref), nil, "unresolved reference")
 	}
 	if slices.Contains(r.stack, ref) {
-		return r.stub(ref, target, "recursive reference, not expanded")
+		return r.stub(refName(ref), target, "recursive reference, not expanded")
 	}
 	if depth <= 0 {
-		return r.stub(ref, target, "not expanded (depth limit)")
+		return r.stub(refName(ref), target, "not expanded (depth limit)")
+	}
+	if r.budget <= 0 {
+		r.exhausted = true
+		return r.stub(refName(ref), target, "not expanded (size limit)")
 	}
 	key := memoKey{ref, depth}
 	if b, ok := r.memo[key]; ok {
 		return b
 	}
-	if r.budget <= 0 {
-		r.exhausted = true
-		return r.stub(ref, target, "not expanded (size limit)")
-	}
+	saved := r.mark
+	r.mark = 0
 	r.stack = append(r.stack, ref)
 	b := r.schema(nil, target, depth-1)
 	r.stack = r.stack[:len(r.stack)-1]
-	r.budget -= len(b)
+	r.charge(b)
+	r.mark = saved
 	if len(b) > r.maxBytes && depth > 1 {
 		b = r.expand(ref, depth-1)
 	}
@@ -242,8 +290,9 @@ func (r *renderer) expand(ref string, depth int) []byte {
 	return b
 }
 
-// stub stands for a schema that is not expanded, keeping its type.
-func (r *renderer) stub(ref string, target any, why string) []byte {
+// stub stands for a schema that is not expanded, keeping its type; name
+// says which in its description.
+func (r *renderer) stub(name string, target any, why string) []byte {
 	b := []byte{'{'}
 	if m, ok := target.(map[string]any); ok {
 		if t, ok := m["type"]; ok {
@@ -256,7 +305,7 @@ func (r *renderer) stub(ref string, target any, why string) []byte {
 		}
 	}
 	b = append(b, `"description":`...)
-	b = appendString(b, refName(ref)+": "+why)
+	b = appendString(b, name+": "+why)
 	return append(b, '}')
 }
 

@@ -1,6 +1,8 @@
 package soap
 
 import (
+	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"strings"
@@ -9,11 +11,38 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// builder turns bound portType operations into operations.
+// builder turns bound portType operations into operations. What they
+// store is charged to budget, and the schema nodes converted for them to
+// nodes; a body element's parts and schema are converted once, for every
+// operation that sends or receives it.
 type builder struct {
 	defs    *definitions
 	base    string
 	baseURL string
+
+	budget *tool.Budget
+	// nodes is what is left of maxDocumentNodes.
+	nodes   int
+	missing map[xml.Name]bool
+	bodies  map[xml.Name]*elementBody
+}
+
+// elementBody is a body element's parts and, once built, its schema.
+type elementBody struct {
+	parts  []tool.Part
+	schema map[string]any
+}
+
+func newBuilder(defs *definitions, base string, budget *tool.Budget) *builder {
+	return &builder{
+		defs: defs, base: base, budget: budget,
+		nodes: maxDocumentNodes, missing: map[xml.Name]bool{}, bodies: map[xml.Name]*elementBody{},
+	}
+}
+
+// converter returns a converter with a message's node budget.
+func (b *builder) converter() *converter {
+	return &converter{set: b.defs.schema, warn: b.warn, missing: b.missing, budget: maxSchemaNodes, nodes: &b.nodes}
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -41,7 +70,9 @@ func (c bound) better(d bound) bool {
 }
 
 // operations lists the bound operations in the order of their portTypes.
-func (b *builder) operations() ([]tool.Operation, error) {
+// Every operation's binding is found before any schema is converted, so
+// that schemas take only what bindings leave of the budget.
+func (b *builder) operations(ctx context.Context) ([]tool.Operation, error) {
 	d := b.defs
 	portTypes := map[xml.Name]*portType{}
 	for _, pt := range d.portTypes {
@@ -103,8 +134,11 @@ func (b *builder) operations() ([]tool.Operation, error) {
 		}
 	}
 	used, taken := map[xml.Name]bool{}, map[string]bool{}
-	ops := make([]tool.Operation, 0, len(all))
+	drafts := make([]draft, 0, len(all))
 	for _, c := range all {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("import wsdl: %w", err)
+		}
 		id := c.op.name
 		if len(owners[id]) > 1 {
 			id = c.pt.name.Local + "_" + id
@@ -113,12 +147,20 @@ func (b *builder) operations() ([]tool.Operation, error) {
 			id = fmt.Sprintf("%s_%s_%d", c.pt.name.Local, c.op.name, n)
 		}
 		taken[id] = true
-		op, err := b.operation(id, c)
+		d, err := b.operation(id, c)
 		if err != nil {
 			return nil, err
 		}
 		used[c.b.name] = true
-		ops = append(ops, op)
+		drafts = append(drafts, d)
+	}
+	ops := make([]tool.Operation, len(drafts))
+	for i, d := range drafts {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("import wsdl: %w", err)
+		}
+		d.op.Input, d.op.Output = b.schemas(d)
+		ops[i] = d.op
 	}
 	for _, p := range d.ports {
 		if used[p.binding] && p.address != "" {
@@ -166,59 +208,91 @@ func (b *builder) address(a string) string {
 	return a
 }
 
-// operation builds one operation from its binding and messages.
-func (b *builder) operation(id string, c bound) (tool.Operation, error) {
+// draft is an operation whose schemas are not built yet: in builds its
+// input schema, out its output schema (nil when it has none).
+type draft struct {
+	op      tool.Operation
+	in, out func() map[string]any
+}
+
+// operation builds one operation's binding from its binding and messages.
+func (b *builder) operation(id string, c bound) (draft, error) {
 	in, err := b.message(c, c.op.input, c.op.hasInput, "input")
 	if err != nil {
-		return tool.Operation{}, err
+		return draft{}, err
 	}
 	out, err := b.message(c, c.op.output, c.op.hasOutput, "output")
 	if err != nil {
-		return tool.Operation{}, err
+		return draft{}, err
 	}
 	style := firstNonEmpty(c.bop.style, c.b.style, "document")
 	sb := &tool.SOAPBinding{Version: c.b.version, Action: c.bop.action, Style: style, Endpoint: c.endpoint}
-	conv := &converter{set: b.defs.schema, warn: b.warn, budget: maxSchemaNodes}
+	d := draft{op: tool.Operation{
+		ID:          id,
+		Kind:        tool.Write,
+		Summary:     tool.FirstLine(c.op.doc),
+		Description: c.op.doc,
+		SOAP:        sb,
+	}}
+	if isRead(c.op.name) {
+		d.op.Kind = tool.Read
+	}
 	inParts, outParts := bodyParts(in, c.bop.input.parts), bodyParts(out, c.bop.output.parts)
-	var input, output map[string]any
 	if style == "rpc" || !elementParts(inParts) {
 		if style != "rpc" {
 			b.warn("operation %s: document style with type parts, sent as a wrapper element named after the operation", id)
 		}
 		sb.Namespace = firstNonEmpty(c.bop.input.namespace, b.defs.tns)
 		sb.Element = c.op.name
-		sb.Parts, input = b.rpcParts(conv, inParts)
+		sb.Parts = b.rpcParts(inParts)
 		sb.ResponseElement = c.op.name + "Response"
-		conv.budget = maxSchemaNodes
-		_, output = b.rpcParts(conv, outParts)
+		d.in = func() map[string]any { return b.rpcSchema(b.converter(), inParts) }
+		d.out = func() map[string]any { return b.rpcSchema(b.converter(), outParts) }
 	} else {
 		if len(inParts) > 1 {
 			b.warn("operation %s: the input has %d body parts; only the first is sent", id, len(inParts))
 		}
 		el := inParts[0].element
 		sb.Namespace, sb.Element = el.Space, el.Local
-		sb.Parts, input = b.documentBody(conv, el)
+		sb.Parts = b.body(el).parts
+		d.in = func() map[string]any { return b.bodySchema(el) }
 		if len(outParts) > 0 && outParts[0].element.Local != "" {
-			sb.ResponseElement = outParts[0].element.Local
-			conv.budget = maxSchemaNodes
-			_, output = b.documentBody(conv, outParts[0].element)
+			outEl := outParts[0].element
+			sb.ResponseElement = outEl.Local
+			d.out = func() map[string]any { return b.bodySchema(outEl) }
 		}
 	}
-	op := tool.Operation{
-		ID:          id,
-		Kind:        tool.Write,
-		Summary:     tool.FirstLine(c.op.doc),
-		Description: c.op.doc,
-		Input:       mustJSON(input),
-		SOAP:        sb,
+	if b.nodes < 0 {
+		return draft{}, problem.New(problem.SpecTooLarge, "finding the operations' parts takes more than %d schema nodes", maxDocumentNodes)
 	}
-	if isRead(c.op.name) {
-		op.Kind = tool.Read
+	size := 0
+	for _, p := range sb.Parts {
+		size += len(p.Name) + len(p.Namespace) + len(p.Type) + partJSON
 	}
-	if output != nil {
-		op.Output = mustJSON(output)
+	if err := b.budget.Operation(size, "parts"); err != nil {
+		return draft{}, err
 	}
-	return op, nil
+	return d, nil
+}
+
+// partJSON is about what a tool.Part's JSON adds to its strings.
+const partJSON = 50
+
+// schemas builds and encodes an operation's schemas, or gives it stubs once
+// the budget or maxDocumentNodes is spent.
+func (b *builder) schemas(d draft) (json.RawMessage, json.RawMessage) {
+	if !b.budget.Full() {
+		in := d.in()
+		var out map[string]any
+		if d.out != nil {
+			out = d.out()
+		}
+		if b.nodes >= 0 {
+			return b.budget.Schemas(in, out)
+		}
+		b.budget.Stop(fmt.Sprintf("converting them takes more than %d schema nodes", maxDocumentNodes))
+	}
+	return b.budget.Stubs(d.out != nil)
 }
 
 // message finds an operation's input or output message.
@@ -254,24 +328,39 @@ func elementParts(parts []part) bool {
 	return len(parts) > 0 && parts[0].element.Local != ""
 }
 
-// rpcParts describes message parts as the children of the wrapper element,
-// with the JSON Schema of an object of them.
-func (b *builder) rpcParts(conv *converter, parts []part) ([]tool.Part, map[string]any) {
-	props := map[string]any{}
+// rpcParts describes message parts as the children of the wrapper element.
+func (b *builder) rpcParts(parts []part) []tool.Part {
 	var out []tool.Part
-	var required []string
 	for _, p := range parts {
 		tp := tool.Part{Name: p.name, Required: true}
 		switch {
 		case p.typ.Local != "":
 			tp.Type = p.typ.Local
+		case p.element.Local != "":
+			if d, ok := b.defs.schema.elements[p.element]; ok {
+				if q, ok := d.n.qname("type"); ok {
+					tp.Type = q.Local
+				}
+			} else {
+				b.converter().notFound(p.element, "element")
+			}
+		}
+		out = append(out, tp)
+	}
+	return out
+}
+
+// rpcSchema is the JSON Schema of an object of message parts.
+func (b *builder) rpcSchema(conv *converter, parts []part) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for _, p := range parts {
+		switch {
+		case p.typ.Local != "":
 			props[p.name] = conv.typeSchema(p.typ, 1)
 		case p.element.Local != "":
 			if d, ok := b.defs.schema.elements[p.element]; ok {
 				props[p.name] = conv.elementType(d.n, d.ctx, 1)
-				if q, ok := d.n.qname("type"); ok {
-					tp.Type = q.Local
-				}
 			} else {
 				conv.notFound(p.element, "element")
 				props[p.name] = map[string]any{}
@@ -279,15 +368,35 @@ func (b *builder) rpcParts(conv *converter, parts []part) ([]tool.Part, map[stri
 		default:
 			props[p.name] = map[string]any{}
 		}
-		out = append(out, tp)
 		required = append(required, p.name)
 	}
-	return out, object(props, required)
+	return object(props, required)
 }
 
-// documentBody describes a body element's children as parts, with the JSON
-// Schema of an object of them. An element of simple type is its own part.
-func (b *builder) documentBody(conv *converter, el xml.Name) ([]tool.Part, map[string]any) {
+// body returns a body element's parts.
+func (b *builder) body(el xml.Name) *elementBody {
+	if eb, ok := b.bodies[el]; ok {
+		return eb
+	}
+	parts, _ := b.documentBody(b.converter(), el, false)
+	eb := &elementBody{parts: parts}
+	b.bodies[el] = eb
+	return eb
+}
+
+// bodySchema returns a body element's schema.
+func (b *builder) bodySchema(el xml.Name) map[string]any {
+	eb := b.body(el)
+	if eb.schema == nil {
+		_, eb.schema = b.documentBody(b.converter(), el, true)
+	}
+	return eb.schema
+}
+
+// documentBody describes a body element's children as parts and, when
+// schema is set, gives the JSON Schema of an object of them. An element of
+// simple type is its own part.
+func (b *builder) documentBody(conv *converter, el xml.Name, schema bool) ([]tool.Part, map[string]any) {
 	d, ok := b.defs.schema.elements[el]
 	if !ok {
 		conv.notFound(el, "element")
@@ -300,6 +409,9 @@ func (b *builder) documentBody(conv *converter, el xml.Name) ([]tool.Part, map[s
 			ct, ctx = td.n, td.ctx
 		} else if found || isXSD(q.Space) {
 			p := tool.Part{Name: el.Local, Namespace: el.Space, Type: q.Local, Required: true}
+			if !schema {
+				return []tool.Part{p}, nil
+			}
 			return []tool.Part{p}, object(map[string]any{el.Local: conv.typeSchema(q, 1)}, []string{el.Local})
 		} else {
 			conv.notFound(q, "type")
@@ -311,6 +423,9 @@ func (b *builder) documentBody(conv *converter, el xml.Name) ([]tool.Part, map[s
 	var parts []tool.Part
 	for _, ch := range conv.children(ct, ctx, 0) {
 		parts = append(parts, conv.part(ch))
+	}
+	if !schema {
+		return parts, nil
 	}
 	return parts, conv.complexSchema(ct, ctx, 0)
 }

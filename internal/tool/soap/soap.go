@@ -10,12 +10,12 @@ package soap
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -64,48 +64,45 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("import wsdl: %w", err)
 	}
-	b := &builder{defs: defs, base: src.URL}
-	ops, err := b.operations()
+	budget := tool.NewBudget(len(src.Data) + l.bytes)
+	b := newBuilder(defs, src.URL, budget)
+	ops, err := b.operations(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &tool.Spec{Operations: ops, BaseURL: b.baseURL, Warnings: capWarnings(defs.warnings)}, nil
+	if w := budget.Warning(); w != "" {
+		b.warn("%s", w)
+	}
+	return &tool.Spec{Operations: ops, BaseURL: b.baseURL, Warnings: tool.CapWarnings(defs.warnings, maxWarnings)}, nil
 }
 
 // maxWarnings bounds the warnings of one import.
 const maxWarnings = 50
 
-func capWarnings(w []string) []string {
-	if len(w) <= maxWarnings {
-		return w
-	}
-	return append(w[:maxWarnings:maxWarnings], fmt.Sprintf("and %d more warnings", len(w)-maxWarnings))
-}
-
 // isRead is the kind rule: SOAP marks no operation as safe, so an
 // operation whose name starts with a reading verb (Get, List, Find, Search,
-// Query, Read, Check, Fetch, Lookup, Describe, Is, Has; any case) followed
-// by the end of the name or anything but a lower-case letter is a read
-// (GetQuote, get_quote, IsValid); every other operation is a write
-// (IssueRefund, Hashes, CreateOrder).
+// Query, Read, Check, Fetch, Lookup, Describe, Is, Has) at a word boundary
+// is a read; every other operation is a write. The verb is written
+// capitalized or in lower case (GetQuote, getQuote, get_quote, Get2) and
+// followed by an upper-case letter, a digit, "_" or nothing; or in capitals
+// (LIST, GET_QUOTE) and followed by "_", a digit or nothing, since in a name
+// in capitals no boundary can be seen (CHECKOUT, ISSUEREFUND and HASHPASSWORD
+// are writes, as are IssueRefund, Hashes and Is.Delete).
 func isRead(name string) bool {
-	r := []rune(name)
-	for _, verb := range []string{"get", "list", "find", "search", "query", "read", "check", "fetch", "lookup", "describe", "is", "has"} {
-		if len(r) < len(verb) || !strings.EqualFold(string(r[:len(verb)]), verb) {
-			continue
-		}
-		if len(r) == len(verb) || !unicode.IsLower(r[len(verb)]) {
-			return true
+	for _, verb := range []string{"Get", "List", "Find", "Search", "Query", "Read", "Check", "Fetch", "Lookup", "Describe", "Is", "Has"} {
+		for _, form := range []string{verb, strings.ToLower(verb), strings.ToUpper(verb)} {
+			rest, ok := strings.CutPrefix(name, form)
+			if !ok {
+				continue
+			}
+			if rest == "" {
+				return true
+			}
+			r, _ := utf8.DecodeRuneInString(rest)
+			if r == '_' || unicode.IsDigit(r) || unicode.IsUpper(r) && form != strings.ToUpper(verb) {
+				return true
+			}
 		}
 	}
 	return false
-}
-
-// mustJSON encodes a schema built of maps, slices and strings, which cannot fail.
-func mustJSON(v any) json.RawMessage {
-	data, err := json.Marshal(v)
-	if err != nil {
-		panic("soap: encode schema: " + err.Error())
-	}
-	return data
 }

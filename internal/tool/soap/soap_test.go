@@ -273,7 +273,10 @@ func TestIsRead(t *testing.T) {
 		"GetQuote": true, "get_quote": true, "getQuote": true, "LIST": true, "ListOrders": true,
 		"FindUser": true, "SearchItems": true, "QueryBalance": true, "ReadFile": true, "CheckStatus": true,
 		"FetchReport": true, "LookupAddress": true, "DescribeAccount": true, "IsMarketOpen": true, "HasAccess": true,
+		"GET_QUOTE": true, "LIST2": true, "Get_Quote": true, "Get2": true,
 		"IssueRefund": false, "Hashes": false, "Getaway": false, "CreateOrder": false, "Ping": false, "": false,
+		"CHECKOUT": false, "ISSUEREFUND": false, "HASHPASSWORD": false, "LISTENERADD": false, "GETANDDELETE": false,
+		"Is.Delete": false, "get.delete": false, "GETQuote": false, "gETQuote": false,
 	}
 	for name, want := range tests {
 		if got := isRead(name); got != want {

@@ -88,6 +88,8 @@ type loader struct {
 	defs  *definitions
 	seen  map[string]bool
 	docs  int
+	// bytes counts the bytes of the imported documents read.
+	bytes int
 }
 
 func (l *loader) warn(format string, args ...any) {
@@ -261,6 +263,7 @@ func (l *loader) importDoc(location, base string) {
 		l.defs.unfetched = append(l.defs.unfetched, u)
 		return
 	}
+	l.bytes += len(data)
 	root, err := parseXML(data)
 	if err != nil {
 		l.warn("import %s is not XML: %v", u, err)

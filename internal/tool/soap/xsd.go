@@ -7,10 +7,13 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// Bounds of the JSON Schemas made from XML Schema.
+// Bounds of the JSON Schemas made from XML Schema: maxSchemaNodes is the
+// schema nodes converted for one message, maxDocumentNodes for all of a
+// document's operations.
 const (
-	maxSchemaDepth = 6
-	maxSchemaNodes = 5000
+	maxSchemaDepth   = 6
+	maxSchemaNodes   = 5000
+	maxDocumentNodes = 2_000_000
 )
 
 // decl is a schema component with the schema it was declared in.
@@ -107,12 +110,15 @@ type converter struct {
 	set     *schemaSet
 	warn    func(format string, args ...any)
 	missing map[xml.Name]bool
-	budget  int
+	// budget counts down the message's nodes, nodes the document's.
+	budget int
+	nodes  *int
 }
 
 func (c *converter) spend() bool {
 	c.budget--
-	return c.budget >= 0
+	*c.nodes--
+	return c.budget >= 0 && *c.nodes >= 0
 }
 
 // child is an element a complex type contains.
@@ -140,9 +146,6 @@ func (c *converter) element(el *node, ctx *schemaCtx) (*node, *schemaCtx, string
 }
 
 func (c *converter) notFound(q xml.Name, what string) {
-	if c.missing == nil {
-		c.missing = map[xml.Name]bool{}
-	}
 	if !c.missing[q] {
 		c.missing[q] = true
 		c.warn("%s {%s}%s not found in the schemas read", what, q.Space, q.Local)

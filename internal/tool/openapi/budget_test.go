@@ -1,0 +1,121 @@
+package openapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// objectOf is a schema with n properties p0…, each the schema prop(i).
+func objectOf(n int, prop func(i int) any) map[string]any {
+	props := make(map[string]any, n)
+	for i := range n {
+		props[fmt.Sprintf("p%d", i)] = prop(i)
+	}
+	return map[string]any{"type": "object", "properties": props}
+}
+
+func refTo(name string) func(int) any {
+	return func(int) any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+}
+
+func getReturning(schema any) map[string]any {
+	return map[string]any{"get": map[string]any{"responses": map[string]any{"200": map[string]any{
+		"description": "ok", "content": map[string]any{"application/json": map[string]any{"schema": schema}},
+	}}}}
+}
+
+// TestRenderBudget: small documents whose operations share large schemas
+// render no more than the budget of their size, with a warning.
+func TestRenderBudget(t *testing.T) {
+	leaf := map[string]any{"type": "string", "description": strings.Repeat("d", 40)}
+	sharedRef := func() map[string]any {
+		// Big renders to ~120 KB, under MaxSchemaBytes; 2,000 operations return it.
+		paths := make(map[string]any)
+		for i := range 2000 {
+			paths[fmt.Sprintf("/r%d", i)] = getReturning(map[string]any{"$ref": "#/components/schemas/Big"})
+		}
+		return map[string]any{"openapi": "3.1.0", "paths": paths, "components": map[string]any{"schemas": map[string]any{
+			"Leaf": leaf, "Mid": objectOf(40, refTo("Leaf")), "Big": objectOf(40, refTo("Mid")),
+		}}}
+	}
+	sharedPathItem := func() map[string]any {
+		// 2,000 paths are one path item whose inline schema is ~150 KB.
+		paths := make(map[string]any)
+		for i := range 2000 {
+			paths[fmt.Sprintf("/r%d", i)] = map[string]any{"$ref": "#/components/pathItems/P"}
+		}
+		inline := objectOf(2000, func(int) any { return leaf })
+		return map[string]any{"openapi": "3.1.0", "paths": paths, "components": map[string]any{"pathItems": map[string]any{
+			"P": getReturning(inline),
+		}}}
+	}
+	tests := []struct {
+		name string
+		doc  map[string]any
+		warn string
+	}{
+		{"shared reference", sharedRef(), "schemas are inlined 1 references deep instead of 8"},
+		{"shared path item", sharedPathItem(), "schemas are too large to inline"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := json.Marshal(tc.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			im := New()
+			im.ValidateMaxBytes = -1 // kin-openapi's validator is not under test
+			spec, err := im.Import(context.Background(), tool.Source{Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(spec.Operations) != 2000 {
+				t.Fatalf("%d operations, want 2000", len(spec.Operations))
+			}
+			rendered := 0
+			for _, op := range spec.Operations {
+				rendered += len(op.Output)
+				if !json.Valid(op.Output) {
+					t.Fatalf("%s: invalid output schema %q", op.ID, op.Output)
+				}
+			}
+			// Outputs are all these documents render. The rendering that
+			// spends the budget is finished, and then each schema is a stub
+			// of under 100 bytes.
+			if most := tool.BudgetFor(len(data)) + DefaultMaxSchemaBytes + 100*len(spec.Operations); rendered > most {
+				t.Errorf("output schemas of %d bytes, want at most %d", rendered, most)
+			}
+			if !strings.Contains(strings.Join(spec.Warnings, "\n"), tc.warn) {
+				t.Errorf("warnings %q, want one containing %q", spec.Warnings, tc.warn)
+			}
+		})
+	}
+}
+
+// TestRenderWork: a schema with 300 properties that each refer to one ~200 KB
+// schema is abandoned as soon as it grows past MaxSchemaBytes, not written
+// out in full (60 MB) at every depth before it is found too large.
+func TestRenderWork(t *testing.T) {
+	leaf := map[string]any{"type": "string", "description": strings.Repeat("d", 100)}
+	root := map[string]any{"components": map[string]any{"schemas": map[string]any{
+		"L": leaf,
+		"N": objectOf(50, refTo("L")),
+		"M": objectOf(30, refTo("N")),
+		"W": objectOf(300, refTo("M")),
+	}}}
+	const budget = 1 << 40
+	r := newRenderer(root, false, DefaultMaxRefDepth, DefaultMaxSchemaBytes, budget, func(string, ...any) {})
+	out := r.render(map[string]any{"$ref": "#/components/schemas/W"})
+	if !json.Valid(out) || len(out) > DefaultMaxSchemaBytes {
+		t.Errorf("output: %d bytes, valid %v", len(out), json.Valid(out))
+	}
+	// Each depth tried writes at most about twice MaxSchemaBytes.
+	if work, most := budget-r.budget, 2*(DefaultMaxRefDepth+1)*DefaultMaxSchemaBytes; work > most {
+		t.Errorf("rendering wrote %d bytes, want at most %d", work, most)
+	}
+}
