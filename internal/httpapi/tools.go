@@ -28,6 +28,7 @@ type toolView struct {
 	CreatedAt          string      `json:"created_at"`
 	UpdatedAt          string      `json:"updated_at"`
 	OperationList      []opSummary `json:"operation_list,omitempty"`
+	Warnings           []string    `json:"warnings,omitempty"`
 }
 
 // authView shows how a tool authenticates; secrets_ref is a reference, not a secret.
@@ -61,6 +62,7 @@ func viewTool(t *tool.Tool) toolView {
 		PolicyClass: t.PolicyClass, SideEffects: t.SideEffects, IdempotencySupport: t.IdempotencySupport,
 		SpecSHA256: t.SpecSHA256, Revision: t.Revision,
 		CreatedAt: t.CreatedAt.UTC().Format(timeFormat), UpdatedAt: t.UpdatedAt.UTC().Format(timeFormat),
+		Warnings: t.Warnings,
 	}
 	if v.SideEffects == nil {
 		v.SideEffects = []string{}

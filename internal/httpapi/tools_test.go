@@ -539,3 +539,26 @@ func TestToolRegisterChecksSecretRefsAndNames(t *testing.T) {
 		})
 	}
 }
+
+// TestToolRegisterShowsWarnings checks that what the importer found wrong
+// without refusing the document reaches the caller who registered it.
+func TestToolRegisterShowsWarnings(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", "tools:write tools:read")
+	doc := `{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "/api"}],
+		"paths": {"/things": {"get": {"operationId": "listThings", "responses": {"200": {"description": "ok"}}}}}}`
+	r := h.do("POST", "/v1/tools", tok, map[string]any{"name": "things", "type": "openapi", "spec": doc,
+		"endpoint_url": "http://127.0.0.1:1/api"})
+	var got struct {
+		ID       string   `json:"id"`
+		Warnings []string `json:"warnings"`
+	}
+	r.json(t, &got)
+	if r.Status != http.StatusCreated || len(got.Warnings) == 0 || !strings.Contains(strings.Join(got.Warnings, "\n"), "relative") {
+		t.Fatalf("register: %d, warnings %q; want 201 with the relative server URL warned of", r.Status, got.Warnings)
+	}
+	r = h.do("GET", "/v1/tools/"+got.ID, tok, nil)
+	if strings.Contains(string(r.Body), `"warnings"`) {
+		t.Errorf("GET shows warnings, which are not stored: %s", r.Body)
+	}
+}

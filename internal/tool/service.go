@@ -249,6 +249,7 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 	t.OperationCount = len(spec.Operations)
 	t.IndexedAt, t.UpdatedAt = now, now
 	t.SpecTokenURL = spec.TokenURL
+	t.Warnings = spec.Warnings
 	switch {
 	case reg.EndpointURL != "":
 		t.BaseURL = reg.EndpointURL

@@ -73,6 +73,9 @@ type Tool struct {
 	BaseURL string `json:"base_url,omitempty"`
 	// TokenURL found in the spec (OpenAPI oauth2 client credentials).
 	SpecTokenURL string `json:"-"`
+	// Warnings are the importer's, from the registration or update that
+	// indexed the tool; they are not stored.
+	Warnings []string `json:"-"`
 }
 
 // ScopeRequired is the scope a caller needs to use the tool.
