@@ -86,7 +86,6 @@ func (p *Program) Tools() []string { return append([]string(nil), p.def.Tools...
 
 // cstep is a compiled step.
 type cstep struct {
-	index  int
 	field  string // "steps[i]"
 	action string
 	kind   string
@@ -256,7 +255,7 @@ func (c *compiler) compileSteps() []*cstep {
 
 func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 	f := fmt.Sprintf("steps[%d]", i)
-	cs := &cstep{index: i, field: f, action: s.Action, saveAs: s.SaveAs}
+	cs := &cstep{field: f, action: s.Action, saveAs: s.SaveAs}
 	switch {
 	case s.Action == "":
 		c.bad(f+".action", "action is required")

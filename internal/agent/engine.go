@@ -202,10 +202,12 @@ func (r *Run) Events() iter.Seq2[Event, error] {
 		}
 		if err != nil {
 			end = ending{outcome: OutcomeFailed, err: err.Error()}
-			switch {
-			case errors.Is(err, context.DeadlineExceeded):
+			// The run's own context decides: an Env error that merely
+			// wraps a deadline of its own (a planner's HTTP time-out) fails.
+			switch ctxErr := run.ctx.Err(); {
+			case errors.Is(ctxErr, context.DeadlineExceeded):
 				end.outcome = OutcomeTimedOut
-			case errors.Is(err, context.Canceled):
+			case ctxErr != nil:
 				end.outcome = OutcomeCancelled
 			}
 		}

@@ -237,3 +237,23 @@ func TestPlanWithoutPlanner(t *testing.T) {
 		t.Errorf("outcome = %q, want failed", res.Outcome)
 	}
 }
+
+// timingOutPlanner fails every completion with a time-out of its own.
+type timingOutPlanner struct{}
+
+func (timingOutPlanner) Complete(context.Context, int, ChatRequest) (ChatResponse, error) {
+	return ChatResponse{}, fmt.Errorf("post completion: %w", context.DeadlineExceeded)
+}
+
+// TestPlannerTimeOutFailsTheRun checks that a planner's own time-out, with
+// the run's context still live, fails the run rather than timing it out.
+func TestPlannerTimeOutFailsTheRun(t *testing.T) {
+	p := mustCompile(t, parseDef(t, planDef))
+	_, res, err := p.Execute(context.Background(), fraudInput("tool:*"), NewEnv(fraudEnv("1"), timingOutPlanner{}))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the planner's time-out", err)
+	}
+	if res.Outcome != OutcomeFailed || res.Status != WorkflowFailed {
+		t.Errorf("result = %+v, want failed", res)
+	}
+}

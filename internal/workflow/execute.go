@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -24,14 +25,28 @@ var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/workflow")
 
 // history is what a workflow recorded before the current execution.
 type history struct {
-	steps       []Step
-	intents     map[int]Intent
+	steps []Step
+	// intents are the steps whose unrepeatable call may have been sent.
+	intents     map[int]bool
 	completions map[int]json.RawMessage
 }
 
 // ErrInterrupted ends a resumed workflow whose unrepeatable call may have
 // reached its tool before the server stopped.
 var ErrInterrupted = errors.New("interrupted")
+
+// interruptedError is ErrInterrupted naming the call.
+type interruptedError struct {
+	tool, operation string
+	step            int
+}
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("%v: the server stopped while %s.%s (step %d) was in flight, and repeating it is not safe",
+		ErrInterrupted, e.tool, e.operation, e.step)
+}
+
+func (e *interruptedError) Unwrap() error { return ErrInterrupted }
 
 // execute runs a workflow to its end, storing each new step (with its audit
 // records) before anyone can see it. Steps already in the history are
@@ -128,14 +143,19 @@ func (j *journal) flush() error {
 	p := j.pending
 	j.pending = nil
 	if err := j.r.opts.Store.AppendStep(j.ctx, j.r.opts.Owner, p.step, p.recs...); err != nil {
-		j.r.opts.Logger.Error("workflow step not stored; leaving the workflow to be resumed",
-			"workflow_id", j.wf.ID, "step", p.step.Step, "err", err)
-		j.err = fmt.Errorf("store step %d: %w", p.step.Step, err)
-		return j.err
+		return j.fail(fmt.Errorf("store step %d: %w", p.step.Step, err))
 	}
 	j.steps = append(j.steps, *p.step)
 	j.r.hub.notify(j.wf.ID)
 	return nil
+}
+
+// fail stops the execution on a failure to store, leaving the workflow to
+// be resumed from what was stored; it returns err.
+func (j *journal) fail(err error) error {
+	j.r.opts.Logger.Error("workflow write failed; leaving the workflow to be resumed", "workflow_id", j.wf.ID, "err", err)
+	j.err = err
+	return err
 }
 
 // finish stores how the workflow ended, after its last step when one is
@@ -149,12 +169,13 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *s
 		}
 	}
 	if wf.Status == Failed {
+		var interrupted *interruptedError
 		detail := res.Error
-		if errors.Is(runErr, ErrInterrupted) {
-			detail = runErr.Error()
-		}
-		if detail == "" && res.Outcome == OutcomeTimedOut {
+		switch {
+		case res.Outcome == OutcomeTimedOut:
 			detail = "the workflow ran past its time limit"
+		case errors.As(runErr, &interrupted):
+			detail = interrupted.Error()
 		}
 		wf.Error = FailureDocument(wf.ID, detail)
 	}
@@ -237,9 +258,8 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		}
 		return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
 	}
-	if _, ok := e.h.intents[step]; ok {
-		return agent.CallResult{}, fmt.Errorf("%w: the server stopped while %s.%s (step %d) was in flight, and repeating it is not safe",
-			ErrInterrupted, c.Tool, c.Operation, step)
+	if e.h.intents[step] {
+		return agent.CallResult{}, &interruptedError{tool: c.Tool, operation: c.Operation, step: step}
 	}
 	// The steps before this call are stored before it is made.
 	if err := e.j.flush(); err != nil {
@@ -252,7 +272,11 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	if op.Kind == tool.Write && !t.IdempotencySupport {
 		in := Intent{WorkflowID: e.wf.ID, Step: step, Tool: c.Tool, Operation: c.Operation, At: e.r.opts.Now()}
 		if err := e.r.opts.Store.RecordIntent(ctx, e.r.opts.Owner, in); err != nil {
-			return agent.CallResult{}, fmt.Errorf("record call intent: %w", err)
+			// Stopped meanwhile: the cause of the stop decides the workflow's fate.
+			if ctx.Err() != nil {
+				return agent.CallResult{}, ctx.Err()
+			}
+			return agent.CallResult{}, e.j.fail(fmt.Errorf("record call intent: %w", err))
 		}
 	}
 	req := call.Request{
@@ -269,14 +293,29 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if ctx.Err() != nil {
+	// A call that failed as the execution stopped may not have reached
+	// the tool; one that succeeded did, and is recorded like any other.
+	if err != nil && ctx.Err() != nil {
 		return agent.CallResult{}, ctx.Err()
 	}
 	e.calls[step] = &callRecord{res: res, audit: call.AuditRecord(ctx, req, res, err, start)}
 	if err != nil {
-		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: err.Error()}, nil
+		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err)}, nil
 	}
 	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, nil
+}
+
+// callError describes a failed call for its step, naming each bad argument.
+func callError(err error) string {
+	var pe *problem.Error
+	if !errors.As(err, &pe) || len(pe.Errors) < 2 {
+		return err.Error()
+	}
+	fields := make([]string, len(pe.Errors))
+	for i, fe := range pe.Errors {
+		fields[i] = fe.Field + ": " + fe.Message
+	}
+	return err.Error() + ": " + strings.Join(fields, "; ")
 }
 
 func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Tool, *tool.Operation, error) {
@@ -327,7 +366,10 @@ func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (
 		return resp, fmt.Errorf("encode completion: %w", err)
 	}
 	if err := e.r.opts.Store.RecordCompletion(ctx, e.r.opts.Owner, e.wf.ID, n, b); err != nil {
-		return resp, fmt.Errorf("record completion: %w", err)
+		if ctx.Err() != nil {
+			return resp, ctx.Err()
+		}
+		return resp, e.j.fail(fmt.Errorf("record completion: %w", err))
 	}
 	return resp, nil
 }

@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -26,5 +28,25 @@ func TestOpCacheKeysByRevision(t *testing.T) {
 	}
 	if got := c.get(t1, "other"); got != nil {
 		t.Errorf("other operation: served %v", got)
+	}
+}
+
+// TestProgramCacheKeysByRevisionsAndIsBounded checks that a program is not
+// served for other tool revisions, and that the cache stays bounded.
+func TestProgramCacheKeysByRevisionsAndIsBounded(t *testing.T) {
+	var c programCache
+	p := &agent.Program{}
+	c.put("acme/settle@1", "tool_1@1,", p)
+	if got := c.get("acme/settle@1", "tool_1@1,"); got != p {
+		t.Fatalf("same revisions: %v", got)
+	}
+	if got := c.get("acme/settle@1", "tool_1@2,"); got != nil {
+		t.Errorf("next revision: served %v", got)
+	}
+	for i := range maxCachedPrograms + 1 {
+		c.put(fmt.Sprintf("acme/a%d@1", i), "", p)
+	}
+	if n := len(c.m); n > maxCachedPrograms {
+		t.Errorf("%d programs cached, at most %d", n, maxCachedPrograms)
 	}
 }

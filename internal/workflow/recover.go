@@ -2,10 +2,12 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/problem"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -51,7 +53,10 @@ func (r *Runner) renew(ctx context.Context) {
 	}
 }
 
-// recover claims running workflows whose lease lapsed and resumes them.
+// recover claims running workflows whose lease lapsed and resumes them. A
+// workflow that can never be resumed (its version is gone or no longer
+// compiles) ends failed; one whose resume failed otherwise (a store error,
+// shutdown) has its lease released for a later pass.
 func (r *Runner) recover(ctx context.Context) {
 	now := r.opts.Now()
 	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), 32)
@@ -59,13 +64,29 @@ func (r *Runner) recover(ctx context.Context) {
 		r.opts.Logger.Warn("claim workflows to resume", "err", err)
 		return
 	}
+	store := context.WithoutCancel(ctx)
 	for _, wf := range wfs {
-		if err := r.resume(ctx, wf); err != nil {
+		err := r.resume(ctx, wf)
+		switch {
+		case err == nil, errors.Is(err, errRunning):
+		case unresumable(err):
 			r.opts.Logger.Error("resume workflow", "workflow_id", wf.ID, "err", err)
-			r.finish(context.WithoutCancel(ctx), wf, nil, nil, agent.Result{Outcome: OutcomeFailed, Status: Failed,
+			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeFailed, Status: Failed,
 				Error: "could not resume after a restart: " + err.Error()}, nil)
+		default:
+			r.opts.Logger.Warn("resume workflow; leaving it for a later pass", "workflow_id", wf.ID, "err", err)
+			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
+				r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
+			}
 		}
 	}
+}
+
+// unresumable reports whether a resume failed for good: the workflow's
+// version is gone, or its definition no longer decodes or compiles.
+func unresumable(err error) bool {
+	return problem.Is(err, problem.NotFound) || problem.Is(err, problem.AgentVersionNotFound) ||
+		problem.Is(err, problem.ValidationFailed) || errors.Is(err, errUndecodable)
 }
 
 // resume re-runs a claimed workflow against its recorded history.
@@ -90,11 +111,13 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 	if err != nil {
 		return fmt.Errorf("completions: %w", err)
 	}
-	h := history{steps: steps, intents: map[int]Intent{}, completions: completions}
+	h := history{steps: steps, intents: map[int]bool{}, completions: completions}
 	for _, in := range intents {
-		h.intents[in.Step] = in
+		h.intents[in.Step] = true
+	}
+	if err := r.launch(trace.SpanContext{}, wf, prog, h); err != nil {
+		return err
 	}
 	r.opts.Logger.Info("resuming workflow", "workflow_id", wf.ID, "after_step", len(steps))
-	r.launch(trace.SpanContext{}, wf, prog, h)
 	return nil
 }

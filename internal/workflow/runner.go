@@ -51,7 +51,7 @@ type Options struct {
 type Runner struct {
 	opts     Options
 	hub      *hub
-	programs sync.Map // tenant/name@version → *agent.Program
+	programs programCache
 	ops      opCache
 
 	mu      sync.Mutex
@@ -66,6 +66,9 @@ var (
 	errLeaseLost = errors.New("another replica took the workflow over")
 	errCancel    = errors.New("cancelled on request")
 )
+
+// errRunning refuses to launch a workflow already executing on this replica.
+var errRunning = errors.New("the workflow is already running here")
 
 // New returns a runner; call Run to renew leases and resume workflows.
 func New(opts Options) *Runner {
@@ -102,17 +105,22 @@ type StartRequest struct {
 	ReplayOf     string
 }
 
-// Program returns the compiled program of a version, compiling it once.
+// Program returns the compiled program of a version, compiling it again
+// only when one of its tools has changed since.
 func (r *Runner) Program(ctx context.Context, v *agent.Version) (*agent.Program, error) {
-	key := v.Tenant + "/" + v.Ref()
-	if p, ok := r.programs.Load(key); ok {
-		return p.(*agent.Program), nil
+	tools, err := r.tools(ctx, v.Tenant, v.Tools)
+	if err != nil {
+		return nil, err
+	}
+	key, revs := v.Tenant+"/"+v.Ref(), revisions(tools)
+	if p := r.programs.get(key, revs); p != nil {
+		return p, nil
 	}
 	def, errs := agent.DecodeDefinition(v.Definition)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("stored definition of %s: %s", v.Ref(), errs[0].Message)
+		return nil, fmt.Errorf("stored definition of %s: %w: %s", v.Ref(), errUndecodable, errs[0].Message)
 	}
-	cat, err := r.Catalog(ctx, v.Tenant, v.Tools)
+	cat, err := r.catalog(ctx, v.Tenant, tools)
 	if err != nil {
 		return nil, err
 	}
@@ -121,21 +129,45 @@ func (r *Runner) Program(ctx context.Context, v *agent.Version) (*agent.Program,
 		return nil, problem.New(problem.ValidationFailed, "%s no longer compiles against the registered tools: %s: %s",
 			v.Ref(), errs[0].Field, errs[0].Message)
 	}
-	r.programs.Store(key, p)
+	r.programs.put(key, revs, p)
 	return p, nil
 }
+
+// errUndecodable marks a stored definition that no longer decodes.
+var errUndecodable = errors.New("does not decode")
 
 // Catalog builds the tool catalog of the named tools; unknown names are left
 // out so Compile reports them.
 func (r *Runner) Catalog(ctx context.Context, tenant string, names []string) (*agent.Catalog, error) {
-	cat := agent.NewCatalog()
-	for _, name := range names {
+	tools, err := r.tools(ctx, tenant, names)
+	if err != nil {
+		return nil, err
+	}
+	return r.catalog(ctx, tenant, tools)
+}
+
+// tools looks the named tools up; an unknown name's tool is nil.
+func (r *Runner) tools(ctx context.Context, tenant string, names []string) ([]*tool.Tool, error) {
+	tools := make([]*tool.Tool, len(names))
+	for i, name := range names {
 		t, err := r.opts.Tools.ToolByName(ctx, tenant, name)
 		if problem.Is(err, problem.NotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
+		}
+		tools[i] = t
+	}
+	return tools, nil
+}
+
+// catalog builds the tool catalog of tools, leaving out nil ones.
+func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool) (*agent.Catalog, error) {
+	cat := agent.NewCatalog()
+	for _, t := range tools {
+		if t == nil {
+			continue
 		}
 		ops, err := r.opts.Tools.Operations(ctx, tenant, t.ID, "")
 		if err != nil {
@@ -167,8 +199,8 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
 		return nil, err
 	}
-	if !r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}) {
-		return nil, problem.New(problem.Unavailable, "the server is shutting down")
+	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}); err != nil {
+		return nil, problem.New(problem.Unavailable, "%v", err)
 	}
 	return wf, nil
 }
@@ -191,9 +223,10 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest) (*Workflow, err
 	}, nil
 }
 
-// launch executes wf in the background unless the runner is closing. The
-// execution continues the trace of parent, the request that started it.
-func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Program, h history) bool {
+// launch executes wf in the background unless the runner is closing
+// (errShutdown) or already executes it (errRunning). The execution continues
+// the trace of parent, the request that started it.
+func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Program, h history) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
@@ -202,7 +235,12 @@ func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Prog
 	if r.closing {
 		r.mu.Unlock()
 		cancel(errShutdown)
-		return false
+		return errShutdown
+	}
+	if _, ok := r.running[wf.ID]; ok {
+		r.mu.Unlock()
+		cancel(errRunning)
+		return errRunning
 	}
 	r.running[wf.ID] = cancel
 	r.wg.Add(1)
@@ -217,7 +255,7 @@ func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Prog
 		}()
 		r.execute(ctx, wf, prog, h)
 	}()
-	return true
+	return nil
 }
 
 // stop cancels a local execution with a cause.
@@ -266,7 +304,9 @@ func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps bool) (*
 	sub := r.hub.subscribe(id)
 	defer r.hub.unsubscribe(id, sub)
 	for {
-		if e := sub.end.Load(); e != nil {
+		// An end handed over is for its own tenant's waiters; another
+		// tenant's reads the store, which has no such workflow for it.
+		if e := sub.end.Load(); e != nil && e.wf.Tenant == tenant {
 			if e.steps == nil && withSteps {
 				steps, err := r.opts.Store.Steps(ctx, id, 0)
 				return e.wf, steps, err

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/call"
@@ -23,17 +25,27 @@ type ledger struct {
 	calls []string // operation and Idempotency-Key of each call
 	hold  bool
 	held  chan struct{}
+	// completes makes a held write succeed when its caller's context ends.
+	completes bool
+	// writeErr, when set, is the answer to every write.
+	writeErr error
 }
 
 func (l *ledger) Call(ctx context.Context, req call.Request) (call.Result, error) {
 	l.mu.Lock()
 	l.calls = append(l.calls, req.Operation.ID+" "+req.IdempotencyKey)
-	hold := l.hold && req.Operation.Kind == tool.Write
+	write := req.Operation.Kind == tool.Write
+	hold, completes, writeErr := l.hold && write, l.completes, l.writeErr
 	l.mu.Unlock()
 	if hold {
 		l.held <- struct{}{}
 		<-ctx.Done()
-		return call.Result{}, ctx.Err()
+		if !completes {
+			return call.Result{}, ctx.Err()
+		}
+	}
+	if write && writeErr != nil {
+		return call.Result{Status: 422}, writeErr
 	}
 	return call.Result{Status: 200, Body: json.RawMessage(`{"amount": 42}`)}, nil
 }
@@ -220,4 +232,374 @@ func TestFinishedGivesTheStoredSteps(t *testing.T) {
 	}
 	wf, steps, err = r.Finished(ctx, "acme", id)
 	check("read back", wf, steps, err)
+}
+
+// request invokes an agent of acme as alice, who may call every tool.
+func request(agentName string) workflow.StartRequest {
+	return workflow.StartRequest{Tenant: "acme", Agent: agentName, Goal: "settle", MaxToolCalls: 5,
+		Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}}
+}
+
+// updateLedger stores the next revision of the ledger tool, as change makes it.
+func updateLedger(t *testing.T, db *sqlite.DB, change func(*tool.Tool)) {
+	t.Helper()
+	ctx := context.Background()
+	lt, err := db.ToolByName(ctx, "acme", "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := db.Operations(ctx, "acme", lt.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(lt)
+	lt.Revision++
+	if err := db.UpdateTool(ctx, lt, ops, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deploy stores the first version of an agent of acme calling the ledger.
+func deploy(t *testing.T, db *sqlite.DB, name, def string) {
+	t.Helper()
+	v := &agent.Version{Tenant: "acme", Name: name, Definition: json.RawMessage(def), Tools: []string{"ledger"}, DeployedAt: time.Now()}
+	if err := db.DeployVersion(context.Background(), v, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failureDetail is the detail of a failed workflow's problem document.
+func failureDetail(t *testing.T, wf *workflow.Workflow) string {
+	t.Helper()
+	var doc struct {
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(wf.Error, &doc); err != nil {
+		t.Fatalf("error document %s: %v", wf.Error, err)
+	}
+	return doc.Detail
+}
+
+// faultyStore is the SQLite store, except that each error in fail is
+// returned once by the method it is keyed by; claimed, when set, is sent to
+// (without blocking) as ClaimExpired is called, and resumed is called after
+// Completions.
+type faultyStore struct {
+	*sqlite.DB
+	mu      sync.Mutex
+	fail    map[string]error
+	claimed chan struct{}
+	resumed func()
+}
+
+func (s *faultyStore) failure(method string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.fail[method]
+	delete(s.fail, method)
+	return err
+}
+
+func (s *faultyStore) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
+	if err := s.failure("RecordIntent"); err != nil {
+		return err
+	}
+	return s.DB.RecordIntent(ctx, owner, in)
+}
+
+func (s *faultyStore) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
+	if err := s.failure("RecordCompletion"); err != nil {
+		return err
+	}
+	return s.DB.RecordCompletion(ctx, owner, workflowID, n, data)
+}
+
+func (s *faultyStore) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
+	if err := s.failure("Completions"); err != nil {
+		return nil, err
+	}
+	m, err := s.DB.Completions(ctx, workflowID)
+	if s.resumed != nil {
+		s.resumed()
+	}
+	return m, err
+}
+
+func (s *faultyStore) ClaimExpired(ctx context.Context, owner string, now, until time.Time, limit int) ([]*workflow.Workflow, error) {
+	if s.claimed != nil {
+		select {
+		case s.claimed <- struct{}{}:
+		default:
+		}
+	}
+	return s.DB.ClaimExpired(ctx, owner, now, until, limit)
+}
+
+// stopAtTheWrite starts settle on replica a and closes a while the write is
+// in flight, leaving the workflow to be resumed.
+func stopAtTheWrite(t *testing.T, db *sqlite.DB, api *ledger) *workflow.Workflow {
+	t.Helper()
+	ctx := context.Background()
+	a := newRunner(db, "replica-a", api)
+	wf, err := a.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-api.held
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return wf
+}
+
+// resumeElsewhere resumes the workflow on replica b and waits for its end.
+func resumeElsewhere(t *testing.T, opts workflow.Options, id string) *workflow.Workflow {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	b := workflow.New(opts)
+	go b.Run(ctx)
+	done, err := b.Wait(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
+// TestAChangedToolAppliesToTheNextInvocation checks that a runner that has
+// already compiled an agent sees a new revision of its tool: here a policy
+// class whose rule denies the call.
+func TestAChangedToolAppliesToTheNextInvocation(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	deploy(t, db, "guarded", `{"tools": ["ledger"], "policies": {"restricted": {"allow": "false"}},
+		"steps": [{"action": "fetch", "call": "ledger.getTransaction"}], "outcome": "'fetched'"}`)
+	r := newRunner(db, "replica-a", &ledger{})
+	invoke := func() string {
+		t.Helper()
+		wf, err := r.Start(ctx, request("guarded"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := r.Wait(ctx, "acme", wf.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return done.Outcome
+	}
+	if got := invoke(); got != "fetched" {
+		t.Fatalf("outcome under policy class standard = %q, want fetched", got)
+	}
+	updateLedger(t, db, func(lt *tool.Tool) { lt.PolicyClass = "restricted" })
+	if got := invoke(); got != workflow.OutcomeDenied {
+		t.Errorf("outcome under policy class restricted = %q, want denied", got)
+	}
+}
+
+// TestAResumeThatFailsForAWhileIsRetried checks that a workflow whose
+// resume fails for a cause that may pass is left for a later pass.
+func TestAResumeThatFailsForAWhileIsRetried(t *testing.T) {
+	db := setup(t)
+	api := &ledger{hold: true, held: make(chan struct{}, 1)}
+	wf := stopAtTheWrite(t, db, api)
+	api.mu.Lock()
+	api.hold = false
+	api.mu.Unlock()
+	st := &faultyStore{DB: db, fail: map[string]error{"Completions": errors.New("database is locked")}}
+	done := resumeElsewhere(t, workflow.Options{Store: st, Versions: db, Tools: db, Caller: api,
+		Owner: "replica-b", Lease: 150 * time.Millisecond}, wf.ID)
+	if done.Status != workflow.Completed || done.Outcome != "settled" {
+		t.Fatalf("workflow %s/%s, error %s", done.Status, done.Outcome, done.Error)
+	}
+}
+
+// TestAClosedRunnerReleasesWhatItClaims checks that a workflow claimed by a
+// runner that can no longer launch it is not kept from other replicas.
+func TestAClosedRunnerReleasesWhatItClaims(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	wf := stopAtTheWrite(t, db, &ledger{hold: true, held: make(chan struct{}, 1)})
+	st := &faultyStore{DB: db}
+	b := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: &ledger{}, Owner: "replica-b", Lease: time.Minute})
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	st.resumed = stop // Run returns after its first pass
+	b.Run(runCtx)
+	got, err := db.Workflow(ctx, "acme", wf.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.Running || got.Owner != "" {
+		t.Errorf("workflow %s, owned by %q; want running and released", got.Status, got.Owner)
+	}
+}
+
+// TestAWriteNotRecordedLeavesTheWorkflowToBeResumed checks that failing to
+// store what an execution needs before it goes on (a call's intent, a
+// completion) stops the execution without failing the workflow.
+func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
+	for _, method := range []string{"RecordIntent", "RecordCompletion"} {
+		t.Run(method, func(t *testing.T) {
+			db := setup(t)
+			ctx := context.Background()
+			updateLedger(t, db, func(lt *tool.Tool) { lt.IdempotencySupport = false })
+			deploy(t, db, "planned", `{"tools": ["ledger"], "steps": [
+				{"action": "think", "plan": {"prompt": "'settle'"}},
+				{"action": "post", "call": "ledger.postEntry"}], "outcome": "'settled'"}`)
+			st := &faultyStore{DB: db, fail: map[string]error{method: errors.New("database is locked")}}
+			api := &ledger{}
+			r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Planner: answering{},
+				Owner: "replica-a", Lease: 150 * time.Millisecond})
+			runCtx, stop := context.WithCancel(ctx)
+			defer stop()
+			go r.Run(runCtx)
+			wf, err := r.Start(ctx, request("planned"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := r.Wait(ctx, "acme", wf.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done.Status != workflow.Completed || done.Outcome != "settled" {
+				t.Fatalf("workflow %s/%s, error %s", done.Status, done.Outcome, done.Error)
+			}
+			if diff := cmp.Diff([]string{"postEntry " + wf.ID + ".1"}, api.seen()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// answering is a planner that answers at once, calling no function.
+type answering struct{}
+
+func (answering) Complete(context.Context, int, agent.ChatRequest) (agent.ChatResponse, error) {
+	return agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, Content: "nothing to do"}}, nil
+}
+
+// TestFailureDetails checks the detail of a workflow that timed out and of
+// one interrupted at an unrepeatable write.
+func TestFailureDetails(t *testing.T) {
+	t.Run("timed out", func(t *testing.T) {
+		db := setup(t)
+		ctx := context.Background()
+		api := &ledger{hold: true, held: make(chan struct{}, 1)}
+		r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: "replica-a", Timeout: 100 * time.Millisecond})
+		wf, err := r.Start(ctx, request("settle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := r.Wait(ctx, "acme", wf.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done.Status != workflow.Failed || done.Outcome != workflow.OutcomeTimedOut {
+			t.Fatalf("workflow %s/%s", done.Status, done.Outcome)
+		}
+		if got, want := failureDetail(t, done), "the workflow ran past its time limit"; got != want {
+			t.Errorf("detail %q, want %q", got, want)
+		}
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		db := setup(t)
+		updateLedger(t, db, func(lt *tool.Tool) { lt.IdempotencySupport = false })
+		api := &ledger{hold: true, held: make(chan struct{}, 1)}
+		wf := stopAtTheWrite(t, db, api)
+		done := resumeElsewhere(t, workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: "replica-b", Lease: time.Minute}, wf.ID)
+		if done.Status != workflow.Failed || done.Outcome != workflow.OutcomeFailed {
+			t.Fatalf("workflow %s/%s", done.Status, done.Outcome)
+		}
+		want := "interrupted: the server stopped while ledger.postEntry (step 2) was in flight, and repeating it is not safe"
+		if got := failureDetail(t, done); got != want {
+			t.Errorf("detail %q, want %q", got, want)
+		}
+	})
+}
+
+// TestAWriteThatCompletesAtShutdownIsKept checks that an unrepeatable write
+// that succeeds while the server shuts down is stored, so the resumed
+// workflow goes on after it.
+func TestAWriteThatCompletesAtShutdownIsKept(t *testing.T) {
+	db := setup(t)
+	updateLedger(t, db, func(lt *tool.Tool) { lt.IdempotencySupport = false })
+	api := &ledger{hold: true, completes: true, held: make(chan struct{}, 1)}
+	wf := stopAtTheWrite(t, db, api)
+	done := resumeElsewhere(t, workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: "replica-b", Lease: time.Minute}, wf.ID)
+	if done.Status != workflow.Completed || done.Outcome != "settled" {
+		t.Fatalf("workflow %s/%s, error %s", done.Status, done.Outcome, done.Error)
+	}
+	want := []string{"getTransaction " + wf.ID + ".1", "postEntry " + wf.ID + ".2"}
+	if diff := cmp.Diff(want, api.seen()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestAReplicaRunsAWorkflowOnce checks that a replica claiming a workflow
+// it still runs (its lease lapsed, as when renewals fail) does not start it
+// a second time.
+func TestAReplicaRunsAWorkflowOnce(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	api := &ledger{hold: true, held: make(chan struct{}, 2)}
+	st := &faultyStore{DB: db, claimed: make(chan struct{}, 1)}
+	r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Owner: "replica-a",
+		Lease: 30 * time.Millisecond, Now: clock})
+	if _, err := r.Start(ctx, request("settle")); err != nil {
+		t.Fatal(err)
+	}
+	<-api.held
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go r.Run(runCtx)
+	// The second pass begins once the first, which claims the workflow, is over.
+	<-st.claimed
+	<-st.claimed
+	stop()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.Close(cctx); err != nil {
+		t.Fatalf("close: %v; an execution was left running", err)
+	}
+	if n := len(api.seen()); n != 2 {
+		t.Errorf("%d calls, want 2: %q", n, api.seen())
+	}
+}
+
+// TestStepErrorListsBadArguments checks that a call refused for several
+// bad arguments names each in its step's error.
+func TestStepErrorListsBadArguments(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	api := &ledger{writeErr: problem.Validation(
+		problem.FieldError{Field: "amount", Message: "must be positive"},
+		problem.FieldError{Field: "currency", Message: "is required"})}
+	r := newRunner(db, "replica-a", api)
+	wf, err := r.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, steps, err := r.Finished(ctx, "acme", wf.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 2 {
+		t.Fatalf("%d steps, want 2", len(steps))
+	}
+	want := "validation-failed: 2 fields are invalid: amount: must be positive; currency: is required"
+	if got := steps[1].Error; got != want {
+		t.Errorf("step error %q, want %q", got, want)
+	}
 }
