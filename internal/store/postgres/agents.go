@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,8 +70,16 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 				 ORDER BY length(ltrim(version, '0')) DESC, ltrim(version, '0') DESC LIMIT 1),
 				(SELECT coalesce(max(seq), 0) + 1 FROM agent_versions WHERE tenant = $1 AND name = $2)`,
 			v.Tenant, v.Name).QueryRow(func(row pgx.Row) error { return row.Scan(&top, &seq) })
+		// Checked when the version was compiled, but DeleteTool may have
+		// run since: the tools are locked until this version names them.
+		var found int
+		b.Queue(`SELECT count(*) FROM (SELECT 1 FROM tools WHERE tenant = $1 AND name = ANY($2) FOR SHARE) t`,
+			v.Tenant, tools).QueryRow(func(row pgx.Row) error { return row.Scan(&found) })
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("lock agent: %w", err)
+		}
+		if found != len(slices.Compact(slices.Sorted(slices.Values(tools)))) {
+			return toolDeleted("")
 		}
 		if version == "" {
 			version = "1"

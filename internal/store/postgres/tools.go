@@ -293,3 +293,12 @@ func scanTool(row pgx.Row) (*tool.Tool, error) {
 	t.IndexedAt, t.CreatedAt, t.UpdatedAt = t.IndexedAt.UTC(), t.CreatedAt.UTC(), t.UpdatedAt.UTC()
 	return &t, nil
 }
+
+// toolDeleted answers a deploy that lost a race with DeleteTool; name is
+// the tool, when known.
+func toolDeleted(name string) error {
+	if name == "" {
+		return problem.New(problem.Conflict, "a tool this version names was deleted while it was being deployed")
+	}
+	return problem.New(problem.Conflict, "tool %q was deleted while this version was being deployed", name)
+}

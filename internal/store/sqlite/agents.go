@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
@@ -90,10 +91,17 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		if err != nil {
 			return fmt.Errorf("store agent: %w", err)
 		}
-		for _, name := range tools {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO agent_version_tools (tenant, agent, version, tool_name)
-				VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, v.Tenant, v.Name, version, name); err != nil {
+		for i, name := range tools {
+			// Checked when the version was compiled, but DeleteTool may
+			// have run since.
+			res, err := tx.ExecContext(ctx, `INSERT INTO agent_version_tools (tenant, agent, version, tool_name)
+				SELECT ?, ?, ?, name FROM tools WHERE tenant = ? AND name = ? ON CONFLICT DO NOTHING`,
+				v.Tenant, v.Name, version, v.Tenant, name)
+			if err != nil {
 				return fmt.Errorf("record agent tool: %w", err)
+			}
+			if n, err := res.RowsAffected(); err == nil && n == 0 && !slices.Contains(tools[:i], name) {
+				return toolDeleted(name)
 			}
 		}
 		return appendAudit(ctx, tx, rec)

@@ -309,3 +309,12 @@ func scanTool(s scanner) (*tool.Tool, error) {
 	}
 	return &t, nil
 }
+
+// toolDeleted answers a deploy that lost a race with DeleteTool; name is
+// the tool, when known.
+func toolDeleted(name string) error {
+	if name == "" {
+		return problem.New(problem.Conflict, "a tool this version names was deleted while it was being deployed")
+	}
+	return problem.New(problem.Conflict, "tool %q was deleted while this version was being deployed", name)
+}

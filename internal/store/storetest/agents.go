@@ -21,7 +21,7 @@ func newVersion(tenant, name, version string, i int) *agent.Version {
 		Tenant: tenant, Name: name, Version: version,
 		Description: fmt.Sprintf("version %d of %s", i, name),
 		Definition:  json.RawMessage(fmt.Sprintf(`{"steps": [{"call": "pets.listPets"}], "n": %d}`, i)),
-		Tools:       []string{"pets"},
+		Tools:       []string{}, // the stores refuse to name tools that do not exist
 		DeployedAt:  base.Add(time.Duration(i) * time.Minute),
 	}
 }
@@ -287,12 +287,22 @@ func testAgentToolInUse(t *testing.T, s Store, _ Hooks) {
 	v := newVersion("acme", "triage", "", 1)
 	v.Tools = []string{"pets", "pets"} // a repeat is recorded once
 	deploy(t, s, v, false)
+	must(t, s.CreateTool(ctx, newTool("globex", "shop"), nil, nil), "create globex's shop")
 	other := newVersion("globex", "triage", "", 1)
 	other.Tools = []string{"shop"}
 	deploy(t, s, other, false)
 
 	wantCode(t, s.DeleteTool(ctx, "acme", pets.ID, nil), problem.Conflict, "delete a tool an agent version uses")
 	must(t, s.DeleteTool(ctx, "acme", shop.ID, nil), "delete a tool only another tenant's agent names")
+
+	// A deploy compiled against a tool deleted since is refused whole.
+	late := newVersion("acme", "triage", "", 2)
+	late.Tools = []string{"pets", "shop"}
+	wantCode(t, s.DeployVersion(ctx, late, false, record("acme", "agent.deploy", 2)), problem.Conflict,
+		"deploy a version naming a deleted tool")
+	if vs, err := s.ListVersions(ctx, "acme", "triage"); err != nil || len(vs) != 1 {
+		t.Errorf("versions after the refused deploy: %d (%v), want 1", len(vs), err)
+	}
 }
 
 func testAgentConcurrentDeploy(t *testing.T, s Store, _ Hooks) {
