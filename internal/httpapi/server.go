@@ -127,7 +127,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // dispatch routes a request; unknown paths and methods get problem documents.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
-	if pattern != "" {
+	// No id or name holds a NUL or invalid UTF-8, and PostgreSQL refuses
+	// both in a lookup, so such a path matches no route.
+	text := audit.Text(r.URL.Path) == r.URL.Path
+	if pattern != "" && text {
 		s.mux.ServeHTTP(w, r) // sets the path values
 		return
 	}
@@ -138,6 +141,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.identify(r)
+	if !text {
+		writeProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+		return
+	}
 	probe := &probeWriter{header: http.Header{}}
 	h.ServeHTTP(probe, r)
 	switch probe.status {

@@ -168,3 +168,26 @@ func TestToolReplicasShareIdempotency(t *testing.T) {
 		}
 	})
 }
+
+// TestPathsPostgreSQLCannotStoreAreNotFound checks that a path id holding a
+// NUL or invalid UTF-8, which PostgreSQL refuses in a query, is a 404 and
+// still audited, not a 500.
+func TestPathsPostgreSQLCannotStoreAreNotFound(t *testing.T) {
+	rs, iss := newReplicas(t, 1)
+	tok, err := iss.Mint(t.Context(), mint("acme", "alice", "tools:read audit:read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/tools/%ff", "/v1/tools/a%00b"} {
+		if r := rs[0].do(t, "GET", path, tok, nil); r.Status != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s, want 404", path, r.Status, r.Body)
+		}
+	}
+	var page struct {
+		Records []struct{ Status int } `json:"records"`
+	}
+	rs[0].do(t, "GET", "/v1/audit/query", tok, nil).json(t, &page)
+	if len(page.Records) < 2 || page.Records[0].Status != http.StatusNotFound || page.Records[1].Status != http.StatusNotFound {
+		t.Errorf("audit records %+v, want the two 404s", page.Records)
+	}
+}
