@@ -37,8 +37,11 @@ type head struct {
 // appendAudit seals and inserts records as the last statements of tx. Each
 // tenant's head row is locked (SELECT … FOR UPDATE) right before that
 // tenant's inserts, sent in one batch with the head's update, and held to
-// commit. Tenants are taken in name order, so two transactions appending to
-// the same tenants cannot deadlock.
+// commit. Tenants are taken in name order within one call. A group-commit
+// batch calls it once per write, so two replicas' batches can take two
+// tenants' heads in opposite orders; PostgreSQL then aborts one of them
+// (after deadlock_timeout, 1 s by default), and that batch's writes run
+// again one by one (see commit).
 func appendAudit(ctx context.Context, tx pgx.Tx, recs ...*audit.Record) error {
 	recs = slices.DeleteFunc(slices.Clone(recs), func(r *audit.Record) bool { return r == nil })
 	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
