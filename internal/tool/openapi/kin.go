@@ -41,9 +41,9 @@ func jsonOf(data []byte, isJSON bool, root map[string]any) ([]byte, error) {
 }
 
 // convertSwagger converts a Swagger 2.0 document to the generic tree of its
-// OpenAPI 3.0 equivalent with kin-openapi's openapi2conv, validating the
-// result when the document is small enough.
-func (im *Importer) convertSwagger(ctx context.Context, data []byte, isJSON bool, root map[string]any, w *warnings) (tree map[string]any, err error) {
+// OpenAPI 3.0 equivalent with kin-openapi's openapi2conv; doc3 is that
+// equivalent, for validation.
+func (im *Importer) convertSwagger(ctx context.Context, data []byte, isJSON bool, root map[string]any) (tree map[string]any, doc3 *openapi3.T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = problem.New(problem.SpecInvalid, "swagger 2.0: the document could not be converted")
@@ -51,40 +51,46 @@ func (im *Importer) convertSwagger(ctx context.Context, data []byte, isJSON bool
 	}()
 	raw, err := jsonOf(data, isJSON, root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var doc2 openapi2.T
 	if err := json.Unmarshal(raw, &doc2); err != nil {
-		return nil, problem.New(problem.SpecInvalid, "swagger 2.0: %s", kinMessage(err))
+		return nil, nil, problem.New(problem.SpecInvalid, "swagger 2.0: %s", kinMessage(err))
 	}
-	doc3, err := openapi2conv.ToV3WithLoader(&doc2, safeLoader(ctx), nil)
+	doc3, err = openapi2conv.ToV3WithLoader(&doc2, safeLoader(ctx), nil)
 	if err != nil {
-		return nil, problem.New(problem.SpecInvalid, "swagger 2.0: %s", kinMessage(err))
-	}
-	if im.ValidateMaxBytes >= 0 && len(data) <= im.ValidateMaxBytes {
-		validateDoc(ctx, doc3, w)
+		return nil, nil, problem.New(problem.SpecInvalid, "swagger 2.0: %s", kinMessage(err))
 	}
 	out, err := json.Marshal(doc3)
 	if err != nil {
-		return nil, fmt.Errorf("encode converted swagger document: %w", err)
+		return nil, nil, fmt.Errorf("encode converted swagger document: %w", err)
 	}
 	v, err := decodeJSON(out)
 	if err != nil {
-		return nil, fmt.Errorf("decode converted swagger document: %w", err)
+		return nil, nil, fmt.Errorf("decode converted swagger document: %w", err)
 	}
 	tree, _ = v.(map[string]any)
-	return tree, nil
+	return tree, doc3, nil
 }
 
 // validate3 runs kin-openapi's validator over an OpenAPI 3.x document and
 // adds what it finds to w.
-func (im *Importer) validate3(ctx context.Context, data []byte, isJSON bool, root map[string]any, w *warnings) {
+func (im *Importer) validate3(ctx context.Context, data []byte, isJSON bool, w *warnings) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.add("validation stopped early: the validator failed on this document")
 		}
 	}()
-	raw, err := jsonOf(data, isJSON, root)
+	// A YAML document is parsed again: indexing has pruned its tree.
+	var root map[string]any
+	var err error
+	if !isJSON {
+		root, _, err = parse(data)
+	}
+	var raw []byte
+	if err == nil {
+		raw, err = jsonOf(data, isJSON, root)
+	}
 	if err != nil {
 		w.add("validation skipped: %v", err)
 		return

@@ -24,6 +24,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -83,17 +85,17 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 			return nil, problem.New(problem.SpecInvalid, "paths: must be an object, got %s", typeName(p))
 		}
 	}
-	var baseURL string
+	var (
+		baseURL string
+		doc3    *openapi3.T // a converted Swagger 2.0 document
+	)
 	if version == "2.0" {
 		root2 := root
-		if root, err = im.convertSwagger(ctx, src.Data, isJSON, root, w); err != nil {
+		if root, doc3, err = im.convertSwagger(ctx, src.Data, isJSON, root); err != nil {
 			return nil, err
 		}
 		baseURL = baseURL2(root2, src.URL, w.add)
 	} else {
-		if im.ValidateMaxBytes >= 0 && len(src.Data) <= im.ValidateMaxBytes {
-			im.validate3(ctx, src.Data, isJSON, root, w)
-		}
 		baseURL = baseURL3(root, src.URL, w.add)
 	}
 	maxDepth, maxBytes := im.MaxRefDepth, im.MaxSchemaBytes
@@ -106,9 +108,22 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 	// Swagger 2.0 schemas follow the 3.0 dialect once converted.
 	v30 := version == "2.0" || strings.HasPrefix(version, "3.0")
 	prune(root)
-	ops, err := im.operations(ctx, root, v30, maxDepth, maxBytes, tool.BudgetFor(len(src.Data)), w)
+	ops, whole, err := im.operations(ctx, root, v30, maxDepth, maxBytes, tool.BudgetFor(len(src.Data)), w)
 	if err != nil {
 		return nil, err
+	}
+	if im.ValidateMaxBytes >= 0 && len(src.Data) <= im.ValidateMaxBytes {
+		// kin-openapi's validator walks every reference as often as it is
+		// used, without a bound: a document whose schemas do not fit the
+		// rendering budget whole can keep it busy for minutes.
+		switch {
+		case !whole:
+			w.add("validation skipped: the document's schemas expand past the size limit")
+		case doc3 != nil:
+			validateDoc(ctx, doc3, w)
+		default:
+			im.validate3(ctx, src.Data, isJSON, w)
+		}
 	}
 	return &tool.Spec{
 		Operations: ops,
@@ -122,8 +137,9 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 // references deep or, when they would exceed the rendering budget (the bytes
 // of schema rendering an import may do), with the largest depth that fits
 // (found by bisection), the same for every operation. When not even depth 1
-// fits, the schemas rendered once the budget is spent are stubs.
-func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, w *warnings) ([]tool.Operation, error) {
+// fits, the schemas rendered once the budget is spent are stubs. whole
+// reports whether maxDepth fitted.
+func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, w *warnings) (ops []tool.Operation, whole bool, err error) {
 	type result struct {
 		ops       []tool.Operation
 		warnings  []string
@@ -148,7 +164,7 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 	for depth := maxDepth; lo+1 < hi; depth = (lo + hi) / 2 {
 		r, err := try(depth)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if r == nil {
 			hi = depth
@@ -165,7 +181,7 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 	case lo < maxDepth:
 		w.add("schemas are inlined %d references deep instead of %d to bound their size", lo, maxDepth)
 	}
-	return best.ops, nil
+	return best.ops, !best.exhausted && lo == maxDepth, nil
 }
 
 // prune drops what indexing never reads (examples, webhooks), so that the
