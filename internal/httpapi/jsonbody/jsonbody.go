@@ -16,12 +16,15 @@ import (
 
 // Decode decodes one JSON value into v, refusing unknown fields,
 // trailing data and values of the wrong type, with a detail naming where.
+// Numbers in untyped values (an invoke's context) are json.Number, so they
+// keep every digit when written back.
 func Decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return problem.New(problem.MalformedRequest, "the request body is empty")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
+	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		return problem.Wrap(problem.MalformedRequest, err, "%s", describeJSONError(err))
 	}

@@ -1,0 +1,26 @@
+package jsonbody
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestUntypedNumbersKeepTheirDigits checks that a number in an untyped
+// value is written back as it was sent: as a float64, 12345678901234567891
+// would come back as 12345678901234567000.
+func TestUntypedNumbersKeepTheirDigits(t *testing.T) {
+	var req struct {
+		Context map[string]any `json:"context"`
+		Max     int            `json:"max"`
+	}
+	if err := Decode([]byte(`{"context": {"account": 12345678901234567891, "rate": 0.1}, "max": 3}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(req.Context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"account":12345678901234567891,"rate":0.1}`; string(out) != want || req.Max != 3 {
+		t.Errorf("context written back as %s (max %d), want %s (max 3)", out, req.Max, want)
+	}
+}
