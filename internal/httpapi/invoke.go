@@ -18,7 +18,7 @@ import (
 type invokeRequest struct {
 	Goal           string         `json:"goal"`
 	Context        map[string]any `json:"context,omitempty"`
-	Stream         bool           `json:"stream,omitempty"`
+	Stream         *bool          `json:"stream,omitempty"`
 	MaxToolCalls   *int           `json:"max_tool_calls,omitempty"`
 	IdempotencyKey string         `json:"idempotency_key,omitempty"`
 }
@@ -41,8 +41,13 @@ func (s *Server) validateInvoke(req *invokeRequest) (int, error) {
 	return max, nil
 }
 
+// wantsStream reports whether an invoke is answered with events: as its
+// stream field says when given, else as its Accept header asks.
 func wantsStream(r *http.Request, req invokeRequest) bool {
-	return req.Stream || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if req.Stream != nil {
+		return *req.Stream
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {

@@ -463,3 +463,33 @@ func TestToolCallsContinueTheInvokersTrace(t *testing.T) {
 		t.Fatalf("the tool got traceparent %q, want trace %s with the tool call's own span", got, trace)
 	}
 }
+
+// TestInvokeStreamFieldDecidesOverAccept checks the answer's form: the
+// body's stream field when given, else the Accept header.
+func TestInvokeStreamFieldDecidesOverAccept(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	w.amounts.Store("tx-1", 10.0)
+	body := func(stream any) map[string]any {
+		b := map[string]any{"goal": "triage tx-1", "context": map[string]any{"transaction_id": "tx-1"}}
+		if stream != nil {
+			b["stream"] = stream
+		}
+		return b
+	}
+	tests := []struct {
+		name   string
+		stream any
+		want   string
+	}{
+		{"accept alone", nil, "text/event-stream"},
+		{"stream false", false, "application/json"},
+		{"stream true", true, "text/event-stream"},
+	}
+	for _, tc := range tests {
+		r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body(tc.stream), "Accept", "text/event-stream")
+		if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), tc.want) {
+			t.Errorf("%s: %d %s, want 200 %s", tc.name, r.Status, r.Header.Get("Content-Type"), tc.want)
+		}
+	}
+}
