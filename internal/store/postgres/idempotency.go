@@ -124,18 +124,25 @@ func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
 	})
 }
 
-// PurgeIdempotency deletes entries that expired before t.
+// purgeChunk bounds the rows one purge statement deletes.
+const purgeChunk = 10_000
+
+// PurgeIdempotency deletes entries that expired before t. It runs on the
+// pool rather than in the write queue, a chunk per statement, so a large
+// purge holds up neither the writes batched with it nor its table.
 func (db *DB) PurgeIdempotency(ctx context.Context, t time.Time) (int64, error) {
-	var n int64
-	err := db.write(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM idempotency_entries WHERE expires_at < $1`, t)
+	var total int64
+	for {
+		tag, err := db.pool.Exec(ctx, `DELETE FROM idempotency_entries WHERE ctid IN (
+			SELECT ctid FROM idempotency_entries WHERE expires_at < $1 LIMIT $2)`, t, purgeChunk)
 		if err != nil {
-			return fmt.Errorf("purge idempotency entries: %w", err)
+			return total, fmt.Errorf("purge idempotency entries: %w", err)
 		}
-		n = tag.RowsAffected()
-		return nil
-	})
-	return n, err
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < purgeChunk {
+			return total, nil
+		}
+	}
 }
 
 func entryUpdated(tag pgconn.CommandTag, err error, k idempotency.Key) error {

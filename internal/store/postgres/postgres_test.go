@@ -219,3 +219,30 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 		t.Errorf("audit chain: %+v, %v; want ok with %d records", rep, err, len(errs))
 	}
 }
+
+// TestPurgeIdempotencyInChunks checks that a purge of more entries than one
+// statement deletes takes them all, and only the expired ones.
+func TestPurgeIdempotencyInChunks(t *testing.T) {
+	db := newTestDB(t)
+	ctx := t.Context()
+	now := time.Now()
+	if _, err := db.pool.Exec(ctx, `INSERT INTO idempotency_entries
+		(tenant, principal, method, path, key, fingerprint, state, created_at, expires_at, locked_until)
+		SELECT 'acme', 'u', 'POST', '/v1/tools', 'k' || i, 'f', 'complete', $1, $1, $1
+		FROM generate_series(1, $2::int) AS i`, now.Add(-time.Hour), 2*purgeChunk+5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO idempotency_entries
+		(tenant, principal, method, path, key, fingerprint, state, created_at, expires_at, locked_until)
+		VALUES ('acme', 'u', 'POST', '/v1/tools', 'live', 'f', 'complete', $1, $2, $1)`, now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.PurgeIdempotency(ctx, now)
+	if err != nil || n != 2*purgeChunk+5 {
+		t.Fatalf("purged %d (%v), want %d", n, err, 2*purgeChunk+5)
+	}
+	var left int
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_entries`).Scan(&left); err != nil || left != 1 {
+		t.Errorf("%d entries left (%v), want the live one", left, err)
+	}
+}
