@@ -44,6 +44,7 @@ type serveConfig struct {
 
 	logLevel        string
 	shutdownTimeout time.Duration
+	readTimeout     time.Duration
 	debugAddr       string
 	gcPercent       int
 }
@@ -81,6 +82,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.invokeIdempotency, "invoke-idempotency-ttl", 7*24*time.Hour, "how long invoke's idempotency keys are honoured")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on shutdown")
+	f.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "how long a client may take to send a request, headers and body (a response, such as an event stream, is not bounded)")
 	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
 	f.IntVar(&c.gcPercent, "gc-percent", 400, "the Go garbage collector's target heap growth in percent when GOGC is unset (Go's own default is 100; higher spends memory to save CPU; -1 turns the collector off)")
 	bindEnv(cmd, getenv)
@@ -90,6 +92,9 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 func serve(ctx context.Context, c serveConfig, getenv func(string) string, stderr io.Writer) error {
 	if c.gcPercent < -1 || c.gcPercent == 0 {
 		return fmt.Errorf("--gc-percent must be -1 or a positive percentage, not %d", c.gcPercent)
+	}
+	if c.readTimeout <= 0 {
+		return fmt.Errorf("--read-timeout must be positive, not %s", c.readTimeout)
 	}
 	// The live heap is small and allocation steady, so at Go's default the
 	// collector runs often: a larger target cut the server's CPU per
@@ -187,9 +192,12 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 	}
 	hs := &http.Server{
 		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: min(10*time.Second, c.readTimeout),
+		// The whole request; net/http lifts the deadline once the body
+		// is read, so streamed responses are not cut.
+		ReadTimeout: c.readTimeout,
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	go purgeIdempotency(ctx, st, logger)
 	if c.debugAddr != "" {
