@@ -199,10 +199,11 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
 		return nil, err
 	}
+	started := *wf // the execution goes on changing wf
 	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}); err != nil {
 		return nil, problem.New(problem.Unavailable, "%v", err)
 	}
-	return wf, nil
+	return &started, nil
 }
 
 func (r *Runner) newWorkflow(v *agent.Version, req StartRequest) (*Workflow, error) {

@@ -603,3 +603,25 @@ func TestStepErrorListsBadArguments(t *testing.T) {
 		t.Errorf("step error %q, want %q", got, want)
 	}
 }
+
+// TestStartReturnsTheWorkflowAsStarted checks that what Start returns is
+// the caller's to read while the execution goes on (a data race under
+// -race otherwise) and shows the workflow as it started.
+func TestStartReturnsTheWorkflowAsStarted(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	r := newRunner(db, "replica-a", &ledger{})
+	wf, err := r.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if wf.Status != workflow.Running || wf.Outcome != "" || !wf.FinishedAt.IsZero() {
+			t.Fatalf("Start's workflow changed under its caller: %s/%s", wf.Status, wf.Outcome)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := r.Wait(ctx, "acme", wf.ID); err != nil {
+		t.Fatal(err)
+	}
+}
