@@ -625,3 +625,33 @@ func TestStartReturnsTheWorkflowAsStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCancelReachesTheReplicaThatRunsIt checks a cancel sent to a replica
+// other than the owner: it is stored, and the owner stops the workflow when
+// it next renews its lease.
+func TestCancelReachesTheReplicaThatRunsIt(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	l := &ledger{hold: true, held: make(chan struct{}, 1)}
+	a := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: l, Owner: "replica-a", Lease: 600 * time.Millisecond})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go a.Run(runCtx)
+	defer a.Close(ctx)
+	b := newRunner(db, "replica-b", &ledger{})
+
+	wf, err := a.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.held // the write is in flight on replica a
+	if _, err := b.Cancel(ctx, "acme", wf.ID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done, err := a.Wait(wctx, "acme", wf.ID)
+	if err != nil || done.Status != workflow.Cancelled || done.Outcome != workflow.OutcomeCancelled {
+		t.Fatalf("after a cancel sent to another replica: %+v, %v; want cancelled", done, err)
+	}
+}
