@@ -55,8 +55,11 @@ func (r *Runner) renew(ctx context.Context) {
 
 // recover claims running workflows whose lease lapsed and resumes them. A
 // workflow that can never be resumed (its version is gone or no longer
-// compiles) ends failed; one whose resume failed otherwise (a store error,
-// shutdown) has its lease released for a later pass.
+// compiles) ends failed. One whose resume failed otherwise (a store error)
+// is tried again once the lease just taken lapses, behind the workflows
+// waiting longer, unless it is past its deadline (it ends timed_out) or was
+// asked to stop (it ends cancelled); at shutdown its lease is released for
+// the next start.
 func (r *Runner) recover(ctx context.Context) {
 	now := r.opts.Now()
 	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), 32)
@@ -73,11 +76,17 @@ func (r *Runner) recover(ctx context.Context) {
 			r.opts.Logger.Error("resume workflow", "workflow_id", wf.ID, "err", err)
 			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeFailed, Status: Failed,
 				Error: "could not resume after a restart: " + err.Error()}, nil)
-		default:
-			r.opts.Logger.Warn("resume workflow; leaving it for a later pass", "workflow_id", wf.ID, "err", err)
+		case wf.CancelRequested:
+			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeCancelled, Status: Cancelled}, nil)
+		case !wf.Deadline.IsZero() && !now.Before(wf.Deadline):
+			r.opts.Logger.Warn("resume workflow; past its deadline", "workflow_id", wf.ID, "err", err)
+			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeTimedOut, Status: Failed}, nil)
+		case errors.Is(err, errShutdown):
 			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
 				r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
 			}
+		default:
+			r.opts.Logger.Warn("resume workflow; trying again once its lease lapses", "workflow_id", wf.ID, "err", err)
 		}
 	}
 }

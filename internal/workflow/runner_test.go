@@ -655,3 +655,46 @@ func TestCancelReachesTheReplicaThatRunsIt(t *testing.T) {
 		t.Fatalf("after a cancel sent to another replica: %+v, %v; want cancelled", done, err)
 	}
 }
+
+// brokenHistory is the SQLite store with a workflow history that never reads.
+type brokenHistory struct{ *sqlite.DB }
+
+func (brokenHistory) Completions(context.Context, string) (map[int]json.RawMessage, error) {
+	return nil, errors.New("completion 1 does not decode")
+}
+
+// TestAResumeThatKeepsFailingStillEnds checks that a workflow whose resume
+// fails every time does not stay running for good: it ends once past its
+// deadline, or when someone asked to cancel it.
+func TestAResumeThatKeepsFailingStillEnds(t *testing.T) {
+	tests := []struct {
+		name            string
+		later           time.Duration
+		cancel          bool
+		status, outcome string
+	}{
+		{"past its deadline", time.Hour, false, workflow.Failed, workflow.OutcomeTimedOut},
+		{"cancelled", 0, true, workflow.Cancelled, workflow.OutcomeCancelled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := setup(t)
+			ctx := context.Background()
+			wf := stopAtTheWrite(t, db, &ledger{hold: true, held: make(chan struct{}, 1)})
+			if tc.cancel {
+				if _, err := db.RequestCancel(ctx, "acme", wf.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := workflow.New(workflow.Options{Store: brokenHistory{db}, Versions: db, Tools: db, Caller: &ledger{},
+				Owner: "replica-b", Lease: 150 * time.Millisecond, Now: func() time.Time { return time.Now().Add(tc.later) }})
+			runCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+			defer stop()
+			go b.Run(runCtx)
+			done, err := b.Wait(runCtx, "acme", wf.ID)
+			if err != nil || done.Status != tc.status || done.Outcome != tc.outcome {
+				t.Fatalf("workflow %+v, %v; want %s/%s", done, err, tc.status, tc.outcome)
+			}
+		})
+	}
+}
