@@ -57,26 +57,35 @@ func TestUnauthenticatedTrafficIsLimitedPerIP(t *testing.T) {
 	}
 }
 
-func TestUnmatchedRoutesAreLimitedPerIP(t *testing.T) {
+// TestUnmatchedRoutesAreLimited checks that requests no route serves, which
+// are audited too, are limited: by IP without a valid token, by the
+// caller's tenant (with the rate-limit headers) with one.
+func TestUnmatchedRoutesAreLimited(t *testing.T) {
 	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
 		c.RateLimits.IP = ratelimit.Limit{Rate: 3, Burst: 3, Period: time.Minute}
+		c.RateLimits.Default = ratelimit.Limit{Rate: 5, Burst: 5, Period: time.Minute}
 	})
 	tok := h.token("acme", "audit:read")
 	for _, tc := range []struct {
-		method, path string
-		status       int
+		token, method, path string
+		status              int
 	}{
-		{"GET", "/v1/nowhere", 404},
-		{"DELETE", "/v1/audit/verify", 405},
-		{"GET", "/nowhere/else", 404},
-		{"GET", "/v1/nowhere", 429},
+		{"", "GET", "/v1/nowhere", 404},
+		{"", "DELETE", "/v1/audit/verify", 405},
+		{"", "GET", "/nowhere/else", 404},
+		{"", "GET", "/v1/nowhere", 429},
+		// The IP's quota is spent; the tenant's is not.
+		{tok, "GET", "/v1/nowhere", 404},
 	} {
-		r := h.do(tc.method, tc.path, tok, nil)
+		r := h.do(tc.method, tc.path, tc.token, nil)
 		if r.Status != tc.status {
 			t.Fatalf("%s %s: %d, want %d (%s)", tc.method, tc.path, r.Status, tc.status, r.Body)
 		}
 		if tc.status == 429 && (r.problem(t).Code != "rate-limited" || r.Header.Get("Retry-After") == "") {
 			t.Fatalf("%s %s: %v %s", tc.method, tc.path, r.Header, r.Body)
+		}
+		if tc.token != "" && r.Header.Get("X-RateLimit-Limit") != "5" {
+			t.Errorf("%s %s with a token: X-RateLimit-Limit %q, want the tenant's 5", tc.method, tc.path, r.Header.Get("X-RateLimit-Limit"))
 		}
 	}
 }

@@ -134,13 +134,17 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(w, r) // sets the path values
 		return
 	}
-	// Unmatched requests are audited too, so they are limited like other
-	// unauthenticated traffic.
-	if err := s.limitIP(w, r); err != nil {
-		writeProblem(w, r, err)
+	// Unmatched requests are audited too, so they are limited like the
+	// others: by the caller's tenant when its token is valid, else by IP.
+	s.identify(r)
+	limit := s.limitIP(w, r)
+	if p := infoFrom(r.Context()).principal; p != nil {
+		limit = s.limitTenant(w, r, p.Tenant)
+	}
+	if limit != nil {
+		writeProblem(w, r, limit)
 		return
 	}
-	s.identify(r)
 	if !text {
 		writeProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 		return
