@@ -11,11 +11,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
@@ -137,9 +140,23 @@ type querier interface {
 
 // read runs fn's reads on the pool, each statement in its own implicit
 // transaction: one round trip each instead of BEGIN, the statement and
-// COMMIT. Every read but Operation(s) is one statement.
+// COMMIT. Every read but Operation(s) is one statement. A database that
+// cannot be reached is problem.Unavailable.
 func (db *DB) read(_ context.Context, fn func(q querier) error) error {
-	return fn(db.pool)
+	err := fn(db.pool)
+	if err != nil && unreachable(err) {
+		return problem.Wrap(problem.Unavailable, err, "the database is unreachable")
+	}
+	return err
+}
+
+// unreachable reports whether err says the database could not be reached:
+// no connection, a broken one, or a closed pool.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, puddle.ErrClosedPool) ||
+		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // inTx runs fn in a transaction, committing when it returns nil and rolling

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/migrate"
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
@@ -244,5 +245,16 @@ func TestPurgeIdempotencyInChunks(t *testing.T) {
 	var left int
 	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_entries`).Scan(&left); err != nil || left != 1 {
 		t.Errorf("%d entries left (%v), want the live one", left, err)
+	}
+}
+
+// TestReadsOfAnUnreachableDatabaseAreUnavailable checks that a read that
+// cannot reach the database is a 503 (problem.Unavailable), not a 500.
+func TestReadsOfAnUnreachableDatabaseAreUnavailable(t *testing.T) {
+	db := newTestDB(t)
+	db.pool.Close()
+	_, err := db.ToolByName(t.Context(), "acme", "pets")
+	if !problem.Is(err, problem.Unavailable) {
+		t.Errorf("read with the pool closed: %v, want unavailable", err)
 	}
 }
