@@ -48,10 +48,13 @@ type DB struct {
 	now  func() time.Time
 
 	queue *groupcommit.Queue[func(tx pgx.Tx) error]
+	// writeTimeout bounds one write transaction.
+	writeTimeout time.Duration
 }
 
 type options struct {
-	now func() time.Time
+	now          func() time.Time
+	writeTimeout time.Duration
 }
 
 // Option configures Open.
@@ -60,12 +63,22 @@ type Option func(*options)
 // WithNow sets the clock the store stamps records and entries with.
 func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// DefaultWriteTimeout bounds one write transaction.
+const DefaultWriteTimeout = time.Minute
+
+// WithWriteTimeout sets how long one write transaction (a group-commit
+// batch, or a write run alone) may take before it is abandoned.
+func WithWriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }
+
 // Open connects to the database at url (postgres://…) and applies the
 // migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now}
+	o := options{now: time.Now, writeTimeout: DefaultWriteTimeout}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.writeTimeout <= 0 {
+		o.writeTimeout = DefaultWriteTimeout
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -75,7 +88,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
 	}
-	db := &DB{pool: pool, now: o.now}
+	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

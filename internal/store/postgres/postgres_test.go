@@ -258,3 +258,29 @@ func TestReadsOfAnUnreachableDatabaseAreUnavailable(t *testing.T) {
 		t.Errorf("read with the pool closed: %v, want unavailable", err)
 	}
 }
+
+// TestAStuckWriteIsAbandoned checks that a write transaction that does not
+// finish within the write timeout fails instead of holding the writer, and
+// that the writes after it go through.
+func TestAStuckWriteIsAbandoned(t *testing.T) {
+	db, err := Open(t.Context(), NewTestDatabase(t), WithWriteTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	start := time.Now()
+	err = db.write(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT pg_sleep(5)`)
+		return err
+	})
+	if err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("a write stuck for 5 s: %v after %v, want an error after about 200 ms", err, time.Since(start))
+	}
+	if err := db.write(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ('after', 'v')`)
+		return err
+	}); err != nil {
+		t.Errorf("the write after: %v", err)
+	}
+}

@@ -37,24 +37,30 @@ func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // decides whether its write is taken: a write already running is not
 // cancelled with it, which would abort the batch for every other caller.
 func (db *DB) commit(batch []*groupcommit.Write[func(tx pgx.Tx) error]) {
-	ctx := context.Background()
+	// One bound for the batch and for each write run again alone: a hung
+	// connection must not hold up the writer for good.
+	run := func(fn func(tx pgx.Tx) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), db.writeTimeout)
+		defer cancel()
+		return db.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { return fn(detachedTx{tx, ctx}) })
+	}
 	alone := func(w *groupcommit.Write[func(tx pgx.Tx) error]) error {
 		if err := w.Ctx.Err(); err != nil {
 			return err
 		}
-		return db.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { return w.Fn(detachedTx{tx}) })
+		return run(w.Fn)
 	}
 	if len(batch) == 1 {
 		batch[0].Answer(alone(batch[0]))
 		return
 	}
 	skipped := make([]error, len(batch))
-	err := db.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := run(func(tx pgx.Tx) error {
 		for i, w := range batch {
 			if skipped[i] = w.Ctx.Err(); skipped[i] != nil {
 				continue
 			}
-			if err := w.Fn(detachedTx{tx}); err != nil {
+			if err := w.Fn(tx); err != nil {
 				return err
 			}
 		}
@@ -72,25 +78,41 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx pgx.Tx) error]) {
 	}
 }
 
-// detachedTx runs a write's statements without its caller's cancellation.
-type detachedTx struct{ pgx.Tx }
-
-func (t detachedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.Tx.Exec(context.WithoutCancel(ctx), sql, args...)
+// detachedTx runs a write's statements under the writer's context, ignoring
+// the one each is given (its caller's).
+type detachedTx struct {
+	pgx.Tx
+	ctx context.Context
 }
 
-func (t detachedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return t.Tx.Query(context.WithoutCancel(ctx), sql, args...)
+func (t detachedTx) Begin(context.Context) (pgx.Tx, error) {
+	tx, err := t.Tx.Begin(t.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return detachedTx{tx, t.ctx}, nil
 }
 
-func (t detachedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.Tx.QueryRow(context.WithoutCancel(ctx), sql, args...)
+func (t detachedTx) Prepare(_ context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return t.Tx.Prepare(t.ctx, name, sql)
 }
 
-func (t detachedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return t.Tx.SendBatch(context.WithoutCancel(ctx), b)
+func (t detachedTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.Tx.Exec(t.ctx, sql, args...)
 }
 
-func (t detachedTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	return t.Tx.CopyFrom(context.WithoutCancel(ctx), table, cols, src)
+func (t detachedTx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.Tx.Query(t.ctx, sql, args...)
+}
+
+func (t detachedTx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	return t.Tx.QueryRow(t.ctx, sql, args...)
+}
+
+func (t detachedTx) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.Tx.SendBatch(t.ctx, b)
+}
+
+func (t detachedTx) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	return t.Tx.CopyFrom(t.ctx, table, cols, src)
 }
