@@ -30,7 +30,7 @@ func CreateClient(ctx context.Context, store Store, tenant, name string, scopes 
 	switch {
 	case tenant == "":
 		errs = append(errs, problem.FieldError{Field: "tenant", Message: "is required"})
-	case reservedTenant(tenant):
+	case tenant == audit.SystemTenant:
 		errs = append(errs, problem.FieldError{Field: "tenant", Message: fmt.Sprintf("%q is reserved", tenant)})
 	}
 	if len(name) > maxClientName {

@@ -110,8 +110,8 @@ func (i *Issuer) Mint(ctx context.Context, req MintRequest) (string, error) {
 	switch {
 	case req.Tenant == "":
 		errs = append(errs, problem.FieldError{Field: "tenant", Message: "is required"})
-	case reservedTenant(req.Tenant):
-		errs = append(errs, problem.FieldError{Field: "tenant", Message: fmt.Sprintf("%q is reserved", req.Tenant)})
+	case reservedTenant(req.Tenant, req.Scopes):
+		errs = append(errs, problem.FieldError{Field: "tenant", Message: fmt.Sprintf("%q is reserved: its tokens may hold %s only", req.Tenant, systemScope)})
 	}
 	for _, s := range req.Scopes {
 		if !validScope(s) {

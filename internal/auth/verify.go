@@ -144,8 +144,8 @@ func (c Config) principal(claims map[string]any) (Principal, error) {
 	if tenant == "" {
 		return Principal{}, unauthenticated("token has no "+c.TenantClaim+" claim", nil)
 	}
-	if reservedTenant(tenant) {
-		return Principal{}, unauthenticated("token's "+c.TenantClaim+" is reserved", nil)
+	if audit.Text(tenant) != tenant {
+		return Principal{}, unauthenticated("token's "+c.TenantClaim+" is not valid text", nil)
 	}
 	sub, subOK := optionalString(claims, "sub")
 	clientID, clientOK := optionalString(claims, "client_id")
@@ -159,14 +159,21 @@ func (c Config) principal(claims map[string]any) (Principal, error) {
 	if !ok {
 		return Principal{}, unauthenticated("token has an invalid scope claim", nil)
 	}
+	if reservedTenant(tenant, scopes) {
+		return Principal{}, unauthenticated("token's "+c.TenantClaim+" is reserved", nil)
+	}
 	return Principal{Subject: sub, ClientID: clientID, Tenant: tenant, Scopes: scopes, ExpiresAt: exp.Add(c.Leeway)}, nil
 }
 
-// reservedTenant reports whether tenant is kept for the server's own use:
-// audit.SystemTenant holds the audit chain of requests without a valid
-// tenant, so no token, client or principal may belong to it.
-func reservedTenant(tenant string) bool {
-	return tenant == audit.SystemTenant
+// systemScope is the one scope a principal of audit.SystemTenant may hold.
+const systemScope = "audit:read"
+
+// reservedTenant reports whether a principal of tenant with scopes is
+// refused: audit.SystemTenant holds the audit chain of requests without a
+// valid tenant, so its principals may only read and verify that chain (an
+// operator's `agentplane token --tenant _system --scope audit:read`).
+func reservedTenant(tenant string, scopes []string) bool {
+	return tenant == audit.SystemTenant && slices.ContainsFunc(scopes, func(s string) bool { return s != systemScope })
 }
 
 // audienceContains reports whether aud (a string or an array of strings)

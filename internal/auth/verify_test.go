@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -54,7 +55,7 @@ func TestMintRefusesBadRequests(t *testing.T) {
 		"long ttl":   {Tenant: "acme", TTL: MaxTokenTTL + time.Second},
 		"negative":   {Tenant: "acme", TTL: -time.Second},
 		"space in s": {Tenant: "acme", Scopes: []string{"a b"}},
-		"system":     {Tenant: "_system", Scopes: []string{"audit:read"}},
+		"system":     {Tenant: "_system", Scopes: []string{"audit:read", "tools:write"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := iss.Mint(context.Background(), req)
@@ -127,6 +128,7 @@ func TestEmbeddedVerifierRefuses(t *testing.T) {
 		{"empty tenant", withClaims(func(c map[string]any) { c["tenant"] = "" }), 0, "token has no tenant claim"},
 		{"tenant not a string", withClaims(func(c map[string]any) { c["tenant"] = 7 }), 0, "token has no tenant claim"},
 		{"system tenant", withClaims(func(c map[string]any) { c["tenant"] = "_system" }), 0, "token's tenant is reserved"},
+		{"tenant not text", withClaims(func(c map[string]any) { c["tenant"] = "acme\x00" }), 0, "token's tenant is not valid text"},
 		{"missing exp", withClaims(func(c map[string]any) { delete(c, "exp") }), 0, "token has no valid exp claim"},
 		{"exp a string", withClaims(func(c map[string]any) { c["exp"] = "tomorrow" }), 0, "token has no valid exp claim"},
 		{"no subject", withClaims(func(c map[string]any) { delete(c, "sub") }), 0, "token has no subject"},
@@ -226,4 +228,18 @@ func tamperPayload(raw string) string {
 		c = 'B'
 	}
 	return raw[:i] + string(c) + raw[i+1:]
+}
+
+// TestSystemTenantMayOnlyReadItsAudit checks that a token of the reserved
+// tenant is accepted with audit:read alone, so an operator can read and
+// verify the chain of unauthenticated requests, and nothing else.
+func TestSystemTenantMayOnlyReadItsAudit(t *testing.T) {
+	iss, v, _, _ := newTestIssuer(t)
+	p, err := v.Verify(context.Background(), mint(t, iss, MintRequest{Tenant: audit.SystemTenant, Subject: "operator", Scopes: []string{"audit:read"}}))
+	if err != nil || p.Tenant != audit.SystemTenant {
+		t.Fatalf("a _system token with audit:read: %+v, %v; want accepted", p, err)
+	}
+	if _, err := iss.Mint(context.Background(), MintRequest{Tenant: audit.SystemTenant, Subject: "operator", Scopes: []string{"audit:read", "agents:invoke"}}); !problem.Is(err, problem.ValidationFailed) {
+		t.Errorf("a _system token with more than audit:read: %v, want refused", err)
+	}
 }
