@@ -196,6 +196,15 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err != nil {
 		return nil, err
 	}
+	// Refused before it is stored when the runner is closing: stored, it
+	// would be resumed by the next start while the caller, told 503, may
+	// start it again.
+	r.mu.Lock()
+	closing := r.closing
+	r.mu.Unlock()
+	if closing {
+		return nil, problem.New(problem.Unavailable, "%v", errShutdown)
+	}
 	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
 		return nil, err
 	}

@@ -698,3 +698,22 @@ func TestAResumeThatKeepsFailingStillEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestAClosingRunnerStoresNoNewWorkflow checks that an invocation refused
+// because the runner is closing leaves no workflow behind for the next
+// start to run while its caller, told 503, may invoke again.
+func TestAClosingRunnerStoresNoNewWorkflow(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	r := newRunner(db, "replica-a", &ledger{})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, request("settle")); !problem.Is(err, problem.Unavailable) {
+		t.Fatalf("Start on a closed runner: %v, want unavailable", err)
+	}
+	wfs, err := db.ListWorkflows(ctx, "acme", workflow.ListFilter{Limit: 10})
+	if err != nil || len(wfs) != 0 {
+		t.Errorf("%d workflows stored (%v), want none", len(wfs), err)
+	}
+}
