@@ -108,10 +108,10 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key 
 	rec := &recordingWriter{ResponseWriter: w}
 	h.ServeHTTP(rec, r)
 	keep := rec.started() && storable(rec.status) && !rec.overflow
-	if info.idemLinked && (!keep || r.Context().Err() != nil) {
-		// The client went away, or the answer is not kept: the key stays
-		// running, linked to the workflow, so a repeat attaches to the
-		// workflow and gets its result.
+	if info.idemLinked && (!keep || info.unfinished || r.Context().Err() != nil) {
+		// The client went away, the answer was cut short, or it is not
+		// kept: the key stays running, linked to the workflow, so a repeat
+		// attaches to the workflow and gets its result.
 		return
 	}
 	// Detached from the request: a client gone away must not leave the key running.

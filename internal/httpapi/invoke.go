@@ -129,8 +129,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 			if r.Context().Err() != nil {
 				return nil
 			}
+			info := infoFrom(r.Context())
+			info.unfinished = true
 			pe := problem.As(err)
-			doc := pe.Doc(r.URL.Path, infoFrom(r.Context()).requestID, infoFrom(r.Context()).traceID)
+			doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
 			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed,
 				"status": workflow.Failed, "duration_ms": time.Since(start).Milliseconds(), "error": doc})
 			sse.send(last+1, b)
