@@ -427,3 +427,30 @@ func TestCanonicalArgs(t *testing.T) {
 		t.Errorf("keys differ for equal numbers: %q vs %q", k1, k2)
 	}
 }
+
+// Maps reach expressions with their keys in sorted order, so iterating one
+// gives the same answer on every run (and on replay).
+func TestMapIterationIsSorted(t *testing.T) {
+	p := mustCompile(t, parseDef(t, `{"tools": [], "steps": [
+		{"action": "keys", "set": {"ks": "context.map(k, k)", "nested": "context.h.map(k, k + '=' + string(context.h[k]))",
+		 "all": "context.all(k, k != 'zz')", "saved": "steps.map(k, k)"}}],
+		"output": "{'ks': ks, 'nested': nested, 'saved': saved}"}`))
+	in := Input{Goal: "g", Context: map[string]any{
+		"h": map[string]any{"q": 1.0, "b": 2.0, "x": 3.0, "a": 4.0, "m": 5.0},
+		"c": 1.0, "a": 2.0, "g": 3.0, "e": 4.0, "b": 5.0, "f": 6.0, "d": 7.0,
+	}}
+	want := map[string]any{
+		"ks":     []any{"a", "b", "c", "d", "e", "f", "g", "h"},
+		"nested": []any{"a=4", "b=2", "m=5", "q=1", "x=3"},
+		"saved":  []any{},
+	}
+	for i := range 50 {
+		_, res, err := p.Execute(context.Background(), in, &fakeEnv{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, res.Output); diff != "" {
+			t.Fatalf("run %d (-want +got):\n%s", i, diff)
+		}
+	}
+}

@@ -73,6 +73,10 @@ func newEnvs(names []string) (stepEnv, policyEnv *cel.Env, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("cel environment: %w", err)
 	}
+	stepEnv, err = stepEnv.Extend(cel.CustomTypeAdapter(sortedAdapter{stepEnv.CELTypeAdapter()}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cel environment: %w", err)
+	}
 	policyEnv, err = stepEnv.Extend(
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("operation", cel.StringType),
