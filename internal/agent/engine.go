@@ -155,6 +155,11 @@ type env struct {
 	Completer
 }
 
+// ErrUnrecorded is a Completer's answer when it serves recorded
+// completions (a replay) and has none for the request: the plan step emits
+// one event with status unrecorded and ends, and the run goes on.
+var ErrUnrecorded = errors.New("no recorded completion for this request")
+
 // ErrNoPlanner is returned for plan steps when no LLM is configured.
 var ErrNoPlanner = errors.New("plan steps need an LLM endpoint and none is configured")
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -167,6 +168,14 @@ func (r *runner) planStep(s *cstep) (*ending, error) {
 		}
 		r.llmCalls++
 		resp, err := r.env.Complete(r.ctx, r.llmCalls, cloneRequest(req))
+		if errors.Is(err, ErrUnrecorded) {
+			// A replay has no answer to this conversation: the step ends here.
+			if s.saveAs != "" {
+				r.save(s.saveAs, nil)
+			}
+			return nil, r.emit(Event{Action: s.action, Kind: KindPlan, Status: StatusUnrecorded,
+				Error: fmt.Sprintf("completion %d was not recorded for this conversation", r.llmCalls)})
+		}
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return nil, r.ctx.Err()

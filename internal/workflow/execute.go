@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/call"
+	"github.com/gowebpki/jcs"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -64,14 +65,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	store := context.WithoutCancel(ctx)
 	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
 	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
-	var input map[string]any
-	if err := json.Unmarshal(wf.Context, &input); err != nil {
-		input = map[string]any{}
-	}
-	run := prog.Run(ctx, agent.Input{
-		Goal: wf.Goal, Context: input, MaxToolCalls: wf.MaxToolCalls, Agent: wf.Agent, Version: wf.AgentVersion,
-		Caller: agent.Caller{Sub: wf.Caller.Sub, Tenant: wf.Tenant, Scopes: wf.Caller.Scopes},
-	}, agent.NewEnv(rec, rec))
+	run := prog.Run(ctx, wf.Input(), agent.NewEnv(rec, rec))
 
 	var runErr error
 	for ev, err := range run.Events() {
@@ -244,17 +238,16 @@ type recorder struct {
 
 // callRecord is what a real call sent and received.
 type callRecord struct {
-	res   call.Result
+	res   tool.CallResult
 	audit *audit.Record
 }
 
 // Call implements agent.ToolCaller.
 func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
 	if step <= len(e.h.steps) {
-		s := e.h.steps[step-1]
-		if s.Tool != c.Tool || s.Operation != c.Operation {
-			return agent.CallResult{}, fmt.Errorf("history mismatch at step %d: recorded %s.%s, now %s.%s",
-				step, s.Tool, s.Operation, c.Tool, c.Operation)
+		s := &e.h.steps[step-1]
+		if err := sameCall(step, s, c); err != nil {
+			return agent.CallResult{}, err
 		}
 		return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
 	}
@@ -279,7 +272,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 			return agent.CallResult{}, e.j.fail(fmt.Errorf("record call intent: %w", err))
 		}
 	}
-	req := call.Request{
+	req := tool.CallRequest{
 		Tenant: e.wf.Tenant, Tool: t, Operation: op, Args: c.Args,
 		IdempotencyKey: e.wf.ID + "." + strconv.Itoa(step),
 		WorkflowID:     e.wf.ID, RequestID: e.wf.RequestID,
@@ -298,11 +291,47 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	if err != nil && ctx.Err() != nil {
 		return agent.CallResult{}, ctx.Err()
 	}
-	e.calls[step] = &callRecord{res: res, audit: call.AuditRecord(ctx, req, res, err, start)}
+	e.calls[step] = &callRecord{res: res, audit: tool.CallAuditRecord(ctx, req, res, err, start)}
 	if err != nil {
 		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err)}, nil
 	}
 	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, nil
+}
+
+// ErrNondeterministic fails a resumed workflow whose program no longer
+// makes the calls its history recorded: serving the recorded answer to a
+// different call would be a silent wrong answer.
+var ErrNondeterministic = errors.New("nondeterministic workflow")
+
+// sameCall checks that a call made again on resume is the recorded one:
+// tool, operation and RFC 8785 canonical arguments.
+func sameCall(step int, s *Step, c agent.ToolCall) error {
+	if s.Tool != c.Tool || s.Operation != c.Operation {
+		return fmt.Errorf("%w: step %d recorded a call of %s.%s, the program now calls %s.%s",
+			ErrNondeterministic, step, s.Tool, s.Operation, c.Tool, c.Operation)
+	}
+	now, err := agent.CanonicalArgs(c.Args)
+	if err != nil {
+		return err
+	}
+	recorded, err := CanonicalJSON(s.Args)
+	if err != nil {
+		return fmt.Errorf("step %d: recorded args: %w", step, err)
+	}
+	if !bytes.Equal(now, recorded) {
+		return fmt.Errorf("%w: step %d recorded %s.%s with args %s, the program now sends %s",
+			ErrNondeterministic, step, c.Tool, c.Operation, recorded, now)
+	}
+	return nil
+}
+
+// CanonicalJSON returns the RFC 8785 form of a recorded JSON value; empty
+// is the empty object (a call without arguments).
+func CanonicalJSON(raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return []byte("{}"), nil
+	}
+	return jcs.Transform(raw)
 }
 
 // callError describes a failed call for its step, naming each bad argument.
@@ -344,12 +373,19 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 // Complete implements agent.Completer: recorded completions are served
 // again, new ones are asked of the planner and recorded before use.
 func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+	hash, err := req.Hash()
+	if err != nil {
+		return agent.ChatResponse{}, err
+	}
 	if b, ok := e.h.completions[n]; ok {
-		var resp agent.ChatResponse
-		if err := json.Unmarshal(b, &resp); err != nil {
-			return resp, fmt.Errorf("recorded completion %d: %w", n, err)
+		rc, err := agent.DecodeCompletion(b)
+		if err != nil {
+			return agent.ChatResponse{}, fmt.Errorf("completion %d: %w", n, err)
 		}
-		return resp, nil
+		if rc.RequestSHA256 != "" && rc.RequestSHA256 != hash {
+			return agent.ChatResponse{}, fmt.Errorf("%w: completion %d was recorded for another request", ErrNondeterministic, n)
+		}
+		return rc.Response, nil
 	}
 	if e.r.opts.Planner == nil {
 		return agent.ChatResponse{}, agent.ErrNoPlanner
@@ -361,7 +397,7 @@ func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (
 	if err != nil {
 		return resp, err
 	}
-	b, err := json.Marshal(resp)
+	b, err := json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Response: resp})
 	if err != nil {
 		return resp, fmt.Errorf("encode completion: %w", err)
 	}
@@ -390,7 +426,7 @@ func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 		map[string]any{"step": ev.Step, "action": ev.Action, "status": ev.Status})}
 	if c, ok := e.calls[ev.Step]; ok {
 		s.Request, _ = json.Marshal(c.res.Request)
-		s.HTTPStatus, s.Attempts = c.res.Status, c.res.Attempts
+		s.HTTPStatus, s.Attempts, s.Sent = c.res.Status, c.res.Attempts, c.res.Attempts > 0
 		s.StartedAt, s.DurationMS = c.audit.Time.UTC(), c.res.Duration.Milliseconds()
 		recs = append(recs, c.audit)
 		delete(e.calls, ev.Step)

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,13 +12,12 @@ import (
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/call"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// ToolCaller makes real tool calls (call.Executor).
+// ToolCaller makes real tool calls (the executor of package tool/call).
 type ToolCaller interface {
-	Call(ctx context.Context, req call.Request) (call.Result, error)
+	Call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error)
 }
 
 // ToolLookup finds registered tools and operations (a subset of tool.Store).
@@ -43,8 +41,13 @@ type Options struct {
 	Lease time.Duration
 	// Timeout ends workflows running longer (default 5 min).
 	Timeout time.Duration
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// DefaultToolCalls bounds the tool calls of an invocation that sets no
+	// max_tool_calls (default 20); MaxToolCalls is the largest bound an
+	// invocation may set (default 100).
+	DefaultToolCalls int
+	MaxToolCalls     int
+	Now              func() time.Time
+	Logger           *slog.Logger
 }
 
 // Runner starts, executes, resumes and follows workflows.
@@ -81,6 +84,12 @@ func New(opts Options) *Runner {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
+	if opts.DefaultToolCalls <= 0 {
+		opts.DefaultToolCalls = 20
+	}
+	if opts.MaxToolCalls <= 0 {
+		opts.MaxToolCalls = 100
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -88,21 +97,6 @@ func New(opts Options) *Runner {
 		opts.Logger = slog.Default()
 	}
 	return &Runner{opts: opts, hub: newHub(), running: map[string]context.CancelCauseFunc{}}
-}
-
-// StartRequest is one invocation.
-type StartRequest struct {
-	Tenant string
-	Agent  string
-	// Version is "" for the agent's default version.
-	Version      string
-	Goal         string
-	Context      map[string]any
-	Caller       Caller
-	MaxToolCalls int
-	RequestID    string
-	TraceID      string
-	ReplayOf     string
 }
 
 // Program returns the compiled program of a version, compiling it again
@@ -135,6 +129,8 @@ func (r *Runner) Program(ctx context.Context, v *agent.Version) (*agent.Program,
 
 // errUndecodable marks a stored definition that no longer decodes.
 var errUndecodable = errors.New("does not decode")
+
+var _ agent.Catalogs = (*Runner)(nil)
 
 // Catalog builds the tool catalog of the named tools; unknown names are left
 // out so Compile reports them.
@@ -176,61 +172,6 @@ func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool)
 		cat.Add(t, ops)
 	}
 	return cat, nil
-}
-
-// Start validates an invocation, stores its workflow and begins executing it
-// in the background; the caller's context does not bound the execution.
-func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error) {
-	v, err := r.opts.Versions.AgentVersion(ctx, req.Tenant, req.Agent, req.Version)
-	if err != nil {
-		return nil, err
-	}
-	prog, err := r.Program(ctx, v)
-	if err != nil {
-		return nil, err
-	}
-	if errs := prog.ValidateContext(req.Context); len(errs) > 0 {
-		return nil, problem.Validation(errs...)
-	}
-	wf, err := r.newWorkflow(v, req)
-	if err != nil {
-		return nil, err
-	}
-	// Refused before it is stored when the runner is closing: stored, it
-	// would be resumed by the next start while the caller, told 503, may
-	// start it again.
-	r.mu.Lock()
-	closing := r.closing
-	r.mu.Unlock()
-	if closing {
-		return nil, problem.New(problem.Unavailable, "%v", errShutdown)
-	}
-	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
-		return nil, err
-	}
-	started := *wf // the execution goes on changing wf
-	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}); err != nil {
-		return nil, problem.New(problem.Unavailable, "%v", err)
-	}
-	return &started, nil
-}
-
-func (r *Runner) newWorkflow(v *agent.Version, req StartRequest) (*Workflow, error) {
-	ctxJSON, err := json.Marshal(req.Context)
-	if err != nil {
-		return nil, problem.Wrap(problem.ValidationFailed, err, "context is not JSON")
-	}
-	if req.Context == nil {
-		ctxJSON = []byte("{}")
-	}
-	now := r.opts.Now().UTC()
-	return &Workflow{
-		ID: ids.NewAt(ids.Workflow, now), Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
-		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
-		MaxToolCalls: req.MaxToolCalls, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
-		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
-		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
-	}, nil
 }
 
 // launch executes wf in the background unless the runner is closing

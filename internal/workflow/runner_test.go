@@ -14,7 +14,6 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -31,7 +30,7 @@ type ledger struct {
 	writeErr error
 }
 
-func (l *ledger) Call(ctx context.Context, req call.Request) (call.Result, error) {
+func (l *ledger) Call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
 	l.mu.Lock()
 	l.calls = append(l.calls, req.Operation.ID+" "+req.IdempotencyKey)
 	write := req.Operation.Kind == tool.Write
@@ -41,13 +40,13 @@ func (l *ledger) Call(ctx context.Context, req call.Request) (call.Result, error
 		l.held <- struct{}{}
 		<-ctx.Done()
 		if !completes {
-			return call.Result{}, ctx.Err()
+			return tool.CallResult{}, ctx.Err()
 		}
 	}
 	if write && writeErr != nil {
-		return call.Result{Status: 422}, writeErr
+		return tool.CallResult{Status: 422}, writeErr
 	}
-	return call.Result{Status: 200, Body: json.RawMessage(`{"amount": 42}`)}, nil
+	return tool.CallResult{Status: 200, Body: json.RawMessage(`{"amount": 42}`)}, nil
 }
 
 func (l *ledger) seen() []string {
@@ -92,7 +91,7 @@ func TestAnotherRunnerResumesAfterTheLastRecordedStep(t *testing.T) {
 	ctx := context.Background()
 	api := &ledger{hold: true, held: make(chan struct{}, 1)}
 	a := newRunner(db, "replica-a", api)
-	wf, err := a.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: 5})
+	wf, err := a.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: new(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +155,7 @@ func TestFollowAfterAnEventIDAndPastTheEnd(t *testing.T) {
 	db := setup(t)
 	ctx := context.Background()
 	r := newRunner(db, "replica-a", &ledger{})
-	wf, err := r.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: 5})
+	wf, err := r.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: new(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +193,7 @@ func TestFinishedGivesTheStoredSteps(t *testing.T) {
 	ctx := context.Background()
 	r := newRunner(db, "replica-a", &ledger{})
 	start := func() string {
-		wf, err := r.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: 5})
+		wf, err := r.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "settle", Goal: "settle", Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}, MaxToolCalls: new(5)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +235,7 @@ func TestFinishedGivesTheStoredSteps(t *testing.T) {
 
 // request invokes an agent of acme as alice, who may call every tool.
 func request(agentName string) workflow.StartRequest {
-	return workflow.StartRequest{Tenant: "acme", Agent: agentName, Goal: "settle", MaxToolCalls: 5,
+	return workflow.StartRequest{Tenant: "acme", Agent: agentName, Goal: "settle", MaxToolCalls: new(5),
 		Caller: workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"tool:*"}}}
 }
 

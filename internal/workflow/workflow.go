@@ -12,6 +12,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 )
 
@@ -74,6 +75,19 @@ type Workflow struct {
 	LeaseUntil time.Time `json:"-"`
 }
 
+// Input is the engine input of the workflow: its goal, context, caller and
+// limits, as every execution of it (first run, resume, replay) sees them.
+func (w *Workflow) Input() agent.Input {
+	var ctx map[string]any
+	if err := json.Unmarshal(w.Context, &ctx); err != nil || ctx == nil {
+		ctx = map[string]any{}
+	}
+	return agent.Input{
+		Goal: w.Goal, Context: ctx, MaxToolCalls: w.MaxToolCalls, Agent: w.Agent, Version: w.AgentVersion,
+		Caller: agent.Caller{Sub: w.Caller.Sub, Tenant: w.Tenant, Scopes: w.Caller.Scopes},
+	}
+}
+
 // Done reports whether the workflow has finished.
 func (w *Workflow) Done() bool { return w.Status != Running }
 
@@ -101,8 +115,11 @@ type Step struct {
 	Attempts   int       `json:"attempts,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	DurationMS int64     `json:"duration_ms"`
-	// Completion is an LLM exchange of a plan step, recorded for replay.
-	Completion json.RawMessage `json:"completion,omitempty"`
+	// Sent reports that the step's tool call was sent to the tool: only a
+	// sent call's answer is served again by replay. A call refused before
+	// sending (denied, over the limit, arguments that failed to evaluate,
+	// an unknown operation) has a tool and an operation but was not sent.
+	Sent bool `json:"sent,omitempty"`
 }
 
 // Intent records a tool call about to be sent that is unsafe to repeat (a

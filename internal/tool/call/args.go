@@ -12,7 +12,7 @@ import (
 )
 
 // prepare builds the request of req's operation from its binding and args.
-func (e *Executor) prepare(req Request) (*prepared, error) {
+func (e *Executor) prepare(req tool.CallRequest) (*prepared, error) {
 	op := req.Operation
 	switch {
 	case op.HTTP != nil:

@@ -33,7 +33,7 @@ func authError(msg string, err error) error {
 
 // authenticate resolves the tool's secret (the policy is checked again) and
 // returns how to apply it.
-func (e *Executor) authenticate(ctx context.Context, req Request) (*credentials, error) {
+func (e *Executor) authenticate(ctx context.Context, req tool.CallRequest) (*credentials, error) {
 	a := req.Tool.Auth
 	if a.Type == "" || a.Type == tool.AuthNone {
 		return nil, nil

@@ -61,7 +61,7 @@ func TestCallAuth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(api.requests())
 			ex := newExecutor(t, Options{})
-			res, err := ex.Call(context.Background(), Request{
+			res, err := ex.Call(context.Background(), tool.CallRequest{
 				Tenant:    "acme",
 				Tool:      &tool.Tool{ID: "tool_" + string(rune('a'+i)), Name: "t", BaseURL: api.URL, Auth: tc.auth, SpecTokenURL: tc.tokenURL},
 				Operation: get,
@@ -110,7 +110,7 @@ func TestCallDoesNotCarryCredentialsAcrossOrigins(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/steal", http.StatusFound)
 	})
 	_, get, _ := billingOps()
-	_, err := newExecutor(t, Options{}).Call(context.Background(), Request{
+	_, err := newExecutor(t, Options{}).Call(context.Background(), tool.CallRequest{
 		Tool:      &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL, Auth: tool.Auth{Type: tool.AuthAPIKey, SecretsRef: "env://TOOL_SECRET"}},
 		Operation: get, Args: map[string]any{"customer_id": "c"},
 	})
@@ -137,7 +137,7 @@ func TestCallRenewsTokenAfter401(t *testing.T) {
 	}
 	var got []outcome
 	for _, tl := range []*tool.Tool{tools[0], tools[0], tools[1]} {
-		_, err := ex.Call(context.Background(), Request{Tool: tl, Operation: get, Args: map[string]any{"customer_id": "c"}})
+		_, err := ex.Call(context.Background(), tool.CallRequest{Tool: tl, Operation: get, Args: map[string]any{"customer_id": "c"}})
 		got = append(got, outcomeOf(err))
 	}
 	want := []outcome{{Status: 401, Msg: "the API answered 401 Unauthorized"}, {}, {}}

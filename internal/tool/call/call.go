@@ -8,11 +8,9 @@ package call
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -58,43 +56,6 @@ type Options struct {
 	Audit audit.Store
 	// Now is the clock of audit records; default time.Now.
 	Now func() time.Time
-}
-
-// Request is one call of an operation.
-type Request struct {
-	Tenant    string
-	Tool      *tool.Tool
-	Operation *tool.Operation
-	// Args is the call's JSON object of arguments.
-	Args map[string]any
-	// IdempotencyKey is sent as Idempotency-Key on write operations of
-	// tools with idempotency support.
-	IdempotencyKey string
-	WorkflowID     string
-	Actor          audit.Actor
-	RequestID      string
-}
-
-// RecordedRequest is the request as sent, without credentials: no
-// Authorization header, no API key header or query parameter.
-type RecordedRequest struct {
-	Method string              `json:"method"`
-	URL    string              `json:"url"`
-	Header map[string][]string `json:"header,omitempty"`
-	// Body is the JSON body, or a JSON string holding a non-JSON body.
-	Body json.RawMessage `json:"body,omitempty"`
-}
-
-// Result is the outcome of a call that reached the API.
-type Result struct {
-	// Status is the API's HTTP status; 0 when no answer arrived.
-	Status int `json:"status"`
-	// Body is the answer as JSON: a JSON answer as is, a SOAP answer's body
-	// element converted to JSON, a GraphQL answer's data.<field>.
-	Body     json.RawMessage `json:"body,omitempty"`
-	Request  RecordedRequest `json:"request"`
-	Duration time.Duration   `json:"duration"`
-	Attempts int             `json:"attempts"`
 }
 
 // Error is a call that failed at or on the way to the API: an error status,
@@ -163,11 +124,11 @@ var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/tool/call")
 // Call calls req's operation. Bad arguments are problem.ValidationFailed; a
 // refused address problem.URLNotAllowed; a refused secrets_ref
 // problem.SecretRefNotAllowed; everything that goes wrong at the API is an
-// *Error, returned with the Result so far (status and body of an error
+// *Error, returned with the result so far (status and body of an error
 // answer included).
-func (e *Executor) Call(ctx context.Context, req Request) (Result, error) {
+func (e *Executor) Call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
 	if req.Tool == nil || req.Operation == nil {
-		return Result{}, errors.New("call: a tool and an operation are required")
+		return tool.CallResult{}, errors.New("call: a tool and an operation are required")
 	}
 	ctx, span := tracer.Start(ctx, "tool.call "+req.Tool.Name+"."+req.Operation.ID,
 		trace.WithSpanKind(trace.SpanKindClient),
@@ -194,15 +155,15 @@ func (e *Executor) Call(ctx context.Context, req Request) (Result, error) {
 	return res, err
 }
 
-func (e *Executor) call(ctx context.Context, req Request) (Result, error) {
+func (e *Executor) call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
 	p, err := e.prepare(req)
 	if err != nil {
-		return Result{}, err
+		return tool.CallResult{}, err
 	}
 	if req.Operation.Kind == tool.Write && req.Tool.IdempotencySupport && req.IdempotencyKey != "" {
 		p.header.Set("Idempotency-Key", req.IdempotencyKey)
 	}
-	res := Result{Request: p.record(req.Tool.Auth)}
+	res := tool.CallResult{Request: p.record(req.Tool.Auth)}
 	if _, err := e.opts.Client.CheckURL(p.url.String(), false); err != nil {
 		return res, err
 	}
@@ -294,73 +255,16 @@ func reason(err error) string {
 	return "was canceled"
 }
 
-// auditDetails are what a tool.call record says: never bodies or secrets.
-type auditDetails struct {
-	Operation  string `json:"operation"`
-	Type       string `json:"type"`
-	Kind       string `json:"kind"`
-	Method     string `json:"method"`
-	URL        string `json:"url"`
-	DurationMS int64  `json:"duration_ms"`
-	Attempts   int    `json:"attempts"`
-}
-
-func (e *Executor) audit(ctx context.Context, req Request, res Result, callErr error, at time.Time) error {
+// audit appends the call's record to the audit log, when one is kept.
+func (e *Executor) audit(ctx context.Context, req tool.CallRequest, res tool.CallResult, callErr error, at time.Time) error {
 	if e.opts.Audit == nil {
 		return nil
 	}
 	// The record is written even when the call's own context has ended.
-	if err := e.opts.Audit.AppendAudit(context.WithoutCancel(ctx), AuditRecord(ctx, req, res, callErr, at)); err != nil {
+	if err := e.opts.Audit.AppendAudit(context.WithoutCancel(ctx), tool.CallAuditRecord(ctx, req, res, callErr, at)); err != nil {
 		return fmt.Errorf("append tool call audit record: %w", err)
 	}
 	return nil
-}
-
-// AuditRecord is the audit record of one call: what was called, how it
-// went and how long it took; never bodies, query strings or credentials.
-// Callers that store calls themselves (the workflow runner) write it in the
-// same transaction as the step.
-func AuditRecord(ctx context.Context, req Request, res Result, callErr error, at time.Time) *audit.Record {
-	outcome := audit.Success
-	if callErr != nil {
-		outcome = audit.Error
-	}
-	var traceID string
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		traceID = sc.TraceID().String()
-	}
-	return &audit.Record{
-		Time:       at,
-		Tenant:     req.Tenant,
-		Actor:      req.Actor,
-		Action:     "tool.call",
-		Resource:   audit.Resource{Type: "tool", ID: req.Tool.ID},
-		Outcome:    outcome,
-		Status:     res.Status,
-		RequestID:  req.RequestID,
-		TraceID:    traceID,
-		WorkflowID: req.WorkflowID,
-		Details: audit.Details(auditDetails{
-			Operation:  req.Operation.ID,
-			Type:       req.Tool.Type,
-			Kind:       req.Operation.Kind,
-			Method:     res.Request.Method,
-			URL:        withoutQuery(res.Request.URL),
-			DurationMS: res.Duration.Milliseconds(),
-			Attempts:   res.Attempts,
-		}),
-	}
-}
-
-// withoutQuery drops a URL's query and fragment: query values are arguments
-// or credentials, neither of which belongs in the audit log.
-func withoutQuery(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u.String()
 }
 
 // problemOr returns the *problem.Error in err's chain or nil.

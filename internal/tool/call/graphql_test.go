@@ -120,7 +120,7 @@ func TestCallGraphQL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(api.requests())
-			res, err := ex.Call(context.Background(), Request{Tool: gh, Operation: tc.op, Args: tc.args})
+			res, err := ex.Call(context.Background(), tool.CallRequest{Tool: gh, Operation: tc.op, Args: tc.args})
 			if diff := cmp.Diff(tc.want, outcomeOf(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -147,7 +147,7 @@ func TestCallGraphQL(t *testing.T) {
 	}
 
 	t.Run("argument errors", func(t *testing.T) {
-		_, err := ex.Call(context.Background(), Request{Tool: gh, Operation: repository, Args: map[string]any{"owner": "o", "first": 3.0}})
+		_, err := ex.Call(context.Background(), tool.CallRequest{Tool: gh, Operation: repository, Args: map[string]any{"owner": "o", "first": 3.0}})
 		want := outcome{Code: problem.ValidationFailed, Msg: "2 fields are invalid", Fields: []problem.FieldError{
 			{Field: "name", Message: "is required (argument of type String!)"},
 			{Field: "first", Message: "is not an argument of operation repository"},
@@ -180,7 +180,7 @@ func TestCallGraphQLBindingNames(t *testing.T) {
 			for _, a := range tc.bind.Args {
 				args[a.Name] = "x"
 			}
-			_, err := ex.Call(context.Background(), Request{Tool: gh, Operation: op, Args: args})
+			_, err := ex.Call(context.Background(), tool.CallRequest{Tool: gh, Operation: op, Args: args})
 			if err == nil || !strings.Contains(err.Error(), "is not a GraphQL name") {
 				t.Errorf("error %v, want one about the name", err)
 			}

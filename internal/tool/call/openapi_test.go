@@ -84,7 +84,7 @@ func TestCallOpenAPI(t *testing.T) {
 	ctx, span := tp.Tracer("test").Start(context.Background(), "step")
 	defer span.End()
 
-	calls := []Request{
+	calls := []tool.CallRequest{
 		{Tool: billing, Operation: create, IdempotencyKey: "idem-1", Args: map[string]any{
 			"customer_id": "cus/42", "expand": []any{"customer", "invoice"}, "X-Request-Source": "agent",
 			"amount": float64(500), "currency": nil,
@@ -93,7 +93,7 @@ func TestCallOpenAPI(t *testing.T) {
 		{Tool: billing, Operation: create, Args: map[string]any{"customer_id": "c1", "body": map[string]any{"amount": float64(7)}}},
 		{Tool: billing, Operation: cancel, Args: map[string]any{"id": "ch_1"}},
 	}
-	var results []Result
+	var results []tool.CallResult
 	for _, req := range calls {
 		req.Tenant, req.WorkflowID, req.RequestID = "acme", "wf_1", "req_1"
 		req.Actor = audit.Actor{Sub: "user-1", ClientID: "cli"}
@@ -131,10 +131,10 @@ func TestCallOpenAPI(t *testing.T) {
 		t.Errorf("requested scopes (-want +got):\n%s", diff)
 	}
 
-	wantFirst := Result{
+	wantFirst := tool.CallResult{
 		Status: http.StatusCreated,
 		Body:   json.RawMessage(`{"id":"ch_1","amount":500}`),
-		Request: RecordedRequest{
+		Request: tool.RecordedRequest{
 			Method: "POST",
 			URL:    api.URL + "/v1/customers/cus%2F42/charges?expand=customer&expand=invoice",
 			Header: map[string][]string{
@@ -147,7 +147,7 @@ func TestCallOpenAPI(t *testing.T) {
 		},
 		Attempts: 1,
 	}
-	if diff := cmp.Diff(wantFirst, results[0], cmpopts.IgnoreFields(Result{}, "Duration")); diff != "" {
+	if diff := cmp.Diff(wantFirst, results[0], cmpopts.IgnoreFields(tool.CallResult{}, "Duration")); diff != "" {
 		t.Errorf("first result (-want +got):\n%s", diff)
 	}
 
@@ -202,7 +202,7 @@ func TestCallArgumentErrors(t *testing.T) {
 	ex := newExecutor(t, Options{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ex.Call(context.Background(), Request{Tenant: "acme", Tool: tc.tool, Operation: tc.op, Args: tc.args})
+			_, err := ex.Call(context.Background(), tool.CallRequest{Tenant: "acme", Tool: tc.tool, Operation: tc.op, Args: tc.args})
 			var pe *problem.Error
 			if !errors.As(err, &pe) || pe.Code != problem.ValidationFailed {
 				t.Fatalf("Call error = %v, want validation-failed", err)
@@ -221,7 +221,7 @@ func TestCallArgumentErrors(t *testing.T) {
 	}
 
 	t.Run("messages", func(t *testing.T) {
-		_, err := ex.Call(context.Background(), Request{Tool: billing, Operation: get, Args: map[string]any{"colour": "red"}})
+		_, err := ex.Call(context.Background(), tool.CallRequest{Tool: billing, Operation: get, Args: map[string]any{"colour": "red"}})
 		want := outcome{Code: problem.ValidationFailed, Msg: "2 fields are invalid", Fields: []problem.FieldError{
 			{Field: "customer_id", Message: "is required (path parameter)"},
 			{Field: "colour", Message: "is not an argument of operation get_customer"},
@@ -236,11 +236,11 @@ func TestCallRefusesPrivateAddress(t *testing.T) {
 	api := newRecorder(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {})
 	_, get, _ := billingOps()
 	ex := New(Options{Client: outbound.New(outbound.Options{})}) // refuses loopback
-	_, err := ex.Call(context.Background(), Request{
+	_, err := ex.Call(context.Background(), tool.CallRequest{
 		Tool:      &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL},
 		Operation: get, Args: map[string]any{"customer_id": "c"},
 	})
-	if diff := cmp.Diff(outcome{Code: problem.URLNotAllowed, Msg: "127.0.0.1 is a loopback address"}, outcomeOf(err)); diff != "" {
+	if diff := cmp.Diff(outcome{Code: problem.URLNotAllowed, Msg: "127.0.0.1 is a loopback address; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo)"}, outcomeOf(err)); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
 	}
 	if n := len(api.requests()); n != 0 {
@@ -275,7 +275,7 @@ func TestCallLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.id, func(t *testing.T) {
-			res, err := ex.Call(context.Background(), Request{
+			res, err := ex.Call(context.Background(), tool.CallRequest{
 				Tool:      &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL},
 				Operation: get, Args: map[string]any{"customer_id": tc.id},
 			})

@@ -43,7 +43,7 @@ func TestCallRetries(t *testing.T) {
 				w.WriteHeader(tc.statuses[min(n, len(tc.statuses))-1])
 			})
 			ex := newExecutor(t, Options{})
-			res, err := ex.Call(context.Background(), Request{
+			res, err := ex.Call(context.Background(), tool.CallRequest{
 				Tool:           &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL, IdempotencySupport: tc.idempotent},
 				Operation:      tc.op,
 				Args:           map[string]any{tc.op.HTTP.Params[0].Name: "c"},
@@ -109,7 +109,7 @@ func TestCallRetryAfter(t *testing.T) {
 				}
 			})
 			start := time.Now()
-			res, err := newExecutor(t, Options{}).Call(context.Background(), Request{
+			res, err := newExecutor(t, Options{}).Call(context.Background(), tool.CallRequest{
 				Tool: &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL}, Operation: get, Args: map[string]any{"customer_id": "c"},
 			})
 			if diff := cmp.Diff(tc.want, outcomeOf(err)); diff != "" {
@@ -130,7 +130,7 @@ func TestCallRetriesConnectionErrors(t *testing.T) {
 	base := closed.URL
 	closed.Close()
 	_, get, _ := billingOps()
-	res, err := newExecutor(t, Options{}).Call(context.Background(), Request{
+	res, err := newExecutor(t, Options{}).Call(context.Background(), tool.CallRequest{
 		Tool: &tool.Tool{ID: "t", Name: "t", BaseURL: base}, Operation: get, Args: map[string]any{"customer_id": "c"},
 	})
 	want := outcome{Retryable: true, Msg: "the API could not be reached: the connection was refused"}

@@ -36,7 +36,7 @@ var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"
 
 // record is the request as it will be sent, without credentials (they are
 // added to the real request only, after this).
-func (p *prepared) record(a tool.Auth) RecordedRequest {
+func (p *prepared) record(a tool.Auth) tool.RecordedRequest {
 	h := p.header.Clone()
 	for _, k := range sensitiveHeaders {
 		h.Del(k)
@@ -47,7 +47,7 @@ func (p *prepared) record(a tool.Auth) RecordedRequest {
 	if len(h) == 0 {
 		h = nil
 	}
-	return RecordedRequest{Method: p.method, URL: p.url.String(), Header: h, Body: p.recordBody}
+	return tool.RecordedRequest{Method: p.method, URL: p.url.String(), Header: h, Body: p.recordBody}
 }
 
 // answer is what came back from one attempt.
@@ -100,7 +100,7 @@ func (e *Executor) send(ctx context.Context, p *prepared, cred *credentials) (an
 func (e *Executor) transportError(ctx context.Context, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		ue.URL = withoutQuery(ue.URL)
+		ue.URL = tool.URLWithoutQuery(ue.URL)
 	}
 	if pe := problemOr(err); pe != nil {
 		if pe.Code == problem.URLNotAllowed {

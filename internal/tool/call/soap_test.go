@@ -106,7 +106,7 @@ func TestCallSOAP(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(api.requests())
-			res, err := ex.Call(context.Background(), Request{
+			res, err := ex.Call(context.Background(), tool.CallRequest{
 				Tool: stock, Operation: getPrice(tc.version),
 				Args: map[string]any{"Symbol": tc.symbol, "Exchange": []any{"NYSE", "LSE"}},
 			})
@@ -145,7 +145,7 @@ func TestCallSOAP(t *testing.T) {
 	}
 
 	t.Run("missing part", func(t *testing.T) {
-		_, err := ex.Call(context.Background(), Request{Tool: stock, Operation: getPrice("1.1"), Args: map[string]any{"Ticker": "X"}})
+		_, err := ex.Call(context.Background(), tool.CallRequest{Tool: stock, Operation: getPrice("1.1"), Args: map[string]any{"Ticker": "X"}})
 		want := outcome{Code: problem.ValidationFailed, Msg: "2 fields are invalid", Fields: []problem.FieldError{
 			{Field: "Symbol", Message: "is required (message part)"},
 			{Field: "Ticker", Message: "is not an argument of operation GetPrice"},
@@ -229,7 +229,7 @@ func TestCallSOAPElementNames(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(api.requests())
-			_, err := ex.Call(context.Background(), Request{Tool: payTool, Operation: pay, Args: tc.args})
+			_, err := ex.Call(context.Background(), tool.CallRequest{Tool: payTool, Operation: pay, Args: tc.args})
 			if diff := cmp.Diff(tc.want, outcomeOf(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -242,7 +242,7 @@ func TestCallSOAPElementNames(t *testing.T) {
 	t.Run("XML names are written", func(t *testing.T) {
 		before := len(api.requests())
 		args := map[string]any{"amount": 5.0, "memo": map[string]any{"Note": "a</Note>&", "prénom": "é", "a.b-c_1·": map[string]any{"x": 1.0}}}
-		if _, err := ex.Call(context.Background(), Request{Tool: payTool, Operation: pay, Args: args}); err != nil {
+		if _, err := ex.Call(context.Background(), tool.CallRequest{Tool: payTool, Operation: pay, Args: args}); err != nil {
 			t.Fatal(err)
 		}
 		reqs := api.requests()[before:]
@@ -268,7 +268,7 @@ func TestCallSOAPElementNames(t *testing.T) {
 			{Version: "1.1", Endpoint: api.URL, Element: "Pay", Parts: []tool.Part{{Name: "amount></Pay><x"}}},
 		} {
 			before := len(api.requests())
-			_, err := ex.Call(context.Background(), Request{Tool: payTool, Operation: &tool.Operation{ID: "Pay", SOAP: b}, Args: map[string]any{"amount": 1.0}})
+			_, err := ex.Call(context.Background(), tool.CallRequest{Tool: payTool, Operation: &tool.Operation{ID: "Pay", SOAP: b}, Args: map[string]any{"amount": 1.0}})
 			if err == nil || !strings.Contains(err.Error(), "is not an XML name") {
 				t.Errorf("element %q part %q: error %v, want one about the name", b.Element, b.Parts[0].Name, err)
 			}

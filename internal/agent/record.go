@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Hash is the hex SHA-256 of the request's RFC 8785 canonical JSON: a
+// recorded completion is served again (on resume or in a replay) only to a
+// request with the same hash.
+func (r ChatRequest) Hash() (string, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("marshal chat request: %w", err)
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", fmt.Errorf("canonicalize chat request: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// RecordedCompletion is a completion as a workflow's history keeps it: the
+// hash of the request beside the model's answer.
+type RecordedCompletion struct {
+	RequestSHA256 string       `json:"request_sha256"`
+	Response      ChatResponse `json:"response"`
+}
+
+// DecodeCompletion reads a recorded completion. A record made before
+// requests were hashed holds the response alone and has no hash.
+func DecodeCompletion(raw json.RawMessage) (RecordedCompletion, error) {
+	var rc struct {
+		RequestSHA256 string           `json:"request_sha256"`
+		Response      *json.RawMessage `json:"response"`
+	}
+	if err := json.Unmarshal(raw, &rc); err != nil {
+		return RecordedCompletion{}, fmt.Errorf("recorded completion: %w", err)
+	}
+	out := RecordedCompletion{RequestSHA256: rc.RequestSHA256}
+	body := raw
+	if rc.Response != nil {
+		body = *rc.Response
+	}
+	if err := json.Unmarshal(body, &out.Response); err != nil {
+		return RecordedCompletion{}, fmt.Errorf("recorded completion: %w", err)
+	}
+	return out, nil
+}

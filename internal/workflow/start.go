@@ -1,0 +1,114 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// maxGoal is the longest goal of an invocation, in characters.
+const maxGoal = 8000
+
+// StartRequest is one invocation.
+type StartRequest struct {
+	Tenant string
+	Agent  string
+	// Version is "" for the agent's default version.
+	Version string
+	// Goal is required: 1 to 8000 characters.
+	Goal    string
+	Context map[string]any
+	Caller  Caller
+	// MaxToolCalls bounds the workflow's tool calls, from 1 to the runner's
+	// MaxToolCalls; nil for the runner's DefaultToolCalls.
+	MaxToolCalls *int
+	RequestID    string
+	TraceID      string
+	ReplayOf     string
+}
+
+// Start validates an invocation, stores its workflow and begins executing it
+// in the background; the caller's context does not bound the execution.
+func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error) {
+	maxCalls, err := r.check(req)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.opts.Versions.AgentVersion(ctx, req.Tenant, req.Agent, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := r.Program(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	if errs := prog.ValidateContext(req.Context); len(errs) > 0 {
+		return nil, problem.Validation(errs...)
+	}
+	wf, err := r.newWorkflow(v, req, maxCalls)
+	if err != nil {
+		return nil, err
+	}
+	// Refused before it is stored when the runner is closing: stored, it
+	// would be resumed by the next start while the caller, told 503, may
+	// start it again.
+	r.mu.Lock()
+	closing := r.closing
+	r.mu.Unlock()
+	if closing {
+		return nil, problem.New(problem.Unavailable, "%v", errShutdown)
+	}
+	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
+		return nil, err
+	}
+	started := *wf // the execution goes on changing wf
+	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}); err != nil {
+		return nil, problem.New(problem.Unavailable, "%v", err)
+	}
+	return &started, nil
+}
+
+// check validates an invocation's goal and max_tool_calls before anything
+// is looked up, and returns its bound on tool calls.
+func (r *Runner) check(req StartRequest) (int, error) {
+	var errs []problem.FieldError
+	if n := utf8.RuneCountInString(req.Goal); n < 1 || n > maxGoal {
+		errs = append(errs, problem.FieldError{Field: "goal", Message: fmt.Sprintf("is required: 1 to %d characters", maxGoal)})
+	}
+	maxCalls := r.opts.DefaultToolCalls
+	if req.MaxToolCalls != nil {
+		maxCalls = *req.MaxToolCalls
+		if maxCalls < 1 || maxCalls > r.opts.MaxToolCalls {
+			errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", r.opts.MaxToolCalls)})
+		}
+	}
+	if len(errs) > 0 {
+		return 0, problem.Validation(errs...)
+	}
+	return maxCalls, nil
+}
+
+func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (*Workflow, error) {
+	ctxJSON, err := json.Marshal(req.Context)
+	if err != nil {
+		return nil, problem.Wrap(problem.ValidationFailed, err, "context is not JSON")
+	}
+	if req.Context == nil {
+		ctxJSON = []byte("{}")
+	}
+	now := r.opts.Now().UTC()
+	return &Workflow{
+		ID: ids.NewAt(ids.Workflow, now), Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
+		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
+		MaxToolCalls: maxCalls, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
+		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
+		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
+	}, nil
+}
