@@ -25,7 +25,7 @@ const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal
 	cancel_requested, owner, lease_until`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, completion`
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent`
 
 // heldBy is a CTE naming the workflow $1 while owner $2 holds its lease. FOR
 // SHARE keeps a claim by another replica from passing the write until it
@@ -73,7 +73,7 @@ func appendStep(ctx context.Context, tx pgx.Tx, owner string, s *workflow.Step, 
 		FROM held`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, nullJSON(s.Completion),
+		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent,
 	).Exec(func(tag pgconn.CommandTag) error { return leaseHeld(tag, s.WorkflowID, "store step") })
 	b.Queue(`DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	err := tx.SendBatch(ctx, b).Close()
@@ -346,16 +346,16 @@ func collectWorkflows(rows pgx.Rows) ([]*workflow.Workflow, error) {
 
 func scanStep(row pgx.Row) (workflow.Step, error) {
 	var (
-		st                                workflow.Step
-		args, result, request, completion []byte
+		st                    workflow.Step
+		args, result, request []byte
 	)
 	err := row.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		&args, &st.Score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&st.StartedAt, &st.DurationMS, &completion)
+		&st.StartedAt, &st.DurationMS, &st.Sent)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
 	}
-	st.Args, st.Result, st.Request, st.Completion = rawJSON(args), rawJSON(result), rawJSON(request), rawJSON(completion)
+	st.Args, st.Result, st.Request = rawJSON(args), rawJSON(result), rawJSON(request)
 	st.StartedAt = st.StartedAt.UTC()
 	return st, nil
 }

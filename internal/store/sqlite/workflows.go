@@ -21,7 +21,7 @@ const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal
 	cancel_requested, owner, lease_until`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, completion`
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent`
 
 // noLease is lease_until of a workflow nobody holds: before any real time.
 var noLease = fmtTime(time.Time{})
@@ -64,7 +64,7 @@ func stepRow(owner string, s *workflow.Step) []any {
 	s.StartedAt = micro(s.StartedAt)
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, nullJSON(s.Completion),
+		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, s.Sent,
 		s.WorkflowID, owner}
 }
 
@@ -377,18 +377,18 @@ func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {
 
 func scanStep(s scanner) (workflow.Step, error) {
 	var (
-		st                                workflow.Step
-		args, result, request, completion sql.NullString
-		score                             sql.NullFloat64
-		started                           string
+		st                    workflow.Step
+		args, result, request sql.NullString
+		score                 sql.NullFloat64
+		started               string
 	)
 	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		&args, &score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&started, &st.DurationMS, &completion)
+		&started, &st.DurationMS, &st.Sent)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
 	}
-	st.Args, st.Result, st.Request, st.Completion = rawJSON(args), rawJSON(result), rawJSON(request), rawJSON(completion)
+	st.Args, st.Result, st.Request = rawJSON(args), rawJSON(result), rawJSON(request)
 	if score.Valid {
 		st.Score = &score.Float64
 	}

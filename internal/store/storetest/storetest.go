@@ -1,8 +1,8 @@
 // Package storetest is the one conformance suite every store engine runs:
 // tools, tenant isolation, the audit chain (including under concurrency and
 // tampering), idempotency, signing keys, clients, server secrets, agent
-// versions, and workflows with their leases. Each engine's own test calls
-// Run with a function that opens a fresh store.
+// versions, workflows with their leases, and replays. Each engine's own
+// test calls Run with a function that opens a fresh store.
 package storetest
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -28,6 +29,7 @@ type Store interface {
 	tool.Store
 	agent.VersionStore
 	workflow.Store
+	replay.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -85,6 +87,9 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WorkflowClaimExpired", testWorkflowClaimExpired},
 		{"WorkflowClaimConcurrent", testWorkflowClaimConcurrent},
 		{"WorkflowList", testWorkflowList},
+		{"ReplayRoundTrip", testReplayRoundTrip},
+		{"ReplayTenantIsolation", testReplayTenantIsolation},
+		{"ReplayList", testReplayList},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

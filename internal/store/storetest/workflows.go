@@ -45,7 +45,7 @@ func newStep(wfID string, seq int) *workflow.Step {
 		Queue: "billing", Outcome: "routed", Result: json.RawMessage(`[{"id": 1}]`), Error: "",
 		Request:    json.RawMessage(`{"method": "GET", "url": "https://api.example.com/pets?limit=3"}`),
 		HTTPStatus: 200, Attempts: 1, StartedAt: base.Add(time.Duration(seq) * time.Second), DurationMS: 12,
-		Completion: json.RawMessage(`{"choice": "pets.listPets"}`),
+		Sent: true,
 	}
 }
 
@@ -101,8 +101,9 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	for seq := 1; seq <= 3; seq++ {
 		st := newStep(w.ID, seq)
 		if seq == 2 {
-			st.Score, st.Args, st.Result, st.Request, st.Completion = nil, nil, nil, nil, nil
-			st.Status, st.Error, st.HTTPStatus = "error", "upstream said no", 503
+			// Refused before sending: no request, no attempt, not sent.
+			st.Score, st.Args, st.Result, st.Request = nil, nil, nil, nil
+			st.Status, st.Error, st.HTTPStatus, st.Attempts, st.Sent = "error", "denied by policy", 0, 0, false
 		}
 		must(t, s.AppendStep(ctx, "replica-a", st, record("acme", "workflow.step", seq), record("acme", "tool.call", seq)),
 			fmt.Sprintf("append step %d", seq))

@@ -1,0 +1,127 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/agentplane/agentplane/internal/workflow"
+	"github.com/pkg/diff/myers"
+)
+
+// actions pairs two step lists for the alignment: steps are equal when
+// their actions are.
+type actions struct{ a, b []workflow.Step }
+
+func (p actions) LenA() int                                        { return len(p.a) }
+func (p actions) LenB() int                                        { return len(p.b) }
+func (p actions) Equal(ai, bi int) bool                            { return p.a[ai].Action == p.b[bi].Action }
+func (p actions) pair(ai, bi int) (*workflow.Step, *workflow.Step) { return &p.a[ai], &p.b[bi] }
+
+// Diff aligns the original and the replay steps by a longest common
+// subsequence of their actions (Myers' algorithm: O((N+M)·D) time for N and
+// M steps of which D are added or removed, so linear when the runs mostly
+// agree) and counts what changed. Aligned pairs that differ in tool,
+// operation, canonical args, status, score, queue or result are changed;
+// unaligned replay steps are added, unaligned original steps removed (the
+// removed ones of a region first). The same inputs always align the same way.
+func Diff(original, replayed []workflow.Step) ([]Entry, Delta) {
+	p := actions{original, replayed}
+	script := myers.Diff(context.Background(), p)
+	entries := make([]Entry, 0, max(len(original), len(replayed)))
+	var d Delta
+	for _, r := range script.Ranges {
+		switch {
+		case r.IsEqual():
+			for i := range r.HighA - r.LowA {
+				o, n := p.pair(r.LowA+i, r.LowB+i)
+				fields := changedFields(o, n)
+				e := Entry{Kind: Same, Original: o, Replay: n}
+				if len(fields) > 0 {
+					e.Kind, e.Fields = Changed, fields
+					d.StepsChanged++
+					if (hasCall(o) || hasCall(n)) && callsDiffer(o, n) {
+						d.ToolCallsChanged++
+					}
+				}
+				entries = append(entries, e)
+			}
+		default:
+			for i := r.LowA; i < r.HighA; i++ {
+				entries = append(entries, Entry{Kind: Removed, Original: &original[i]})
+				d.StepsRemoved++
+				if hasCall(&original[i]) {
+					d.ToolCallsChanged++
+				}
+			}
+			for i := r.LowB; i < r.HighB; i++ {
+				entries = append(entries, Entry{Kind: Added, Replay: &replayed[i]})
+				d.StepsAdded++
+				if hasCall(&replayed[i]) {
+					d.ToolCallsChanged++
+				}
+			}
+		}
+	}
+	return entries, d
+}
+
+// hasCall reports whether a step names an operation, made or not.
+func hasCall(s *workflow.Step) bool { return s.Operation != "" }
+
+// callsDiffer reports whether two steps' calls differ: tool, operation,
+// canonical args or status.
+func callsDiffer(a, b *workflow.Step) bool {
+	return a.Tool != b.Tool || a.Operation != b.Operation || !sameJSON(a.Args, b.Args) || a.Status != b.Status
+}
+
+// changedFields names the compared fields in which two aligned steps differ.
+func changedFields(a, b *workflow.Step) []string {
+	var f []string
+	if a.Tool != b.Tool {
+		f = append(f, "tool")
+	}
+	if a.Operation != b.Operation {
+		f = append(f, "operation")
+	}
+	if !sameJSON(a.Args, b.Args) {
+		f = append(f, "args")
+	}
+	if a.Status != b.Status {
+		f = append(f, "status")
+	}
+	if !sameScore(a.Score, b.Score) {
+		f = append(f, "score")
+	}
+	if a.Queue != b.Queue {
+		f = append(f, "queue")
+	}
+	if !sameJSON(a.Result, b.Result) {
+		f = append(f, "result")
+	}
+	return f
+}
+
+func sameScore(a, b *float64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// sameJSON compares two JSON values in RFC 8785 form; absent and null are
+// the same, and so are two values that do not parse but are byte-equal.
+func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if isNull(a) || isNull(b) {
+		return isNull(a) && isNull(b)
+	}
+	ca, errA := workflow.CanonicalJSON(a)
+	cb, errB := workflow.CanonicalJSON(b)
+	return errA == nil && errB == nil && bytes.Equal(ca, cb)
+}
+
+func isNull(b []byte) bool {
+	return len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null"
+}

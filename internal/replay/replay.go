@@ -1,0 +1,90 @@
+// Package replay runs a recorded workflow again against another agent
+// version and compares the two runs. A dry run serves every tool call and
+// LLM completion from the record and makes no other; the comparison aligns
+// the two step lists by a longest common subsequence on their actions.
+package replay
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// Delta counts what changed between the original run and the replay.
+type Delta struct {
+	StepsAdded       int `json:"steps_added"`
+	StepsChanged     int `json:"steps_changed"`
+	StepsRemoved     int `json:"steps_removed"`
+	ToolCallsChanged int `json:"tool_calls_changed"`
+}
+
+// Kinds of an aligned entry.
+const (
+	Same    = "same"
+	Changed = "changed"
+	Added   = "added"
+	Removed = "removed"
+)
+
+// Entry is one line of the aligned diff: an original step, a replay step,
+// or both. Fields names what differs in a changed pair.
+type Entry struct {
+	Kind     string         `json:"kind"`
+	Fields   []string       `json:"changed_fields,omitempty"`
+	Original *workflow.Step `json:"original"`
+	Replay   *workflow.Step `json:"replay"`
+}
+
+// Creator is who made a replay; the viewer shows tool bodies by their scopes.
+type Creator struct {
+	Sub      string   `json:"sub"`
+	ClientID string   `json:"client_id,omitempty"`
+	Scopes   []string `json:"scopes"`
+}
+
+// Replay is a stored replay result.
+type Replay struct {
+	ID         string `json:"replay_id"`
+	Tenant     string `json:"-"`
+	WorkflowID string `json:"workflow_id"`
+	// Target is the replayed version, name@version.
+	Target string `json:"target_agent_version"`
+	DryRun bool   `json:"dry_run"`
+	// OriginalVersion is the version the original workflow ran, name@version.
+	OriginalVersion string `json:"original_agent_version"`
+	OriginalOutcome string `json:"original_outcome"`
+	ReplayOutcome   string `json:"replay_outcome"`
+	// ReplayError says why the replay failed, when it did.
+	ReplayError string  `json:"replay_error,omitempty"`
+	Delta       Delta   `json:"delta"`
+	Steps       []Entry `json:"steps"`
+	// ReplayWorkflowID is the new workflow of a replay that is not a dry run.
+	ReplayWorkflowID string    `json:"replay_workflow_id,omitempty"`
+	Creator          Creator   `json:"-"`
+	CreatedAt        time.Time `json:"created_at"`
+}
+
+// ListFilter selects replays of one tenant, newest first.
+type ListFilter struct {
+	WorkflowID string
+	// Target is name@version.
+	Target string
+	Limit  int
+	// Before is the id of the last replay of the previous page.
+	Before string
+}
+
+// Store keeps replays.
+type Store interface {
+	// CreateReplay stores a replay and its audit record in one transaction.
+	CreateReplay(ctx context.Context, r *Replay, rec *audit.Record) error
+	// Replay returns a replay of the tenant, or problem.NotFound.
+	Replay(ctx context.Context, tenant, id string) (*Replay, error)
+	// ReplayByID returns a replay of any tenant (for signed viewer links,
+	// which carry no token), or problem.NotFound.
+	ReplayByID(ctx context.Context, id string) (*Replay, error)
+	// ListReplays returns the tenant's replays, newest first.
+	ListReplays(ctx context.Context, tenant string, f ListFilter) ([]*Replay, error)
+}

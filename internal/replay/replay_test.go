@@ -1,0 +1,211 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+const planDef = `{
+  "purpose": "You triage card transactions.",
+  "tools": ["payments", "cases"],
+  "steps": [
+    {"action": "investigate", "plan": {"prompt": %q, "max_calls": 3}, "save_as": "summary"}
+  ],
+  "outcome": "'investigated'",
+  "output": "summary"
+}`
+
+func planProgram(t *testing.T, prompt string) *agent.Program {
+	t.Helper()
+	cat := agent.NewCatalog()
+	cat.Add(&tool.Tool{Name: "payments"}, []tool.Operation{{ID: "getTransaction", Kind: tool.Read,
+		Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}})
+	cat.Add(&tool.Tool{Name: "cases"}, []tool.Operation{{ID: "createCase", Kind: tool.Write}})
+	def, errs := agent.DecodeDefinition([]byte(fmtDef(prompt)))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	prog, errs := agent.Compile(def, cat)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	return prog
+}
+
+func fmtDef(prompt string) string {
+	b, _ := json.Marshal(prompt)
+	return replaceVerb(planDef, string(b))
+}
+
+func replaceVerb(s, v string) string {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '%' && s[i+1] == 'q' {
+			return s[:i] + v + s[i+2:]
+		}
+	}
+	return s
+}
+
+// recordingEnv runs a workflow for real against scripted answers, keeping
+// what the workflow runner would record.
+type recordingEnv struct {
+	replies     []agent.ChatResponse
+	completions map[int]json.RawMessage
+	sent        map[int]bool
+}
+
+func (e *recordingEnv) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
+	e.sent[step] = true
+	return agent.CallResult{Status: agent.StatusOK, Result: json.RawMessage(`{"id":"tx_1","amount":1500}`)}, nil
+}
+
+func (e *recordingEnv) Complete(_ context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+	if n > len(e.replies) {
+		return agent.ChatResponse{}, errors.New("script exhausted")
+	}
+	hash, err := req.Hash()
+	if err != nil {
+		return agent.ChatResponse{}, err
+	}
+	resp := e.replies[n-1]
+	e.completions[n], _ = json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Response: resp})
+	return resp, nil
+}
+
+// record runs prog and returns its history as the runner stores it.
+func record(t *testing.T, prog *agent.Program, replies ...agent.ChatResponse) *replay.History {
+	t.Helper()
+	env := &recordingEnv{replies: replies, completions: map[int]json.RawMessage{}, sent: map[int]bool{}}
+	wf := &workflow.Workflow{ID: "wf_1", Agent: "triage", AgentVersion: "1", Status: workflow.Completed,
+		Goal: "look at tx_1", Context: json.RawMessage(`{}`), Caller: workflow.Caller{Sub: "alice", Scopes: []string{"tool:*"}}}
+	events, res, err := prog.Execute(context.Background(), wf.Input(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf.Outcome = res.Outcome
+	h := &replay.History{Workflow: wf, Completions: env.completions}
+	for _, ev := range events {
+		s := workflow.Step{Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
+			Tool: ev.Tool, Operation: ev.Operation, Result: ev.Result, Error: ev.Error, Sent: env.sent[ev.Step]}
+		if ev.Args != nil {
+			s.Args, _ = json.Marshal(ev.Args)
+		}
+		h.Steps = append(h.Steps, s)
+	}
+	return h
+}
+
+func callReply(id string) agent.ChatResponse {
+	return agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, ToolCalls: []agent.ChatToolCall{
+		{ID: "c1", Name: agent.FunctionName("payments", "getTransaction"), Arguments: `{"id":"` + id + `"}`}}}}
+}
+
+var doneReply = agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, Content: "looks fine"}}
+
+func TestPlanStepReplaysFromItsRecordedCompletions(t *testing.T) {
+	prog := planProgram(t, "'Check the transaction.'")
+	h := record(t, prog, callReply("tx_1"), doneReply)
+	if len(h.Completions) != 2 || len(h.Steps) != 1 {
+		t.Fatalf("recorded %d completions and %d steps, want 2 and 1", len(h.Completions), len(h.Steps))
+	}
+	run, err := replay.DryRun(context.Background(), prog, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, delta := replay.Diff(h.Steps, run.Steps)
+	if run.Outcome != "investigated" || delta != (replay.Delta{}) {
+		t.Fatalf("outcome %q, delta %+v, want investigated and no change: %+v", run.Outcome, delta, entries)
+	}
+	if got := run.Steps[0]; got.Status != agent.StatusOK || string(got.Result) != `{"id":"tx_1","amount":1500}` {
+		t.Errorf("plan call step = %+v, want the recorded answer", got)
+	}
+
+	// Another prompt is another conversation: its completion was not
+	// recorded, so the plan step ends unrecorded and nothing is called.
+	changed := planProgram(t, "'Check the transaction twice.'")
+	run, err = replay.DryRun(context.Background(), changed, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Steps) != 1 || run.Steps[0].Status != agent.StatusUnrecorded || run.Steps[0].Kind != agent.KindPlan {
+		t.Fatalf("steps = %+v, want one unrecorded plan step", run.Steps)
+	}
+	_, delta = replay.Diff(h.Steps, run.Steps)
+	if want := (replay.Delta{StepsChanged: 1, ToolCallsChanged: 1}); delta != want {
+		t.Errorf("delta = %+v, want %+v", delta, want)
+	}
+}
+
+func TestLegacyCompletionsAreServedByNumber(t *testing.T) {
+	prog := planProgram(t, "'Check the transaction.'")
+	h := record(t, prog, callReply("tx_1"), doneReply)
+	for n, raw := range h.Completions {
+		rc, _ := agent.DecodeCompletion(raw)
+		h.Completions[n], _ = json.Marshal(rc.Response) // as recorded before requests were hashed
+	}
+	run, err := replay.DryRun(context.Background(), prog, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, delta := replay.Diff(h.Steps, run.Steps); delta != (replay.Delta{}) || run.Outcome != "investigated" {
+		t.Errorf("outcome %q delta %+v, want the recorded run again", run.Outcome, delta)
+	}
+}
+
+func TestRepeatedCallsAreServedInRecordedOrder(t *testing.T) {
+	h := &replay.History{Workflow: &workflow.Workflow{Context: json.RawMessage(`{}`)}}
+	for i := 1; i <= 3; i++ {
+		h.Steps = append(h.Steps, workflow.Step{Step: i, Action: "poll", Kind: agent.KindCall, Status: agent.StatusOK,
+			Tool: "t", Operation: "o", Args: json.RawMessage(`{"b":1,"a":2}`), Sent: true,
+			Result: json.RawMessage(strconv.Itoa(i))})
+	}
+	// A call that was refused before sending is never served.
+	h.Steps = append(h.Steps, workflow.Step{Step: 4, Action: "poll", Kind: agent.KindCall, Status: agent.StatusError,
+		Tool: "t", Operation: "o", Args: json.RawMessage(`{"a":2,"b":1}`), Error: "args did not evaluate"})
+	env, err := replay.NewEnv(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := 1; i <= 4; i++ {
+		res, err := env.Call(context.Background(), i, agent.ToolCall{Tool: "t", Operation: "o", Args: map[string]any{"a": 2.0, "b": int64(1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.Status+":"+string(res.Result))
+	}
+	if diff := cmp.Diff([]string{"ok:1", "ok:2", "ok:3", "unrecorded:"}, got); diff != "" {
+		t.Errorf("served (-want +got):\n%s", diff)
+	}
+}
+
+func TestDiffAlignsByActions(t *testing.T) {
+	steps := func(actions ...string) []workflow.Step {
+		out := make([]workflow.Step, len(actions))
+		for i, a := range actions {
+			out[i] = workflow.Step{Step: i + 1, Action: a, Status: "ok"}
+		}
+		return out
+	}
+	entries, delta := replay.Diff(steps("a", "b", "c", "d"), steps("a", "x", "c", "d", "e"))
+	var kinds []string
+	for _, e := range entries {
+		kinds = append(kinds, e.Kind)
+	}
+	if diff := cmp.Diff([]string{"same", "removed", "added", "same", "same", "added"}, kinds); diff != "" {
+		t.Errorf("kinds (-want +got):\n%s", diff)
+	}
+	if want := (replay.Delta{StepsAdded: 2, StepsRemoved: 1}); delta != want {
+		t.Errorf("delta = %+v, want %+v", delta, want)
+	}
+}

@@ -1,0 +1,205 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// History is what a finished workflow recorded: the workflow itself (its
+// goal, context, caller, limits and outcome), its steps, and its LLM
+// completions by number.
+type History struct {
+	Workflow    *workflow.Workflow      `json:"workflow"`
+	Steps       []workflow.Step         `json:"steps"`
+	Completions map[int]json.RawMessage `json:"completions,omitempty"`
+}
+
+// ErrBadHistory refuses a history that cannot have been recorded as it is.
+var ErrBadHistory = errors.New("the workflow's history is inconsistent")
+
+// Run is how a replay of a history went.
+type Run struct {
+	Outcome string
+	// Error says why the replay failed, when it did.
+	Error string
+	Steps []workflow.Step
+}
+
+// DryRun runs prog on the history's goal, context, caller scopes and
+// max_tool_calls, serving every tool call and completion from the record
+// (see Env) and making no other. A context that the program's inputs
+// refuse ends the replay failed without a step. Only ctx's end makes it
+// return an error.
+func DryRun(ctx context.Context, prog *agent.Program, h *History) (*Run, error) {
+	env, err := NewEnv(h)
+	if err != nil {
+		return nil, err
+	}
+	in := h.Workflow.Input()
+	if errs := prog.ValidateContext(in.Context); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Field + ": " + e.Message
+		}
+		return &Run{Outcome: agent.OutcomeFailed, Error: "the target version's inputs refuse the context: " + strings.Join(msgs, "; "),
+			Steps: []workflow.Step{}}, nil
+	}
+	run := prog.Run(ctx, in, env)
+	out := &Run{Steps: []workflow.Step{}}
+	for ev, err := range run.Events() {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			break // the result says why
+		}
+		out.Steps = append(out.Steps, env.step(ev))
+	}
+	res := run.Result()
+	out.Outcome, out.Error = res.Outcome, res.Error
+	return out, nil
+}
+
+// Env serves a replay from a history: a tool call identical to a recorded
+// one that was sent (tool, operation and RFC 8785 canonical arguments) gets
+// the recorded answer and status, repeats consumed in recorded order; any
+// other call is not made and comes back unrecorded. A completion is served
+// only to a request whose canonical hash is the recorded one's; a
+// completion recorded before requests were hashed is served by its number.
+type Env struct {
+	calls       map[string][]*workflow.Step
+	completions map[string][]agent.ChatResponse
+	// served are the recorded steps whose answers were served, by the
+	// replay's step number.
+	served map[int]*workflow.Step
+}
+
+// Check refuses a history that cannot have been recorded: steps numbered
+// other than 1..N, a sent call whose arguments are not a JSON object or
+// whose result is not JSON, completions not numbered 1..N.
+func (h *History) Check() error {
+	if h.Workflow == nil {
+		return errors.New("the history has no workflow")
+	}
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Step != i+1 {
+			return fmt.Errorf("step numbers must run 1..%d in order: position %d holds step %d", len(h.Steps), i+1, s.Step)
+		}
+		if s.Operation == "" {
+			continue
+		}
+		if len(s.Args) > 0 && !isObject(s.Args) {
+			return fmt.Errorf("step %d: args are not a JSON object", s.Step)
+		}
+		if len(s.Result) > 0 && !json.Valid(s.Result) {
+			return fmt.Errorf("step %d: the recorded result is not JSON", s.Step)
+		}
+	}
+	for n := range h.Completions {
+		if n < 1 || n > len(h.Completions) {
+			return fmt.Errorf("completions must be numbered 1..%d: found %d", len(h.Completions), n)
+		}
+	}
+	return nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]any
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}
+
+// NewEnv checks a history and indexes its sent calls and its completions.
+func NewEnv(h *History) (*Env, error) {
+	if err := h.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
+	}
+	e := &Env{calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{}}
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if !s.Sent || s.Operation == "" || (s.Status != agent.StatusOK && s.Status != agent.StatusError) {
+			continue
+		}
+		key, err := recordedKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", s.Step, err)
+		}
+		e.calls[key] = append(e.calls[key], s)
+	}
+	for n := 1; n <= len(h.Completions); n++ {
+		rc, err := agent.DecodeCompletion(h.Completions[n])
+		if err != nil {
+			return nil, fmt.Errorf("completion %d: %w", n, err)
+		}
+		key := rc.RequestSHA256
+		if key == "" {
+			key = "#" + strconv.Itoa(n)
+		}
+		e.completions[key] = append(e.completions[key], rc.Response)
+	}
+	return e, nil
+}
+
+// recordedKey is the agent.ToolCall key of a recorded step.
+func recordedKey(s *workflow.Step) (string, error) {
+	args, err := workflow.CanonicalJSON(s.Args)
+	if err != nil {
+		return "", fmt.Errorf("recorded args: %w", err)
+	}
+	return s.Tool + "\n" + s.Operation + "\n" + string(args), nil
+}
+
+// Call implements agent.ToolCaller.
+func (e *Env) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
+	key, err := c.Key()
+	if err != nil {
+		return agent.CallResult{}, err
+	}
+	q := e.calls[key]
+	if len(q) == 0 {
+		return agent.CallResult{Status: agent.StatusUnrecorded}, nil
+	}
+	s := q[0]
+	e.calls[key] = q[1:]
+	e.served[step] = s
+	return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
+}
+
+// Complete implements agent.Completer.
+func (e *Env) Complete(_ context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+	hash, err := req.Hash()
+	if err != nil {
+		return agent.ChatResponse{}, err
+	}
+	for _, key := range []string{hash, "#" + strconv.Itoa(n)} {
+		if q := e.completions[key]; len(q) > 0 {
+			e.completions[key] = q[1:]
+			return q[0], nil
+		}
+	}
+	return agent.ChatResponse{}, agent.ErrUnrecorded
+}
+
+// step is the replay step of an event; a served call shows the recorded
+// request and status it was answered with.
+func (e *Env) step(ev agent.Event) workflow.Step {
+	s := workflow.Step{
+		Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
+		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
+		Result: ev.Result, Error: ev.Error,
+	}
+	if ev.Args != nil {
+		s.Args, _ = json.Marshal(ev.Args)
+	}
+	if rec := e.served[ev.Step]; rec != nil {
+		s.Request, s.HTTPStatus = rec.Request, rec.HTTPStatus
+	}
+	return s
+}

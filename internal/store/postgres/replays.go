@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+var _ replay.Store = (*DB)(nil)
+
+const replayColumns = `id, tenant, workflow_id, target, created_at, creator, data`
+
+// CreateReplay stores r and appends rec in the same transaction; r.CreatedAt
+// is set when zero and brought to the precision it is stored at.
+func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Record) error {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = db.now()
+	}
+	r.CreatedAt = micro(r.CreatedAt)
+	creator, data, err := replayJSON(r)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "replay %s already exists", r.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("insert replay: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Replay returns a replay of the tenant, or problem.NotFound.
+func (db *DB) Replay(ctx context.Context, tenant, id string) (*replay.Replay, error) {
+	var r *replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		var err error
+		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE tenant = $1 AND id = $2`, tenant, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return replayNotFound(id)
+		}
+		return err
+	})
+	return r, err
+}
+
+// ReplayByID returns a replay of any tenant, or problem.NotFound.
+func (db *DB) ReplayByID(ctx context.Context, id string) (*replay.Replay, error) {
+	var r *replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		var err error
+		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return replayNotFound(id)
+		}
+		return err
+	})
+	return r, err
+}
+
+// ListReplays returns the tenant's replays matching f, newest first.
+func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilter) ([]*replay.Replay, error) {
+	where := []string{"tenant = $1"}
+	args := []any{tenant}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.WorkflowID != "" {
+		add("workflow_id = $%d", f.WorkflowID)
+	}
+	if f.Target != "" {
+		add("target = $%d", f.Target)
+	}
+	if f.Before != "" {
+		add("id < $%d", f.Before)
+	}
+	args = append(args, page.Size(f.Limit))
+	var rs []*replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+		if err != nil {
+			return fmt.Errorf("list replays: %w", err)
+		}
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		if err != nil {
+			return fmt.Errorf("read replays: %w", err)
+		}
+		return nil
+	})
+	return rs, err
+}
+
+func replayNotFound(id string) error {
+	return problem.New(problem.NotFound, "no replay with id %q", id)
+}
+
+// replayJSON is r's creator and r itself as stored JSON text.
+func replayJSON(r *replay.Replay) (creator, data string, err error) {
+	c, err := json.Marshal(r.Creator)
+	if err != nil {
+		return "", "", fmt.Errorf("encode replay creator: %w", err)
+	}
+	d, err := json.Marshal(r)
+	if err != nil {
+		return "", "", fmt.Errorf("encode replay: %w", err)
+	}
+	return string(c), string(d), nil
+}
+
+// scanReplay reads a row of replayColumns: the replay from data, with the
+// columns data lacks (tenant, creator) or that are authoritative.
+func scanReplay(row pgx.Row) (*replay.Replay, error) {
+	var (
+		r                        replay.Replay
+		id, tenant, wfID, target string
+		created                  time.Time
+		creator, data            []byte
+	)
+	err := row.Scan(&id, &tenant, &wfID, &target, &created, &creator, &data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan replay: %w", err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decode replay %s: %w", id, err)
+	}
+	if err := json.Unmarshal(creator, &r.Creator); err != nil {
+		return nil, fmt.Errorf("decode replay %s creator: %w", id, err)
+	}
+	r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt = id, tenant, wfID, target, created.UTC()
+	return &r, nil
+}

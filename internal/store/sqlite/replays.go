@@ -1,0 +1,158 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+var _ replay.Store = (*DB)(nil)
+
+const replayColumns = `id, tenant, workflow_id, target, created_at, creator, data`
+
+// CreateReplay stores r and appends rec in the same transaction; r.CreatedAt
+// is set when zero and brought to the precision it is stored at.
+func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Record) error {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = db.now()
+	}
+	r.CreatedAt = micro(r.CreatedAt)
+	creator, data, err := replayJSON(r)
+	if err != nil {
+		return err
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data)
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "replay %s already exists", r.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("insert replay: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Replay returns a replay of the tenant, or problem.NotFound.
+func (db *DB) Replay(ctx context.Context, tenant, id string) (*replay.Replay, error) {
+	var r *replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		var err error
+		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE tenant = ? AND id = ?`, tenant, id))
+		if err == sql.ErrNoRows {
+			return replayNotFound(id)
+		}
+		return err
+	})
+	return r, err
+}
+
+// ReplayByID returns a replay of any tenant, or problem.NotFound.
+func (db *DB) ReplayByID(ctx context.Context, id string) (*replay.Replay, error) {
+	var r *replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		var err error
+		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = ?`, id))
+		if err == sql.ErrNoRows {
+			return replayNotFound(id)
+		}
+		return err
+	})
+	return r, err
+}
+
+// ListReplays returns the tenant's replays matching f, newest first.
+func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilter) ([]*replay.Replay, error) {
+	where := []string{"tenant = ?"}
+	args := []any{tenant}
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.WorkflowID != "" {
+		add("workflow_id = ?", f.WorkflowID)
+	}
+	if f.Target != "" {
+		add("target = ?", f.Target)
+	}
+	if f.Before != "" {
+		add("id < ?", f.Before)
+	}
+	var rs []*replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
+		if err != nil {
+			return fmt.Errorf("list replays: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanReplay(rows)
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read replays: %w", err)
+		}
+		return nil
+	})
+	return rs, err
+}
+
+func replayNotFound(id string) error {
+	return problem.New(problem.NotFound, "no replay with id %q", id)
+}
+
+// replayJSON is r's creator and r itself as stored JSON text.
+func replayJSON(r *replay.Replay) (creator, data string, err error) {
+	c, err := json.Marshal(r.Creator)
+	if err != nil {
+		return "", "", fmt.Errorf("encode replay creator: %w", err)
+	}
+	d, err := json.Marshal(r)
+	if err != nil {
+		return "", "", fmt.Errorf("encode replay: %w", err)
+	}
+	return string(c), string(d), nil
+}
+
+// scanReplay reads a row of replayColumns: the replay from data, with the
+// columns data lacks (tenant, creator) or that are authoritative.
+func scanReplay(s scanner) (*replay.Replay, error) {
+	var (
+		r                replay.Replay
+		id, tenant, wfID string
+		target, created  string
+		creator, data    string
+	)
+	err := s.Scan(&id, &tenant, &wfID, &target, &created, &creator, &data)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan replay: %w", err)
+	}
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		return nil, fmt.Errorf("decode replay %s: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(creator), &r.Creator); err != nil {
+		return nil, fmt.Errorf("decode replay %s creator: %w", id, err)
+	}
+	r.ID, r.Tenant, r.WorkflowID, r.Target = id, tenant, wfID, target
+	if r.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
