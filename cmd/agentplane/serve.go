@@ -18,7 +18,9 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/telemetry"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 // serveConfig is everything `agentplane serve` is told.
@@ -47,6 +49,7 @@ type serveConfig struct {
 	readTimeout     time.Duration
 	debugAddr       string
 	gcPercent       int
+	viewerTTL       time.Duration
 }
 
 func newServeCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -84,6 +87,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on shutdown")
 	f.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "how long a client may take to send a request, headers and body (a response, such as an event stream, is not bounded)")
 	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
+	f.DurationVar(&c.viewerTTL, "viewer-ttl", web.DefaultTTL, "how long a signed viewer link (viewer_url) stays valid, at most 168h")
 	f.IntVar(&c.gcPercent, "gc-percent", 400, "the Go garbage collector's target heap growth in percent when GOGC is unset (Go's own default is 100; higher spends memory to save CPU; -1 turns the collector off)")
 	bindEnv(cmd, getenv)
 	return cmd
@@ -160,6 +164,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 	}
 	go runner.Run(ctx)
 
+	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
+	if err != nil {
+		return fmt.Errorf("--viewer-ttl: %w", err)
+	}
+
 	// One signature check per token a minute, not one per request.
 	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
 
@@ -170,8 +179,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 		InvokeIdempotencyTTL: c.invokeIdempotency,
 		RateLimits:           limits,
 		Version:              version,
-		DefaultToolCalls:     c.run.defaultToolCalls,
-		MaxToolCalls:         c.run.maxToolCalls,
+		PublicURL:            c.issuer.issuerURL(),
 	}, httpapi.Deps{
 		Logger:    logger,
 		Store:     st,
@@ -184,6 +192,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 		Agents:    st,
 		Runner:    runner,
 		Workflows: st,
+		Replays: &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st,
+			Now: time.Now},
+		ReplayStore: st,
+		Viewer:      viewer,
 	})
 
 	ln, err := net.Listen("tcp", c.issuer.addr)

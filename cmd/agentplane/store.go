@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -22,6 +23,7 @@ type store interface {
 	tool.Store
 	agent.VersionStore
 	workflow.Store
+	replay.Store
 	Close() error
 }
 

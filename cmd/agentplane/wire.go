@@ -129,5 +129,6 @@ func newRunner(ctx context.Context, f runFlags, st store, parts *toolParts, logg
 	return workflow.New(workflow.Options{
 		Store: st, Versions: st, Tools: st, Caller: parts.executor, Planner: planner,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
+		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls,
 	}), nil
 }

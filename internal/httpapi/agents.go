@@ -10,15 +10,6 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
-// deployRequest is the body of POST /v1/agents.
-type deployRequest struct {
-	Name        string          `json:"name"`
-	Version     string          `json:"version,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Definition  json.RawMessage `json:"definition"`
-	Promote     bool            `json:"promote,omitempty"`
-}
-
 type versionView struct {
 	ID          string          `json:"id"`
 	Name        string          `json:"name"`
@@ -61,52 +52,21 @@ func viewAgent(a *agent.Agent) agentView {
 }
 
 func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error {
-	var req deployRequest
-	if err := decodeJSON(r, &req); err != nil {
+	var d agent.Deployment
+	if err := decodeJSON(r, &d); err != nil {
 		return err
 	}
-	var errs []problem.FieldError
-	if !agent.NameRE.MatchString(req.Name) {
-		errs = append(errs, problem.FieldError{Field: "name", Message: "must match ^[a-z][a-z0-9-]{0,62}$"})
-	}
-	if req.Version != "" && !agent.VersionRE.MatchString(req.Version) {
-		errs = append(errs, problem.FieldError{Field: "version", Message: "must match ^[0-9A-Za-z][0-9A-Za-z.+_-]{0,31}$"})
-	}
-	if len(req.Description) > 2000 {
-		errs = append(errs, problem.FieldError{Field: "description", Message: "must be at most 2000 characters"})
-	}
-	if len(req.Definition) == 0 || string(req.Definition) == "null" {
-		errs = append(errs, problem.FieldError{Field: "definition", Message: "is required"})
-	}
-	if len(errs) > 0 {
-		return problem.Validation(errs...)
-	}
-	def, derrs := agent.DecodeDefinition(req.Definition)
-	if len(derrs) == 0 {
-		tenant := principalOf(r).Tenant
-		cat, err := s.deps.Runner.Catalog(r.Context(), tenant, def.Tools)
-		if err != nil {
-			return err
-		}
-		_, derrs = agent.Compile(def, cat)
-	}
-	if len(derrs) > 0 {
-		for i := range derrs {
-			derrs[i].Field = "definition." + derrs[i].Field
-		}
-		return problem.Validation(derrs...)
-	}
-	v := &agent.Version{
-		Tenant: principalOf(r).Tenant, Name: req.Name, Version: req.Version, Description: req.Description,
-		Definition: req.Definition, Tools: def.Tools, DeployedAt: s.deps.Now().UTC(),
+	v, err := agent.NewVersion(r.Context(), s.deps.Runner, principalOf(r).Tenant, d, s.deps.Now().UTC())
+	if err != nil {
+		return err
 	}
 	rec := s.record(r, http.StatusCreated)
-	rec.Resource.ID = req.Name
-	if err := s.deps.Agents.DeployVersion(r.Context(), v, req.Promote, rec); err != nil {
+	rec.Resource.ID = d.Name
+	if err := s.deps.Agents.DeployVersion(r.Context(), v, d.Promote, rec); err != nil {
 		return err
 	}
 	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, req.Name
+	info.audited, info.resourceID = true, d.Name
 	w.Header().Set("Location", "/v1/agents/"+v.Ref())
 	return writeJSON(w, http.StatusCreated, viewVersion(v, false))
 }

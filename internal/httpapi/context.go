@@ -7,6 +7,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 // reqInfo is what the middleware chain learns about a request, filled in as it
@@ -20,6 +21,11 @@ type reqInfo struct {
 	resourceID string
 	workflowID string
 	details    map[string]any
+	// tenant is the tenant of a request made without a token (a signed
+	// page's), for its audit record.
+	tenant string
+	// signedTools are the tools whose bodies a signed page may show.
+	signedTools web.Tools
 	// audited is set when a handler stored the request's audit record in the
 	// transaction of its mutation.
 	audited bool

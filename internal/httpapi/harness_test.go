@@ -24,6 +24,7 @@ import (
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/telemetry"
@@ -32,6 +33,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool/graphql"
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
+	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -97,21 +99,28 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		stopRunner()
 		runner.Close(context.Background())
 	})
+	viewer, err := web.LoadSigner(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	limiter := ratelimit.NewMemory()
 	t.Cleanup(func() { limiter.Close() })
-	cfg := httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test"}
+	cfg := httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test", PublicURL: url}
 	deps := httpapi.Deps{
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Store:     db,
-		Verifier:  auth.NewEmbeddedVerifier(db, auth.Config{Issuer: url}),
-		Issuer:    iss,
-		Limiter:   limiter,
-		Metrics:   telemetry.NewMetrics(prometheus.NewRegistry()),
-		Tools:     tools,
-		ToolStore: db,
-		Agents:    db,
-		Runner:    runner,
-		Workflows: db,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:       db,
+		Verifier:    auth.NewEmbeddedVerifier(db, auth.Config{Issuer: url}),
+		Issuer:      iss,
+		Limiter:     limiter,
+		Metrics:     telemetry.NewMetrics(prometheus.NewRegistry()),
+		Tools:       tools,
+		ToolStore:   db,
+		Agents:      db,
+		Runner:      runner,
+		Workflows:   db,
+		Replays:     &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db},
+		ReplayStore: db,
+		Viewer:      viewer,
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -21,24 +20,6 @@ type invokeRequest struct {
 	Stream         *bool          `json:"stream,omitempty"`
 	MaxToolCalls   *int           `json:"max_tool_calls,omitempty"`
 	IdempotencyKey string         `json:"idempotency_key,omitempty"`
-}
-
-func (s *Server) validateInvoke(req *invokeRequest) (int, error) {
-	var errs []problem.FieldError
-	if n := utf8.RuneCountInString(req.Goal); n < 1 || n > 8000 {
-		errs = append(errs, problem.FieldError{Field: "goal", Message: "is required: 1 to 8000 characters"})
-	}
-	max := s.cfg.DefaultToolCalls
-	if req.MaxToolCalls != nil {
-		max = *req.MaxToolCalls
-		if max < 1 || max > s.cfg.MaxToolCalls {
-			errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", s.cfg.MaxToolCalls)})
-		}
-	}
-	if len(errs) > 0 {
-		return 0, problem.Validation(errs...)
-	}
-	return max, nil
 }
 
 // wantsStream reports whether an invoke is answered with events: as its
@@ -55,10 +36,6 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	maxCalls, err := s.validateInvoke(&req)
-	if err != nil {
-		return err
-	}
 	p := principalOf(r)
 	name, version, err := splitRef(r.PathValue("id"))
 	if err != nil {
@@ -69,7 +46,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	wf, err := s.deps.Runner.Start(r.Context(), workflow.StartRequest{
 		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
 		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		MaxToolCalls: maxCalls, RequestID: info.requestID, TraceID: info.traceID,
+		MaxToolCalls: req.MaxToolCalls, RequestID: info.requestID, TraceID: info.traceID,
 	})
 	if err != nil {
 		return err

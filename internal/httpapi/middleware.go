@@ -118,6 +118,8 @@ func (s *Server) record(r *http.Request, status int) *audit.Record {
 	if p := info.principal; p != nil {
 		rec.Tenant = p.Tenant
 		rec.Actor = p.Actor()
+	} else if info.tenant != "" {
+		rec.Tenant = info.tenant
 	}
 	details := map[string]any{"method": r.Method, "path": r.URL.Path}
 	if rt := info.route; rt != nil {
@@ -193,7 +195,17 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error 
 		if rt.noAudit {
 			return nil // health, readiness and metrics probes
 		}
-		return s.limitIP(w, r)
+		if err := s.limitIP(w, r); err != nil {
+			return err
+		}
+		if rt.signed != "" {
+			tools, err := s.deps.Viewer.Verify(rt.signed, r.PathValue("id"), r.URL.Query())
+			if err != nil {
+				return err
+			}
+			info.signedTools = tools
+		}
+		return nil
 	}
 	raw, ok := auth.BearerToken(r)
 	if !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -193,7 +194,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 	step := workflow.Step{Step: 1, Action: "fetch", Kind: "call", Status: "ok", Tool: "pets", Operation: "listPets",
 		Args: json.RawMessage(`{"limit":1}`), Score: &score, Queue: "fraud-review", Outcome: "escalated",
 		Result: json.RawMessage(`[{"id":1}]`), Error: "boom", Request: json.RawMessage(`{"method":"GET"}`),
-		HTTPStatus: 200, Attempts: 1, StartedAt: now, DurationMS: 12, Completion: json.RawMessage(`{}`)}
+		HTTPStatus: 200, Attempts: 1, StartedAt: now, DurationMS: 12, Sent: true}
 	failure := json.RawMessage(mustMarshal(t, (&problem.Error{Code: problem.WorkflowFailed, Detail: "interrupted"}).Doc("/v1/workflows/wf_x", "", "")))
 	wf := &workflow.Workflow{ID: "wf_01J00000000000000000000000", Agent: "triage", AgentVersion: "2", Status: workflow.Failed,
 		Outcome: workflow.OutcomeFailed, StartedAt: now, FinishedAt: now.Add(time.Second), Error: failure}
@@ -252,6 +253,13 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"complete event of a failed stream", "StreamEvent", map[string]any{"event": "complete", "workflow_id": wf.ID, // as stream writes it
 			"outcome": workflow.OutcomeFailed, "status": workflow.Failed, "duration_ms": 3, "error": (&problem.Error{Code: problem.Unavailable}).Doc("/v1/agents/a/invoke", "req_01J00000000000000000000000", "")}},
 		{"problem with errors", "Problem", problem.Validation(problem.FieldError{Field: "name", Message: "is required"}).Doc("/v1/tools", "", "")},
+		{"replay, every field", "Replay", replayView{Replay: &replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID, Target: "triage@3",
+			OriginalVersion: "triage@2", OriginalOutcome: "escalated", ReplayOutcome: "failed", ReplayError: "boom", ReplayWorkflowID: wf.ID,
+			Delta: replay.Delta{StepsAdded: 1, StepsChanged: 1, StepsRemoved: 1, ToolCallsChanged: 2}, CreatedAt: now,
+			Steps: []replay.Entry{{Kind: replay.Same, Original: &step, Replay: &step}, {Kind: replay.Changed, Fields: []string{"args", "status"}, Original: &step, Replay: &step},
+				{Kind: replay.Added, Replay: &step}, {Kind: replay.Removed, Original: &step}}}, ViewerURL: "https://agentplane.test/replays/rpl_x?exp=1&sig=x"}},
+		{"replay page, fewest fields", "ReplayPage", map[string]any{"replays": []replayView{{Replay: &replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID,
+			Target: "triage@3", DryRun: true, OriginalVersion: "triage@2", CreatedAt: now, Steps: []replay.Entry{}}, ViewerURL: "http://127.0.0.1:8080/replays/rpl_x?exp=1&sig=x"}}, "next_cursor": nil}},
 		{"verify report", "AuditVerifyReport", audit.Report{OK: false, RecordsChecked: 3, FirstBadSeq: new(int64)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

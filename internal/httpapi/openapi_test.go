@@ -577,6 +577,39 @@ func conformAgentsAndWorkflows(t *testing.T, h *harness) {
 			headers: []string{"Last-Event-ID", "1"}, status: 200},
 		call{name: "cancel finished", method: "POST", path: "/v1/workflows/" + id + "/cancel", pattern: "POST /v1/workflows/{id}/cancel", token: tok},
 	)
+
+	rtok := h.token("acme", "workflows:replay workflows:read")
+	got = h.check(t,
+		call{name: "replay", method: "POST", path: "/v1/workflows/" + id + "/replay", pattern: "POST /v1/workflows/{id}/replay", token: rtok,
+			body: map[string]any{"target_agent_version": "triage@1"}, headers: []string{"Idempotency-Key", "replay-1"}, status: 201},
+		call{name: "replay live without invoke", method: "POST", path: "/v1/workflows/" + id + "/replay", pattern: "POST /v1/workflows/{id}/replay", token: rtok,
+			body: map[string]any{"target_agent_version": "triage@1", "dry_run": false}, status: 403},
+		call{name: "replay no target", method: "POST", path: "/v1/workflows/" + id + "/replay", pattern: "POST /v1/workflows/{id}/replay", token: rtok,
+			body: map[string]any{}, status: 422},
+		call{name: "replay unknown version", method: "POST", path: "/v1/workflows/" + id + "/replay", pattern: "POST /v1/workflows/{id}/replay", token: rtok,
+			body: map[string]any{"target_agent_version": "triage@9"}, status: 404},
+		call{name: "replays", method: "GET", path: "/v1/replays?workflow_id=" + id, pattern: "GET /v1/replays", token: rtok, status: 200},
+		call{name: "replays bad limit", method: "GET", path: "/v1/replays?limit=0", pattern: "GET /v1/replays", token: rtok, status: 422},
+		call{name: "no replay", method: "GET", path: "/v1/replays/rpl_01J00000000000000000000000", pattern: "GET /v1/replays/{id}", token: rtok, status: 404},
+	)
+	var rp struct {
+		ID        string `json:"replay_id"`
+		ViewerURL string `json:"viewer_url"`
+	}
+	if err := json.Unmarshal(got["replay"].Body, &rp); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(rp.ViewerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.check(t,
+		call{name: "replay again", method: "GET", path: "/v1/replays/" + rp.ID, pattern: "GET /v1/replays/{id}", token: rtok, status: 200},
+		call{name: "viewer", method: "GET", path: u.RequestURI(), pattern: "GET /replays/{id}", status: 200},
+		call{name: "viewer unsigned", method: "GET", path: u.Path, pattern: "GET /replays/{id}", status: 404},
+		call{name: "viewer stylesheet", method: "GET", path: "/viewer/assets/viewer.css", pattern: "GET /viewer/assets/{file}", status: 200},
+		call{name: "viewer no file", method: "GET", path: "/viewer/assets/nope.js", pattern: "GET /viewer/assets/{file}", status: 404},
+	)
 }
 
 // TestConformStreams checks conform's reading of event streams on a stream

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 // route is one entry of the API: its pattern, the scope it needs, and how
@@ -16,6 +17,10 @@ type route struct {
 	scope string
 	// public routes are served without a bearer token (SPEC §2).
 	public bool
+	// signed names the kind of page (web.KindReplay) whose signed link
+	// stands in for a bearer token: a link that is badly signed, expired
+	// or for another page is a 404. Signed routes are public.
+	signed string
 	// action and resource name the audit record of each request.
 	action   string
 	resource string
@@ -62,6 +67,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/workflows/{id}", scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
 		{pattern: "GET /v1/workflows/{id}/events", scope: auth.ScopeWorkflowsRead, action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
 		{pattern: "POST /v1/workflows/{id}/cancel", scope: auth.ScopeAgentsInvoke, action: "workflow.cancel", resource: "workflow", idempotent: true, h: s.handleCancelWorkflow},
+
+		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, h: s.handleReplay},
+		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
+		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},
+		{pattern: "GET /replays/{id}", public: true, signed: web.KindReplay, action: "replay.view", resource: "replay", h: s.handleReplayPage},
+		{pattern: "GET " + web.AssetsPath + "{file}", public: true, noAudit: true, h: handleAssets},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
 		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},

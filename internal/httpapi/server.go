@@ -16,8 +16,10 @@ import (
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -41,10 +43,9 @@ type Config struct {
 	RateLimits ratelimit.Policy
 	// Version is reported by /healthz.
 	Version string
-	// DefaultToolCalls and MaxToolCalls bound invoke's max_tool_calls
-	// (default 20, at most 100).
-	DefaultToolCalls int
-	MaxToolCalls     int
+	// PublicURL is the base of absolute links (viewer pages), never taken
+	// from a request's Host.
+	PublicURL string
 }
 
 // Deps are the server's collaborators; cmd/agentplane wires them.
@@ -63,7 +64,12 @@ type Deps struct {
 	Agents    agent.VersionStore
 	Runner    *workflow.Runner
 	Workflows workflow.Store
-	Now       func() time.Time
+	// Replays makes replays; ReplayStore reads them; Viewer signs and
+	// checks the links of their pages.
+	Replays     *replay.Service
+	ReplayStore replay.Store
+	Viewer      *web.Signer
+	Now         func() time.Time
 }
 
 // Server is agentplane's HTTP API.
@@ -87,12 +93,6 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if cfg.InvokeIdempotencyTTL <= 0 {
 		cfg.InvokeIdempotencyTTL = 7 * 24 * time.Hour
-	}
-	if cfg.DefaultToolCalls <= 0 {
-		cfg.DefaultToolCalls = 20
-	}
-	if cfg.MaxToolCalls <= 0 {
-		cfg.MaxToolCalls = 100
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/telemetry"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 func handleHealth(version string) handlerFunc {
@@ -65,6 +66,17 @@ func handleProblemPage(w http.ResponseWriter, r *http.Request) error {
 
 //go:embed openapi.json
 var openAPIDoc []byte
+
+// viewerAssets serves the viewer pages' stylesheet.
+var viewerAssets = web.Assets()
+
+func handleAssets(w http.ResponseWriter, r *http.Request) error {
+	if !web.HasAsset(r.PathValue("file")) {
+		return problem.New(problem.NotFound, "no such viewer file")
+	}
+	viewerAssets.ServeHTTP(w, r)
+	return nil
+}
 
 func handleOpenAPI(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")

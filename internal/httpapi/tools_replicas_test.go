@@ -18,13 +18,17 @@ import (
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
+	toolcall "github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
+	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // replicaIssuer is the public URL both replicas serve behind, as behind one
@@ -35,6 +39,12 @@ const replicaIssuer = "https://agentplane.test"
 type replica struct {
 	URL    string
 	client *http.Client
+	issuer *auth.Issuer
+}
+
+// harness is the replica as a harness, for the scenarios written for one.
+func (r *replica) harness(t *testing.T) *harness {
+	return &harness{t: t, URL: r.URL, Issuer: r.issuer, client: r.client}
 }
 
 func (r *replica) do(t *testing.T, method, path, token string, body []byte, headers ...string) response {
@@ -81,20 +91,37 @@ func newReplicas(t *testing.T, n int) ([]*replica, *auth.Issuer) {
 		out := outbound.New(outbound.Options{AllowPrivate: true})
 		limiter := ratelimit.NewMemory()
 		t.Cleanup(func() { limiter.Close() })
+		resolver, err := secrets.NewResolver(secrets.Options{Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Lease: 2 * time.Second,
+			Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second})})
+		t.Cleanup(func() { runner.Close(context.Background()) })
+		viewer, err := web.LoadSigner(ctx, db, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		srv := httptest.NewServer(httpapi.NewServer(
-			httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test"},
+			httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test", PublicURL: replicaIssuer},
 			httpapi.Deps{
-				Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Store:     db,
-				Verifier:  auth.NewEmbeddedVerifier(db, auth.Config{Issuer: replicaIssuer}),
-				Issuer:    iss,
-				Limiter:   limiter,
-				Metrics:   telemetry.NewMetrics(prometheus.NewRegistry()),
-				Tools:     newToolService(db, out, policy),
-				ToolStore: db,
+				Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Store:       db,
+				Verifier:    auth.NewEmbeddedVerifier(db, auth.Config{Issuer: replicaIssuer}),
+				Issuer:      iss,
+				Limiter:     limiter,
+				Metrics:     telemetry.NewMetrics(prometheus.NewRegistry()),
+				Tools:       newToolService(db, out, policy),
+				ToolStore:   db,
+				Agents:      db,
+				Runner:      runner,
+				Workflows:   db,
+				Replays:     &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db},
+				ReplayStore: db,
+				Viewer:      viewer,
 			}))
 		t.Cleanup(srv.Close)
-		replicas = append(replicas, &replica{URL: srv.URL, client: srv.Client()})
+		replicas = append(replicas, &replica{URL: srv.URL, client: srv.Client(), issuer: iss})
 	}
 	return replicas, issuer
 }

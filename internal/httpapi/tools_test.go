@@ -343,7 +343,7 @@ func TestToolRegisterRefusesBadDocuments(t *testing.T) {
 	}{
 		{"yaml that does not parse", "openapi", "openapi: 3.1.0\npaths: [\n", problem.SpecInvalid, "invalid YAML: line 2"},
 		{"json that is no openapi", "openapi", `{"hello": "world"}`, problem.SpecInvalid, `no "openapi" or "swagger" field`},
-		{"openapi without operations", "openapi", "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths: {}\n", problem.SpecInvalid, "no operations"},
+		{"openapi without operations", "openapi", "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths: {}\n", problem.ValidationFailed, "no callable operation"},
 		{"sdl that does not parse", "graphql", "type Query {\n  book(id: ID!): \n", problem.SpecInvalid, "not a GraphQL schema: line 3"},
 		{"wsdl that is not xml", "soap", "<definitions><portType>", problem.SpecInvalid, "not XML: line 1"},
 		{"wsdl 2.0", "soap", `<description xmlns="http://www.w3.org/ns/wsdl"/>`, problem.SpecInvalid, "WSDL 2.0"},

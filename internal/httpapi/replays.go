@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// replayRequest is the body of POST /v1/workflows/{id}/replay.
+type replayRequest struct {
+	WorkflowID         string `json:"workflow_id,omitempty"`
+	TargetAgentVersion string `json:"target_agent_version"`
+	DryRun             *bool  `json:"dry_run,omitempty"`
+}
+
+// replayView is a replay as the API shows it to one caller: tool bodies
+// only for the tools the caller may use, and a viewer link signed for them.
+type replayView struct {
+	*replay.Replay
+	ViewerURL string `json:"viewer_url"`
+}
+
+func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
+	var req replayRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	var errs []problem.FieldError
+	if req.TargetAgentVersion == "" {
+		errs = append(errs, problem.FieldError{Field: "target_agent_version", Message: "is required: name@version, for example fraud-triage@2"})
+	} else if _, _, err := replay.ParseTarget(req.TargetAgentVersion); err != nil {
+		errs = append(errs, problem.As(err).Errors...)
+	}
+	if req.WorkflowID != "" && req.WorkflowID != id {
+		errs = append(errs, problem.FieldError{Field: "workflow_id", Message: "must equal the workflow id in the path (" + id + "), or be left out"})
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	dryRun := req.DryRun == nil || *req.DryRun
+	p := principalOf(r)
+	if !dryRun && !p.Has(auth.ScopeAgentsInvoke) {
+		return &problem.Error{Code: problem.InsufficientScope, Scope: auth.ScopeAgentsInvoke,
+			Detail: "a replay with dry_run false runs a real workflow, so it needs the scope agents:invoke too"}
+	}
+	info := infoFrom(r.Context())
+	rec := s.record(r, http.StatusCreated)
+	rp, err := s.deps.Replays.Replay(r.Context(), replay.Request{
+		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun,
+		Caller:    workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
+		RequestID: info.requestID, TraceID: info.traceID,
+	}, rec)
+	if err != nil {
+		return err
+	}
+	info.audited, info.workflowID = true, rp.WorkflowID
+	w.Header().Set("Location", "/v1/replays/"+rp.ID)
+	return writeJSON(w, http.StatusCreated, s.replayView(p, rp))
+}
+
+func (s *Server) handleGetReplay(w http.ResponseWriter, r *http.Request) error {
+	p := principalOf(r)
+	rp, err := s.deps.ReplayStore.Replay(r.Context(), p.Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.replayView(p, rp))
+}
+
+func (s *Server) handleListReplays(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := replay.ListFilter{WorkflowID: q.Get("workflow_id"), Target: q.Get("target"), Before: q.Get("cursor")}
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	p := principalOf(r)
+	rps, err := s.deps.ReplayStore.ListReplays(r.Context(), p.Tenant, f)
+	if err != nil {
+		return err
+	}
+	list := struct {
+		Replays    []replayView `json:"replays"`
+		NextCursor *string      `json:"next_cursor"`
+	}{Replays: make([]replayView, 0, len(rps))}
+	for _, rp := range rps {
+		list.Replays = append(list.Replays, s.replayView(p, rp))
+	}
+	if len(rps) == f.Limit {
+		c := rps[len(rps)-1].ID
+		list.NextCursor = &c
+	}
+	return writeJSON(w, http.StatusOK, list)
+}
+
+// replayView hides the bodies of tools p may not use and signs a viewer
+// link that shows the bodies of the tools p may use.
+func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
+	shown := *rp
+	shown.Steps = make([]replay.Entry, len(rp.Steps))
+	for i, e := range rp.Steps {
+		e.Original, e.Replay = hideBodies(p, e.Original), hideBodies(p, e.Replay)
+		shown.Steps[i] = e
+	}
+	return replayView{Replay: &shown, ViewerURL: s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p))}
+}
+
+// hideBodies returns the step without its args, request and result when p
+// may not use its tool.
+func hideBodies(p auth.Principal, st *workflow.Step) *workflow.Step {
+	if st == nil || st.Tool == "" || p.CanUseTool(st.Tool) {
+		return st
+	}
+	c := *st
+	c.Args, c.Result, c.Request = nil, nil, nil
+	return &c
+}
+
+// toolsOf lists the tools whose bodies p may see: "*" for tool:*.
+func toolsOf(p auth.Principal) []string {
+	var tools []string
+	for _, sc := range p.Scopes {
+		if name, ok := strings.CutPrefix(sc, "tool:"); ok {
+			tools = append(tools, name)
+		}
+	}
+	return tools
+}
+
+// handleReplayPage serves a replay's signed viewer page; admit has checked
+// the link's signature and left the tools it shows in the request's info.
+func (s *Server) handleReplayPage(w http.ResponseWriter, r *http.Request) error {
+	info := infoFrom(r.Context())
+	rp, err := s.deps.ReplayStore.ReplayByID(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	info.tenant, info.workflowID = rp.Tenant, rp.WorkflowID
+	pg := web.ReplayPage{Replay: rp, Tools: info.signedTools}
+	if wf, err := s.deps.Workflows.Workflow(r.Context(), rp.Tenant, rp.WorkflowID); err == nil {
+		pg.Agent, pg.Goal = wf.Agent, wf.Goal
+	}
+	web.PageHeaders(w.Header())
+	return web.RenderReplay(w, pg)
+}

@@ -1,0 +1,220 @@
+// Package web is the replay viewer: templates and assets, embedded. Its
+// pages are reached by signed links that carry no bearer token (Signer);
+// they use no script and load nothing but their stylesheet, which Assets
+// serves from the server itself, so they work under PageHeaders' CSP.
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+var pages = template.Must(template.New("").ParseFS(files, "templates/*.html"))
+
+// AssetsPath is where Assets is mounted: GET AssetsPath serves the static files.
+const AssetsPath = "/viewer/assets/"
+
+// ContentSecurityPolicy is the CSP of every viewer page.
+const ContentSecurityPolicy = "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// assetVersion is a digest of the stylesheet, so its link changes with it
+// and a browser may cache each version for good.
+var assetVersion = func() string {
+	css, err := files.ReadFile("static/viewer.css")
+	if err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256(css)
+	return hex.EncodeToString(sum[:6])
+}()
+
+// PageHeaders sets the headers a viewer page is served with: never cached,
+// never sent as a referrer, no script, nothing loaded from elsewhere.
+func PageHeaders(h http.Header) {
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+}
+
+// HasAsset reports whether name is one of the viewer's static files.
+func HasAsset(name string) bool {
+	if !fs.ValidPath(name) || strings.Contains(name, "/") {
+		return false
+	}
+	st, err := fs.Stat(files, "static/"+name)
+	return err == nil && !st.IsDir()
+}
+
+// Assets serves the viewer's static files; mount it at "GET "+AssetsPath.
+func Assets() http.Handler {
+	static, err := fs.Sub(files, "static")
+	if err != nil {
+		panic(err)
+	}
+	files := http.FileServerFS(static)
+	return http.StripPrefix(strings.TrimSuffix(AssetsPath, "/"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if r.URL.Query().Get("v") == assetVersion {
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		files.ServeHTTP(w, r)
+	}))
+}
+
+// ReplayPage is what a replay's page shows.
+type ReplayPage struct {
+	Replay *replay.Replay
+	// Agent and Goal are the original workflow's.
+	Agent string
+	Goal  string
+	// Tools says whose args, request and response bodies are shown; the
+	// others' are left out of the page.
+	Tools Tools
+}
+
+// RenderReplay writes the HTML page of a replay; nothing is written on error.
+func RenderReplay(w io.Writer, p ReplayPage) error {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, "replay.html", newReplayView(p)); err != nil {
+		return err
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// replayView is the template's data: everything formatted, hidden bodies
+// already left out, so the template cannot show them by mistake.
+type replayView struct {
+	*replay.Replay
+	Agent, Goal    string
+	Stylesheet     string
+	Created        string
+	CreatedISO     string
+	OutcomeChanged bool
+	Legend         []legendEntry
+	Rows           []rowView
+}
+
+type legendEntry struct{ Kind, Label, About string }
+
+type rowView struct {
+	Kind, Label, About string
+	Fields             []string
+	Original, Replay   *stepView
+}
+
+type stepView struct {
+	Side                           string
+	Step                           int
+	Action, Kind, Status           string
+	Tool, Call, Score, Queue       string
+	Outcome, Error, HTTPStatus     string
+	Args, Request, Result          string
+	Changed                        map[string]bool
+	HasCall, HasBodies, BodyHidden bool
+}
+
+// kinds are the legend, in its order: label and meaning of each row kind.
+var kinds = []legendEntry{
+	{replay.Same, "= same", "the step is the same in both runs"},
+	{replay.Changed, "≠ changed", "both runs have the step, but its call, status, score, queue or result differ"},
+	{replay.Added, "+ added", "only the replay has the step"},
+	{replay.Removed, "− removed", "only the original run has the step"},
+}
+
+func newReplayView(p ReplayPage) replayView {
+	r := p.Replay
+	v := replayView{
+		Replay:         r,
+		Agent:          p.Agent,
+		Goal:           p.Goal,
+		Stylesheet:     AssetsPath + "viewer.css?v=" + assetVersion,
+		OutcomeChanged: r.OriginalOutcome != r.ReplayOutcome,
+		Legend:         kinds,
+	}
+	if !r.CreatedAt.IsZero() {
+		v.Created = r.CreatedAt.UTC().Format(time.DateTime + " UTC")
+		v.CreatedISO = r.CreatedAt.UTC().Format(time.RFC3339)
+	}
+	for _, e := range r.Steps {
+		row := rowView{Kind: e.Kind, Label: e.Kind, Fields: e.Fields}
+		if i := slices.IndexFunc(kinds, func(k legendEntry) bool { return k.Kind == e.Kind }); i >= 0 {
+			row.Label, row.About = kinds[i].Label, kinds[i].About
+		}
+		row.Original = newStepView("Original", e.Original, e.Fields, p.Tools)
+		row.Replay = newStepView("Replay", e.Replay, e.Fields, p.Tools)
+		v.Rows = append(v.Rows, row)
+	}
+	return v
+}
+
+func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *stepView {
+	if s == nil {
+		return nil
+	}
+	v := &stepView{
+		Side: side, Step: s.Step, Action: s.Action, Kind: s.Kind, Status: s.Status,
+		Tool: s.Tool, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error,
+		HasCall: s.Operation != "",
+		Changed: make(map[string]bool, len(changed)),
+	}
+	for _, f := range changed {
+		v.Changed[f] = true
+	}
+	switch {
+	case s.Tool != "" && s.Operation != "":
+		v.Call = s.Tool + "." + s.Operation
+	case s.Operation != "":
+		v.Call = s.Operation
+	}
+	if s.Score != nil {
+		v.Score = strconv.FormatFloat(*s.Score, 'f', -1, 64)
+	}
+	if s.HTTPStatus != 0 {
+		v.HTTPStatus = strconv.Itoa(s.HTTPStatus)
+	}
+	v.HasBodies = len(s.Args) > 0 || len(s.Request) > 0 || len(s.Result) > 0
+	if s.Tool != "" && !tools.Shows(s.Tool) {
+		v.BodyHidden = true
+		return v
+	}
+	v.Args, v.Request, v.Result = pretty(s.Args), pretty(s.Request), pretty(s.Result)
+	return v
+}
+
+// pretty indents a JSON body, or returns it as it is when it is not JSON.
+func pretty(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}

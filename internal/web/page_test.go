@@ -1,0 +1,172 @@
+package web
+
+import (
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+// fixtureReplay is testdata/replay.json: one step of each kind; the risk and
+// mail tools' bodies carry markers that must not leak when hidden.
+func fixtureReplay(t *testing.T) *replay.Replay {
+	t.Helper()
+	b, err := os.ReadFile("testdata/replay.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r replay.Replay
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func render(t *testing.T, p ReplayPage) string {
+	t.Helper()
+	var b strings.Builder
+	if err := RenderReplay(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// text returns the text of the element with the given id.
+func text(t *testing.T, page, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`id="` + regexp.QuoteMeta(id) + `"[^>]*>([^<]*)<`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no element with id %q", id)
+	}
+	return html.UnescapeString(m[1])
+}
+
+func TestRenderReplay(t *testing.T) {
+	r := fixtureReplay(t)
+	page := render(t, ReplayPage{Replay: r, Agent: "refunds", Goal: "Refund order ord_8812 <now>", Tools: NewTools("orders", "payments")})
+
+	for id, want := range map[string]string{
+		"workflow-id":        "wf_01JQ7Y2A1B2C3D4E5F6G7H8J9K",
+		"original-version":   "refunds@3",
+		"target-version":     "refunds@4",
+		"original-outcome":   "refunded",
+		"replay-outcome":     "escalated",
+		"outcome-verdict":    "Outcome changed",
+		"steps-added":        "2",
+		"steps-changed":      "1",
+		"steps-removed":      "1",
+		"tool-calls-changed": "2",
+		"goal":               "Refund order ord_8812 <now>",
+	} {
+		if got := text(t, page, id); got != want {
+			t.Errorf("#%s = %q, want %q", id, got, want)
+		}
+	}
+
+	for _, want := range []string{
+		`<tr class="row kind-same">`, `<tr class="row kind-changed">`, `<tr class="row kind-removed">`, `<tr class="row kind-added">`,
+		`<span class="label">= same</span>`, `<span class="label">≠ changed</span>`, `<span class="label">&#43; added</span>`, `<span class="label">− removed</span>`,
+		`<li>score</li><li>result</li>`,
+		`<code>orders.getOrder</code>`, `<code>risk.scoreOrder</code>`, `<dd>manual-review</dd>`, `<dd>0.91</dd>`,
+		`not in the original run`, `not in the replay`,
+		`Bodies hidden: the link's creator did not hold <code>tool:risk</code>.`,
+		`Bodies hidden: the link's creator did not hold <code>tool:mail</code>.`,
+		`&#34;refund_id&#34;: &#34;re_5521&#34;`, // a visible tool's response, indented
+		`&lt;b&gt;Ada&lt;/b&gt; &amp; co`,        // a body's markup, escaped
+		`href="/viewer/assets/viewer.css?v=` + assetVersion + `"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	for _, hidden := range []string{"RISK-SECRET", "MAIL-SECRET", "<b>Ada", "<now>"} {
+		if strings.Contains(page, hidden) {
+			t.Errorf("page shows %q", hidden)
+		}
+	}
+	// CSP default-src 'self': no inline script or style, nothing loaded from elsewhere.
+	for _, banned := range []string{"<script", "<style", " style=", "javascript:"} {
+		if strings.Contains(page, banned) {
+			t.Errorf("page contains %q", banned)
+		}
+	}
+	if m := regexp.MustCompile(`(src|href)="(https?:)?//[^"]*"`).FindString(page); m != "" {
+		t.Errorf("page loads %s", m)
+	}
+}
+
+func TestRenderReplayAllTools(t *testing.T) {
+	page := render(t, ReplayPage{Replay: fixtureReplay(t), Tools: NewTools("*")})
+	for _, want := range []string{"RISK-SECRET-ARGS", "RISK-SECRET-REQUEST", "RISK-SECRET-RESULT", "MAIL-SECRET-TEMPLATE"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page with tools=* lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "Bodies hidden") {
+		t.Error("page with tools=* hides bodies")
+	}
+}
+
+func TestRenderReplayEmpty(t *testing.T) {
+	r := &replay.Replay{ID: "rpl_1", WorkflowID: "wf_1", OriginalOutcome: "done", ReplayOutcome: "done", ReplayError: "inputs rejected"}
+	page := render(t, ReplayPage{Replay: r})
+	for id, want := range map[string]string{"outcome-verdict": "Outcome unchanged", "steps-added": "0", "tool-calls-changed": "0"} {
+		if got := text(t, page, id); got != want {
+			t.Errorf("#%s = %q, want %q", id, got, want)
+		}
+	}
+	for _, want := range []string{"Neither run has any step.", "inputs rejected"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+func TestAssets(t *testing.T) {
+	srv := httptest.NewServer(Assets())
+	t.Cleanup(srv.Close)
+	tests := []struct {
+		path        string
+		status      int
+		contentType string
+		cache       string
+	}{
+		{AssetsPath + "viewer.css?v=" + assetVersion, http.StatusOK, "text/css; charset=utf-8", "public, max-age=31536000, immutable"},
+		{AssetsPath + "viewer.css", http.StatusOK, "text/css; charset=utf-8", "no-cache"},
+		{AssetsPath, http.StatusNotFound, "", ""},
+		{AssetsPath + "missing.css", http.StatusNotFound, "", ""},
+		{AssetsPath + "../templates/replay.html", http.StatusNotFound, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status = %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status != http.StatusOK {
+				return
+			}
+			if got := resp.Header.Get("Content-Type"); got != tc.contentType {
+				t.Errorf("Content-Type = %q, want %q", got, tc.contentType)
+			}
+			if got := resp.Header.Get("Cache-Control"); got != tc.cache {
+				t.Errorf("Cache-Control = %q, want %q", got, tc.cache)
+			}
+			if !strings.Contains(string(body), ".kind-changed") {
+				t.Error("stylesheet lacks .kind-changed")
+			}
+		})
+	}
+}
