@@ -115,7 +115,7 @@ func TestOIDCVerifier(t *testing.T) {
 		want  string
 	}{
 		{"wrong audience", p.sign(t, claims(func(c map[string]any) { c["aud"] = "agentplane" })), "audience mismatch"},
-		{"wrong issuer", p.sign(t, claims(func(c map[string]any) { c["iss"] = "https://evil.test" })), "issuer mismatch"},
+		{"wrong issuer", p.sign(t, claims(func(c map[string]any) { c["iss"] = "https://evil.test" })), `issuer mismatch: the token's issuer is "https://evil.test", this server's is "` + p.srv.URL + `" (mint tokens with the server's --public-url, or its --addr when it has none)`},
 		{"expired beyond leeway", p.sign(t, claims(func(c map[string]any) { c["exp"] = now.Add(-2 * time.Minute).Unix() })), "token expired"},
 		{"not yet valid beyond leeway", p.sign(t, claims(func(c map[string]any) { c["nbf"] = now.Add(2 * time.Minute).Unix() })), "token not yet valid"},
 		{"missing tenant", p.sign(t, claims(func(c map[string]any) { delete(c, "tenant") })), "token has no tenant claim"},

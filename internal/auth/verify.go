@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -109,7 +110,8 @@ func wellFormed(raw string) bool {
 // and returns the principal they name.
 func (c Config) principal(claims map[string]any) (Principal, error) {
 	if iss, _ := claims["iss"].(string); iss != c.Issuer {
-		return Principal{}, unauthenticated("issuer mismatch", nil)
+		return Principal{}, unauthenticated(fmt.Sprintf("issuer mismatch: the token's issuer is %q, this server's is %q "+
+			"(mint tokens with the server's --public-url, or its --addr when it has none)", iss, c.Issuer), nil)
 	}
 	if !audienceContains(claims["aud"], c.Audience) {
 		return Principal{}, unauthenticated("audience mismatch", nil)

@@ -123,7 +123,7 @@ func TestEmbeddedVerifierRefuses(t *testing.T) {
 		{"expired", mint(t, iss, MintRequest{Tenant: "acme", TTL: time.Minute}), time.Minute + MaxLeeway + time.Second, "token expired"},
 		{"not yet valid", mint(t, futureIss, good), 0, "token not yet valid"},
 		{"wrong audience", mint(t, otherAud, good), 0, "audience mismatch"},
-		{"wrong issuer", mint(t, otherIss, good), 0, "issuer mismatch"},
+		{"wrong issuer", mint(t, otherIss, good), 0, `issuer mismatch: the token's issuer is "https://evil.test", this server's is "https://agentplane.test" (mint tokens with the server's --public-url, or its --addr when it has none)`},
 		{"missing tenant", withClaims(func(c map[string]any) { delete(c, "tenant") }), 0, "token has no tenant claim"},
 		{"empty tenant", withClaims(func(c map[string]any) { c["tenant"] = "" }), 0, "token has no tenant claim"},
 		{"tenant not a string", withClaims(func(c map[string]any) { c["tenant"] = 7 }), 0, "token has no tenant claim"},

@@ -55,6 +55,9 @@ func Class(ip netip.Addr) string {
 	return ""
 }
 
+// AllowHint ends the detail of a refused address: how to allow it.
+const AllowHint = "; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo)"
+
 // CheckAddr is the default address policy: it refuses loopback, private,
 // link-local (cloud metadata included), shared, multicast, reserved and
 // unspecified addresses with a problem.URLNotAllowed error.
@@ -67,7 +70,7 @@ func CheckAddr(ip netip.Addr) error {
 	if strings.IndexByte("aeiou", class[0]) >= 0 {
 		article = "an"
 	}
-	return problem.New(problem.URLNotAllowed, "%s is %s %s address", ip.WithZone("").Unmap(), article, class)
+	return problem.New(problem.URLNotAllowed, "%s is %s %s address"+AllowHint, ip.WithZone("").Unmap(), article, class)
 }
 
 // metadataHosts are cloud metadata service names, refused by name before any

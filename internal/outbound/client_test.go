@@ -86,10 +86,10 @@ func TestCheckAddrDetail(t *testing.T) {
 		ip   string
 		want kindOf
 	}{
-		{"127.0.0.1", kindOf{problem.URLNotAllowed, "127.0.0.1 is a loopback address"}},
-		{"::ffff:127.0.0.1", kindOf{problem.URLNotAllowed, "127.0.0.1 is a loopback address"}},
-		{"169.254.169.254", kindOf{problem.URLNotAllowed, "169.254.169.254 is a link-local address"}},
-		{"0.0.0.0", kindOf{problem.URLNotAllowed, "0.0.0.0 is an unspecified address"}},
+		{"127.0.0.1", kindOf{problem.URLNotAllowed, "127.0.0.1 is a loopback address" + AllowHint}},
+		{"::ffff:127.0.0.1", kindOf{problem.URLNotAllowed, "127.0.0.1 is a loopback address" + AllowHint}},
+		{"169.254.169.254", kindOf{problem.URLNotAllowed, "169.254.169.254 is a link-local address" + AllowHint}},
+		{"0.0.0.0", kindOf{problem.URLNotAllowed, "0.0.0.0 is an unspecified address" + AllowHint}},
 		{"93.184.215.14", kindOf{}},
 	}
 	for _, tc := range tests {
@@ -126,10 +126,10 @@ func TestFetchPolicy(t *testing.T) {
 		url  string
 		want kindOf
 	}{
-		{"literal loopback refused", Options{}, doc.URL, kindOf{problem.URLNotAllowed, "127.0.0.1 is a loopback address"}},
+		{"literal loopback refused", Options{}, doc.URL, kindOf{problem.URLNotAllowed, "127.0.0.1 is a loopback address" + AllowHint}},
 		{"name resolving to loopback refused at dial", Options{}, "http://localhost:" + port + "/", kindOf{Code: problem.URLNotAllowed}},
 		{"metadata name refused", Options{}, "http://metadata.google.internal/computeMetadata/v1/", kindOf{problem.URLNotAllowed, "metadata.google.internal is a cloud metadata service"}},
-		{"metadata address refused", Options{}, "http://169.254.169.254/latest/meta-data/", kindOf{problem.URLNotAllowed, "169.254.169.254 is a link-local address"}},
+		{"metadata address refused", Options{}, "http://169.254.169.254/latest/meta-data/", kindOf{problem.URLNotAllowed, "169.254.169.254 is a link-local address" + AllowHint}},
 		{"ftp refused", Options{}, "ftp://example.com/spec", kindOf{problem.URLNotAllowed, `scheme "ftp" is not allowed (use http or https)`}},
 		{"file refused without flag", Options{}, "file:///etc/hostname", kindOf{problem.URLNotAllowed, "file:// URLs are not allowed"}},
 		{"loopback allowed with AllowPrivate", Options{AllowPrivate: true}, doc.URL, kindOf{}},

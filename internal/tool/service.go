@@ -236,7 +236,14 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 		return nil, err
 	}
 	if len(spec.Operations) == 0 {
-		return nil, problem.New(problem.SpecInvalid, "the %s document defines no operations", reg.Type)
+		// A valid document that offers nothing to call breaks a rule of
+		// registration; it is not an invalid document.
+		field := "spec"
+		if reg.SpecURL != "" {
+			field = "spec_url"
+		}
+		return nil, problem.Validation(problem.FieldError{Field: field,
+			Message: fmt.Sprintf("the %s document defines no callable operation (webhooks, callbacks and subscriptions are not called)", reg.Type)})
 	}
 	sum := sha256.Sum256(src.Data)
 	t.Name, t.Type, t.SpecURL, t.EndpointURL = reg.Name, reg.Type, reg.SpecURL, reg.EndpointURL
