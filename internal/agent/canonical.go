@@ -32,5 +32,11 @@ func (c ToolCall) Key() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return c.Tool + "\n" + c.Operation + "\n" + string(args), nil
+	return CallKey(c.Tool, c.Operation, args), nil
+}
+
+// CallKey is the key of a call to tool's operation with arguments already
+// in canonical form (CanonicalArgs).
+func CallKey(tool, operation string, canonicalArgs []byte) string {
+	return tool + "\n" + operation + "\n" + string(canonicalArgs)
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,6 +80,8 @@ type Env struct {
 	// served are the recorded steps whose answers were served, by the
 	// replay's step number.
 	served map[int]*workflow.Step
+	// args are the canonical arguments of the calls asked for, by step.
+	args map[int]json.RawMessage
 }
 
 // Check refuses a history that cannot have been recorded: steps numbered
@@ -111,9 +114,10 @@ func (h *History) Check() error {
 	return nil
 }
 
+// isObject reports whether raw is one valid JSON object, without decoding it.
 func isObject(raw json.RawMessage) bool {
-	var m map[string]any
-	return json.Unmarshal(raw, &m) == nil && m != nil
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(raw)
 }
 
 // NewEnv checks a history and indexes its sent calls and its completions.
@@ -121,7 +125,7 @@ func NewEnv(h *History) (*Env, error) {
 	if err := h.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	e := &Env{calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{}}
+	e := &Env{calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{}, args: map[int]json.RawMessage{}}
 	for i := range h.Steps {
 		s := &h.Steps[i]
 		if !s.Sent || s.Operation == "" || (s.Status != agent.StatusOK && s.Status != agent.StatusError) {
@@ -153,15 +157,17 @@ func recordedKey(s *workflow.Step) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("recorded args: %w", err)
 	}
-	return s.Tool + "\n" + s.Operation + "\n" + string(args), nil
+	return agent.CallKey(s.Tool, s.Operation, args), nil
 }
 
 // Call implements agent.ToolCaller.
 func (e *Env) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
-	key, err := c.Key()
+	args, err := agent.CanonicalArgs(c.Args)
 	if err != nil {
 		return agent.CallResult{}, err
 	}
+	e.args[step] = args
+	key := agent.CallKey(c.Tool, c.Operation, args)
 	q := e.calls[key]
 	if len(q) == 0 {
 		return agent.CallResult{Status: agent.StatusUnrecorded}, nil
@@ -195,7 +201,9 @@ func (e *Env) step(ev agent.Event) workflow.Step {
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
 		Result: ev.Result, Error: ev.Error,
 	}
-	if ev.Args != nil {
+	if a, ok := e.args[ev.Step]; ok {
+		s.Args = a
+	} else if ev.Args != nil {
 		s.Args, _ = json.Marshal(ev.Args)
 	}
 	if rec := e.served[ev.Step]; rec != nil {
