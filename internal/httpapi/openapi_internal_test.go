@@ -253,13 +253,13 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"complete event of a failed stream", "StreamEvent", map[string]any{"event": "complete", "workflow_id": wf.ID, // as stream writes it
 			"outcome": workflow.OutcomeFailed, "status": workflow.Failed, "duration_ms": 3, "error": (&problem.Error{Code: problem.Unavailable}).Doc("/v1/agents/a/invoke", "req_01J00000000000000000000000", "")}},
 		{"problem with errors", "Problem", problem.Validation(problem.FieldError{Field: "name", Message: "is required"}).Doc("/v1/tools", "", "")},
-		{"replay, every field", "Replay", replayView{Replay: &replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID, Target: "triage@3",
+		{"replay, every field", "Replay", viewReplay(&replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID, Target: "triage@3",
 			OriginalVersion: "triage@2", OriginalOutcome: "escalated", ReplayOutcome: "failed", ReplayError: "boom", ReplayWorkflowID: wf.ID,
 			Delta: replay.Delta{StepsAdded: 1, StepsChanged: 1, StepsRemoved: 1, ToolCallsChanged: 2}, CreatedAt: now,
 			Steps: []replay.Entry{{Kind: replay.Same, Original: &step, Replay: &step}, {Kind: replay.Changed, Fields: []string{"args", "status"}, Original: &step, Replay: &step},
-				{Kind: replay.Added, Replay: &step}, {Kind: replay.Removed, Original: &step}}}, ViewerURL: "https://agentplane.test/replays/rpl_x?exp=1&sig=x"}},
-		{"replay page, fewest fields", "ReplayPage", map[string]any{"replays": []replayView{{Replay: &replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID,
-			Target: "triage@3", DryRun: true, OriginalVersion: "triage@2", CreatedAt: now, Steps: []replay.Entry{}}, ViewerURL: "http://127.0.0.1:8080/replays/rpl_x?exp=1&sig=x"}}, "next_cursor": nil}},
+				{Kind: replay.Added, Replay: &step}, {Kind: replay.Removed, Original: &step}}}, "https://agentplane.test/replays/rpl_x?exp=1&sig=x")},
+		{"replay page, fewest fields", "ReplayPage", map[string]any{"replays": []replayView{viewReplay(&replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID,
+			Target: "triage@3", DryRun: true, OriginalVersion: "triage@2", CreatedAt: now, Steps: []replay.Entry{}}, "http://127.0.0.1:8080/replays/rpl_x?exp=1&sig=x")}, "next_cursor": nil}},
 		{"verify report", "AuditVerifyReport", audit.Report{OK: false, RecordsChecked: 3, FirstBadSeq: new(int64)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

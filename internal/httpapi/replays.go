@@ -23,6 +23,8 @@ type replayRequest struct {
 // only for the tools the caller may use, and a viewer link signed for them.
 type replayView struct {
 	*replay.Replay
+	// CreatedAt is written as every other API time (it shadows the replay's).
+	CreatedAt string `json:"created_at"`
 	ViewerURL string `json:"viewer_url"`
 }
 
@@ -110,7 +112,11 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 		e.Original, e.Replay = hideBodies(p, e.Original), hideBodies(p, e.Replay)
 		shown.Steps[i] = e
 	}
-	return replayView{Replay: &shown, ViewerURL: s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p))}
+	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p)))
+}
+
+func viewReplay(rp *replay.Replay, viewerURL string) replayView {
+	return replayView{Replay: rp, CreatedAt: rp.CreatedAt.UTC().Format(timeFormat), ViewerURL: viewerURL}
 }
 
 // hideBodies returns the step without its args, request and result when p
