@@ -1,5 +1,5 @@
 // Command agentplane is both the agentplane server (agentplane serve) and its
-// command-line client: token minting, OAuth clients and key rotation.
+// command-line client.
 package main
 
 import (
@@ -18,8 +18,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "agentplane:", err)
-		os.Exit(1)
+		if code := exitCode(err); code != exitDetached {
+			fmt.Fprintln(os.Stderr, "agentplane:", explain(err))
+			os.Exit(code)
+		}
+		os.Exit(exitDetached)
 	}
 }
 

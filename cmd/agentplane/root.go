@@ -21,20 +21,34 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 step of every workflow, and replays past workflows against new agent versions.
 
 The same binary is the server (agentplane serve) and its command-line client.
-Every flag can also be set with an AGENTPLANE_* environment variable, e.g.
---database-url as AGENTPLANE_DATABASE_URL.`,
+Every flag of the operator commands can also be set with an AGENTPLANE_*
+environment variable, e.g. --database-url as AGENTPLANE_DATABASE_URL; the
+client reads AGENTPLANE_URL and AGENTPLANE_TOKEN, then its configuration file
+(agentplane login).
+
+Exit codes: 0 success, 1 failure, 2 usage error, 3 not found, 4 not
+authenticated or missing a scope, 130 a stream left with Ctrl-C (the
+workflow goes on).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(
+	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr}
+	c.register(root)
+	c.addClientCommands(root)
+	for _, cmd := range []*cobra.Command{
 		newServeCommand(getenv, stdout, stderr),
 		newTokenCommand(getenv, stdout),
 		newClientsCommand(getenv, stdout),
 		newKeysCommand(getenv, stdout),
-	)
+	} {
+		cmd.GroupID = "operator"
+		root.AddCommand(cmd)
+	}
+	root.SetHelpCommandGroupID("client")
+	root.SetCompletionCommandGroupID("client")
 	return root
 }
 

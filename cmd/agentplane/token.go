@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -117,7 +118,16 @@ client-credentials grant. The secret is printed once and stored only as a hash.`
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "client_id: %s\nclient_secret: %s\n", id, secret)
+			switch out, _ := cmd.Flags().GetString("output"); out {
+			case "env":
+				fmt.Fprintf(stdout, "CLIENT_ID=%s\nCLIENT_SECRET=%s\n", id, secret)
+			case "json":
+				return json.NewEncoder(stdout).Encode(map[string]string{"client_id": id, "client_secret": secret})
+			case "table", "":
+				fmt.Fprintf(stdout, "client_id: %s\nclient_secret: %s\n", id, secret)
+			default:
+				return usagef("-o %q: clients create prints table, env or json", out)
+			}
 			return nil
 		},
 	}
@@ -125,6 +135,7 @@ client-credentials grant. The secret is printed once and stored only as a hash.`
 	create.Flags().StringVar(&tenant, "tenant", "", "tenant the client's tokens act for (required)")
 	create.Flags().StringVar(&scope, "scope", "", "space-separated scopes the client may request")
 	create.Flags().StringVar(&name, "name", "", "a name to recognise the client by")
+	create.Example = `  eval "$(agentplane clients create --tenant acme --scope 'tools:read agents:invoke' -o env)"   # sets CLIENT_ID and CLIENT_SECRET`
 	bindEnv(create, getenv)
 	cmd.AddCommand(create)
 	return cmd

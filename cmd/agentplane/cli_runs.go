@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentplane/agentplane/internal/client"
+)
+
+// exitDetached is the exit code of a stream left with Ctrl-C (128+SIGINT).
+const exitDetached = 130
+
+func readFile(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return raw, nil
+}
+
+// parseContext builds an invocation's context from --context-file and
+// --context k=v pairs; a value that is JSON (a number, true, an object…)
+// is taken as such, anything else as a string.
+func parseContext(pairs []string, file string, stdin io.Reader) (map[string]any, error) {
+	ctx := map[string]any{}
+	if file != "" {
+		raw, err := readDocument(file, stdin)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &ctx); err != nil || ctx == nil {
+			return nil, usagef("--context-file %s must hold an object", file)
+		}
+	}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usagef("--context %q is not key=value", p)
+		}
+		var val any
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(&val); err != nil || dec.More() {
+			val = v
+		}
+		ctx[k] = val
+	}
+	return ctx, nil
+}
+
+// stepLine is one step of a workflow on one line.
+func stepLine(ev map[string]any) string {
+	var what []string
+	if t := field(ev, "tool"); t != "" {
+		what = append(what, t+"."+field(ev, "operation"))
+	}
+	for _, k := range []string{"score", "queue", "outcome"} {
+		if v := field(ev, k); v != "" {
+			what = append(what, k+"="+v)
+		}
+	}
+	if e := field(ev, "error"); e != "" {
+		what = append(what, "error: "+e)
+	}
+	return fmt.Sprintf("%4s  %-24s %-15s %s", field(ev, "step"), field(ev, "action"), field(ev, "status"), strings.Join(what, "  "))
+}
+
+// summaryLine is a finished (or running) workflow on one line.
+func summaryLine(doc map[string]any) string {
+	s := fmt.Sprintf("workflow %s %s", field(doc, "workflow_id"), field(doc, "status"))
+	if o := field(doc, "outcome"); o != "" {
+		s += ", outcome " + o
+	}
+	if d := field(doc, "duration_ms"); d != "" {
+		s += " in " + d + " ms"
+	}
+	if e := field(doc, "error.detail"); e != "" {
+		s += ": " + e
+	}
+	return s
+}
+
+func workflowTable(w io.Writer, doc map[string]any) error {
+	for _, st := range list(doc, "steps") {
+		fmt.Fprintln(w, stepLine(st))
+	}
+	fmt.Fprintln(w, summaryLine(doc))
+	return nil
+}
+
+// stream prints each event of a workflow's stream as it arrives: a step
+// line (or the event's JSON/YAML), then the summary. Ctrl-C detaches.
+func (c *cli) stream(cmd *cobra.Command, req client.Request) error {
+	cl, err := c.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var wfID string
+	var last map[string]any
+	err = cl.Stream(cmd.Context(), req, func(h http.Header, ev client.Event) error {
+		if wfID == "" {
+			wfID = h.Get("Workflow-Id")
+		}
+		if ev.ID == "" { // a JSON answer: the workflow, already finished
+			return c.show(ev.Data, workflowTable)
+		}
+		var doc map[string]any
+		dec := json.NewDecoder(bytes.NewReader(ev.Data))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return fmt.Errorf("event %s is not JSON: %w", ev.ID, err)
+		}
+		last = doc
+		switch c.output {
+		case "json":
+			_, err := fmt.Fprintf(c.stdout, "%s\n", ev.Data)
+			return err
+		case "yaml":
+			var v any
+			_ = json.Unmarshal(ev.Data, &v)
+			if _, err := fmt.Fprintln(c.stdout, "---"); err != nil {
+				return err
+			}
+			return writeYAML(c.stdout, v)
+		}
+		if field(doc, "event") == "complete" {
+			_, err := fmt.Fprintln(c.stdout, summaryLine(doc))
+			return err
+		}
+		_, err := fmt.Fprintln(c.stdout, stepLine(doc))
+		return err
+	})
+	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		if wfID == "" {
+			wfID = field(last, "workflow_id")
+		}
+		fmt.Fprintf(c.stderr, "detached: workflow %s goes on running (it was not cancelled); follow it with: agentplane workflows events %s --follow\n", wfID, wfID)
+		return exitError{code: exitDetached, msg: "detached"}
+	}
+	if err == nil && last != nil && field(last, "event") == "complete" && field(last, "status") == "" && field(last, "error.detail") != "" {
+		return fmt.Errorf("the stream failed: %s", field(last, "error.detail"))
+	}
+	return err
+}
+
+func (c *cli) invokeCommand() *cobra.Command {
+	var (
+		goal, contextFile, key string
+		pairs                  []string
+		stream                 bool
+		maxCalls               int
+	)
+	cmd := &cobra.Command{
+		Use:   "invoke AGENT[@VERSION]",
+		Short: "Invoke an agent with a goal, and print its steps",
+		Long: `Invokes an agent (its default version, or name@version) and prints one line per
+step and a summary. With --stream each step's line is printed as the step
+happens; Ctrl-C then detaches from the stream without cancelling the workflow
+(agentplane workflows cancel stops it).`,
+		Example: `  agentplane invoke fraud-triage --goal "triage tx_42" --context transaction_id=tx_42 --stream
+  agentplane invoke fraud-triage@2 --goal "triage" --context-file ctx.yaml -o json`,
+		Args:              args(1, "an agent name, or name@version"),
+		ValidArgsFunction: c.complete("/v1/agents?limit=200", "agents", "name"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if goal == "" {
+				return usagef("--goal is required: what the agent should do")
+			}
+			ctxv, err := parseContext(pairs, contextFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			body := map[string]any{"goal": goal, "context": ctxv, "stream": stream}
+			if cmd.Flags().Changed("max-tool-calls") {
+				body["max_tool_calls"] = maxCalls
+			}
+			req := client.Request{Method: http.MethodPost, Path: "/v1/agents/" + url.PathEscape(a[0]) + "/invoke", Body: body, Header: idempotencyHeader(key)}
+			if stream {
+				return c.stream(cmd, req)
+			}
+			_, err = c.send(cmd, req.Method, req.Path, req.Body, req.Header, workflowTable)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&goal, "goal", "", "what the agent should do (required)")
+	cmd.Flags().StringArrayVar(&pairs, "context", nil, "a context value, key=value (repeatable; JSON values are parsed)")
+	cmd.Flags().StringVar(&contextFile, "context-file", "", "the context as a YAML or JSON object (- for standard input)")
+	cmd.Flags().BoolVar(&stream, "stream", false, "print each step as it happens")
+	cmd.Flags().IntVar(&maxCalls, "max-tool-calls", 0, "most tool calls the workflow may make (server default 20)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key gets the same workflow")
+	return cmd
+}
+
+func (c *cli) workflowsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "workflows", Short: "Read, follow and cancel workflows"}
+	completeWF := c.complete("/v1/workflows?limit=50", "workflows", "workflow_id")
+
+	filters := []string{"agent", "status", "outcome", "since", "until"}
+	listCmd := &cobra.Command{
+		Use: "list", Short: "List workflows, newest first", Args: args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kv := []string{"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")}
+			for _, f := range filters {
+				kv = append(kv, f, flagString(cmd, f))
+			}
+			return c.get(cmd, "/v1/workflows"+query(kv...), func(w io.Writer, doc map[string]any) error {
+				rows(w, list(doc, "workflows"), "WORKFLOW\tAGENT\tVERSION\tSTATUS\tOUTCOME\tSTARTED\tMS",
+					"workflow_id", "agent", "agent_version", "status", "outcome", "started_at", "duration_ms")
+				c.nextPage(doc)
+				return nil
+			})
+		},
+	}
+	pageFlags(listCmd)
+	for _, f := range filters {
+		listCmd.Flags().String(f, "", "only workflows with this "+f+map[bool]string{true: " (RFC 3339)"}[f == "since" || f == "until"])
+	}
+
+	getCmd := &cobra.Command{
+		Use: "get WORKFLOW", Short: "Show a workflow and its steps", Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), func(w io.Writer, doc map[string]any) error {
+				vertical(w, doc, "workflow_id", "agent", "agent_version", "goal", "context", "caller.sub", "replay_of", "started_at", "finished_at")
+				fmt.Fprintln(w)
+				return workflowTable(w, doc)
+			})
+		},
+	}
+
+	var follow bool
+	events := &cobra.Command{
+		Use:   "events WORKFLOW",
+		Short: "Print a workflow's steps; with --follow, stream them until it ends",
+		Long: `Prints the steps recorded so far. With --follow it streams the workflow's events
+instead, the recorded ones then each new step as it happens, until the workflow
+ends; Ctrl-C detaches without cancelling it.`,
+		Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if follow {
+				return c.stream(cmd, client.Request{Method: http.MethodGet, Path: "/v1/workflows/" + url.PathEscape(a[0]) + "/events"})
+			}
+			return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), workflowTable)
+		},
+	}
+	events.Flags().BoolVarP(&follow, "follow", "f", false, "stream new steps until the workflow ends")
+
+	cancel := &cobra.Command{
+		Use: "cancel WORKFLOW", Short: "Ask a running workflow to stop at its next step", Args: args(1, "a workflow id"),
+		ValidArgsFunction: completeWF,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			_, err := c.send(cmd, http.MethodPost, "/v1/workflows/"+url.PathEscape(a[0])+"/cancel", nil, nil, func(w io.Writer, doc map[string]any) error {
+				fmt.Fprintln(w, summaryLine(doc))
+				return nil
+			})
+			return err
+		},
+	}
+	cmd.AddCommand(listCmd, getCmd, events, cancel)
+	return cmd
+}
+
+// side describes one side of an aligned replay step.
+func side(st map[string]any) string {
+	if st == nil {
+		return "-"
+	}
+	s := field(st, "status")
+	switch {
+	case field(st, "tool") != "":
+		s += " " + field(st, "tool") + "." + field(st, "operation")
+	case field(st, "score") != "":
+		s += " score=" + field(st, "score")
+	case field(st, "queue") != "":
+		s += " queue=" + field(st, "queue")
+	case field(st, "outcome") != "":
+		s += " outcome=" + field(st, "outcome")
+	}
+	return s
+}
+
+func replayTable(w io.Writer, doc map[string]any) error {
+	mode := "dry run"
+	if field(doc, "dry_run") == "false" {
+		mode = "live, new workflow " + field(doc, "replay_workflow_id")
+	}
+	fmt.Fprintf(w, "replay %s of %s: %s -> %s (%s)\n", field(doc, "replay_id"), field(doc, "workflow_id"),
+		field(doc, "original_agent_version"), field(doc, "target_agent_version"), mode)
+	fmt.Fprintf(w, "outcome: %s -> %s\n", field(doc, "original_outcome"), field(doc, "replay_outcome"))
+	if e := field(doc, "replay_error"); e != "" {
+		fmt.Fprintf(w, "replay error: %s\n", e)
+	}
+	fmt.Fprintf(w, "delta: %s added, %s changed, %s removed, %s tool calls changed\n\n", field(doc, "delta.steps_added"),
+		field(doc, "delta.steps_changed"), field(doc, "delta.steps_removed"), field(doc, "delta.tool_calls_changed"))
+	fmt.Fprintln(w, "KIND\tACTION\tORIGINAL\tREPLAY\tCHANGED")
+	for _, e := range list(doc, "steps") {
+		orig, _ := e["original"].(map[string]any)
+		rep, _ := e["replay"].(map[string]any)
+		action := field(orig, "action")
+		if action == "" {
+			action = field(rep, "action")
+		}
+		changed := field(e, "changed_fields")
+		if changed == "" {
+			changed = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", field(e, "kind"), action, side(orig), side(rep), changed)
+	}
+	fmt.Fprintf(w, "\nviewer: %s\n", field(doc, "viewer_url"))
+	return nil
+}
+
+func (c *cli) replayCommand() *cobra.Command {
+	var target, key string
+	var live bool
+	cmd := &cobra.Command{
+		Use:   "replay WORKFLOW --target AGENT@VERSION",
+		Short: "Replay a past workflow against another agent version and show what changes",
+		Long: `Runs a finished workflow again against another agent version and prints both
+outcomes, the delta and the aligned steps, and the viewer URL of the side-by-side
+page (open it in a browser; no token needed). A dry run (the default) serves
+every tool call and LLM answer from the record and touches nothing outside
+agentplane; --live runs a real new workflow (needs agents:invoke).`,
+		Example:           `  agentplane replay wf_01JD… --target fraud-triage@2`,
+		Args:              args(1, "a workflow id"),
+		ValidArgsFunction: c.complete("/v1/workflows?limit=50", "workflows", "workflow_id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if target == "" {
+				return usagef("--target is required: the agent version to replay against, name@version")
+			}
+			body := map[string]any{"target_agent_version": target, "dry_run": !live}
+			_, err := c.send(cmd, http.MethodPost, "/v1/workflows/"+url.PathEscape(a[0])+"/replay", body, idempotencyHeader(key), replayTable)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&target, "target", "", "the version to replay against, name@version (required)")
+	cmd.Flags().BoolVar(&live, "live", false, "run a real new workflow instead of a dry run")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key of the request, to retry it safely")
+	return cmd
+}
