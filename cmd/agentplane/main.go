@@ -18,12 +18,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if code := exitCode(err); code != exitDetached {
-			fmt.Fprintln(os.Stderr, "agentplane:", explain(err))
-			os.Exit(code)
-		}
-		os.Exit(exitDetached)
+		os.Exit(report(err, os.Stderr))
 	}
+}
+
+// report prints what went wrong on one line (a stream left with Ctrl-C has
+// said so already) and returns the exit code.
+func report(err error, stderr io.Writer) int {
+	code := exitCode(err)
+	if code != exitDetached {
+		fmt.Fprintln(stderr, "agentplane:", explain(err))
+	}
+	return code
 }
 
 // run is the whole program; tests call it to start a real server.

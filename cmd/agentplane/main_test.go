@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +21,10 @@ const childEnv = "AGENTPLANE_TEST_CHILD_ARGS"
 
 func TestMain(m *testing.M) {
 	if args := os.Getenv(childEnv); args != "" {
-		if err := run(context.Background(), strings.Split(args, "\x1f"), os.Getenv, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "agentplane:", err)
-			os.Exit(1)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if err := run(ctx, strings.Split(args, "\x1f"), os.Getenv, os.Stdout, os.Stderr); err != nil {
+			os.Exit(report(err, os.Stderr))
 		}
 		os.Exit(0)
 	}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliAPI is a loopback tool API for the client's tests: a transaction
+// read, and a customer read that waits until the test releases it, so a
+// streamed invoke's first line can be seen while the workflow still runs.
+type cliAPI struct {
+	srv     *httptest.Server
+	release chan struct{}
+}
+
+const cliSpec = `{"openapi": "3.0.3", "info": {"title": "payments", "version": "1"}, "servers": [{"url": "%s"}],
+ "paths": {
+  "/transactions/{id}": {"get": {"operationId": "getTransaction", "summary": "Get a transaction",
+    "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "ok"}}}},
+  "/customers/{id}": {"get": {"operationId": "getCustomer", "summary": "Get a customer",
+    "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "ok"}}}}}}`
+
+func newCLIAPI(t *testing.T) *cliAPI {
+	a := &cliAPI{release: make(chan struct{})}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/openapi.json":
+			fmt.Fprintf(w, cliSpec, "http://"+r.Host)
+		case strings.HasPrefix(r.URL.Path, "/transactions/"):
+			json.NewEncoder(w).Encode(map[string]any{"id": strings.TrimPrefix(r.URL.Path, "/transactions/"), "amount": 1200.0, "customer": "cus_7"})
+		case strings.HasPrefix(r.URL.Path, "/customers/"):
+			select {
+			case <-a.release:
+			case <-time.After(20 * time.Second):
+			}
+			json.NewEncoder(w).Encode(map[string]any{"id": "cus_7", "risk": "medium"})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(func() {
+		select {
+		case <-a.release:
+		default:
+			close(a.release)
+		}
+		a.srv.Close()
+	})
+	return a
+}
+
+func cliAgent(version string, threshold int) string {
+	return fmt.Sprintf(`name: fraud-triage
+version: "%s"
+description: threshold %d
+definition:
+  tools: [payments]
+  inputs: {type: object, required: [transaction_id], properties: {transaction_id: {type: string}}}
+  steps:
+    - {action: fetch_transaction, call: payments.getTransaction, args: {id: context.transaction_id}, save_as: txn}
+    - {action: fetch_customer, call: payments.getCustomer, args: {id: txn.customer}}
+    - {action: fraud_score, score: "txn.amount > %d.0 ? 0.91 : 0.12"}
+    - action: route_queue
+      route: [{when: "score >= 0.8", queue: fraud-review}, {queue: standard}]
+  outcome: "queue == 'fraud-review' ? 'escalated' : 'cleared'"
+`, version, threshold, threshold)
+}
+
+// cliEnv runs the client as its own process against one server.
+type cliEnv struct {
+	t      *testing.T
+	url    string
+	config string
+	dir    string
+}
+
+// command is the client process for args, not started.
+func (e *cliEnv) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\x1f"),
+		"AGENTPLANE_URL="+e.url, "XDG_CONFIG_HOME="+e.config, "AGENTPLANE_TOKEN=")
+	cmd.Dir = e.dir
+	return cmd
+}
+
+// run runs the client to its end and returns stdout, stderr and the exit code.
+func (e *cliEnv) run(args ...string) (string, string, int) {
+	e.t.Helper()
+	cmd := e.command(args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	case err != nil:
+		e.t.Fatalf("agentplane %v: %v", args, err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// ok runs the client and fails the test unless it exits 0.
+func (e *cliEnv) ok(args ...string) string {
+	e.t.Helper()
+	out, errs, code := e.run(args...)
+	if code != 0 {
+		e.t.Fatalf("agentplane %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+func (e *cliEnv) write(name, content string) string {
+	e.t.Helper()
+	p := filepath.Join(e.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// TestCLIQuickstart drives the client binary through the quickstart against
+// a real server process: login, register, deploy, a streamed invoke whose
+// first step prints while the workflow still runs, replay, audit verify.
+func TestCLIQuickstart(t *testing.T) {
+	api := newCLIAPI(t)
+	data := t.TempDir()
+	addr := freeAddr(t)
+	srv := startChild(t, addr, "--data", data, "--allow-private-networks")
+	e := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir()}
+
+	var tok bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", data, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:read tools:write agents:read agents:write agents:invoke workflows:read workflows:replay audit:read tool:*"},
+		func(string) string { return "" }, &tok, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.ok("login", "--token", strings.TrimSpace(tok.String())); !strings.Contains(out, "logged in to "+srv.base) {
+		t.Errorf("login printed %q", out)
+	}
+	if st, err := os.Stat(filepath.Join(e.config, "agentplane", "config.yaml")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v, mode %v; want 0600", err, st)
+	}
+
+	e.ok("tools", "register", "--name", "payments", "--type", "openapi", "--spec-url", api.srv.URL+"/openapi.json")
+	if out := e.ok("tools", "list"); !strings.Contains(out, "payments") || !strings.Contains(out, "openapi") {
+		t.Errorf("tools list:\n%s", out)
+	}
+	if out := e.ok("tools", "ops", "payments"); !strings.Contains(out, "getCustomer") || !strings.Contains(out, "Get a transaction") {
+		t.Errorf("tools ops:\n%s", out)
+	}
+	e.ok("agents", "deploy", e.write("v1.yaml", cliAgent("1", 1000)))
+	e.ok("agents", "deploy", e.write("v2.yaml", cliAgent("2", 5000)))
+
+	// The streamed invoke prints its first step before the workflow ends.
+	cmd := e.command("invoke", "fraud-triage", "--goal", "triage tx_42", "--context", "transaction_id=tx_42", "--stream")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatalf("no line from the streamed invoke: %s", stderr.String())
+	}
+	first := lines.Text()
+	if !strings.Contains(first, "fetch_transaction") || !strings.Contains(first, "ok") || !strings.Contains(first, "payments.getTransaction") {
+		t.Errorf("first line %q, want the fetch_transaction step", first)
+	}
+	close(api.release) // only now may the second step finish
+	var rest []string
+	for lines.Scan() {
+		rest = append(rest, lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("streamed invoke: %v: %s", err, stderr.String())
+	}
+	if len(rest) != 4 || !strings.Contains(rest[3], "completed, outcome escalated") {
+		t.Fatalf("streamed invoke printed %q then %q", first, rest)
+	}
+	wf := strings.Fields(rest[3])[1]
+
+	out := e.ok("replay", wf, "--target", "fraud-triage@2")
+	for _, want := range []string{"outcome: escalated -> cleared", "delta: 0 added, 2 changed, 0 removed, 0 tool calls changed",
+		"changed  fraud_score", "viewer: " + srv.base + "/replays/rpl_"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay output lacks %q:\n%s", want, out)
+		}
+	}
+	viewer := out[strings.Index(out, "viewer: ")+len("viewer: "):]
+	resp, err := http.Get(strings.TrimSpace(viewer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("viewer URL answered %d", resp.StatusCode)
+	}
+	if out := e.ok("audit", "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("audit verify: %q", out)
+	}
+
+	t.Run("every read prints JSON with -o json", func(t *testing.T) {
+		e := *e
+		e.t = t
+		for _, args := range [][]string{
+			{"tools", "list"}, {"tools", "get", "payments"}, {"tools", "ops", "payments", "--search", "customer"},
+			{"agents", "list"}, {"agents", "get", "fraud-triage"}, {"agents", "get", "fraud-triage@2"}, {"agents", "versions", "fraud-triage"},
+			{"workflows", "list", "--agent", "fraud-triage"}, {"workflows", "get", wf}, {"workflows", "events", wf},
+			{"replay", wf, "--target", "fraud-triage@1"}, {"audit", "query", "--action", "workflow.replay"}, {"audit", "verify"},
+			{"invoke", "fraud-triage@2", "--goal", "g", "--context", "transaction_id=tx_1"},
+		} {
+			out := e.ok(append(args, "-o", "json")...)
+			var v map[string]any
+			if err := json.Unmarshal([]byte(out), &v); err != nil || len(v) == 0 {
+				t.Errorf("%v -o json: %v\n%s", args, err, out)
+			}
+			if y := e.ok(append(args[:len(args):len(args)], "-o", "yaml")...); strings.HasPrefix(y, "{") || !strings.Contains(y, ": ") {
+				t.Errorf("%v -o yaml:\n%s", args, y)
+			}
+		}
+		// A followed stream prints one JSON object per event.
+		out := e.ok("workflows", "events", wf, "--follow", "-o", "json")
+		evLines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, l := range evLines {
+			if !json.Valid([]byte(l)) {
+				t.Errorf("events --follow -o json line %q is not JSON", l)
+			}
+		}
+		if len(evLines) != 5 || !strings.Contains(evLines[4], `"complete"`) {
+			t.Errorf("events --follow -o json: %d lines:\n%s", len(evLines), out)
+		}
+	})
+
+	t.Run("errors print the problem and exit by class", func(t *testing.T) {
+		e := *e
+		e.t = t
+		var narrow bytes.Buffer
+		if err := run(context.Background(), []string{"token", "--data", data, "--addr", addr, "--tenant", "acme", "--scope", "tools:read"},
+			func(string) string { return "" }, &narrow, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name   string
+			args   []string
+			code   int
+			stderr string
+		}{
+			{"unknown tool", []string{"tools", "get", "nope"}, exitNotFound, `no tool named "nope"`},
+			{"unknown workflow", []string{"workflows", "get", "wf_01J00000000000000000000000"}, exitNotFound, "Not found: "},
+			{"unknown version", []string{"replay", wf, "--target", "fraud-triage@9"}, exitNotFound, "Agent version not found: "},
+			{"missing scope", []string{"agents", "deploy", e.write("v3.yaml", cliAgent("3", 10)), "--token", strings.TrimSpace(narrow.String())},
+				exitAuth, "Insufficient scope: this endpoint needs the scope agents:write"},
+			{"bad token", []string{"tools", "list", "--token", "nonsense"}, exitAuth, "Unauthenticated: "},
+			{"invalid definition", []string{"agents", "deploy", e.write("bad.yaml", "name: fraud-triage\ndefinition: {tools: [nope], steps: []}\n")},
+				exitOther, `Validation failed: 2 fields are invalid (definition.tools[0]: no tool named "nope" is registered; `},
+			{"context the inputs refuse", []string{"invoke", "fraud-triage", "--goal", "g"}, exitOther, "Validation failed: "},
+			{"no target", []string{"replay", wf}, exitUsage, "--target is required"},
+			{"no goal", []string{"invoke", "fraud-triage"}, exitUsage, "--goal is required"},
+			{"bad context", []string{"invoke", "fraud-triage", "--goal", "g", "--context", "novalue"}, exitUsage, `--context "novalue" is not key=value`},
+			{"unknown flag", []string{"tools", "list", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+			{"missing file", []string{"agents", "deploy", filepath.Join(e.dir, "none.yaml")}, exitUsage, "no such file"},
+			{"bad output", []string{"tools", "list", "-o", "xml"}, exitUsage, `-o "xml": use table, json or yaml`},
+			{"no server", []string{"tools", "list", "--url", "http://" + freeAddr(t)}, exitOther, "cannot reach the server"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				out, errs, code := e.run(tc.args...)
+				if code != tc.code || !strings.Contains(errs, tc.stderr) {
+					t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.stderr)
+				}
+				if out != "" {
+					t.Errorf("stdout %q, want nothing: results only", out)
+				}
+				if strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+					t.Errorf("stderr has more than one line: %q", errs)
+				}
+			})
+		}
+	})
+}
