@@ -295,3 +295,29 @@ func TestCLIQuickstart(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenAgreesWithServe: a token minted on the server's data directory
+// without --addr carries the issuer the server started with, whatever its
+// address.
+func TestTokenAgreesWithServe(t *testing.T) {
+	data := t.TempDir()
+	srv := startChild(t, freeAddr(t), "--data", data)
+	var tok bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", data, "--tenant", "acme", "--scope", "tools:read"},
+		func(string) string { return "" }, &tok, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := srv.do("GET", "/v1/tools", strings.TrimSpace(tok.String()), nil); code != 200 {
+		t.Fatalf("GET /v1/tools with the token: %d %v", code, body)
+	}
+	// An explicit --addr still wins, and the refusal names both issuers.
+	tok.Reset()
+	if err := run(context.Background(), []string{"token", "--data", data, "--addr", "127.0.0.1:1", "--tenant", "acme", "--scope", "tools:read"},
+		func(string) string { return "" }, &tok, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	code, body := srv.do("GET", "/v1/tools", strings.TrimSpace(tok.String()), nil)
+	if detail, _ := body["detail"].(string); code != 401 || !strings.Contains(detail, `"http://127.0.0.1:1"`) || !strings.Contains(detail, srv.base) {
+		t.Fatalf("token for another issuer: %d %v", code, body)
+	}
+}

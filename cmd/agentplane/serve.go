@@ -150,6 +150,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 		if err != nil {
 			return fmt.Errorf("embedded issuer: %w", err)
 		}
+		if c.store.databaseURL == "" {
+			if err := recordIssuer(c.store.data, c.issuer.issuerURL()); err != nil {
+				return fmt.Errorf("record the issuer in %s: %w", c.store.data, err)
+			}
+		}
 		authCfg.Issuer = c.issuer.issuerURL()
 		verifier = auth.NewEmbeddedVerifier(st, authCfg)
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,6 +27,27 @@ func (f *issuerFlags) issuerURL() string {
 		return strings.TrimRight(f.publicURL, "/")
 	}
 	return "http://" + f.addr
+}
+
+// issuerFile, in the data directory, holds the issuer URL the last server
+// started on it used, so token agrees with serve without --addr again.
+const issuerFile = "issuer"
+
+// recordIssuer writes the embedded issuer's URL into the data directory.
+func recordIssuer(data, issuer string) error {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(data, issuerFile), []byte(issuer+"\n"), 0o600)
+}
+
+// recordedIssuer is the issuer the last server on data used, or "".
+func recordedIssuer(data string) string {
+	raw, err := os.ReadFile(filepath.Join(data, issuerFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
 }
 
 func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
@@ -56,7 +79,13 @@ the server, and the same --public-url (or --addr) so the token's issuer matches.
 				return err
 			}
 			defer st.Close()
-			iss, err := auth.NewIssuer(ctx, st, issf.issuerURL(), time.Now)
+			issuer := issf.issuerURL()
+			explicit := cmd.Flags().Changed("addr") || cmd.Flags().Changed("public-url") ||
+				getenv(envName("addr")) != "" || getenv(envName("public-url")) != ""
+			if rec := recordedIssuer(sf.data); !explicit && sf.databaseURL == "" && rec != "" {
+				issuer = rec // the server's own, as it last started on this data directory
+			}
+			iss, err := auth.NewIssuer(ctx, st, issuer, time.Now)
 			if err != nil {
 				return err
 			}
@@ -73,7 +102,7 @@ the server, and the same --public-url (or --addr) so the token's issuer matches.
 	}
 	sf.register(cmd.Flags())
 	cmd.Flags().StringVar(&issf.publicURL, "public-url", "", "public base URL of the server (the token's issuer)")
-	cmd.Flags().StringVar(&issf.addr, "addr", "127.0.0.1:8080", "server address, the issuer when --public-url is unset")
+	cmd.Flags().StringVar(&issf.addr, "addr", "127.0.0.1:8080", "server address, the issuer when --public-url is unset (default: the issuer the last server on --data used)")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the token acts for (required)")
 	cmd.Flags().StringVar(&scope, "scope", "", `space-separated scopes, e.g. "tools:read tools:write tool:*"`)
 	cmd.Flags().StringVar(&sub, "sub", "", "subject of the token (default \"cli\")")
