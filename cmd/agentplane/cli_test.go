@@ -85,13 +85,14 @@ type cliEnv struct {
 	url    string
 	config string
 	dir    string
+	token  string // AGENTPLANE_TOKEN, empty for none
 }
 
 // command is the client process for args, not started.
 func (e *cliEnv) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\x1f"),
-		"AGENTPLANE_URL="+e.url, "XDG_CONFIG_HOME="+e.config, "AGENTPLANE_TOKEN=")
+		"AGENTPLANE_URL="+e.url, "XDG_CONFIG_HOME="+e.config, "AGENTPLANE_TOKEN="+e.token)
 	cmd.Dir = e.dir
 	return cmd
 }
@@ -319,5 +320,86 @@ func TestTokenAgreesWithServe(t *testing.T) {
 	code, body := srv.do("GET", "/v1/tools", strings.TrimSpace(tok.String()), nil)
 	if detail, _ := body["detail"].(string); code != 401 || !strings.Contains(detail, `"http://127.0.0.1:1"`) || !strings.Contains(detail, srv.base) {
 		t.Fatalf("token for another issuer: %d %v", code, body)
+	}
+}
+
+// TestDemo runs serve --demo as its own process and follows the ready block
+// it prints with the client: the three example APIs are registered and
+// listen on loopback only, both versions are deployed, there is history,
+// and a replay of the example workflow against version 2 changes.
+func TestDemo(t *testing.T) {
+	addr := freeAddr(t)
+	srv := startChild(t, addr, "--demo", "--data", t.TempDir())
+	var ready string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out := srv.output(); strings.Contains(out, "# 3. open the viewer_url") {
+			ready = out
+			break
+		}
+	}
+	if ready == "" {
+		t.Fatal("serve --demo printed no ready block within 60 s")
+	}
+	grab := func(prefix string) string {
+		i := strings.Index(ready, prefix)
+		if i < 0 {
+			t.Fatalf("the ready block has no %q:\n%s", prefix, ready)
+		}
+		rest := ready[i+len(prefix):]
+		return strings.Fields(rest)[0]
+	}
+	if got := grab("export AGENTPLANE_URL="); got != srv.base {
+		t.Errorf("AGENTPLANE_URL=%s, want %s", got, srv.base)
+	}
+	e := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: grab("export AGENTPLANE_TOKEN=")}
+	wf := grab("agentplane replay ")
+
+	// The example APIs listen on loopback only.
+	line := ready[strings.Index(ready, "example APIs on "):]
+	line = line[:strings.Index(line, "\n")]
+	for _, f := range strings.Fields(line) {
+		if strings.HasPrefix(f, "http://") && !strings.HasPrefix(f, "http://127.0.0.1:") {
+			t.Errorf("a demo API listens on %s, not loopback", f)
+		}
+	}
+
+	var tools struct {
+		Tools []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Operations int    `json:"operations"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("tools", "list", "-o", "json")), &tools); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tl := range tools.Tools {
+		got[tl.Name] = fmt.Sprintf("%s/%d", tl.Type, tl.Operations)
+	}
+	want := map[string]string{"payments": "openapi/3", "customers": "graphql/1", "cases": "soap/2"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("tools %v, want %v", got, want)
+	}
+	if out := e.ok("agents", "versions", "fraud-triage"); !strings.Contains(out, "\n2 ") || !strings.Contains(out, "\n1 ") {
+		t.Errorf("agents versions:\n%s", out)
+	}
+	if out := e.ok("workflows", "list", "--agent", "fraud-triage"); strings.Count(out, "wf_") != 6 {
+		t.Errorf("want the 6 seeded workflows:\n%s", out)
+	}
+	out := e.ok("invoke", "fraud-triage", "--goal", "triage tx_1003", "--context", "transaction_id=tx_1003", "--stream")
+	for _, want := range []string{"fetch_customer", "customers.customer", "open_case", "cases.OpenCase", "outcome escalated"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("streamed invoke lacks %q:\n%s", want, out)
+		}
+	}
+	out = e.ok("replay", wf, "--target", "fraud-triage@2")
+	for _, want := range []string{"outcome: escalated -> review", "delta: 0 added, 2 changed, 1 removed, 1 tool calls changed", "removed  open_case"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay lacks %q:\n%s", want, out)
+		}
+	}
+	if out := e.ok("audit", "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("audit verify: %q", out)
 	}
 }

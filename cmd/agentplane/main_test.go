@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -157,14 +158,32 @@ type child struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	base string
-	logs *bytes.Buffer
+	logs *lockedBuffer
+}
+
+// lockedBuffer collects a process's output while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func startChild(t *testing.T, addr string, args ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(append([]string{"serve", "--addr", addr}, args...), "\x1f"))
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -180,6 +199,9 @@ func startChild(t *testing.T, addr string, args ...string) *child {
 	waitReady(t, c.base)
 	return c
 }
+
+// output is what the server printed so far, stdout and stderr.
+func (c *child) output() string { return c.logs.String() }
 
 // kill ends the server with SIGKILL: no shutdown, no cleanup.
 func (c *child) kill() {

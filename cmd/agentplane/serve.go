@@ -49,6 +49,7 @@ type serveConfig struct {
 	readTimeout     time.Duration
 	debugAddr       string
 	gcPercent       int
+	demo            bool
 	viewerTTL       time.Duration
 }
 
@@ -63,7 +64,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 (--redis-url). SIGINT or SIGTERM drains in-flight requests, then stops.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd.Context(), c, getenv, stderr)
+			return serve(cmd.Context(), c, getenv, stdout, stderr)
 		},
 	}
 	f := cmd.Flags()
@@ -88,12 +89,19 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "how long a client may take to send a request, headers and body (a response, such as an event stream, is not bounded)")
 	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
 	f.DurationVar(&c.viewerTTL, "viewer-ttl", web.DefaultTTL, "how long a signed viewer link (viewer_url) stays valid, at most 168h")
+	f.BoolVar(&c.demo, "demo", false, "start three example APIs on loopback, register them as tools, deploy a fraud-triage agent in two versions, run a few invocations and print how to try them (allows private networks)")
 	f.IntVar(&c.gcPercent, "gc-percent", 400, "the Go garbage collector's target heap growth in percent when GOGC is unset (Go's own default is 100; higher spends memory to save CPU; -1 turns the collector off)")
 	bindEnv(cmd, getenv)
 	return cmd
 }
 
-func serve(ctx context.Context, c serveConfig, getenv func(string) string, stderr io.Writer) error {
+func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdout, stderr io.Writer) error {
+	if c.demo {
+		if c.oidcIssuer != "" {
+			return fmt.Errorf("--demo mints its own token: it needs the embedded issuer, not --oidc-issuer")
+		}
+		c.tools.allowPrivate = true // the demo's APIs listen on loopback
+	}
 	if c.gcPercent < -1 || c.gcPercent == 0 {
 		return fmt.Errorf("--gc-percent must be -1 or a positive percentage, not %d", c.gcPercent)
 	}
@@ -224,6 +232,14 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stder
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	logger.Info("agentplane serving", "addr", ln.Addr().String(), "store", storeKind(c.store), "version", version)
+	if c.demo {
+		apis, err := startDemo(ctx, issuer, "http://"+ln.Addr().String(), c.issuer.issuerURL(), stdout)
+		if err != nil {
+			hs.Close()
+			return err
+		}
+		defer apis.Close()
+	}
 
 	select {
 	case err := <-errc:

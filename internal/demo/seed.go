@@ -1,0 +1,162 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/client"
+)
+
+// Tenant is the demo's tenant.
+const Tenant = "demo"
+
+// Scopes are what the demo's token holds: everything the quickstart does.
+var Scopes = []string{"tools:read", "tools:write", "agents:read", "agents:write", "agents:invoke",
+	"workflows:read", "workflows:replay", "audit:read", "tool:*"}
+
+// agent is fraud-triage at a threshold and a refund limit: version 2
+// raises the threshold from 1,000 to 5,000 and lowers the refunds its
+// financial policy allows from 5,000 to 1,000.
+func agent(version string, threshold, refundLimit float64) map[string]any {
+	return map[string]any{
+		"name": "fraud-triage", "version": version,
+		"description": fmt.Sprintf("Fraud triage: escalate above %.0f, refund at most %.0f", threshold, refundLimit),
+		"definition": map[string]any{
+			"tools": []string{"payments", "customers", "cases"},
+			"inputs": map[string]any{"type": "object", "required": []string{"transaction_id"}, "properties": map[string]any{
+				"transaction_id": map[string]any{"type": "string"}, "refund_requested": map[string]any{"type": "boolean"}}},
+			"policies": map[string]any{
+				"financial": map[string]any{"allow": fmt.Sprintf("!has(args.amount) || args.amount <= %.1f", refundLimit)},
+			},
+			"steps": []map[string]any{
+				{"action": "fetch_transaction", "call": "payments.getTransaction", "args": map[string]any{"id": "context.transaction_id"}, "save_as": "txn"},
+				{"action": "fetch_customer", "call": "customers.customer", "args": map[string]any{"id": "txn.customer_id"}, "save_as": "customer"},
+				{"action": "fraud_score", "score": fmt.Sprintf("txn.amount > %.1f ? (customer.riskScore > 0.5 ? 0.93 : 0.81) : (customer.riskScore > 0.5 ? 0.45 : 0.08)", threshold)},
+				{"action": "route_queue", "route": []map[string]any{
+					{"when": "score >= 0.8", "queue": "fraud-review"}, {"when": "score >= 0.4", "queue": "manual-review"}, {"queue": "standard"}}},
+				{"action": "open_case", "when": "queue == 'fraud-review'", "call": "cases.OpenCase",
+					"args": map[string]any{"transactionId": "txn.id", "queue": "queue", "reason": "'score ' + string(score)"}},
+				{"action": "refund", "when": "has(context.refund_requested) && context.refund_requested && queue != 'fraud-review'",
+					"call": "payments.createRefund", "args": map[string]any{"transaction_id": "txn.id", "amount": "txn.amount"}, "on_denied": "continue"},
+			},
+			"outcome": "queue == 'fraud-review' ? 'escalated' : (queue == 'manual-review' ? 'review' : 'cleared')",
+			"output":  "{'queue': queue, 'score': score}",
+		},
+	}
+}
+
+// invocations make the demo's history, all against version 1.
+var invocations = []map[string]any{
+	{"transaction_id": "tx_1001"},
+	{"transaction_id": "tx_1002"},
+	{"transaction_id": "tx_1003"},
+	{"transaction_id": "tx_1004"},
+	{"transaction_id": "tx_1005", "refund_requested": true},
+	{"transaction_id": "tx_1006", "refund_requested": true},
+}
+
+// Seeded is what Seed made.
+type Seeded struct {
+	// Workflows are the seeded workflows, by transaction id.
+	Workflows map[string]string
+	// ReplayExample is a workflow whose replay against version 2 changes.
+	ReplayExample string
+}
+
+// Seed registers the APIs as tools (updating them when a previous run
+// registered them, since their ports change), deploys fraud-triage 1 and
+// 2 (kept when they exist) and invokes version 1 a few times, through cl.
+func Seed(ctx context.Context, cl *client.Client, apis *APIs, progress io.Writer) (*Seeded, error) {
+	regs := []map[string]any{
+		{"name": "payments", "type": "openapi", "spec_url": apis.Payments + "/openapi.json", "policy_class": "financial",
+			"side_effects": []string{"create"}},
+		{"name": "customers", "type": "graphql", "spec_url": apis.Customers + "/schema.graphql", "endpoint_url": apis.Customers + "/graphql"},
+		{"name": "cases", "type": "soap", "spec_url": apis.Cases + "/cases.wsdl", "side_effects": []string{"create"}},
+	}
+	existing, err := toolIDs(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	for _, reg := range regs {
+		name := reg["name"].(string)
+		req := client.Request{Method: http.MethodPost, Path: "/v1/tools", Body: reg}
+		if id, ok := existing[name]; ok {
+			req = client.Request{Method: http.MethodPut, Path: "/v1/tools/" + id, Body: reg}
+		}
+		var t struct {
+			Operations int `json:"operations"`
+		}
+		if _, err := cl.JSON(ctx, req, &t); err != nil {
+			return nil, fmt.Errorf("register %s: %w", name, err)
+		}
+		fmt.Fprintf(progress, "  tool %-10s %-8s %d operations\n", name, reg["type"], t.Operations)
+	}
+	for _, v := range []map[string]any{agent("1", 1000, 5000), agent("2", 5000, 1000)} {
+		_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents", Body: v})
+		var p *client.Problem
+		if errors.As(err, &p) && p.Status == http.StatusConflict {
+			err = nil // deployed by an earlier run; versions never change
+		}
+		if err != nil {
+			return nil, fmt.Errorf("deploy fraud-triage@%s: %w", v["version"], err)
+		}
+		fmt.Fprintf(progress, "  agent fraud-triage@%s  %s\n", v["version"], v["description"])
+	}
+	out := &Seeded{Workflows: map[string]string{}}
+	for _, in := range invocations {
+		var wf struct {
+			ID      string `json:"workflow_id"`
+			Outcome string `json:"outcome"`
+		}
+		tx := in["transaction_id"].(string)
+		body := map[string]any{"goal": "triage " + tx, "context": in, "stream": false}
+		if _, err := cl.JSON(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents/fraud-triage@1/invoke", Body: body}, &wf); err != nil {
+			return nil, fmt.Errorf("invoke fraud-triage for %s: %w", tx, err)
+		}
+		out.Workflows[tx] = wf.ID
+		fmt.Fprintf(progress, "  workflow %s  %s  %s\n", wf.ID, tx, wf.Outcome)
+	}
+	out.ReplayExample = out.Workflows["tx_1002"]
+	return out, nil
+}
+
+// toolIDs maps the tenant's tool names to their ids.
+func toolIDs(ctx context.Context, cl *client.Client) (map[string]string, error) {
+	var page struct {
+		Tools []struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if _, err := cl.JSON(ctx, client.Request{Method: http.MethodGet, Path: "/v1/tools?limit=200"}, &page); err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	ids := map[string]string{}
+	for _, t := range page.Tools {
+		ids[t.Name] = t.ID
+	}
+	return ids, nil
+}
+
+// Ready is the block printed when the demo is ready: how to point the
+// client at it and three things to try.
+func Ready(w io.Writer, baseURL, token string, s *Seeded) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nagentplane demo is ready: three example APIs on loopback are registered as tools,\n")
+	fmt.Fprintf(&b, "fraud-triage 1 (the default) and 2 are deployed, and %d workflows make its history.\n\n", len(s.Workflows))
+	fmt.Fprintf(&b, "Paste into another terminal (use `go run ./cmd/agentplane` for `agentplane` if it is not installed):\n\n")
+	fmt.Fprintf(&b, "  export AGENTPLANE_URL=%s\n  export AGENTPLANE_TOKEN=%s\n\n", baseURL, token)
+	fmt.Fprintf(&b, "  # 1. watch an agent's steps stream in\n")
+	fmt.Fprintf(&b, "  agentplane invoke fraud-triage --goal \"triage tx_1003\" --context transaction_id=tx_1003 --stream\n\n")
+	fmt.Fprintf(&b, "  # 2. replay a past workflow against version 2: what would change?\n")
+	fmt.Fprintf(&b, "  agentplane replay %s --target fraud-triage@2\n", s.ReplayExample)
+	fmt.Fprintf(&b, "  #    (the same with curl:)\n")
+	fmt.Fprintf(&b, "  curl -s $AGENTPLANE_URL/v1/workflows/%s/replay -H \"Authorization: Bearer $AGENTPLANE_TOKEN\" \\\n", s.ReplayExample)
+	fmt.Fprintf(&b, "    -H 'Content-Type: application/json' -d '{\"target_agent_version\": \"fraud-triage@2\"}'\n\n")
+	fmt.Fprintf(&b, "  # 3. open the viewer_url the replay printed in a browser: both runs side by side\n\n")
+	io.WriteString(w, b.String()) //nolint:errcheck // stdout
+}
