@@ -64,6 +64,11 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 (--redis-url). SIGINT or SIGTERM drains in-flight requests, then stops.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The demo's ready block is the point: its request logs would
+			// bury it, so it logs warnings only unless told otherwise.
+			if c.demo && !cmd.Flags().Changed("log-level") && getenv(envName("log-level")) == "" {
+				c.logLevel = "warn"
+			}
 			return serve(cmd.Context(), c, getenv, stdout, stderr)
 		},
 	}
@@ -89,7 +94,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "how long a client may take to send a request, headers and body (a response, such as an event stream, is not bounded)")
 	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
 	f.DurationVar(&c.viewerTTL, "viewer-ttl", web.DefaultTTL, "how long a signed viewer link (viewer_url) stays valid, at most 168h")
-	f.BoolVar(&c.demo, "demo", false, "start three example APIs on loopback, register them as tools, deploy a fraud-triage agent in two versions, run a few invocations and print how to try them (allows private networks)")
+	f.BoolVar(&c.demo, "demo", false, "start three example APIs on loopback, register them as tools, deploy a fraud-triage agent in two versions, run a few invocations and print how to try them (allows private networks; logs warnings only unless --log-level is set)")
 	f.IntVar(&c.gcPercent, "gc-percent", 400, "the Go garbage collector's target heap growth in percent when GOGC is unset (Go's own default is 100; higher spends memory to save CPU; -1 turns the collector off)")
 	bindEnv(cmd, getenv)
 	return cmd
