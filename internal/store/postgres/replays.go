@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,7 +26,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 		r.CreatedAt = db.now()
 	}
 	r.CreatedAt = micro(r.CreatedAt)
-	creator, data, err := replayJSON(r)
+	creator, data, err := r.Encode()
 	if err != nil {
 		return err
 	}
@@ -53,7 +52,7 @@ func (db *DB) Replay(ctx context.Context, tenant, id string) (*replay.Replay, er
 		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays
 			WHERE tenant = $1 AND id = $2`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return replayNotFound(id)
+			return replay.NotFound(id)
 		}
 		return err
 	})
@@ -67,7 +66,7 @@ func (db *DB) ReplayByID(ctx context.Context, id string) (*replay.Replay, error)
 		var err error
 		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return replayNotFound(id)
+			return replay.NotFound(id)
 		}
 		return err
 	})
@@ -108,28 +107,10 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 	return rs, err
 }
 
-func replayNotFound(id string) error {
-	return problem.New(problem.NotFound, "no replay with id %q", id)
-}
-
-// replayJSON is r's creator and r itself as stored JSON text.
-func replayJSON(r *replay.Replay) (creator, data string, err error) {
-	c, err := json.Marshal(r.Creator)
-	if err != nil {
-		return "", "", fmt.Errorf("encode replay creator: %w", err)
-	}
-	d, err := json.Marshal(r)
-	if err != nil {
-		return "", "", fmt.Errorf("encode replay: %w", err)
-	}
-	return string(c), string(d), nil
-}
-
 // scanReplay reads a row of replayColumns: the replay from data, with the
 // columns data lacks (tenant, creator) or that are authoritative.
 func scanReplay(row pgx.Row) (*replay.Replay, error) {
 	var (
-		r                        replay.Replay
 		id, tenant, wfID, target string
 		created                  time.Time
 		creator, data            []byte
@@ -141,12 +122,10 @@ func scanReplay(row pgx.Row) (*replay.Replay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scan replay: %w", err)
 	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("decode replay %s: %w", id, err)
-	}
-	if err := json.Unmarshal(creator, &r.Creator); err != nil {
-		return nil, fmt.Errorf("decode replay %s creator: %w", id, err)
+	r, err := replay.Decode(id, creator, data)
+	if err != nil {
+		return nil, err
 	}
 	r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt = id, tenant, wfID, target, created.UTC()
-	return &r, nil
+	return r, nil
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -24,7 +23,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 		r.CreatedAt = db.now()
 	}
 	r.CreatedAt = micro(r.CreatedAt)
-	creator, data, err := replayJSON(r)
+	creator, data, err := r.Encode()
 	if err != nil {
 		return err
 	}
@@ -50,7 +49,7 @@ func (db *DB) Replay(ctx context.Context, tenant, id string) (*replay.Replay, er
 		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays
 			WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
-			return replayNotFound(id)
+			return replay.NotFound(id)
 		}
 		return err
 	})
@@ -64,7 +63,7 @@ func (db *DB) ReplayByID(ctx context.Context, id string) (*replay.Replay, error)
 		var err error
 		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = ?`, id))
 		if err == sql.ErrNoRows {
-			return replayNotFound(id)
+			return replay.NotFound(id)
 		}
 		return err
 	})
@@ -111,28 +110,10 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 	return rs, err
 }
 
-func replayNotFound(id string) error {
-	return problem.New(problem.NotFound, "no replay with id %q", id)
-}
-
-// replayJSON is r's creator and r itself as stored JSON text.
-func replayJSON(r *replay.Replay) (creator, data string, err error) {
-	c, err := json.Marshal(r.Creator)
-	if err != nil {
-		return "", "", fmt.Errorf("encode replay creator: %w", err)
-	}
-	d, err := json.Marshal(r)
-	if err != nil {
-		return "", "", fmt.Errorf("encode replay: %w", err)
-	}
-	return string(c), string(d), nil
-}
-
 // scanReplay reads a row of replayColumns: the replay from data, with the
 // columns data lacks (tenant, creator) or that are authoritative.
 func scanReplay(s scanner) (*replay.Replay, error) {
 	var (
-		r                replay.Replay
 		id, tenant, wfID string
 		target, created  string
 		creator, data    string
@@ -144,15 +125,13 @@ func scanReplay(s scanner) (*replay.Replay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scan replay: %w", err)
 	}
-	if err := json.Unmarshal([]byte(data), &r); err != nil {
-		return nil, fmt.Errorf("decode replay %s: %w", id, err)
-	}
-	if err := json.Unmarshal([]byte(creator), &r.Creator); err != nil {
-		return nil, fmt.Errorf("decode replay %s creator: %w", id, err)
+	r, err := replay.Decode(id, []byte(creator), []byte(data))
+	if err != nil {
+		return nil, err
 	}
 	r.ID, r.Tenant, r.WorkflowID, r.Target = id, tenant, wfID, target
 	if r.CreatedAt, err = parseTime(created); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return r, nil
 }
