@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -560,5 +561,30 @@ func TestToolRegisterShowsWarnings(t *testing.T) {
 	r = h.do("GET", "/v1/tools/"+got.ID, tok, nil)
 	if strings.Contains(string(r.Body), `"warnings"`) {
 		t.Errorf("GET shows warnings, which are not stored: %s", r.Body)
+	}
+}
+
+// TestToolRegisterSloppyWSDL: a WSDL whose references resolve only by local
+// name registers, and the response says what each was taken to mean.
+func TestToolRegisterSloppyWSDL(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", "tools:write")
+	doc, err := os.ReadFile("../tool/soap/testdata/lenient-default-ns.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("POST", "/v1/tools", tok, map[string]any{"name": "query", "type": "soap", "spec": string(doc)})
+	var got struct {
+		Operations int      `json:"operations"`
+		Warnings   []string `json:"warnings"`
+	}
+	r.json(t, &got)
+	if r.Status != http.StatusCreated || got.Operations != 2 {
+		t.Fatalf("register: %d, %d operations: %s", r.Status, got.Operations, r.Body)
+	}
+	if !slices.ContainsFunc(got.Warnings, func(w string) bool {
+		return strings.Contains(w, `binding SoapQuery_Binding: type "SoapQuery_PortType"`) && strings.Contains(w, "taken to mean portType {urn:query}SoapQuery_PortType")
+	}) {
+		t.Errorf("warnings %q do not say what the binding's type was taken to mean", got.Warnings)
 	}
 }

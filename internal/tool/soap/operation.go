@@ -73,6 +73,9 @@ func (c bound) better(d bound) bool {
 // Every operation's binding is found before any schema is converted, so
 // that schemas take only what bindings leave of the budget.
 func (b *builder) operations(ctx context.Context) ([]tool.Operation, error) {
+	if err := b.resolveRefs(); err != nil {
+		return nil, err
+	}
 	d := b.defs
 	portTypes := map[xml.Name]*portType{}
 	for _, pt := range d.portTypes {
@@ -87,7 +90,8 @@ func (b *builder) operations(ctx context.Context) ([]tool.Operation, error) {
 		}
 		pt := portTypes[bn.portType]
 		if pt == nil {
-			return nil, b.invalid("binding %s references portType %s, which is not defined", bn.name.Local, bn.portType.Local)
+			return nil, b.invalid("binding %s references portType %s, which is not defined (looked for %s, then for any portType named %s)",
+				bn.name.Local, bn.portType.Local, braced(bn.portType), bn.portType.Local)
 		}
 		for name := range bn.ops {
 			if !hasOp(pt, name) {
@@ -301,8 +305,16 @@ func (b *builder) message(c bound, name xml.Name, present bool, which string) (*
 		return &message{}, nil
 	}
 	m := b.defs.messages[name]
+	if m == nil && which == "output" {
+		// The call can still be made and its answer read; only the
+		// answer's schema is unknown.
+		b.warn("operation %s of portType %s: output message %s is not defined (looked for %s, then for any message named %s): indexed with an unknown output",
+			c.op.name, c.pt.name.Local, name.Local, braced(name), name.Local)
+		return &message{}, nil
+	}
 	if m == nil {
-		return nil, b.invalid("operation %s of portType %s: %s message %s is not defined", c.op.name, c.pt.name.Local, which, name.Local)
+		return nil, b.invalid("operation %s of portType %s: %s message %s is not defined (looked for %s, then for any message named %s)",
+			c.op.name, c.pt.name.Local, which, name.Local, braced(name), name.Local)
 	}
 	return m, nil
 }

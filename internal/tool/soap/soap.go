@@ -32,8 +32,8 @@ var _ tool.Importer = (*Importer)(nil)
 
 // Import reads a WSDL 1.1 document. Documents that are not XML, not WSDL
 // 1.1 (WSDL 2.0 included), that have no SOAP binding, or whose bound
-// operations reference unknown messages or portTypes are problem.SpecInvalid
-// errors.
+// operations reference unknown input messages or portTypes (after the
+// local-name rule of resolveRefs) are problem.SpecInvalid errors.
 func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("import wsdl: %w", err)

@@ -213,7 +213,7 @@ func TestImportFetchesImports(t *testing.T) {
 
 	t.Run("without Fetch", func(t *testing.T) {
 		_, err := (&Importer{}).Import(context.Background(), src)
-		wantProblem(t, err, "input message EchoIn is not defined (imports not read: "+srv.URL+"/messages.wsdl")
+		wantProblem(t, err, "input message EchoIn is not defined (looked for {urn:split:messages}EchoIn, then for any message named EchoIn) (imports not read: "+srv.URL+"/messages.wsdl")
 	})
 }
 
