@@ -275,13 +275,18 @@ and re-indexes the description.`,
 			if err != nil {
 				return err
 			}
-			return c.get(cmd, "/v1/tools/"+url.PathEscape(id)+"/operations"+query("q", search), func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "operations"), "OPERATION\tKIND\tSUMMARY", "id", "kind", "summary")
+			return c.get(cmd, "/v1/tools/"+url.PathEscape(id)+"/operations"+query("q", search, "kind", flagString(cmd, "kind"),
+				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
+				rows(w, list(doc, "operations"), "OPERATION\tKIND\tMETHOD\tPATH\tSUMMARY\tSCORE", "id", "kind", "method", "path", "summary", "score")
+				c.nextPage(doc)
 				return nil
 			})
 		},
 	}
-	ops.Flags().StringVar(&search, "search", "", "words to look for in the operations")
+	ops.Flags().StringVar(&search, "search", "", "words to look for; results come best first")
+	ops.Flags().String("kind", "", "only read or write operations")
+	ops.Flags().String("limit", "", "page size (1–100, default 20)")
+	ops.Flags().String("cursor", "", "next_cursor of the previous page")
 
 	cmd.AddCommand(register, listCmd, getCmd, update, del, ops)
 	return cmd

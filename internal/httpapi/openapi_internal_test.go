@@ -238,7 +238,15 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"tool, every field", "Tool", fullTool},
 		{"tool, fewest fields", "Tool", viewTool(&tool.Tool{ID: "tool_01J00000000000000000000000", Name: "p", Type: tool.GraphQL,
 			Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SpecSHA256: strings.Repeat("0", 64), Revision: 1})},
-		{"operations", "OperationPage", operationPage{ToolID: "tool_x", Query: "pet", Operations: ops}},
+		{"operations, full", "OperationPage", func() operationPage {
+			pg := operationPage{ToolID: "tool_01J00000000000000000000000", Query: "pet", NextCursor: new("20")}
+			for _, h := range tool.NewSearchIndex("pets", ops).Search("", "") {
+				score := 1.5
+				pg.Operations = append(pg.Operations, opResult{OperationRef: h.OperationRef, Score: &score, Input: schema, Output: schema})
+			}
+			return pg
+		}()},
+		{"operations, slim", "OperationPage", operationPage{Operations: []opResult{{OperationRef: tool.OperationRef{ID: "a", Tool: "t", Kind: tool.Read}}}}},
 		{"version, every field", "AgentVersion", viewVersion(version, true)},
 		{"version, fewest fields", "AgentVersion", viewVersion(&agent.Version{Name: "a", Version: "1", DeployedAt: now}, false)},
 		{"agent", "Agent", viewAgent(ag)},

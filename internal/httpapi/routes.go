@@ -53,6 +53,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/tools", scope: auth.ScopeToolsRead, action: "tool.list", resource: "tool", h: s.handleListTools},
 		{pattern: "GET /v1/tools/{id}", scope: auth.ScopeToolsRead, action: "tool.read", resource: "tool", h: s.handleGetTool},
 		{pattern: "GET /v1/tools/{id}/operations", scope: auth.ScopeToolsRead, action: "tool.operations", resource: "tool", h: s.handleToolOperations},
+		{pattern: "GET /v1/operations", scope: auth.ScopeToolsRead, action: "operation.search", resource: "tool", h: s.handleSearchOperations},
 		{pattern: "PUT /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.update", resource: "tool", h: s.handleUpdateTool},
 		{pattern: "DELETE /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
 

@@ -81,6 +81,8 @@ type Server struct {
 	handler http.Handler
 	// draining is closed when shutdown begins; /readyz then fails.
 	draining chan struct{}
+	// indexes are the operation search indexes of recently searched tools.
+	indexes *tool.IndexCache
 }
 
 // NewServer builds the handler of the whole API.
@@ -100,7 +102,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256)}
 	s.routes = s.routeTable()
 	for i := range s.routes {
 		rt := &s.routes[i]

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/page"
-	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -153,30 +152,4 @@ func (s *Server) handleListTools(w http.ResponseWriter, r *http.Request) error {
 		list.NextCursor = &c
 	}
 	return writeJSON(w, http.StatusOK, list)
-}
-
-type operationPage struct {
-	ToolID     string           `json:"tool_id"`
-	Query      string           `json:"q,omitempty"`
-	Operations []tool.Operation `json:"operations"`
-}
-
-func (s *Server) handleToolOperations(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
-	t, err := s.deps.ToolStore.Tool(r.Context(), tenant, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query().Get("q")
-	if len(q) > 200 {
-		return problem.Field("q", "must be at most 200 characters")
-	}
-	ops, err := s.deps.ToolStore.Operations(r.Context(), tenant, t.ID, q)
-	if err != nil {
-		return err
-	}
-	if ops == nil {
-		ops = []tool.Operation{}
-	}
-	return writeJSON(w, http.StatusOK, operationPage{ToolID: t.ID, Query: q, Operations: ops})
 }

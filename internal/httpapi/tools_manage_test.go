@@ -75,16 +75,19 @@ func TestToolOperationsSearch(t *testing.T) {
 	tok := h.token("acme", "tools:write tools:read")
 	tl := h.mustRegister(tok, inlineTool(t, "pets"))
 	for _, tc := range []struct {
-		q    string
-		want []string
+		q     string
+		first string   // the best result
+		all   []string // every result, in order, when not nil
 	}{
-		{"", []string{"createPet", "delete_pets__petId_", "listPets", "showPetById"}},
-		{"LISTPETS", []string{"listPets"}},    // id, case-insensitive
-		{"specific", []string{"showPetById"}}, // summary
-		{"store", []string{"createPet"}},      // description ("the STORE")
-		{"pet", []string{"createPet", "delete_pets__petId_", "listPets", "showPetById"}},
-		{"webhook", nil}, // webhooks are not operations
-		{"100%_", nil},   // LIKE wildcards are literal
+		{"", "createPet", []string{"createPet", "delete_pets__petId_", "listPets", "showPetById"}}, // by id
+		{"LISTPETS", "listPets", nil},    // the id, however written
+		{"list_pets", "listPets", nil},   // the id, however written
+		{"specific", "showPetById", nil}, // summary
+		{"store", "createPet", nil},      // description ("the STORE")
+		{"create pet", "createPet", nil}, // words, not a phrase
+		{"pets delete", "delete_pets__petId_", nil},
+		{"webhook", "", []string{}}, // webhooks are not operations
+		{"100%_", "", []string{}},
 	} {
 		t.Run("q="+tc.q, func(t *testing.T) {
 			var page opsPage
@@ -93,16 +96,51 @@ func TestToolOperationsSearch(t *testing.T) {
 				t.Fatalf("%d %s", r.Status, r.Body)
 			}
 			r.json(t, &page)
-			if diff := cmp.Diff(tc.want, page.ids()); diff != "" || page.ToolID != tl.ID {
-				t.Errorf("tool %s, operations (-want +got):\n%s", page.ToolID, diff)
+			ids := page.ids()
+			if page.ToolID != tl.ID || (tc.first != "" && (len(ids) == 0 || ids[0] != tc.first)) {
+				t.Errorf("tool %s, operations %v: want %s first", page.ToolID, ids, tc.first)
 			}
-			for _, op := range page.Operations {
-				if len(op.Input) == 0 {
-					t.Errorf("%s has no input_schema", op.ID)
+			if tc.all != nil && !slices.Equal(tc.all, ids) {
+				t.Errorf("operations %v, want %v", ids, tc.all)
+			}
+			for i, op := range page.Operations {
+				if len(op.Input) != 0 {
+					t.Errorf("%s has an input_schema without view=full", op.ID)
+				}
+				if tc.q != "" && (op.Score == nil || i > 0 && *op.Score > *page.Operations[i-1].Score) {
+					t.Errorf("%s: score %v out of order", op.ID, op.Score)
 				}
 			}
 		})
 	}
+
+	t.Run("pages, kind and view=full", func(t *testing.T) {
+		var seen []string
+		cursor := ""
+		for range 5 {
+			var page opsPage
+			h.do("GET", "/v1/tools/"+tl.ID+"/operations?q=pet&view=full&limit=3&cursor="+cursor, tok, nil).json(t, &page)
+			for _, op := range page.Operations {
+				seen = append(seen, op.ID)
+				if len(op.Input) == 0 {
+					t.Errorf("view=full: %s has no input_schema", op.ID)
+				}
+			}
+			if page.NextCursor == nil {
+				break
+			}
+			cursor = *page.NextCursor
+		}
+		slices.Sort(seen)
+		if want := []string{"createPet", "delete_pets__petId_", "listPets", "showPetById"}; !slices.Equal(seen, want) {
+			t.Errorf("pages gave %v, want %v once each", seen, want)
+		}
+		var page opsPage
+		h.do("GET", "/v1/tools/"+tl.ID+"/operations?kind=write", tok, nil).json(t, &page)
+		if ids := page.ids(); !slices.Equal(ids, []string{"createPet", "delete_pets__petId_"}) {
+			t.Errorf("kind=write: %v", ids)
+		}
+	})
 }
 
 func TestToolUpdateAndDelete(t *testing.T) {

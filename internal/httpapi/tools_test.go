@@ -66,11 +66,13 @@ type opsPage struct {
 		Summary     string          `json:"summary"`
 		Description string          `json:"description"`
 		Input       json.RawMessage `json:"input_schema"`
+		Score       *float64        `json:"score"`
 	} `json:"operations"`
+	NextCursor *string `json:"next_cursor"`
 }
 
 func (p opsPage) ids() []string {
-	var ids []string
+	ids := []string{}
 	for _, op := range p.Operations {
 		ids = append(ids, op.ID)
 	}
@@ -316,9 +318,9 @@ func TestToolRegisterResolvesRefs(t *testing.T) {
 	files := newSpecServer(t, "shop30.json")
 	tl := h.mustRegister(tok, map[string]any{"name": "shop", "type": "openapi", "spec_url": files.URL + "/shop30.json"})
 	var page opsPage
-	h.do("GET", "/v1/tools/"+tl.ID+"/operations?q=createCustomer", tok, nil).json(t, &page)
-	if len(page.Operations) != 1 {
-		t.Fatalf("operations matching createCustomer: %v", page.ids())
+	h.do("GET", "/v1/tools/"+tl.ID+"/operations?q=createCustomer&view=full&limit=1", tok, nil).json(t, &page)
+	if len(page.Operations) != 1 || page.Operations[0].ID != "createCustomer" {
+		t.Fatalf("best operation for createCustomer: %v", page.ids())
 	}
 	var input struct {
 		Properties map[string]json.RawMessage `json:"properties"`
