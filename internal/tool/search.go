@@ -3,6 +3,7 @@ package tool
 import (
 	"container/list"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,8 @@ const (
 	bm25B  = 0.6
 	// idBonus is what an id made of exactly the query's words adds.
 	idBonus = 8.0
+	// maxQueryTerms bounds the words of a query that count.
+	maxQueryTerms = 32
 )
 
 // related reports whether query word t and id word u name the same thing:
@@ -71,8 +74,14 @@ type SearchIndex struct {
 	avgLen  float64
 	// ids are the operations' ids folded for exact matching.
 	ids []string
-	// idTerms are the words of each operation's id.
+	// idTerms are the words of each operation's id, and idVocab the
+	// operations holding each id word (and how often).
 	idTerms [][]string
+	idVocab map[string][]idPosting
+}
+
+type idPosting struct {
+	op, count int
 }
 
 type posting struct {
@@ -82,7 +91,7 @@ type posting struct {
 
 // NewSearchIndex indexes ops (of the tool named toolName) in their order.
 func NewSearchIndex(toolName string, ops []Operation) *SearchIndex {
-	ix := &SearchIndex{postings: map[string][]posting{}, refs: make([]OperationRef, len(ops)),
+	ix := &SearchIndex{postings: map[string][]posting{}, idVocab: map[string][]idPosting{}, refs: make([]OperationRef, len(ops)),
 		lengths: make([]float64, len(ops)), ids: make([]string, len(ops)), idTerms: make([][]string, len(ops))}
 	var total float64
 	for i := range ops {
@@ -90,6 +99,13 @@ func NewSearchIndex(toolName string, ops []Operation) *SearchIndex {
 		ix.refs[i] = refOf(toolName, op)
 		ix.ids[i] = compact(op.ID)
 		ix.idTerms[i] = Terms(op.ID)
+		counts := map[string]int{}
+		for _, u := range ix.idTerms[i] {
+			counts[u]++
+		}
+		for u, c := range counts {
+			ix.idVocab[u] = append(ix.idVocab[u], idPosting{op: i, count: c})
+		}
 		tf := map[string]float64{}
 		add := func(text string, w float64) {
 			for _, t := range Terms(text) {
@@ -162,19 +178,24 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 	}
 	slices.Sort(terms)
 	terms = slices.Compact(terms)
-	n := float64(len(ix.refs))
-	scores := map[int]float64{}
-	matched := map[int]int{}
+	if len(terms) > maxQueryTerms {
+		terms = terms[:maxQueryTerms]
+	}
+	n := len(ix.refs)
+	scores := make([]float64, n)
+	matched := make([]int, n)
+	found := make([]bool, n)
 	for _, t := range terms {
 		ps := ix.postings[t]
 		if len(ps) == 0 {
 			continue
 		}
-		idf := math.Log(1 + (n-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
+		idf := math.Log(1 + (float64(n)-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
 		for _, p := range ps {
 			norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.op]/ix.avgLen)
 			scores[p.op] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm)
 			matched[p.op]++
+			found[p.op] = true
 		}
 	}
 	// An id made of the query's words says most about what an operation
@@ -182,45 +203,48 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 	// better (issues/create for "create issue", not
 	// reactions/create-for-issue). A word matches an id word that is its
 	// prefix or that it is a prefix of (repo, repository).
-	bonus := make(map[int]float64)
-	for i, idt := range ix.idTerms {
-		if len(idt) == 0 {
+	qmask := make([]uint64, n)
+	idHits := make([]int, n)
+	for u, ps := range ix.idVocab {
+		var mask uint64
+		for k, t := range terms {
+			if related(t, u) {
+				mask |= 1 << k
+			}
+		}
+		if mask == 0 {
 			continue
 		}
-		var qm, im int
-		for _, t := range terms {
-			if slices.ContainsFunc(idt, func(u string) bool { return related(t, u) }) {
-				qm++
-			}
+		for _, p := range ps {
+			qmask[p.op] |= mask
+			idHits[p.op] += p.count
 		}
-		for _, u := range idt {
-			if slices.ContainsFunc(terms, func(t string) bool { return related(t, u) }) {
-				im++
-			}
-		}
-		if qm > 0 {
-			bonus[i] = idBonus * float64(qm) / float64(len(terms)) * float64(im) / float64(len(idt))
-			if _, ok := scores[i]; !ok {
-				scores[i] = 0
-			}
+	}
+	bonus := make([]float64, n)
+	for i := range n {
+		if qm := bits.OnesCount64(qmask[i]); qm > 0 {
+			bonus[i] = idBonus * float64(qm) / float64(len(terms)) * float64(idHits[i]) / float64(len(ix.idTerms[i]))
 			matched[i] = max(matched[i], qm)
+			found[i] = true
 		}
 		// The operation whose id is the query, however it is written
 		// (listPets, list_pets, LISTPETS), comes first.
 		if ix.ids[i] == folded {
-			if _, ok := scores[i]; !ok {
-				scores[i] = 0
-			}
 			matched[i] = len(terms)
 			bonus[i] += 100
+			found[i] = true
 		}
 	}
-	hits := make([]Hit, 0, len(scores))
-	for op, s := range scores {
+	var hits []Hit
+	for op := range n {
+		if !found[op] {
+			continue
+		}
 		r := ix.refs[op]
 		if kind != "" && r.Kind != kind {
 			continue
 		}
+		s := scores[op]
 		// Operations holding every word come first, then by how many.
 		if len(terms) > 0 {
 			coverage := float64(matched[op]) / float64(len(terms))
@@ -229,15 +253,18 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 		s += bonus[op]
 		hits = append(hits, Hit{OperationRef: r, Score: math.Round(s*1000) / 1000, Index: op})
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if a.Score != b.Score {
-			if a.Score > b.Score {
-				return -1
-			}
+	slices.SortStableFunc(hits, func(a, b Hit) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
 			return 1
 		}
-		return a.Index - b.Index
+		return 0
 	})
+	if hits == nil {
+		hits = []Hit{}
+	}
 	return hits
 }
 
