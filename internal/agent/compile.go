@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/tool"
 	"regexp"
 	"sort"
 	"strings"
@@ -34,8 +35,12 @@ const (
 	MaxMaxSteps         = 10000
 	DefaultPlanMaxCalls = 10
 	MaxPlanMaxCalls     = 100
-	// MaxPlanFunctions is the most functions a plan step may offer a model.
-	MaxPlanFunctions = 128
+	// MaxPlanFunctions is the most functions a plan step may offer a
+	// model in one completion; DefaultPlanFunctions is its default.
+	MaxPlanFunctions     = 128
+	DefaultPlanFunctions = 64
+	// MaxPlanOperations bounds the operations a plan step chooses among.
+	MaxPlanOperations = 20000
 )
 
 var slugRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -122,6 +127,10 @@ type cplan struct {
 	maxCalls  int
 	functions []ChatTool
 	byName    map[string]target
+	// offer is how many functions each completion is offered; when the
+	// plan has more, index ranks them for the goal and the conversation.
+	offer int
+	index *tool.SearchIndex
 }
 
 // compiler gathers field errors while compiling one definition.

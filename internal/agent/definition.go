@@ -100,6 +100,10 @@ type Plan struct {
 	// Operations narrows what the model is offered: "<tool>" for all of a
 	// tool's operations or "<tool>.<operation id>"; default all of them.
 	Operations []string `json:"operations,omitempty"`
+	// MaxFunctions is how many operations one completion is offered (default
+	// 64, at most 128): with more, the best matches of the goal and the
+	// conversation so far are offered.
+	MaxFunctions int `json:"max_functions,omitempty"`
 }
 
 // Finish ends the run with an outcome. In JSON it is either a bare string,

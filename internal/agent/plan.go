@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/tool"
 	"regexp"
 	"sort"
 	"strconv"
@@ -125,13 +126,70 @@ func (c *compiler) compilePlan(field string, pl *Plan) *cplan {
 		}
 		cp.functions = append(cp.functions, ChatTool{Name: name, Description: t.op.Description, Parameters: params})
 	}
+	cp.offer = pl.MaxFunctions
+	switch {
+	case pl.MaxFunctions == 0:
+		cp.offer = DefaultPlanFunctions
+	case pl.MaxFunctions < 1 || pl.MaxFunctions > MaxPlanFunctions:
+		c.bad(field+".max_functions", fmt.Sprintf("must be between 1 and %d", MaxPlanFunctions))
+	}
 	switch {
 	case len(cp.functions) == 0 && len(c.errs) == errsBefore:
 		c.bad(field, "the plan offers the model no operations")
-	case len(cp.functions) > MaxPlanFunctions:
-		c.bad(field, fmt.Sprintf("the plan offers %d operations; at most %d: narrow them with operations", len(cp.functions), MaxPlanFunctions))
+	case len(cp.functions) > MaxPlanOperations:
+		c.bad(field, fmt.Sprintf("the plan chooses among %d operations; at most %d: narrow them with operations", len(cp.functions), MaxPlanOperations))
+	case len(cp.functions) > cp.offer:
+		ops := make([]tool.Operation, len(cp.functions))
+		for i, f := range cp.functions {
+			t := cp.byName[f.Name]
+			ops[i] = tool.Operation{ID: t.tool + "." + t.op.ID, Kind: t.op.Kind, Description: t.op.Description}
+		}
+		cp.index = tool.NewSearchIndex("", ops)
 	}
 	return cp
+}
+
+// offered are the functions a completion is offered: all of them, or,
+// when there are more than the step offers, the best matches of the goal
+// and the conversation so far, in the plan's order (then the first ones
+// when fewer match). The choice depends only on the conversation, so a
+// replay of the same conversation offers the same functions, and the
+// recorded completion's request hash holds them.
+func (p *cplan) offered(messages []ChatMessage) []ChatTool {
+	if p.index == nil {
+		return p.functions
+	}
+	var text strings.Builder
+	for _, m := range messages {
+		if m.Role == RoleSystem {
+			continue
+		}
+		text.WriteString(m.Content)
+		text.WriteByte(' ')
+		for _, tc := range m.ToolCalls {
+			text.WriteString(tc.Name + " ")
+		}
+	}
+	pick := make([]bool, len(p.functions))
+	n := 0
+	for _, h := range p.index.Search(text.String(), "") {
+		if n == p.offer {
+			break
+		}
+		pick[h.Index], n = true, n+1
+	}
+	for i := 0; n < p.offer && i < len(pick); i++ {
+		if !pick[i] {
+			pick[i], n = true, n+1
+		}
+	}
+	out := make([]ChatTool, 0, p.offer)
+	for i, f := range p.functions {
+		if pick[i] {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // toolOperations lists a registered tool's operations in id order.
@@ -167,6 +225,7 @@ func (r *runner) planStep(s *cstep) (*ending, error) {
 			return nil, err
 		}
 		r.llmCalls++
+		req.Tools = s.plan.offered(req.Messages)
 		resp, err := r.env.Complete(r.ctx, r.llmCalls, cloneRequest(req))
 		if errors.Is(err, ErrUnrecorded) {
 			// A replay has no answer to this conversation: the step ends here.

@@ -8,11 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/tool"
 )
 
 const planDef = `{
@@ -255,5 +258,63 @@ func TestPlannerTimeOutFailsTheRun(t *testing.T) {
 	}
 	if res.Outcome != OutcomeFailed || res.Status != WorkflowFailed {
 		t.Errorf("result = %+v, want failed", res)
+	}
+}
+
+// offerRecorder records the functions each completion is offered and
+// answers without a call.
+type offerRecorder struct{ offered [][]string }
+
+func (o *offerRecorder) Complete(_ context.Context, _ int, req ChatRequest) (ChatResponse, error) {
+	var names []string
+	for _, f := range req.Tools {
+		names = append(names, f.Name)
+	}
+	o.offered = append(o.offered, names)
+	return ChatResponse{Message: ChatMessage{Role: RoleAssistant, Content: "done"}}, nil
+}
+
+// TestPlanOffersTheBestOperations: a plan over more operations than it
+// offers gives each completion the best matches of the goal, the same ones
+// on every run.
+func TestPlanOffersTheBestOperations(t *testing.T) {
+	cat := NewCatalog()
+	var ops []tool.Operation
+	for i := range 300 {
+		ops = append(ops, tool.Operation{ID: fmt.Sprintf("listWidgets%03d", i), Kind: tool.Read, Summary: "List widgets of a kind"})
+	}
+	ops = append(ops, tool.Operation{ID: "refundTransaction", Kind: tool.Write, Summary: "Refund a card transaction"})
+	cat.Add(&tool.Tool{Name: "shop"}, ops)
+	def := parseDef(t, `{"tools": ["shop"], "steps": [{"action": "act", "plan": {"prompt": "'Refund the transaction.'", "max_functions": 5}}], "outcome": "'done'"}`)
+	p, errs := Compile(def, cat)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	var runs [][]string
+	for range 3 {
+		rec := &offerRecorder{}
+		in := fraudInput("tool:*")
+		in.Goal = "refund the customer's transaction tx_9"
+		if _, _, err := p.Execute(context.Background(), in, NewEnv(fraudEnv("10"), rec)); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.offered) != 1 {
+			t.Fatalf("%d completions, want 1", len(rec.offered))
+		}
+		runs = append(runs, rec.offered[0])
+	}
+	got := runs[0]
+	if len(got) != 5 || got[0] != "shop__refundTransaction" && !slices.Contains(got, "shop__refundTransaction") {
+		t.Errorf("offered %v: want 5 functions including shop__refundTransaction", got)
+	}
+	for _, r := range runs[1:] {
+		if !slices.Equal(r, got) {
+			t.Errorf("offered %v on another run, %v on the first: the choice must not vary", r, got)
+		}
+	}
+
+	def.Steps[0].Plan.MaxFunctions = 500
+	if _, errs := Compile(def, cat); errs == nil || !strings.Contains(fmt.Sprint(errs), "must be between 1 and 128") {
+		t.Errorf("max_functions 500: %v", errs)
 	}
 }
