@@ -3,12 +3,12 @@ package graphql
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2"
 
+	"github.com/agentplane/agentplane/internal/realdocs"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -25,17 +25,13 @@ func TestGitHubSchema(t *testing.T) {
 	if os.Getenv("AGENTPLANE_TEST_GITHUB_SPECS") != "1" {
 		t.Skip("set AGENTPLANE_TEST_GITHUB_SPECS=1 to import GitHub's GraphQL schema (installs @octokit/graphql-schema with npm)")
 	}
-	cache, err := os.UserCacheDir()
+	cache, err := realdocs.Cache()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(cache, "agentplane-bench", "graphql-schema-"+githubSchemaVersion)
-	pkg := filepath.Join(dir, "node_modules", "@octokit", "graphql-schema")
-	if _, err := os.Stat(filepath.Join(pkg, "schema.json")); err != nil {
-		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--prefix", dir, "@octokit/graphql-schema@"+githubSchemaVersion)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm install: %v\n%s", err, out)
-		}
+	pkg, err := realdocs.NPMDir(context.Background(), cache, "@octokit/graphql-schema", githubSchemaVersion, "schema.json")
+	if err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		file               string

@@ -6,11 +6,9 @@ package octokit
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
+
+	"github.com/agentplane/agentplane/internal/realdocs"
 )
 
 // Version is the pinned package version; the operation counts tests assert
@@ -25,34 +23,16 @@ var Operations = map[string]int{
 }
 
 // Dir returns the directory holding the generated descriptions
-// (api.github.com.json, ghec.json, …), installing the package with
-// `npm install` into $AGENTPLANE_BENCH_CACHE, else the user cache directory's
-// agentplane-bench/octokit-<Version>, when it is not there yet.
+// (api.github.com.json, ghec.json, …), installing the package with npm into
+// realdocs.Cache() when it is not there yet.
 func Dir(ctx context.Context) (string, error) {
-	cache := os.Getenv("AGENTPLANE_BENCH_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("find cache directory: %w", err)
-		}
-		cache = filepath.Join(base, "agentplane-bench")
+	cache, err := realdocs.Cache()
+	if err != nil {
+		return "", err
 	}
-	prefix := filepath.Join(cache, "octokit-"+Version)
-	dir := filepath.Join(prefix, "node_modules", "@octokit", "openapi", "generated")
-	if _, err := os.Stat(filepath.Join(dir, "api.github.com.json")); err == nil {
-		return dir, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("look for descriptions: %w", err)
+	dir, err := realdocs.NPMDir(ctx, cache, "@octokit/openapi", Version, "generated/api.github.com.json")
+	if err != nil {
+		return "", err
 	}
-	if err := os.MkdirAll(prefix, 0o755); err != nil {
-		return "", fmt.Errorf("create cache directory: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", prefix, "@octokit/openapi@"+Version)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm install @octokit/openapi@%s: %w: %s", Version, err, out)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "api.github.com.json")); err != nil {
-		return "", fmt.Errorf("npm installed no api.github.com.json: %w", err)
-	}
-	return dir, nil
+	return filepath.Join(dir, "generated"), nil
 }
