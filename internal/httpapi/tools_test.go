@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -588,5 +589,64 @@ func TestToolRegisterSloppyWSDL(t *testing.T) {
 		return strings.Contains(w, `binding SoapQuery_Binding: type "SoapQuery_PortType"`) && strings.Contains(w, "taken to mean portType {urn:query}SoapQuery_PortType")
 	}) {
 		t.Errorf("warnings %q do not say what the binding's type was taken to mean", got.Warnings)
+	}
+}
+
+// TestToolRegisterOperationKinds overrides the read/write kinds that the
+// verb rule misreads in operation names that are not English, refuses
+// unknown ids and kinds, and keeps the rule for operations not named.
+func TestToolRegisterOperationKinds(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", "tools:read tools:write")
+	doc, err := os.ReadFile("../tool/soap/testdata/spanish-verbs.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := map[string]any{"name": "facturas", "type": "soap", "spec": string(doc)}
+
+	reg["operation_kinds"] = map[string]string{"FEParamGetTiposCbte": "read", "FECompConsulta": "read", "FECAESolicitar": "sometimes"}
+	r := h.do("POST", "/v1/tools", tok, reg)
+	if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), `"operation_kinds.FECAESolicitar"`) {
+		t.Fatalf("a kind other than read or write: %d %s", r.Status, r.Body)
+	}
+	reg["operation_kinds"] = map[string]string{"FEParamGetTiposCbte": "read", "FECompConsulta": "read"}
+	r = h.do("POST", "/v1/tools", tok, reg)
+	if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), `"operation_kinds.FECompConsulta"`) ||
+		!strings.Contains(string(r.Body), "names no operation of the document") {
+		t.Fatalf("an id the document lacks: %d %s", r.Status, r.Body)
+	}
+
+	reg["operation_kinds"] = map[string]string{"FEParamGetTiposCbte": "read", "FECompConsultar": "read"}
+	r = h.do("POST", "/v1/tools", tok, reg)
+	var created struct {
+		ID string `json:"id"`
+	}
+	r.json(t, &created)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	kinds := func() map[string]string {
+		var got struct {
+			OperationList []struct{ ID, Kind string } `json:"operation_list"`
+		}
+		h.do("GET", "/v1/tools/"+created.ID, tok, nil).json(t, &got)
+		m := map[string]string{}
+		for _, op := range got.OperationList {
+			m[op.ID] = op.Kind
+		}
+		return m
+	}
+	want := map[string]string{"FEParamGetTiposCbte": "read", "FECompConsultar": "read", "FECAESolicitar": "write"}
+	if got := kinds(); !maps.Equal(got, want) {
+		t.Errorf("kinds %v, want %v", got, want)
+	}
+
+	// PUT replaces the registration: without the overrides, the rule decides again.
+	delete(reg, "operation_kinds")
+	if r := h.do("PUT", "/v1/tools/"+created.ID, tok, reg); r.Status != http.StatusOK {
+		t.Fatalf("update: %d %s", r.Status, r.Body)
+	}
+	if got := kinds(); got["FECompConsultar"] != "write" {
+		t.Errorf("after PUT without operation_kinds: %v", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -27,6 +28,9 @@ type Registration struct {
 	PolicyClass        string   `json:"policy_class,omitempty"`
 	SideEffects        []string `json:"side_effects,omitempty"`
 	IdempotencySupport bool     `json:"idempotency_support,omitempty"`
+	// OperationKinds overrides the read/write kind the importer inferred,
+	// per operation id, where its rule misreads a name.
+	OperationKinds map[string]string `json:"operation_kinds,omitempty"`
 }
 
 // Fetcher fetches specification documents through the hardened client.
@@ -73,6 +77,9 @@ var (
 	effects  = []string{"create", "update", "delete", "external"}
 	specKind = []string{OpenAPI, GraphQL, SOAP}
 )
+
+// maxKindOverrides bounds operation_kinds: more than any document indexed here.
+const maxKindOverrides = 10000
 
 // Validate checks a registration without fetching anything.
 func (s *Service) Validate(tenant string, reg *Registration) error {
@@ -141,6 +148,14 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 	}
 	if a.In != "" && a.In != "header" && a.In != "query" {
 		add("auth.in", "must be header or query")
+	}
+	if len(reg.OperationKinds) > maxKindOverrides {
+		add("operation_kinds", "names %d operations, over the limit of %d", len(reg.OperationKinds), maxKindOverrides)
+	}
+	for _, id := range slices.Sorted(maps.Keys(reg.OperationKinds)) {
+		if k := reg.OperationKinds[id]; k != Read && k != Write {
+			add("operation_kinds."+id, "must be read or write, not %q", k)
+		}
 	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
@@ -245,6 +260,9 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 		return nil, problem.Validation(problem.FieldError{Field: field,
 			Message: fmt.Sprintf("the %s document defines no callable operation (webhooks, callbacks and subscriptions are not called)", reg.Type)})
 	}
+	if err := overrideKinds(spec.Operations, reg.OperationKinds); err != nil {
+		return nil, err
+	}
 	sum := sha256.Sum256(src.Data)
 	t.Name, t.Type, t.SpecURL, t.EndpointURL = reg.Name, reg.Type, reg.SpecURL, reg.EndpointURL
 	t.Auth, t.PolicyClass, t.SideEffects = *reg.Auth, reg.PolicyClass, reg.SideEffects
@@ -266,6 +284,31 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 		t.BaseURL = spec.BaseURL
 	}
 	return spec.Operations, nil
+}
+
+// overrideKinds sets the kind of each operation the registration names,
+// refusing ids the document does not define.
+func overrideKinds(ops []Operation, kinds map[string]string) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(kinds))
+	for i := range ops {
+		if k, ok := kinds[ops[i].ID]; ok {
+			ops[i].Kind, seen[ops[i].ID] = k, true
+		}
+	}
+	var errs []problem.FieldError
+	for _, id := range slices.Sorted(maps.Keys(kinds)) {
+		if !seen[id] {
+			errs = append(errs, problem.FieldError{Field: "operation_kinds." + id,
+				Message: "names no operation of the document; GET /v1/tools/{id}/operations lists their ids"})
+		}
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	return nil
 }
 
 // source returns the document to import and, for an introspected GraphQL
