@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentplane/agentplane/bench/internal/benchserver"
 )
 
 // toolService is the loopback API the agent's steps call.
@@ -82,14 +84,14 @@ func (s *toolService) spec() string { return fmt.Sprintf(thingSpec, s.URL) }
 
 // client talks to one server with the benchmark's token.
 type client struct {
-	srv  *server
+	srv  *benchserver.Server
 	http *http.Client
 	// lastWorkflow is a workflow id from the last load, checked in the store.
 	lastWorkflow atomic.Value
 	svc          *toolService
 }
 
-func newClient(srv *server, concurrency int) *client {
+func newClient(srv *benchserver.Server, concurrency int) *client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = concurrency * 2
 	tr.MaxIdleConnsPerHost = concurrency * 2
@@ -107,11 +109,11 @@ func (c *client) do(ctx context.Context, method, path string, body any) (int, []
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.srv.baseURL()+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.srv.BaseURL()+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.srv.token)
+	req.Header.Set("Authorization", "Bearer "+c.srv.Token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -154,11 +156,11 @@ type invokeAnswer struct {
 
 // invoke runs the agent once, synchronously, and checks the answer.
 func (c *client) invoke(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", c.srv.baseURL()+"/v1/agents/"+agentName+"/invoke", bytes.NewReader(invokeBody))
+	req, err := http.NewRequestWithContext(ctx, "POST", c.srv.BaseURL()+"/v1/agents/"+agentName+"/invoke", bytes.NewReader(invokeBody))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.srv.token)
+	req.Header.Set("Authorization", "Bearer "+c.srv.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -26,7 +26,12 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentplane/agentplane/bench/internal/benchserver"
 )
+
+// tokenScopes are the scopes of the benchmark's token.
+const tokenScopes = "tools:write agents:write agents:invoke workflows:read tool:*"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,7 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	bin := o.binary
 	if bin == "" {
 		fmt.Fprintln(stderr, "building ./cmd/agentplane …")
-		if bin, err = buildServer(ctx, o.repo, tmp); err != nil {
+		if bin, err = benchserver.Build(ctx, o.repo, tmp); err != nil {
 			return err
 		}
 	}
@@ -156,11 +161,11 @@ func measureStores(ctx context.Context, o options, bin, tmp string, svc *toolSer
 }
 
 func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *toolService, stderr io.Writer) (_ []levelResult, err error) {
-	sc := serverConfig{binary: bin, data: tmp + "/" + store}
+	sc := benchserver.Config{Binary: bin, Data: tmp + "/" + store}
 	if store == "postgres" {
 		var url string
 		var drop func() error
-		if url, drop, err = createDatabase(ctx, o.databaseURL); err != nil {
+		if url, drop, err = benchserver.CreateDatabase(ctx, o.databaseURL); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -168,14 +173,14 @@ func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *t
 				err = derr
 			}
 		}()
-		sc.databaseURL = url
+		sc.DatabaseURL = url
 	}
-	srv, err := startServer(ctx, sc)
+	srv, err := benchserver.Start(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	if err := srv.mintToken(ctx); err != nil {
+	defer srv.Stop()
+	if err := srv.MintToken(ctx, tokenScopes); err != nil {
 		return nil, err
 	}
 	cl := newClient(srv, maxOf(o.levels))
@@ -189,7 +194,7 @@ func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *t
 	var out []levelResult
 	for _, c := range o.levels {
 		fmt.Fprintf(stderr, "%s: %d invocations at concurrency %d …\n", store, o.n, c)
-		r := cl.load(ctx, store, o.n, c, o.duration, srv.cpu)
+		r := cl.load(ctx, store, o.n, c, o.duration, srv.CPU)
 		out = append(out, r)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -198,7 +203,7 @@ func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *t
 	if err := cl.checkStored(ctx); err != nil {
 		return out, err
 	}
-	if err := srv.exited(); err != nil {
+	if err := srv.Exited(); err != nil {
 		return out, err
 	}
 	return out, nil

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -189,27 +188,21 @@ func (s *Server) handleSearchOperations(w http.ResponseWriter, r *http.Request) 
 			after = batch[len(batch)-1].ID
 		}
 	}
-	var hits []scoredHit
+	lists := make([][]tool.Hit, 0, len(tools))
+	byName := make(map[string]*tool.Tool, len(tools))
 	for _, t := range tools {
 		ix, err := s.index(r, t)
 		if err != nil {
 			return err
 		}
-		for _, h := range ix.Search(oq.q, oq.kind) {
-			hits = append(hits, scoredHit{h, t})
-		}
+		lists = append(lists, ix.Search(oq.q, oq.kind))
+		byName[t.Name] = t
 	}
-	slices.SortStableFunc(hits, func(a, b scoredHit) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		case a.t.Name != b.t.Name:
-			return strings.Compare(a.t.Name, b.t.Name)
-		}
-		return a.Index - b.Index
-	})
+	merged := tool.MergeHits(lists)
+	hits := make([]scoredHit, len(merged))
+	for i, h := range merged {
+		hits[i] = scoredHit{h, byName[h.Tool]}
+	}
 	pg, err := s.opPage(r, oq, hits)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"cmp"
 	"container/list"
 	"math"
 	"math/bits"
@@ -235,13 +236,18 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 			found[i] = true
 		}
 	}
-	var hits []Hit
+	// Rank small (operation, score) pairs, then build the hits: sorting
+	// the hits themselves moves every operation's reference around.
+	type ranked struct {
+		op    int
+		score float64
+	}
+	var order []ranked
 	for op := range n {
 		if !found[op] {
 			continue
 		}
-		r := ix.refs[op]
-		if kind != "" && r.Kind != kind {
+		if kind != "" && ix.refs[op].Kind != kind {
 			continue
 		}
 		s := scores[op]
@@ -251,21 +257,47 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 			s *= coverage * coverage
 		}
 		s += bonus[op]
-		hits = append(hits, Hit{OperationRef: r, Score: math.Round(s*1000) / 1000, Index: op})
+		order = append(order, ranked{op, math.Round(s*1000) / 1000})
 	}
-	slices.SortStableFunc(hits, func(a, b Hit) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
+	slices.SortFunc(order, func(a, b ranked) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
 		}
-		return 0
+		return a.op - b.op
 	})
+	hits := make([]Hit, len(order))
+	for i, r := range order {
+		hits[i] = Hit{OperationRef: ix.refs[r.op], Score: r.score, Index: r.op}
+	}
 	if hits == nil {
 		hits = []Hit{}
 	}
 	return hits
+}
+
+// MergeHits merges the ranked hits of several tools into one ranking:
+// higher score first, then by tool name, then in each tool's own order. Each
+// list must be as Search returns it; the merge moves each hit once.
+func MergeHits(lists [][]Hit) []Hit {
+	lists = slices.DeleteFunc(slices.Clone(lists), func(l []Hit) bool { return len(l) == 0 })
+	slices.SortStableFunc(lists, func(a, b []Hit) int { return strings.Compare(a[0].Tool, b[0].Tool) })
+	total := 0
+	for _, l := range lists {
+		total += len(l)
+	}
+	out := make([]Hit, 0, total)
+	heads := make([]int, len(lists))
+	for len(out) < total {
+		best := -1
+		for i, l := range lists {
+			if heads[i] < len(l) && (best < 0 || l[heads[i]].Score > lists[best][heads[best]].Score) {
+				best = i
+			}
+		}
+		out = append(out, lists[best][heads[best]])
+		heads[best]++
+	}
+	return out
 }
 
 // All lists the operations (of kind, when not empty) in index order.

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -70,5 +71,25 @@ func TestIndexCacheBuildsOncePerRevision(t *testing.T) {
 	c.Index(t1, load) // evicted by the two since
 	if loads != 4 {
 		t.Errorf("%d loads, want 4: once per revision, again after eviction", loads)
+	}
+}
+
+func TestMergeHits(t *testing.T) {
+	hit := func(tool string, score float64, index int) Hit {
+		return Hit{OperationRef: OperationRef{Tool: tool, ID: fmt.Sprint(tool, index)}, Score: score, Index: index}
+	}
+	b := []Hit{hit("b", 3, 4), hit("b", 2, 0), hit("b", 2, 1)}
+	a := []Hit{hit("a", 2, 7), hit("a", 1, 0)}
+	got := MergeHits([][]Hit{b, nil, a})
+	var ids []string
+	for _, h := range got {
+		ids = append(ids, h.ID)
+	}
+	want := []string{"b4", "a7", "b0", "b1", "a0"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("merged %v, want %v", ids, want)
+	}
+	if got := MergeHits(nil); len(got) != 0 {
+		t.Errorf("nothing merged: %v", got)
 	}
 }

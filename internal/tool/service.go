@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -199,10 +200,11 @@ func (s *Service) Register(ctx context.Context, tenant string, reg Registration,
 	}
 	now := s.Now().UTC()
 	t := &Tool{ID: ids.NewAt(ids.Tool, now), Tenant: tenant, Revision: 1, CreatedAt: now}
-	ops, err := s.index(ctx, t, reg, now)
+	ops, size, err := s.index(ctx, t, reg, now)
 	if err != nil {
 		return nil, err
 	}
+	defer releaseMemory(size)
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "tool", ID: t.ID}
 	}
@@ -226,29 +228,45 @@ func (s *Service) Update(ctx context.Context, tenant, id string, reg Registratio
 	}
 	now := s.Now().UTC()
 	t := &Tool{ID: old.ID, Tenant: tenant, Revision: old.Revision + 1, CreatedAt: old.CreatedAt}
-	ops, err := s.index(ctx, t, reg, now)
+	ops, size, err := s.index(ctx, t, reg, now)
 	if err != nil {
 		return nil, err
 	}
+	defer releaseMemory(size)
 	if err := s.Store.UpdateTool(ctx, t, ops, rec); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// index fetches the document, runs the importer and fills t.
-func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time.Time) ([]Operation, error) {
+// largeSpec is the document size from which an import's garbage (several
+// times the document: the parsed tree, resolved schemas) is handed back to
+// the operating system at once rather than over the scavenger's minutes.
+const largeSpec = 1 << 20
+
+// releaseMemory returns the heap an import of a size-byte document left
+// behind to the operating system, when the document was large: a forced
+// collection costs milliseconds, and registrations are rare.
+func releaseMemory(size int) {
+	if size >= largeSpec {
+		debug.FreeOSMemory()
+	}
+}
+
+// index fetches the document, runs the importer and fills t; it returns
+// the operations and the document's size.
+func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time.Time) ([]Operation, int, error) {
 	imp, ok := s.Importers[reg.Type]
 	if !ok {
-		return nil, problem.Field("type", "no importer for %q", reg.Type)
+		return nil, 0, problem.Field("type", "no importer for %q", reg.Type)
 	}
 	src, endpoint, err := s.source(ctx, reg)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	spec, err := imp.Import(ctx, src)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(spec.Operations) == 0 {
 		// A valid document that offers nothing to call breaks a rule of
@@ -257,11 +275,11 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 		if reg.SpecURL != "" {
 			field = "spec_url"
 		}
-		return nil, problem.Validation(problem.FieldError{Field: field,
+		return nil, 0, problem.Validation(problem.FieldError{Field: field,
 			Message: fmt.Sprintf("the %s document defines no callable operation (webhooks, callbacks and subscriptions are not called)", reg.Type)})
 	}
 	if err := overrideKinds(spec.Operations, reg.OperationKinds); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	sum := sha256.Sum256(src.Data)
 	t.Name, t.Type, t.SpecURL, t.EndpointURL = reg.Name, reg.Type, reg.SpecURL, reg.EndpointURL
@@ -283,7 +301,7 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 	default:
 		t.BaseURL = spec.BaseURL
 	}
-	return spec.Operations, nil
+	return spec.Operations, len(src.Data), nil
 }
 
 // overrideKinds sets the kind of each operation the registration names,

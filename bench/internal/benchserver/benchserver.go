@@ -1,4 +1,8 @@
-package main
+// Package benchserver runs the real server binary for benchmarks: it builds
+// ./cmd/agentplane, starts `agentplane serve` as its own process on a free
+// loopback port, mints a token with the same binary and store, and reads
+// the process's CPU time and resident memory from /proc.
+package benchserver
 
 import (
 	"bytes"
@@ -21,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// buildServer builds ./cmd/agentplane of the module at repo into dir.
-func buildServer(ctx context.Context, repo, dir string) (string, error) {
+// Build builds ./cmd/agentplane of the module at repo into dir.
+func Build(ctx context.Context, repo, dir string) (string, error) {
 	bin := filepath.Join(dir, "agentplane")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/agentplane")
 	cmd.Dir = repo
@@ -32,34 +36,31 @@ func buildServer(ctx context.Context, repo, dir string) (string, error) {
 	return bin, nil
 }
 
-// serverConfig says how to start one server.
-type serverConfig struct {
-	binary string
+// Config says how to start one server.
+type Config struct {
+	Binary string
 	// data is the data directory (the SQLite store lives there).
-	data string
+	Data string
 	// databaseURL, when set, makes the server use PostgreSQL.
-	databaseURL string
+	DatabaseURL string
 }
 
-// server is a running `agentplane serve` process.
-type server struct {
-	cfg   serverConfig
+// Server is a running `agentplane serve` process.
+type Server struct {
+	cfg   Config
 	addr  string
 	cmd   *exec.Cmd
 	log   string
 	done  chan struct{}
 	err   error
-	token string
+	Token string
 }
 
-// tokenScopes are the scopes of the benchmark's token.
-const tokenScopes = "tools:write agents:write agents:invoke workflows:read tool:*"
-
 // storeArgs are the flags naming the store, for serve and token alike.
-func (c serverConfig) storeArgs() []string {
-	args := []string{"--data", c.data}
-	if c.databaseURL != "" {
-		args = append(args, "--database-url", c.databaseURL)
+func (c Config) storeArgs() []string {
+	args := []string{"--data", c.Data}
+	if c.DatabaseURL != "" {
+		args = append(args, "--database-url", c.DatabaseURL)
 	}
 	return args
 }
@@ -78,17 +79,17 @@ func childEnv() []string {
 	return env
 }
 
-// startServer starts the server on a free loopback port and waits until
+// Start starts the server on a free loopback port and waits until
 // /readyz answers 200.
-func startServer(ctx context.Context, c serverConfig) (*server, error) {
-	if err := os.MkdirAll(c.data, 0o700); err != nil {
+func Start(ctx context.Context, c Config) (*Server, error) {
+	if err := os.MkdirAll(c.Data, 0o700); err != nil {
 		return nil, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: c, addr: addr, log: filepath.Join(c.data, "server.log"), done: make(chan struct{})}
+	s := &Server{cfg: c, addr: addr, log: filepath.Join(c.Data, "server.log"), done: make(chan struct{})}
 	logFile, err := os.Create(s.log)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func startServer(ctx context.Context, c serverConfig) (*server, error) {
 		"--allow-private-networks",
 		"--rate-limit", "100000000", "--rate-limit-burst", "100000000",
 		"--log-level", "warn"}, c.storeArgs()...)
-	s.cmd = exec.Command(c.binary, args...)
+	s.cmd = exec.Command(c.Binary, args...)
 	s.cmd.Env = childEnv()
 	s.cmd.Stdout = logFile
 	s.cmd.Stderr = logFile
@@ -111,7 +112,7 @@ func startServer(ctx context.Context, c serverConfig) (*server, error) {
 		close(s.done)
 	}()
 	if err := s.waitReady(ctx, 60*time.Second); err != nil {
-		s.stop()
+		s.Stop()
 		return nil, err
 	}
 	return s, nil
@@ -126,19 +127,19 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func (s *server) baseURL() string { return "http://" + s.addr }
+func (s *Server) BaseURL() string { return "http://" + s.addr }
 
-func (s *server) waitReady(ctx context.Context, limit time.Duration) error {
+func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.done:
-			return fmt.Errorf("server exited before it was ready (%v):\n%s", s.err, s.logTail())
+			return fmt.Errorf("server exited before it was ready (%v):\n%s", s.err, s.LogTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		resp, err := http.Get(s.baseURL() + "/readyz")
+		resp, err := http.Get(s.BaseURL() + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -146,13 +147,13 @@ func (s *server) waitReady(ctx context.Context, limit time.Duration) error {
 			}
 		}
 	}
-	return fmt.Errorf("server not ready after %s:\n%s", limit, s.logTail())
+	return fmt.Errorf("server not ready after %s:\n%s", limit, s.LogTail())
 }
 
-// mintToken mints the benchmark's token with the same binary and store.
-func (s *server) mintToken(ctx context.Context) error {
-	args := append([]string{"token", "--addr", s.addr, "--tenant", "bench", "--scope", tokenScopes}, s.cfg.storeArgs()...)
-	cmd := exec.CommandContext(ctx, s.cfg.binary, args...)
+// MintToken mints a token of the scopes with the same binary and store.
+func (s *Server) MintToken(ctx context.Context, scopes string) error {
+	args := append([]string{"token", "--addr", s.addr, "--tenant", "bench", "--scope", scopes}, s.cfg.storeArgs()...)
+	cmd := exec.CommandContext(ctx, s.cfg.Binary, args...)
 	cmd.Env = childEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -160,16 +161,16 @@ func (s *server) mintToken(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agentplane token: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	s.token = strings.TrimSpace(string(out))
-	if s.token == "" {
+	s.Token = strings.TrimSpace(string(out))
+	if s.Token == "" {
 		return errors.New("agentplane token printed nothing")
 	}
 	return nil
 }
 
-// cpu returns the server process's CPU time so far (user + system), or 0
+// CPU returns the server process's CPU time so far (user + system), or 0
 // where /proc is not available.
-func (s *server) cpu() time.Duration {
+func (s *Server) CPU() time.Duration {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
 	if err != nil {
 		return 0
@@ -192,18 +193,18 @@ func (s *server) cpu() time.Duration {
 	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
-// exited reports an error when the server stopped on its own.
-func (s *server) exited() error {
+// Exited reports an error when the server stopped on its own.
+func (s *Server) Exited() error {
 	select {
 	case <-s.done:
-		return fmt.Errorf("server exited during the run (%v):\n%s", s.err, s.logTail())
+		return fmt.Errorf("server exited during the run (%v):\n%s", s.err, s.LogTail())
 	default:
 		return nil
 	}
 }
 
-// stop asks the server to drain and stop, and kills it after 10 s.
-func (s *server) stop() {
+// Stop asks the server to drain and stop, and kills it after 10 s.
+func (s *Server) Stop() {
 	select {
 	case <-s.done:
 		return
@@ -218,8 +219,8 @@ func (s *server) stop() {
 	}
 }
 
-// logTail is the end of the server's log, for error messages.
-func (s *server) logTail() string {
+// LogTail is the end of the server's log, for error messages.
+func (s *Server) LogTail() string {
 	data, _ := os.ReadFile(s.log)
 	if len(data) > 4000 {
 		data = data[len(data)-4000:]
@@ -227,9 +228,9 @@ func (s *server) logTail() string {
 	return string(data)
 }
 
-// createDatabase creates a fresh database on the server at adminURL and
+// CreateDatabase creates a fresh database on the server at adminURL and
 // returns its URL and a function that drops it.
-func createDatabase(ctx context.Context, adminURL string) (string, func() error, error) {
+func CreateDatabase(ctx context.Context, adminURL string) (string, func() error, error) {
 	u, err := url.Parse(adminURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("database URL: %w", err)
@@ -260,4 +261,23 @@ func createDatabase(ctx context.Context, adminURL string) (string, func() error,
 	}
 	u.Path = "/" + name
 	return u.String(), drop, nil
+}
+
+// RSS returns the server process's resident set size in bytes, or 0 where
+// /proc is not available.
+func (s *Server) RSS() int64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
