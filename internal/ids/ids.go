@@ -17,6 +17,7 @@ const (
 	Tool     = "tool_"
 	Workflow = "wf_"
 	Replay   = "rpl_"
+	Batch    = "rpb_"
 	Audit    = "aud_"
 	Request  = "req_"
 	Client   = "cli_"

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -84,10 +83,6 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	if err != nil {
 		return nil, err
 	}
-	steps, err := s.Workflows.Steps(ctx, wf.ID, 0)
-	if err != nil {
-		return nil, err
-	}
 	now := s.now()
 	r := &Replay{
 		ID: ids.NewAt(ids.Replay, now), Tenant: req.Tenant, WorkflowID: wf.ID, Target: v.Ref(), DryRun: req.DryRun,
@@ -95,25 +90,20 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		Creator:   Creator{Sub: req.Caller.Sub, ClientID: req.Caller.ClientID, Scopes: req.Caller.Scopes},
 		CreatedAt: now,
 	}
-	var replayed []workflow.Step
 	if req.DryRun {
 		prog, err := s.Programs.Program(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		comps, err := s.Workflows.Completions(ctx, wf.ID)
-		if err != nil {
+		if err := s.dryRun(ctx, wf, prog, r); err != nil {
 			return nil, err
 		}
-		run, err := DryRun(ctx, prog, &History{Workflow: wf, Steps: steps, Completions: comps})
-		if errors.Is(err, ErrBadHistory) {
-			return nil, problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.ReplayOutcome, r.ReplayError, replayed = run.Outcome, run.Error, run.Steps
 	} else {
+		steps, err := s.Workflows.Steps(ctx, wf.ID, 0)
+		if err != nil {
+			return nil, err
+		}
+		var replayed []workflow.Step
 		nw, err := s.Runner.Start(ctx, workflow.StartRequest{
 			Tenant: req.Tenant, Agent: v.Name, Version: v.Version, Goal: wf.Goal, Context: wf.Input().Context,
 			Caller: req.Caller, MaxToolCalls: &wf.MaxToolCalls, RequestID: req.RequestID, TraceID: req.TraceID,
@@ -132,8 +122,8 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 			}
 			r.ReplayWorkflowID, r.ReplayOutcome, replayed = done.ID, done.Outcome, got
 		}
+		r.Steps, r.Delta = Diff(steps, replayed)
 	}
-	r.Steps, r.Delta = Diff(steps, replayed)
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "replay", ID: r.ID}
 		rec.WorkflowID = wf.ID

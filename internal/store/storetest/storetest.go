@@ -30,6 +30,7 @@ type Store interface {
 	agent.VersionStore
 	workflow.Store
 	replay.Store
+	replay.BatchStore
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -90,6 +91,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ReplayRoundTrip", testReplayRoundTrip},
 		{"ReplayTenantIsolation", testReplayTenantIsolation},
 		{"ReplayList", testReplayList},
+		{"BatchLifecycle", testBatchLifecycle},
+		{"BatchLeases", testBatchLeases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,394 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// Batch statuses.
+const (
+	BatchRunning   = "running"
+	BatchCompleted = "completed"
+	BatchFailed    = "failed"
+	BatchCancelled = "cancelled"
+)
+
+// MaxBatch is the most workflows one batch replays.
+const MaxBatch = 10000
+
+// A Batch replays many workflows against one target version, as dry runs:
+// a regression run. Its counts are those of the replays stored so far.
+type Batch struct {
+	ID     string `json:"id"`
+	Tenant string `json:"-"`
+	// Target is name@version.
+	Target string `json:"target_agent_version"`
+	Status string `json:"status"`
+	// Error says why a failed batch stopped.
+	Error string `json:"error,omitempty"`
+	Total int    `json:"total"`
+	Done  int    `json:"done"`
+	// Changed counts the replays whose outcome differs from the original's.
+	Changed int `json:"changed"`
+	// OutcomeChanges counts the replays by original and replay outcome,
+	// unchanged pairs included; pairs that changed come first.
+	OutcomeChanges []OutcomeChange `json:"outcome_changes"`
+	// DeltaTotals sums the replays' deltas.
+	DeltaTotals Delta      `json:"delta_totals"`
+	Creator     Creator    `json:"-"`
+	CreatedAt   time.Time  `json:"created_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+}
+
+// OutcomeChange is one cell of the outcome matrix.
+type OutcomeChange struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Count int    `json:"count"`
+}
+
+// BatchItem is one workflow of a batch, in the batch's order.
+type BatchItem struct {
+	Position   int
+	WorkflowID string
+}
+
+// BatchStore keeps batches, their workflows and their replays.
+type BatchStore interface {
+	// CreateBatch stores a running batch of the workflows, in order, leased
+	// to owner until until, with rec, its audit record.
+	CreateBatch(ctx context.Context, b *Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error
+	// Batch returns a batch of the tenant with its counts, or problem.NotFound.
+	Batch(ctx context.Context, tenant, id string) (*Batch, error)
+	// BatchByID returns a batch of any tenant (for signed report links).
+	BatchByID(ctx context.Context, id string) (*Batch, error)
+	// PendingItems returns up to limit workflows of the batch not replayed
+	// yet, after position after, in order.
+	PendingItems(ctx context.Context, batchID string, after, limit int) ([]BatchItem, error)
+	// AddBatchReplay stores r as the replay of the batch's workflow at
+	// position, in one transaction; problem.Conflict when that workflow
+	// already has its replay.
+	AddBatchReplay(ctx context.Context, batchID string, position int, r *Replay) error
+	// BatchReplays pages a batch's replays: those whose outcome changed
+	// first, then in batch order; only the changed ones when changedOnly.
+	BatchReplays(ctx context.Context, batchID string, changedOnly bool, offset, limit int) ([]*Replay, error)
+	// FinishBatch moves a running batch to status (completed, failed or
+	// cancelled) and drops its lease; false when it was not running.
+	FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error)
+	// ClaimBatch leases to owner a running batch whose lease expired before
+	// now, or returns nil.
+	ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*Batch, error)
+	// RenewBatch extends owner's lease; problem.Conflict when the batch is
+	// no longer running or leased to another owner.
+	RenewBatch(ctx context.Context, id, owner string, until time.Time) error
+}
+
+// NewBatch is a new running batch of the tenant.
+func NewBatch(tenant, target string, total int, creator Creator, now time.Time) *Batch {
+	return &Batch{ID: ids.NewAt(ids.Batch, now), Tenant: tenant, Target: target, Status: BatchRunning,
+		Total: total, OutcomeChanges: []OutcomeChange{}, Creator: creator, CreatedAt: now}
+}
+
+// Runner replays batches in the background: the ones this replica accepts
+// and, through leases, those another replica left unfinished.
+type BatchRunner struct {
+	Service *Service
+	Store   BatchStore
+	// Owner names this replica in leases.
+	Owner string
+	// Workers replay in parallel (default: the number of CPUs).
+	Workers int
+	// Lease is how long a batch stays leased without renewal (default 30 s).
+	Lease time.Duration
+	// Poll is how often to look for batches left unfinished (default Lease/2).
+	Poll   time.Duration
+	Logger *slog.Logger
+
+	wake chan struct{}
+	once sync.Once
+}
+
+func (r *BatchRunner) init() {
+	r.once.Do(func() {
+		r.wake = make(chan struct{}, 1)
+		if r.Workers <= 0 {
+			r.Workers = runtime.NumCPU()
+		}
+		if r.Lease <= 0 {
+			r.Lease = 30 * time.Second
+		}
+		if r.Poll <= 0 {
+			r.Poll = r.Lease / 2
+		}
+		if r.Logger == nil {
+			r.Logger = slog.New(slog.DiscardHandler)
+		}
+	})
+}
+
+// LeaseUntil is the end of a lease taken now.
+func (r *BatchRunner) LeaseUntil(now time.Time) time.Time {
+	r.init()
+	return now.Add(r.Lease)
+}
+
+// Wake makes Run look for work now (after a batch was created here).
+func (r *BatchRunner) Wake() {
+	r.init()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run replays batches until ctx ends, one at a time, each with Workers in
+// parallel.
+func (r *BatchRunner) Run(ctx context.Context) {
+	r.init()
+	t := time.NewTicker(r.Poll)
+	defer t.Stop()
+	for {
+		for ctx.Err() == nil {
+			now := r.Service.now()
+			b, err := r.Store.ClaimBatch(ctx, r.Owner, now, now.Add(r.Lease))
+			if err != nil {
+				if ctx.Err() == nil {
+					r.Logger.Error("claim replay batch", "error", err)
+				}
+				break
+			}
+			if b == nil {
+				break
+			}
+			r.runBatch(ctx, b)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+	}
+}
+
+// errLost stops a batch whose lease is gone: cancelled, or taken over.
+var errLost = errors.New("replay batch lease lost")
+
+// runBatch replays the batch's pending workflows and finishes it.
+func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) {
+	log := r.Logger.With("batch", b.ID)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Keep the lease while working; a lost lease stops the workers.
+	go func() {
+		t := time.NewTicker(r.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := r.Store.RenewBatch(ctx, b.ID, r.Owner, r.Service.now().Add(r.Lease)); err != nil {
+					cancel(errLost)
+					return
+				}
+			}
+		}
+	}()
+	target, prog, err := r.target(ctx, b)
+	if err == nil {
+		err = r.replayPending(ctx, b, target, prog)
+	}
+	status, msg := BatchCompleted, ""
+	switch {
+	case errors.Is(context.Cause(ctx), errLost):
+		log.Info("replay batch stopped: cancelled or taken over")
+		return
+	case ctx.Err() != nil:
+		return // shutting down: another start resumes it
+	case err != nil:
+		status, msg = BatchFailed, err.Error()
+		log.Error("replay batch failed", "error", err)
+	}
+	if _, err := r.Store.FinishBatch(context.WithoutCancel(ctx), b.ID, status, msg, r.Service.now()); err != nil {
+		log.Error("finish replay batch", "error", err)
+	}
+}
+
+func (r *BatchRunner) target(ctx context.Context, b *Batch) (*agent.Version, *agent.Program, error) {
+	name, version, err := ParseTarget(b.Target)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := r.Service.Versions.AgentVersion(ctx, b.Tenant, name, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	prog, err := r.Service.Programs.Program(ctx, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, prog, nil
+}
+
+// replayPending feeds the pending workflows, a page at a time, to the
+// workers: memory holds a page, whatever the batch's size.
+func (r *BatchRunner) replayPending(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program) error {
+	const pageSize = 256
+	items := make(chan BatchItem)
+	errs := make(chan error, r.Workers)
+	var wg sync.WaitGroup
+	for range r.Workers {
+		wg.Go(func() {
+			for it := range items {
+				if err := r.replayItem(ctx, b, v, prog, it); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var feedErr error
+	after := -1
+feed:
+	for {
+		page, err := r.Store.PendingItems(ctx, b.ID, after, pageSize)
+		if err != nil {
+			feedErr = err
+			break
+		}
+		for _, it := range page {
+			select {
+			case items <- it:
+			case err := <-errs:
+				feedErr = err
+				break feed
+			case <-ctx.Done():
+				break feed
+			}
+			after = it.Position
+		}
+		if len(page) < pageSize {
+			break
+		}
+	}
+	close(items)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		feedErr = errors.Join(feedErr, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return feedErr
+}
+
+// replayItem replays one workflow of the batch and stores the result. A
+// workflow that cannot be replayed gets a replay that says why.
+func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program, it BatchItem) error {
+	now := r.Service.now()
+	rp := &Replay{ID: ids.NewAt(ids.Replay, now), Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
+		DryRun: true, Creator: b.Creator, CreatedAt: now}
+	wf, err := r.Service.Workflows.Workflow(ctx, b.Tenant, it.WorkflowID)
+	if err != nil {
+		return err
+	}
+	rp.OriginalVersion, rp.OriginalOutcome = wf.Agent+"@"+wf.AgentVersion, wf.Outcome
+	err = r.Service.dryRun(ctx, wf, prog, rp)
+	if p := problem.As(err); p != nil && p.Code == problem.WorkflowNotReplayable {
+		rp.ReplayOutcome, rp.ReplayError, rp.Steps = agent.OutcomeFailed, p.Detail, []Entry{}
+	} else if err != nil {
+		return err
+	}
+	err = r.Store.AddBatchReplay(ctx, b.ID, it.Position, rp)
+	if problem.Is(err, problem.Conflict) {
+		return nil // replayed already, by an earlier lease holder
+	}
+	return err
+}
+
+// dryRun replays wf against prog from its record and fills r's outcome,
+// steps and delta.
+func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent.Program, r *Replay) error {
+	if !wf.Done() {
+		return problem.New(problem.WorkflowNotReplayable,
+			"workflow %s is still %s: replay it once it has finished", wf.ID, wf.Status)
+	}
+	steps, err := s.Workflows.Steps(ctx, wf.ID, 0)
+	if err != nil {
+		return err
+	}
+	comps, err := s.Workflows.Completions(ctx, wf.ID)
+	if err != nil {
+		return err
+	}
+	run, err := DryRun(ctx, prog, &History{Workflow: wf, Steps: steps, Completions: comps})
+	if errors.Is(err, ErrBadHistory) {
+		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)
+	}
+	if err != nil {
+		return err
+	}
+	r.ReplayOutcome, r.ReplayError = run.Outcome, run.Error
+	r.Steps, r.Delta = Diff(steps, run.Steps)
+	return nil
+}
+
+// BatchNotFound is the error for a batch that does not exist in the tenant.
+func BatchNotFound(id string) error {
+	return problem.New(problem.NotFound, "no replay batch %s", id)
+}
+
+// OutcomeChanged reports whether the replay's outcome differs from the
+// original's.
+func (r *Replay) OutcomeChanged() bool { return r.OriginalOutcome != r.ReplayOutcome }
+
+// BatchCell counts a batch's replays of one (original, replay) outcome pair.
+type BatchCell struct {
+	From, To string
+	Count    int
+	Delta    Delta
+}
+
+// Count sets the batch's counts from its cells.
+func (b *Batch) Count(cells []BatchCell) {
+	b.Done, b.Changed, b.DeltaTotals = 0, 0, Delta{}
+	b.OutcomeChanges = make([]OutcomeChange, 0, len(cells))
+	for _, c := range cells {
+		b.Done += c.Count
+		if c.From != c.To {
+			b.Changed += c.Count
+		}
+		b.DeltaTotals.StepsAdded += c.Delta.StepsAdded
+		b.DeltaTotals.StepsChanged += c.Delta.StepsChanged
+		b.DeltaTotals.StepsRemoved += c.Delta.StepsRemoved
+		b.DeltaTotals.ToolCallsChanged += c.Delta.ToolCallsChanged
+		b.OutcomeChanges = append(b.OutcomeChanges, OutcomeChange{From: c.From, To: c.To, Count: c.Count})
+	}
+	slices.SortFunc(b.OutcomeChanges, func(x, y OutcomeChange) int {
+		if cx, cy := x.From != x.To, y.From != y.To; cx != cy {
+			if cx {
+				return -1
+			}
+			return 1
+		}
+		if x.Count != y.Count {
+			return y.Count - x.Count
+		}
+		return cmp.Or(strings.Compare(x.From, y.From), strings.Compare(x.To, y.To))
+	})
+}

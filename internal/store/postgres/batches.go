@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+var _ replay.BatchStore = (*DB)(nil)
+
+const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at`
+
+// CreateBatch stores a running batch and its workflows, leased to owner.
+func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error {
+	b.CreatedAt = micro(b.CreatedAt)
+	creator, err := json.Marshal(b.Creator)
+	if err != nil {
+		return fmt.Errorf("encode batch creator: %w", err)
+	}
+	positions := make([]int32, len(workflowIDs))
+	for i := range positions {
+		positions[i] = int32(i)
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
+			VALUES ($1, $2, $3, $4, '', $5, $6, $7, NULL, $8, $9)`,
+			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), creator, b.CreatedAt, owner, until); err != nil {
+			return fmt.Errorf("insert replay batch: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO replay_batch_items (batch_id, position, workflow_id)
+			SELECT $1, p, w FROM unnest($2::integer[], $3::text[]) AS u(p, w)`, b.ID, positions, workflowIDs); err != nil {
+			return fmt.Errorf("insert replay batch items: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Batch returns a batch of the tenant with its counts.
+func (db *DB) Batch(ctx context.Context, tenant, id string) (*replay.Batch, error) {
+	return db.batch(ctx, id, `SELECT `+batchColumns+` FROM replay_batches WHERE tenant = $1 AND id = $2`, tenant, id)
+}
+
+// BatchByID returns a batch of any tenant with its counts.
+func (db *DB) BatchByID(ctx context.Context, id string) (*replay.Batch, error) {
+	return db.batch(ctx, id, `SELECT `+batchColumns+` FROM replay_batches WHERE id = $1`, id)
+}
+
+func (db *DB) batch(ctx context.Context, id, query string, args ...any) (*replay.Batch, error) {
+	var b *replay.Batch
+	err := db.read(ctx, func(q querier) error {
+		var err error
+		if b, err = scanBatch(q.QueryRow(ctx, query, args...)); errors.Is(err, pgx.ErrNoRows) {
+			return replay.BatchNotFound(id)
+		} else if err != nil {
+			return err
+		}
+		rows, err := q.Query(ctx, `SELECT original_outcome, replay_outcome, count(*),
+			sum(steps_added), sum(steps_changed), sum(steps_removed), sum(tool_calls_changed)
+			FROM replay_batch_items WHERE batch_id = $1 AND replay_id IS NOT NULL
+			GROUP BY original_outcome, replay_outcome`, b.ID)
+		if err != nil {
+			return fmt.Errorf("count replay batch: %w", err)
+		}
+		defer rows.Close()
+		var cells []replay.BatchCell
+		for rows.Next() {
+			var c replay.BatchCell
+			var n, added, changed, removed, calls int64
+			if err := rows.Scan(&c.From, &c.To, &n, &added, &changed, &removed, &calls); err != nil {
+				return fmt.Errorf("count replay batch: %w", err)
+			}
+			c.Count = int(n)
+			c.Delta = replay.Delta{StepsAdded: int(added), StepsChanged: int(changed), StepsRemoved: int(removed), ToolCallsChanged: int(calls)}
+			cells = append(cells, c)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("count replay batch: %w", err)
+		}
+		b.Count(cells)
+		return nil
+	})
+	return b, err
+}
+
+func scanBatch(row pgx.Row) (*replay.Batch, error) {
+	var (
+		b        replay.Batch
+		total    int32
+		creator  []byte
+		finished *time.Time
+	)
+	err := row.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &total, &creator, &b.CreatedAt, &finished)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan replay batch: %w", err)
+	}
+	b.Total = int(total)
+	if err := json.Unmarshal(creator, &b.Creator); err != nil {
+		return nil, fmt.Errorf("decode replay batch creator: %w", err)
+	}
+	b.CreatedAt = b.CreatedAt.UTC()
+	if finished != nil {
+		t := finished.UTC()
+		b.FinishedAt = &t
+	}
+	return &b, nil
+}
+
+// PendingItems returns workflows of the batch without a replay, in order.
+func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int) ([]replay.BatchItem, error) {
+	var items []replay.BatchItem
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT position, workflow_id FROM replay_batch_items
+			WHERE batch_id = $1 AND position > $2 AND replay_id IS NULL ORDER BY position LIMIT $3`, batchID, after, limit)
+		if err != nil {
+			return fmt.Errorf("list replay batch items: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var it replay.BatchItem
+			var pos int32
+			if err := rows.Scan(&pos, &it.WorkflowID); err != nil {
+				return fmt.Errorf("scan replay batch item: %w", err)
+			}
+			it.Position = int(pos)
+			items = append(items, it)
+		}
+		return rows.Err()
+	})
+	return items, err
+}
+
+// AddBatchReplay stores r as the replay of one workflow of the batch, once.
+func (db *DB) AddBatchReplay(ctx context.Context, batchID string, position int, r *replay.Replay) error {
+	r.CreatedAt = micro(r.CreatedAt)
+	creator, data, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	return db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE replay_batch_items SET replay_id = $1, original_outcome = $2, replay_outcome = $3,
+			changed = $4, steps_added = $5, steps_changed = $6, steps_removed = $7, tool_calls_changed = $8
+			WHERE batch_id = $9 AND position = $10 AND workflow_id = $11 AND replay_id IS NULL`,
+			r.ID, r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged(), r.Delta.StepsAdded, r.Delta.StepsChanged,
+			r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, batchID, position, r.WorkflowID)
+		if err != nil {
+			return fmt.Errorf("update replay batch item: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return problem.New(problem.Conflict, "workflow %s of batch %s is replayed already", r.WorkflowID, batchID)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data); err != nil {
+			return fmt.Errorf("insert replay: %w", err)
+		}
+		return nil
+	})
+}
+
+// BatchReplays pages the batch's replays, changed outcomes first.
+func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool, offset, limit int) ([]*replay.Replay, error) {
+	cond := ""
+	if changedOnly {
+		cond = " AND i.changed"
+	}
+	var rs []*replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT r.id, r.tenant, r.workflow_id, r.target, r.created_at, r.creator, r.data
+			FROM replay_batch_items i JOIN replays r ON r.id = i.replay_id
+			WHERE i.batch_id = $1`+cond+` ORDER BY i.changed DESC, i.position LIMIT $2 OFFSET $3`, batchID, limit, offset)
+		if err != nil {
+			return fmt.Errorf("list batch replays: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanReplay(rows)
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+		return rows.Err()
+	})
+	return rs, err
+}
+
+// FinishBatch moves a running batch to status and drops its lease.
+func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error) {
+	var ok bool
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE replay_batches SET status = $1, error = $2, finished_at = $3, lease_owner = '', lease_until = '-infinity'
+			WHERE id = $4 AND status = 'running'`, status, errMsg, micro(at), id)
+		if err != nil {
+			return fmt.Errorf("finish replay batch: %w", err)
+		}
+		ok = tag.RowsAffected() == 1
+		return nil
+	})
+	return ok, err
+}
+
+// ClaimBatch leases a running batch whose lease has expired.
+func (db *DB) ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*replay.Batch, error) {
+	var id string
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		id = ""
+		err := tx.QueryRow(ctx, `UPDATE replay_batches SET lease_owner = $1, lease_until = $2
+			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND lease_until < $3
+				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+			RETURNING id`, owner, until, now).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim replay batch: %w", err)
+	}
+	if id == "" {
+		return nil, nil
+	}
+	return db.BatchByID(ctx, id)
+}
+
+// RenewBatch extends owner's lease of a running batch.
+func (db *DB) RenewBatch(ctx context.Context, id, owner string, until time.Time) error {
+	return db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE replay_batches SET lease_until = $1
+			WHERE id = $2 AND status = 'running' AND lease_owner = $3`, until, id, owner)
+		if err != nil {
+			return fmt.Errorf("renew replay batch: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return problem.New(problem.Conflict, "replay batch %s is no longer running here", id)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,255 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+var _ replay.BatchStore = (*DB)(nil)
+
+const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at`
+
+// CreateBatch stores a running batch and its workflows, leased to owner.
+func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error {
+	b.CreatedAt = micro(b.CreatedAt)
+	creator, err := json.Marshal(b.Creator)
+	if err != nil {
+		return fmt.Errorf("encode batch creator: %w", err)
+	}
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
+			VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, ?)`,
+			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), string(creator), fmtTime(b.CreatedAt), owner, fmtTime(until)); err != nil {
+			return fmt.Errorf("insert replay batch: %w", err)
+		}
+		const chunk = 500
+		for start := 0; start < len(workflowIDs); start += chunk {
+			part := workflowIDs[start:min(start+chunk, len(workflowIDs))]
+			args := make([]any, 0, 3*len(part))
+			for i, id := range part {
+				args = append(args, b.ID, start+i, id)
+			}
+			q := `INSERT INTO replay_batch_items (batch_id, position, workflow_id) VALUES (?, ?, ?)` +
+				strings.Repeat(`, (?, ?, ?)`, len(part)-1)
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return fmt.Errorf("insert replay batch items: %w", err)
+			}
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Batch returns a batch of the tenant with its counts.
+func (db *DB) Batch(ctx context.Context, tenant, id string) (*replay.Batch, error) {
+	return db.batch(ctx, `SELECT `+batchColumns+` FROM replay_batches WHERE tenant = ? AND id = ?`, tenant, id)
+}
+
+// BatchByID returns a batch of any tenant with its counts.
+func (db *DB) BatchByID(ctx context.Context, id string) (*replay.Batch, error) {
+	return db.batch(ctx, `SELECT `+batchColumns+` FROM replay_batches WHERE id = ?`, id)
+}
+
+func (db *DB) batch(ctx context.Context, query string, args ...any) (*replay.Batch, error) {
+	var b *replay.Batch
+	err := db.query(ctx, func(tx dbtx) error {
+		var err error
+		if b, err = scanBatch(tx.QueryRowContext(ctx, query, args...)); err == sql.ErrNoRows {
+			return replay.BatchNotFound(args[len(args)-1].(string))
+		} else if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT original_outcome, replay_outcome, count(*),
+			sum(steps_added), sum(steps_changed), sum(steps_removed), sum(tool_calls_changed)
+			FROM replay_batch_items WHERE batch_id = ? AND replay_id IS NOT NULL
+			GROUP BY original_outcome, replay_outcome`, b.ID)
+		if err != nil {
+			return fmt.Errorf("count replay batch: %w", err)
+		}
+		defer rows.Close()
+		var cells []replay.BatchCell
+		for rows.Next() {
+			var c replay.BatchCell
+			if err := rows.Scan(&c.From, &c.To, &c.Count, &c.Delta.StepsAdded, &c.Delta.StepsChanged,
+				&c.Delta.StepsRemoved, &c.Delta.ToolCallsChanged); err != nil {
+				return fmt.Errorf("count replay batch: %w", err)
+			}
+			cells = append(cells, c)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("count replay batch: %w", err)
+		}
+		b.Count(cells)
+		return nil
+	})
+	return b, err
+}
+
+func scanBatch(s scanner) (*replay.Batch, error) {
+	var (
+		b                replay.Batch
+		creator, created string
+		finished         sql.NullString
+	)
+	err := s.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &b.Total, &creator, &created, &finished)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan replay batch: %w", err)
+	}
+	if err := json.Unmarshal([]byte(creator), &b.Creator); err != nil {
+		return nil, fmt.Errorf("decode replay batch creator: %w", err)
+	}
+	if b.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if finished.Valid {
+		t, err := parseTime(finished.String)
+		if err != nil {
+			return nil, err
+		}
+		b.FinishedAt = &t
+	}
+	return &b, nil
+}
+
+// PendingItems returns workflows of the batch without a replay, in order.
+func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int) ([]replay.BatchItem, error) {
+	var items []replay.BatchItem
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT position, workflow_id FROM replay_batch_items
+			WHERE batch_id = ? AND position > ? AND replay_id IS NULL ORDER BY position LIMIT ?`, batchID, after, limit)
+		if err != nil {
+			return fmt.Errorf("list replay batch items: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var it replay.BatchItem
+			if err := rows.Scan(&it.Position, &it.WorkflowID); err != nil {
+				return fmt.Errorf("scan replay batch item: %w", err)
+			}
+			items = append(items, it)
+		}
+		return rows.Err()
+	})
+	return items, err
+}
+
+// AddBatchReplay stores r as the replay of one workflow of the batch, once.
+func (db *DB) AddBatchReplay(ctx context.Context, batchID string, position int, r *replay.Replay) error {
+	r.CreatedAt = micro(r.CreatedAt)
+	creator, data, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	return db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE replay_batch_items SET replay_id = ?, original_outcome = ?, replay_outcome = ?,
+			changed = ?, steps_added = ?, steps_changed = ?, steps_removed = ?, tool_calls_changed = ?
+			WHERE batch_id = ? AND position = ? AND workflow_id = ? AND replay_id IS NULL`,
+			r.ID, r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged(), r.Delta.StepsAdded, r.Delta.StepsChanged,
+			r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, batchID, position, r.WorkflowID)
+		if err != nil {
+			return fmt.Errorf("update replay batch item: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update replay batch item: %w", err)
+		} else if n == 0 {
+			return problem.New(problem.Conflict, "workflow %s of batch %s is replayed already", r.WorkflowID, batchID)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data); err != nil {
+			return fmt.Errorf("insert replay: %w", err)
+		}
+		return nil
+	})
+}
+
+// BatchReplays pages the batch's replays, changed outcomes first.
+func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool, offset, limit int) ([]*replay.Replay, error) {
+	cond := ""
+	if changedOnly {
+		cond = " AND i.changed = 1"
+	}
+	var rs []*replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.tenant, r.workflow_id, r.target, r.created_at, r.creator, r.data
+			FROM replay_batch_items i JOIN replays r ON r.id = i.replay_id
+			WHERE i.batch_id = ?`+cond+` ORDER BY i.changed DESC, i.position LIMIT ? OFFSET ?`, batchID, limit, offset)
+		if err != nil {
+			return fmt.Errorf("list batch replays: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanReplay(rows)
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+		return rows.Err()
+	})
+	return rs, err
+}
+
+// FinishBatch moves a running batch to status and drops its lease.
+func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error) {
+	var ok bool
+	err := db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE replay_batches SET status = ?, error = ?, finished_at = ?, lease_owner = '', lease_until = ''
+			WHERE id = ? AND status = 'running'`, status, errMsg, fmtTime(micro(at)), id)
+		if err != nil {
+			return fmt.Errorf("finish replay batch: %w", err)
+		}
+		n, err := res.RowsAffected()
+		ok = n == 1
+		return err
+	})
+	return ok, err
+}
+
+// ClaimBatch leases a running batch whose lease has expired.
+func (db *DB) ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*replay.Batch, error) {
+	var id string
+	err := db.write(ctx, func(tx dbtx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE replay_batches SET lease_owner = ?, lease_until = ?
+			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND lease_until < ? ORDER BY id LIMIT 1)
+			RETURNING id`, owner, fmtTime(until), fmtTime(now)).Scan(&id)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim replay batch: %w", err)
+	}
+	if id == "" {
+		return nil, nil
+	}
+	return db.BatchByID(ctx, id)
+}
+
+// RenewBatch extends owner's lease of a running batch.
+func (db *DB) RenewBatch(ctx context.Context, id, owner string, until time.Time) error {
+	return db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE replay_batches SET lease_until = ?
+			WHERE id = ? AND status = 'running' AND lease_owner = ?`, fmtTime(until), id, owner)
+		if err != nil {
+			return fmt.Errorf("renew replay batch: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("renew replay batch: %w", err)
+		} else if n == 0 {
+			return problem.New(problem.Conflict, "replay batch %s is no longer running here", id)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+// batchReplay is the dry replay of workflow wfID for a batch, from outcome
+// from to outcome to.
+func batchReplay(tenant, wfID, from, to string, i int) *replay.Replay {
+	r := newReplay(tenant, wfID, "triage@2", i)
+	r.DryRun, r.ReplayWorkflowID = true, ""
+	r.OriginalOutcome, r.ReplayOutcome = from, to
+	return r
+}
+
+// testBatchLifecycle creates a batch of five workflows, replays them out of
+// order, and checks the counts, the pending list, the once-only rule, the
+// replay pages (changed first) and finishing.
+func testBatchLifecycle(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	b := replay.NewBatch("acme", "triage@2", 5, replay.Creator{Sub: "user-1", Scopes: []string{"workflows:replay"}}, base)
+	wfs := []string{"wf_a", "wf_b", "wf_c", "wf_d", "wf_e"}
+	rec := record("acme", "replay_batch.create", 0)
+	rec.Resource = audit.Resource{Type: "replay_batch", ID: b.ID}
+	must(t, s.CreateBatch(ctx, b, wfs, "replica-1", base.Add(time.Minute), rec), "create batch")
+
+	got, err := s.Batch(ctx, "acme", b.ID)
+	must(t, err, "batch")
+	if got.Status != replay.BatchRunning || got.Total != 5 || got.Done != 0 || got.Changed != 0 || len(got.OutcomeChanges) != 0 {
+		t.Errorf("new batch = %+v", got)
+	}
+	if diff := cmp.Diff(b.Creator, got.Creator); diff != "" {
+		t.Errorf("creator (-want +got):\n%s", diff)
+	}
+	wantCode(t, errOf(s.Batch(ctx, "other", b.ID)), problem.NotFound, "another tenant's batch")
+
+	outcomes := [][2]string{{"routed", "routed"}, {"routed", "escalated"}, {"approved", "approved"}, {"routed", "escalated"}, {"approved", "declined"}}
+	for _, pos := range []int{3, 0, 4} {
+		r := batchReplay("acme", wfs[pos], outcomes[pos][0], outcomes[pos][1], pos)
+		must(t, s.AddBatchReplay(ctx, b.ID, pos, r), "add replay")
+	}
+	// Once only: a second replay of a workflow (another lease holder's) is refused.
+	wantCode(t, s.AddBatchReplay(ctx, b.ID, 3, batchReplay("acme", wfs[3], "routed", "routed", 9)), problem.Conflict, "replay twice")
+
+	pending, err := s.PendingItems(ctx, b.ID, -1, 10)
+	must(t, err, "pending")
+	if want := []replay.BatchItem{{Position: 1, WorkflowID: "wf_b"}, {Position: 2, WorkflowID: "wf_c"}}; !slices.Equal(pending, want) {
+		t.Errorf("pending = %v, want %v", pending, want)
+	}
+	pending, err = s.PendingItems(ctx, b.ID, 1, 10)
+	must(t, err, "pending after 1")
+	if want := []replay.BatchItem{{Position: 2, WorkflowID: "wf_c"}}; !slices.Equal(pending, want) {
+		t.Errorf("pending after 1 = %v, want %v", pending, want)
+	}
+
+	got, err = s.Batch(ctx, "acme", b.ID)
+	must(t, err, "batch")
+	want := []replay.OutcomeChange{{From: "approved", To: "declined", Count: 1}, {From: "routed", To: "escalated", Count: 1}, {From: "routed", To: "routed", Count: 1}}
+	if got.Done != 3 || got.Changed != 2 || !slices.Equal(got.OutcomeChanges, want) {
+		t.Errorf("counts: done %d changed %d matrix %v, want 3, 2, %v", got.Done, got.Changed, got.OutcomeChanges, want)
+	}
+	if d := got.DeltaTotals; d.StepsAdded != 3 || d.ToolCallsChanged != 6 {
+		t.Errorf("delta totals = %+v, want 3 steps added, 6 calls changed", d)
+	}
+
+	page, err := s.BatchReplays(ctx, b.ID, false, 0, 10)
+	must(t, err, "batch replays")
+	var order []string
+	for _, r := range page {
+		order = append(order, r.WorkflowID)
+	}
+	if want := []string{"wf_d", "wf_e", "wf_a"}; !slices.Equal(order, want) {
+		t.Errorf("replays %v, want changed first then in order %v", order, want)
+	}
+	page, err = s.BatchReplays(ctx, b.ID, true, 1, 10)
+	must(t, err, "changed replays, second")
+	if len(page) != 1 || page[0].WorkflowID != "wf_e" || page[0].ReplayOutcome != "declined" {
+		t.Errorf("changed replays from offset 1 = %v", replayIDs(page))
+	}
+
+	ok, err := s.FinishBatch(ctx, b.ID, replay.BatchCancelled, "", base.Add(time.Second))
+	must(t, err, "finish")
+	if !ok {
+		t.Error("finishing a running batch reported it was not running")
+	}
+	if ok, _ := s.FinishBatch(ctx, b.ID, replay.BatchCompleted, "", base.Add(2*time.Second)); ok {
+		t.Error("a finished batch was finished again")
+	}
+	got, err = s.BatchByID(ctx, b.ID)
+	must(t, err, "batch by id")
+	if got.Status != replay.BatchCancelled || got.FinishedAt == nil || !got.FinishedAt.Equal(base.Add(time.Second)) {
+		t.Errorf("finished batch: status %s, finished %v", got.Status, got.FinishedAt)
+	}
+}
+
+// testBatchLeases: a leased batch is not claimed until its lease expires;
+// renewal needs the lease; a finished batch is never claimed.
+func testBatchLeases(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	b := replay.NewBatch("acme", "triage@2", 1, replay.Creator{Sub: "u"}, base)
+	must(t, s.CreateBatch(ctx, b, []string{"wf_a"}, "replica-1", base.Add(time.Minute), nil), "create batch")
+	got, err := s.ClaimBatch(ctx, "replica-2", base.Add(30*time.Second), base.Add(90*time.Second))
+	must(t, err, "claim")
+	if got != nil {
+		t.Fatalf("claimed a batch whose lease holds: %s", got.ID)
+	}
+	must(t, s.RenewBatch(ctx, b.ID, "replica-1", base.Add(2*time.Minute)), "renew")
+	wantCode(t, s.RenewBatch(ctx, b.ID, "replica-2", base.Add(2*time.Minute)), problem.Conflict, "renew by another")
+	got, err = s.ClaimBatch(ctx, "replica-2", base.Add(3*time.Minute), base.Add(4*time.Minute))
+	must(t, err, "claim expired")
+	if got == nil || got.ID != b.ID || got.Tenant != "acme" {
+		t.Fatalf("claim after expiry = %+v", got)
+	}
+	wantCode(t, s.RenewBatch(ctx, b.ID, "replica-1", base.Add(5*time.Minute)), problem.Conflict, "renew by the old owner")
+	if _, err := s.FinishBatch(ctx, b.ID, replay.BatchCompleted, "", base.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.ClaimBatch(ctx, "replica-3", base.Add(time.Hour), base.Add(2*time.Hour))
+	must(t, err, "claim finished")
+	if got != nil {
+		t.Errorf("claimed a finished batch")
+	}
+}
+
+// errOf is the error of a (value, error) pair.
+func errOf[T any](_ T, err error) error { return err }
