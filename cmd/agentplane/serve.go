@@ -182,6 +182,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	}
 	go runner.Run(ctx)
 
+	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Now: time.Now}
+	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Logger: logger}
+	go batches.Run(ctx)
+
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
 	if err != nil {
 		return fmt.Errorf("--viewer-ttl: %w", err)
@@ -210,9 +214,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Agents:    st,
 		Runner:    runner,
 		Workflows: st,
-		Replays: &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st,
-			Now: time.Now},
+		Replays:     replays,
 		ReplayStore: st,
+		Batches:     batches,
+		BatchStore:  st,
 		Viewer:      viewer,
 	})
 

@@ -24,6 +24,7 @@ type store interface {
 	agent.VersionStore
 	workflow.Store
 	replay.Store
+	replay.BatchStore
 	Close() error
 }
 

@@ -99,6 +99,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		stopRunner()
 		runner.Close(context.Background())
 	})
+	replays := &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db}
+	batches := &replay.BatchRunner{Service: replays, Store: db, Owner: "harness", Lease: 2 * time.Second}
+	go batches.Run(runCtx)
 	viewer, err := web.LoadSigner(ctx, db, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +121,10 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Agents:      db,
 		Runner:      runner,
 		Workflows:   db,
-		Replays:     &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db},
+		Replays:     replays,
 		ReplayStore: db,
+		Batches:     batches,
+		BatchStore:  db,
 		Viewer:      viewer,
 	}
 	for _, o := range opts {

@@ -72,6 +72,10 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, h: s.handleReplay},
 		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
 		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},
+		{pattern: "POST /v1/replay-batches", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.create", resource: "replay_batch", idempotent: true, h: s.handleCreateBatch},
+		{pattern: "GET /v1/replay-batches/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.read", resource: "replay_batch", h: s.handleGetBatch},
+		{pattern: "GET /v1/replay-batches/{id}/replays", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.replays", resource: "replay_batch", h: s.handleBatchReplays},
+		{pattern: "POST /v1/replay-batches/{id}/cancel", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.cancel", resource: "replay_batch", idempotent: true, h: s.handleCancelBatch},
 		{pattern: "GET /replays/{id}", public: true, signed: web.KindReplay, action: "replay.view", resource: "replay", h: s.handleReplayPage},
 		{pattern: "GET " + web.AssetsPath + "{file}", public: true, noAudit: true, h: handleAssets},
 

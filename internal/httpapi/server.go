@@ -68,8 +68,11 @@ type Deps struct {
 	// checks the links of their pages.
 	Replays     *replay.Service
 	ReplayStore replay.Store
-	Viewer      *web.Signer
-	Now         func() time.Time
+	// Batches runs replay batches in the background; BatchStore keeps them.
+	Batches    *replay.BatchRunner
+	BatchStore replay.BatchStore
+	Viewer     *web.Signer
+	Now        func() time.Time
 }
 
 // Server is agentplane's HTTP API.

@@ -74,6 +74,9 @@ var (
 var errRunning = errors.New("the workflow is already running here")
 
 // New returns a runner; call Run to renew leases and resume workflows.
+// Owner is the name of this replica in leases.
+func (r *Runner) Owner() string { return r.opts.Owner }
+
 func New(opts Options) *Runner {
 	if opts.Owner == "" {
 		opts.Owner = ids.New("rep_")

@@ -1,0 +1,199 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
+)
+
+// batchRequest is the body of POST /v1/replay-batches.
+type batchRequest struct {
+	TargetAgentVersion string          `json:"target_agent_version"`
+	Workflows          *batchSelection `json:"workflows,omitempty"`
+	WorkflowIDs        []string        `json:"workflow_ids,omitempty"`
+}
+
+type batchSelection struct {
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion string `json:"agent_version,omitempty"`
+	Outcome      string `json:"outcome,omitempty"`
+	Since        string `json:"since,omitempty"`
+	Until        string `json:"until,omitempty"`
+	Limit        int    `json:"limit,omitempty"`
+}
+
+// batchView is a batch as the API shows it.
+type batchView struct {
+	*replay.Batch
+	CreatedAt  string  `json:"created_at"`
+	FinishedAt *string `json:"finished_at"`
+}
+
+func viewBatch(b *replay.Batch) batchView {
+	v := batchView{Batch: b, CreatedAt: b.CreatedAt.UTC().Format(timeFormat)}
+	if b.FinishedAt != nil {
+		f := b.FinishedAt.UTC().Format(timeFormat)
+		v.FinishedAt = &f
+	}
+	return v
+}
+
+// selection checks the body's choice of workflows.
+func (req *batchRequest) selection() (replay.Selection, []problem.FieldError) {
+	var errs []problem.FieldError
+	add := func(field, msg string) { errs = append(errs, problem.FieldError{Field: field, Message: msg}) }
+	var sel replay.Selection
+	switch {
+	case req.Workflows != nil && len(req.WorkflowIDs) > 0:
+		add("workflow_ids", "give workflows (a filter) or workflow_ids, not both")
+	case len(req.WorkflowIDs) > 0:
+		if len(req.WorkflowIDs) > replay.MaxBatch {
+			add("workflow_ids", "lists "+strconv.Itoa(len(req.WorkflowIDs))+" workflows, over the limit of "+strconv.Itoa(replay.MaxBatch))
+		}
+		sel.IDs = req.WorkflowIDs
+	case req.Workflows != nil:
+		w := req.Workflows
+		sel = replay.Selection{Agent: w.Agent, AgentVersion: w.AgentVersion, Outcome: w.Outcome, Limit: w.Limit}
+		if w.Limit < 0 || w.Limit > replay.MaxBatch {
+			add("workflows.limit", "must be from 1 to "+strconv.Itoa(replay.MaxBatch)+" (default 1000)")
+		}
+		for _, t := range []struct {
+			name, v string
+			out     *time.Time
+		}{{"workflows.since", w.Since, &sel.Since}, {"workflows.until", w.Until, &sel.Until}} {
+			if t.v == "" {
+				continue
+			}
+			tm, err := time.Parse(time.RFC3339Nano, t.v)
+			if err != nil {
+				add(t.name, "must be an RFC 3339 time, for example 2026-11-17T00:00:00Z")
+			}
+			*t.out = tm
+		}
+	default:
+		add("workflows", "is required: a filter ({agent, agent_version, outcome, since, until, limit}) or workflow_ids")
+	}
+	return sel, errs
+}
+
+func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error {
+	var req batchRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	var errs []problem.FieldError
+	if req.TargetAgentVersion == "" {
+		errs = append(errs, problem.FieldError{Field: "target_agent_version", Message: "is required: name@version, for example fraud-triage@2"})
+	} else if _, _, err := replay.ParseTarget(req.TargetAgentVersion); err != nil {
+		errs = append(errs, problem.As(err).Errors...)
+	}
+	sel, selErrs := req.selection()
+	if errs = append(errs, selErrs...); len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	p := principalOf(r)
+	name, version, _ := replay.ParseTarget(req.TargetAgentVersion)
+	v, err := s.deps.Agents.AgentVersion(r.Context(), p.Tenant, name, version)
+	if problem.Is(err, problem.NotFound) {
+		return problem.New(problem.AgentVersionNotFound, "no agent version %s: deploy it first (POST /v1/agents)", req.TargetAgentVersion)
+	}
+	if err != nil {
+		return err
+	}
+	wfs, err := s.deps.Replays.Select(r.Context(), p.Tenant, sel)
+	if err != nil {
+		return err
+	}
+	now := s.deps.Now().UTC()
+	b := replay.NewBatch(p.Tenant, v.Ref(), len(wfs), replay.Creator{Sub: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, now)
+	rec := s.record(r, http.StatusAccepted)
+	rec.Resource = audit.Resource{Type: "replay_batch", ID: b.ID}
+	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total})
+	if err := s.deps.BatchStore.CreateBatch(r.Context(), b, wfs, s.deps.Batches.Owner, s.deps.Batches.LeaseUntil(now), rec); err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.audited, info.resourceID = true, b.ID
+	s.deps.Batches.Wake()
+	w.Header().Set("Location", "/v1/replay-batches/"+b.ID)
+	return writeJSON(w, http.StatusAccepted, viewBatch(b))
+}
+
+func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.deps.BatchStore.Batch(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewBatch(b))
+}
+
+func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var errs []problem.FieldError
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		errs = append(errs, problem.As(err).Errors...)
+	}
+	offset := 0
+	if c := q.Get("cursor"); c != "" {
+		if offset, err = strconv.Atoi(c); err != nil || offset < 0 {
+			errs = append(errs, problem.FieldError{Field: "cursor", Message: "is not a cursor of this list: pass next_cursor as it was returned"})
+		}
+	}
+	changed := false
+	switch q.Get("changed") {
+	case "", "false":
+	case "true":
+		changed = true
+	default:
+		errs = append(errs, problem.FieldError{Field: "changed", Message: "must be true or false"})
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	p := principalOf(r)
+	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	rps, err := s.deps.BatchStore.BatchReplays(r.Context(), b.ID, changed, offset, limit)
+	if err != nil {
+		return err
+	}
+	list := struct {
+		Replays    []replayView `json:"replays"`
+		NextCursor *string      `json:"next_cursor"`
+	}{Replays: make([]replayView, 0, len(rps))}
+	for _, rp := range rps {
+		list.Replays = append(list.Replays, s.replayView(p, rp))
+	}
+	if len(rps) == limit {
+		c := strconv.Itoa(offset + limit)
+		list.NextCursor = &c
+	}
+	return writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) error {
+	p := principalOf(r)
+	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	ok, err := s.deps.BatchStore.FinishBatch(r.Context(), b.ID, replay.BatchCancelled, "", s.deps.Now().UTC())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return problem.New(problem.Conflict, "replay batch %s is %s already", b.ID, b.Status)
+	}
+	if b, err = s.deps.BatchStore.Batch(r.Context(), p.Tenant, b.ID); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewBatch(b))
+}
