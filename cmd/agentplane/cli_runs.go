@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -321,20 +324,38 @@ func replayTable(w io.Writer, doc map[string]any) error {
 func (c *cli) replayCommand() *cobra.Command {
 	var target, key string
 	var live bool
+	var bf batchFlags
 	cmd := &cobra.Command{
-		Use:   "replay WORKFLOW --target AGENT@VERSION",
-		Short: "Replay a past workflow against another agent version and show what changes",
+		Use:   "replay [WORKFLOW…] --target AGENT@VERSION [--batch]",
+		Short: "Replay past workflows against another agent version and show what changes",
 		Long: `Runs a finished workflow again against another agent version and prints both
 outcomes, the delta and the aligned steps, and the viewer URL of the side-by-side
 page (open it in a browser; no token needed). A dry run (the default) serves
 every tool call and LLM answer from the record and touches nothing outside
-agentplane; --live runs a real new workflow (needs agents:invoke).`,
-		Example:           `  agentplane replay wf_01JD… --target fraud-triage@2`,
-		Args:              args(1, "a workflow id"),
+agentplane; --live runs a real new workflow (needs agents:invoke).
+
+With --batch, replays many workflows as dry runs on the server: the ones named,
+or those the filters select (--agent, --agent-version, --outcome, --since,
+--limit). Progress shows while it runs (a bar on a terminal, plain lines
+otherwise); then the outcome matrix. With --fail-on-change the command exits 5
+when any outcome changed: a regression gate for CI. Ctrl-C detaches; the batch
+goes on.`,
+		Example: `  agentplane replay wf_01JD… --target fraud-triage@2
+  agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --since 168h --fail-on-change`,
+		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.complete("/v1/workflows?limit=50", "workflows", "workflow_id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if target == "" {
 				return usagef("--target is required: the agent version to replay against, name@version")
+			}
+			if bf.batch {
+				if live {
+					return usagef("--live cannot be used with --batch: batches are dry runs")
+				}
+				return c.replayBatch(cmd, target, a, bf, key)
+			}
+			if len(a) != 1 {
+				return usagef("give one workflow id, or --batch to replay several")
 			}
 			body := map[string]any{"target_agent_version": target, "dry_run": !live}
 			_, err := c.send(cmd, http.MethodPost, "/v1/workflows/"+url.PathEscape(a[0])+"/replay", body, idempotencyHeader(key), replayTable)
@@ -344,5 +365,153 @@ agentplane; --live runs a real new workflow (needs agents:invoke).`,
 	cmd.Flags().StringVar(&target, "target", "", "the version to replay against, name@version (required)")
 	cmd.Flags().BoolVar(&live, "live", false, "run a real new workflow instead of a dry run")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key of the request, to retry it safely")
+	cmd.Flags().BoolVar(&bf.batch, "batch", false, "replay many workflows: those named, or those the filters select")
+	cmd.Flags().StringVar(&bf.agent, "agent", "", "--batch: workflows of this agent")
+	cmd.Flags().StringVar(&bf.version, "agent-version", "", "--batch: workflows that ran this version")
+	cmd.Flags().StringVar(&bf.outcome, "outcome", "", "--batch: workflows with this outcome")
+	cmd.Flags().DurationVar(&bf.since, "since", 0, "--batch: workflows started within this long (168h: the last week)")
+	cmd.Flags().IntVar(&bf.limit, "limit", 0, "--batch: most workflows to replay (server default 1000, at most 10000)")
+	cmd.Flags().BoolVar(&bf.failOnChange, "fail-on-change", false, "--batch: exit 5 when any outcome changed")
 	return cmd
+}
+
+// batchFlags are replay's --batch flags.
+type batchFlags struct {
+	batch, failOnChange     bool
+	agent, version, outcome string
+	since                   time.Duration
+	limit                   int
+}
+
+// replayBatch starts a batch, shows its progress until it ends and prints
+// its outcome matrix.
+func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf batchFlags, key string) error {
+	body := map[string]any{"target_agent_version": target}
+	if len(ids) > 0 {
+		body["workflow_ids"] = ids
+	} else {
+		sel := map[string]any{}
+		for k, v := range map[string]string{"agent": bf.agent, "agent_version": bf.version, "outcome": bf.outcome} {
+			if v != "" {
+				sel[k] = v
+			}
+		}
+		if bf.since > 0 {
+			sel["since"] = time.Now().Add(-bf.since).UTC().Format(time.RFC3339)
+		}
+		if bf.limit > 0 {
+			sel["limit"] = bf.limit
+		}
+		body["workflows"] = sel
+	}
+	cl, err := c.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	resp, err := cl.Do(cmd.Context(), client.Request{Method: http.MethodPost, Path: "/v1/replay-batches", Body: body, Header: idempotencyHeader(key)})
+	if err != nil {
+		return err
+	}
+	var b struct {
+		ID                   string
+		Status               string
+		Total, Done, Changed int
+	}
+	decode := func(data []byte) error {
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return fmt.Errorf("the server's answer is not JSON: %w", err)
+		}
+		b.ID, b.Status = field(doc, "id"), field(doc, "status")
+		b.Total, _ = strconv.Atoi(field(doc, "total"))
+		b.Done, _ = strconv.Atoi(field(doc, "done"))
+		b.Changed, _ = strconv.Atoi(field(doc, "changed"))
+		return nil
+	}
+	if err := decode(resp.Body); err != nil {
+		return err
+	}
+	tty := isTerminal(c.stderr)
+	fmt.Fprintf(c.stderr, "batch %s: replaying %d workflows against %s (Ctrl-C detaches; the batch goes on)\n", b.ID, b.Total, target)
+	last := -1
+	for b.Status == "running" {
+		select {
+		case <-cmd.Context().Done():
+			fmt.Fprintf(c.stderr, "\ndetached; the batch goes on: GET /v1/replay-batches/%s\n", b.ID)
+			return cmd.Context().Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+		if resp, err = cl.Do(cmd.Context(), client.Request{Method: http.MethodGet, Path: "/v1/replay-batches/" + b.ID}); err != nil {
+			return err
+		}
+		if err := decode(resp.Body); err != nil {
+			return err
+		}
+		if b.Done != last {
+			last = b.Done
+			progress(c.stderr, tty, b.Done, b.Total, b.Changed)
+		}
+	}
+	if tty {
+		fmt.Fprintln(c.stderr)
+	}
+	if err := c.show(resp.Body, batchTable); err != nil {
+		return err
+	}
+	switch {
+	case b.Status != "completed":
+		return exitError{code: exitOther, msg: "batch " + b.ID + " ended " + b.Status}
+	case bf.failOnChange && b.Changed > 0:
+		return exitError{code: exitChanged, msg: fmt.Sprintf("%d of %d outcomes changed against %s", b.Changed, b.Total, target)}
+	}
+	return nil
+}
+
+// progress shows a batch's progress: a bar redrawn in place on a terminal,
+// a line per update otherwise.
+func progress(w io.Writer, tty bool, done, total, changed int) {
+	if !tty {
+		fmt.Fprintf(w, "%d/%d replayed, %d changed\n", done, total, changed)
+		return
+	}
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = done * width / total
+	}
+	fmt.Fprintf(w, "\r[%s%s] %d/%d replayed, %d changed", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, changed)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// batchTable shows a batch: counts, the outcome matrix and its status.
+func batchTable(w io.Writer, doc map[string]any) error {
+	fmt.Fprintf(w, "batch %s against %s: %s\n", field(doc, "id"), field(doc, "target_agent_version"), field(doc, "status"))
+	fmt.Fprintf(w, "replayed %s of %s, outcome changed in %s\n\n", field(doc, "done"), field(doc, "total"), field(doc, "changed"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FROM\tTO\tCOUNT\t")
+	cells, _ := doc["outcome_changes"].([]any)
+	for _, c := range cells {
+		cell, _ := c.(map[string]any)
+		mark := ""
+		if field(cell, "from") != field(cell, "to") {
+			mark = "changed"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field(cell, "from"), field(cell, "to"), field(cell, "count"), mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nsteps added %s, changed %s, removed %s; tool calls changed %s\n", field(doc, "delta_totals.steps_added"),
+		field(doc, "delta_totals.steps_changed"), field(doc, "delta_totals.steps_removed"), field(doc, "delta_totals.tool_calls_changed"))
+	fmt.Fprintf(w, "changed replays: GET /v1/replay-batches/%s/replays?changed=true\n", field(doc, "id"))
+	return nil
 }

@@ -399,6 +399,16 @@ func TestDemo(t *testing.T) {
 			t.Errorf("replay lacks %q:\n%s", want, out)
 		}
 	}
+	// Every fraud-triage workflow against v2, as a CI gate: some outcomes
+	// change, so --fail-on-change exits 5; progress lines go to stderr.
+	out, errs, code := e.run("replay", "--batch", "--target", "fraud-triage@2", "--agent", "fraud-triage", "--since", "168h", "--fail-on-change")
+	if code != exitChanged || !strings.Contains(out, "completed") || !strings.Contains(out, "changed") ||
+		!strings.Contains(errs, "replayed") || !strings.Contains(errs, "outcomes changed against fraud-triage@2") {
+		t.Errorf("replay --batch --fail-on-change: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if out := e.ok("replay", "--batch", "--target", "fraud-triage@1", "--agent", "fraud-triage", "--agent-version", "1"); !strings.Contains(out, "outcome changed in 0") {
+		t.Errorf("v1 against itself changes nothing:\n%s", out)
+	}
 	if out := e.ok("audit", "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Errorf("audit verify: %q", out)
 	}
