@@ -90,7 +90,7 @@ type BatchStore interface {
 	// cancelled) and drops its lease; false when it was not running.
 	FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error)
 	// ClaimBatch leases to owner a running batch whose lease expired before
-	// now, or returns nil.
+	// now or that owner holds already (one it accepted), or returns nil.
 	ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*Batch, error)
 	// RenewBatch extends owner's lease; problem.Conflict when the batch is
 	// no longer running or leased to another owner.
@@ -103,7 +103,7 @@ func NewBatch(tenant, target string, total int, creator Creator, now time.Time) 
 		Total: total, OutcomeChanges: []OutcomeChange{}, Creator: creator, CreatedAt: now}
 }
 
-// Runner replays batches in the background: the ones this replica accepts
+// BatchRunner replays batches in the background: the ones this replica accepts
 // and, through leases, those another replica left unfinished.
 type BatchRunner struct {
 	Service *Service

@@ -210,13 +210,14 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 	return ok, err
 }
 
-// ClaimBatch leases a running batch whose lease has expired.
+// ClaimBatch leases a running batch whose lease has expired, or that is
+// leased to owner already (one it accepted and has not started).
 func (db *DB) ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*replay.Batch, error) {
 	var id string
 	err := db.write(ctx, func(tx pgx.Tx) error {
 		id = ""
 		err := tx.QueryRow(ctx, `UPDATE replay_batches SET lease_owner = $1, lease_until = $2
-			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND lease_until < $3
+			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND (lease_until < $3 OR lease_owner = $1)
 				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
 			RETURNING id`, owner, until, now).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {

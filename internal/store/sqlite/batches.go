@@ -216,13 +216,14 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 	return ok, err
 }
 
-// ClaimBatch leases a running batch whose lease has expired.
+// ClaimBatch leases a running batch whose lease has expired, or that is
+// leased to owner already (one it accepted and has not started).
 func (db *DB) ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*replay.Batch, error) {
 	var id string
 	err := db.write(ctx, func(tx dbtx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE replay_batches SET lease_owner = ?, lease_until = ?
-			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND lease_until < ? ORDER BY id LIMIT 1)
-			RETURNING id`, owner, fmtTime(until), fmtTime(now)).Scan(&id)
+			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND (lease_until < ? OR lease_owner = ?) ORDER BY id LIMIT 1)
+			RETURNING id`, owner, fmtTime(until), fmtTime(now), owner).Scan(&id)
 		if err == sql.ErrNoRows {
 			return nil
 		}

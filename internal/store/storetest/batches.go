@@ -112,6 +112,12 @@ func testBatchLeases(t *testing.T, s Store, _ Hooks) {
 	if got != nil {
 		t.Fatalf("claimed a batch whose lease holds: %s", got.ID)
 	}
+	// The replica that accepted it starts it at once, lease or not.
+	got, err = s.ClaimBatch(ctx, "replica-1", base.Add(time.Second), base.Add(time.Minute))
+	must(t, err, "claim by its owner")
+	if got == nil || got.ID != b.ID {
+		t.Fatalf("the accepting replica could not claim its own batch: %+v", got)
+	}
 	must(t, s.RenewBatch(ctx, b.ID, "replica-1", base.Add(2*time.Minute)), "renew")
 	wantCode(t, s.RenewBatch(ctx, b.ID, "replica-2", base.Add(2*time.Minute)), problem.Conflict, "renew by another")
 	got, err = s.ClaimBatch(ctx, "replica-2", base.Add(3*time.Minute), base.Add(4*time.Minute))
