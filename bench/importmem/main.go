@@ -39,9 +39,7 @@ import (
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
 	"github.com/agentplane/agentplane/internal/realdocs"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/graphql"
-	"github.com/agentplane/agentplane/internal/tool/openapi"
-	"github.com/agentplane/agentplane/internal/tool/soap"
+	"github.com/agentplane/agentplane/internal/tool/relevance"
 )
 
 func main() {
@@ -163,7 +161,10 @@ func importHeap(ctx context.Context, docs []doc) error {
 		var err error
 		imp := peakHeap(func() any {
 			var spec *tool.Spec
-			spec, err = importer(d.Kind).Import(ctx, tool.Source{Data: d.data})
+			var im tool.Importer
+			if im, err = relevance.Importer(d.Kind); err == nil {
+				spec, err = im.Import(ctx, tool.Source{Data: d.data})
+			}
 			if spec != nil {
 				n = len(spec.Operations)
 				return spec
@@ -177,17 +178,6 @@ func importHeap(ctx context.Context, docs []doc) error {
 			mib(decode.peak), mib(imp.peak), float64(imp.peak)/float64(max(decode.peak, 1)), mib(imp.kept))
 	}
 	return tw.Flush()
-}
-
-func importer(kind string) tool.Importer {
-	switch kind {
-	case "graphql":
-		return graphql.Importer{}
-	case "soap":
-		return &soap.Importer{}
-	default:
-		return openapi.New()
-	}
 }
 
 // tokens reads every token of an XML document, the least a WSDL reader does.

@@ -19,9 +19,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/realdocs"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/graphql"
-	"github.com/agentplane/agentplane/internal/tool/openapi"
-	"github.com/agentplane/agentplane/internal/tool/soap"
+	"github.com/agentplane/agentplane/internal/tool/relevance"
 )
 
 var queries = []string{"create issue", "list pull requests", "create gist", "get repository", "delete repository",
@@ -34,22 +32,9 @@ var queries = []string{"create issue", "list pull requests", "create gist", "get
 func ops(b *testing.B, d realdocs.Doc) []tool.Operation {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	data, err := d.Read(ctx)
+	spec, err := relevance.Import(ctx, d)
 	if err != nil {
 		b.Skipf("%s is not available: %v", d.Name, err)
-	}
-	var im tool.Importer
-	switch d.Kind {
-	case "graphql":
-		im = graphql.Importer{}
-	case "soap":
-		im = &soap.Importer{}
-	default:
-		im = openapi.New()
-	}
-	spec, err := im.Import(ctx, tool.Source{Data: data})
-	if err != nil {
-		b.Fatal(err)
 	}
 	slices.SortFunc(spec.Operations, func(a, b tool.Operation) int { return cmp.Compare(a.ID, b.ID) })
 	return spec.Operations

@@ -87,9 +87,10 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	var errs []problem.FieldError
+	name, version, err := replay.ParseTarget(req.TargetAgentVersion)
 	if req.TargetAgentVersion == "" {
 		errs = append(errs, problem.FieldError{Field: "target_agent_version", Message: "is required: name@version, for example fraud-triage@2"})
-	} else if _, _, err := replay.ParseTarget(req.TargetAgentVersion); err != nil {
+	} else if err != nil {
 		errs = append(errs, problem.As(err).Errors...)
 	}
 	sel, selErrs := req.selection()
@@ -97,7 +98,6 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		return problem.Validation(errs...)
 	}
 	p := principalOf(r)
-	name, version, _ := replay.ParseTarget(req.TargetAgentVersion)
 	v, err := s.deps.Agents.AgentVersion(r.Context(), p.Tenant, name, version)
 	if problem.Is(err, problem.NotFound) {
 		return problem.New(problem.AgentVersionNotFound, "no agent version %s: deploy it first (POST /v1/agents)", req.TargetAgentVersion)
@@ -165,18 +165,11 @@ func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	list := struct {
-		Replays    []replayView `json:"replays"`
-		NextCursor *string      `json:"next_cursor"`
-	}{Replays: make([]replayView, 0, len(rps))}
-	for _, rp := range rps {
-		list.Replays = append(list.Replays, s.replayView(p, rp))
-	}
+	next := ""
 	if len(rps) == limit {
-		c := strconv.Itoa(offset + limit)
-		list.NextCursor = &c
+		next = strconv.Itoa(offset + limit)
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return writeJSON(w, http.StatusOK, s.replayPage(p, rps, next))
 }
 
 func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) error {

@@ -89,18 +89,29 @@ func (s *Server) handleListReplays(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	list := struct {
-		Replays    []replayView `json:"replays"`
-		NextCursor *string      `json:"next_cursor"`
-	}{Replays: make([]replayView, 0, len(rps))}
+	next := ""
+	if len(rps) == f.Limit {
+		next = rps[len(rps)-1].ID
+	}
+	return writeJSON(w, http.StatusOK, s.replayPage(p, rps, next))
+}
+
+// replayList is a page of replays.
+type replayList struct {
+	Replays    []replayView `json:"replays"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// replayPage shows rps to p; next is the cursor of the next page, "" at the end.
+func (s *Server) replayPage(p auth.Principal, rps []*replay.Replay, next string) replayList {
+	list := replayList{Replays: make([]replayView, 0, len(rps))}
 	for _, rp := range rps {
 		list.Replays = append(list.Replays, s.replayView(p, rp))
 	}
-	if len(rps) == f.Limit {
-		c := rps[len(rps)-1].ID
-		list.NextCursor = &c
+	if next != "" {
+		list.NextCursor = &next
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return list
 }
 
 // replayView hides the bodies of tools p may not use and signs a viewer

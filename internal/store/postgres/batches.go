@@ -182,15 +182,11 @@ func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool
 		if err != nil {
 			return fmt.Errorf("list batch replays: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanReplay(rows)
-			if err != nil {
-				return err
-			}
-			rs = append(rs, r)
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		if err != nil {
+			return fmt.Errorf("read batch replays: %w", err)
 		}
-		return rows.Err()
+		return nil
 	})
 	return rs, err
 }

@@ -187,15 +187,8 @@ func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool
 		if err != nil {
 			return fmt.Errorf("list batch replays: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanReplay(rows)
-			if err != nil {
-				return err
-			}
-			rs = append(rs, r)
-		}
-		return rows.Err()
+		rs, err = scanReplays(rows)
+		return err
 	})
 	return rs, err
 }

@@ -94,18 +94,8 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 		if err != nil {
 			return fmt.Errorf("list replays: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanReplay(rows)
-			if err != nil {
-				return err
-			}
-			rs = append(rs, r)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read replays: %w", err)
-		}
-		return nil
+		rs, err = scanReplays(rows)
+		return err
 	})
 	return rs, err
 }
@@ -134,4 +124,21 @@ func scanReplay(s scanner) (*replay.Replay, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// scanReplays reads every row of replayColumns.
+func scanReplays(rows *sql.Rows) ([]*replay.Replay, error) {
+	defer rows.Close()
+	var rs []*replay.Replay
+	for rows.Next() {
+		r, err := scanReplay(rows)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read replays: %w", err)
+	}
+	return rs, nil
 }

@@ -11,9 +11,6 @@ import (
 
 	"github.com/agentplane/agentplane/internal/realdocs"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/graphql"
-	"github.com/agentplane/agentplane/internal/tool/openapi"
-	"github.com/agentplane/agentplane/internal/tool/soap"
 )
 
 // A query is what a person looking for an operation would type, with the
@@ -103,26 +100,6 @@ var Queries = map[string][]query{
 		{"get console output", []string{"GetConsoleOutput"}},
 		{"create tags", []string{"CreateTags"}},
 	},
-}
-
-// Import reads a document with the importer of its kind.
-func Import(ctx context.Context, d realdocs.Doc) (*tool.Spec, error) {
-	data, err := d.Read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var im tool.Importer
-	switch d.Kind {
-	case "openapi":
-		im = openapi.New()
-	case "graphql":
-		im = graphql.Importer{}
-	case "soap":
-		im = &soap.Importer{}
-	default:
-		return nil, fmt.Errorf("%s: unknown kind %q", d.Name, d.Kind)
-	}
-	return im.Import(ctx, tool.Source{Data: data})
 }
 
 // TestRelevance ranks each document's real operations for the queries
