@@ -1,14 +1,18 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 // batchRequest is the body of POST /v1/replay-batches.
@@ -32,6 +36,14 @@ type batchView struct {
 	*replay.Batch
 	CreatedAt  string  `json:"created_at"`
 	FinishedAt *string `json:"finished_at"`
+	ViewerURL  string  `json:"viewer_url"`
+}
+
+// batchView shows b to p with a report link signed for p's tools.
+func (s *Server) batchView(p auth.Principal, b *replay.Batch) batchView {
+	v := viewBatch(b)
+	v.ViewerURL = s.deps.Viewer.BatchURL(s.cfg.PublicURL, b.ID, toolsOf(p))
+	return v
 }
 
 func viewBatch(b *replay.Batch) batchView {
@@ -121,15 +133,16 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	info.audited, info.resourceID = true, b.ID
 	s.deps.Batches.Wake()
 	w.Header().Set("Location", "/v1/replay-batches/"+b.ID)
-	return writeJSON(w, http.StatusAccepted, viewBatch(b))
+	return writeJSON(w, http.StatusAccepted, s.batchView(p, b))
 }
 
 func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) error {
-	b, err := s.deps.BatchStore.Batch(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	p := principalOf(r)
+	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewBatch(b))
+	return writeJSON(w, http.StatusOK, s.batchView(p, b))
 }
 
 func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) error {
@@ -188,5 +201,92 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) error
 	if b, err = s.deps.BatchStore.Batch(r.Context(), p.Tenant, b.ID); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewBatch(b))
+	return writeJSON(w, http.StatusOK, s.batchView(p, b))
+}
+
+// batchPoll is how often a batch's event stream looks at its progress.
+const batchPoll = 200 * time.Millisecond
+
+// batchEvent is one event of a batch's stream: progress {done, total,
+// changed} while it runs, then complete with the whole batch.
+type batchEvent struct {
+	Event   string     `json:"event"`
+	Done    int        `json:"done"`
+	Total   int        `json:"total"`
+	Changed int        `json:"changed"`
+	Batch   *batchView `json:"batch,omitempty"`
+}
+
+// handleBatchEvents streams a batch's progress. Each progress event's id is
+// the number of workflows replayed so far and the complete event's is one
+// more, so a client that reconnects with Last-Event-ID gets only news.
+func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error {
+	p, id := principalOf(r), r.PathValue("id")
+	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, id)
+	if err != nil {
+		return err
+	}
+	last := -1
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return problem.Field("Last-Event-ID", "must be an event id this stream sent")
+		}
+		last = n
+	}
+	if b.Status != replay.BatchRunning && last > b.Done {
+		// Complete was sent already: nothing more will come.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	sse := startSSE(w)
+	defer sse.close()
+	t := time.NewTicker(batchPoll)
+	defer t.Stop()
+	for {
+		if b.Done > last || (last < 0 && b.Status == replay.BatchRunning) {
+			ev, _ := json.Marshal(batchEvent{Event: "progress", Done: b.Done, Total: b.Total, Changed: b.Changed})
+			if sse.send(b.Done, ev) != nil {
+				return nil // the client went away
+			}
+			last = b.Done
+		}
+		if b.Status != replay.BatchRunning {
+			v := s.batchView(p, b)
+			ev, _ := json.Marshal(batchEvent{Event: "complete", Done: b.Done, Total: b.Total, Changed: b.Changed, Batch: &v})
+			sse.send(b.Done+1, ev)
+			return nil
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-t.C:
+		}
+		if b, err = s.deps.BatchStore.Batch(r.Context(), p.Tenant, id); err != nil {
+			if r.Context().Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("follow replay batch %s: %w", id, err)
+		}
+	}
+}
+
+// handleBatchPage serves a batch's signed report page; admit has checked
+// the link and left the tools its replay links may show in the request's info.
+func (s *Server) handleBatchPage(w http.ResponseWriter, r *http.Request) error {
+	info := infoFrom(r.Context())
+	b, err := s.deps.BatchStore.BatchByID(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	info.tenant = b.Tenant
+	changed, err := s.deps.BatchStore.BatchReplays(r.Context(), b.ID, true, 0, web.MaxBatchRows)
+	if err != nil {
+		return err
+	}
+	tools := []string(info.signedTools)
+	web.PageHeaders(w.Header())
+	return web.RenderBatch(w, web.BatchPage{Batch: b, Changed: changed, Link: func(id string) string {
+		return s.deps.Viewer.ReplayURL("", id, tools)
+	}})
 }

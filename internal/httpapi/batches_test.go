@@ -23,6 +23,7 @@ type batchResult struct {
 	} `json:"outcome_changes"`
 	DeltaTotals map[string]int `json:"delta_totals"`
 	FinishedAt  *string        `json:"finished_at"`
+	ViewerURL   string         `json:"viewer_url"`
 }
 
 // waitBatch polls a batch until it is no longer running (at most 60 s).
@@ -144,6 +145,33 @@ func TestReplayBatchReportsOutcomeChanges(t *testing.T) {
 		t.Errorf("all replays: %d, changed first: %v", len(all.Replays), all.Replays[0].ReplayOutcome)
 	}
 
+	// The event stream of a finished batch: its progress, then complete;
+	// resumed after the last progress, only complete; after that, nothing.
+	evs := parseSSE(t, "batch events", h.do("GET", "/v1/replay-batches/"+b.ID+"/events", tok, nil).Body)
+	if len(evs) != 2 || evs[0].id != n || !strings.Contains(evs[0].data, fmt.Sprintf(`"event":"progress","done":%d,"total":%d,"changed":%d`, n, n, wantChanged)) ||
+		evs[1].id != n+1 || !strings.Contains(evs[1].data, `"event":"complete"`) || !strings.Contains(evs[1].data, `"status":"completed"`) {
+		t.Errorf("batch events: %+v", evs)
+	}
+	evs = parseSSE(t, "batch events resumed", h.do("GET", "/v1/replay-batches/"+b.ID+"/events", tok, nil, "Last-Event-ID", fmt.Sprint(n)).Body)
+	if len(evs) != 1 || evs[0].id != n+1 {
+		t.Errorf("batch events after %d: %+v", n, evs)
+	}
+	if r := h.do("GET", "/v1/replay-batches/"+b.ID+"/events", tok, nil, "Last-Event-ID", fmt.Sprint(n+1)); r.Status != http.StatusNoContent {
+		t.Errorf("batch events after complete: %d %s", r.Status, r.Body)
+	}
+
+	// The report page, by its signed link, with the counts.
+	page := h.do("GET", strings.TrimPrefix(b.ViewerURL, h.URL), "", nil)
+	for _, want := range []string{`id="count-total">200<`, fmt.Sprintf(`id="count-changed">%d<`, wantChanged),
+		`data-from="escalated" data-to="cleared" class="cell-changed">` + fmt.Sprint(want["escalated→cleared"]) + `<`} {
+		if page.Status != http.StatusOK || !strings.Contains(string(page.Body), want) {
+			t.Errorf("report page: %d, want %s in it", page.Status, want)
+		}
+	}
+	if got := page.Header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("report page Cache-Control %q", got)
+	}
+
 	// A finished batch cannot be cancelled.
 	if r := h.do("POST", "/v1/replay-batches/"+b.ID+"/cancel", tok, nil); r.Status != http.StatusConflict {
 		t.Errorf("cancel a completed batch: %d %s", r.Status, r.Body)
@@ -151,8 +179,10 @@ func TestReplayBatchReportsOutcomeChanges(t *testing.T) {
 
 	// Another tenant neither sees the batch nor can replay acme's workflows.
 	other := h.token("globex", replayScopes)
-	if r := h.do("GET", "/v1/replay-batches/"+b.ID, other, nil); r.Status != http.StatusNotFound {
-		t.Errorf("another tenant's GET: %d", r.Status)
+	for _, path := range []string{"", "/events", "/replays"} {
+		if r := h.do("GET", "/v1/replay-batches/"+b.ID+path, other, nil); r.Status != http.StatusNotFound {
+			t.Errorf("another tenant's GET %s: %d", path, r.Status)
+		}
 	}
 	r = h.do("POST", "/v1/replay-batches", other, map[string]any{
 		"target_agent_version": "fraud-triage@2", "workflow_ids": []string{changed[0].WorkflowID},

@@ -268,12 +268,17 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 				{Kind: replay.Added, Replay: &step}, {Kind: replay.Removed, Original: &step}}}, "https://agentplane.test/replays/rpl_x?exp=1&sig=x")},
 		{"replay page, fewest fields", "ReplayPage", map[string]any{"replays": []replayView{viewReplay(&replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID,
 			Target: "triage@3", DryRun: true, OriginalVersion: "triage@2", CreatedAt: now, Steps: []replay.Entry{}}, "http://127.0.0.1:8080/replays/rpl_x?exp=1&sig=x")}, "next_cursor": nil}},
-		{"replay batch, running", "ReplayBatch", viewBatch(replay.NewBatch("acme", "triage@3", 10, replay.Creator{Sub: "u"}, now))},
+		{"replay batch, running", "ReplayBatch", signedBatch(replay.NewBatch("acme", "triage@3", 10, replay.Creator{Sub: "u"}, now))},
+		{"batch progress", "BatchEvent", batchEvent{Event: "progress", Done: 3, Total: 10, Changed: 1}},
+		{"batch complete", "BatchEvent", func() batchEvent {
+			v := signedBatch(replay.NewBatch("acme", "triage@3", 0, replay.Creator{Sub: "u"}, now))
+			return batchEvent{Event: "complete", Batch: &v}
+		}()},
 		{"replay batch, finished", "ReplayBatch", func() batchView {
 			b := replay.NewBatch("acme", "triage@3", 3, replay.Creator{Sub: "u"}, now)
 			b.Status, b.Error, b.FinishedAt = replay.BatchFailed, "boom", &now
 			b.Count([]replay.BatchCell{{From: "escalated", To: "cleared", Count: 2, Delta: replay.Delta{StepsChanged: 4}}, {From: "cleared", To: "cleared", Count: 1}})
-			return viewBatch(b)
+			return signedBatch(b)
 		}()},
 		{"verify report", "AuditVerifyReport", audit.Report{OK: false, RecordsChecked: 3, FirstBadSeq: new(int64)}},
 	} {
@@ -292,6 +297,12 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 			}
 		})
 	}
+}
+
+func signedBatch(b *replay.Batch) batchView {
+	v := viewBatch(b)
+	v.ViewerURL = "https://agentplane.test/replay-batches/" + b.ID + "?exp=1&tools=&sig=x"
+	return v
 }
 
 func mustMarshal(t *testing.T, v any) []byte {

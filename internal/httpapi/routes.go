@@ -75,8 +75,10 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/replay-batches", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.create", resource: "replay_batch", idempotent: true, h: s.handleCreateBatch},
 		{pattern: "GET /v1/replay-batches/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.read", resource: "replay_batch", h: s.handleGetBatch},
 		{pattern: "GET /v1/replay-batches/{id}/replays", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.replays", resource: "replay_batch", h: s.handleBatchReplays},
+		{pattern: "GET /v1/replay-batches/{id}/events", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.events", resource: "replay_batch", h: s.handleBatchEvents},
 		{pattern: "POST /v1/replay-batches/{id}/cancel", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.cancel", resource: "replay_batch", idempotent: true, h: s.handleCancelBatch},
 		{pattern: "GET /replays/{id}", public: true, signed: web.KindReplay, action: "replay.view", resource: "replay", h: s.handleReplayPage},
+		{pattern: "GET /replay-batches/{id}", public: true, signed: web.KindBatch, action: "replay_batch.view", resource: "replay_batch", h: s.handleBatchPage},
 		{pattern: "GET " + web.AssetsPath + "{file}", public: true, noAudit: true, h: handleAssets},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},

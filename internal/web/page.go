@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -157,10 +156,7 @@ func newReplayView(p ReplayPage) replayView {
 		OutcomeChanged: r.OriginalOutcome != r.ReplayOutcome,
 		Legend:         kinds,
 	}
-	if !r.CreatedAt.IsZero() {
-		v.Created = r.CreatedAt.UTC().Format(time.DateTime + " UTC")
-		v.CreatedISO = r.CreatedAt.UTC().Format(time.RFC3339)
-	}
+	v.Created, v.CreatedISO = formatTime(r.CreatedAt)
 	for _, e := range r.Steps {
 		row := rowView{Kind: e.Kind, Label: e.Kind, Fields: e.Fields}
 		if i := slices.IndexFunc(kinds, func(k legendEntry) bool { return k.Kind == e.Kind }); i >= 0 {

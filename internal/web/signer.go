@@ -68,8 +68,21 @@ func NewSigner(key []byte, ttl time.Duration, now func() time.Time) (*Signer, er
 // ReplayURL returns the absolute signed URL of a replay's page under base
 // (the public URL), showing the bodies of the given tools ("*" for all).
 func (s *Signer) ReplayURL(base, replayID string, tools []string) string {
-	return strings.TrimRight(base, "/") + "/replays/" + url.PathEscape(replayID) + "?" + s.Query(KindReplay, replayID, tools)
+	return strings.TrimRight(base, "/") + ReplayPath(replayID) + "?" + s.Query(KindReplay, replayID, tools)
 }
+
+// BatchURL returns the absolute signed URL of a replay batch's report page
+// under base, whose links to replays show the bodies of the given tools.
+func (s *Signer) BatchURL(base, batchID string, tools []string) string {
+	return strings.TrimRight(base, "/") + BatchPath(batchID) + "?" + s.Query(KindBatch, batchID, tools)
+}
+
+// ReplayPath and BatchPath are where the pages of a replay and a batch are
+// served.
+func ReplayPath(id string) string { return "/replays/" + url.PathEscape(id) }
+
+// BatchPath: see ReplayPath.
+func BatchPath(id string) string { return "/replay-batches/" + url.PathEscape(id) }
 
 // Query returns the encoded query string (exp, tools, sig; no "?") that
 // signs the page of the given kind and id for the given tools.
