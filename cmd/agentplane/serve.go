@@ -51,6 +51,7 @@ type serveConfig struct {
 	gcPercent       int
 	demo            bool
 	viewerTTL       time.Duration
+	batchWorkers    int
 }
 
 func newServeCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -93,6 +94,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on shutdown")
 	f.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "how long a client may take to send a request, headers and body (a response, such as an event stream, is not bounded)")
 	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
+	f.IntVar(&c.batchWorkers, "replay-batch-workers", 0, "workflows a replay batch replays at once (default: the number of CPUs)")
 	f.DurationVar(&c.viewerTTL, "viewer-ttl", web.DefaultTTL, "how long a signed viewer link (viewer_url) stays valid, at most 168h")
 	f.BoolVar(&c.demo, "demo", false, "start three example APIs on loopback, register them as tools, deploy a fraud-triage agent in two versions, run a few invocations and print how to try them (allows private networks; logs warnings only unless --log-level is set)")
 	f.IntVar(&c.gcPercent, "gc-percent", 400, "the Go garbage collector's target heap growth in percent when GOGC is unset (Go's own default is 100; higher spends memory to save CPU; -1 turns the collector off)")
@@ -183,8 +185,13 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	go runner.Run(ctx)
 
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Now: time.Now}
-	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Logger: logger}
-	go batches.Run(ctx)
+	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
+		Workers: c.batchWorkers, Logger: logger}
+	batchesDone := make(chan struct{})
+	go func() {
+		defer close(batchesDone)
+		batches.Run(ctx)
+	}()
 
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
 	if err != nil {
@@ -273,6 +280,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer rcancel()
 	if err := runner.Close(rctx); err != nil {
 		logger.Warn("workflows still stopping at shutdown", "err", err)
+	}
+	select {
+	case <-batchesDone:
+	case <-rctx.Done():
+		logger.Warn("replay batches still stopping at shutdown")
 	}
 	return nil
 }

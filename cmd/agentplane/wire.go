@@ -52,7 +52,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.workflowTimeout, "workflow-timeout", 5*time.Minute, "workflows running longer end with outcome timed_out")
-	fs.DurationVar(&f.lease, "workflow-lease", 15*time.Second, "how long a replica owns a workflow without renewing; another resumes it after")
+	fs.DurationVar(&f.lease, "workflow-lease", 15*time.Second, "how long a replica owns a workflow or replay batch without renewing; another resumes it after")
 	fs.IntVar(&f.defaultToolCalls, "default-tool-calls", 20, "max_tool_calls when an invocation does not say")
 	fs.IntVar(&f.maxToolCalls, "max-tool-calls", 100, "largest max_tool_calls an invocation may ask for")
 	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "OpenAI-compatible chat-completions base URL for plan steps (off when empty)")

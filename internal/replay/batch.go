@@ -156,7 +156,8 @@ func (r *BatchRunner) Wake() {
 }
 
 // Run replays batches until ctx ends, one at a time, each with Workers in
-// parallel.
+// parallel. When ctx ends, Run gives up the lease of the batch it was
+// replaying, and returns once its workers have stopped.
 func (r *BatchRunner) Run(ctx context.Context) {
 	r.init()
 	t := time.NewTicker(r.Poll)
@@ -219,7 +220,14 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) {
 		log.Info("replay batch stopped: cancelled or taken over")
 		return
 	case ctx.Err() != nil:
-		return // shutting down: another start resumes it
+		// Shutting down: give the lease up, so a restart or another
+		// replica resumes the batch at once rather than when it expires.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := r.Store.RenewBatch(rctx, b.ID, r.Owner, r.Service.now()); err != nil && !problem.Is(err, problem.Conflict) {
+			log.Warn("release replay batch lease", "error", err)
+		}
+		return
 	case err != nil:
 		status, msg = BatchFailed, err.Error()
 		log.Error("replay batch failed", "error", err)
