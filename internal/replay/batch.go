@@ -61,6 +61,12 @@ type OutcomeChange struct {
 	Count int    `json:"count"`
 }
 
+// BatchReplay is the replay of a batch's workflow at Position.
+type BatchReplay struct {
+	Position int
+	Replay   *Replay
+}
+
 // BatchItem is one workflow of a batch, in the batch's order.
 type BatchItem struct {
 	Position   int
@@ -79,10 +85,11 @@ type BatchStore interface {
 	// PendingItems returns up to limit workflows of the batch not replayed
 	// yet, after position after, in order.
 	PendingItems(ctx context.Context, batchID string, after, limit int) ([]BatchItem, error)
-	// AddBatchReplay stores r as the replay of the batch's workflow at
-	// position, in one transaction; problem.Conflict when that workflow
-	// already has its replay.
-	AddBatchReplay(ctx context.Context, batchID string, position int, r *Replay) error
+	// AddBatchReplays stores each replay as that of the batch's workflow
+	// at its position, all in one transaction, except those whose workflow
+	// has its replay already (stored by an earlier lease holder); it
+	// returns how many it stored.
+	AddBatchReplays(ctx context.Context, batchID string, rs []BatchReplay) (int, error)
 	// BatchReplays pages a batch's replays: those whose outcome changed
 	// first, then in batch order; only the changed ones when changedOnly.
 	BatchReplays(ctx context.Context, batchID string, changedOnly bool, offset, limit int) ([]*Replay, error)
@@ -254,37 +261,48 @@ func (r *BatchRunner) target(ctx context.Context, b *Batch) (*agent.Version, *ag
 }
 
 // replayPending feeds the pending workflows, a page at a time, to the
-// workers: memory holds a page, whatever the batch's size.
+// workers, whose replays one writer stores a group at a time: memory holds
+// a page and a group, whatever the batch's size.
 func (r *BatchRunner) replayPending(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program) error {
-	const pageSize = 256
+	const pageSize, groupSize = 256, 256
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	items := make(chan BatchItem)
-	errs := make(chan error, r.Workers)
-	var wg sync.WaitGroup
+	replays := make(chan BatchReplay, groupSize)
+	var workers sync.WaitGroup
 	for range r.Workers {
-		wg.Go(func() {
+		workers.Go(func() {
 			for it := range items {
-				if err := r.replayItem(ctx, b, v, prog, it); err != nil {
-					errs <- err
+				rp, err := r.replayItem(ctx, b, v, prog, it)
+				if err != nil {
+					cancel(err)
+					return
+				}
+				select {
+				case replays <- BatchReplay{Position: it.Position, Replay: rp}:
+				case <-ctx.Done():
 					return
 				}
 			}
 		})
 	}
-	var feedErr error
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		r.storeReplays(ctx, cancel, b.ID, replays, groupSize)
+	}()
+
 	after := -1
 feed:
-	for {
+	for ctx.Err() == nil {
 		page, err := r.Store.PendingItems(ctx, b.ID, after, pageSize)
 		if err != nil {
-			feedErr = err
+			cancel(err)
 			break
 		}
 		for _, it := range page {
 			select {
 			case items <- it:
-			case err := <-errs:
-				feedErr = err
-				break feed
 			case <-ctx.Done():
 				break feed
 			}
@@ -295,39 +313,57 @@ feed:
 		}
 	}
 	close(items)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		feedErr = errors.Join(feedErr, err)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return feedErr
+	workers.Wait()
+	close(replays)
+	<-writerDone
+	return context.Cause(ctx)
 }
 
-// replayItem replays one workflow of the batch and stores the result. A
-// workflow that cannot be replayed gets a replay that says why.
-func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program, it BatchItem) error {
+// storeReplays stores the replays as they come, each time all those
+// waiting (up to max): while one group is written the next gathers.
+func (r *BatchRunner) storeReplays(ctx context.Context, fail context.CancelCauseFunc, batchID string, replays <-chan BatchReplay, max int) {
+	group := make([]BatchReplay, 0, max)
+	for first := range replays {
+		group = append(group[:0], first)
+	gather:
+		for len(group) < max {
+			select {
+			case br, ok := <-replays:
+				if !ok {
+					break gather
+				}
+				group = append(group, br)
+			default:
+				break gather
+			}
+		}
+		if ctx.Err() != nil {
+			continue // drain: the batch stops
+		}
+		if _, err := r.Store.AddBatchReplays(ctx, batchID, group); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// replayItem replays one workflow of the batch. A workflow that cannot be
+// replayed gets a replay that says why.
+func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program, it BatchItem) (*Replay, error) {
 	now := r.Service.now()
 	rp := &Replay{ID: ids.NewAt(ids.Replay, now), Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
 		DryRun: true, Creator: b.Creator, CreatedAt: now}
 	wf, err := r.Service.Workflows.Workflow(ctx, b.Tenant, it.WorkflowID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rp.OriginalVersion, rp.OriginalOutcome = wf.Agent+"@"+wf.AgentVersion, wf.Outcome
 	err = r.Service.dryRun(ctx, wf, prog, rp)
 	if p := problem.As(err); p != nil && p.Code == problem.WorkflowNotReplayable {
 		rp.ReplayOutcome, rp.ReplayError, rp.Steps = agent.OutcomeFailed, p.Detail, []Entry{}
 	} else if err != nil {
-		return err
+		return nil, err
 	}
-	err = r.Store.AddBatchReplay(ctx, b.ID, it.Position, rp)
-	if problem.Is(err, problem.Conflict) {
-		return nil // replayed already, by an earlier lease holder
-	}
-	return err
+	return rp, nil
 }
 
 // dryRun replays wf against prog from its record and fills r's outcome,

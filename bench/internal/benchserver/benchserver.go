@@ -9,8 +9,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -43,6 +45,8 @@ type Config struct {
 	Data string
 	// databaseURL, when set, makes the server use PostgreSQL.
 	DatabaseURL string
+	// Args are more flags of serve.
+	Args []string
 }
 
 // Server is a running `agentplane serve` process.
@@ -98,6 +102,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		"--allow-private-networks",
 		"--rate-limit", "100000000", "--rate-limit-burst", "100000000",
 		"--log-level", "warn"}, c.storeArgs()...)
+	args = append(args, c.Args...)
 	s.cmd = exec.Command(c.Binary, args...)
 	s.cmd.Env = childEnv()
 	s.cmd.Stdout = logFile
@@ -265,13 +270,16 @@ func CreateDatabase(ctx context.Context, adminURL string) (string, func() error,
 
 // RSS returns the server process's resident set size in bytes, or 0 where
 // /proc is not available.
-func (s *Server) RSS() int64 {
+func (s *Server) RSS() int64 { return s.status("VmRSS:") }
+
+// status reads a size in kB from the process's /proc status, in bytes.
+func (s *Server) status(field string) int64 {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
 				return 0
@@ -281,3 +289,41 @@ func (s *Server) RSS() int64 {
 	}
 	return 0
 }
+
+// Do sends a request with the server's token and a JSON body (when body is
+// not nil) and returns the status and the response body.
+func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.BaseURL()+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// ResetPeakRSS starts the process's peak resident set size (PeakRSS) over
+// from its current size.
+func (s *Server) ResetPeakRSS() error {
+	return os.WriteFile("/proc/"+strconv.Itoa(s.cmd.Process.Pid)+"/clear_refs", []byte("5"), 0)
+}
+
+// PeakRSS returns the process's peak resident set size in bytes since it
+// started or since ResetPeakRSS, or 0 where /proc is not available.
+func (s *Server) PeakRSS() int64 { return s.status("VmHWM:") }

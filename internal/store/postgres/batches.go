@@ -141,31 +141,59 @@ func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int
 	return items, err
 }
 
-// AddBatchReplay stores r as the replay of one workflow of the batch, once.
-func (db *DB) AddBatchReplay(ctx context.Context, batchID string, position int, r *replay.Replay) error {
-	r.CreatedAt = micro(r.CreatedAt)
-	creator, data, err := r.Encode()
-	if err != nil {
-		return err
-	}
-	return db.write(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE replay_batch_items SET replay_id = $1, original_outcome = $2, replay_outcome = $3,
-			changed = $4, steps_added = $5, steps_changed = $6, steps_removed = $7, tool_calls_changed = $8
-			WHERE batch_id = $9 AND position = $10 AND workflow_id = $11 AND replay_id IS NULL`,
-			r.ID, r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged(), r.Delta.StepsAdded, r.Delta.StepsChanged,
-			r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, batchID, position, r.WorkflowID)
+// AddBatchReplays stores replays of the batch's workflows, each once, in
+// one statement: the items still without a replay take theirs, and only
+// those replays are inserted.
+func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.BatchReplay) (int, error) {
+	n := len(rs)
+	var (
+		positions                          = make([]int32, n)
+		ids, tenants, workflows, targets   = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		fromOutcomes, toOutcomes           = make([]string, n), make([]string, n)
+		changed                            = make([]bool, n)
+		added, stepsChanged, removed, call = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		created                            = make([]time.Time, n)
+		creators, data                     = make([]string, n), make([]string, n)
+	)
+	for i, br := range rs {
+		r := br.Replay
+		r.CreatedAt = micro(r.CreatedAt)
+		c, d, err := r.Encode()
 		if err != nil {
-			return fmt.Errorf("update replay batch item: %w", err)
+			return 0, err
 		}
-		if tag.RowsAffected() == 0 {
-			return problem.New(problem.Conflict, "workflow %s of batch %s is replayed already", r.WorkflowID, batchID)
+		positions[i], ids[i], tenants[i], workflows[i], targets[i] = int32(br.Position), r.ID, r.Tenant, r.WorkflowID, r.Target
+		fromOutcomes[i], toOutcomes[i], changed[i] = r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged()
+		added[i], stepsChanged[i] = int32(r.Delta.StepsAdded), int32(r.Delta.StepsChanged)
+		removed[i], call[i] = int32(r.Delta.StepsRemoved), int32(r.Delta.ToolCallsChanged)
+		created[i], creators[i], data[i] = r.CreatedAt, c, d
+	}
+	stored := 0
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `WITH v AS (
+				SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+					$9::bool[], $10::int[], $11::int[], $12::int[], $13::int[], $14::timestamptz[], $15::text[], $16::text[])
+				AS v(position, id, tenant, workflow_id, target, original_outcome, replay_outcome,
+					changed, steps_added, steps_changed, steps_removed, tool_calls_changed, created_at, creator, data)
+			), taken AS (
+				UPDATE replay_batch_items i SET replay_id = v.id, original_outcome = v.original_outcome,
+					replay_outcome = v.replay_outcome, changed = v.changed, steps_added = v.steps_added,
+					steps_changed = v.steps_changed, steps_removed = v.steps_removed, tool_calls_changed = v.tool_calls_changed
+				FROM v WHERE i.batch_id = $1 AND i.position = v.position AND i.workflow_id = v.workflow_id AND i.replay_id IS NULL
+				RETURNING i.replay_id
+			)
+			INSERT INTO replays (`+replayColumns+`)
+			SELECT v.id, v.tenant, v.workflow_id, v.target, v.created_at, v.creator::json, v.data::json
+			FROM v JOIN taken ON taken.replay_id = v.id`,
+			batchID, positions, ids, tenants, workflows, targets, fromOutcomes, toOutcomes,
+			changed, added, stepsChanged, removed, call, created, creators, data)
+		if err != nil {
+			return fmt.Errorf("store batch replays: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data); err != nil {
-			return fmt.Errorf("insert replay: %w", err)
-		}
+		stored = int(tag.RowsAffected())
 		return nil
 	})
+	return stored, err
 }
 
 // BatchReplays pages the batch's replays, changed outcomes first.

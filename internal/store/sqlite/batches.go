@@ -144,33 +144,45 @@ func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int
 	return items, err
 }
 
-// AddBatchReplay stores r as the replay of one workflow of the batch, once.
-func (db *DB) AddBatchReplay(ctx context.Context, batchID string, position int, r *replay.Replay) error {
-	r.CreatedAt = micro(r.CreatedAt)
-	creator, data, err := r.Encode()
-	if err != nil {
-		return err
-	}
-	return db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE replay_batch_items SET replay_id = ?, original_outcome = ?, replay_outcome = ?,
-			changed = ?, steps_added = ?, steps_changed = ?, steps_removed = ?, tool_calls_changed = ?
-			WHERE batch_id = ? AND position = ? AND workflow_id = ? AND replay_id IS NULL`,
-			r.ID, r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged(), r.Delta.StepsAdded, r.Delta.StepsChanged,
-			r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, batchID, position, r.WorkflowID)
+// AddBatchReplays stores replays of the batch's workflows, each once.
+func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.BatchReplay) (int, error) {
+	type encoded struct{ creator, data string }
+	enc := make([]encoded, len(rs))
+	for i, br := range rs {
+		br.Replay.CreatedAt = micro(br.Replay.CreatedAt)
+		c, d, err := br.Replay.Encode()
 		if err != nil {
-			return fmt.Errorf("update replay batch item: %w", err)
+			return 0, err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("update replay batch item: %w", err)
-		} else if n == 0 {
-			return problem.New(problem.Conflict, "workflow %s of batch %s is replayed already", r.WorkflowID, batchID)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data); err != nil {
-			return fmt.Errorf("insert replay: %w", err)
+		enc[i] = encoded{c, d}
+	}
+	stored := 0
+	err := db.write(ctx, func(tx dbtx) error {
+		stored = 0
+		for i, br := range rs {
+			r := br.Replay
+			res, err := tx.ExecContext(ctx, `UPDATE replay_batch_items SET replay_id = ?, original_outcome = ?, replay_outcome = ?,
+				changed = ?, steps_added = ?, steps_changed = ?, steps_removed = ?, tool_calls_changed = ?
+				WHERE batch_id = ? AND position = ? AND workflow_id = ? AND replay_id IS NULL`,
+				r.ID, r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged(), r.Delta.StepsAdded, r.Delta.StepsChanged,
+				r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, batchID, br.Position, r.WorkflowID)
+			if err != nil {
+				return fmt.Errorf("update replay batch item: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("update replay batch item: %w", err)
+			} else if n == 0 {
+				continue // replayed already
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), enc[i].creator, enc[i].data); err != nil {
+				return fmt.Errorf("insert replay: %w", err)
+			}
+			stored++
 		}
 		return nil
 	})
+	return stored, err
 }
 
 // BatchReplays pages the batch's replays, changed outcomes first.

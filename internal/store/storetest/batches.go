@@ -43,12 +43,25 @@ func testBatchLifecycle(t *testing.T, s Store, _ Hooks) {
 	wantCode(t, errOf(s.Batch(ctx, "other", b.ID)), problem.NotFound, "another tenant's batch")
 
 	outcomes := [][2]string{{"routed", "routed"}, {"routed", "escalated"}, {"approved", "approved"}, {"routed", "escalated"}, {"approved", "declined"}}
-	for _, pos := range []int{3, 0, 4} {
-		r := batchReplay("acme", wfs[pos], outcomes[pos][0], outcomes[pos][1], pos)
-		must(t, s.AddBatchReplay(ctx, b.ID, pos, r), "add replay")
+	var first []replay.BatchReplay
+	for _, pos := range []int{3, 0} {
+		first = append(first, replay.BatchReplay{Position: pos, Replay: batchReplay("acme", wfs[pos], outcomes[pos][0], outcomes[pos][1], pos)})
 	}
-	// Once only: a second replay of a workflow (another lease holder's) is refused.
-	wantCode(t, s.AddBatchReplay(ctx, b.ID, 3, batchReplay("acme", wfs[3], "routed", "routed", 9)), problem.Conflict, "replay twice")
+	if n, err := s.AddBatchReplays(ctx, b.ID, first); err != nil || n != 2 {
+		t.Fatalf("add two replays: %d, %v", n, err)
+	}
+	// Once only: a second replay of a workflow (another lease holder's) is
+	// skipped; the others of the same call are stored.
+	again := []replay.BatchReplay{
+		{Position: 3, Replay: batchReplay("acme", wfs[3], "routed", "routed", 9)},
+		{Position: 4, Replay: batchReplay("acme", wfs[4], outcomes[4][0], outcomes[4][1], 4)},
+	}
+	if n, err := s.AddBatchReplays(ctx, b.ID, again); err != nil || n != 1 {
+		t.Fatalf("add a replay twice and a new one: stored %d (want 1), %v", n, err)
+	}
+	if _, err := s.Replay(ctx, "acme", again[0].Replay.ID); !problem.Is(err, problem.NotFound) {
+		t.Errorf("the skipped second replay was stored: %v", err)
+	}
 
 	pending, err := s.PendingItems(ctx, b.ID, -1, 10)
 	must(t, err, "pending")
