@@ -512,6 +512,7 @@ func batchTable(w io.Writer, doc map[string]any) error {
 	}
 	fmt.Fprintf(w, "\nsteps added %s, changed %s, removed %s; tool calls changed %s\n", field(doc, "delta_totals.steps_added"),
 		field(doc, "delta_totals.steps_changed"), field(doc, "delta_totals.steps_removed"), field(doc, "delta_totals.tool_calls_changed"))
+	fmt.Fprintf(w, "report: %s\n", field(doc, "viewer_url"))
 	fmt.Fprintf(w, "changed replays: GET /v1/replay-batches/%s/replays?changed=true\n", field(doc, "id"))
 	return nil
 }
