@@ -38,8 +38,6 @@ import (
 
 const tokenScopes = "tools:write agents:write agents:invoke workflows:read workflows:replay tool:*"
 
-const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
 // thingSpec is the tool service's OpenAPI document; %s is its base URL.
 const thingSpec = `{"openapi": "3.0.3", "info": {"title": "things", "version": "1"}, "servers": [{"url": "%s"}],
  "paths": {"/things/{id}": {"get": {"operationId": "getThing",
@@ -77,35 +75,25 @@ func main() {
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench/batch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	store := fs.String("store", "both", "store to measure: sqlite, postgres or both")
+	stores := benchserver.AddStoreFlags(fs)
 	n := fs.Int("n", 10000, "workflows to store and replay as one batch (at most 10,000)")
 	seedConc := fs.Int("seed-concurrency", 16, "invocations at once while storing the workflows")
 	workers := fs.Int("workers", 0, "the server's --replay-batch-workers (0: its default, the number of CPUs)")
-	dbURL := fs.String("database-url", "", "PostgreSQL server to create the benchmark database on (default $AGENTPLANE_TEST_DATABASE_URL, else "+defaultDatabaseURL+")")
 	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of seeding and of the batch, each")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{n: *n, seedConc: *seedConc, workers: *workers, repo: *repo, binary: *binary, limit: *limit, databaseURL: *dbURL}
-	switch *store {
-	case "sqlite", "postgres":
-		o.stores = []string{*store}
-	case "both":
-		o.stores = []string{"sqlite", "postgres"}
-	default:
-		return options{}, fmt.Errorf("-store must be sqlite, postgres or both, not %q", *store)
+	o := options{n: *n, seedConc: *seedConc, workers: *workers, repo: *repo, binary: *binary, limit: *limit}
+	var err error
+	if o.stores, err = stores.Stores(); err != nil {
+		return options{}, err
 	}
 	if o.n < 1 || o.n > 10000 || o.seedConc < 1 || o.seedConc > 256 || o.workers < 0 || o.limit <= 0 {
 		return options{}, errors.New("-n must be from 1 to 10000, -seed-concurrency from 1 to 256, -workers not negative, -limit positive")
 	}
-	if o.databaseURL == "" {
-		o.databaseURL = getenv("AGENTPLANE_TEST_DATABASE_URL")
-	}
-	if o.databaseURL == "" {
-		o.databaseURL = defaultDatabaseURL
-	}
+	o.databaseURL = stores.DatabaseURL(getenv)
 	return o, nil
 }
 
@@ -129,12 +117,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := o.binary
-	if bin == "" {
-		fmt.Fprintln(stderr, "building ./cmd/agentplane …")
-		if bin, err = benchserver.Build(ctx, o.repo, tmp); err != nil {
-			return err
-		}
+	bin, err := benchserver.Binary(ctx, o.binary, o.repo, tmp, stderr)
+	if err != nil {
+		return err
 	}
 	var hits atomic.Int64
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/bench/internal/benchserver"
 )
 
 func TestPercentile(t *testing.T) {
@@ -60,7 +62,7 @@ func TestParseOptions(t *testing.T) {
 			name:   "defaults",
 			getenv: env(""),
 			want: options{stores: []string{"sqlite", "postgres"}, n: 2000, levels: []int{1, 16}, warmup: 200,
-				duration: 2 * time.Minute, databaseURL: defaultDatabaseURL, repo: ".", engineRuns: 20000, roundTrips: 5000},
+				duration: 2 * time.Minute, databaseURL: benchserver.DefaultDatabaseURL, repo: ".", engineRuns: 20000, roundTrips: 5000},
 		},
 		{
 			name:   "flags and the environment's database",

@@ -96,34 +96,14 @@ func newClient(srv *benchserver.Server, concurrency int) *client {
 	tr.MaxIdleConns = concurrency * 2
 	tr.MaxIdleConnsPerHost = concurrency * 2
 	tr.MaxConnsPerHost = 0
-	return &client{srv: srv, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+	hc := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+	srv.HTTP = hc
+	return &client{srv: srv, http: hc}
 }
 
 // do sends a JSON request and returns the status and body.
 func (c *client) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.srv.BaseURL()+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.srv.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
+	return c.srv.Do(ctx, method, path, body)
 }
 
 // setup registers the tool service and deploys the agent.

@@ -42,10 +42,6 @@ func main() {
 	}
 }
 
-// defaultDatabaseURL is the PostgreSQL server used when neither the flag nor
-// AGENTPLANE_TEST_DATABASE_URL names one.
-const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
 // options are the benchmark's settings.
 type options struct {
 	stores      []string
@@ -64,12 +60,11 @@ type options struct {
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench/invoke", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	store := fs.String("store", "both", "store to measure: sqlite, postgres or both")
+	stores := benchserver.AddStoreFlags(fs)
 	n := fs.Int("n", 2000, "invocations per concurrency level")
 	levels := fs.String("c", "1,16", "comma-separated concurrency levels")
 	warmup := fs.Int("warmup", 200, "invocations before measuring, per store")
 	duration := fs.Duration("duration", 2*time.Minute, "time limit of one concurrency level; it stops early when reached")
-	dbURL := fs.String("database-url", "", "PostgreSQL server to create the benchmark database on (default $AGENTPLANE_TEST_DATABASE_URL, else "+defaultDatabaseURL+")")
 	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
 	engineRuns := fs.Int("engine-runs", 20000, "in-process engine runs for the per-step figure")
 	roundTrips := fs.Int("round-trips", 5000, "plain GETs to the tool service for the round-trip figure")
@@ -79,13 +74,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	o := options{n: *n, warmup: *warmup, duration: *duration, repo: *repo,
 		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary}
-	switch *store {
-	case "sqlite", "postgres":
-		o.stores = []string{*store}
-	case "both":
-		o.stores = []string{"sqlite", "postgres"}
-	default:
-		return options{}, fmt.Errorf("-store must be sqlite, postgres or both, not %q", *store)
+	var err error
+	if o.stores, err = stores.Stores(); err != nil {
+		return options{}, err
 	}
 	for _, f := range strings.Split(*levels, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(f))
@@ -97,13 +88,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if o.n < 1 || o.warmup < 0 || o.duration <= 0 || o.engineRuns < 1 || o.roundTrips < 1 {
 		return options{}, errors.New("-n, -engine-runs and -round-trips must be positive, -warmup not negative, -duration positive")
 	}
-	o.databaseURL = *dbURL
-	if o.databaseURL == "" {
-		o.databaseURL = getenv("AGENTPLANE_TEST_DATABASE_URL")
-	}
-	if o.databaseURL == "" {
-		o.databaseURL = defaultDatabaseURL
-	}
+	o.databaseURL = stores.DatabaseURL(getenv)
 	return o, nil
 }
 
@@ -118,12 +103,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer os.RemoveAll(tmp)
 
-	bin := o.binary
-	if bin == "" {
-		fmt.Fprintln(stderr, "building ./cmd/agentplane …")
-		if bin, err = benchserver.Build(ctx, o.repo, tmp); err != nil {
-			return err
-		}
+	bin, err := benchserver.Binary(ctx, o.binary, o.repo, tmp, stderr)
+	if err != nil {
+		return err
 	}
 	svc := startToolService()
 	defer svc.Close()

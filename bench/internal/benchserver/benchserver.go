@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,16 @@ func Build(ctx context.Context, repo, dir string) (string, error) {
 	return bin, nil
 }
 
+// Binary returns given when it names a server binary already built, else
+// builds ./cmd/agentplane of the module at repo into dir, saying so on log.
+func Binary(ctx context.Context, given, repo, dir string, log io.Writer) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	fmt.Fprintln(log, "building ./cmd/agentplane …")
+	return Build(ctx, repo, dir)
+}
+
 // Config says how to start one server.
 type Config struct {
 	Binary string
@@ -58,6 +69,8 @@ type Server struct {
 	done  chan struct{}
 	err   error
 	Token string
+	// HTTP sends Do's requests (http.DefaultClient when nil).
+	HTTP *http.Client
 }
 
 // storeArgs are the flags naming the store, for serve and token alike.
@@ -309,7 +322,11 @@ func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := s.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -327,3 +344,43 @@ func (s *Server) ResetPeakRSS() error {
 // PeakRSS returns the process's peak resident set size in bytes since it
 // started or since ResetPeakRSS, or 0 where /proc is not available.
 func (s *Server) PeakRSS() int64 { return s.status("VmHWM:") }
+
+// DefaultDatabaseURL is the PostgreSQL server a benchmark uses when neither
+// its -database-url flag nor AGENTPLANE_TEST_DATABASE_URL names one.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// StoreFlags adds a benchmark's -store and -database-url flags to fs;
+// call Stores and DatabaseURL once fs is parsed.
+type StoreFlags struct {
+	store, databaseURL *string
+}
+
+// AddStoreFlags defines -store and -database-url on fs.
+func AddStoreFlags(fs *flag.FlagSet) StoreFlags {
+	return StoreFlags{
+		store:       fs.String("store", "both", "store to measure: sqlite, postgres or both"),
+		databaseURL: fs.String("database-url", "", "PostgreSQL server to create the benchmark database on (default $AGENTPLANE_TEST_DATABASE_URL, else "+DefaultDatabaseURL+")"),
+	}
+}
+
+// Stores returns the stores -store names.
+func (f StoreFlags) Stores() ([]string, error) {
+	switch *f.store {
+	case "sqlite", "postgres":
+		return []string{*f.store}, nil
+	case "both":
+		return []string{"sqlite", "postgres"}, nil
+	}
+	return nil, fmt.Errorf("-store must be sqlite, postgres or both, not %q", *f.store)
+}
+
+// DatabaseURL returns the PostgreSQL server to use: the flag's, else
+// AGENTPLANE_TEST_DATABASE_URL, else DefaultDatabaseURL.
+func (f StoreFlags) DatabaseURL(getenv func(string) string) string {
+	for _, u := range []string{*f.databaseURL, getenv("AGENTPLANE_TEST_DATABASE_URL")} {
+		if u != "" {
+			return u
+		}
+	}
+	return DefaultDatabaseURL
+}
