@@ -31,8 +31,11 @@ const ActionLimitReached = "tool_call_limit_reached"
 
 // Step guard and plan defaults.
 const (
-	DefaultMaxSteps     = 1000
-	MaxMaxSteps         = 10000
+	DefaultMaxSteps = 1000
+	MaxMaxSteps     = 10000
+	// MaxDefinitionSteps bounds the steps a definition lists (loops with
+	// goto may run more of them, up to max_steps).
+	MaxDefinitionSteps  = 1000
 	DefaultPlanMaxCalls = 10
 	MaxPlanMaxCalls     = 100
 	// MaxPlanFunctions is the most functions a plan step may offer a
@@ -162,6 +165,10 @@ func (c *compiler) expr(env *cel.Env, src, field string, w want) *expr {
 func Compile(def Definition, catalog ToolCatalog) (*Program, []problem.FieldError) {
 	c := &compiler{def: def, catalog: catalog, allowed: map[string]bool{}, declared: map[string]bool{}}
 	p := &Program{def: def, policies: map[string]*expr{}, maxSteps: def.MaxSteps}
+	if n := len(def.Steps); n > MaxDefinitionSteps {
+		c.bad("steps", fmt.Sprintf("lists %d steps, over the limit of %d: split the agent, or repeat steps with goto", n, MaxDefinitionSteps))
+		return nil, c.errs
+	}
 
 	c.checkTools()
 	c.declareNames()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
@@ -139,6 +140,10 @@ func compileExpr(env *cel.Env, src string, w want) (*expr, string) {
 	if !w.accepts(checked.OutputType()) {
 		return nil, fmt.Sprintf("type error: expression gives %s, want %s", checked.OutputType(), w)
 	}
+	// An expression certain to pass the cost limit would fail at every run.
+	if est, err := env.EstimateCost(checked, unknownSizes{}); err == nil && est.Min > CostLimit {
+		return nil, fmt.Sprintf("expression costs at least %d to evaluate, over the limit of %d: it would be stopped at every run", est.Min, CostLimit)
+	}
 	prg, err := env.Program(checked,
 		cel.CostLimit(CostLimit),
 		cel.InterruptCheckFrequency(100),
@@ -148,6 +153,16 @@ func compileExpr(env *cel.Env, src string, w want) (*expr, string) {
 		return nil, "cannot plan expression: " + err.Error()
 	}
 	return &expr{src: src, prg: prg}, ""
+}
+
+// unknownSizes is a cost estimator that knows no sizes: the estimate's
+// minimum is then what the expression costs whatever its inputs.
+type unknownSizes struct{}
+
+func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+
+func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 // issueText renders CEL issues on one line each, with their positions.

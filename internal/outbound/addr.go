@@ -87,3 +87,36 @@ var metadataHosts = map[string]bool{
 func isMetadataHost(host string) bool {
 	return metadataHosts[strings.TrimSuffix(strings.ToLower(host), ".")]
 }
+
+// isLegacyIPv4 reports whether host is an IPv4 address in one of the forms
+// inet_aton accepts besides dotted decimal: fewer than four parts
+// ("2130706433", "127.1"), or parts in octal ("0177.0.0.1") or hexadecimal
+// ("0x7f.0.0.1"). Some resolvers read such names as addresses and others
+// look them up, so they are refused rather than guessed at.
+func isLegacyIPv4(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false // canonical dotted decimal, or IPv6
+	}
+	parts := strings.Split(strings.TrimSuffix(host, "."), ".")
+	if len(parts) > 4 {
+		return false
+	}
+	for _, p := range parts {
+		digits := p
+		hex := false
+		if len(p) > 2 && (p[:2] == "0x" || p[:2] == "0X") {
+			digits, hex = p[2:], true
+		}
+		if digits == "" {
+			return false
+		}
+		for _, r := range digits {
+			isDigit := r >= '0' && r <= '9'
+			isHex := (r >= 'a' && r <= 'f') || (r >= 'A' && r <= 'F')
+			if !isDigit && !(hex && isHex) {
+				return false
+			}
+		}
+	}
+	return true
+}

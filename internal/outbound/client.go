@@ -145,6 +145,9 @@ func (c *Client) CheckURL(rawURL string, allowFile bool) (*url.URL, error) {
 	if c.opts.Allow == nil && !c.opts.AllowPrivate && isMetadataHost(host) {
 		return nil, problem.New(problem.URLNotAllowed, "%s is a cloud metadata service", host)
 	}
+	if isLegacyIPv4(host) {
+		return nil, problem.New(problem.URLNotAllowed, "%s is an IPv4 address in a legacy form (decimal, octal or hexadecimal); write it as four decimal numbers, such as 203.0.113.7", host)
+	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		port := u.Port()
 		if port == "" {

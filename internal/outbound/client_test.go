@@ -330,3 +330,15 @@ func TestHTTPClientIsolation(t *testing.T) {
 		t.Error("changing one HTTPClient changed the next")
 	}
 }
+
+func TestLegacyIPv4FormsAreRefused(t *testing.T) {
+	for host, want := range map[string]bool{
+		"2130706433": true, "0177.0.0.1": true, "0x7f.0.0.1": true, "127.1": true, "0x7f000001": true, "017700000001": true,
+		"127.0.0.1": false, "203.0.113.7": false, "::1": false, "example.com": false, "1.example": false, "0xzz.0.0.1": false,
+		"api.v2": false, "": false, "1.2.3.4.5": false,
+	} {
+		if got := isLegacyIPv4(host); got != want {
+			t.Errorf("isLegacyIPv4(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -21,6 +22,12 @@ import (
 func Decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return problem.New(problem.MalformedRequest, "the request body is empty")
+	}
+	if !utf8.Valid(body) {
+		return problem.New(problem.MalformedRequest, "the request body is not valid UTF-8 (RFC 8259 §8.1): send JSON text encoded as UTF-8")
+	}
+	if at := escapedNUL(body); at >= 0 {
+		return problem.New(problem.MalformedRequest, "the request body holds a NUL character (\\u0000) at byte %d: no field accepts one", at)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -70,4 +77,25 @@ func jsonTypeName(kind string) string {
 		return "a number"
 	}
 	return kind
+}
+
+// escapedNUL returns the offset of the first \u0000 escape in a JSON text
+// (not one whose backslash is itself escaped), or -1.
+func escapedNUL(body []byte) int {
+	from := 0
+	for {
+		i := bytes.Index(body[from:], []byte(`u0000`))
+		if i < 0 {
+			return -1
+		}
+		at := from + i
+		slashes := 0
+		for j := at - 1; j >= 0 && body[j] == '\\'; j-- {
+			slashes++
+		}
+		if slashes%2 == 1 {
+			return at - 1
+		}
+		from = at + 5
+	}
 }

@@ -2,6 +2,7 @@ package jsonbody
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -22,5 +23,24 @@ func TestUntypedNumbersKeepTheirDigits(t *testing.T) {
 	}
 	if want := `{"account":12345678901234567891,"rate":0.1}`; string(out) != want || req.Max != 3 {
 		t.Errorf("context written back as %s (max %d), want %s (max 3)", out, req.Max, want)
+	}
+}
+
+func TestNULAndInvalidUTF8AreRefused(t *testing.T) {
+	var v map[string]any
+	for body, want := range map[string]string{
+		`{"a": "x\u0000y"}`:   "NUL character",
+		`{"a": "x\\\u0000"}`:  "NUL character",
+		`{"a": "x\\u0000"}`:   "",
+		"{\"a\": \"x\xffy\"}": "not valid UTF-8",
+		`{"a": "é\u0001"}`:    "",
+	} {
+		err := Decode([]byte(body), &v)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", body, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
 	}
 }

@@ -1,0 +1,367 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/ratelimit"
+)
+
+// hostile is one request meant to hurt the server, and the problem it
+// must get instead.
+type hostile struct {
+	name         string
+	method, path string
+	token        string
+	body         any
+	headers      []string
+	status       int
+	code         problem.Code // "" when net/http answers itself (431)
+	// on is the server the request goes to, when not the main one.
+	on *harness
+}
+
+// manyAnonymous lets the harness answer thousands of requests without a
+// valid token from one address.
+func manyAnonymous(cfg *httpapi.Config, _ *httpapi.Deps) {
+	cfg.RateLimits.IP = ratelimit.Limit{Rate: 1_000_000, Burst: 1_000_000, Period: time.Minute}
+}
+
+// strictNetwork makes the harness fetch documents as a server without
+// --allow-private-networks does.
+func strictNetwork(_ *httpapi.Config, d *httpapi.Deps) {
+	d.Tools.Fetcher = outbound.New(outbound.Options{})
+}
+
+// TestHostileInput sends every kind of hostile input the API may meet:
+// broken tokens on every endpoint, other tenants' ids, bodies and headers
+// past their limits, documents built to exhaust the importers, addresses
+// that reach inside the network, expressions and definitions that would
+// run or grow without bound, secret references outside the allow-list.
+// Each gets its documented 4xx problem; the server stays up and its heap
+// stays bounded.
+func TestHostileInput(t *testing.T) {
+	h := newHarness(t, manyAnonymous)
+	w := newFraudWorld(t, h)
+	strict := newHarness(t, strictNetwork)
+	strictTok := strict.token("acme", "tools:write")
+	tok := h.token("acme", adminScopes+" workflows:replay audit:read")
+	wf := w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-1"}})
+	wfID := wf["workflow_id"].(string)
+	var rp replayResult
+	h.do("POST", "/v1/workflows/"+wfID+"/replay", tok, map[string]any{"target_agent_version": "fraud-triage@1"}).json(t, &rp)
+	var batch batchResult
+	h.do("POST", "/v1/replay-batches", tok, map[string]any{"target_agent_version": "fraud-triage@1", "workflow_ids": []string{wfID}}).json(t, &batch)
+	var toolID string
+	{
+		var tools struct {
+			Tools []struct {
+				ID string `json:"id"`
+			} `json:"tools"`
+		}
+		h.do("GET", "/v1/tools", tok, nil).json(t, &tools)
+		toolID = tools.Tools[0].ID
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	var cases []hostile
+	add := func(c ...hostile) { cases = append(cases, c...) }
+
+	// Broken tokens, on every endpoint that needs one.
+	for name, bad := range badTokens(t, h) {
+		for _, ep := range securedEndpoints(t) {
+			add(hostile{name: name + " " + ep[0] + " " + ep[1], method: ep[0], path: ep[1], token: bad, status: 401, code: problem.Unauthenticated})
+		}
+	}
+
+	// Another tenant's ids: not found, never forbidden.
+	other := h.token("globex", adminScopes+" workflows:replay audit:read")
+	for _, p := range [][2]string{
+		{"GET", "/v1/tools/" + toolID}, {"GET", "/v1/tools/" + toolID + "/operations"}, {"PUT", "/v1/tools/" + toolID},
+		{"DELETE", "/v1/tools/" + toolID}, {"GET", "/v1/agents/fraud-triage"}, {"GET", "/v1/agents/fraud-triage/versions"},
+		{"PUT", "/v1/agents/fraud-triage/default"}, {"POST", "/v1/agents/fraud-triage/invoke"},
+		{"GET", "/v1/workflows/" + wfID}, {"GET", "/v1/workflows/" + wfID + "/events"}, {"POST", "/v1/workflows/" + wfID + "/cancel"},
+		{"POST", "/v1/workflows/" + wfID + "/replay"}, {"GET", "/v1/replays/" + rp.ReplayID},
+		{"GET", "/v1/replay-batches/" + batch.ID}, {"GET", "/v1/replay-batches/" + batch.ID + "/replays"},
+		{"GET", "/v1/replay-batches/" + batch.ID + "/events"}, {"POST", "/v1/replay-batches/" + batch.ID + "/cancel"},
+	} {
+		var body any
+		switch {
+		case strings.HasSuffix(p[1], "/invoke"):
+			body = map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "tx-1"}}
+		case strings.HasSuffix(p[1], "/replay"):
+			body = map[string]any{"target_agent_version": "fraud-triage@1"}
+		case strings.HasSuffix(p[1], "/default"):
+			body = map[string]any{"version": "1"}
+		case p[0] == "PUT":
+			body = map[string]any{"spec": minimalOpenAPI}
+		}
+		add(hostile{name: "other tenant " + p[0] + " " + p[1], method: p[0], path: p[1], token: other, body: body, status: 404, code: problem.NotFound})
+	}
+
+	// Bodies and headers past their limits, and bytes that are not JSON text.
+	deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
+	// Each endpoint's body, with %s where a string goes.
+	for p, shape := range map[string]string{
+		"/v1/tools":                      `{"name": "n", "type": "openapi", "spec": "%s"}`,
+		"/v1/agents":                     `{"name": "%s", "definition": {"tools": [], "steps": [], "outcome": "'x'"}}`,
+		"/v1/agents/fraud-triage/invoke": `{"goal": "%s", "context": {"transaction_id": "tx-1"}}`,
+		"/v1/replay-batches":             `{"target_agent_version": "fraud-triage@1", "workflow_ids": ["%s"]}`,
+		"/v1/audit/query":                `{"action": "%s"}`,
+	} {
+		add(
+			hostile{name: "2 MiB body " + p, method: "POST", path: p, token: tok, body: fmt.Sprintf(shape, strings.Repeat("a", 2<<20)), status: 413, code: problem.PayloadTooLarge},
+			hostile{name: "100,000-deep JSON " + p, method: "POST", path: p, token: tok, body: deep, status: 400, code: problem.MalformedRequest},
+			hostile{name: "raw NUL " + p, method: "POST", path: p, token: tok, body: fmt.Sprintf(shape, "a\x00b"), status: 400, code: problem.MalformedRequest},
+			hostile{name: "escaped NUL " + p, method: "POST", path: p, token: tok, body: fmt.Sprintf(shape, `a\u0000b`), status: 400, code: problem.MalformedRequest},
+			hostile{name: "invalid UTF-8 " + p, method: "POST", path: p, token: tok, body: fmt.Sprintf(shape, "a\xff\xfeb"), status: 400, code: problem.MalformedRequest},
+		)
+	}
+	add(
+		hostile{name: "10 MB goal", method: "POST", path: "/v1/agents/fraud-triage/invoke", token: tok,
+			body: map[string]any{"goal": strings.Repeat("g", 10<<20)}, status: 413, code: problem.PayloadTooLarge},
+		hostile{name: "goal past 8,000 characters", method: "POST", path: "/v1/agents/fraud-triage/invoke", token: tok,
+			body: map[string]any{"goal": strings.Repeat("g", 8001), "context": map[string]any{"transaction_id": "tx-1"}}, status: 422, code: problem.ValidationFailed},
+		hostile{name: "2 MB header", method: "GET", path: "/v1/tools", token: tok, headers: []string{"X-Big", strings.Repeat("h", 2<<20)}, status: 431},
+	)
+
+	// Documents built to exhaust an importer.
+	register := func(name, typ string, fields map[string]any, status int, code problem.Code) {
+		body := map[string]any{"name": strings.ToLower(strings.ReplaceAll(name, " ", "-")), "type": typ}
+		for k, v := range fields {
+			body[k] = v
+		}
+		add(hostile{name: name, method: "POST", path: "/v1/tools", token: tok, body: body, status: status, code: code})
+	}
+	register("yaml alias bomb", "openapi", map[string]any{"spec": yamlBomb}, 422, problem.SpecInvalid)
+	register("wsdl entity expansion", "soap", map[string]any{"spec": xmlBomb}, 422, problem.SpecInvalid)
+	register("wsdl external entity", "soap", map[string]any{"spec": xmlExternal}, 422, problem.SpecInvalid)
+	register("graphql 10000 deep", "graphql", map[string]any{"spec": "type Query { f(a: " + strings.Repeat("[", 10000) + "Int" + strings.Repeat("]", 10000) + "): Int }"}, 422, problem.SpecInvalid)
+	register("openapi schema 10000 deep", "openapi", map[string]any{"spec": deepSchema(10000)}, 422, problem.SpecInvalid)
+
+	// Addresses inside the network, however written.
+	for _, u := range []string{"http://127.0.0.1/openapi.json", "http://[::1]/openapi.json", "http://169.254.169.254/latest/meta-data",
+		"http://0.0.0.0/openapi.json", "http://2130706433/openapi.json", "http://0177.0.0.1/openapi.json", "http://0x7f.0.0.1/openapi.json",
+		"http://127.1/openapi.json", "http://localhost/openapi.json", "http://[::ffff:127.0.0.1]/openapi.json",
+		"http://[64:ff9b::7f00:1]/openapi.json", "http://10.0.0.1/openapi.json", "http://metadata.google.internal/computeMetadata/v1/",
+		"file:///etc/passwd"} {
+		add(hostile{name: "ssrf " + u, method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+			body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": u}, status: 422, code: problem.URLNotAllowed})
+	}
+	add(hostile{name: "ssrf gopher", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+		body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": "gopher://127.0.0.1:6379/_INFO"}, status: 422, code: problem.ValidationFailed})
+	register("secret ref outside the allow-list", "openapi", map[string]any{"spec": minimalOpenAPI,
+		"auth": map[string]any{"type": "bearer", "secrets_ref": "env://HOME"}}, 422, problem.SecretRefNotAllowed)
+	register("vault path of another tenant", "openapi", map[string]any{"spec": minimalOpenAPI,
+		"auth": map[string]any{"type": "bearer", "secrets_ref": "vault://kv/tenants/globex/key"}}, 422, problem.SecretRefNotAllowed)
+
+	// Definitions that would run or grow without bound.
+	deploy := func(name string, def string) {
+		add(hostile{name: name, method: "POST", path: "/v1/agents", token: tok,
+			body: map[string]any{"name": "hostile", "definition": json.RawMessage(def)}, status: 422, code: problem.ValidationFailed})
+	}
+	nested := "[1,2,3,4,5,6,7,8,9,10]"
+	loop := "true"
+	for i := range 8 {
+		loop = fmt.Sprintf("%s.exists_one(x%d, %s)", nested, i, loop)
+	}
+	deploy("CEL of 10^8 iterations", `{"tools": ["payments"], "steps": [{"action": "a", "set": {"v": "`+loop+`"}}], "outcome": "'done'"}`)
+	grow := "'a string of some length'"
+	for i := range 8 {
+		grow = fmt.Sprintf("%s.map(y%d, %s)", nested, i, grow)
+	}
+	deploy("CEL list of 10^8 strings", `{"tools": ["payments"], "steps": [{"action": "a", "set": {"v": "`+grow+`.size() > 0"}}], "outcome": "'done'"}`)
+	var steps []string
+	for i := range 10000 {
+		steps = append(steps, fmt.Sprintf(`{"action": "s%d", "set": {"v": "%d"}}`, i, i))
+	}
+	deploy("10,000 listed steps", `{"tools": ["payments"], "steps": [`+strings.Join(steps, ",")+`], "outcome": "'done'"}`)
+
+	for _, c := range cases {
+		target := h
+		if c.on != nil {
+			target = c.on
+		}
+		r := target.send(c)
+		if r.Status != c.status {
+			t.Errorf("%s: status %d, want %d: %.300s", c.name, r.Status, c.status, r.Body)
+			continue
+		}
+		if c.code == "" {
+			continue
+		}
+		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+			t.Errorf("%s: Content-Type %q, want a problem document", c.name, ct)
+			continue
+		}
+		if d := r.problem(t); d.Code != c.code || d.Detail == "" {
+			t.Errorf("%s: problem %s %q, want %s with a detail", c.name, d.Code, d.Detail, c.code)
+		}
+	}
+
+	// Still up, still answering, and not holding what it was sent.
+	if r := h.do("GET", "/healthz", "", nil); r.Status != 200 {
+		t.Fatalf("healthz after the hostile input: %d", r.Status)
+	}
+	if r := h.do("GET", "/v1/workflows/"+wfID, tok, nil); r.Status != 200 {
+		t.Fatalf("a workflow after the hostile input: %d", r.Status)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
+		t.Errorf("the heap grew by %d MB over %d hostile requests", grown>>20, len(cases))
+	}
+	t.Logf("%d hostile requests; heap %d MB before, %d MB after", len(cases), before.HeapAlloc>>20, after.HeapAlloc>>20)
+}
+
+// send sends a hostile request; a string body is sent as it is.
+func (h *harness) send(c hostile) response {
+	h.t.Helper()
+	var body any
+	switch b := c.body.(type) {
+	case nil:
+	case string:
+		body = []byte(b)
+	default:
+		body = b
+	}
+	return h.do(c.method, c.path, c.token, body, c.headers...)
+}
+
+// securedEndpoints lists every operation of the OpenAPI document that needs
+// a token, with its path parameters filled in.
+func securedEndpoints(t *testing.T) [][2]string {
+	t.Helper()
+	data, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Security []map[string][]string `json:"security"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out [][2]string
+	for path, ops := range doc.Paths {
+		filled := strings.NewReplacer("{id}", "x_1", "{step}", "1").Replace(path)
+		for method, op := range ops {
+			if len(op.Security) > 0 {
+				out = append(out, [2]string{strings.ToUpper(method), filled})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[1]+a[0], b[1]+b[0]) })
+	if len(out) < 25 {
+		t.Fatalf("only %d secured operations in the OpenAPI document", len(out))
+	}
+	return out
+}
+
+// badTokens are tokens the server must refuse: forged, expired, unsigned,
+// and signed with HMAC keyed by the server's own public key.
+func badTokens(t *testing.T, h *harness) map[string]string {
+	t.Helper()
+	good := h.token("acme", adminScopes)
+	parts := strings.Split(good, ".")
+	sig := []byte(parts[2])
+	sig[len(sig)/2] ^= 1
+	if sig[len(sig)/2] == '-' || sig[len(sig)/2] == '_' {
+		sig[len(sig)/2] = 'A'
+	}
+	past, err := auth.NewIssuer(context.Background(), h.DB, h.URL, func() time.Time { return time.Now().Add(-3 * time.Hour) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := past.Mint(context.Background(), auth.MintRequest{Tenant: "acme", Scopes: auth.ParseScopes(adminScopes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header map[string]any
+	hb, _ := base64.RawURLEncoding.DecodeString(parts[0])
+	json.Unmarshal(hb, &header)
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	none := map[string]any{"alg": "none", "typ": header["typ"], "kid": header["kid"]}
+	jwks := h.do("GET", "/.well-known/jwks.json", "", nil).Body
+	hs := map[string]any{"alg": "HS256", "typ": header["typ"], "kid": header["kid"]}
+	mac := hmac.New(sha256.New, bytes.TrimSpace(jwks))
+	mac.Write([]byte(enc(hs) + "." + parts[1]))
+	return map[string]string{
+		"forged signature":               parts[0] + "." + parts[1] + "." + string(sig),
+		"expired":                        expired,
+		"alg none":                       enc(none) + "." + parts[1] + ".",
+		"HS256 keyed by the public JWKS": enc(hs) + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)),
+		"not a JWT":                      "Bearer-ish",
+	}
+}
+
+const minimalOpenAPI = `{"openapi": "3.0.3", "info": {"title": "m", "version": "1"}, "servers": [{"url": "http://127.0.0.1:1"}],
+ "paths": {"/x": {"get": {"operationId": "getX", "responses": {"200": {"description": "ok"}}}}}}`
+
+// yamlBomb is an OpenAPI document whose aliases would expand to 10^9 nodes.
+var yamlBomb = `openapi: 3.0.3
+info: {title: bomb, version: "1"}
+x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+x-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]
+x-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]
+x-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]
+x-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]
+x-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]
+x-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]
+x-h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]
+x-i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h,*h]
+paths: {}
+`
+
+// xmlBomb is a WSDL whose entities would expand to 10^9 characters.
+const xmlBomb = `<?xml version="1.0"?>
+<!DOCTYPE definitions [
+ <!ENTITY a "lollollollollollollollollollol">
+ <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
+ <!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">
+ <!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">
+ <!ENTITY e "&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;">
+ <!ENTITY f "&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;">
+ <!ENTITY g "&f;&f;&f;&f;&f;&f;&f;&f;&f;&f;">
+ <!ENTITY h "&g;&g;&g;&g;&g;&g;&g;&g;&g;&g;">
+]>
+<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" name="bomb"><documentation>&h;</documentation></definitions>`
+
+// xmlExternal is a WSDL that names a file as an external entity.
+const xmlExternal = `<?xml version="1.0"?>
+<!DOCTYPE definitions [<!ENTITY x SYSTEM "file:///etc/passwd">]>
+<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" name="x"><documentation>&x;</documentation></definitions>`
+
+// deepSchema is an OpenAPI document with a request schema nested depth deep.
+func deepSchema(depth int) string {
+	s := `{"type": "string"}`
+	for range depth {
+		s = `{"type": "object", "properties": {"a": ` + s + `}}`
+	}
+	return `{"openapi": "3.0.3", "info": {"title": "deep", "version": "1"}, "servers": [{"url": "http://127.0.0.1:1"}],
+ "paths": {"/x": {"post": {"operationId": "postX", "requestBody": {"content": {"application/json": {"schema": ` + s + `}}},
+ "responses": {"200": {"description": "ok"}}}}}}`
+}
