@@ -143,7 +143,7 @@ func toolIDs(ctx context.Context, cl *client.Client) (map[string]string, error) 
 }
 
 // Ready is the block printed when the demo is ready: how to point the
-// client at it and three things to try.
+// client at it and four things to try.
 func Ready(w io.Writer, baseURL, token string, s *Seeded) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nagentplane demo is ready: three example APIs on loopback are registered as tools,\n")
@@ -158,5 +158,8 @@ func Ready(w io.Writer, baseURL, token string, s *Seeded) {
 	fmt.Fprintf(&b, "  curl -s $AGENTPLANE_URL/v1/workflows/%s/replay -H \"Authorization: Bearer $AGENTPLANE_TOKEN\" \\\n", s.ReplayExample)
 	fmt.Fprintf(&b, "    -H 'Content-Type: application/json' -d '{\"target_agent_version\": \"fraud-triage@2\"}'\n\n")
 	fmt.Fprintf(&b, "  # 3. open the viewer_url the replay printed in a browser: both runs side by side\n\n")
+	fmt.Fprintf(&b, "  # 4. replay the whole history against version 2, as a release gate in CI would\n")
+	fmt.Fprintf(&b, "  #    (exit 5 when an outcome changed; the report link opens the outcome matrix)\n")
+	fmt.Fprintf(&b, "  agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --fail-on-change\n\n")
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout
 }
