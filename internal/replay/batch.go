@@ -182,7 +182,9 @@ func (r *BatchRunner) Run(ctx context.Context) {
 			if b == nil {
 				break
 			}
-			r.runBatch(ctx, b)
+			if !r.runBatch(ctx, b) {
+				break // wait before claiming again rather than spin on a failing store
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -196,8 +198,10 @@ func (r *BatchRunner) Run(ctx context.Context) {
 // errLost stops a batch whose lease is gone: cancelled, or taken over.
 var errLost = errors.New("replay batch lease lost")
 
-// runBatch replays the batch's pending workflows and finishes it.
-func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) {
+// runBatch replays the batch's pending workflows and finishes it; false
+// when the batch could not be finished (it stays leased here, and Run
+// tries again after Poll).
+func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) bool {
 	log := r.Logger.With("batch", b.ID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -225,7 +229,7 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) {
 	switch {
 	case errors.Is(context.Cause(ctx), errLost):
 		log.Info("replay batch stopped: cancelled or taken over")
-		return
+		return true
 	case ctx.Err() != nil:
 		// Shutting down: give the lease up, so a restart or another
 		// replica resumes the batch at once rather than when it expires.
@@ -234,14 +238,16 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) {
 		if err := r.Store.RenewBatch(rctx, b.ID, r.Owner, r.Service.now()); err != nil && !problem.Is(err, problem.Conflict) {
 			log.Warn("release replay batch lease", "error", err)
 		}
-		return
+		return false
 	case err != nil:
 		status, msg = BatchFailed, err.Error()
 		log.Error("replay batch failed", "error", err)
 	}
 	if _, err := r.Store.FinishBatch(context.WithoutCancel(ctx), b.ID, status, msg, r.Service.now()); err != nil {
 		log.Error("finish replay batch", "error", err)
+		return false
 	}
+	return true
 }
 
 func (r *BatchRunner) target(ctx context.Context, b *Batch) (*agent.Version, *agent.Program, error) {
@@ -320,13 +326,13 @@ feed:
 }
 
 // storeReplays stores the replays as they come, each time all those
-// waiting (up to max): while one group is written the next gathers.
-func (r *BatchRunner) storeReplays(ctx context.Context, fail context.CancelCauseFunc, batchID string, replays <-chan BatchReplay, max int) {
-	group := make([]BatchReplay, 0, max)
+// waiting (up to limit): while one group is written the next gathers.
+func (r *BatchRunner) storeReplays(ctx context.Context, fail context.CancelCauseFunc, batchID string, replays <-chan BatchReplay, limit int) {
+	group := make([]BatchReplay, 0, limit)
 	for first := range replays {
 		group = append(group[:0], first)
 	gather:
-		for len(group) < max {
+		for len(group) < limit {
 			select {
 			case br, ok := <-replays:
 				if !ok {

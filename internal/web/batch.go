@@ -46,7 +46,7 @@ type batchView struct {
 	Unchanged   int
 	Percent     int
 	// Froms and Tos head the matrix's rows (original outcomes) and
-	// columns (replay outcomes); Cells[i][j] counts Froms[i] → Tos[j].
+	// columns (replay outcomes); Matrix[i].Cells[j] counts Froms[i] → Tos[j].
 	Froms, Tos []string
 	Matrix     []matrixRow
 	Rows       []batchRow
