@@ -25,7 +25,10 @@ type engineResult struct {
 }
 
 // instantEnv answers every tool call at once, as the tool service would.
-type instantEnv struct{ agent.NoPlanner }
+type instantEnv struct {
+	agent.NoPlanner
+	agent.NoDecisions
+}
 
 var instantAnswer = json.RawMessage(`{"id":"a","ok":true}`)
 

@@ -21,7 +21,10 @@ const threeCallsDef = `{
 }`
 
 // instantEnv answers every call at once with a fixed result.
-type instantEnv struct{ NoPlanner }
+type instantEnv struct {
+	NoPlanner
+	NoDecisions
+}
 
 var instantResult = json.RawMessage(`{"id":"tx_1","amount":1500}`)
 

@@ -7,22 +7,25 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
 // Step kinds, as they appear in Event.Kind.
 const (
-	KindCall   = "call"
-	KindScore  = "score"
-	KindRoute  = "route"
-	KindSet    = "set"
-	KindGoto   = "goto"
-	KindPlan   = "plan"
-	KindFinish = "finish"
+	KindCall    = "call"
+	KindScore   = "score"
+	KindRoute   = "route"
+	KindSet     = "set"
+	KindGoto    = "goto"
+	KindPlan    = "plan"
+	KindFinish  = "finish"
+	KindApprove = "approve"
 )
 
 // ActionLimitReached is the action of the event emitted when a call is
@@ -44,6 +47,11 @@ const (
 	DefaultPlanFunctions = 64
 	// MaxPlanOperations bounds the operations a plan step chooses among.
 	MaxPlanOperations = 20000
+	// DefaultApprovalTimeout and MaxApprovalTimeout bound how long an
+	// approve step waits; MinApprovalTimeout is its shortest wait.
+	DefaultApprovalTimeout = 24 * time.Hour
+	MaxApprovalTimeout     = 30 * 24 * time.Hour
+	MinApprovalTimeout     = time.Second
 )
 
 var slugRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -109,6 +117,7 @@ type cstep struct {
 	plan    *cplan
 	finLit  string
 	finExpr *expr
+	approve *capprove
 
 	continueDenied bool
 	continueError  bool
@@ -118,6 +127,16 @@ type cstep struct {
 type target struct {
 	tool string
 	op   OperationInfo
+}
+
+// capprove is a compiled approve step.
+type capprove struct {
+	when      *expr
+	reason    *expr
+	scope     string
+	timeout   time.Duration
+	onTimeout string
+	allowSelf bool
 }
 
 type croute struct {
@@ -290,20 +309,21 @@ func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 	}{
 		{KindCall, s.Call != ""}, {KindScore, s.Score != ""}, {KindRoute, s.Route != nil},
 		{KindSet, s.Set != nil}, {KindGoto, s.Goto != ""}, {KindPlan, s.Plan != nil}, {KindFinish, s.Finish != nil},
+		{KindApprove, s.Approve != nil},
 	} {
 		if k.set {
 			kinds = append(kinds, k.name)
 		}
 	}
 	if len(kinds) != 1 {
-		c.bad(f, fmt.Sprintf("a step needs exactly one of call, score, route, set, goto, plan, finish; got %d", len(kinds)))
+		c.bad(f, fmt.Sprintf("a step needs exactly one of call, score, route, set, goto, plan, finish, approve; got %d", len(kinds)))
 		return cs
 	}
 	cs.kind = kinds[0]
 	if s.Args != nil && cs.kind != KindCall {
 		c.bad(f+".args", "args belong to a call step")
 	}
-	if s.SaveAs != "" && (cs.kind == KindSet || cs.kind == KindGoto || cs.kind == KindFinish) {
+	if s.SaveAs != "" && (cs.kind == KindSet || cs.kind == KindGoto || cs.kind == KindFinish || cs.kind == KindApprove) {
 		c.bad(f+".save_as", "a "+cs.kind+" step saves nothing")
 	}
 	cs.continueDenied = c.continueFlag(f+".on_denied", s.OnDenied, cs.kind)
@@ -336,6 +356,8 @@ func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 		}
 	case KindPlan:
 		cs.plan = c.compilePlan(f+".plan", s.Plan)
+	case KindApprove:
+		cs.approve = c.compileApprove(f+".approve", s.Approve)
 	case KindFinish:
 		if s.Finish.Literal {
 			if !IsSlug(s.Finish.Outcome) {
@@ -354,13 +376,49 @@ func (c *compiler) continueFlag(field, v, kind string) bool {
 	case "":
 		return false
 	case "continue", "end":
-		if kind != KindCall && kind != KindPlan {
-			c.bad(field, "only call and plan steps make tool calls")
+		switch {
+		case kind == KindApprove && strings.HasSuffix(field, ".on_denied"):
+		case kind != KindCall && kind != KindPlan:
+			c.bad(field, "only call and plan steps make tool calls (and approve steps may continue when denied)")
 		}
 		return v == "continue"
 	}
 	c.bad(field, fmt.Sprintf("must be \"continue\" or \"end\", not %q", v))
 	return false
+}
+
+// Decisions on timeout.
+const (
+	DecisionApprove = "approve"
+	DecisionDeny    = "deny"
+)
+
+func (c *compiler) compileApprove(field string, a *Approve) *capprove {
+	ca := &capprove{scope: a.ApproverScope, timeout: DefaultApprovalTimeout, onTimeout: orDefault(a.OnTimeout, DecisionDeny), allowSelf: a.AllowSelf}
+	if a.When != "" {
+		ca.when = c.expr(c.stepEnv, a.When, field+".when", wantBool)
+	}
+	if a.Reason != "" {
+		ca.reason = c.expr(c.stepEnv, a.Reason, field+".reason", wantString)
+	}
+	if a.ApproverScope != "" && !auth.ValidScope(a.ApproverScope) {
+		c.bad(field+".approver_scope", fmt.Sprintf("%q is not one scope (printable ASCII without spaces, quotes or backslashes, at most 256 characters)", a.ApproverScope))
+	}
+	if a.Timeout != "" {
+		d, err := time.ParseDuration(a.Timeout)
+		switch {
+		case err != nil:
+			c.bad(field+".timeout", fmt.Sprintf("%q is not a duration such as \"30m\" or \"24h\"", a.Timeout))
+		case d < MinApprovalTimeout || d > MaxApprovalTimeout:
+			c.bad(field+".timeout", fmt.Sprintf("must be from %v to %v (720h)", MinApprovalTimeout, MaxApprovalTimeout))
+		default:
+			ca.timeout = d
+		}
+	}
+	if ca.onTimeout != DecisionApprove && ca.onTimeout != DecisionDeny {
+		c.bad(field+".on_timeout", fmt.Sprintf("must be \"deny\" or \"approve\", not %q", a.OnTimeout))
+	}
+	return ca
 }
 
 // resolveCall checks "<tool>.<operation id>".

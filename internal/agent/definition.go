@@ -58,6 +58,9 @@ type Policy struct {
 //	{"action": "investigate", "plan": {"prompt": "'Find related transactions'", "max_calls": 5}}
 //	{"action": "done", "finish": "cleared"}                                   // a slug literal
 //	{"action": "done", "finish": {"outcome": "queue == 'x' ? 'a' : 'b'"}}     // a CEL string
+//	{"action": "refund_approval", "approve": {"when": "txn.amount > 500.0",
+//	 "reason": "'Refund of ' + string(txn.amount)", "approver_scope": "approve:refunds",
+//	 "timeout": "24h", "on_timeout": "deny"}}                                   // a person decides
 //
 // In `args` and `set`, a string value is a CEL expression (write a string
 // literal as "'text'"), a number, bool or null is taken literally, and
@@ -81,8 +84,29 @@ type Step struct {
 	Goto     string         `json:"goto,omitempty"`
 	Plan     *Plan          `json:"plan,omitempty"`
 	Finish   *Finish        `json:"finish,omitempty"`
+	Approve  *Approve       `json:"approve,omitempty"`
 	OnDenied string         `json:"on_denied,omitempty"`
 	OnError  string         `json:"on_error,omitempty"`
+}
+
+// Approve pauses the workflow until a person decides (SPEC §4 Approvals).
+type Approve struct {
+	// When is a CEL bool: the step asks for a decision only when it holds
+	// (default: always); when false the workflow goes on at once and the
+	// step emits nothing, as a step whose own when is false.
+	When string `json:"when,omitempty"`
+	// Reason is a CEL string shown to the approvers.
+	Reason string `json:"reason,omitempty"`
+	// ApproverScope is a scope the approver's token must carry besides
+	// workflows:approve.
+	ApproverScope string `json:"approver_scope,omitempty"`
+	// Timeout is a Go duration ("30m", "24h"; default 24h, at most 30 days)
+	// after which OnTimeout applies.
+	Timeout string `json:"timeout,omitempty"`
+	// OnTimeout is "deny" (default) or "approve".
+	OnTimeout string `json:"on_timeout,omitempty"`
+	// AllowSelf lets the invoker decide their own workflow.
+	AllowSelf bool `json:"allow_self,omitempty"`
 }
 
 // RouteCase is one case of a route step.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 )
 
 // Step statuses.
@@ -15,6 +16,11 @@ const (
 	StatusDenied        = "denied"
 	StatusLimitExceeded = "limit_exceeded"
 	StatusUnrecorded    = "unrecorded"
+	// An approve step emits StatusWaitingApproval when it asks for a
+	// decision, then the decision: StatusApproved or StatusDenied (or
+	// StatusUnrecorded in a replay without one).
+	StatusWaitingApproval = "waiting_approval"
+	StatusApproved        = "approved"
 )
 
 // Engine outcomes; any other outcome is the agent's own slug.
@@ -34,6 +40,9 @@ const (
 	WorkflowCompleted = "completed"
 	WorkflowFailed    = "failed"
 	WorkflowCancelled = "cancelled"
+	// WorkflowWaiting is the status of a run paused at an approve step
+	// without a decision: it has not ended, it waits.
+	WorkflowWaiting = "waiting"
 )
 
 // WorkflowStatus maps an outcome to the workflow's final status: failed and
@@ -84,6 +93,8 @@ type Event struct {
 	Queue     string          `json:"queue,omitempty"`
 	Outcome   string          `json:"outcome,omitempty"`
 	Error     string          `json:"error,omitempty"`
+	// Reason is why an approve step asks for a decision.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Result is how a run ended.
@@ -135,24 +146,65 @@ type Completer interface {
 	Complete(ctx context.Context, n int, req ChatRequest) (ChatResponse, error)
 }
 
+// ApprovalRequest is what an approve step asks of its approvers.
+type ApprovalRequest struct {
+	Action        string
+	Reason        string
+	ApproverScope string
+	Timeout       time.Duration
+	// OnTimeout is DecisionApprove or DecisionDeny.
+	OnTimeout string
+	AllowSelf bool
+}
+
+// Decision is an Approver's answer. Status is StatusApproved,
+// StatusDenied, StatusUnrecorded (a replay without a recorded decision:
+// the run goes on as approved) or StatusWaitingApproval (no decision yet:
+// the run pauses, and is run again from its history once there is one).
+// Result is the decision's record, JSON, shown as the step's result.
+type Decision struct {
+	Status string
+	Result json.RawMessage
+}
+
+// Approver answers approve steps. step is the number of the step event
+// that asked (status waiting_approval).
+type Approver interface {
+	Approve(ctx context.Context, step int, req ApprovalRequest) (Decision, error)
+}
+
 // Env is everything outside the engine a run needs.
 type Env interface {
 	ToolCaller
 	Completer
+	Approver
 }
 
-// NewEnv combines a ToolCaller and a Completer; a nil Completer refuses
-// plan steps with ErrNoPlanner.
-func NewEnv(tools ToolCaller, llm Completer) Env {
+// NewEnv combines a ToolCaller, a Completer and an Approver; a nil
+// Completer refuses plan steps with ErrNoPlanner, a nil Approver leaves
+// every approve step waiting.
+func NewEnv(tools ToolCaller, llm Completer, approver Approver) Env {
 	if llm == nil {
 		llm = NoPlanner{}
 	}
-	return env{tools, llm}
+	if approver == nil {
+		approver = NoDecisions{}
+	}
+	return env{tools, llm, approver}
 }
 
 type env struct {
 	ToolCaller
 	Completer
+	Approver
+}
+
+// NoDecisions is an Approver that has no decision for any step.
+type NoDecisions struct{}
+
+// Approve implements Approver.
+func (NoDecisions) Approve(context.Context, int, ApprovalRequest) (Decision, error) {
+	return Decision{Status: StatusWaitingApproval}, nil
 }
 
 // ErrUnrecorded is a Completer's answer when it serves recorded
@@ -184,7 +236,10 @@ func (p *Program) Run(ctx context.Context, in Input, env Env) *Run {
 	return &Run{r: newRunner(ctx, p, in, env), res: Result{Outcome: OutcomeCancelled, Status: WorkflowCancelled}}
 }
 
-// Events executes the run, yielding one event per emitted step. A non-nil
+// Events executes the run, yielding one event per emitted step. A run that
+// reaches an approve step its Approver has no decision for pauses after the
+// step's waiting_approval event: the iteration ends without an error and
+// Result's status is WorkflowWaiting (no outcome). A non-nil
 // error is the last thing yielded: the context's error when it is cancelled
 // or past its deadline (Result's outcome is then cancelled or timed_out), or
 // an Env error (outcome failed). Failures inside the agent (a step's
@@ -216,9 +271,13 @@ func (r *Run) Events() iter.Seq2[Event, error] {
 				end.outcome = OutcomeCancelled
 			}
 		}
+		status := WorkflowStatus(end.outcome)
+		if end.waiting {
+			status = WorkflowWaiting
+		}
 		r.res = Result{
 			Outcome:   end.outcome,
-			Status:    WorkflowStatus(end.outcome),
+			Status:    status,
 			Output:    end.output,
 			Error:     end.err,
 			Steps:     run.step,
@@ -256,6 +315,8 @@ type ending struct {
 	output  any
 	// agent reports an outcome of the agent's own, for which output is evaluated.
 	agent bool
+	// waiting reports a run paused at an approve step: no outcome yet.
+	waiting bool
 }
 
 func failed(format string, args ...any) *ending {

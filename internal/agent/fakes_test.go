@@ -64,6 +64,7 @@ func mustCompile(t testing.TB, def Definition) *Program {
 // records every call it was asked to make.
 type fakeEnv struct {
 	NoPlanner
+	NoDecisions
 	mu       sync.Mutex
 	handlers map[string]func(args map[string]any) CallResult
 	calls    []string

@@ -102,7 +102,7 @@ func TestPlanWithOpenAIServer(t *testing.T) {
 
 	p := mustCompile(t, parseDef(t, planDef))
 	tools := fraudEnv("1500")
-	env := NewEnv(tools, NewOpenAIPlanner(srv.URL+"/v1/", "test-model", "test-key", srv.Client()))
+	env := NewEnv(tools, NewOpenAIPlanner(srv.URL+"/v1/", "test-model", "test-key", srv.Client()), nil)
 	events, res, err := p.Execute(context.Background(), fraudInput("tool:*"), env)
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
@@ -212,7 +212,7 @@ func TestPlanLimits(t *testing.T) {
 			p := mustCompile(t, def)
 			in := fraudInput(tc.scopes...)
 			in.MaxToolCalls = tc.invokeMax
-			events, res, err := p.Execute(context.Background(), in, NewEnv(fraudEnv("1500"), &scriptCompleter{}))
+			events, res, err := p.Execute(context.Background(), in, NewEnv(fraudEnv("1500"), &scriptCompleter{}, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestPlanLimits(t *testing.T) {
 
 func TestPlanWithoutPlanner(t *testing.T) {
 	p := mustCompile(t, parseDef(t, planDef))
-	_, res, err := p.Execute(context.Background(), fraudInput("tool:*"), NewEnv(fraudEnv("1"), nil))
+	_, res, err := p.Execute(context.Background(), fraudInput("tool:*"), NewEnv(fraudEnv("1"), nil, nil))
 	if !errors.Is(err, ErrNoPlanner) {
 		t.Fatalf("err = %v, want ErrNoPlanner", err)
 	}
@@ -252,7 +252,7 @@ func (timingOutPlanner) Complete(context.Context, int, ChatRequest) (ChatRespons
 // the run's context still live, fails the run rather than timing it out.
 func TestPlannerTimeOutFailsTheRun(t *testing.T) {
 	p := mustCompile(t, parseDef(t, planDef))
-	_, res, err := p.Execute(context.Background(), fraudInput("tool:*"), NewEnv(fraudEnv("1"), timingOutPlanner{}))
+	_, res, err := p.Execute(context.Background(), fraudInput("tool:*"), NewEnv(fraudEnv("1"), timingOutPlanner{}, nil))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the planner's time-out", err)
 	}
@@ -295,7 +295,7 @@ func TestPlanOffersTheBestOperations(t *testing.T) {
 		rec := &offerRecorder{}
 		in := fraudInput("tool:*")
 		in.Goal = "refund the customer's transaction tx_9"
-		if _, _, err := p.Execute(context.Background(), in, NewEnv(fraudEnv("10"), rec)); err != nil {
+		if _, _, err := p.Execute(context.Background(), in, NewEnv(fraudEnv("10"), rec, nil)); err != nil {
 			t.Fatal(err)
 		}
 		if len(rec.offered) != 1 {

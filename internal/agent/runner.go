@@ -103,6 +103,9 @@ func (r *runner) exec() (ending, error) {
 	if err != nil {
 		return ending{}, err
 	}
+	if end != nil && end.waiting {
+		return *end, nil
+	}
 	if end == nil {
 		end = &ending{outcome: OutcomeCompleted, agent: true}
 		if r.p.outcome != nil {
@@ -175,6 +178,8 @@ func (r *runner) runSteps() (*ending, error) {
 			end, err = r.setStep(s)
 		case KindPlan:
 			end, err = r.planStep(s)
+		case KindApprove:
+			end, err = r.approveStep(s)
 		case KindFinish:
 			return r.finishStep(s)
 		}
@@ -282,6 +287,56 @@ func (r *runner) finishStep(s *cstep) (*ending, error) {
 		return nil, err
 	}
 	return &ending{outcome: outcome, agent: true}, nil
+}
+
+// approveStep asks for a decision: it emits the waiting_approval event,
+// then the decision's event, or pauses the run when there is none yet.
+func (r *runner) approveStep(s *cstep) (*ending, error) {
+	a := s.approve
+	if a.when != nil {
+		ok, err := a.when.evalBool(r.ctx, r.act)
+		if err != nil {
+			return r.stepFailed(s, Event{}, fmt.Errorf("approve.when: %w", err))
+		}
+		if !ok {
+			return nil, nil
+		}
+	}
+	reason := ""
+	if a.reason != nil {
+		var err error
+		if reason, err = a.reason.evalString(r.ctx, r.act); err != nil {
+			return r.stepFailed(s, Event{}, fmt.Errorf("approve.reason: %w", err))
+		}
+	}
+	if err := r.emit(Event{Action: s.action, Kind: KindApprove, Status: StatusWaitingApproval, Reason: reason}); err != nil {
+		return nil, err
+	}
+	d, err := r.env.Approve(r.ctx, r.step, ApprovalRequest{Action: s.action, Reason: reason, ApproverScope: a.scope,
+		Timeout: a.timeout, OnTimeout: a.onTimeout, AllowSelf: a.allowSelf})
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return nil, r.ctx.Err()
+		}
+		return nil, fmt.Errorf("approval at step %d: %w", r.step, err)
+	}
+	ev := Event{Action: s.action, Kind: KindApprove, Status: d.Status, Result: d.Result, Reason: reason}
+	switch d.Status {
+	case StatusWaitingApproval:
+		return &ending{waiting: true}, nil
+	case StatusApproved, StatusUnrecorded:
+		return nil, r.emit(ev)
+	case StatusDenied:
+		ev.Error = "the approval was denied"
+		if err := r.emit(ev); err != nil {
+			return nil, err
+		}
+		if s.continueDenied {
+			return nil, nil
+		}
+		return &ending{outcome: OutcomeDenied, err: fmt.Sprintf("%s (%s): the approval was denied", s.field, s.action)}, nil
+	}
+	return nil, fmt.Errorf("approval at step %d: unknown decision status %q", r.step, d.Status)
 }
 
 func (r *runner) save(name string, v any) {

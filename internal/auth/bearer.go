@@ -41,9 +41,9 @@ func (p Principal) Require(scope string) error {
 	}
 }
 
-// validScope reports whether s is a scope token of RFC 6749 §3.3:
+// ValidScope reports whether s is a scope token of RFC 6749 §3.3:
 // one or more of %x21 / %x23-5B / %x5D-7E.
-func validScope(s string) bool {
+func ValidScope(s string) bool {
 	if s == "" || len(s) > 256 {
 		return false
 	}
@@ -117,7 +117,7 @@ func Challenge(err error, scope string) string {
 // put in a quoted-string.
 func validScopeList(s string) bool {
 	for _, f := range strings.Split(s, " ") {
-		if !validScope(f) {
+		if !ValidScope(f) {
 			return false
 		}
 	}

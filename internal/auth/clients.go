@@ -40,7 +40,7 @@ func CreateClient(ctx context.Context, store Store, tenant, name string, scopes 
 		errs = append(errs, problem.FieldError{Field: "scope", Message: "at least one scope is required"})
 	}
 	for _, s := range scopes {
-		if !validScope(s) {
+		if !ValidScope(s) {
 			errs = append(errs, problem.FieldError{Field: "scope", Message: fmt.Sprintf("%q is not a valid scope", s)})
 			break
 		}

@@ -114,7 +114,7 @@ func (i *Issuer) Mint(ctx context.Context, req MintRequest) (string, error) {
 		errs = append(errs, problem.FieldError{Field: "tenant", Message: fmt.Sprintf("%q is reserved: its tokens may hold %s only", req.Tenant, systemScope)})
 	}
 	for _, s := range req.Scopes {
-		if !validScope(s) {
+		if !ValidScope(s) {
 			errs = append(errs, problem.FieldError{Field: "scope", Message: fmt.Sprintf("%q is not a valid scope", s)})
 			break
 		}

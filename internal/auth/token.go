@@ -150,7 +150,7 @@ func clientAuth(r *http.Request, form url.Values) (id, secret string, err error)
 // safeScope returns s when it is a plain scope token, else a placeholder,
 // so descriptions never carry arbitrary input.
 func safeScope(s string) string {
-	if validScope(s) && len(s) <= 64 {
+	if ValidScope(s) && len(s) <= 64 {
 		return s
 	}
 	return "(invalid)"

@@ -234,7 +234,7 @@ func scopeClaim(v any) ([]string, bool) {
 		out := make([]string, 0, len(s))
 		for _, e := range s {
 			str, ok := e.(string)
-			if !ok || !validScope(str) {
+			if !ok || !ValidScope(str) {
 				return nil, false
 			}
 			out = append(out, str)
