@@ -81,6 +81,7 @@ func compile(b *testing.B, def string) *agent.Program {
 // recorder answers every call as a tool would and notes which were sent.
 type recorder struct {
 	agent.NoPlanner
+	agent.NoDecisions
 	sent map[int]bool
 }
 

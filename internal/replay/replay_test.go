@@ -59,6 +59,7 @@ func replaceVerb(s, v string) string {
 // recordingEnv runs a workflow for real against scripted answers, keeping
 // what the workflow runner would record.
 type recordingEnv struct {
+	agent.NoDecisions
 	replies     []agent.ChatResponse
 	completions map[int]json.RawMessage
 	sent        map[int]bool

@@ -82,6 +82,8 @@ type Env struct {
 	served map[int]*workflow.Step
 	// args are the canonical arguments of the calls asked for, by step.
 	args map[int]json.RawMessage
+	// decisions are the recorded approval decisions by action, in order.
+	decisions map[string][]*workflow.Step
 }
 
 // Check refuses a history that cannot have been recorded: steps numbered
@@ -125,9 +127,14 @@ func NewEnv(h *History) (*Env, error) {
 	if err := h.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	e := &Env{calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{}, args: map[int]json.RawMessage{}}
+	e := &Env{calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{},
+		args: map[int]json.RawMessage{}, decisions: map[string][]*workflow.Step{}}
 	for i := range h.Steps {
 		s := &h.Steps[i]
+		if s.Kind == agent.KindApprove && (s.Status == agent.StatusApproved || s.Status == agent.StatusDenied) {
+			e.decisions[s.Action] = append(e.decisions[s.Action], s)
+			continue
+		}
 		if !s.Sent || s.Operation == "" || (s.Status != agent.StatusOK && s.Status != agent.StatusError) {
 			continue
 		}
@@ -193,13 +200,25 @@ func (e *Env) Complete(_ context.Context, n int, req agent.ChatRequest) (agent.C
 	return agent.ChatResponse{}, agent.ErrUnrecorded
 }
 
+// Approve implements agent.Approver: the next decision recorded for the
+// same action is served; with none the step is unrecorded and the replay
+// goes on as though approved.
+func (e *Env) Approve(_ context.Context, step int, req agent.ApprovalRequest) (agent.Decision, error) {
+	q := e.decisions[req.Action]
+	if len(q) == 0 {
+		return agent.Decision{Status: agent.StatusUnrecorded}, nil
+	}
+	e.decisions[req.Action] = q[1:]
+	return agent.Decision{Status: q[0].Status, Result: q[0].Result}, nil
+}
+
 // step is the replay step of an event; a served call shows the recorded
 // request and status it was answered with.
 func (e *Env) step(ev agent.Event) workflow.Step {
 	s := workflow.Step{
 		Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
-		Result: ev.Result, Error: ev.Error,
+		Result: ev.Result, Error: ev.Error, Reason: ev.Reason,
 	}
 	if a, ok := e.args[ev.Step]; ok {
 		s.Args = a

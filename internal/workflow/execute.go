@@ -30,6 +30,8 @@ type history struct {
 	// intents are the steps whose unrepeatable call may have been sent.
 	intents     map[int]bool
 	completions map[int]json.RawMessage
+	// approvals are the workflow's approvals by the step that asked.
+	approvals map[int]*Approval
 }
 
 // ErrInterrupted ends a resumed workflow whose unrepeatable call may have
@@ -65,7 +67,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	store := context.WithoutCancel(ctx)
 	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
 	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
-	run := prog.Run(ctx, wf.Input(), agent.NewEnv(rec, rec))
+	run := prog.Run(ctx, wf.Input(), agent.NewEnv(rec, rec, rec))
 
 	var runErr error
 	for ev, err := range run.Events() {
@@ -94,6 +96,10 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		}
 		return
 	case errors.Is(cause, errLeaseLost):
+		return
+	}
+	if res := run.Result(); res.Status == agent.WorkflowWaiting && runErr == nil && rec.asked != nil {
+		r.suspend(store, wf, j.steps, j.pending, rec.asked)
 		return
 	}
 	r.finish(store, wf, j.steps, j.pending, run.Result(), runErr)
@@ -234,6 +240,8 @@ type recorder struct {
 	calls map[int]*callRecord
 	tools map[string]*tool.Tool
 	last  time.Time
+	// asked is the approval the execution paused at, if it did.
+	asked *asked
 }
 
 // callRecord is what a real call sent and received.
@@ -416,7 +424,7 @@ func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 	s := &Step{
 		WorkflowID: e.wf.ID, Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
-		Result: ev.Result, Error: ev.Error, StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
+		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
 	}
 	e.last = now
 	if ev.Args != nil {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
 )
 
 // followPoll is how often a follower re-reads the store when no local
@@ -112,6 +114,10 @@ type stepEvent struct {
 	Queue     string   `json:"queue,omitempty"`
 	Outcome   string   `json:"outcome,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	// Reason and Approval belong to approve steps: why a decision is
+	// asked, and the decision (who, when, comment, timed out).
+	Reason   string          `json:"reason,omitempty"`
+	Approval json.RawMessage `json:"approval,omitempty"`
 }
 
 // completeEvent ends every stream.
@@ -126,8 +132,13 @@ type completeEvent struct {
 
 // StepView is a step as streams and sync invokes show it.
 func StepView(agentName string, s Step) any {
-	return stepEvent{Event: "step", Step: s.Step, Agent: agentName, Action: s.Action, Status: s.Status,
-		Tool: s.Tool, Operation: s.Operation, Score: s.Score, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error}
+	v := stepEvent{Event: "step", Step: s.Step, Agent: agentName, Action: s.Action, Status: s.Status,
+		Tool: s.Tool, Operation: s.Operation, Score: s.Score, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error,
+		Reason: s.Reason}
+	if s.Kind == agent.KindApprove && s.Status != agent.StatusWaitingApproval {
+		v.Approval = s.Result
+	}
+	return v
 }
 
 // CompleteView is the complete event of a finished workflow.

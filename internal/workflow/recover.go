@@ -24,6 +24,7 @@ func (r *Runner) Run(ctx context.Context) {
 		case <-t.C:
 			r.renew(ctx)
 			r.recover(ctx)
+			r.expireApprovals(ctx)
 		}
 	}
 }
@@ -69,6 +70,11 @@ func (r *Runner) recover(ctx context.Context) {
 	}
 	store := context.WithoutCancel(ctx)
 	for _, wf := range wfs {
+		if wf.CancelRequested {
+			// Asked to stop before its owner could: nothing more runs.
+			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeCancelled, Status: Cancelled}, nil)
+			continue
+		}
 		err := r.resume(ctx, wf)
 		switch {
 		case err == nil, errors.Is(err, errRunning):
@@ -116,11 +122,18 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 	if err != nil {
 		return fmt.Errorf("intents: %w", err)
 	}
+	approvals, err := r.opts.Store.WorkflowApprovals(ctx, wf.ID)
+	if err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
 	completions, err := r.opts.Store.Completions(ctx, wf.ID)
 	if err != nil {
 		return fmt.Errorf("completions: %w", err)
 	}
-	h := history{steps: steps, intents: map[int]bool{}, completions: completions}
+	h := history{steps: steps, intents: map[int]bool{}, completions: completions, approvals: map[int]*Approval{}}
+	for _, a := range approvals {
+		h.approvals[a.Step] = a
+	}
 	for _, in := range intents {
 		h.intents[in.Step] = true
 	}

@@ -225,10 +225,15 @@ func (r *Runner) stop(id string, cause error) bool {
 
 // Cancel asks a running workflow to stop; it returns the workflow as it is
 // once stopped, or after a few seconds if its owner has not stopped it yet.
+// A waiting workflow is taken and ended here at once.
 func (r *Runner) Cancel(ctx context.Context, tenant, id string) (*Workflow, error) {
-	wf, err := r.opts.Store.RequestCancel(ctx, tenant, id)
+	wf, taken, err := r.opts.Store.RequestCancel(ctx, tenant, id, r.opts.Owner, r.opts.Now().Add(r.opts.Lease))
 	if err != nil || wf.Done() {
 		return wf, err
+	}
+	if taken {
+		r.finish(context.WithoutCancel(ctx), wf, nil, nil, agent.Result{Outcome: OutcomeCancelled, Status: Cancelled}, nil)
+		return r.opts.Store.Workflow(ctx, tenant, id)
 	}
 	r.stop(id, errCancel)
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -242,25 +247,30 @@ func (r *Runner) Cancel(ctx context.Context, tenant, id string) (*Workflow, erro
 
 // Wait returns the workflow once it has finished.
 func (r *Runner) Wait(ctx context.Context, tenant, id string) (*Workflow, error) {
-	wf, _, err := r.wait(ctx, tenant, id, false)
+	wf, _, err := r.wait(ctx, tenant, id, false, false)
 	return wf, err
 }
 
-// Finished returns the workflow and its steps once it has finished.
+// Finished returns the workflow and its steps once it has finished or
+// waits for an approval.
 func (r *Runner) Finished(ctx context.Context, tenant, id string) (*Workflow, []Step, error) {
-	return r.wait(ctx, tenant, id, true)
+	return r.wait(ctx, tenant, id, true, true)
 }
 
 // wait waits for the workflow's end. One running here hands its end to the
 // waiter as it finishes, stored already, so nothing is read back; one
 // running elsewhere (or already finished) is read from the store.
-func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps bool) (*Workflow, []Step, error) {
+func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps, settled bool) (*Workflow, []Step, error) {
 	sub := r.hub.subscribe(id)
 	defer r.hub.unsubscribe(id, sub)
+	over := (*Workflow).Done
+	if settled {
+		over = (*Workflow).Settled
+	}
 	for {
 		// An end handed over is for its own tenant's waiters; another
 		// tenant's reads the store, which has no such workflow for it.
-		if e := sub.end.Load(); e != nil && e.wf.Tenant == tenant {
+		if e := sub.end.Load(); e != nil && e.wf.Tenant == tenant && over(e.wf) {
 			if e.steps == nil && withSteps {
 				steps, err := r.opts.Store.Steps(ctx, id, 0)
 				return e.wf, steps, err
@@ -274,7 +284,7 @@ func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps bool) (*
 			if err != nil {
 				return nil, nil, err
 			}
-			if wf.Done() {
+			if over(wf) {
 				if !withSteps {
 					return wf, nil, nil
 				}

@@ -681,7 +681,7 @@ func TestAResumeThatKeepsFailingStillEnds(t *testing.T) {
 			ctx := context.Background()
 			wf := stopAtTheWrite(t, db, &ledger{hold: true, held: make(chan struct{}, 1)})
 			if tc.cancel {
-				if _, err := db.RequestCancel(ctx, "acme", wf.ID); err != nil {
+				if _, _, err := db.RequestCancel(ctx, "acme", wf.ID, "replica-x", time.Now()); err != nil {
 					t.Fatal(err)
 				}
 			}

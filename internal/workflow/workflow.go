@@ -22,7 +22,10 @@ var ErrLeaseLost = errors.New("workflow lease lost")
 
 // Statuses of a workflow.
 const (
-	Running   = "running"
+	Running = "running"
+	// Waiting is a workflow paused at an approve step: nobody holds it
+	// until a decision (or its timeout) hands it to a replica again.
+	Waiting   = "waiting"
 	Completed = "completed"
 	Failed    = "failed"
 	Cancelled = "cancelled"
@@ -89,7 +92,11 @@ func (w *Workflow) Input() agent.Input {
 }
 
 // Done reports whether the workflow has finished.
-func (w *Workflow) Done() bool { return w.Status != Running }
+func (w *Workflow) Done() bool { return w.Status != Running && w.Status != Waiting }
+
+// Settled reports whether the workflow has finished or waits for a decision:
+// what a synchronous invoke answers with.
+func (w *Workflow) Settled() bool { return w.Status != Running }
 
 // Step is one recorded step: the event sent for it and the tool call it made.
 type Step struct {
@@ -108,6 +115,8 @@ type Step struct {
 	Outcome   string          `json:"outcome,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	Error     string          `json:"error,omitempty"`
+	// Reason is why an approve step asks for a decision.
+	Reason string `json:"reason,omitempty"`
 	// Request is the tool request as sent, without credentials.
 	Request json.RawMessage `json:"request,omitempty"`
 	// HTTPStatus is the tool's response status.
@@ -174,8 +183,11 @@ type Store interface {
 	Steps(ctx context.Context, workflowID string, afterSeq int) ([]Step, error)
 	// ListWorkflows returns the tenant's workflows, newest first.
 	ListWorkflows(ctx context.Context, tenant string, f ListFilter) ([]*Workflow, error)
-	// RequestCancel marks a running workflow for cancellation.
-	RequestCancel(ctx context.Context, tenant, id string) (*Workflow, error)
+	// RequestCancel marks a running workflow for cancellation and returns
+	// it. A waiting workflow is handed to owner until leaseUntil, running
+	// and marked, with its pending approval cancelled; taken reports that,
+	// and the caller then finishes it.
+	RequestCancel(ctx context.Context, tenant, id, owner string, leaseUntil time.Time) (wf *Workflow, taken bool, err error)
 	// RenewLease extends owner's lease on the running workflows it holds.
 	RenewLease(ctx context.Context, owner string, ids []string, until time.Time) (LeaseStatus, error)
 	// ReleaseLease gives up owner's lease on a running workflow at once, so
@@ -188,4 +200,5 @@ type Store interface {
 	// ClaimExpired takes over up to limit running workflows whose lease
 	// lapsed before now, giving owner the lease until until.
 	ClaimExpired(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Workflow, error)
+	ApprovalStore
 }

@@ -13,20 +13,45 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// RequestCancel marks a running workflow for cancellation and returns it; a
-// finished one is returned as it is.
-func (db *DB) RequestCancel(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
-	w, err := scanWorkflow(db.pool.QueryRow(ctx, `WITH marked AS (
-			UPDATE workflows SET cancel_requested = true
-			WHERE tenant = $1 AND id = $2 AND status = 'running' RETURNING `+workflowColumns+`)
-		SELECT `+workflowColumns+` FROM marked
-		UNION ALL
-		SELECT `+workflowColumns+` FROM workflows
-		WHERE tenant = $1 AND id = $2 AND NOT EXISTS (SELECT 1 FROM marked)`, tenant, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, workflowNotFound(id)
-	}
-	return w, err
+// RequestCancel marks a running workflow for cancellation and returns it;
+// a waiting one is handed to owner, its pending approval cancelled (the
+// workflow's row locked first, as DecideApproval does); a finished one is
+// returned as it is.
+func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, leaseUntil time.Time) (*workflow.Workflow, bool, error) {
+	var (
+		w     *workflow.Workflow
+		taken bool
+	)
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		taken = false
+		w, err = scanWorkflow(tx.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
+			WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return workflowNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		switch w.Status {
+		case workflow.Running:
+			w.CancelRequested = true
+			_, err = tx.Exec(ctx, `UPDATE workflows SET cancel_requested = true WHERE id = $1`, id)
+		case workflow.Waiting:
+			taken = true
+			w.Status, w.CancelRequested, w.Owner, w.LeaseUntil = workflow.Running, true, owner, micro(leaseUntil)
+			if _, err = tx.Exec(ctx, `UPDATE workflows SET status = 'running', cancel_requested = true, owner = $2,
+				lease_until = $3 WHERE id = $1`, id, owner, w.LeaseUntil); err == nil {
+				_, err = tx.Exec(ctx, `UPDATE workflow_approvals SET status = 'cancelled'
+					WHERE workflow_id = $1 AND status = 'pending'`, id)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("request cancel: %w", err)
+		}
+		return nil
+	})
+	return w, taken, err
 }
 
 // RenewLease extends owner's lease on those of ids it still holds, in one

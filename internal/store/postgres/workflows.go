@@ -25,7 +25,7 @@ const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal
 	cancel_requested, owner, lease_until`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent`
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
 
 // heldBy is a CTE naming the workflow $1 while owner $2 holds its lease. FOR
 // SHARE keeps a claim by another replica from passing the write until it
@@ -69,11 +69,11 @@ func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, re
 func appendStep(ctx context.Context, tx pgx.Tx, owner string, s *workflow.Step, recs []*audit.Record) error {
 	b := &pgx.Batch{}
 	b.Queue(heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
-		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
+		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22
 		FROM held`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent,
+		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason,
 	).Exec(func(tag pgconn.CommandTag) error { return leaseHeld(tag, s.WorkflowID, "store step") })
 	b.Queue(`DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	err := tx.SendBatch(ctx, b).Close()
@@ -351,7 +351,7 @@ func scanStep(row pgx.Row) (workflow.Step, error) {
 	)
 	err := row.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		&args, &st.Score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&st.StartedAt, &st.DurationMS, &st.Sent)
+		&st.StartedAt, &st.DurationMS, &st.Sent, &st.Reason)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
 	}

@@ -12,14 +12,34 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// RequestCancel marks a running workflow for cancellation and returns it; a
+// RequestCancel marks a running workflow for cancellation and returns it;
+// a waiting one is handed to owner, its pending approval cancelled; a
 // finished one is returned as it is.
-func (db *DB) RequestCancel(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
-	var w *workflow.Workflow
+func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, leaseUntil time.Time) (*workflow.Workflow, bool, error) {
+	var (
+		w     *workflow.Workflow
+		taken bool
+	)
 	err := db.write(ctx, func(tx dbtx) error {
 		var err error
+		taken = false
 		w, err = scanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows SET cancel_requested = 1
 			WHERE tenant = ? AND id = ? AND status = 'running' RETURNING `+workflowColumns, tenant, id))
+		if err != sql.ErrNoRows {
+			return err
+		}
+		w, err = scanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows
+			SET status = 'running', cancel_requested = 1, owner = ?, lease_until = ?
+			WHERE tenant = ? AND id = ? AND status = 'waiting' RETURNING `+workflowColumns,
+			owner, fmtTime(leaseUntil), tenant, id))
+		if err == nil {
+			taken = true
+			if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = 'cancelled'
+				WHERE workflow_id = ? AND status = 'pending'`, id); err != nil {
+				return fmt.Errorf("cancel approval: %w", err)
+			}
+			return nil
+		}
 		if err != sql.ErrNoRows {
 			return err
 		}
@@ -30,7 +50,7 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id string) (*workflow.W
 		}
 		return err
 	})
-	return w, err
+	return w, taken, err
 }
 
 // RenewLease extends owner's lease on those of ids it still holds.

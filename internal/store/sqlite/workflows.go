@@ -21,7 +21,7 @@ const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal
 	cancel_requested, owner, lease_until`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent`
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
 
 // noLease is lease_until of a workflow nobody holds: before any real time.
 var noLease = fmtTime(time.Time{})
@@ -64,13 +64,13 @@ func stepRow(owner string, s *workflow.Step) []any {
 	s.StartedAt = micro(s.StartedAt)
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, s.Sent,
+		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
 		s.WorkflowID, owner}
 }
 
 func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs []*audit.Record) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
 	if isUnique(err) {
 		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
@@ -384,7 +384,7 @@ func scanStep(s scanner) (workflow.Step, error) {
 	)
 	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		&args, &score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&started, &st.DurationMS, &st.Sent)
+		&started, &st.DurationMS, &st.Sent, &st.Reason)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
 	}

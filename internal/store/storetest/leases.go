@@ -54,19 +54,20 @@ func testWorkflowRenewCancelRelease(t *testing.T, s Store, _ Hooks) {
 	theirs := create(t, s, newWorkflow("acme", "triage", "replica-b", 3))
 	finish(t, s, "replica-a", done)
 
-	got, err := s.RequestCancel(ctx, "acme", cancelled.ID)
+	lease := base.Add(time.Hour)
+	got, taken, err := s.RequestCancel(ctx, "acme", cancelled.ID, "replica-c", lease)
 	must(t, err, "request cancel")
-	if !got.CancelRequested || got.Status != workflow.Running || got.ID != cancelled.ID {
+	if !got.CancelRequested || got.Status != workflow.Running || got.ID != cancelled.ID || taken || got.Owner != "replica-a" {
 		t.Errorf("RequestCancel returned cancel %v status %q; want a running workflow marked", got.CancelRequested, got.Status)
 	}
-	got, err = s.RequestCancel(ctx, "acme", done.ID)
+	got, taken, err = s.RequestCancel(ctx, "acme", done.ID, "replica-c", lease)
 	must(t, err, "request cancel of a finished workflow")
-	if diff := cmp.Diff(done, got); diff != "" {
+	if diff := cmp.Diff(done, got); diff != "" || taken {
 		t.Errorf("RequestCancel changed a finished workflow (-want +got):\n%s", diff)
 	}
-	_, err = s.RequestCancel(ctx, "globex", mine.ID)
+	_, _, err = s.RequestCancel(ctx, "globex", mine.ID, "replica-c", lease)
 	wantCode(t, err, problem.NotFound, "cancel another tenant's workflow")
-	_, err = s.RequestCancel(ctx, "acme", "wf_nope")
+	_, _, err = s.RequestCancel(ctx, "acme", "wf_nope", "replica-c", lease)
 	wantCode(t, err, problem.NotFound, "cancel an unknown workflow")
 
 	until := base.Add(2 * time.Hour)

@@ -1,0 +1,188 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+const approvalColumns = `workflow_id, step, tenant, agent, agent_version, action, reason, approver_scope,
+	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
+	comment, timed_out`
+
+// SuspendWorkflow stores last and the pending approval a, and sets the
+// workflow waiting without a lease, provided owner holds it.
+func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last *workflow.Step, lastRecs ...*audit.Record) error {
+	if last != nil {
+		last.StartedAt = micro(last.StartedAt)
+		db.prepareAudit(lastRecs...)
+	}
+	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
+	return db.write(ctx, func(tx pgx.Tx) error {
+		if last != nil {
+			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE workflows SET status = 'waiting', owner = '', lease_until = $3
+			WHERE id = $1 AND status = 'running' AND owner = $2`, a.WorkflowID, owner, time.Time{})
+		if err != nil {
+			return fmt.Errorf("suspend workflow: %w", err)
+		}
+		if err := leaseHeld(tag, a.WorkflowID, "suspend workflow"); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO workflow_approvals (`+approvalColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '', NULL, '', false)`,
+			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
+			a.AllowSelf, a.OnTimeout, a.Invoker, a.RequestedAt, a.Deadline, a.Remaining.Milliseconds(), workflow.ApprovalPending)
+		if err != nil {
+			return fmt.Errorf("insert approval: %w", err)
+		}
+		return nil
+	})
+}
+
+// DecideApproval records d on a pending approval and hands its waiting
+// workflow to owner. The workflow's row is locked first, then the
+// approval's, as every writer of both takes them: of two replicas deciding
+// at once, the second sees the first's decision and gets a conflict.
+func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner string, leaseUntil time.Time,
+	rec *audit.Record) (*workflow.Workflow, *workflow.Approval, error) {
+	d.At = micro(d.At)
+	db.prepareAudit(rec)
+	var (
+		wf *workflow.Workflow
+		a  *workflow.Approval
+	)
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		wf, err = scanWorkflow(tx.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
+			WHERE tenant = $1 AND id = $2 FOR UPDATE`, d.Tenant, d.WorkflowID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return workflowNotFound(d.WorkflowID)
+		}
+		if err != nil {
+			return err
+		}
+		a, err = scanApproval(tx.QueryRow(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+			WHERE workflow_id = $1 AND step = $2 FOR UPDATE`, d.WorkflowID, d.Step))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return workflow.ConflictOn(wf, nil, d.Step)
+		}
+		if err != nil {
+			return err
+		}
+		if a.Status != workflow.ApprovalPending || wf.Status != workflow.Waiting {
+			return workflow.ConflictOn(wf, a, d.Step)
+		}
+		wf.Status, wf.Owner, wf.LeaseUntil = workflow.Running, owner, micro(leaseUntil)
+		wf.Deadline = micro(d.At.Add(a.Remaining))
+		if _, err := tx.Exec(ctx, `UPDATE workflows SET status = 'running', owner = $2, lease_until = $3, deadline = $4
+			WHERE id = $1`, wf.ID, owner, wf.LeaseUntil, wf.Deadline); err != nil {
+			return fmt.Errorf("resume workflow: %w", err)
+		}
+		a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
+		if _, err := tx.Exec(ctx, `UPDATE workflow_approvals SET status = $3, decided_by = $4, decided_at = $5,
+				comment = $6, timed_out = $7
+			WHERE workflow_id = $1 AND step = $2`, a.WorkflowID, a.Step, a.Status, a.DecidedBy, a.DecidedAt,
+			a.Comment, a.TimedOut); err != nil {
+			return fmt.Errorf("record decision: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return wf, a, nil
+}
+
+// Approvals lists the tenant's approvals, newest workflow first.
+func (db *DB) Approvals(ctx context.Context, tenant string, f workflow.ApprovalFilter) ([]*workflow.Approval, error) {
+	where := []string{"tenant = $1"}
+	args := []any{tenant}
+	add := func(cond string, vs ...any) {
+		for i := range vs {
+			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)+i+1), 1)
+		}
+		where, args = append(where, cond), append(args, vs...)
+	}
+	switch f.Status {
+	case workflow.ApprovalPending:
+		add("status = 'pending'")
+	case "decided":
+		add("status <> 'pending'")
+	}
+	if f.Agent != "" {
+		add("agent = ?", f.Agent)
+	}
+	if id, step, ok := workflow.ParseApprovalCursor(f.After); ok {
+		add("(workflow_id, step) < (?, ?)", id, step)
+	}
+	rows, err := db.pool.Query(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY workflow_id DESC, step DESC LIMIT `+strconv.Itoa(page.Size(f.Limit)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", unavailable(err))
+	}
+	return collectApprovals(rows)
+}
+
+// WorkflowApprovals returns a workflow's approvals by step.
+func (db *DB) WorkflowApprovals(ctx context.Context, workflowID string) ([]*workflow.Approval, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		WHERE workflow_id = $1 ORDER BY step`, workflowID)
+	if err != nil {
+		return nil, fmt.Errorf("query approvals: %w", unavailable(err))
+	}
+	return collectApprovals(rows)
+}
+
+// DueApprovals returns pending approvals whose deadline is not after now.
+func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*workflow.Approval, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		WHERE status = 'pending' AND deadline <= $1 ORDER BY deadline LIMIT $2`, micro(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("query due approvals: %w", unavailable(err))
+	}
+	return collectApprovals(rows)
+}
+
+func collectApprovals(rows pgx.Rows) ([]*workflow.Approval, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*workflow.Approval, error) { return scanApproval(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read approvals: %w", err)
+	}
+	return out, nil
+}
+
+func scanApproval(row pgx.Row) (*workflow.Approval, error) {
+	var (
+		a         workflow.Approval
+		remaining int64
+		decided   *time.Time
+	)
+	err := row.Scan(&a.WorkflowID, &a.Step, &a.Tenant, &a.Agent, &a.AgentVersion, &a.Action, &a.Reason, &a.ApproverScope,
+		&a.AllowSelf, &a.OnTimeout, &a.Invoker, &a.RequestedAt, &a.Deadline, &remaining, &a.Status, &a.DecidedBy, &decided,
+		&a.Comment, &a.TimedOut)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan approval: %w", err)
+	}
+	a.Remaining = time.Duration(remaining) * time.Millisecond
+	a.RequestedAt, a.Deadline = a.RequestedAt.UTC(), a.Deadline.UTC()
+	if decided != nil {
+		a.DecidedAt = decided.UTC()
+	}
+	return &a, nil
+}

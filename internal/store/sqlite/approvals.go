@@ -1,0 +1,207 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+const approvalColumns = `workflow_id, step, tenant, agent, agent_version, action, reason, approver_scope,
+	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
+	comment, timed_out`
+
+// SuspendWorkflow stores last and the pending approval a, and sets the
+// workflow waiting without a lease, provided owner holds it.
+func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last *workflow.Step, lastRecs ...*audit.Record) error {
+	var lastRow []any
+	if last != nil {
+		lastRow = stepRow(owner, last)
+		db.prepareAudit(lastRecs...)
+	}
+	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
+	return db.write(ctx, func(tx dbtx) error {
+		if last != nil {
+			if err := appendStep(ctx, tx, last, lastRow, lastRecs); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'waiting', owner = '', lease_until = ?
+			WHERE id = ? AND status = 'running' AND owner = ?`, noLease, a.WorkflowID, owner)
+		if err := leaseHeld(res, err, a.WorkflowID, "suspend workflow"); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO workflow_approvals (`+approvalColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '', 0)`,
+			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
+			a.AllowSelf, a.OnTimeout, a.Invoker, fmtTime(a.RequestedAt), fmtTime(a.Deadline),
+			a.Remaining.Milliseconds(), workflow.ApprovalPending)
+		if err != nil {
+			return fmt.Errorf("insert approval: %w", err)
+		}
+		return nil
+	})
+}
+
+// DecideApproval records d on a pending approval and hands its waiting
+// workflow to owner; the single writer makes the decision once.
+func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner string, leaseUntil time.Time,
+	rec *audit.Record) (*workflow.Workflow, *workflow.Approval, error) {
+	d.At = micro(d.At)
+	db.prepareAudit(rec)
+	var (
+		wf *workflow.Workflow
+		a  *workflow.Approval
+	)
+	err := db.write(ctx, func(tx dbtx) error {
+		var err error
+		wf, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
+			WHERE tenant = ? AND id = ?`, d.Tenant, d.WorkflowID))
+		if err == sql.ErrNoRows {
+			return workflowNotFound(d.WorkflowID)
+		}
+		if err != nil {
+			return err
+		}
+		a, err = scanApproval(tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+			WHERE workflow_id = ? AND step = ?`, d.WorkflowID, d.Step))
+		if err == sql.ErrNoRows {
+			return workflow.ConflictOn(wf, nil, d.Step)
+		}
+		if err != nil {
+			return err
+		}
+		if a.Status != workflow.ApprovalPending || wf.Status != workflow.Waiting {
+			return workflow.ConflictOn(wf, a, d.Step)
+		}
+		wf.Status, wf.Owner, wf.LeaseUntil = workflow.Running, owner, micro(leaseUntil)
+		wf.Deadline = micro(d.At.Add(a.Remaining))
+		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'running', owner = ?, lease_until = ?, deadline = ?
+			WHERE id = ?`, owner, fmtTime(wf.LeaseUntil), fmtTime(wf.Deadline), wf.ID); err != nil {
+			return fmt.Errorf("resume workflow: %w", err)
+		}
+		a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
+		if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = ?, decided_by = ?, decided_at = ?,
+				comment = ?, timed_out = ?
+			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, fmtTime(a.DecidedAt), a.Comment, a.TimedOut,
+			a.WorkflowID, a.Step); err != nil {
+			return fmt.Errorf("record decision: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return wf, a, nil
+}
+
+// Approvals lists the tenant's approvals, newest workflow first.
+func (db *DB) Approvals(ctx context.Context, tenant string, f workflow.ApprovalFilter) ([]*workflow.Approval, error) {
+	where := []string{"tenant = ?"}
+	args := []any{tenant}
+	switch f.Status {
+	case workflow.ApprovalPending:
+		where = append(where, "status = 'pending'")
+	case "decided":
+		where = append(where, "status <> 'pending'")
+	}
+	if f.Agent != "" {
+		where, args = append(where, "agent = ?"), append(args, f.Agent)
+	}
+	if id, step, ok := workflow.ParseApprovalCursor(f.After); ok {
+		where, args = append(where, "(workflow_id, step) < (?, ?)"), append(args, id, step)
+	}
+	var out []*workflow.Approval
+	err := db.query(ctx, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY workflow_id DESC, step DESC LIMIT ?`,
+			append(args, page.Size(f.Limit))...)
+		if err != nil {
+			return fmt.Errorf("list approvals: %w", err)
+		}
+		out, err = collectApprovals(rows)
+		return err
+	})
+	return out, err
+}
+
+// WorkflowApprovals returns a workflow's approvals by step.
+func (db *DB) WorkflowApprovals(ctx context.Context, workflowID string) ([]*workflow.Approval, error) {
+	var out []*workflow.Approval
+	err := db.query(ctx, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+			WHERE workflow_id = ? ORDER BY step`, workflowID)
+		if err != nil {
+			return fmt.Errorf("query approvals: %w", err)
+		}
+		out, err = collectApprovals(rows)
+		return err
+	})
+	return out, err
+}
+
+// DueApprovals returns pending approvals whose deadline is not after now.
+func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*workflow.Approval, error) {
+	var out []*workflow.Approval
+	err := db.query(ctx, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+			WHERE status = 'pending' AND deadline <= ? ORDER BY deadline LIMIT ?`, fmtTime(now), limit)
+		if err != nil {
+			return fmt.Errorf("query due approvals: %w", err)
+		}
+		out, err = collectApprovals(rows)
+		return err
+	})
+	return out, err
+}
+
+func collectApprovals(rows *sql.Rows) ([]*workflow.Approval, error) {
+	defer rows.Close()
+	var out []*workflow.Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read approvals: %w", err)
+	}
+	return out, nil
+}
+
+func scanApproval(s scanner) (*workflow.Approval, error) {
+	var (
+		a                            workflow.Approval
+		requested, deadline, decided string
+		remaining                    int64
+	)
+	err := s.Scan(&a.WorkflowID, &a.Step, &a.Tenant, &a.Agent, &a.AgentVersion, &a.Action, &a.Reason, &a.ApproverScope,
+		&a.AllowSelf, &a.OnTimeout, &a.Invoker, &requested, &deadline, &remaining, &a.Status, &a.DecidedBy, &decided,
+		&a.Comment, &a.TimedOut)
+	if err == sql.ErrNoRows {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan approval: %w", err)
+	}
+	a.Remaining = time.Duration(remaining) * time.Millisecond
+	if a.RequestedAt, err = parseTime(requested); err != nil {
+		return nil, err
+	}
+	if a.Deadline, err = parseTime(deadline); err != nil {
+		return nil, err
+	}
+	if decided != "" {
+		if a.DecidedAt, err = parseTime(decided); err != nil {
+			return nil, err
+		}
+	}
+	return &a, nil
+}
