@@ -18,14 +18,17 @@ const (
 	ScopeAgentsInvoke    = "agents:invoke"
 	ScopeWorkflowsRead   = "workflows:read"
 	ScopeWorkflowsReplay = "workflows:replay"
-	ScopeAuditRead       = "audit:read"
-	ScopeAllTools        = "tool:*"
+	// ScopeWorkflowsApprove decides approvals; a step may require a scope
+	// of its own besides.
+	ScopeWorkflowsApprove = "workflows:approve"
+	ScopeAuditRead        = "audit:read"
+	ScopeAllTools         = "tool:*"
 )
 
 // EndpointScopes lists the endpoint scopes, in the order of SPEC §2.
 var EndpointScopes = []string{
 	ScopeToolsWrite, ScopeToolsRead, ScopeAgentsWrite, ScopeAgentsRead,
-	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeAuditRead,
+	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeAuditRead,
 }
 
 // Require returns nil when p holds scope, else an InsufficientScope error

@@ -129,9 +129,9 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 		}
 	}
 	switch f.Status {
-	case "", workflow.Running, workflow.Completed, workflow.Failed, workflow.Cancelled:
+	case "", workflow.Running, workflow.Waiting, workflow.Completed, workflow.Failed, workflow.Cancelled:
 	default:
-		errs = append(errs, problem.FieldError{Field: "status", Message: "must be running, completed, failed or cancelled"})
+		errs = append(errs, problem.FieldError{Field: "status", Message: "must be running, waiting, completed, failed or cancelled"})
 	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)

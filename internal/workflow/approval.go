@@ -151,7 +151,10 @@ type ApprovalStore interface {
 type DecideRequest struct {
 	Tenant     string
 	WorkflowID string
-	Step       int
+	// Step is the number of the waiting_approval event; 0 with Action
+	// names the step by its action instead (the one waiting).
+	Step   int
+	Action string
 	// Decision is agent.DecisionApprove or agent.DecisionDeny.
 	Decision  string
 	Comment   string
@@ -183,8 +186,17 @@ func (r *Runner) Decide(ctx context.Context, req DecideRequest) (*Approval, erro
 	if err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(as, func(a *Approval) bool { return a.Step == req.Step })
+	i := slices.IndexFunc(as, func(a *Approval) bool {
+		if req.Step == 0 {
+			return a.Action == req.Action && a.Status == ApprovalPending
+		}
+		return a.Step == req.Step
+	})
 	if i < 0 {
+		if req.Step == 0 {
+			return nil, problem.New(problem.Conflict, "workflow %s is %s, not waiting for a decision at a step named %q: GET /v1/approvals?status=pending lists what waits",
+				wf.ID, wf.Status, req.Action)
+		}
 		return nil, notWaitingAt(wf, req.Step)
 	}
 	a := as[i]
