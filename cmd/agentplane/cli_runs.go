@@ -72,6 +72,20 @@ func stepLine(ev map[string]any) string {
 			what = append(what, k+"="+v)
 		}
 	}
+	if r := field(ev, "reason"); r != "" {
+		what = append(what, "reason: "+r)
+	}
+	// A decision is the stream's approval, or a stored approve step's result.
+	dec := "approval."
+	if field(ev, "kind") == "approve" {
+		dec = "result."
+	}
+	if by := field(ev, dec+"decided_by"); by != "" {
+		what = append(what, "by "+by+" at "+field(ev, dec+"decided_at"))
+		if cm := field(ev, dec+"comment"); cm != "" {
+			what = append(what, "comment: "+cm)
+		}
+	}
 	if e := field(ev, "error"); e != "" {
 		what = append(what, "error: "+e)
 	}

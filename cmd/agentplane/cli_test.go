@@ -413,3 +413,72 @@ func TestDemo(t *testing.T) {
 		t.Errorf("audit verify: %q", out)
 	}
 }
+
+// TestCLIApprovals drives approvals from the client: a workflow waits, the
+// approver lists and approves it, the invoker may not.
+func TestCLIApprovals(t *testing.T) {
+	api := newCLIAPI(t)
+	close(api.release)
+	data := t.TempDir()
+	addr := freeAddr(t)
+	srv := startChild(t, addr, "--data", data, "--allow-private-networks")
+	mintFor := func(sub, scope string) string {
+		var tok bytes.Buffer
+		if err := run(context.Background(), []string{"token", "--data", data, "--addr", addr, "--tenant", "acme", "--sub", sub, "--scope", scope},
+			func(string) string { return "" }, &tok, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(tok.String())
+	}
+	alice := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(),
+		token: mintFor("alice", "tools:write agents:write agents:invoke workflows:read workflows:approve tool:*")}
+	bob := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: mintFor("bob", "workflows:approve workflows:read")}
+
+	alice.ok("tools", "register", "--name", "payments", "--type", "openapi", "--spec-url", api.srv.URL+"/openapi.json")
+	alice.ok("agents", "deploy", alice.write("refunds.yaml", `name: refunds
+definition:
+  tools: [payments]
+  steps:
+    - {action: fetch, call: payments.getTransaction, args: {id: "'tx_9'"}, save_as: txn}
+    - action: refund_approval
+      approve: {when: "txn.amount > 500.0", reason: "'Refund of ' + string(txn.amount)"}
+    - {action: fetch_customer, call: payments.getCustomer, args: {id: txn.customer}}
+  outcome: "'refunded'"
+`))
+	out := alice.ok("invoke", "refunds", "--goal", "refund tx_9")
+	if !strings.Contains(out, "waiting_approval") || !strings.Contains(out, "reason: Refund of 1200") || !strings.Contains(out, " waiting") {
+		t.Fatalf("invoke printed:\n%s", out)
+	}
+	wf := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "wf_") {
+			wf = f
+		}
+	}
+	if list := bob.ok("approvals", "list", "--status", "pending"); !strings.Contains(list, wf) || !strings.Contains(list, "alice") {
+		t.Errorf("approvals list:\n%s", list)
+	}
+	if _, errs, code := alice.run("approvals", "approve", wf); code != exitAuth || !strings.Contains(errs, "invoked") {
+		t.Errorf("the invoker approving: exit %d, %s", code, errs)
+	}
+	if out := bob.ok("approvals", "approve", wf, "--comment", "verified"); !strings.Contains(out, "approved step 2 (refund_approval) of workflow "+wf+" as bob") {
+		t.Errorf("approve printed %q", out)
+	}
+	if _, errs, code := bob.run("approvals", "deny", wf, "2"); code == 0 || !strings.Contains(errs, "already decided") {
+		t.Errorf("a second decision: exit %d, %s", code, errs)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := bob.ok("workflows", "get", wf)
+		if strings.Contains(got, "completed, outcome refunded") {
+			if !strings.Contains(got, "by bob at ") || !strings.Contains(got, "comment: verified") {
+				t.Errorf("workflows get does not show the decision:\n%s", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workflow did not finish after the approval:\n%s", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
