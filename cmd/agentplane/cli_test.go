@@ -409,6 +409,40 @@ func TestDemo(t *testing.T) {
 	if out := e.ok("replay", "--batch", "--target", "fraud-triage@1", "--agent", "fraud-triage", "--agent-version", "1"); !strings.Contains(out, "outcome changed in 0") {
 		t.Errorf("v1 against itself changes nothing:\n%s", out)
 	}
+	// Version 2 waits for a person's approval of the tx_1007 refund; the
+	// invoker may not give it, the demo's approver does.
+	out = e.ok("invoke", "fraud-triage@2", "--goal", "refund tx_1007", "--context", "transaction_id=tx_1007", "--context", "refund_requested=true")
+	if !strings.Contains(out, "refund_approval") || !strings.Contains(out, "waiting_approval") || !strings.Contains(out, "reason: Refund of 680 EUR on tx_1007") {
+		t.Fatalf("invoke of version 2 does not wait for an approval:\n%s", out)
+	}
+	waiting := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "wf_") {
+			waiting = f
+		}
+	}
+	if out := e.ok("approvals", "list", "--status", "pending"); !strings.Contains(out, waiting) {
+		t.Errorf("approvals list:\n%s", out)
+	}
+	if _, _, code := e.run("approvals", "approve", waiting); code != exitAuth {
+		t.Errorf("the invoker approving their own refund: exit %d, want %d", code, exitAuth)
+	}
+	approver := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: grab("  AGENTPLANE_TOKEN=")}
+	if out := approver.ok("approvals", "approve", waiting); !strings.Contains(out, "approved step") {
+		t.Errorf("the approver approving: %q", out)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out := e.ok("workflows", "get", waiting)
+		if strings.Contains(out, "completed, outcome cleared") {
+			if !strings.Contains(out, "payments.createRefund") || !strings.Contains(out, "by demo-approver") {
+				t.Errorf("the approved refund:\n%s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved workflow did not finish:\n%s", out)
+		}
+	}
 	if out := e.ok("audit", "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Errorf("audit verify: %q", out)
 	}

@@ -23,6 +23,10 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, baseURL, publicURL stri
 	if err != nil {
 		return nil, fmt.Errorf("demo: mint its token: %w", err)
 	}
+	approver, err := issuer.Mint(ctx, auth.MintRequest{Tenant: demo.Tenant, Subject: "demo-approver", Scopes: demo.ApproverScopes, TTL: 12 * time.Hour})
+	if err != nil {
+		return nil, fmt.Errorf("demo: mint its approver's token: %w", err)
+	}
 	apis, err := demo.Start(demoDelay)
 	if err != nil {
 		return nil, err
@@ -35,6 +39,6 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, baseURL, publicURL stri
 		apis.Close()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	demo.Ready(stdout, publicURL, tok, seeded)
+	demo.Ready(stdout, publicURL, tok, approver, seeded)
 	return apis, nil
 }

@@ -80,6 +80,7 @@ var transactions = []transaction{
 	{"tx_1004", 7800.00, "EUR", "cus_dan", "Watch Boutique", "AE"},
 	{"tx_1005", 45.50, "EUR", "cus_bob", "Coffee Cart", "DE"},
 	{"tx_1006", 3100.00, "EUR", "cus_eve", "Electronics Hub", "NL"},
+	{"tx_1007", 680.00, "EUR", "cus_ada", "Hotel Aurora", "AT"},
 }
 
 const paymentsSpec = `{

@@ -16,15 +16,45 @@ const Tenant = "demo"
 
 // Scopes are what the demo's token holds: everything the quickstart does.
 var Scopes = []string{"tools:read", "tools:write", "agents:read", "agents:write", "agents:invoke",
-	"workflows:read", "workflows:replay", "audit:read", "tool:*"}
+	"workflows:read", "workflows:replay", "workflows:approve", "audit:read", "tool:*"}
 
-// agent is fraud-triage at a threshold and a refund limit: version 2
-// raises the threshold from 1,000 to 5,000 and lowers the refunds its
-// financial policy allows from 5,000 to 1,000.
-func agent(version string, threshold, refundLimit float64) map[string]any {
+// ApproverScopes are what the demo's approver holds: a person other than
+// the invoker (the approve step's four-eyes rule) allowed to approve refunds.
+var ApproverScopes = []string{"workflows:read", "workflows:approve", RefundApproverScope}
+
+// RefundApproverScope is what version 2's refund approval asks of its approver.
+const RefundApproverScope = "approve:refunds"
+
+// refundWhen is when the agent refunds: on request, unless escalated.
+const refundWhen = "has(context.refund_requested) && context.refund_requested && queue != 'fraud-review'"
+
+// agent is fraud-triage at a threshold, a refund limit and, when
+// approveAbove is not 0, a person's approval for refunds above it: version 2
+// raises the threshold from 1,000 to 5,000, lowers the refunds its
+// financial policy allows from 5,000 to 1,000 and asks for approval above 500.
+func agent(version string, threshold, refundLimit, approveAbove float64) map[string]any {
+	steps := []map[string]any{
+		{"action": "fetch_transaction", "call": "payments.getTransaction", "args": map[string]any{"id": "context.transaction_id"}, "save_as": "txn"},
+		{"action": "fetch_customer", "call": "customers.customer", "args": map[string]any{"id": "txn.customer_id"}, "save_as": "customer"},
+		{"action": "fraud_score", "score": fmt.Sprintf("txn.amount > %.1f ? (customer.riskScore > 0.5 ? 0.93 : 0.81) : (customer.riskScore > 0.5 ? 0.45 : 0.08)", threshold)},
+		{"action": "route_queue", "route": []map[string]any{
+			{"when": "score >= 0.8", "queue": "fraud-review"}, {"when": "score >= 0.4", "queue": "manual-review"}, {"queue": "standard"}}},
+		{"action": "open_case", "when": "queue == 'fraud-review'", "call": "cases.OpenCase",
+			"args": map[string]any{"transactionId": "txn.id", "queue": "queue", "reason": "'score ' + string(score)"}},
+	}
+	description := fmt.Sprintf("Fraud triage: escalate above %.0f, refund at most %.0f", threshold, refundLimit)
+	if approveAbove > 0 {
+		description += fmt.Sprintf(", approval above %.0f", approveAbove)
+		steps = append(steps, map[string]any{"action": "refund_approval", "when": refundWhen, "approve": map[string]any{
+			"when":           fmt.Sprintf("txn.amount > %.1f && txn.amount <= %.1f", approveAbove, refundLimit),
+			"reason":         "'Refund of ' + string(txn.amount) + ' ' + txn.currency + ' on ' + txn.id + ' (' + txn.merchant + ')'",
+			"approver_scope": RefundApproverScope, "timeout": "24h", "on_timeout": "deny"}})
+	}
+	steps = append(steps, map[string]any{"action": "refund", "when": refundWhen,
+		"call": "payments.createRefund", "args": map[string]any{"transaction_id": "txn.id", "amount": "txn.amount"}, "on_denied": "continue"})
 	return map[string]any{
 		"name": "fraud-triage", "version": version,
-		"description": fmt.Sprintf("Fraud triage: escalate above %.0f, refund at most %.0f", threshold, refundLimit),
+		"description": description,
 		"definition": map[string]any{
 			"tools": []string{"payments", "customers", "cases"},
 			"inputs": map[string]any{"type": "object", "required": []string{"transaction_id"}, "properties": map[string]any{
@@ -32,17 +62,7 @@ func agent(version string, threshold, refundLimit float64) map[string]any {
 			"policies": map[string]any{
 				"financial": map[string]any{"allow": fmt.Sprintf("!has(args.amount) || args.amount <= %.1f", refundLimit)},
 			},
-			"steps": []map[string]any{
-				{"action": "fetch_transaction", "call": "payments.getTransaction", "args": map[string]any{"id": "context.transaction_id"}, "save_as": "txn"},
-				{"action": "fetch_customer", "call": "customers.customer", "args": map[string]any{"id": "txn.customer_id"}, "save_as": "customer"},
-				{"action": "fraud_score", "score": fmt.Sprintf("txn.amount > %.1f ? (customer.riskScore > 0.5 ? 0.93 : 0.81) : (customer.riskScore > 0.5 ? 0.45 : 0.08)", threshold)},
-				{"action": "route_queue", "route": []map[string]any{
-					{"when": "score >= 0.8", "queue": "fraud-review"}, {"when": "score >= 0.4", "queue": "manual-review"}, {"queue": "standard"}}},
-				{"action": "open_case", "when": "queue == 'fraud-review'", "call": "cases.OpenCase",
-					"args": map[string]any{"transactionId": "txn.id", "queue": "queue", "reason": "'score ' + string(score)"}},
-				{"action": "refund", "when": "has(context.refund_requested) && context.refund_requested && queue != 'fraud-review'",
-					"call": "payments.createRefund", "args": map[string]any{"transaction_id": "txn.id", "amount": "txn.amount"}, "on_denied": "continue"},
-			},
+			"steps":   steps,
 			"outcome": "queue == 'fraud-review' ? 'escalated' : (queue == 'manual-review' ? 'review' : 'cleared')",
 			"output":  "{'queue': queue, 'score': score}",
 		},
@@ -95,7 +115,7 @@ func Seed(ctx context.Context, cl *client.Client, apis *APIs, progress io.Writer
 		}
 		fmt.Fprintf(progress, "  tool %-10s %-8s %d operations\n", name, reg["type"], t.Operations)
 	}
-	for _, v := range []map[string]any{agent("1", 1000, 5000), agent("2", 5000, 1000)} {
+	for _, v := range []map[string]any{agent("1", 1000, 5000, 0), agent("2", 5000, 1000, 500)} {
 		_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents", Body: v})
 		var p *client.Problem
 		if errors.As(err, &p) && p.Status == http.StatusConflict {
@@ -144,7 +164,7 @@ func toolIDs(ctx context.Context, cl *client.Client) (map[string]string, error) 
 
 // Ready is the block printed when the demo is ready: how to point the
 // client at it and four things to try.
-func Ready(w io.Writer, baseURL, token string, s *Seeded) {
+func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nagentplane demo is ready: three example APIs on loopback are registered as tools,\n")
 	fmt.Fprintf(&b, "fraud-triage 1 (the default) and 2 are deployed, and %d workflows make its history.\n\n", len(s.Workflows))
@@ -161,5 +181,10 @@ func Ready(w io.Writer, baseURL, token string, s *Seeded) {
 	fmt.Fprintf(&b, "  # 4. replay the whole history against version 2, as a release gate in CI would\n")
 	fmt.Fprintf(&b, "  #    (exit 5 when an outcome changed; the report link opens the outcome matrix)\n")
 	fmt.Fprintf(&b, "  agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --fail-on-change\n\n")
+	fmt.Fprintf(&b, "  # 5. version 2 asks a person to approve refunds above 500: the workflow waits\n")
+	fmt.Fprintf(&b, "  agentplane invoke fraud-triage@2 --goal \"refund tx_1007\" --context transaction_id=tx_1007 --context refund_requested=true\n")
+	fmt.Fprintf(&b, "  agentplane approvals list --status pending\n")
+	fmt.Fprintf(&b, "  #    you invoked it, so another person approves (this token is the demo's approver):\n")
+	fmt.Fprintf(&b, "  AGENTPLANE_TOKEN=%s agentplane approvals approve WORKFLOW_ID\n\n", approverToken)
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout
 }
