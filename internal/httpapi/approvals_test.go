@@ -172,6 +172,14 @@ func TestApprovalOverHTTP(t *testing.T) {
 	if res.ReplayOutcome != "refunded" || res.Delta["steps_changed"] != 0 || res.Delta["steps_added"] != 0 {
 		t.Errorf("replay of an approved workflow: %s, delta %v", res.ReplayOutcome, res.Delta)
 	}
+	// The viewer shows the reason, who decided and when, on both sides.
+	page := h.do("GET", strings.TrimPrefix(res.ViewerURL, h.URL), "", nil)
+	// The reason is on the waiting and the decision step of each side.
+	for want, count := range map[string]int{"<dt>decided by</dt><dd>bob</dd>": 2, "<dt>reason</dt>": 4, `<dt>decided at</dt><dd><time datetime="20`: 2, "<dt>comment</dt><dd>customer verified</dd>": 2} {
+		if n := strings.Count(string(page.Body), want); page.Status != 200 || n != count {
+			t.Errorf("replay viewer: %d, %q found %d times, want %d", page.Status, want, n, count)
+		}
+	}
 
 	// A sync invoke answers at once with the workflow waiting.
 	w.amounts.Store("t-big-2", 2000.0)

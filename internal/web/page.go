@@ -17,7 +17,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -128,12 +130,16 @@ type rowView struct {
 }
 
 type stepView struct {
-	Side                           string
-	Step                           int
-	Action, Kind, Status           string
-	Tool, Call, Score, Queue       string
-	Outcome, Error, HTTPStatus     string
-	Args, Request, Result          string
+	Side                       string
+	Step                       int
+	Action, Kind, Status       string
+	Tool, Call, Score, Queue   string
+	Outcome, Error, HTTPStatus string
+	Args, Request, Result      string
+	// Reason and the decision belong to approve steps.
+	Reason, DecidedBy, Comment     string
+	DecidedAt, DecidedAtISO        string
+	TimedOut                       bool
 	Changed                        map[string]bool
 	HasCall, HasBodies, BodyHidden bool
 }
@@ -193,6 +199,19 @@ func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *
 	}
 	if s.HTTPStatus != 0 {
 		v.HTTPStatus = strconv.Itoa(s.HTTPStatus)
+	}
+	v.Reason = s.Reason
+	if s.Kind == agent.KindApprove && len(s.Result) > 0 {
+		var d struct {
+			DecidedBy string    `json:"decided_by"`
+			DecidedAt time.Time `json:"decided_at"`
+			Comment   string    `json:"comment"`
+			TimedOut  bool      `json:"timed_out"`
+		}
+		if json.Unmarshal(s.Result, &d) == nil && d.DecidedBy != "" {
+			v.DecidedBy, v.Comment, v.TimedOut = d.DecidedBy, d.Comment, d.TimedOut
+			v.DecidedAt, v.DecidedAtISO = formatTime(d.DecidedAt)
+		}
 	}
 	v.HasBodies = len(s.Args) > 0 || len(s.Request) > 0 || len(s.Result) > 0
 	if s.Tool != "" && !tools.Shows(s.Tool) {
