@@ -148,23 +148,15 @@ func measure(ctx context.Context, o options, bin, tmp, store, svcURL string, hit
 	if o.workers > 0 {
 		sc.Args = []string{"--replay-batch-workers", strconv.Itoa(o.workers)}
 	}
-	if store == "postgres" {
-		url, drop, err := benchserver.CreateDatabase(ctx, o.databaseURL)
-		if err != nil {
-			return result{}, err
-		}
-		defer func() {
-			if derr := drop(); derr != nil && err == nil {
-				err = derr
-			}
-		}()
-		sc.DatabaseURL = url
-	}
-	srv, err := benchserver.Start(ctx, sc)
+	srv, stop, err := benchserver.StartOn(ctx, sc, store, o.databaseURL)
 	if err != nil {
 		return result{}, err
 	}
-	defer srv.Stop()
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	if err := srv.MintToken(ctx, tokenScopes); err != nil {
 		return result{}, err
 	}

@@ -144,24 +144,15 @@ func measureStores(ctx context.Context, o options, bin, tmp string, svc *toolSer
 
 func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *toolService, stderr io.Writer) (_ []levelResult, err error) {
 	sc := benchserver.Config{Binary: bin, Data: tmp + "/" + store}
-	if store == "postgres" {
-		var url string
-		var drop func() error
-		if url, drop, err = benchserver.CreateDatabase(ctx, o.databaseURL); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if derr := drop(); derr != nil && err == nil {
-				err = derr
-			}
-		}()
-		sc.DatabaseURL = url
-	}
-	srv, err := benchserver.Start(ctx, sc)
+	srv, stop, err := benchserver.StartOn(ctx, sc, store, o.databaseURL)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Stop()
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	if err := srv.MintToken(ctx, tokenScopes); err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func stepLine(ev map[string]any) string {
 	if e := field(ev, "error"); e != "" {
 		what = append(what, "error: "+e)
 	}
-	return fmt.Sprintf("%4s  %-24s %-15s %s", field(ev, "step"), field(ev, "action"), field(ev, "status"), strings.Join(what, "  "))
+	return fmt.Sprintf("%4s  %-24s %-16s %s", field(ev, "step"), field(ev, "action"), field(ev, "status"), strings.Join(what, "  "))
 }
 
 // summaryLine is a finished (or running) workflow on one line.

@@ -102,7 +102,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if err := os.MkdirAll(c.Data, 0o700); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,8 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	return s, nil
 }
 
-func freeAddr() (string, error) {
+// FreeAddr returns a loopback address with a port free at the moment.
+func FreeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -168,22 +169,36 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 	return fmt.Errorf("server not ready after %s:\n%s", limit, s.LogTail())
 }
 
-// MintToken mints a token of the scopes with the same binary and store.
+// MintToken mints a token of the scopes with the same binary and store and
+// makes it the one Do sends.
 func (s *Server) MintToken(ctx context.Context, scopes string) error {
+	tok, err := s.MintTokenFor(ctx, "", scopes)
+	if err == nil {
+		s.Token = tok
+	}
+	return err
+}
+
+// MintTokenFor mints a token of the scopes for the subject sub (the token
+// command's default when empty) and returns it.
+func (s *Server) MintTokenFor(ctx context.Context, sub, scopes string) (string, error) {
 	args := append([]string{"token", "--addr", s.addr, "--tenant", "bench", "--scope", scopes}, s.cfg.storeArgs()...)
+	if sub != "" {
+		args = append(args, "--sub", sub)
+	}
 	cmd := exec.CommandContext(ctx, s.cfg.Binary, args...)
 	cmd.Env = childEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("agentplane token: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("agentplane token: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	s.Token = strings.TrimSpace(string(out))
-	if s.Token == "" {
-		return errors.New("agentplane token printed nothing")
+	tok := strings.TrimSpace(string(out))
+	if tok == "" {
+		return "", errors.New("agentplane token printed nothing")
 	}
-	return nil
+	return tok, nil
 }
 
 // CPU returns the server process's CPU time so far (user + system), or 0
@@ -246,6 +261,22 @@ func (s *Server) LogTail() string {
 	return string(data)
 }
 
+// StartOn starts a server on the named store: "postgres" in a fresh
+// database on the server at adminURL, anything else SQLite under c.Data.
+// stop stops the server and drops the database.
+func StartOn(ctx context.Context, c Config, store, adminURL string) (srv *Server, stop func() error, err error) {
+	drop := func() error { return nil }
+	if store == "postgres" {
+		if c.DatabaseURL, drop, err = CreateDatabase(ctx, adminURL); err != nil {
+			return nil, nil, err
+		}
+	}
+	if srv, err = Start(ctx, c); err != nil {
+		return nil, nil, errors.Join(err, drop())
+	}
+	return srv, func() error { srv.Stop(); return drop() }, nil
+}
+
 // CreateDatabase creates a fresh database on the server at adminURL and
 // returns its URL and a function that drops it.
 func CreateDatabase(ctx context.Context, adminURL string) (string, func() error, error) {
@@ -306,6 +337,11 @@ func (s *Server) status(field string) int64 {
 // Do sends a request with the server's token and a JSON body (when body is
 // not nil) and returns the status and the response body.
 func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	return s.DoWith(ctx, s.Token, method, path, body)
+}
+
+// DoWith is Do with another token.
+func (s *Server) DoWith(ctx context.Context, token, method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -318,7 +354,7 @@ func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
