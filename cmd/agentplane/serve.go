@@ -209,6 +209,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		RateLimits:           limits,
 		Version:              version,
 		PublicURL:            c.issuer.issuerURL(),
+		AuthorizationServer:  authCfg.Issuer,
 	}, httpapi.Deps{
 		Logger:      logger,
 		Store:       st,

@@ -332,7 +332,14 @@ func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 	switch cs.kind {
 	case KindCall:
 		cs.target, _ = c.resolveCall(f+".call", s.Call)
-		cs.args = compileTree(c.stepEnv, orEmpty(s.Args), f+".args", c.bad)
+		switch a := s.Args.(type) {
+		case nil:
+			cs.args = compileTree(c.stepEnv, map[string]any{}, f+".args", c.bad)
+		case map[string]any, string:
+			cs.args = compileTree(c.stepEnv, a, f+".args", c.bad)
+		default:
+			c.bad(f+".args", "must be an object, or one CEL expression that gives an object")
+		}
 	case KindScore:
 		cs.score = c.expr(c.stepEnv, s.Score, f+".score", wantNumber)
 		cs.saveAs = orDefault(s.SaveAs, "score")
@@ -462,13 +469,6 @@ func (c *compiler) compileRoute(field string, cases []RouteCase) []croute {
 		}
 	}
 	return out
-}
-
-func orEmpty(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
 }
 
 func orDefault(s, def string) string {

@@ -64,7 +64,8 @@ type Policy struct {
 //
 // In `args` and `set`, a string value is a CEL expression (write a string
 // literal as "'text'"), a number, bool or null is taken literally, and
-// objects and arrays nest. `route` queues are literal names; the first case
+// objects and arrays nest; `args` may also be one CEL expression that gives
+// the whole object, e.g. "context.args". `route` queues are literal names; the first case
 // whose `when` holds wins and only the last case may omit `when`. `save_as`
 // names what call (its decoded JSON result), score, route and plan (the
 // model's final answer) save; score and route default to `score` and
@@ -76,7 +77,7 @@ type Step struct {
 	Action   string         `json:"action"`
 	When     string         `json:"when,omitempty"`
 	Call     string         `json:"call,omitempty"`
-	Args     map[string]any `json:"args,omitempty"`
+	Args     any            `json:"args,omitempty"`
 	SaveAs   string         `json:"save_as,omitempty"`
 	Score    string         `json:"score,omitempty"`
 	Route    []RouteCase    `json:"route,omitempty"`

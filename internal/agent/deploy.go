@@ -59,8 +59,11 @@ func NewVersion(ctx context.Context, tools Catalogs, tenant string, d Deployment
 // check validates the deployment's fields other than the definition's content.
 func (d *Deployment) check() error {
 	var errs []problem.FieldError
-	if !NameRE.MatchString(d.Name) {
+	switch {
+	case !NameRE.MatchString(d.Name):
 		errs = append(errs, problem.FieldError{Field: "name", Message: "must match " + NameRE.String()})
+	case d.Name == OperationAgent:
+		errs = append(errs, problem.FieldError{Field: "name", Message: "is reserved: " + OperationAgent + "@<tool>.<operation> names the direct call of one operation; choose another name"})
 	}
 	if d.Version != "" && !VersionRE.MatchString(d.Version) {
 		errs = append(errs, problem.FieldError{Field: "version", Message: "must match " + VersionRE.String()})

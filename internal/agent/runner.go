@@ -209,7 +209,10 @@ func (r *runner) callStep(s *cstep) (*ending, error) {
 	if err != nil {
 		return r.stepFailed(s, Event{Tool: s.target.tool, Operation: s.target.op.ID}, fmt.Errorf("args.%w", err))
 	}
-	args, _ := v.(map[string]any)
+	args, ok := v.(map[string]any)
+	if !ok && v != nil {
+		return r.stepFailed(s, Event{Tool: s.target.tool, Operation: s.target.op.ID}, fmt.Errorf("args: the expression gave %T, not an object", v))
+	}
 	out, err := r.toolCall(s, s.target, args)
 	if err != nil || out.end != nil {
 		return out.end, err

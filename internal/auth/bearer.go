@@ -22,13 +22,16 @@ const (
 	// of its own besides.
 	ScopeWorkflowsApprove = "workflows:approve"
 	ScopeAuditRead        = "audit:read"
+	// ScopeMCPUse reaches the tenant's MCP server; each call there needs
+	// its own scopes besides (agents:invoke, tool:<name>).
+	ScopeMCPUse = "mcp:use"
 	ScopeAllTools         = "tool:*"
 )
 
 // EndpointScopes lists the endpoint scopes, in the order of SPEC §2.
 var EndpointScopes = []string{
 	ScopeToolsWrite, ScopeToolsRead, ScopeAgentsWrite, ScopeAgentsRead,
-	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeAuditRead,
+	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeMCPUse, ScopeAuditRead,
 }
 
 // Require returns nil when p holds scope, else an InsufficientScope error

@@ -35,6 +35,8 @@ type reqInfo struct {
 	// idemLinked is set once idemKey is linked to the workflow the request
 	// started, so repeats can attach to it.
 	idemLinked bool
+	// resourceMetadata is the RFC 9728 metadata URL a 401 names (/mcp).
+	resourceMetadata string
 	// unfinished is set when the answer was cut short after it began (a
 	// stream that failed before its workflow's end): it is not the answer
 	// to keep for repeats.

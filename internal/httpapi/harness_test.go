@@ -108,7 +108,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	}
 	limiter := ratelimit.NewMemory()
 	t.Cleanup(func() { limiter.Close() })
-	cfg := httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test", PublicURL: url}
+	cfg := httpapi.Config{RateLimits: ratelimit.DefaultPolicy(), Version: "test", PublicURL: url, AuthorizationServer: url}
 	deps := httpapi.Deps{
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Store:       db,

@@ -22,6 +22,9 @@ import (
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Now()
 	info := &reqInfo{requestID: ids.New(ids.Request), traceID: telemetry.TraceID(r.Context())}
+	if r.URL.Path == "/mcp" {
+		info.resourceMetadata = s.resourceMetadataURL()
+	}
 	r = r.WithContext(withInfo(r.Context(), info))
 	sw := &statusWriter{ResponseWriter: w}
 	sw.Header().Set("Request-Id", info.requestID)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -78,9 +79,9 @@ func parseOpQuery(r *http.Request) (opQuery, error) {
 }
 
 // index is the search index of t's current revision.
-func (s *Server) index(r *http.Request, t *tool.Tool) (*tool.SearchIndex, error) {
+func (s *Server) index(ctx context.Context, t *tool.Tool) (*tool.SearchIndex, error) {
 	return s.indexes.Index(t, func() ([]tool.Operation, error) {
-		return s.deps.ToolStore.Operations(r.Context(), t.Tenant, t.ID, "")
+		return s.deps.ToolStore.Operations(ctx, t.Tenant, t.ID, "")
 	})
 }
 
@@ -91,7 +92,7 @@ type scoredHit struct {
 }
 
 // page cuts one page of hits and shows it, loading schemas for view=full.
-func (s *Server) opPage(r *http.Request, oq opQuery, hits []scoredHit) (operationPage, error) {
+func (s *Server) opPage(ctx context.Context, oq opQuery, hits []scoredHit) (operationPage, error) {
 	pg := operationPage{Query: oq.q, Operations: []opResult{}}
 	if oq.offset > len(hits) {
 		oq.offset = len(hits)
@@ -111,7 +112,7 @@ func (s *Server) opPage(r *http.Request, oq opQuery, hits []scoredHit) (operatio
 		if oq.full {
 			ops, ok := full[h.t.ID]
 			if !ok {
-				all, err := s.deps.ToolStore.Operations(r.Context(), h.t.Tenant, h.t.ID, "")
+				all, err := s.deps.ToolStore.Operations(ctx, h.t.Tenant, h.t.ID, "")
 				if err != nil {
 					return pg, err
 				}
@@ -140,7 +141,7 @@ func (s *Server) handleToolOperations(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	ix, err := s.index(r, t)
+	ix, err := s.index(r.Context(), t)
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ func (s *Server) handleToolOperations(w http.ResponseWriter, r *http.Request) er
 	for _, h := range ix.Search(oq.q, oq.kind) {
 		hits = append(hits, scoredHit{h, t})
 	}
-	pg, err := s.opPage(r, oq, hits)
+	pg, err := s.opPage(r.Context(), oq, hits)
 	if err != nil {
 		return err
 	}
@@ -166,20 +167,29 @@ func (s *Server) handleSearchOperations(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	p := principalOf(r)
+	pg, err := s.searchOperations(r.Context(), principalOf(r).Tenant, r.URL.Query().Get("tool"), oq)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, pg)
+}
+
+// searchOperations searches the operations of every tool of the tenant, or
+// of the one named toolName when it is not "".
+func (s *Server) searchOperations(ctx context.Context, tenant, toolName string, oq opQuery) (operationPage, error) {
 	var tools []*tool.Tool
-	if name := r.URL.Query().Get("tool"); name != "" {
-		t, err := s.deps.ToolStore.ToolByName(r.Context(), p.Tenant, name)
+	if toolName != "" {
+		t, err := s.deps.ToolStore.ToolByName(ctx, tenant, toolName)
 		if err != nil {
-			return err
+			return operationPage{}, err
 		}
 		tools = append(tools, t)
 	} else {
 		after := ""
 		for len(tools) < maxSearchTools {
-			batch, err := s.deps.ToolStore.ListTools(r.Context(), p.Tenant, tool.ListOptions{Limit: 200, After: after})
+			batch, err := s.deps.ToolStore.ListTools(ctx, tenant, tool.ListOptions{Limit: 200, After: after})
 			if err != nil {
-				return err
+				return operationPage{}, err
 			}
 			tools = append(tools, batch...)
 			if len(batch) < 200 {
@@ -191,9 +201,9 @@ func (s *Server) handleSearchOperations(w http.ResponseWriter, r *http.Request) 
 	lists := make([][]tool.Hit, 0, len(tools))
 	byName := make(map[string]*tool.Tool, len(tools))
 	for _, t := range tools {
-		ix, err := s.index(r, t)
+		ix, err := s.index(ctx, t)
 		if err != nil {
-			return err
+			return operationPage{}, err
 		}
 		lists = append(lists, ix.Search(oq.q, oq.kind))
 		byName[t.Name] = t
@@ -203,9 +213,5 @@ func (s *Server) handleSearchOperations(w http.ResponseWriter, r *http.Request) 
 	for i, h := range merged {
 		hits[i] = scoredHit{h, byName[h.Tool]}
 	}
-	pg, err := s.opPage(r, oq, hits)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, pg)
+	return s.opPage(ctx, oq, hits)
 }

@@ -60,7 +60,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	switch pe.Code {
 	case problem.Unauthenticated:
-		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		if info.resourceMetadata != "" {
+			h.Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="invalid_token", resource_metadata="%s"`, info.resourceMetadata))
+		} else {
+			h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		}
 	case problem.InsufficientScope:
 		h.Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope="%s"`, pe.Scope))
 	}

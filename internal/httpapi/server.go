@@ -46,6 +46,9 @@ type Config struct {
 	// PublicURL is the base of absolute links (viewer pages), never taken
 	// from a request's Host.
 	PublicURL string
+	// AuthorizationServer is the issuer of the server's tokens, named in
+	// the MCP endpoint's protected resource metadata.
+	AuthorizationServer string
 }
 
 // Deps are the server's collaborators; cmd/agentplane wires them.
@@ -86,6 +89,8 @@ type Server struct {
 	draining chan struct{}
 	// indexes are the operation search indexes of recently searched tools.
 	indexes *tool.IndexCache
+	// mcp is the MCP SDK's handler of POST /mcp.
+	mcp http.Handler
 }
 
 // NewServer builds the handler of the whole API.
@@ -106,6 +111,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 		deps.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256)}
+	s.mcp = s.newMCPHandler()
 	s.routes = s.routeTable()
 	for i := range s.routes {
 		rt := &s.routes[i]

@@ -52,7 +52,7 @@ type Request struct {
 // ParseTarget splits name@version; both parts are required.
 func ParseTarget(ref string) (name, version string, err error) {
 	name, version, ok := strings.Cut(ref, "@")
-	if !ok || !agent.NameRE.MatchString(name) || !agent.VersionRE.MatchString(version) {
+	if !ok || !agent.NameRE.MatchString(name) || (!agent.VersionRE.MatchString(version) && name != agent.OperationAgent) {
 		return "", "", problem.Validation(problem.FieldError{Field: "target_agent_version",
 			Message: fmt.Sprintf("%q is not name@version (for example fraud-triage@2)", ref)})
 	}
@@ -76,7 +76,7 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		return nil, problem.New(problem.WorkflowNotReplayable,
 			"workflow %s is still %s: replay it once it has finished", wf.ID, wf.Status)
 	}
-	v, err := s.Versions.AgentVersion(ctx, req.Tenant, name, version)
+	v, err := agent.OperationVersions{VersionStore: s.Versions}.AgentVersion(ctx, req.Tenant, name, version)
 	if problem.Is(err, problem.NotFound) {
 		err = problem.New(problem.AgentVersionNotFound, "no agent version %s: deploy it first (POST /v1/agents)", req.Target)
 	}

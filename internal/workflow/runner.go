@@ -78,6 +78,9 @@ var errRunning = errors.New("the workflow is already running here")
 func (r *Runner) Owner() string { return r.opts.Owner }
 
 func New(opts Options) *Runner {
+	if _, ok := opts.Versions.(agent.OperationVersions); !ok && opts.Versions != nil {
+		opts.Versions = agent.OperationVersions{VersionStore: opts.Versions}
+	}
 	if opts.Owner == "" {
 		opts.Owner = ids.New("rep_")
 	}

@@ -1,0 +1,376 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// The tenant's MCP server (SPEC §4 MCP): POST /mcp, stateless Streamable
+// HTTP. Every request builds a server of the caller's tenant holding
+// search_operations, call_operation and one agent_<name> tool per deployed
+// agent; the route's middleware has already authenticated, rate limited and
+// audited the request.
+
+const (
+	mcpSearchTool = "search_operations"
+	mcpCallTool   = "call_operation"
+	mcpAgentTool  = "agent_"
+	// mcpMaxAgents bounds the agents one tools/list shows.
+	mcpMaxAgents = 1000
+	// mcpSearchLimit is search_operations' default limit.
+	mcpSearchLimit = 10
+)
+
+var mcpTracer = otel.Tracer("github.com/agentplane/agentplane/internal/httpapi/mcp")
+
+// newMCPHandler is the SDK's Streamable HTTP handler, stateless: any
+// replica answers any request, and nothing is kept between requests.
+func (s *Server) newMCPHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(s.mcpServer, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		Logger:       s.deps.Logger,
+		// Every request carries a bearer token, and no answer depends on
+		// the Host header: a rebound name gains nothing, while a proxy on
+		// loopback forwarding the public host name must get through.
+		DisableLocalhostProtection: true,
+	})
+}
+
+func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) error {
+	if s.mcp == nil {
+		return problem.New(problem.Unavailable, "the MCP server is not configured")
+	}
+	s.mcp.ServeHTTP(w, r)
+	return nil
+}
+
+// mcpRequest is what mcpServer needs to know of a JSON-RPC message.
+type mcpRequest struct {
+	Method string `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// mcpServer builds the server of the request's tenant. Agents are listed
+// only for the messages that need them: tools/list, and tools/call of an
+// agent tool (that one agent).
+func (s *Server) mcpServer(r *http.Request) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentplane", Title: "agentplane", Version: s.cfg.Version}, &mcp.ServerOptions{
+		Instructions: "Tools of this agentplane tenant. search_operations finds operations of the registered APIs; " +
+			"call_operation calls one as a recorded, audited workflow; each agent_<name> invokes a deployed agent with a goal.",
+		Logger: s.deps.Logger,
+	})
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpSearchTool,
+		Title:       "Search operations",
+		Description: "Ranked search over the operations of every API registered as a tool: words, not phrases. Returns each operation's tool, id, kind (read or write) and summary; call one with call_operation.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+			`"query":{"type":"string","maxLength":200,"description":"words to look for, e.g. \"list pods\""},` +
+			`"tool":{"type":"string","description":"only this tool's operations"},` +
+			`"kind":{"type":"string","enum":["read","write"]},` +
+			`"limit":{"type":"integer","minimum":1,"maximum":100,"default":10}},"required":["query"]}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, s.mcpSearch(r))
+	srv.AddTool(&mcp.Tool{
+		Name:  mcpCallTool,
+		Title: "Call an operation",
+		Description: "Calls one operation of a registered tool, as a one-step workflow: the token needs tool:<tool> (or tool:*), " +
+			"the call is recorded, audited and replayable (agent mcp, version <tool>.<operation>).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+			`"tool":{"type":"string","description":"the tool's name"},` +
+			`"operation":{"type":"string","description":"the operation's id, as search_operations gives it"},` +
+			`"args":{"type":"object","description":"the operation's arguments"}},"required":["tool","operation"]}`),
+	}, s.mcpCall(r))
+
+	var msg mcpRequest
+	if body, err := peekBody(r); err == nil {
+		_ = json.Unmarshal(body, &msg) // the SDK answers a malformed message
+	}
+	switch {
+	case msg.Method == "tools/list":
+		s.addAgentTools(r, srv, "")
+	case msg.Method == "tools/call" && strings.HasPrefix(msg.Params.Name, mcpAgentTool):
+		s.addAgentTools(r, srv, strings.TrimPrefix(msg.Params.Name, mcpAgentTool))
+	}
+	return srv
+}
+
+// peekBody reads the request's body and puts it back for the SDK.
+func peekBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, err
+}
+
+// addAgentTools adds agent_<name> for each agent of the tenant with a
+// default version, or for the one named only.
+func (s *Server) addAgentTools(r *http.Request, srv *mcp.Server, only string) {
+	ctx, tenant := r.Context(), principalOf(r).Tenant
+	var names []string
+	if only != "" {
+		names = []string{only}
+	} else {
+		after := ""
+		for len(names) < mcpMaxAgents {
+			page, err := s.deps.Agents.ListAgents(ctx, tenant, after, 200)
+			if err != nil {
+				s.deps.Logger.Warn("mcp: list agents", "tenant", tenant, "err", err)
+				return
+			}
+			for _, a := range page {
+				names = append(names, a.Name)
+			}
+			if len(page) < 200 {
+				break
+			}
+			after = page[len(page)-1].Name
+		}
+	}
+	for _, name := range names {
+		v, err := s.deps.Agents.AgentVersion(ctx, tenant, name, "")
+		if err != nil {
+			if !problem.Is(err, problem.NotFound) && !problem.Is(err, problem.AgentVersionNotFound) {
+				s.deps.Logger.Warn("mcp: read agent", "tenant", tenant, "agent", name, "err", err)
+			}
+			continue
+		}
+		srv.AddTool(agentTool(v), s.mcpInvoke(r, name))
+	}
+}
+
+// agentTool describes an agent's default version as an MCP tool: a goal,
+// and a context of the agent's inputs.
+func agentTool(v *agent.Version) *mcp.Tool {
+	contextSchema := json.RawMessage(`{"type":"object"}`)
+	if def, errs := agent.DecodeDefinition(v.Definition); len(errs) == 0 && len(def.Inputs) > 0 {
+		contextSchema = def.Inputs
+	}
+	schema := fmt.Sprintf(`{"type":"object","properties":{"goal":{"type":"string","minLength":1,"maxLength":8000,"description":"what the agent should achieve"},"context":%s},"required":["goal"]}`, contextSchema)
+	desc := v.Description
+	if desc == "" {
+		desc = "Runs the agent " + v.Name + "."
+	}
+	return &mcp.Tool{
+		Name:        mcpAgentTool + v.Name,
+		Title:       v.Name,
+		Description: desc + " Invokes version " + v.Version + " (the default) and answers with the finished workflow; needs the scope agents:invoke.",
+		InputSchema: json.RawMessage(schema),
+	}
+}
+
+// toolError is a refusal or failure the model should see: a tool result
+// with isError, not a JSON-RPC error.
+func toolError(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// problemText is an error as a tool error's text.
+func problemText(err error) string {
+	pe := problem.As(err)
+	text := pe.Detail
+	for _, fe := range pe.Errors {
+		text += "; " + fe.Field + ": " + fe.Message
+	}
+	return text
+}
+
+// jsonResult is v as structured content and as its JSON text.
+func jsonResult(v any, isError bool) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{IsError: isError, StructuredContent: json.RawMessage(b),
+		Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+}
+
+// decodeArgs decodes a call's arguments strictly.
+func decodeArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// mcpTrace starts the call's span, a child of the trace context the client
+// put in _meta (W3C traceparent and tracestate) when it did.
+func mcpTrace(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	carrier := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v, ok := req.Params.Meta[k].(string); ok {
+			carrier[k] = v
+		}
+	}
+	if len(carrier) > 0 {
+		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
+	}
+	return mcpTracer.Start(ctx, "mcp tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer))
+}
+
+// start runs a workflow for an MCP call and waits until it has finished
+// (or waits for an approval).
+func (s *Server) mcpRun(ctx context.Context, r *http.Request, sr workflow.StartRequest) (*workflow.Workflow, []workflow.Step, error) {
+	p, info := principalOf(r), infoFrom(r.Context())
+	sr.Tenant = p.Tenant
+	sr.Caller = workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes}
+	sr.RequestID = info.requestID
+	sr.TraceID = info.traceID
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		sr.TraceID = sc.TraceID().String()
+	}
+	wf, err := s.deps.Runner.Start(ctx, sr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.deps.Runner.Finished(ctx, p.Tenant, wf.ID)
+}
+
+func (s *Server) mcpInvoke(r *http.Request, name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx, span := mcpTrace(ctx, req)
+		defer span.End()
+		if err := principalOf(r).Require(auth.ScopeAgentsInvoke); err != nil {
+			return toolError("%s needs the scope %s, which this token lacks", req.Params.Name, auth.ScopeAgentsInvoke), nil
+		}
+		var in struct {
+			Goal    string         `json:"goal"`
+			Context map[string]any `json:"context"`
+		}
+		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+			return toolError("arguments: %v (want {\"goal\": \"…\", \"context\": {…}})", err), nil
+		}
+		wf, steps, err := s.mcpRun(ctx, r, workflow.StartRequest{Agent: name, Goal: in.Goal, Context: in.Context})
+		if err != nil {
+			return toolError("%s", problemText(err)), nil
+		}
+		return jsonResult(s.workflowView(r, wf, steps, false), wf.Status == workflow.Failed)
+	}
+}
+
+func (s *Server) mcpSearch(r *http.Request) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Query string `json:"query"`
+			Tool  string `json:"tool"`
+			Kind  string `json:"kind"`
+			Limit int    `json:"limit"`
+		}
+		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+			return toolError("arguments: %v (want {\"query\": \"…\", \"tool\"?, \"kind\"?, \"limit\"?})", err), nil
+		}
+		oq := opQuery{q: strings.TrimSpace(in.Query), kind: in.Kind, limit: in.Limit}
+		switch {
+		case len(oq.q) > maxQueryLen:
+			return toolError("query must be at most %d characters", maxQueryLen), nil
+		case oq.kind != "" && oq.kind != tool.Read && oq.kind != tool.Write:
+			return toolError("kind must be read or write"), nil
+		case oq.limit == 0:
+			oq.limit = mcpSearchLimit
+		case oq.limit < 1 || oq.limit > maxOpLimit:
+			return toolError("limit must be from 1 to %d", maxOpLimit), nil
+		}
+		pg, err := s.searchOperations(ctx, principalOf(r).Tenant, in.Tool, oq)
+		if err != nil {
+			return toolError("%s", problemText(err)), nil
+		}
+		return jsonResult(map[string]any{"operations": pg.Operations}, false)
+	}
+}
+
+// callResult is what call_operation answers: the call's step.
+type callResult struct {
+	WorkflowID string          `json:"workflow_id"`
+	Status     string          `json:"status"`
+	HTTPStatus int             `json:"http_status,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+func (s *Server) mcpCall(r *http.Request) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx, span := mcpTrace(ctx, req)
+		defer span.End()
+		var in struct {
+			Tool      string         `json:"tool"`
+			Operation string         `json:"operation"`
+			Args      map[string]any `json:"args"`
+		}
+		if err := decodeArgs(req.Params.Arguments, &in); err != nil || in.Tool == "" || in.Operation == "" {
+			return toolError("arguments: want {\"tool\": \"<name>\", \"operation\": \"<id>\", \"args\": {…}}, as search_operations lists them"), nil
+		}
+		tenant := principalOf(r).Tenant
+		t, err := s.deps.ToolStore.ToolByName(ctx, tenant, in.Tool)
+		if err != nil {
+			if problem.Is(err, problem.NotFound) {
+				return toolError("no tool %q: search_operations lists the operations there are", in.Tool), nil
+			}
+			return nil, err
+		}
+		if _, err := s.deps.ToolStore.Operation(ctx, tenant, t.ID, in.Operation); err != nil {
+			if problem.Is(err, problem.NotFound) {
+				return toolError("tool %q has no operation %q: search_operations lists the operations there are", in.Tool, in.Operation), nil
+			}
+			return nil, err
+		}
+		one := 1
+		wf, steps, err := s.mcpRun(ctx, r, workflow.StartRequest{
+			Agent: agent.OperationAgent, Version: in.Tool + "." + in.Operation,
+			Goal:    mcpCallTool + " " + in.Tool + "." + in.Operation,
+			Context: map[string]any{"args": in.Args}, MaxToolCalls: &one,
+		})
+		if err != nil {
+			return toolError("%s", problemText(err)), nil
+		}
+		res := callResult{WorkflowID: wf.ID, Status: wf.Status}
+		if len(steps) > 0 {
+			st := steps[len(steps)-1]
+			res.Status, res.HTTPStatus, res.Result = st.Status, st.HTTPStatus, st.Result
+			if st.Error != "" {
+				res.Error = st.Error
+			}
+		}
+		return jsonResult(res, res.Status != agent.StatusOK)
+	}
+}
+
+// protectedResource is the RFC 9728 metadata of the MCP endpoint.
+func (s *Server) handleProtectedResource(w http.ResponseWriter, r *http.Request) error {
+	md := oauthex.ProtectedResourceMetadata{
+		Resource:               s.cfg.PublicURL + "/mcp",
+		ResourceName:           "agentplane MCP server",
+		ScopesSupported:        []string{auth.ScopeMCPUse, auth.ScopeAgentsInvoke, auth.ScopeAllTools},
+		BearerMethodsSupported: []string{"header"},
+	}
+	if s.cfg.AuthorizationServer != "" {
+		md.AuthorizationServers = []string{s.cfg.AuthorizationServer}
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	return writeJSON(w, http.StatusOK, md)
+}
+
+// resourceMetadataURL is where a client refused at /mcp finds how to
+// authenticate (RFC 9728 §5.1).
+func (s *Server) resourceMetadataURL() string {
+	return s.cfg.PublicURL + "/.well-known/oauth-protected-resource/mcp"
+}
