@@ -24,8 +24,8 @@ const (
 	ScopeAuditRead        = "audit:read"
 	// ScopeMCPUse reaches the tenant's MCP server; each call there needs
 	// its own scopes besides (agents:invoke, tool:<name>).
-	ScopeMCPUse = "mcp:use"
-	ScopeAllTools         = "tool:*"
+	ScopeMCPUse   = "mcp:use"
+	ScopeAllTools = "tool:*"
 )
 
 // EndpointScopes lists the endpoint scopes, in the order of SPEC §2.
