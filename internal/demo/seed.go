@@ -16,7 +16,7 @@ const Tenant = "demo"
 
 // Scopes are what the demo's token holds: everything the quickstart does.
 var Scopes = []string{"tools:read", "tools:write", "agents:read", "agents:write", "agents:invoke",
-	"workflows:read", "workflows:replay", "workflows:approve", "audit:read", "tool:*"}
+	"workflows:read", "workflows:replay", "workflows:approve", "mcp:use", "audit:read", "tool:*"}
 
 // ApproverScopes are what the demo's approver holds: a person other than
 // the invoker (the approve step's four-eyes rule) allowed to approve refunds.
