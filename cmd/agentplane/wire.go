@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
+	"github.com/agentplane/agentplane/internal/tool/mcptool"
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -93,7 +94,9 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 			tool.OpenAPI: openapi.New(),
 			tool.GraphQL: graphql.Importer{},
 			tool.SOAP:    &soap.Importer{Fetch: fetchImport},
+			tool.MCP:     mcptool.Importer{},
 		},
+		MCPLister:    mcptool.Lister{HTTP: out.HTTPClient()},
 		Introspector: introspect,
 		Secrets:      policy,
 		MaxSpecBytes: int(f.specMaxBytes),

@@ -31,6 +31,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 	toolcall "github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
+	"github.com/agentplane/agentplane/internal/tool/mcptool"
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
 	"github.com/agentplane/agentplane/internal/web"
@@ -79,7 +80,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 				data, _, err := out.Fetch(ctx, url)
 				return data, err
 			}},
+			tool.MCP: mcptool.Importer{},
 		},
+		MCPLister: mcptool.Lister{HTTP: out.HTTPClient()},
 		Introspector: tool.IntrospectorFunc(func(ctx context.Context, endpoint string) ([]byte, error) {
 			body, _ := json.Marshal(map[string]string{"query": graphql.IntrospectionQuery})
 			return out.PostJSON(ctx, endpoint, body)

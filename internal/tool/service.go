@@ -44,6 +44,12 @@ type Introspector interface {
 	Introspect(ctx context.Context, endpoint string) ([]byte, error)
 }
 
+// MCPLister lists an MCP server's tools (every page of tools/list) as a
+// JSON array of MCP tool objects.
+type MCPLister interface {
+	ListMCPTools(ctx context.Context, endpoint string) ([]byte, error)
+}
+
 // IntrospectorFunc adapts a function to Introspector.
 type IntrospectorFunc func(ctx context.Context, endpoint string) ([]byte, error)
 
@@ -62,6 +68,8 @@ type Service struct {
 	Store     Store
 	Fetcher   Fetcher
 	Importers map[string]Importer
+	// MCPLister lists the tools of an MCP server (type mcp).
+	MCPLister MCPLister
 	// Introspector is used when a graphql spec_url answers neither SDL nor
 	// introspection JSON to a GET.
 	Introspector Introspector
@@ -76,7 +84,7 @@ var (
 	classRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 	authKind = []string{AuthNone, AuthOAuth2, AuthAPIKey, AuthBearer, AuthBasic}
 	effects  = []string{"create", "update", "delete", "external"}
-	specKind = []string{OpenAPI, GraphQL, SOAP}
+	specKind = []string{OpenAPI, GraphQL, SOAP, MCP}
 )
 
 // maxKindOverrides bounds operation_kinds: more than any document indexed here.
@@ -94,9 +102,9 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 		add("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
 	}
 	if reg.Type == "" {
-		add("type", "is required: one of openapi, graphql, soap")
+		add("type", "is required: one of openapi, graphql, soap, mcp")
 	} else if !slices.Contains(specKind, reg.Type) {
-		add("type", "must be one of openapi, graphql, soap")
+		add("type", "must be one of openapi, graphql, soap, mcp")
 	}
 	switch {
 	case reg.SpecURL == "" && reg.Spec == "":
@@ -104,9 +112,12 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 	case reg.SpecURL != "" && reg.Spec != "":
 		add("spec", "give spec_url or spec, not both")
 	case reg.SpecURL != "":
-		if msg := checkURL(reg.SpecURL, true); msg != "" {
+		if msg := checkURL(reg.SpecURL, reg.Type != MCP); msg != "" {
 			add("spec_url", "%s", msg)
 		}
+	}
+	if reg.Type == MCP && reg.SpecURL == "" && reg.Spec != "" {
+		add("spec_url", "an mcp tool is its server: give spec_url, the server's Streamable HTTP endpoint")
 	}
 	if s.MaxSpecBytes > 0 && len(reg.Spec) > s.MaxSpecBytes {
 		return problem.New(problem.SpecTooLarge, "the inline spec is %d bytes, over the %d byte limit", len(reg.Spec), s.MaxSpecBytes)
@@ -334,6 +345,16 @@ func overrideKinds(ops []Operation, kinds map[string]string) error {
 func (s *Service) source(ctx context.Context, reg Registration) (Source, string, error) {
 	if reg.Spec != "" {
 		return Source{Data: []byte(reg.Spec)}, "", nil
+	}
+	if reg.Type == MCP {
+		if s.MCPLister == nil {
+			return Source{}, "", problem.Field("type", "this server cannot reach MCP servers")
+		}
+		data, err := s.MCPLister.ListMCPTools(ctx, reg.SpecURL)
+		if err != nil {
+			return Source{}, "", err
+		}
+		return Source{Data: data, URL: reg.SpecURL}, reg.SpecURL, nil
 	}
 	data, final, err := s.Fetcher.Fetch(ctx, reg.SpecURL)
 	if err == nil && (reg.Type != GraphQL || looksLikeGraphQL(data)) {

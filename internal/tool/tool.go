@@ -18,6 +18,9 @@ const (
 	OpenAPI = "openapi"
 	GraphQL = "graphql"
 	SOAP    = "soap"
+	// MCP is an MCP server reached over Streamable HTTP: its tools are the
+	// operations.
+	MCP = "mcp"
 )
 
 // Authentication schemes of a tool's backing API.
@@ -93,6 +96,13 @@ type Operation struct {
 	HTTP    *HTTPBinding    `json:"http,omitempty"`
 	GraphQL *GraphQLBinding `json:"graphql,omitempty"`
 	SOAP    *SOAPBinding    `json:"soap,omitempty"`
+	MCP     *MCPBinding     `json:"mcp,omitempty"`
+}
+
+// MCPBinding is how to call an MCP server's tool: tools/call of Name at the
+// tool's base URL.
+type MCPBinding struct {
+	Name string `json:"name"`
 }
 
 // HTTPBinding is how to call an OpenAPI operation.

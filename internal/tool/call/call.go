@@ -156,6 +156,9 @@ func (e *Executor) Call(ctx context.Context, req tool.CallRequest) (tool.CallRes
 }
 
 func (e *Executor) call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
+	if req.Operation.MCP != nil {
+		return e.callMCP(ctx, req)
+	}
 	p, err := e.prepare(req)
 	if err != nil {
 		return tool.CallResult{}, err
