@@ -78,6 +78,8 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 		Instructions: "Tools of this agentplane tenant. search_operations finds operations of the registered APIs; " +
 			"call_operation calls one as a recorded, audited workflow; each agent_<name> invokes a deployed agent with a goal.",
 		Logger: s.deps.Logger,
+		// Lists are the caller's tenant's: no shared cache may keep them.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	})
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpSearchTool,

@@ -219,6 +219,12 @@ func TestMCPRefusals(t *testing.T) {
 		!slices.Equal(meta.AuthorizationServers, []string{h.URL}) {
 		t.Errorf("protected resource metadata: %d %s", md.Status, md.Body)
 	}
+	// A tenant's list is private to its callers.
+	list := h.do("POST", "/mcp", h.token("acme", "mcp:use"), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+		"Accept", "application/json, text/event-stream")
+	if list.Status != 200 || !strings.Contains(string(list.Body), `"cacheScope":"private"`) {
+		t.Errorf("tools/list: %d %s", list.Status, list.Body)
+	}
 	if r := h.do("POST", "/mcp", h.token("acme", "agents:invoke tool:*"), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}); r.Status != 403 {
 		t.Errorf("without mcp:use: %d %s", r.Status, r.Body)
 	}
