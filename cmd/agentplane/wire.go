@@ -96,7 +96,7 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 			tool.SOAP:    &soap.Importer{Fetch: fetchImport},
 			tool.MCP:     mcptool.Importer{},
 		},
-		MCPLister:    mcptool.Lister{HTTP: out.HTTPClient()},
+		MCPLister:    mcptool.Lister{HTTP: out.HTTPClient(), MaxBytes: f.specMaxBytes},
 		Introspector: introspect,
 		Secrets:      policy,
 		MaxSpecBytes: int(f.specMaxBytes),

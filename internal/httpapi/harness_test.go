@@ -82,7 +82,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 			}},
 			tool.MCP: mcptool.Importer{},
 		},
-		MCPLister: mcptool.Lister{HTTP: out.HTTPClient()},
+		MCPLister: mcptool.Lister{HTTP: out.HTTPClient(), MaxBytes: 32 << 20},
 		Introspector: tool.IntrospectorFunc(func(ctx context.Context, endpoint string) ([]byte, error) {
 			body, _ := json.Marshal(map[string]string{"query": graphql.IntrospectionQuery})
 			return out.PostJSON(ctx, endpoint, body)

@@ -18,7 +18,6 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/problem"
-	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -54,13 +53,26 @@ func (s *Server) newMCPHandler() http.Handler {
 	})
 }
 
+// handleMCP reads the message first, with the API's own limits and errors
+// (415, 413), so that mcpServer knows which tools the message needs; the
+// SDK then reads it again from memory.
 func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) error {
-	if s.mcp == nil {
-		return problem.New(problem.Unavailable, "the MCP server is not configured")
+	if err := requireJSON(r); err != nil {
+		return err
 	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var msg mcpRequest
+	_ = json.Unmarshal(body, &msg) // the SDK answers a malformed message
+	r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, msg))
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.mcp.ServeHTTP(w, r)
 	return nil
 }
+
+type mcpRequestKey struct{}
 
 // mcpRequest is what mcpServer needs to know of a JSON-RPC message.
 type mcpRequest struct {
@@ -103,10 +115,7 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 			`"args":{"type":"object","description":"the operation's arguments"}},"required":["tool","operation"]}`),
 	}, s.mcpCall(r))
 
-	var msg mcpRequest
-	if body, err := peekBody(r); err == nil {
-		_ = json.Unmarshal(body, &msg) // the SDK answers a malformed message
-	}
+	msg, _ := r.Context().Value(mcpRequestKey{}).(mcpRequest)
 	switch {
 	case msg.Method == "tools/list":
 		s.addAgentTools(r, srv, "")
@@ -114,13 +123,6 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 		s.addAgentTools(r, srv, strings.TrimPrefix(msg.Params.Name, mcpAgentTool))
 	}
 	return srv
-}
-
-// peekBody reads the request's body and puts it back for the SDK.
-func peekBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return body, err
 }
 
 // addAgentTools adds agent_<name> for each agent of the tenant with a
@@ -230,7 +232,7 @@ func mcpTrace(ctx context.Context, req *mcp.CallToolRequest) (context.Context, t
 	return mcpTracer.Start(ctx, "mcp tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer))
 }
 
-// start runs a workflow for an MCP call and waits until it has finished
+// mcpRun runs a workflow for an MCP call and waits until it has finished
 // (or waits for an approval).
 func (s *Server) mcpRun(ctx context.Context, r *http.Request, sr workflow.StartRequest) (*workflow.Workflow, []workflow.Step, error) {
 	p, info := principalOf(r), infoFrom(r.Context())
@@ -282,15 +284,16 @@ func (s *Server) mcpSearch(r *http.Request) mcp.ToolHandler {
 			return toolError("arguments: %v (want {\"query\": \"…\", \"tool\"?, \"kind\"?, \"limit\"?})", err), nil
 		}
 		oq := opQuery{q: strings.TrimSpace(in.Query), kind: in.Kind, limit: in.Limit}
-		switch {
-		case len(oq.q) > maxQueryLen:
-			return toolError("query must be at most %d characters", maxQueryLen), nil
-		case oq.kind != "" && oq.kind != tool.Read && oq.kind != tool.Write:
-			return toolError("kind must be read or write"), nil
-		case oq.limit == 0:
+		if oq.limit == 0 {
 			oq.limit = mcpSearchLimit
-		case oq.limit < 1 || oq.limit > maxOpLimit:
-			return toolError("limit must be from 1 to %d", maxOpLimit), nil
+		}
+		if errs := oq.check(); len(errs) > 0 {
+			for i := range errs {
+				if errs[i].Field == "q" {
+					errs[i].Field = "query" // the input's name here
+				}
+			}
+			return toolError("%s", problemText(problem.Validation(errs...))), nil
 		}
 		pg, err := s.searchOperations(ctx, principalOf(r).Tenant, in.Tool, oq)
 		if err != nil {

@@ -219,6 +219,11 @@ func TestMCPRefusals(t *testing.T) {
 		!slices.Equal(meta.AuthorizationServers, []string{h.URL}) {
 		t.Errorf("protected resource metadata: %d %s", md.Status, md.Body)
 	}
+	// The API's own limits and errors apply to the message.
+	big := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": map[string]any{"pad": strings.Repeat("x", 2<<20)}}
+	if r := h.do("POST", "/mcp", h.token("acme", "mcp:use"), big); r.Status != 413 || r.problem(t).Code != "payload-too-large" {
+		t.Errorf("a 2 MiB message: %d %.200s", r.Status, r.Body)
+	}
 	// A tenant's list is private to its callers.
 	list := h.do("POST", "/mcp", h.token("acme", "mcp:use"), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
 		"Accept", "application/json, text/event-stream")

@@ -44,20 +44,10 @@ type opQuery struct {
 func parseOpQuery(r *http.Request) (opQuery, error) {
 	v := r.URL.Query()
 	oq := opQuery{q: strings.TrimSpace(v.Get("q")), kind: v.Get("kind"), limit: defaultOpLimit}
-	var errs []problem.FieldError
-	if len(oq.q) > maxQueryLen {
-		errs = append(errs, problem.FieldError{Field: "q", Message: "must be at most 200 characters"})
-	}
-	if oq.kind != "" && oq.kind != tool.Read && oq.kind != tool.Write {
-		errs = append(errs, problem.FieldError{Field: "kind", Message: "must be read or write"})
-	}
 	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxOpLimit {
-			errs = append(errs, problem.FieldError{Field: "limit", Message: "must be an integer from 1 to 100"})
-		}
-		oq.limit = n
+		oq.limit, _ = strconv.Atoi(s) // 0 when not a number: check refuses it
 	}
+	errs := oq.check()
 	if s := v.Get("cursor"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
@@ -76,6 +66,22 @@ func parseOpQuery(r *http.Request) (opQuery, error) {
 		return oq, problem.Validation(errs...)
 	}
 	return oq, nil
+}
+
+// check validates what a query asks for, whether it came from the query
+// string or from MCP's search_operations.
+func (oq opQuery) check() []problem.FieldError {
+	var errs []problem.FieldError
+	if len(oq.q) > maxQueryLen {
+		errs = append(errs, problem.FieldError{Field: "q", Message: "must be at most 200 characters"})
+	}
+	if oq.kind != "" && oq.kind != tool.Read && oq.kind != tool.Write {
+		errs = append(errs, problem.FieldError{Field: "kind", Message: "must be read or write"})
+	}
+	if oq.limit < 1 || oq.limit > maxOpLimit {
+		errs = append(errs, problem.FieldError{Field: "limit", Message: "must be an integer from 1 to 100"})
+	}
+	return errs
 }
 
 // index is the search index of t's current revision.

@@ -6,8 +6,11 @@ package mcptool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,24 +30,92 @@ func connect(ctx context.Context, hc *http.Client, endpoint string) (*mcp.Client
 	}, nil)
 }
 
+// ErrTooLarge is an answer over a Transport's limit.
+var ErrTooLarge = errors.New("the MCP server's answer is over the size limit")
+
+// TooLarge reports whether err comes of ErrTooLarge. The SDK's client
+// reports a failed read with its text rather than wrapping it, so the text
+// counts too.
+func TooLarge(err error) bool {
+	return errors.Is(err, ErrTooLarge) || (err != nil && strings.Contains(err.Error(), ErrTooLarge.Error()))
+}
+
+// Transport prepares each request of a session (credentials, User-Agent)
+// and bounds each answer to Limit bytes (no bound when 0).
+type Transport struct {
+	Base  http.RoundTripper
+	Apply func(*http.Request)
+	Limit int64
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.Apply != nil {
+		r = r.Clone(r.Context())
+		t.Apply(r)
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err == nil && t.Limit > 0 {
+		resp.Body = &limitedBody{rc: resp.Body, left: t.Limit}
+	}
+	return resp, err
+}
+
+// limitedBody fails with ErrTooLarge once more than left bytes arrive.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var probe [1]byte
+		if n, err := b.rc.Read(probe[:]); n == 0 {
+			return 0, err // the answer ended at the limit
+		}
+		return 0, ErrTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
 // Lister lists MCP servers' tools through HTTP, the hardened outgoing
-// client.
+// client, each answer at most MaxBytes (the spec size limit).
 type Lister struct {
-	HTTP *http.Client
+	HTTP     *http.Client
+	MaxBytes int64
 }
 
 // ListMCPTools returns every tool of every page of the server's tools/list
 // as a JSON array.
 func (l Lister) ListMCPTools(ctx context.Context, endpoint string) ([]byte, error) {
-	cs, err := connect(ctx, l.HTTP, endpoint)
+	hc := *l.HTTP
+	hc.Transport = &Transport{Base: l.HTTP.Transport, Limit: l.MaxBytes}
+	failed := func(what string, err error) error {
+		if TooLarge(err) {
+			return problem.New(problem.SpecTooLarge, "%s of the MCP server at %s: an answer is over the %d byte limit", what, endpoint, l.MaxBytes)
+		}
+		return problem.New(problem.SpecUnreachable, "%s of the MCP server at %s failed: %v", what, endpoint, err)
+	}
+	cs, err := connect(ctx, &hc, endpoint)
 	if err != nil {
-		return nil, problem.New(problem.SpecUnreachable, "the MCP server at %s did not complete initialize: %v", endpoint, err)
+		return nil, failed("initialize", err)
 	}
 	defer cs.Close()
 	var tools []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			return nil, problem.New(problem.SpecUnreachable, "tools/list of the MCP server at %s: %v", endpoint, err)
+			return nil, failed("tools/list", err)
 		}
 		if len(tools) == MaxTools {
 			return nil, problem.New(problem.SpecTooLarge, "the MCP server at %s lists more than %d tools", endpoint, MaxTools)
