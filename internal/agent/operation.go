@@ -28,17 +28,14 @@ func OperationVersion(tenant, version string) (*Version, error) {
 		return nil, problem.New(problem.AgentVersionNotFound,
 			"%s@%s: the versions of %s are <tool>.<operation>, the operation a direct call runs", OperationAgent, version, OperationAgent)
 	}
-	def := map[string]any{
-		"tools":  []string{toolName},
-		"inputs": map[string]any{"type": "object", "properties": map[string]any{"args": map[string]any{"type": "object"}}},
-		"steps": []map[string]any{{"action": OperationAction, "call": toolName + "." + op,
-			"args": "has(context.args) ? context.args : {}", "save_as": "result"}},
-		"output": "result",
-	}
-	data, err := json.Marshal(def)
-	if err != nil {
-		return nil, err
-	}
+	// Written out rather than marshalled from maps: a direct call builds
+	// its version on every call.
+	toolJSON, _ := json.Marshal(toolName)
+	callJSON, _ := json.Marshal(toolName + "." + op)
+	data := []byte(`{"tools":[` + string(toolJSON) + `],` +
+		`"inputs":{"type":"object","properties":{"args":{"type":"object"}}},` +
+		`"steps":[{"action":"` + OperationAction + `","call":` + string(callJSON) + `,` +
+		`"args":"has(context.args) ? context.args : {}","save_as":"result"}],"output":"result"}`)
 	return &Version{Tenant: tenant, Name: OperationAgent, Version: version, Description: "a direct call of " + version,
 		Definition: data, Tools: []string{toolName}, Default: false}, nil
 }

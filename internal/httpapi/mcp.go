@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,6 +43,7 @@ var mcpTracer = otel.Tracer("github.com/agentplane/agentplane/internal/httpapi/m
 // newMCPHandler is the SDK's Streamable HTTP handler, stateless: any
 // replica answers any request, and nothing is kept between requests.
 func (s *Server) newMCPHandler() http.Handler {
+	s.mcpStatic = s.newMCPServer()
 	return mcp.NewStreamableHTTPHandler(s.mcpServer, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
@@ -64,15 +66,30 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var msg mcpRequest
-	_ = json.Unmarshal(body, &msg) // the SDK answers a malformed message
-	r = r.WithContext(context.WithValue(r.Context(), mcpRequestKey{}, msg))
+	m := &mcpMessage{r: r}
+	_ = json.Unmarshal(body, &m.msg) // the SDK answers a malformed message
+	r = r.WithContext(context.WithValue(r.Context(), mcpMessageKey{}, m))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.mcp.ServeHTTP(w, r)
 	return nil
 }
 
-type mcpRequestKey struct{}
+// mcpMessage is an MCP message and the HTTP request it came in, found by
+// the tool handlers in their context.
+type mcpMessage struct {
+	msg mcpRequest
+	r   *http.Request
+}
+
+type mcpMessageKey struct{}
+
+// mcpHTTPRequest is the request of the message a tool handler answers.
+func mcpHTTPRequest(ctx context.Context) (*http.Request, error) {
+	if m, ok := ctx.Value(mcpMessageKey{}).(*mcpMessage); ok {
+		return m.r, nil
+	}
+	return nil, errors.New("mcp: a tool call outside of an HTTP request")
+}
 
 // mcpRequest is what mcpServer needs to know of a JSON-RPC message.
 type mcpRequest struct {
@@ -82,10 +99,30 @@ type mcpRequest struct {
 	} `json:"params"`
 }
 
-// mcpServer builds the server of the request's tenant. Agents are listed
-// only for the messages that need them: tools/list, and tools/call of an
-// agent tool (that one agent).
+// mcpServer is the server that answers a message. Agents are the tenant's,
+// so the messages that need them (tools/list, and tools/call of an agent
+// tool, that one agent) get a server of their own; every other message is
+// answered by the one server of the tenant-independent tools, built once.
 func (s *Server) mcpServer(r *http.Request) *mcp.Server {
+	m, _ := r.Context().Value(mcpMessageKey{}).(*mcpMessage)
+	if m == nil {
+		return s.mcpStatic
+	}
+	switch {
+	case m.msg.Method == "tools/list":
+		srv := s.newMCPServer()
+		s.addAgentTools(r, srv, "")
+		return srv
+	case m.msg.Method == "tools/call" && strings.HasPrefix(m.msg.Params.Name, mcpAgentTool):
+		srv := s.newMCPServer()
+		s.addAgentTools(r, srv, strings.TrimPrefix(m.msg.Params.Name, mcpAgentTool))
+		return srv
+	}
+	return s.mcpStatic
+}
+
+// newMCPServer is a server holding search_operations and call_operation.
+func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentplane", Title: "agentplane", Version: s.cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Tools of this agentplane tenant. search_operations finds operations of the registered APIs; " +
 			"call_operation calls one as a recorded, audited workflow; each agent_<name> invokes a deployed agent with a goal.",
@@ -103,7 +140,7 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 			`"kind":{"type":"string","enum":["read","write"]},` +
 			`"limit":{"type":"integer","minimum":1,"maximum":100,"default":10}},"required":["query"]}`),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.mcpSearch(r))
+	}, s.mcpSearch)
 	srv.AddTool(&mcp.Tool{
 		Name:  mcpCallTool,
 		Title: "Call an operation",
@@ -113,15 +150,7 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 			`"tool":{"type":"string","description":"the tool's name"},` +
 			`"operation":{"type":"string","description":"the operation's id, as search_operations gives it"},` +
 			`"args":{"type":"object","description":"the operation's arguments"}},"required":["tool","operation"]}`),
-	}, s.mcpCall(r))
-
-	msg, _ := r.Context().Value(mcpRequestKey{}).(mcpRequest)
-	switch {
-	case msg.Method == "tools/list":
-		s.addAgentTools(r, srv, "")
-	case msg.Method == "tools/call" && strings.HasPrefix(msg.Params.Name, mcpAgentTool):
-		s.addAgentTools(r, srv, strings.TrimPrefix(msg.Params.Name, mcpAgentTool))
-	}
+	}, s.mcpCall)
 	return srv
 }
 
@@ -157,7 +186,7 @@ func (s *Server) addAgentTools(r *http.Request, srv *mcp.Server, only string) {
 			}
 			continue
 		}
-		srv.AddTool(agentTool(v), s.mcpInvoke(r, name))
+		srv.AddTool(agentTool(v), s.mcpInvoke(name))
 	}
 }
 
@@ -250,8 +279,12 @@ func (s *Server) mcpRun(ctx context.Context, r *http.Request, sr workflow.StartR
 	return s.deps.Runner.Finished(ctx, p.Tenant, wf.ID)
 }
 
-func (s *Server) mcpInvoke(r *http.Request, name string) mcp.ToolHandler {
+func (s *Server) mcpInvoke(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		r, err := mcpHTTPRequest(ctx)
+		if err != nil {
+			return nil, err
+		}
 		ctx, span := mcpTrace(ctx, req)
 		defer span.End()
 		if err := principalOf(r).Require(auth.ScopeAgentsInvoke); err != nil {
@@ -272,35 +305,37 @@ func (s *Server) mcpInvoke(r *http.Request, name string) mcp.ToolHandler {
 	}
 }
 
-func (s *Server) mcpSearch(r *http.Request) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct {
-			Query string `json:"query"`
-			Tool  string `json:"tool"`
-			Kind  string `json:"kind"`
-			Limit int    `json:"limit"`
-		}
-		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
-			return toolError("arguments: %v (want {\"query\": \"…\", \"tool\"?, \"kind\"?, \"limit\"?})", err), nil
-		}
-		oq := opQuery{q: strings.TrimSpace(in.Query), kind: in.Kind, limit: in.Limit}
-		if oq.limit == 0 {
-			oq.limit = mcpSearchLimit
-		}
-		if errs := oq.check(); len(errs) > 0 {
-			for i := range errs {
-				if errs[i].Field == "q" {
-					errs[i].Field = "query" // the input's name here
-				}
-			}
-			return toolError("%s", problemText(problem.Validation(errs...))), nil
-		}
-		pg, err := s.searchOperations(ctx, principalOf(r).Tenant, in.Tool, oq)
-		if err != nil {
-			return toolError("%s", problemText(err)), nil
-		}
-		return jsonResult(map[string]any{"operations": pg.Operations}, false)
+func (s *Server) mcpSearch(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	r, err := mcpHTTPRequest(ctx)
+	if err != nil {
+		return nil, err
 	}
+	var in struct {
+		Query string `json:"query"`
+		Tool  string `json:"tool"`
+		Kind  string `json:"kind"`
+		Limit int    `json:"limit"`
+	}
+	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+		return toolError("arguments: %v (want {\"query\": \"…\", \"tool\"?, \"kind\"?, \"limit\"?})", err), nil
+	}
+	oq := opQuery{q: strings.TrimSpace(in.Query), kind: in.Kind, limit: in.Limit}
+	if oq.limit == 0 {
+		oq.limit = mcpSearchLimit
+	}
+	if errs := oq.check(); len(errs) > 0 {
+		for i := range errs {
+			if errs[i].Field == "q" {
+				errs[i].Field = "query" // the input's name here
+			}
+		}
+		return toolError("%s", problemText(problem.Validation(errs...))), nil
+	}
+	pg, err := s.searchOperations(ctx, principalOf(r).Tenant, in.Tool, oq)
+	if err != nil {
+		return toolError("%s", problemText(err)), nil
+	}
+	return jsonResult(map[string]any{"operations": pg.Operations}, false)
 }
 
 // callResult is what call_operation answers: the call's step.
@@ -312,51 +347,43 @@ type callResult struct {
 	Error      string          `json:"error,omitempty"`
 }
 
-func (s *Server) mcpCall(r *http.Request) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		ctx, span := mcpTrace(ctx, req)
-		defer span.End()
-		var in struct {
-			Tool      string         `json:"tool"`
-			Operation string         `json:"operation"`
-			Args      map[string]any `json:"args"`
-		}
-		if err := decodeArgs(req.Params.Arguments, &in); err != nil || in.Tool == "" || in.Operation == "" {
-			return toolError("arguments: want {\"tool\": \"<name>\", \"operation\": \"<id>\", \"args\": {…}}, as search_operations lists them"), nil
-		}
-		tenant := principalOf(r).Tenant
-		t, err := s.deps.ToolStore.ToolByName(ctx, tenant, in.Tool)
-		if err != nil {
-			if problem.Is(err, problem.NotFound) {
-				return toolError("no tool %q: search_operations lists the operations there are", in.Tool), nil
-			}
-			return nil, err
-		}
-		if _, err := s.deps.ToolStore.Operation(ctx, tenant, t.ID, in.Operation); err != nil {
-			if problem.Is(err, problem.NotFound) {
-				return toolError("tool %q has no operation %q: search_operations lists the operations there are", in.Tool, in.Operation), nil
-			}
-			return nil, err
-		}
-		one := 1
-		wf, steps, err := s.mcpRun(ctx, r, workflow.StartRequest{
-			Agent: agent.OperationAgent, Version: in.Tool + "." + in.Operation,
-			Goal:    mcpCallTool + " " + in.Tool + "." + in.Operation,
-			Context: map[string]any{"args": in.Args}, MaxToolCalls: &one,
-		})
-		if err != nil {
-			return toolError("%s", problemText(err)), nil
-		}
-		res := callResult{WorkflowID: wf.ID, Status: wf.Status}
-		if len(steps) > 0 {
-			st := steps[len(steps)-1]
-			res.Status, res.HTTPStatus, res.Result = st.Status, st.HTTPStatus, st.Result
-			if st.Error != "" {
-				res.Error = st.Error
-			}
-		}
-		return jsonResult(res, res.Status != agent.StatusOK)
+func (s *Server) mcpCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	r, err := mcpHTTPRequest(ctx)
+	if err != nil {
+		return nil, err
 	}
+	ctx, span := mcpTrace(ctx, req)
+	defer span.End()
+	var in struct {
+		Tool      string         `json:"tool"`
+		Operation string         `json:"operation"`
+		Args      map[string]any `json:"args"`
+	}
+	if err := decodeArgs(req.Params.Arguments, &in); err != nil || in.Tool == "" || in.Operation == "" {
+		return toolError("arguments: want {\"tool\": \"<name>\", \"operation\": \"<id>\", \"args\": {…}}, as search_operations lists them"), nil
+	}
+	one := 1
+	wf, steps, err := s.mcpRun(ctx, r, workflow.StartRequest{
+		Agent: agent.OperationAgent, Version: in.Tool + "." + in.Operation,
+		Goal:    mcpCallTool + " " + in.Tool + "." + in.Operation,
+		Context: map[string]any{"args": in.Args}, MaxToolCalls: &one,
+	})
+	if err != nil {
+		text := problemText(err)
+		if problem.Is(err, problem.ValidationFailed) {
+			text += ": search_operations lists the operations there are"
+		}
+		return toolError("%s", text), nil
+	}
+	res := callResult{WorkflowID: wf.ID, Status: wf.Status}
+	if len(steps) > 0 {
+		st := steps[len(steps)-1]
+		res.Status, res.HTTPStatus, res.Result = st.Status, st.HTTPStatus, st.Result
+		if st.Error != "" {
+			res.Error = st.Error
+		}
+	}
+	return jsonResult(res, res.Status != agent.StatusOK)
 }
 
 // protectedResource is the RFC 9728 metadata of the MCP endpoint.

@@ -197,7 +197,7 @@ func TestMCPRefusals(t *testing.T) {
 		t.Errorf("another tenant found %v", found.Operations)
 	}
 	res = callTool(t, other, "call_operation", map[string]any{"tool": "payments", "operation": "getTransaction", "args": map[string]any{"id": "tx_1"}}, nil)
-	if !res.IsError || !strings.Contains(resultText(res), `no tool "payments"`) {
+	if !res.IsError || !strings.Contains(resultText(res), `no tool named "payments"`) {
 		t.Errorf("another tenant's call: %s", resultText(res))
 	}
 

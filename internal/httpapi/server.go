@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"log/slog"
 	"net/http"
 	"time"
@@ -89,8 +90,10 @@ type Server struct {
 	draining chan struct{}
 	// indexes are the operation search indexes of recently searched tools.
 	indexes *tool.IndexCache
-	// mcp is the MCP SDK's handler of POST /mcp.
-	mcp http.Handler
+	// mcp is the MCP SDK's handler of POST /mcp; mcpStatic the MCP server
+	// of the tools every tenant has.
+	mcp       http.Handler
+	mcpStatic *mcp.Server
 }
 
 // NewServer builds the handler of the whole API.

@@ -126,6 +126,10 @@ func (r *Runner) Program(ctx context.Context, v *agent.Version) (*agent.Program,
 	}
 	p, errs := agent.Compile(def, cat)
 	if len(errs) > 0 {
+		if v.Name == agent.OperationAgent {
+			// A direct call names its operation: say which part is missing.
+			return nil, problem.New(problem.ValidationFailed, "%s names no registered operation: %s", v.Ref(), errs[0].Message)
+		}
 		return nil, problem.New(problem.ValidationFailed, "%s no longer compiles against the registered tools: %s: %s",
 			v.Ref(), errs[0].Field, errs[0].Message)
 	}
