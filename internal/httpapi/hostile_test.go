@@ -60,7 +60,7 @@ func TestHostileInput(t *testing.T) {
 	w := newFraudWorld(t, h)
 	strict := newHarness(t, strictNetwork)
 	strictTok := strict.token("acme", "tools:write")
-	tok := h.token("acme", adminScopes+" workflows:replay audit:read")
+	tok := h.token("acme", adminScopes+" workflows:replay audit:read mcp:use")
 	wf := w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-1"}})
 	wfID := wf["workflow_id"].(string)
 	var rp replayResult
@@ -125,6 +125,7 @@ func TestHostileInput(t *testing.T) {
 		"/v1/agents/fraud-triage/invoke": `{"goal": "%s", "context": {"transaction_id": "tx-1"}}`,
 		"/v1/replay-batches":             `{"target_agent_version": "fraud-triage@1", "workflow_ids": ["%s"]}`,
 		"/v1/audit/query":                `{"action": "%s"}`,
+		"/mcp":                           `{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search_operations", "arguments": {"query": "%s"}}}`,
 	} {
 		add(
 			hostile{name: "2 MiB body " + p, method: "POST", path: p, token: tok, body: fmt.Sprintf(shape, strings.Repeat("a", 2<<20)), status: 413, code: problem.PayloadTooLarge},

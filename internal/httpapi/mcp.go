@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -56,7 +57,7 @@ func (s *Server) newMCPHandler() http.Handler {
 }
 
 // handleMCP reads the message first, with the API's own limits and errors
-// (415, 413), so that mcpServer knows which tools the message needs; the
+// (415, 413, 400), so that mcpServer knows which tools the message needs; the
 // SDK then reads it again from memory.
 func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) error {
 	if err := requireJSON(r); err != nil {
@@ -66,8 +67,14 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The API's rules for JSON text (one value, UTF-8, no NUL, bounded
+	// depth) hold here too, and break with its problem documents.
+	var raw json.RawMessage
+	if err := jsonbody.Decode(body, &raw); err != nil {
+		return err
+	}
 	m := &mcpMessage{r: r}
-	_ = json.Unmarshal(body, &m.msg) // the SDK answers a malformed message
+	_ = json.Unmarshal(raw, &m.msg) // the SDK answers a message of the wrong shape
 	r = r.WithContext(context.WithValue(r.Context(), mcpMessageKey{}, m))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.mcp.ServeHTTP(w, r)
