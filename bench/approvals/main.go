@@ -25,13 +25,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -66,14 +63,7 @@ type options struct {
 	limit       time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/approvals:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchserver.Main("bench/approvals", run) }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench/approvals", flag.ContinueOnError)
@@ -132,15 +122,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "agentplane-bench-approvals-")
+	bin, tmp, cleanup, err := benchserver.Workdir(ctx, "approvals", o.binary, o.repo, stderr)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	bin, err := benchserver.Binary(ctx, o.binary, o.repo, tmp, stderr)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	var samples []sample
 	for _, store := range o.stores {
 		ss, err := measure(ctx, o, bin, tmp, store, stderr)

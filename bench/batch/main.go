@@ -23,13 +23,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -63,14 +60,7 @@ type options struct {
 	limit       time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/batch:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchserver.Main("bench/batch", run) }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench/batch", flag.ContinueOnError)
@@ -112,15 +102,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "agentplane-bench-batch-")
+	bin, tmp, cleanup, err := benchserver.Workdir(ctx, "batch", o.binary, o.repo, stderr)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	bin, err := benchserver.Binary(ctx, o.binary, o.repo, tmp, stderr)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	var hits atomic.Int64
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

@@ -19,11 +19,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -33,14 +30,7 @@ import (
 // tokenScopes are the scopes of the benchmark's token.
 const tokenScopes = "tools:write agents:write agents:invoke workflows:read tool:*"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/invoke:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchserver.Main("bench/invoke", run) }
 
 // options are the benchmark's settings.
 type options struct {
@@ -97,16 +87,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "agentplane-bench-invoke-")
+	bin, tmp, cleanup, err := benchserver.Workdir(ctx, "invoke", o.binary, o.repo, stderr)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-
-	bin, err := benchserver.Binary(ctx, o.binary, o.repo, tmp, stderr)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	svc := startToolService()
 	defer svc.Close()
 

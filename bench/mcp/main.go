@@ -19,13 +19,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -53,14 +50,7 @@ type options struct {
 	limit          time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/mcp:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchserver.Main("bench/mcp", run) }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench/mcp", flag.ContinueOnError)
@@ -102,15 +92,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "agentplane-bench-mcp-")
+	bin, tmp, cleanup, err := benchserver.Workdir(ctx, "mcp", o.binary, o.repo, stderr)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	bin, err := benchserver.Binary(ctx, o.binary, o.repo, tmp, stderr)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	var hits atomic.Int64
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -419,4 +420,32 @@ func (f StoreFlags) DatabaseURL(getenv func(string) string) string {
 		}
 	}
 	return DefaultDatabaseURL
+}
+
+// Main runs a benchmark command: run gets the arguments and a context
+// cancelled by SIGINT or SIGTERM; an error is printed after name and exits 1.
+func Main(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Workdir makes a temporary directory for a benchmark named name and puts
+// the server binary there (built from repo unless binary names one);
+// cleanup removes the directory.
+func Workdir(ctx context.Context, name, binary, repo string, log io.Writer) (bin, dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", "agentplane-bench-"+name+"-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if bin, err = Binary(ctx, binary, repo, dir, log); err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	return bin, dir, cleanup, nil
 }
