@@ -201,6 +201,8 @@ type levelResult struct {
 	// lat holds every invocation's latency, sorted.
 	lat       []time.Duration
 	serverCPU time.Duration
+	// wal is the database's log written over the level (PostgreSQL only).
+	wal *walResult
 	// loadCPU is this process's CPU over the level: the client and the
 	// tool service, which share the machine with the server.
 	loadCPU time.Duration
@@ -224,8 +226,16 @@ func (r levelResult) p(q float64) time.Duration {
 
 // load runs n invocations from c goroutines, stopping early after limit.
 // cpu, when not nil, reads the server's CPU time before and after.
-func (c *client) load(ctx context.Context, store string, n, conc int, limit time.Duration, cpu func() time.Duration) levelResult {
+// wal, when not nil, reads the database's log counters likewise.
+func (c *client) load(ctx context.Context, store string, n, conc int, limit time.Duration, cpu func() time.Duration, wal *walProbe) levelResult {
 	res := levelResult{store: store, concurrency: conc}
+	var wal0 walCount
+	if wal != nil {
+		var err error
+		if wal0, err = wal.read(ctx); err != nil {
+			wal = nil
+		}
+	}
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
@@ -270,6 +280,9 @@ func (c *client) load(ctx context.Context, store string, n, conc int, limit time
 	}
 	res.count = len(res.lat)
 	slices.Sort(res.lat)
+	if wal != nil {
+		res.wal = walSince(ctx, wal, wal0)
+	}
 	if hits := c.svc.hits.Load() - hits0; res.errors == 0 && hits != int64(agentSteps*res.count) {
 		res.errors = 1
 		res.firstError = fmt.Sprintf("the tool service saw %d calls for %d workflows of %d steps", hits, res.count, agentSteps)
@@ -284,4 +297,17 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// walSince is the log written since from, or nil when it cannot be read.
+func walSince(ctx context.Context, p *walProbe, from walCount) *walResult {
+	to, err := p.read(ctx)
+	if err != nil {
+		return nil
+	}
+	r := &walResult{records: to.records - from.records, fpi: to.fpi - from.fpi, bytes: to.bytes - from.bytes}
+	if p.detail {
+		r.kinds, _ = p.breakdown(ctx, from.lsn, to.lsn)
+	}
+	return r
 }

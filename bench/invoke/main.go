@@ -45,6 +45,8 @@ type options struct {
 	roundTrips  int
 	// binary, when set, is a server binary already built.
 	binary string
+	// walDetail breaks each level's WAL records down by kind.
+	walDetail bool
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -59,11 +61,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	engineRuns := fs.Int("engine-runs", 20000, "in-process engine runs for the per-step figure")
 	roundTrips := fs.Int("round-trips", 5000, "plain GETs to the tool service for the round-trip figure")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
+	walDetail := fs.Bool("wal-detail", false, "break PostgreSQL's WAL records per workflow down by kind (needs pg_walinspect)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	o := options{n: *n, warmup: *warmup, duration: *duration, repo: *repo,
-		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary}
+		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary, walDetail: *walDetail}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -98,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	results, err := measureStores(ctx, o, bin, tmp, svc, stderr)
 	// Whatever was measured is printed, even when a later store failed.
 	printTable(stdout, results)
+	printWALDetail(stdout, results)
 	if err != nil {
 		return err
 	}
@@ -145,14 +149,21 @@ func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *t
 	if err := cl.setup(ctx, svc); err != nil {
 		return nil, err
 	}
+	var wal *walProbe
+	if store == "postgres" {
+		if wal, err = openWALProbe(ctx, o.databaseURL, o.walDetail); err != nil {
+			return nil, err
+		}
+		defer wal.Close()
+	}
 	fmt.Fprintf(stderr, "%s: warming up (%d invocations) …\n", store, o.warmup)
-	if w := cl.load(ctx, store, o.warmup, maxOf(o.levels), o.duration, nil); w.errors > 0 {
+	if w := cl.load(ctx, store, o.warmup, maxOf(o.levels), o.duration, nil, nil); w.errors > 0 {
 		return nil, fmt.Errorf("warm-up: %d of %d invocations failed (first: %s)", w.errors, w.count, w.firstError)
 	}
 	var out []levelResult
 	for _, c := range o.levels {
 		fmt.Fprintf(stderr, "%s: %d invocations at concurrency %d …\n", store, o.n, c)
-		r := cl.load(ctx, store, o.n, c, o.duration, srv.CPU)
+		r := cl.load(ctx, store, o.n, c, o.duration, srv.CPU, wal)
 		out = append(out, r)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -180,7 +191,7 @@ func printTable(w io.Writer, rs []levelResult) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tconcurrency\tinvocations\tworkflows/s\tp50 ms\tp90 ms\tp99 ms\tserver CPU ms/wf\tload CPU ms/wf\terrors\t")
+	fmt.Fprintln(tw, "store\tconcurrency\tinvocations\tworkflows/s\tp50 ms\tp90 ms\tp99 ms\tserver CPU ms/wf\tload CPU ms/wf\tWAL records/wf\tWAL KiB/wf\terrors\t")
 	perWorkflow := func(d time.Duration, n int) string {
 		if d <= 0 || n == 0 {
 			return "–"
@@ -188,9 +199,14 @@ func printTable(w io.Writer, rs []levelResult) {
 		return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000/float64(n))
 	}
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t\n", r.store, r.concurrency, r.count,
+		records, kib := "–", "–"
+		if r.wal != nil && r.count > 0 {
+			records = fmt.Sprintf("%.1f", float64(r.wal.records)/float64(r.count))
+			kib = fmt.Sprintf("%.1f", float64(r.wal.bytes)/1024/float64(r.count))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%d\t\n", r.store, r.concurrency, r.count,
 			r.throughput(), ms(r.p(50)), ms(r.p(90)), ms(r.p(99)), perWorkflow(r.serverCPU, r.count),
-			perWorkflow(r.loadCPU, r.count), r.errors)
+			perWorkflow(r.loadCPU, r.count), records, kib, r.errors)
 	}
 	tw.Flush()
 }

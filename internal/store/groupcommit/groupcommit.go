@@ -1,8 +1,11 @@
-// Package groupcommit queues a store's writes for one goroutine that commits
-// those queued together in one transaction: one commit (and its sync) for
-// many callers' writes, each caller answered once its batch is committed.
-// How a batch becomes a transaction is the store's: the commit function
-// given to New.
+// Package groupcommit queues a store's writes for goroutines that each
+// commit those queued together in one transaction: one commit (and its
+// sync) for many callers' writes, each caller answered once its batch is
+// committed. How a batch becomes a transaction is the store's: the commit
+// function given to New. A store with one writer (SQLite) starts one
+// committing goroutine; a database that runs transactions side by side
+// (PostgreSQL) starts several, each taking the writes queued while the
+// others commit.
 package groupcommit
 
 import (
@@ -25,22 +28,27 @@ type Write[F any] struct {
 // answers every write of the batch exactly once.
 func (w *Write[F]) Answer(err error) { w.done <- err }
 
-// Queue is the write queue and its committing goroutine.
+// Queue is the write queue and its committing goroutines.
 type Queue[F any] struct {
 	writes   chan *Write[F]
 	closing  chan struct{}
 	stopped  chan struct{}
 	once     sync.Once
+	running  sync.WaitGroup
 	maxBatch int
 	commit   func(batch []*Write[F])
 }
 
-// New starts a queue that hands commit batches of up to maxBatch writes,
-// each batch the writes queued while the previous one was committed.
-func New[F any](maxBatch int, commit func(batch []*Write[F])) *Queue[F] {
+// New starts a queue whose writers (at least one) call commit, each with
+// batches of up to maxBatch writes: the writes queued while it was busy.
+// commit is called by several goroutines at once when writers > 1.
+func New[F any](maxBatch, writers int, commit func(batch []*Write[F])) *Queue[F] {
 	q := &Queue[F]{writes: make(chan *Write[F]), closing: make(chan struct{}), stopped: make(chan struct{}),
 		maxBatch: max(1, maxBatch), commit: commit}
-	go q.run()
+	for range max(1, writers) {
+		q.running.Go(q.run)
+	}
+	go func() { q.running.Wait(); close(q.stopped) }()
 	return q
 }
 
@@ -63,15 +71,14 @@ func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 // Closing is closed once Close has been called.
 func (q *Queue[F]) Closing() <-chan struct{} { return q.closing }
 
-// Close stops the queue after the batch being committed; later writes get
-// ErrClosed.
+// Close stops the queue after the batches being committed; later writes
+// get ErrClosed.
 func (q *Queue[F]) Close() {
 	q.once.Do(func() { close(q.closing) })
 	<-q.stopped
 }
 
 func (q *Queue[F]) run() {
-	defer close(q.stopped)
 	batch := make([]*Write[F], 0, q.maxBatch)
 	for {
 		select {

@@ -13,7 +13,7 @@ import (
 func TestBatchesAnswerEveryWrite(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
-	q := New(4, func(batch []*Write[int]) {
+	q := New(4, 1, func(batch []*Write[int]) {
 		mu.Lock()
 		sizes = append(sizes, len(batch))
 		mu.Unlock()
@@ -50,7 +50,7 @@ func TestBatchesAnswerEveryWrite(t *testing.T) {
 }
 
 func TestClosedAndCancelled(t *testing.T) {
-	q := New(8, func(batch []*Write[int]) {
+	q := New(8, 1, func(batch []*Write[int]) {
 		for _, w := range batch {
 			w.Answer(nil)
 		}
@@ -66,4 +66,37 @@ func TestClosedAndCancelled(t *testing.T) {
 	if err := q.Do(context.Background(), 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("after close: %v, want ErrClosed", err)
 	}
+}
+
+// TestWritersCommitSideBySide checks that a queue of several writers has
+// that many batches in flight at once, and that Close waits for them all.
+func TestWritersCommitSideBySide(t *testing.T) {
+	const writers = 3
+	inside := make(chan struct{}, writers)
+	release := make(chan struct{})
+	var committed sync.WaitGroup
+	q := New(1, writers, func(batch []*Write[int]) {
+		inside <- struct{}{}
+		<-release
+		for _, w := range batch {
+			w.Answer(nil)
+		}
+		committed.Done()
+	})
+	var wg sync.WaitGroup
+	for i := range writers {
+		committed.Add(1)
+		wg.Go(func() {
+			if err := q.Do(context.Background(), i); err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+		})
+	}
+	for range writers {
+		<-inside // every writer holds a batch at the same moment
+	}
+	close(release)
+	wg.Wait()
+	q.Close()
+	committed.Wait()
 }

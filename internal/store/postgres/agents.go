@@ -53,7 +53,7 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 	db.prepareAudit(rec)
 	var version string
 	var isDefault bool
-	err = db.write(ctx, func(tx pgx.Tx) error {
+	err = db.write(ctx, func(tx *wtx) error {
 		version = v.Version
 		var (
 			def string
@@ -106,7 +106,8 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		if err != nil {
 			return fmt.Errorf("insert agent version: %w", err)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 	if err != nil {
 		return err
@@ -128,7 +129,7 @@ func incDecimal(s string) string {
 func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
 	db.prepareAudit(rec)
 	now := micro(db.now())
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE agents SET default_version = $3, updated_at = $4
 			WHERE tenant = $1 AND name = $2
 			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = $1 AND name = $2 AND version = $3)`,
@@ -139,7 +140,8 @@ func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec 
 		if tag.RowsAffected() == 0 {
 			return missingVersion(ctx, tx, tenant, name, version)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 

@@ -27,7 +27,7 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		db.prepareAudit(lastRecs...)
 	}
 	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		if last != nil {
 			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
 				return err
@@ -64,7 +64,7 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 		wf *workflow.Workflow
 		a  *workflow.Approval
 	)
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		var err error
 		wf, err = scanWorkflow(tx.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
 			WHERE tenant = $1 AND id = $2 FOR UPDATE`, d.Tenant, d.WorkflowID))
@@ -98,7 +98,8 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 			a.Comment, a.TimedOut); err != nil {
 			return fmt.Errorf("record decision: %w", err)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err

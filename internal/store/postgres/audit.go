@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,8 +21,9 @@ const auditColumns = `id, tenant, seq, time, actor_sub, actor_client_id, action,
 // AppendAudit appends records to their tenants' chains in one transaction.
 func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 	db.prepareAudit(recs...)
-	return db.write(ctx, func(tx pgx.Tx) error {
-		return appendAudit(ctx, tx, recs...)
+	return db.write(ctx, func(tx *wtx) error {
+		tx.Audit(recs...)
+		return nil
 	})
 }
 
@@ -29,73 +31,126 @@ func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 // audit.Prepare), with the store's clock.
 func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs...) }
 
+// appendAudit seals and inserts the transaction's audit records as its last
+// statements, in two round trips: the first locks every tenant's head
+// (creating a genesis head for a tenant never seen), all at once and in
+// name order; the second inserts every record and moves every head, and is
+// followed by the commit. The heads stay locked to commit, so each
+// tenant's chain grows by whole transactions with no gap or fork, whichever
+// replica writes.
+func (t *wtx) appendAudit() error {
+	recs := slices.Clone(t.audit)
+	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	var tenants []string
+	for _, r := range recs {
+		if len(tenants) == 0 || tenants[len(tenants)-1] != r.Tenant {
+			tenants = append(tenants, r.Tenant)
+		}
+	}
+	if fresh := t.heads.unknown(tenants); len(fresh) > 0 {
+		t.Queue(nil, `INSERT INTO audit_heads (tenant, seq, hash)
+			SELECT tenant, 0, $2 FROM unnest($1::text[]) AS tenant ORDER BY tenant
+			ON CONFLICT (tenant) DO NOTHING`, fresh, audit.Genesis)
+	}
+	heads := make(map[string]head, len(tenants))
+	t.queueRows(func(row pgx.CollectableRow) error {
+		var (
+			tenant string
+			h      head
+		)
+		if err := row.Scan(&tenant, &h.seq, &h.hash); err != nil {
+			return err
+		}
+		heads[tenant] = h
+		return nil
+	}, `SELECT tenant, seq, hash FROM audit_heads WHERE tenant = ANY($1) ORDER BY tenant FOR UPDATE`, tenants)
+	if err := t.flush(); err != nil {
+		return fmt.Errorf("lock audit heads: %w", err)
+	}
+
+	n := len(recs)
+	var (
+		ids, tenant, actorSub, actorClient, action, resType, resID = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		outcome, requestID, traceID, workflowID, details, prevHash, hash = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		seq    = make([]int64, n)
+		status = make([]int32, n)
+		times  = make([]time.Time, n)
+	)
+	for i, r := range recs {
+		h, ok := heads[r.Tenant]
+		if !ok {
+			return fmt.Errorf("lock audit heads: tenant %q has no head", r.Tenant)
+		}
+		if err := r.Seal(h.seq+1, h.hash); err != nil {
+			return fmt.Errorf("seal audit record: %w", err)
+		}
+		heads[r.Tenant] = head{r.Seq, r.Hash}
+		ids[i], tenant[i], seq[i], times[i] = r.ID, r.Tenant, r.Seq, r.Time
+		actorSub[i], actorClient[i], action[i] = r.Actor.Sub, r.Actor.ClientID, r.Action
+		resType[i], resID[i], outcome[i], status[i] = r.Resource.Type, r.Resource.ID, r.Outcome, int32(r.Status)
+		requestID[i], traceID[i], workflowID[i] = r.RequestID, r.TraceID, r.WorkflowID
+		details[i], prevHash[i], hash[i] = string(r.Details), r.PrevHash, r.Hash
+	}
+	t.Queue(nil, `INSERT INTO audit_records (`+auditColumns+`)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[],
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::text[],
+			$15::text[], $16::text[], $17::text[])`,
+		ids, tenant, seq, times, actorSub, actorClient, action, resType, resID, outcome, status, requestID,
+		traceID, workflowID, details, prevHash, hash)
+	headTenants, headSeqs, headHashes := make([]string, 0, len(heads)), make([]int64, 0, len(heads)), make([]string, 0, len(heads))
+	for _, tn := range tenants {
+		h := heads[tn]
+		headTenants, headSeqs, headHashes = append(headTenants, tn), append(headSeqs, h.seq), append(headHashes, h.hash)
+	}
+	t.Queue(nil, `UPDATE audit_heads AS h SET seq = v.seq, hash = v.hash
+		FROM unnest($1::text[], $2::bigint[], $3::text[]) AS v(tenant, seq, hash) WHERE h.tenant = v.tenant`,
+		headTenants, headSeqs, headHashes)
+	return nil
+}
+
 type head struct {
 	seq  int64
 	hash string
 }
 
-// appendAudit seals and inserts records as the last statements of tx. Each
-// tenant's head row is locked (SELECT … FOR UPDATE) right before that
-// tenant's inserts, sent in one batch with the head's update, and held to
-// commit. Tenants are taken in name order within one call. A group-commit
-// batch calls it once per write, so two replicas' batches can take two
-// tenants' heads in opposite orders; PostgreSQL then aborts one of them
-// (after deadlock_timeout, 1 s by default), and that batch's writes run
-// again one by one (see commit).
-func appendAudit(ctx context.Context, tx pgx.Tx, recs ...*audit.Record) error {
-	recs = slices.DeleteFunc(slices.Clone(recs), func(r *audit.Record) bool { return r == nil })
-	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
-	for len(recs) > 0 {
-		n := 1
-		for n < len(recs) && recs[n].Tenant == recs[0].Tenant {
-			n++
-		}
-		if err := appendTenant(ctx, tx, recs[:n]); err != nil {
-			return err
-		}
-		recs = recs[n:]
-	}
-	return nil
+// knownHeads remembers the tenants whose chain head exists, so appends to
+// them skip creating it.
+type knownHeads struct {
+	mu      sync.Mutex
+	tenants map[string]struct{}
 }
 
-// appendTenant appends records of one tenant.
-func appendTenant(ctx context.Context, tx pgx.Tx, recs []*audit.Record) error {
-	tenant := recs[0].Tenant
-	h, err := lockHead(ctx, tx, tenant)
-	if err != nil {
-		return err
+func newKnownHeads() *knownHeads { return &knownHeads{tenants: map[string]struct{}{}} }
+
+// maxKnownHeads bounds the memory spent on remembering heads; past it the
+// set starts over (an unknown tenant costs one conflicting insert).
+const maxKnownHeads = 100_000
+
+// unknown returns the tenants not known to have a head.
+func (k *knownHeads) unknown(tenants []string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, t := range tenants {
+		if _, ok := k.tenants[t]; !ok {
+			out = append(out, t)
+		}
 	}
-	b := &pgx.Batch{}
+	return out
+}
+
+// add records that the records' tenants have heads (they were committed).
+func (k *knownHeads) add(recs []*audit.Record) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.tenants) > maxKnownHeads {
+		clear(k.tenants)
+	}
 	for _, r := range recs {
-		if err := r.Seal(h.seq+1, h.hash); err != nil {
-			return fmt.Errorf("seal audit record: %w", err)
-		}
-		h = head{r.Seq, r.Hash}
-		b.Queue(`INSERT INTO audit_records (`+auditColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-			r.ID, r.Tenant, r.Seq, r.Time, r.Actor.Sub, r.Actor.ClientID, r.Action,
-			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
-			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash)
+		k.tenants[r.Tenant] = struct{}{}
 	}
-	b.Queue(`UPDATE audit_heads SET seq = $2, hash = $3 WHERE tenant = $1`, tenant, h.seq, h.hash)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("insert audit records: %w", err)
-	}
-	return nil
-}
-
-// lockHead creates the tenant's genesis head if there is none and locks it.
-func lockHead(ctx context.Context, tx pgx.Tx, tenant string) (head, error) {
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO audit_heads (tenant, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant) DO NOTHING`,
-		tenant, audit.Genesis)
-	var h head
-	b.Queue(`SELECT seq, hash FROM audit_heads WHERE tenant = $1 FOR UPDATE`, tenant).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&h.seq, &h.hash) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return head{}, fmt.Errorf("lock audit head: %w", err)
-	}
-	return h, nil
 }
 
 // QueryAudit returns the tenant's records matching f, newest first.

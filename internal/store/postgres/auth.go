@@ -43,7 +43,7 @@ func (db *DB) AddSigningKey(ctx context.Context, k auth.SigningKey, onlyIfNone b
 		k.CreatedAt = db.now()
 	}
 	stored := false
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		if onlyIfNone {
 			if _, err := tx.Exec(ctx, `LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 				return fmt.Errorf("lock signing keys: %w", err)
@@ -80,7 +80,7 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 		return fmt.Errorf("encode client scopes: %w", err)
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO oauth_clients (id, tenant, name, secret_hash, scopes, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6)`, c.ID, c.Tenant, c.Name, c.SecretHash, string(scopes), c.CreatedAt)
 		if isUnique(err) {
@@ -89,7 +89,8 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 		if err != nil {
 			return fmt.Errorf("insert client: %w", err)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 
@@ -119,7 +120,7 @@ func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 // none yet; the first writer wins across replicas.
 func (db *DB) ServerSecret(ctx context.Context, name string, value []byte) ([]byte, error) {
 	var got []byte
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ($1, $2)
 			ON CONFLICT (name) DO NOTHING`, name, value); err != nil {
 			return fmt.Errorf("insert server secret: %w", err)

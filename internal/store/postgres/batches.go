@@ -30,7 +30,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 		positions[i] = int32(i)
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
 			VALUES ($1, $2, $3, $4, '', $5, $6, $7, NULL, $8, $9)`,
 			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), creator, b.CreatedAt, owner, until); err != nil {
@@ -40,7 +40,8 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 			SELECT $1, p, w FROM unnest($2::integer[], $3::text[]) AS u(p, w)`, b.ID, positions, workflowIDs); err != nil {
 			return fmt.Errorf("insert replay batch items: %w", err)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 
@@ -169,7 +170,7 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 		created[i], creators[i], data[i] = r.CreatedAt, c, d
 	}
 	stored := 0
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `WITH v AS (
 				SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 					$9::bool[], $10::int[], $11::int[], $12::int[], $13::int[], $14::timestamptz[], $15::text[], $16::text[])
@@ -222,7 +223,7 @@ func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool
 // FinishBatch moves a running batch to status and drops its lease.
 func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error) {
 	var ok bool
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE replay_batches SET status = $1, error = $2, finished_at = $3, lease_owner = '', lease_until = '-infinity'
 			WHERE id = $4 AND status = 'running'`, status, errMsg, micro(at), id)
 		if err != nil {
@@ -238,7 +239,7 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 // leased to owner already (one it accepted and has not started).
 func (db *DB) ClaimBatch(ctx context.Context, owner string, now, until time.Time) (*replay.Batch, error) {
 	var id string
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		id = ""
 		err := tx.QueryRow(ctx, `UPDATE replay_batches SET lease_owner = $1, lease_until = $2
 			WHERE id = (SELECT id FROM replay_batches WHERE status = 'running' AND (lease_until < $3 OR lease_owner = $1)
@@ -260,7 +261,7 @@ func (db *DB) ClaimBatch(ctx context.Context, owner string, now, until time.Time
 
 // RenewBatch extends owner's lease of a running batch.
 func (db *DB) RenewBatch(ctx context.Context, id, owner string, until time.Time) error {
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE replay_batches SET lease_until = $1
 			WHERE id = $2 AND status = 'running' AND lease_owner = $3`, until, id, owner)
 		if err != nil {

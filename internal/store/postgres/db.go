@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,14 +48,18 @@ type DB struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
 
-	queue *groupcommit.Queue[func(tx pgx.Tx) error]
+	queue *groupcommit.Queue[func(tx *wtx) error]
 	// writeTimeout bounds one write transaction.
 	writeTimeout time.Duration
+	// heads are the tenants whose audit chain head is known to exist.
+	heads *knownHeads
 }
 
 type options struct {
 	now          func() time.Time
 	writeTimeout time.Duration
+	writers      int
+	maxConns     int32
 }
 
 // Option configures Open.
@@ -70,30 +75,52 @@ const DefaultWriteTimeout = time.Minute
 // batch, or a write run alone) may take before it is abandoned.
 func WithWriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }
 
+// WithWriters sets how many write transactions run at once (DefaultWriters
+// when n < 1). Each holds a connection of the pool while it commits.
+func WithWriters(n int) Option { return func(o *options) { o.writers = n } }
+
+// DefaultMaxConns is the pool's size when neither WithMaxConns nor the
+// URL's pool_max_conns sets it: the writers plus room for reads.
+const DefaultMaxConns = 16
+
+// WithMaxConns sets the most connections the pool opens (the URL's
+// pool_max_conns, when given, wins over the default but not over this).
+func WithMaxConns(n int32) Option { return func(o *options) { o.maxConns = n } }
+
 // Open connects to the database at url (postgres://…) and applies the
 // migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now, writeTimeout: DefaultWriteTimeout}
+	o := options{now: time.Now, writeTimeout: DefaultWriteTimeout, writers: DefaultWriters}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.writeTimeout <= 0 {
 		o.writeTimeout = DefaultWriteTimeout
 	}
+	o.writers = max(o.writers, 1)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", redact(err))
+	}
+	switch {
+	case o.maxConns > 0:
+		cfg.MaxConns = o.maxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if int(cfg.MaxConns) <= o.writers {
+		return nil, fmt.Errorf("a pool of %d connections leaves none for reads beside %d writers: raise the pool size or lower the writers", cfg.MaxConns, o.writers)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
 	}
-	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout}
+	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout, heads: newKnownHeads()}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	db.queue = groupcommit.New(maxBatch, db.commit)
+	db.queue = groupcommit.New(maxBatch, o.writers, db.commit)
 	return db, nil
 }
 
@@ -170,23 +197,6 @@ func unreachable(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, puddle.ErrClosedPool) ||
 		errors.Is(err, io.ErrUnexpectedEOF)
-}
-
-// inTx runs fn in a transaction, committing when it returns nil and rolling
-// back otherwise.
-func (db *DB) inTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
-	tx, err := db.pool.BeginTx(ctx, opts)
-	if err != nil {
-		return unavailable(fmt.Errorf("begin: %w", err))
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // unavailable marks a failure to reach the database as problem.Unavailable.

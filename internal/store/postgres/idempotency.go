@@ -42,7 +42,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 		got     idempotency.Entry
 		created bool
 	)
-	err = db.write(ctx, func(tx pgx.Tx) error {
+	err = db.write(ctx, func(tx *wtx) error {
 		// A concurrent release can delete the row between the insert and the
 		// select; then the insert is tried again.
 		for range 3 {
@@ -89,7 +89,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 
 // SetIdempotentWorkflow records the workflow a running invoke started.
 func (db *DB) SetIdempotentWorkflow(ctx context.Context, k idempotency.Key, workflowID string) error {
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE idempotency_entries SET workflow_id = $6 WHERE `+idemKeyCond,
 			keyArgs(k, workflowID)...)
 		return entryUpdated(tag, err, k)
@@ -105,7 +105,7 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 	if body == nil {
 		body = []byte{}
 	}
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE idempotency_entries SET state = $6, status = $7, header = $8, body = $9
 			WHERE `+idemKeyCond+` AND state = $10`,
 			keyArgs(k, idempotency.Complete, status, h, body, idempotency.Running)...)
@@ -115,7 +115,7 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 
 // ReleaseIdempotent deletes a running entry whose response is not kept.
 func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM idempotency_entries WHERE `+idemKeyCond+` AND state = $6`,
 			keyArgs(k, idempotency.Running)...); err != nil {
 			return fmt.Errorf("delete idempotency entry: %w", err)

@@ -22,7 +22,7 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 		w     *workflow.Workflow
 		taken bool
 	)
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		var err error
 		taken = false
 		w, err = scanWorkflow(tx.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows

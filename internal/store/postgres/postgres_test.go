@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/migrate"
@@ -104,14 +102,12 @@ func TestGroupCommitIsolation(t *testing.T) {
 			rec := &audit.Record{Tenant: "acme", Actor: audit.Actor{Sub: "u"}, Action: "test.write",
 				Resource: audit.Resource{Type: "t"}, Outcome: audit.Success}
 			db.prepareAudit(rec)
-			errs[i] = db.write(ctx, func(tx pgx.Tx) error {
+			errs[i] = db.write(ctx, func(tx *wtx) error {
 				if _, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ($1, $2)`,
 					strconv.Itoa(i), []byte("v")); err != nil {
 					return err
 				}
-				if err := appendAudit(ctx, tx, rec); err != nil {
-					return err
-				}
+				tx.Audit(rec)
 				switch i % 4 {
 				case 1:
 					return errBoom
@@ -164,26 +160,30 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 	db := newTestDB(t)
 	ctx := t.Context()
 	release := make(chan struct{})
-	held := make(chan struct{})
+	held := make(chan struct{}, DefaultWriters)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		db.write(ctx, func(pgx.Tx) error { close(held); <-release; return nil })
-	})
-	<-held
+	for range DefaultWriters { // every writer busy, so the writes below queue
+		wg.Go(func() {
+			db.write(ctx, func(*wtx) error { held <- struct{}{}; <-release; return nil })
+		})
+	}
+	for range DefaultWriters {
+		<-held
+	}
 	errs := make([]error, 5)
 	for i := range errs {
 		wg.Go(func() {
 			rec := &audit.Record{Tenant: "acme", Actor: audit.Actor{Sub: "u"}, Action: "test.write",
 				Resource: audit.Resource{Type: "t"}, Outcome: audit.Success}
 			db.prepareAudit(rec)
-			errs[i] = db.write(ctx, func(tx pgx.Tx) error { return appendAudit(ctx, tx, rec) })
+			errs[i] = db.write(ctx, func(tx *wtx) error { tx.Audit(rec); return nil })
 		})
 	}
 	var slowErr, goneErr error
 	wg.Go(func() {
 		slow, cancel := context.WithCancel(ctx)
 		defer cancel()
-		slowErr = db.write(slow, func(tx pgx.Tx) error {
+		slowErr = db.write(slow, func(tx *wtx) error {
 			time.AfterFunc(5*time.Millisecond, cancel)
 			_, err := tx.Exec(slow, `SELECT pg_sleep(0.2)`)
 			return err
@@ -191,7 +191,7 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 	})
 	gone, cancelGone := context.WithCancel(ctx)
 	wg.Go(func() {
-		goneErr = db.write(gone, func(tx pgx.Tx) error {
+		goneErr = db.write(gone, func(tx *wtx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ('gone', 'v')`)
 			return err
 		})
@@ -270,14 +270,14 @@ func TestAStuckWriteIsAbandoned(t *testing.T) {
 	defer db.Close()
 	ctx := t.Context()
 	start := time.Now()
-	err = db.write(ctx, func(tx pgx.Tx) error {
+	err = db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `SELECT pg_sleep(5)`)
 		return err
 	})
 	if err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("a write stuck for 5 s: %v after %v, want an error after about 200 ms", err, time.Since(start))
 	}
-	if err := db.write(ctx, func(tx pgx.Tx) error {
+	if err := db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO server_secrets (name, value) VALUES ('after', 'v')`)
 		return err
 	}); err != nil {

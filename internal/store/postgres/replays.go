@@ -31,7 +31,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data)
 		if isUnique(err) {
@@ -40,7 +40,8 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 		if err != nil {
 			return fmt.Errorf("insert replay: %w", err)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 

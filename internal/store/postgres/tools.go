@@ -25,7 +25,7 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO tools (`+toolColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, row...)
 		if isUnique(err) {
@@ -37,7 +37,8 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		if err := insertOperations(ctx, tx, t, ops); err != nil {
 			return err
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 
@@ -48,7 +49,7 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE tools SET name = $3, type = $4, spec_url = $5,
 			endpoint_url = $6, auth = $7, policy_class = $8, side_effects = $9, idempotency_support = $10,
 			spec_sha256 = $11, revision = $12, operation_count = $13, base_url = $14, spec_token_url = $15,
@@ -69,7 +70,8 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		if err := insertOperations(ctx, tx, t, ops); err != nil {
 			return err
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 
@@ -77,7 +79,7 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 // agent version names it.
 func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Record) error {
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		var name string
 		err := tx.QueryRow(ctx, `SELECT name FROM tools WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id).Scan(&name)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -101,7 +103,8 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 		if _, err := tx.Exec(ctx, `DELETE FROM tools WHERE tenant = $1 AND id = $2`, tenant, id); err != nil {
 			return fmt.Errorf("delete tool: %w", err)
 		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 
@@ -226,7 +229,7 @@ func toolExists(ctx context.Context, tx querier, tenant, id string) error {
 }
 
 // insertOperations copies ops in with one round trip per batch.
-func insertOperations(ctx context.Context, tx pgx.Tx, t *tool.Tool, ops []tool.Operation) error {
+func insertOperations(ctx context.Context, tx *wtx, t *tool.Tool, ops []tool.Operation) error {
 	if len(ops) == 0 {
 		return nil
 	}

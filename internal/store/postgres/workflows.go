@@ -43,16 +43,19 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 		return err
 	}
 	db.prepareAudit(rec)
-	return db.write(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
+	return db.write(ctx, func(tx *wtx) error {
+		tx.Queue(func(_ pgconn.CommandTag, err error) error {
+			if isUnique(err) {
+				return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
+			}
+			if err != nil {
+				return fmt.Errorf("insert workflow: %w", err)
+			}
+			return nil
+		}, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
 			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`, row...)
-		if isUnique(err) {
-			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
-		}
-		if err != nil {
-			return fmt.Errorf("insert workflow: %w", err)
-		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 }
 
@@ -61,29 +64,29 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, recs ...*audit.Record) error {
 	s.StartedAt = micro(s.StartedAt)
 	db.prepareAudit(recs...)
-	return db.write(ctx, func(tx pgx.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		return appendStep(ctx, tx, owner, s, recs)
 	})
 }
 
-func appendStep(ctx context.Context, tx pgx.Tx, owner string, s *workflow.Step, recs []*audit.Record) error {
-	b := &pgx.Batch{}
-	b.Queue(heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
+func appendStep(_ context.Context, tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) error {
+	tx.Queue(func(tag pgconn.CommandTag, err error) error {
+		if isUnique(err) {
+			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
+		}
+		if err != nil {
+			return fmt.Errorf("store step: %w", err)
+		}
+		return leaseHeld(tag, s.WorkflowID, "store step")
+	}, heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
 		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22
 		FROM held`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason,
-	).Exec(func(tag pgconn.CommandTag) error { return leaseHeld(tag, s.WorkflowID, "store step") })
-	b.Queue(`DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
-	err := tx.SendBatch(ctx, b).Close()
-	if isUnique(err) {
-		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
-	}
-	if err != nil {
-		return fmt.Errorf("store step: %w", err)
-	}
-	return appendAudit(ctx, tx, recs...)
+		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason)
+	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
+	tx.Audit(recs...)
+	return nil
 }
 
 // RecordIntent stores an intent, provided owner holds the lease.
@@ -126,23 +129,23 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		db.prepareAudit(lastRecs...)
 	}
 	db.prepareAudit(rec) // after the step's, as it is chained after them
-	err := db.write(ctx, func(tx pgx.Tx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		if last != nil {
 			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, `UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
+		tx.Queue(func(tag pgconn.CommandTag, err error) error {
+			if err != nil {
+				return fmt.Errorf("finish workflow: %w", err)
+			}
+			return leaseHeld(tag, w.ID, "finish workflow")
+		}, `UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
 				finished_at = $7, owner = '', lease_until = $8
 			WHERE id = $1 AND status = 'running' AND owner = $2`,
 			w.ID, owner, w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), w.FinishedAt, time.Time{})
-		if err != nil {
-			return fmt.Errorf("finish workflow: %w", err)
-		}
-		if err := leaseHeld(tag, w.ID, "finish workflow"); err != nil {
-			return err
-		}
-		return appendAudit(ctx, tx, rec)
+		tx.Audit(rec)
+		return nil
 	})
 	if err != nil {
 		return err

@@ -3,10 +3,13 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/groupcommit"
 )
@@ -14,14 +17,21 @@ import (
 // maxBatch is how many queued writes one transaction takes at most.
 const maxBatch = 64
 
+// DefaultWriters is how many write transactions one replica runs at once.
+const DefaultWriters = 4
+
+// rollbackTimeout bounds the rollback of a failed write.
+const rollbackTimeout = 5 * time.Second
+
 // errClosed answers writes made after Close.
 var errClosed = problem.New(problem.Unavailable, "the store is closed")
 
 // write runs fn in a read-write transaction and returns its error once it
-// is committed or failed. Writes queued meanwhile by this replica are
-// committed together (group commit): one transaction, one fsync and one
-// hold of each chain head's lock for many workflows' steps.
-func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
+// is committed or failed. Writes queued meanwhile are committed together
+// (group commit) by one of the replica's writers, each its own transaction
+// on its own connection: one commit and one hold of each chain head's lock
+// for many workflows' steps, and several such transactions in flight.
+func (db *DB) write(ctx context.Context, fn func(tx *wtx) error) error {
 	err := db.queue.Do(ctx, fn)
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return errClosed
@@ -36,26 +46,19 @@ func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // have unbatched: a failure stays its own write's. A caller's context only
 // decides whether its write is taken: a write already running is not
 // cancelled with it, which would abort the batch for every other caller.
-func (db *DB) commit(batch []*groupcommit.Write[func(tx pgx.Tx) error]) {
-	// One bound for the batch and for each write run again alone: a hung
-	// connection must not hold up the writer for good.
-	run := func(fn func(tx pgx.Tx) error) error {
-		ctx, cancel := context.WithTimeout(context.Background(), db.writeTimeout)
-		defer cancel()
-		return db.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { return fn(detachedTx{tx, ctx}) })
-	}
-	alone := func(w *groupcommit.Write[func(tx pgx.Tx) error]) error {
+func (db *DB) commit(batch []*groupcommit.Write[func(tx *wtx) error]) {
+	alone := func(w *groupcommit.Write[func(tx *wtx) error]) error {
 		if err := w.Ctx.Err(); err != nil {
 			return err
 		}
-		return run(w.Fn)
+		return db.runTx(w.Fn)
 	}
 	if len(batch) == 1 {
 		batch[0].Answer(alone(batch[0]))
 		return
 	}
 	skipped := make([]error, len(batch))
-	err := run(func(tx pgx.Tx) error {
+	err := db.runTx(func(tx *wtx) error {
 		for i, w := range batch {
 			if skipped[i] = w.Ctx.Err(); skipped[i] != nil {
 				continue
@@ -78,41 +81,219 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx pgx.Tx) error]) {
 	}
 }
 
-// detachedTx runs a write's statements under the writer's context, ignoring
-// the one each is given (its caller's).
-type detachedTx struct {
-	pgx.Tx
-	ctx context.Context
+// runTx runs fn and commits what it wrote on a connection of its own,
+// bounded by the write timeout (a hung connection must not hold a writer
+// for good) and under the writer's context, not a caller's.
+func (db *DB) runTx(fn func(tx *wtx) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), db.writeTimeout)
+	defer cancel()
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return unavailable(fmt.Errorf("begin: %w", err))
+	}
+	// A connection left inside a transaction (a failed rollback) is closed
+	// by the pool on release rather than reused.
+	defer c.Release()
+	tx := &wtx{conn: c.Conn(), ctx: ctx, heads: db.heads}
+	if err := fn(tx); err != nil {
+		tx.rollback()
+		return err
+	}
+	if err := tx.commit(); err != nil {
+		tx.rollback()
+		return err
+	}
+	return nil
 }
 
-func (t detachedTx) Begin(context.Context) (pgx.Tx, error) {
-	tx, err := t.Tx.Begin(t.ctx)
-	if err != nil {
+// wtx is a write transaction. Statements given to Queue wait to be sent
+// with the next statement that runs at once (Exec, Query, …) or with the
+// commit, in one round trip; BEGIN itself waits so. Audit records given to
+// Audit are sealed and inserted at commit, after every other statement:
+// each tenant's chain head is locked for two round trips at the end of the
+// transaction, all the batch's tenants at once and in name order, so no two
+// transactions (of this replica or another) wait on each other's heads in a
+// cycle. A write made of queued statements and audit records costs its
+// batch no round trip of its own; a whole batch costs two.
+type wtx struct {
+	conn   *pgx.Conn
+	ctx    context.Context
+	heads  *knownHeads
+	begun  bool
+	queued []queuedStmt
+	audit  []*audit.Record
+}
+
+// queuedStmt is a statement waiting to be sent and what reads its result.
+type queuedStmt struct {
+	sql  string
+	args []any
+	read func(br pgx.BatchResults) error
+}
+
+// Queue adds a statement to send with the next round trip. check, when not
+// nil, is given its result and decides the error; without it, the
+// statement's own error stands.
+func (t *wtx) Queue(check func(pgconn.CommandTag, error) error, sql string, args ...any) {
+	t.queued = append(t.queued, queuedStmt{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if check != nil {
+			return check(tag, err)
+		}
+		return err
+	}})
+}
+
+// wrapErr is a Queue check that only says what failed.
+func wrapErr(what string) func(pgconn.CommandTag, error) error {
+	return func(_ pgconn.CommandTag, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+}
+
+// queueRow adds a statement whose one row scan reads.
+func (t *wtx) queueRow(scan func(pgx.Row) error, sql string, args ...any) {
+	t.queued = append(t.queued, queuedStmt{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+		return scan(br.QueryRow())
+	}})
+}
+
+// queueRows adds a statement whose rows each call scan.
+func (t *wtx) queueRows(scan func(pgx.CollectableRow) error, sql string, args ...any) {
+	t.queued = append(t.queued, queuedStmt{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) { return struct{}{}, scan(row) })
+		return err
+	}})
+}
+
+// Audit adds records to append at commit, in this order within each tenant.
+func (t *wtx) Audit(recs ...*audit.Record) {
+	for _, r := range recs {
+		if r != nil {
+			t.audit = append(t.audit, r)
+		}
+	}
+}
+
+// flush sends what is queued, BEGIN first if it has not been sent, and
+// reads every result.
+func (t *wtx) flush() error {
+	if !t.begun {
+		t.queued = append([]queuedStmt{{sql: "BEGIN", read: func(br pgx.BatchResults) error {
+			_, err := br.Exec()
+			return err
+		}}}, t.queued...)
+		t.begun = true
+	}
+	if len(t.queued) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, q := range t.queued {
+		b.Queue(q.sql, q.args...)
+	}
+	br := t.conn.SendBatch(t.ctx, b)
+	var err error
+	for _, q := range t.queued {
+		if err = q.read(br); err != nil {
+			break
+		}
+	}
+	t.queued = t.queued[:0]
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && unreachable(err) {
+		return problem.Wrap(problem.Unavailable, err, "the database is unreachable")
+	}
+	return err
+}
+
+// commit appends the audit records and commits.
+func (t *wtx) commit() error {
+	if !t.begun && len(t.queued) == 0 && len(t.audit) == 0 {
+		return nil // nothing was written
+	}
+	if len(t.audit) > 0 {
+		if err := t.appendAudit(); err != nil {
+			return err
+		}
+	}
+	t.Queue(nil, "COMMIT")
+	if err := t.flush(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if len(t.audit) > 0 {
+		t.heads.add(t.audit)
+	}
+	return nil
+}
+
+// rollback ends a failed transaction. Should it fail too, the connection
+// is left in its transaction and the pool closes it on release.
+func (t *wtx) rollback() {
+	t.queued = nil
+	if t.begun && !t.conn.IsClosed() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), rollbackTimeout)
+		defer cancel()
+		_, _ = t.conn.Exec(ctx, "ROLLBACK")
+	}
+}
+
+// The statements below run at once, after what is queued.
+
+func (t *wtx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.flush(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.conn.Exec(t.ctx, sql, args...)
+}
+
+func (t *wtx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flush(); err != nil {
 		return nil, err
 	}
-	return detachedTx{tx, t.ctx}, nil
+	return t.conn.Query(t.ctx, sql, args...)
 }
 
-func (t detachedTx) Prepare(_ context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	return t.Tx.Prepare(t.ctx, name, sql)
+func (t *wtx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	if err := t.flush(); err != nil {
+		return errRow{err}
+	}
+	return t.conn.QueryRow(t.ctx, sql, args...)
 }
 
-func (t detachedTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.Tx.Exec(t.ctx, sql, args...)
+func (t *wtx) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := t.flush(); err != nil {
+		return errBatch{err}
+	}
+	return t.conn.SendBatch(t.ctx, b)
 }
 
-func (t detachedTx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return t.Tx.Query(t.ctx, sql, args...)
+func (t *wtx) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.flush(); err != nil {
+		return 0, err
+	}
+	return t.conn.CopyFrom(t.ctx, table, cols, src)
 }
 
-func (t detachedTx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
-	return t.Tx.QueryRow(t.ctx, sql, args...)
-}
+// errRow is a row whose statement was never sent.
+type errRow struct{ err error }
 
-func (t detachedTx) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
-	return t.Tx.SendBatch(t.ctx, b)
-}
+func (r errRow) Scan(...any) error { return r.err }
 
-func (t detachedTx) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	return t.Tx.CopyFrom(t.ctx, table, cols, src)
-}
+// errBatch is a batch that was never sent.
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }

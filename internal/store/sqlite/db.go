@@ -130,7 +130,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	db.queue = groupcommit.New(o.maxBatch, db.writeBatch)
+	db.queue = groupcommit.New(o.maxBatch, 1, db.writeBatch)
 	return db, nil
 }
 

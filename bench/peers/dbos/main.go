@@ -1,0 +1,410 @@
+// Command dbos is bench/invoke's peer: the same workload, an HTTP request
+// that runs a workflow of three sequential steps, each an HTTP GET to a
+// loopback service answering small JSON, and answers once it has finished,
+// built on DBOS Transact for Go with each step durable. It prints the same
+// table as bench/invoke, so the two can be run one after the other in one
+// session and compared.
+//
+//	cd bench/peers/dbos && go run . [-n 2000] [-c 1,16] [-warmup 200]
+//
+// It runs in a fresh database created on the server named by -database-url
+// (default $AGENTPLANE_TEST_DATABASE_URL) and dropped at the end. It has a
+// go.mod of its own so that agentplane does not depend on DBOS.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/peers/dbos:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	n, warmup   int
+	levels      []int
+	databaseURL string
+	duration    time.Duration
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("bench/peers/dbos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 2000, "invocations per concurrency level")
+	levels := fs.String("c", "1,16", "comma-separated concurrency levels")
+	warmup := fs.Int("warmup", 200, "invocations before measuring")
+	duration := fs.Duration("duration", 2*time.Minute, "time limit of one concurrency level")
+	dbURL := fs.String("database-url", os.Getenv("AGENTPLANE_TEST_DATABASE_URL"), "PostgreSQL server to create the benchmark's database on")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	o := options{n: *n, warmup: *warmup, databaseURL: *dbURL, duration: *duration}
+	for _, f := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 || c > 1024 {
+			return options{}, fmt.Errorf("-c: %q is not a concurrency from 1 to 1024", f)
+		}
+		o.levels = append(o.levels, c)
+	}
+	if o.n < 1 || o.warmup < 0 || o.duration <= 0 {
+		return options{}, errors.New("-n must be positive, -warmup not negative, -duration positive")
+	}
+	if o.databaseURL == "" {
+		o.databaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id": %q, "ok": true}`, strings.TrimPrefix(r.URL.Path, "/things/"))
+	}))
+	defer tools.Close()
+
+	dbURL, drop, err := createDatabase(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, drop()) }()
+
+	dctx, err := dbos.NewContext(ctx, dbos.Config{AppName: "agentplane-peer", DatabaseURL: dbURL,
+		Logger: discardLogger()})
+	if err != nil {
+		return fmt.Errorf("dbos: %w", err)
+	}
+	defer dbos.Shutdown(dctx, 10*time.Second)
+	wf := threeCalls(tools.URL, tools.Client())
+	dbos.RegisterWorkflow(dctx, wf)
+	if err := dbos.Launch(dctx); err != nil {
+		return fmt.Errorf("dbos launch: %w", err)
+	}
+
+	// The workflow is started by an HTTP handler, as agentplane's is.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: invokeHandler(dctx, wf), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	wal, err := openWAL(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer wal.conn.Close(context.Background())
+
+	cl := newClient("http://"+ln.Addr().String()+"/invoke", maxOf(o.levels))
+	fmt.Fprintf(stderr, "dbos: warming up (%d invocations) …\n", o.warmup)
+	if w := cl.load(ctx, o.warmup, maxOf(o.levels), o.duration, nil); w.errors > 0 {
+		return fmt.Errorf("warm-up: %d of %d invocations failed (first: %s)", w.errors, w.count, w.firstError)
+	}
+	var results []levelResult
+	for _, c := range o.levels {
+		fmt.Fprintf(stderr, "dbos: %d invocations at concurrency %d …\n", o.n, c)
+		results = append(results, cl.load(ctx, o.n, c, o.duration, wal))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	printTable(stdout, results)
+	for _, r := range results {
+		if r.errors > 0 {
+			return fmt.Errorf("concurrency %d: %d of %d invocations failed (first: %s)", r.concurrency, r.errors, r.count, r.firstError)
+		}
+	}
+	return ctx.Err()
+}
+
+// thing is what the tool service answers.
+type thing struct {
+	ID string `json:"id"`
+	OK bool   `json:"ok"`
+}
+
+// threeCalls is the workflow: three durable steps, each one GET.
+func threeCalls(base string, hc *http.Client) dbos.Workflow[string, []thing] {
+	get := func(id string) dbos.Step[thing] {
+		return func(ctx context.Context) (thing, error) {
+			req, err := http.NewRequestWithContext(ctx, "GET", base+"/things/"+id, nil)
+			if err != nil {
+				return thing{}, err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return thing{}, err
+			}
+			defer resp.Body.Close()
+			var t thing
+			if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
+				return thing{}, err
+			}
+			return t, nil
+		}
+	}
+	return func(ctx dbos.Context, goal string) ([]thing, error) {
+		var out []thing
+		for _, id := range []string{"a", "b", "c"} {
+			t, err := dbos.RunAsStep(ctx, get(id), dbos.WithStepName("get_"+id))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		return out, nil
+	}
+}
+
+// invokeHandler runs the workflow for each request and answers its result.
+func invokeHandler(dctx dbos.Context, wf dbos.Workflow[string, []thing]) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Goal string `json:"goal"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h, err := dbos.RunWorkflow(dctx, wf, body.Goal)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		things, err := h.GetResult()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"workflow_id": h.GetWorkflowID(), "status": "completed", "steps": things})
+	})
+}
+
+// client is the load generator.
+type client struct {
+	url  string
+	http *http.Client
+}
+
+func newClient(u string, concurrency int) *client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = concurrency*2, concurrency*2
+	return &client{url: u, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+}
+
+var invokeBody = `{"goal": "bench", "context": {}}`
+
+func (c *client) invoke(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", c.url, strings.NewReader(invokeBody))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %.300s", resp.StatusCode, data)
+	}
+	var a struct {
+		Status string  `json:"status"`
+		Steps  []thing `json:"steps"`
+	}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return err
+	}
+	if a.Status != "completed" || len(a.Steps) != 3 {
+		return fmt.Errorf("answer: %.300s", data)
+	}
+	return nil
+}
+
+// levelResult is one concurrency level's measurement.
+type levelResult struct {
+	concurrency, count, errors int
+	firstError                 string
+	elapsed                    time.Duration
+	lat                        []time.Duration
+	walRecords, walBytes       int64
+	walKnown                   bool
+}
+
+func (r levelResult) p(q float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(q/100*float64(len(r.lat))+0.5) - 1
+	return r.lat[min(max(i, 0), len(r.lat)-1)]
+}
+
+// load runs n invocations from conc goroutines, stopping after limit.
+func (c *client) load(ctx context.Context, n, conc int, limit time.Duration, wal *walProbe) levelResult {
+	res := levelResult{concurrency: conc}
+	var w0 walCount
+	if wal != nil {
+		var err error
+		w0, err = wal.read(ctx)
+		res.walKnown = err == nil
+	}
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(limit)
+	for range conc {
+		wg.Go(func() {
+			var lat []time.Duration
+			var errs []error
+			for next.Add(1) <= int64(n) && ctx.Err() == nil && time.Now().Before(deadline) {
+				t0 := time.Now()
+				err := c.invoke(ctx)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			res.lat = append(res.lat, lat...)
+			res.errors += len(errs)
+			if len(errs) > 0 && res.firstError == "" {
+				res.firstError = errs[0].Error()
+			}
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.count = len(res.lat)
+	slices.Sort(res.lat)
+	if res.walKnown {
+		w1, err := wal.read(ctx)
+		res.walKnown = err == nil
+		res.walRecords, res.walBytes = w1.records-w0.records, w1.bytes-w0.bytes
+	}
+	return res
+}
+
+func printTable(w io.Writer, rs []levelResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "peer\tconcurrency\tinvocations\tworkflows/s\tp50 ms\tp90 ms\tp99 ms\tWAL records/wf\tWAL KiB/wf\terrors\t")
+	for _, r := range rs {
+		records, kib := "–", "–"
+		if r.walKnown && r.count > 0 {
+			records = fmt.Sprintf("%.1f", float64(r.walRecords)/float64(r.count))
+			kib = fmt.Sprintf("%.1f", float64(r.walBytes)/1024/float64(r.count))
+		}
+		fmt.Fprintf(tw, "dbos\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t\n", r.concurrency, r.count,
+			float64(r.count)/r.elapsed.Seconds(), ms(r.p(50)), ms(r.p(90)), ms(r.p(99)), records, kib, r.errors)
+	}
+	tw.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func maxOf(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// walProbe reads pg_stat_wal (the whole cluster's counters).
+type walProbe struct{ conn *pgx.Conn }
+
+type walCount struct{ records, bytes int64 }
+
+func openWAL(ctx context.Context, adminURL string) (*walProbe, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect for WAL counters: %w", err)
+	}
+	return &walProbe{conn}, nil
+}
+
+func (p *walProbe) read(ctx context.Context) (walCount, error) {
+	var c walCount
+	err := p.conn.QueryRow(ctx, `SELECT wal_records, wal_bytes::bigint FROM pg_stat_wal`).Scan(&c.records, &c.bytes)
+	return c, err
+}
+
+// createDatabase creates a fresh database on the server at adminURL and
+// returns its URL and a function that drops it.
+func createDatabase(ctx context.Context, adminURL string) (string, func() error, error) {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("database URL: %w", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "agentplane_peer_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	drop := func() error {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(dctx, adminURL)
+		if err != nil {
+			return err
+		}
+		defer c.Close(dctx)
+		_, err = c.Exec(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		return err
+	}
+	u.Path = "/" + name
+	return u.String(), drop, nil
+}
+
+// discardLogger keeps DBOS's informational lines out of the table.
+func discardLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
