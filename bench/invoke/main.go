@@ -47,6 +47,8 @@ type options struct {
 	binary string
 	// walDetail breaks each level's WAL records down by kind.
 	walDetail bool
+	// serverArgs are extra flags for the server, e.g. its pool sizes.
+	serverArgs []string
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -61,12 +63,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	engineRuns := fs.Int("engine-runs", 20000, "in-process engine runs for the per-step figure")
 	roundTrips := fs.Int("round-trips", 5000, "plain GETs to the tool service for the round-trip figure")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
+	serverArgs := fs.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--database-writers 2\")")
 	walDetail := fs.Bool("wal-detail", false, "break PostgreSQL's WAL records per workflow down by kind (needs pg_walinspect)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	o := options{n: *n, warmup: *warmup, duration: *duration, repo: *repo,
-		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary, walDetail: *walDetail}
+		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary, walDetail: *walDetail,
+		serverArgs: strings.Fields(*serverArgs)}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -132,7 +136,7 @@ func measureStores(ctx context.Context, o options, bin, tmp string, svc *toolSer
 }
 
 func measureStore(ctx context.Context, o options, bin, tmp, store string, svc *toolService, stderr io.Writer) (_ []levelResult, err error) {
-	sc := benchserver.Config{Binary: bin, Data: tmp + "/" + store}
+	sc := benchserver.Config{Binary: bin, Data: tmp + "/" + store, Args: o.serverArgs}
 	srv, stop, err := benchserver.StartOn(ctx, sc, store, o.databaseURL)
 	if err != nil {
 		return nil, err

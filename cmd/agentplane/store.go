@@ -32,11 +32,17 @@ type store interface {
 type storeFlags struct {
 	data        string
 	databaseURL string
+	maxConns    int32
+	writers     int
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.data, "data", "./data", "data directory of the embedded SQLite store")
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (postgres://…); replaces the embedded SQLite store so replicas can share it")
+	fs.Int32Var(&f.maxConns, "database-max-conns", 0, fmt.Sprintf(
+		"most PostgreSQL connections this process opens (default %d, or the URL's pool_max_conns); must exceed --database-writers", postgres.DefaultMaxConns))
+	fs.IntVar(&f.writers, "database-writers", 0,
+		"PostgreSQL write transactions this process runs at once, each committing a batch of queued writes (0: half the CPUs, at least 1)")
 }
 
 // open opens PostgreSQL when a database URL is set, else SQLite in the data directory.
@@ -45,7 +51,10 @@ func (f *storeFlags) open(ctx context.Context) (store, error) {
 		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 			return nil, fmt.Errorf("--database-url must be a postgres:// URL")
 		}
-		db, err := postgres.Open(ctx, u)
+		if f.maxConns < 0 || f.writers < 0 {
+			return nil, fmt.Errorf("--database-max-conns and --database-writers must not be negative")
+		}
+		db, err := postgres.Open(ctx, u, postgres.WithMaxConns(f.maxConns), postgres.WithWriters(f.writers))
 		if err != nil {
 			return nil, fmt.Errorf("open PostgreSQL: %w", err)
 		}

@@ -32,6 +32,8 @@ type history struct {
 	completions map[int]json.RawMessage
 	// approvals are the workflow's approvals by the step that asked.
 	approvals map[int]*Approval
+	// tools, when known, are the tools the program was compiled with.
+	tools []*tool.Tool
 }
 
 // ErrInterrupted ends a resumed workflow whose unrepeatable call may have
@@ -67,6 +69,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	store := context.WithoutCancel(ctx)
 	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
 	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
+	for _, t := range h.tools {
+		if t != nil {
+			rec.tools[t.Name] = t
+		}
+	}
 	run := prog.Run(ctx, wf.Input(), agent.NewEnv(rec, rec, rec))
 
 	var runErr error

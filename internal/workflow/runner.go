@@ -54,6 +54,7 @@ type Options struct {
 type Runner struct {
 	opts     Options
 	hub      *hub
+	feed     *feed
 	programs programCache
 	ops      opCache
 
@@ -102,16 +103,28 @@ func New(opts Options) *Runner {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{opts: opts, hub: newHub(), running: map[string]context.CancelCauseFunc{}}
+	return &Runner{opts: opts, hub: newHub(), feed: newFeed(), running: map[string]context.CancelCauseFunc{}}
 }
 
 // Program returns the compiled program of a version, compiling it again
 // only when one of its tools has changed since.
 func (r *Runner) Program(ctx context.Context, v *agent.Version) (*agent.Program, error) {
+	p, _, err := r.program(ctx, v)
+	return p, err
+}
+
+// program is Program, also returning the tools it looked up (an unknown
+// name's is nil), which an execution started at once can use as they are.
+func (r *Runner) program(ctx context.Context, v *agent.Version) (*agent.Program, []*tool.Tool, error) {
 	tools, err := r.tools(ctx, v.Tenant, v.Tools)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	p, err := r.compile(ctx, v, tools)
+	return p, tools, err
+}
+
+func (r *Runner) compile(ctx context.Context, v *agent.Version, tools []*tool.Tool) (*agent.Program, error) {
 	key, revs := v.Tenant+"/"+v.Ref(), revisions(tools)
 	if p := r.programs.get(key, revs); p != nil {
 		return p, nil

@@ -45,7 +45,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := r.Program(ctx, v)
+	prog, tools, err := r.program(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,8 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 		return nil, err
 	}
 	started := *wf // the execution goes on changing wf
-	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{}); err != nil {
+	// The execution calls the tools just looked up rather than reading them again.
+	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools}); err != nil {
 		return nil, problem.New(problem.Unavailable, "%v", err)
 	}
 	return &started, nil

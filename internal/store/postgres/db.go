@@ -51,8 +51,8 @@ type DB struct {
 	queue *groupcommit.Queue[func(tx *wtx) error]
 	// writeTimeout bounds one write transaction.
 	writeTimeout time.Duration
-	// heads are the tenants whose audit chain head is known to exist.
-	heads *knownHeads
+	// origin names this handle in change notifications (see WatchChanges).
+	origin string
 }
 
 type options struct {
@@ -97,7 +97,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if o.writeTimeout <= 0 {
 		o.writeTimeout = DefaultWriteTimeout
 	}
-	o.writers = max(o.writers, 1)
+	if o.writers < 1 {
+		o.writers = DefaultWriters
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", redact(err))
@@ -115,7 +117,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
 	}
-	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout, heads: newKnownHeads()}
+	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout, origin: newOrigin()}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -162,12 +162,12 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{}, DefaultWriters)
 	var wg sync.WaitGroup
-	for range DefaultWriters { // every writer busy, so the writes below queue
+	// Every writer busy, one at a time (each taken write goes to an idle
+	// writer), so the writes below queue.
+	for range DefaultWriters {
 		wg.Go(func() {
 			db.write(ctx, func(*wtx) error { held <- struct{}{}; <-release; return nil })
 		})
-	}
-	for range DefaultWriters {
 		<-held
 	}
 	errs := make([]error, 5)

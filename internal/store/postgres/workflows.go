@@ -28,10 +28,14 @@ const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operati
 	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
 
 // heldBy is a CTE naming the workflow $1 while owner $2 holds its lease. FOR
-// SHARE keeps a claim by another replica from passing the write until it
-// commits (the claimer then sees what was written).
+// KEY SHARE keeps a claim or a cancel by another replica (both lock the row
+// FOR UPDATE) from passing the write until it commits (the claimer then
+// sees what was written), while the owner's own lease renewals, plain
+// updates of a non-key column, pass it: a renewal of many workflows and a
+// batch of writes to several of them then never wait on each other in a
+// cycle.
 const heldBy = `WITH held AS (SELECT id FROM workflows
-	WHERE id = $1 AND status = 'running' AND owner = $2 FOR SHARE) `
+	WHERE id = $1 AND status = 'running' AND owner = $2 FOR KEY SHARE) `
 
 // CreateWorkflow stores a new running workflow owned by w.Owner.
 func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
@@ -44,7 +48,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		tx.Queue(func(_ pgconn.CommandTag, err error) error {
+		tx.Queue(func(err error) error {
 			if isUnique(err) {
 				return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
 			}
@@ -70,22 +74,21 @@ func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, re
 }
 
 func appendStep(_ context.Context, tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) error {
-	tx.Queue(func(tag pgconn.CommandTag, err error) error {
+	tx.Queue(func(err error) error {
 		if isUnique(err) {
 			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
 		}
-		if err != nil {
-			return fmt.Errorf("store step: %w", err)
-		}
-		return leaseHeld(tag, s.WorkflowID, "store step")
-	}, heldBy+`INSERT INTO workflow_steps (`+stepColumns+`)
+		return leaseRequired(err, s.WorkflowID, "store step")
+	}, heldBy+`, ins AS (INSERT INTO workflow_steps (`+stepColumns+`)
 		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22
-		FROM held`,
+		FROM held RETURNING 1)
+		SELECT require_rows(count(*), 'lease') FROM ins`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason)
 	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	tx.Audit(recs...)
+	tx.notify(changeChanged, s.WorkflowID)
 	return nil
 }
 
@@ -135,15 +138,13 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 				return err
 			}
 		}
-		tx.Queue(func(tag pgconn.CommandTag, err error) error {
-			if err != nil {
-				return fmt.Errorf("finish workflow: %w", err)
-			}
-			return leaseHeld(tag, w.ID, "finish workflow")
-		}, `UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
+		tx.Queue(func(err error) error { return leaseRequired(err, w.ID, "finish workflow") },
+			`WITH up AS (UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
 				finished_at = $7, owner = '', lease_until = $8
-			WHERE id = $1 AND status = 'running' AND owner = $2`,
+			WHERE id = $1 AND status = 'running' AND owner = $2 RETURNING 1)
+			SELECT require_rows(count(*), 'lease') FROM up`,
 			w.ID, owner, w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), w.FinishedAt, time.Time{})
+		tx.notify(changeChanged, w.ID)
 		tx.Audit(rec)
 		return nil
 	})
@@ -151,6 +152,19 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		return err
 	}
 	w.Owner, w.LeaseUntil = "", time.Time{}
+	return nil
+}
+
+// leaseRequired turns the failure of a statement that requires the lease
+// (require_rows) into workflow.ErrLeaseLost; other errors say what failed.
+func leaseRequired(err error, id, what string) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "AP001" {
+		return fmt.Errorf("%s: workflow %s is not running under this owner: %w", what, id, workflow.ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	return nil
 }
 
@@ -167,8 +181,11 @@ func leaseHeld(tag pgconn.CommandTag, id, what string) error {
 func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
 	w, err := scanWorkflow(db.pool.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
 		WHERE tenant = $1 AND id = $2`, tenant, id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return nil, workflowNotFound(id)
+	case err != nil && unreachable(err):
+		return nil, problem.Wrap(problem.Unavailable, err, "the database is unreachable")
 	}
 	return w, err
 }

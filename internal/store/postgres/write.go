@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,8 +18,12 @@ import (
 // maxBatch is how many queued writes one transaction takes at most.
 const maxBatch = 64
 
-// DefaultWriters is how many write transactions one replica runs at once.
-const DefaultWriters = 4
+// DefaultWriters is how many write transactions one replica runs at once:
+// half its CPUs, at least one. Where the database shares the machine's
+// CPUs, more writers make smaller batches and more commits for the same
+// work; where it is across a network, more writers hide the round trips
+// (see docs/operations.md).
+var DefaultWriters = max(1, runtime.GOMAXPROCS(0)/2)
 
 // rollbackTimeout bounds the rollback of a failed write.
 const rollbackTimeout = 5 * time.Second
@@ -94,7 +99,7 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 	// A connection left inside a transaction (a failed rollback) is closed
 	// by the pool on release rather than reused.
 	defer c.Release()
-	tx := &wtx{conn: c.Conn(), ctx: ctx, heads: db.heads}
+	tx := &wtx{conn: c.Conn(), ctx: ctx, origin: db.origin}
 	if err := fn(tx); err != nil {
 		tx.rollback()
 		return err
@@ -109,19 +114,20 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 // wtx is a write transaction. Statements given to Queue wait to be sent
 // with the next statement that runs at once (Exec, Query, …) or with the
 // commit, in one round trip; BEGIN itself waits so. Audit records given to
-// Audit are sealed and inserted at commit, after every other statement:
-// each tenant's chain head is locked for two round trips at the end of the
-// transaction, all the batch's tenants at once and in name order, so no two
-// transactions (of this replica or another) wait on each other's heads in a
-// cycle. A write made of queued statements and audit records costs its
-// batch no round trip of its own; a whole batch costs two.
+// Audit are sealed and inserted by audit_append at commit, after every
+// other statement and in the same round trip as COMMIT (see appendAudit).
+// A batch whose writes only queue statements and records (a workflow's
+// steps, its start and finish, a request's record) costs one round trip.
 type wtx struct {
 	conn   *pgx.Conn
 	ctx    context.Context
-	heads  *knownHeads
 	begun  bool
 	queued []queuedStmt
 	audit  []*audit.Record
+	// origin and notes are the notifications sent with the commit (see
+	// notify).
+	origin string
+	notes  map[string][]string
 }
 
 // queuedStmt is a statement waiting to be sent and what reads its result.
@@ -132,33 +138,28 @@ type queuedStmt struct {
 }
 
 // Queue adds a statement to send with the next round trip. check, when not
-// nil, is given its result and decides the error; without it, the
-// statement's own error stands.
-func (t *wtx) Queue(check func(pgconn.CommandTag, error) error, sql string, args ...any) {
+// nil, turns its error (nil when it succeeded) into the write's. A queued
+// statement may be sent with the COMMIT, so what it succeeded at cannot
+// stop the commit: a condition the write depends on must fail the
+// statement in SQL (see require_rows), not be checked in its result.
+func (t *wtx) Queue(check func(error) error, sql string, args ...any) {
 	t.queued = append(t.queued, queuedStmt{sql: sql, args: args, read: func(br pgx.BatchResults) error {
-		tag, err := br.Exec()
+		_, err := br.Exec()
 		if check != nil {
-			return check(tag, err)
+			return check(err)
 		}
 		return err
 	}})
 }
 
 // wrapErr is a Queue check that only says what failed.
-func wrapErr(what string) func(pgconn.CommandTag, error) error {
-	return func(_ pgconn.CommandTag, err error) error {
+func wrapErr(what string) func(error) error {
+	return func(err error) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil
 	}
-}
-
-// queueRow adds a statement whose one row scan reads.
-func (t *wtx) queueRow(scan func(pgx.Row) error, sql string, args ...any) {
-	t.queued = append(t.queued, queuedStmt{sql: sql, args: args, read: func(br pgx.BatchResults) error {
-		return scan(br.QueryRow())
-	}})
 }
 
 // queueRows adds a statement whose rows each call scan.
@@ -226,12 +227,10 @@ func (t *wtx) commit() error {
 			return err
 		}
 	}
+	t.queueNotes()
 	t.Queue(nil, "COMMIT")
 	if err := t.flush(); err != nil {
 		return fmt.Errorf("commit: %w", err)
-	}
-	if len(t.audit) > 0 {
-		t.heads.add(t.audit)
 	}
 	return nil
 }
