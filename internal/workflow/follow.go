@@ -12,8 +12,8 @@ import (
 )
 
 // followPoll is how often a follower re-reads the store when no local
-// notification arrives: the path by which a workflow running on another
-// replica reaches a follower here.
+// notification arrives and no change feed is live: the path by which a
+// workflow running on another replica then reaches a follower here.
 const followPoll = 200 * time.Millisecond
 
 // hub wakes local followers of a workflow when its history grows.
@@ -64,6 +64,20 @@ func (h *hub) notify(id string) {
 		select {
 		case s.c <- struct{}{}:
 		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+// notifyAll wakes every local follower.
+func (h *hub) notifyAll() {
+	h.mu.Lock()
+	for _, subs := range h.subs {
+		for s := range subs {
+			select {
+			case s.c <- struct{}{}:
+			default:
+			}
 		}
 	}
 	h.mu.Unlock()
@@ -203,7 +217,7 @@ func (r *Runner) Follow(ctx context.Context, tenant, id string, afterID int) ite
 				}
 				return
 			}
-			err = s.wait(ctx, followPoll)
+			err = s.wait(ctx, r.feed.poll())
 			r.hub.unsubscribe(id, s)
 			if err != nil {
 				yield(Event{}, err)

@@ -11,9 +11,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Run renews this replica's leases and resumes workflows whose owner died,
+// Run renews this replica's leases, resumes workflows whose owner died or
+// drained, and follows the store's change feed when it has one,
 // until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
+	go r.watch(ctx)
 	r.recover(ctx)
 	t := time.NewTicker(r.opts.Lease / 3)
 	defer t.Stop()
@@ -21,6 +23,9 @@ func (r *Runner) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.feed.released:
+			// Another replica drained: its workflows are free now.
+			r.recover(ctx)
 		case <-t.C:
 			r.renew(ctx)
 			r.recover(ctx)

@@ -41,6 +41,7 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		if err := leaseHeld(tag, a.WorkflowID, "suspend workflow"); err != nil {
 			return err
 		}
+		tx.notify(changeChanged, a.WorkflowID) // its followers see it waiting
 		_, err = tx.Exec(ctx, `INSERT INTO workflow_approvals (`+approvalColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '', NULL, '', false)`,
 			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,

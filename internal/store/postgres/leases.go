@@ -37,6 +37,7 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 		case workflow.Running:
 			w.CancelRequested = true
 			_, err = tx.Exec(ctx, `UPDATE workflows SET cancel_requested = true WHERE id = $1`, id)
+			tx.notify(changeCancelled, id) // its owner stops it at once
 		case workflow.Waiting:
 			taken = true
 			w.Status, w.CancelRequested, w.Owner, w.LeaseUntil = workflow.Running, true, owner, micro(leaseUntil)
@@ -103,8 +104,11 @@ func (db *DB) RenewLease(ctx context.Context, owner string, ids []string, until 
 
 // ReleaseLease gives up owner's lease on a running workflow at once.
 func (db *DB) ReleaseLease(ctx context.Context, owner, workflowID string) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE workflows SET owner = '', lease_until = $3
-		WHERE id = $1 AND owner = $2 AND status = 'running'`, workflowID, owner, time.Time{}); err != nil {
+	// Other replicas are told, so one takes the workflow over at once.
+	if _, err := db.pool.Exec(ctx, `WITH released AS (UPDATE workflows SET owner = '', lease_until = $3
+			WHERE id = $1 AND owner = $2 AND status = 'running' RETURNING 1)
+		SELECT pg_notify('`+changesChannel+`', $4) FROM released`,
+		workflowID, owner, time.Time{}, db.origin+" "+changeReleased); err != nil {
 		return fmt.Errorf("release lease: %w", unavailable(err))
 	}
 	return nil

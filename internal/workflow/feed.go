@@ -1,0 +1,91 @@
+package workflow
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// ChangeFeed is a store shared by replicas that tells each of what the
+// others did, as it happens (PostgreSQL's LISTEN/NOTIFY). Without one, or
+// while it is down, a replica learns the same by polling: followers re-read
+// a workflow every followPoll, and expired leases are claimed on the
+// runner's tick.
+type ChangeFeed interface {
+	// WatchChanges calls w's functions until ctx ends, reconnecting after
+	// a failure, and returns ctx's error.
+	WatchChanges(ctx context.Context, w Watch) error
+}
+
+// Watch is what a replica does with what another one did.
+type Watch struct {
+	// Changed is called with workflows whose history grew or that ended.
+	Changed func(ids []string)
+	// Cancelled is called with workflows someone asked to cancel.
+	Cancelled func(ids []string)
+	// Released is called when a replica gave its workflows up (a drain).
+	Released func()
+	// Live is called with true once the feed is listening and with false
+	// when it lost its connection; after a false, anything may have been
+	// missed.
+	Live func(bool)
+}
+
+// feedPoll is how often a follower re-reads the store while the change
+// feed is live: only a safety net, as changes wake it at once.
+const feedPoll = 2 * time.Second
+
+// feed is the runner's side of a ChangeFeed.
+type feed struct {
+	live atomic.Bool
+	// released wakes the recovery loop at once.
+	released chan struct{}
+}
+
+func newFeed() *feed { return &feed{released: make(chan struct{}, 1)} }
+
+// poll is how long a follower waits for a wake-up before re-reading.
+func (f *feed) poll() time.Duration {
+	if f.live.Load() {
+		return feedPoll
+	}
+	return followPoll
+}
+
+// watch follows the store's change feed, when it has one, until ctx ends.
+func (r *Runner) watch(ctx context.Context) {
+	cf, ok := r.opts.Store.(ChangeFeed)
+	if !ok {
+		return
+	}
+	err := cf.WatchChanges(ctx, Watch{
+		Changed: func(ids []string) {
+			for _, id := range ids {
+				r.hub.notify(id)
+			}
+		},
+		Cancelled: func(ids []string) {
+			for _, id := range ids {
+				r.stop(id, errCancel)
+			}
+		},
+		Released: func() {
+			select {
+			case r.feed.released <- struct{}{}:
+			default:
+			}
+		},
+		Live: func(live bool) {
+			was := r.feed.live.Swap(live)
+			if live && !was {
+				// Whatever happened while the feed was down was missed:
+				// every follower re-reads now.
+				r.hub.notifyAll()
+			}
+		},
+	})
+	if err != nil && ctx.Err() == nil {
+		r.opts.Logger.Warn("workflow change feed stopped", "err", err)
+	}
+	r.feed.live.Store(false)
+}
