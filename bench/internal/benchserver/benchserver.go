@@ -183,11 +183,16 @@ func (s *Server) MintToken(ctx context.Context, scopes string) error {
 // MintTokenFor mints a token of the scopes for the subject sub (the token
 // command's default when empty) and returns it.
 func (s *Server) MintTokenFor(ctx context.Context, sub, scopes string) (string, error) {
-	args := append([]string{"token", "--addr", s.addr, "--tenant", "bench", "--scope", scopes}, s.cfg.storeArgs()...)
+	args := append([]string{"--addr", s.addr, "--tenant", "bench", "--scope", scopes}, s.cfg.storeArgs()...)
 	if sub != "" {
 		args = append(args, "--sub", sub)
 	}
-	cmd := exec.CommandContext(ctx, s.cfg.Binary, args...)
+	return Token(ctx, s.cfg.Binary, args...)
+}
+
+// Token runs `agentplane token` of binary with args and returns the token.
+func Token(ctx context.Context, binary string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, binary, append([]string{"token"}, args...)...)
 	cmd.Env = childEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -252,6 +257,20 @@ func (s *Server) Stop() {
 		<-s.done
 	}
 }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Addr is the server's loopback address.
+func (s *Server) Addr() string { return s.addr }
 
 // LogTail is the end of the server's log, for error messages.
 func (s *Server) LogTail() string {
