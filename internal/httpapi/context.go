@@ -8,6 +8,7 @@ import (
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // reqInfo is what the middleware chain learns about a request, filled in as it
@@ -41,6 +42,9 @@ type reqInfo struct {
 	// stream that failed before its workflow's end): it is not the answer
 	// to keep for repeats.
 	unfinished bool
+	// offered is the request's record offered to the end of the workflow
+	// it waits for (a sync invoke); see workflow.RequestRecord.
+	offered *workflow.RequestRecord
 }
 
 type infoKey struct{}

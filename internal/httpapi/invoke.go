@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -43,10 +44,25 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	info := infoFrom(r.Context())
 	info.resourceID = name
+	var offered *workflow.RequestRecord
+	if !wantsStream(r, req) {
+		// A sync invoke answers 200 once its workflow has ended: its record
+		// can be written with that end instead of in a transaction of its
+		// own. Built from what is known now (the execution runs on another
+		// goroutine), with the workflow's id.
+		snap := *info
+		offered = workflow.NewRequestRecord(func(workflowID string) *audit.Record {
+			c := snap
+			c.workflowID = workflowID
+			return s.recordOf(r, &c, http.StatusOK)
+		})
+		info.offered = offered
+	}
 	wf, err := s.deps.Runner.Start(r.Context(), workflow.StartRequest{
 		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
 		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
 		MaxToolCalls: req.MaxToolCalls, RequestID: info.requestID, TraceID: info.traceID,
+		Record: offered,
 	})
 	if err != nil {
 		return err

@@ -130,3 +130,39 @@ func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 		t.Fatalf("the payments API received %d requests, want 1", n)
 	}
 }
+
+// TestASyncInvokesRecordIsWrittenWithTheEnd checks that a sync invoke's
+// own record is written once, in the transaction that stores its
+// workflow's end (right after workflow.finish in the chain), saying what
+// was answered, and that the chain verifies.
+func TestASyncInvokesRecordIsWrittenWithTheEnd(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin,
+		map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-1"}})
+	if r.Status != 200 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	id := r.Header.Get("Workflow-Id")
+	page := waitInvokeAudited(t, h, 1)
+	if len(page.Records) != 1 {
+		t.Fatalf("%d records of the invoke, want 1", len(page.Records))
+	}
+	rec := page.Records[0]
+	if rec.WorkflowID != id || rec.Status != 200 || rec.Outcome != "success" {
+		t.Errorf("the invoke's record: %+v", rec)
+	}
+	reader := h.token("acme", "audit:read")
+	var ends auditPage
+	h.do("GET", "/v1/audit/query?action=workflow.finish&workflow_id="+id, reader, nil).json(t, &ends)
+	if len(ends.Records) != 1 || ends.Records[0].Seq+1 != rec.Seq {
+		t.Errorf("workflow.finish records %+v; want one, right before the invoke's (seq %d)", ends.Records, rec.Seq)
+	}
+	var rep struct {
+		OK bool `json:"ok"`
+	}
+	h.do("GET", "/v1/audit/verify", reader, nil).json(t, &rep)
+	if !rep.OK {
+		t.Error("the chain does not verify")
+	}
+}

@@ -92,6 +92,12 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.D
 // audit appends the request's record unless its handler already stored it
 // with the mutation it made.
 func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
+	if info.offered != nil && info.offered.Release() {
+		if status == http.StatusOK {
+			return // written with the end of the workflow it waited for
+		}
+		// The end's transaction recorded 200; this record says what was answered.
+	}
 	if info.audited || s.deps.Store == nil {
 		return
 	}
@@ -107,7 +113,11 @@ func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
 
 // record builds the audit record of a request with the given status.
 func (s *Server) record(r *http.Request, status int) *audit.Record {
-	info := infoFrom(r.Context())
+	return s.recordOf(r, infoFrom(r.Context()), status)
+}
+
+// recordOf builds the record of a request from info.
+func (s *Server) recordOf(r *http.Request, info *reqInfo, status int) *audit.Record {
 	rec := &audit.Record{
 		Time:       s.deps.Now(),
 		Tenant:     audit.SystemTenant,

@@ -192,7 +192,19 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *s
 	if last != nil {
 		lastStep, lastRecs = last.step, last.recs
 	}
-	if err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, rec, lastStep, lastRecs...); err != nil {
+	recs := []*audit.Record{rec}
+	r.mu.Lock()
+	offered := r.records[wf.ID]
+	delete(r.records, wf.ID)
+	r.mu.Unlock()
+	if req := offered.claim(wf.ID); req != nil {
+		recs = append(recs, req)
+	}
+	err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, recs, lastStep, lastRecs...)
+	if len(recs) > 1 {
+		offered.settle(err == nil)
+	}
+	if err != nil {
 		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return
 	}

@@ -60,6 +60,9 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
+	// records are the waiting requests' records offered to workflows'
+	// ends, by workflow (see RequestRecord).
+	records map[string]*RequestRecord
 	wg      sync.WaitGroup
 	closing bool
 }
@@ -103,7 +106,8 @@ func New(opts Options) *Runner {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{opts: opts, hub: newHub(), feed: newFeed(), running: map[string]context.CancelCauseFunc{}}
+	return &Runner{opts: opts, hub: newHub(), feed: newFeed(), running: map[string]context.CancelCauseFunc{},
+		records: map[string]*RequestRecord{}}
 }
 
 // Program returns the compiled program of a version, compiling it again
@@ -224,6 +228,7 @@ func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Prog
 		defer func() {
 			r.mu.Lock()
 			delete(r.running, wf.ID)
+			delete(r.records, wf.ID) // its end was not stored here
 			r.mu.Unlock()
 			cancel(nil)
 		}()

@@ -32,6 +32,9 @@ type StartRequest struct {
 	RequestID    string
 	TraceID      string
 	ReplayOf     string
+	// Record, when not nil, is the starting request's audit record, offered
+	// to the workflow's end (see RequestRecord).
+	Record *RequestRecord
 }
 
 // Start validates an invocation, stores its workflow and begins executing it
@@ -69,8 +72,16 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 		return nil, err
 	}
 	started := *wf // the execution goes on changing wf
+	if req.Record != nil {
+		r.mu.Lock()
+		r.records[wf.ID] = req.Record
+		r.mu.Unlock()
+	}
 	// The execution calls the tools just looked up rather than reading them again.
 	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools}); err != nil {
+		r.mu.Lock()
+		delete(r.records, wf.ID)
+		r.mu.Unlock()
 		return nil, problem.New(problem.Unavailable, "%v", err)
 	}
 	return &started, nil

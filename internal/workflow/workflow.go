@@ -176,7 +176,7 @@ type Store interface {
 	// FinishWorkflow stores the final status, outcome, output and error and
 	// drops the lease. A last step, when not nil, is stored first with its
 	// records, as AppendStep would, in the same transaction.
-	FinishWorkflow(ctx context.Context, owner string, w *Workflow, rec *audit.Record, last *Step, lastRecs ...*audit.Record) error
+	FinishWorkflow(ctx context.Context, owner string, w *Workflow, recs []*audit.Record, last *Step, lastRecs ...*audit.Record) error
 	// Workflow returns a workflow of the tenant, or problem.NotFound.
 	Workflow(ctx context.Context, tenant, id string) (*Workflow, error)
 	// Steps returns the workflow's steps with Seq > afterSeq, in order.

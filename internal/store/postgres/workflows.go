@@ -118,7 +118,7 @@ func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n 
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
 // holds it, after last (when not nil) in the same transaction.
-func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record,
+func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, recs []*audit.Record,
 	last *workflow.Step, lastRecs ...*audit.Record) error {
 	if w.Status == workflow.Running || w.Status == "" {
 		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
@@ -131,7 +131,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		last.StartedAt = micro(last.StartedAt)
 		db.prepareAudit(lastRecs...)
 	}
-	db.prepareAudit(rec) // after the step's, as it is chained after them
+	db.prepareAudit(recs...) // after the step's, as they are chained after them
 	err := db.write(ctx, func(tx *wtx) error {
 		if last != nil {
 			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
@@ -145,7 +145,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 			SELECT require_rows(count(*), 'lease') FROM up`,
 			w.ID, owner, w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), w.FinishedAt, time.Time{})
 		tx.notify(changeChanged, w.ID)
-		tx.Audit(rec)
+		tx.Audit(recs...)
 		return nil
 	})
 	if err != nil {

@@ -112,7 +112,7 @@ func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n 
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
 // holds it, after last (when not nil) in the same transaction.
-func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, rec *audit.Record,
+func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, recs []*audit.Record,
 	last *workflow.Step, lastRecs ...*audit.Record) error {
 	if w.Status == workflow.Running || w.Status == "" {
 		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
@@ -126,7 +126,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		lastRow = stepRow(owner, last)
 		db.prepareAudit(lastRecs...)
 	}
-	db.prepareAudit(rec) // after the step's, as it is chained after them
+	db.prepareAudit(recs...) // after the step's, as they are chained after them
 	err := db.write(ctx, func(tx dbtx) error {
 		if last != nil {
 			if err := appendStep(ctx, tx, last, lastRow, lastRecs); err != nil {
@@ -140,7 +140,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		if err := leaseHeld(res, err, w.ID, "finish workflow"); err != nil {
 			return err
 		}
-		return appendAudit(ctx, tx, rec)
+		return appendAudit(ctx, tx, recs...)
 	})
 	if err != nil {
 		return err

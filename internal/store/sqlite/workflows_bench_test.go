@@ -61,7 +61,7 @@ func benchmarkWorkflows(b *testing.B, audited bool) {
 			}
 		}
 		w.Status, w.Outcome, w.Output = workflow.Completed, "routed", json.RawMessage(`{"queue":"billing"}`)
-		return db.FinishWorkflow(ctx, "replica-a", w, rec("workflow.finish", w.ID), nil)
+		return db.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{rec("workflow.finish", w.ID)}, nil)
 	}
 	b.ResetTimer()
 	start := time.Now()

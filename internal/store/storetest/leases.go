@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -24,7 +25,7 @@ func testWorkflowLeaseEnforced(t *testing.T, s Store, _ Hooks) {
 	wantLeaseLost(t, s.RecordCompletion(ctx, "replica-b", w.ID, 1, json.RawMessage(`{}`)), "another owner's completion")
 	done := *w
 	done.Status, done.Outcome = workflow.Completed, "ok"
-	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &done, record("acme", "workflow.finish", 2), nil), "another owner's finish")
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &done, []*audit.Record{record("acme", "workflow.finish", 2)}, nil), "another owner's finish")
 	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep("wf_nope", 1)), "step of an unknown workflow")
 
 	steps, err := s.Steps(ctx, w.ID, 0)

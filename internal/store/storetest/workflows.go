@@ -153,7 +153,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	w.Output = json.RawMessage(`{"partial": true}`)
 	w.Error = json.RawMessage(`{"type": "https://agentplane.dev/problems/workflow-failed", "status": 422}`)
 	w.FinishedAt = base.Add(time.Minute + 999)
-	must(t, s.FinishWorkflow(ctx, "replica-a", w, record("acme", "workflow.finish", 10), nil), "finish")
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{record("acme", "workflow.finish", 10)}, nil), "finish")
 	if w.Owner != "" || !w.LeaseUntil.IsZero() || !w.FinishedAt.Equal(base.Add(time.Minute)) {
 		t.Errorf("after finish: owner %q lease %v finished %v; want no owner, no lease, finished cut to µs", w.Owner, w.LeaseUntil, w.FinishedAt)
 	}
@@ -265,7 +265,7 @@ func testWorkflowFinishWithLastStep(t *testing.T, s Store, _ Hooks) {
 	// Another replica's finish with a last step stores nothing.
 	other := *w
 	other.Status, other.Outcome, other.FinishedAt = workflow.Completed, "routed", base.Add(time.Minute)
-	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &other, record("acme", "workflow.finish", 2),
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &other, []*audit.Record{record("acme", "workflow.finish", 2)},
 		newStep(w.ID, 2), record("acme", "workflow.step", 3)), "another owner's finish with a step")
 	steps, err := s.Steps(ctx, w.ID, 0)
 	must(t, err, "steps")
@@ -275,7 +275,7 @@ func testWorkflowFinishWithLastStep(t *testing.T, s Store, _ Hooks) {
 
 	w.Status, w.Outcome, w.FinishedAt = workflow.Completed, "routed", base.Add(time.Minute)
 	last := newStep(w.ID, 2)
-	must(t, s.FinishWorkflow(ctx, "replica-a", w, record("acme", "workflow.finish", 5),
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{record("acme", "workflow.finish", 5)},
 		last, record("acme", "workflow.step", 3), record("acme", "tool.call", 4)), "finish with the last step")
 	steps, err = s.Steps(ctx, w.ID, 0)
 	must(t, err, "steps")
