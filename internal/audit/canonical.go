@@ -3,7 +3,6 @@ package audit
 import (
 	"fmt"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
@@ -16,36 +15,6 @@ import (
 // details already canonical (as json.Marshal writes most) are used as they
 // are.
 func (r *Record) canonical() ([]byte, error) {
-	p, err := r.canonicalParts()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(p.BeforePrev)+len(p.BeforeSeq)+len(p.AfterSeq)+len(r.PrevHash)+24)
-	b = append(b, p.BeforePrev...)
-	b = append(b, r.PrevHash...)
-	b = append(b, p.BeforeSeq...)
-	b = strconv.AppendInt(b, r.Seq, 10)
-	return append(b, p.AfterSeq...), nil
-}
-
-// Parts is a record's canonical JSON cut where its chain position goes:
-// canonical JSON = BeforePrev ‖ prev_hash ‖ BeforeSeq ‖ decimal seq ‖
-// AfterSeq, so the hash is SHA-256(prev_hash ‖ BeforePrev ‖ prev_hash ‖
-// BeforeSeq ‖ seq ‖ AfterSeq). A store that seals records where it holds
-// the chain's head (inside the database) is given the parts; prev_hash is
-// hex and seq decimal, so neither needs escaping.
-type Parts struct {
-	BeforePrev, BeforeSeq, AfterSeq []byte
-}
-
-// CanonicalParts returns the parts of the record's canonical JSON, its time
-// first brought to the microsecond as Seal does.
-func (r *Record) CanonicalParts() (Parts, error) {
-	r.Time = r.Time.UTC().Truncate(time.Microsecond)
-	return r.canonicalParts()
-}
-
-func (r *Record) canonicalParts() (Parts, error) {
 	details := r.Details
 	if len(details) == 0 {
 		details = []byte("{}")
@@ -54,7 +23,7 @@ func (r *Record) canonicalParts() (Parts, error) {
 	if !isCanonical(details) {
 		var err error
 		if cd, err = jcs.Transform(details); err != nil {
-			return Parts{}, fmt.Errorf("canonicalize audit details: %w", err)
+			return nil, fmt.Errorf("canonicalize audit details: %w", err)
 		}
 	}
 	b := make([]byte, 0, 512+len(cd))
@@ -71,16 +40,16 @@ func (r *Record) canonicalParts() (Parts, error) {
 	b = appendString(b, r.ID)
 	b = append(b, `,"outcome":`...)
 	b = appendString(b, r.Outcome)
-	b = append(b, `,"prev_hash":"`...)
-	prev := len(b)
-	b = append(b, `","request_id":`...)
+	b = append(b, `,"prev_hash":`...)
+	b = appendString(b, r.PrevHash)
+	b = append(b, `,"request_id":`...)
 	b = appendString(b, r.RequestID)
 	b = append(b, `,"resource":{"id":`...)
 	b = appendString(b, r.Resource.ID)
 	b = append(b, `,"type":`...)
 	b = appendString(b, r.Resource.Type)
 	b = append(b, `},"seq":`...)
-	seq := len(b)
+	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	b = append(b, `,"tenant":`...)
@@ -93,8 +62,7 @@ func (r *Record) canonicalParts() (Parts, error) {
 		b = append(b, `,"workflow_id":`...)
 		b = appendString(b, r.WorkflowID)
 	}
-	b = append(b, '}')
-	return Parts{BeforePrev: b[:prev:prev], BeforeSeq: b[prev:seq:seq], AfterSeq: b[seq:]}, nil
+	return append(b, '}'), nil
 }
 
 const hexDigits = "0123456789abcdef"

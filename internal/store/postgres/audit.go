@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,52 +31,126 @@ func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 // audit.Prepare), with the store's clock.
 func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs...) }
 
-// appendAudit queues the transaction's audit records for audit_append (see
-// migration 0006), which seals and inserts them where the chain heads are:
-// queued last, it runs in the round trip that commits, so every tenant's
-// head is locked (all of them at once, in name order, so no two
-// transactions wait on each other in a cycle) only from there to the
-// commit, and each chain grows by whole transactions with no gap or fork
-// whichever replica writes. Each record learns its seq, prev_hash and hash
-// from the answer.
+// appendAudit seals and inserts the transaction's audit records as its last
+// statements, in two round trips: the first locks every tenant's head
+// (creating a genesis head for a tenant never seen), all at once and in
+// name order; the second inserts every record and moves every head, and is
+// followed by the commit. The heads stay locked to commit, so each
+// tenant's chain grows by whole transactions with no gap or fork, whichever
+// replica writes.
 func (t *wtx) appendAudit() error {
 	recs := slices.Clone(t.audit)
 	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	var tenants []string
+	for _, r := range recs {
+		if len(tenants) == 0 || tenants[len(tenants)-1] != r.Tenant {
+			tenants = append(tenants, r.Tenant)
+		}
+	}
+	if fresh := t.heads.unknown(tenants); len(fresh) > 0 {
+		t.Queue(nil, `INSERT INTO audit_heads (tenant, seq, hash)
+			SELECT tenant, 0, $2 FROM unnest($1::text[]) AS tenant ORDER BY tenant
+			ON CONFLICT (tenant) DO NOTHING`, fresh, audit.Genesis)
+	}
+	heads := make(map[string]head, len(tenants))
+	t.queueRows(func(row pgx.CollectableRow) error {
+		var (
+			tenant string
+			h      head
+		)
+		if err := row.Scan(&tenant, &h.seq, &h.hash); err != nil {
+			return err
+		}
+		heads[tenant] = h
+		return nil
+	}, `SELECT tenant, seq, hash FROM audit_heads WHERE tenant = ANY($1) ORDER BY tenant FOR UPDATE`, tenants)
+	if err := t.flush(); err != nil {
+		return fmt.Errorf("lock audit heads: %w", err)
+	}
+
 	n := len(recs)
 	var (
-		ids, tenant, actorSub, actorClient, action = make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n)
-		resType, resID, outcome, requestID, traceID = make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n)
-		workflowID, details             = make([]string, n), make([]string, n)
-		beforePrev, beforeSeq, afterSeq = make([][]byte, n), make([][]byte, n), make([][]byte, n)
-		status                          = make([]int32, n)
-		times                           = make([]time.Time, n)
+		ids, tenant, actorSub, actorClient, action, resType, resID = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		outcome, requestID, traceID, workflowID, details, prevHash, hash = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		seq    = make([]int64, n)
+		status = make([]int32, n)
+		times  = make([]time.Time, n)
 	)
 	for i, r := range recs {
-		p, err := r.CanonicalParts()
-		if err != nil {
+		h, ok := heads[r.Tenant]
+		if !ok {
+			return fmt.Errorf("lock audit heads: tenant %q has no head", r.Tenant)
+		}
+		if err := r.Seal(h.seq+1, h.hash); err != nil {
 			return fmt.Errorf("seal audit record: %w", err)
 		}
-		beforePrev[i], beforeSeq[i], afterSeq[i] = p.BeforePrev, p.BeforeSeq, p.AfterSeq
-		ids[i], tenant[i], times[i] = r.ID, r.Tenant, r.Time
+		heads[r.Tenant] = head{r.Seq, r.Hash}
+		ids[i], tenant[i], seq[i], times[i] = r.ID, r.Tenant, r.Seq, r.Time
 		actorSub[i], actorClient[i], action[i] = r.Actor.Sub, r.Actor.ClientID, r.Action
 		resType[i], resID[i], outcome[i], status[i] = r.Resource.Type, r.Resource.ID, r.Outcome, int32(r.Status)
-		requestID[i], traceID[i], workflowID[i], details[i] = r.RequestID, r.TraceID, r.WorkflowID, string(r.Details)
+		requestID[i], traceID[i], workflowID[i] = r.RequestID, r.TraceID, r.WorkflowID
+		details[i], prevHash[i], hash[i] = string(r.Details), r.PrevHash, r.Hash
 	}
-	next := 0
-	t.queueRows(func(row pgx.CollectableRow) error {
-		if next >= n {
-			return fmt.Errorf("audit_append answered more than %d records", n)
-		}
-		r := recs[next]
-		next++
-		return row.Scan(&r.Seq, &r.PrevHash, &r.Hash)
-	}, `SELECT r_seq, r_prev, r_hash FROM audit_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-		$14, $15, $16, $17)`,
-		ids, tenant, times, actorSub, actorClient, action, resType, resID, outcome, status, requestID, traceID,
-		workflowID, details, beforePrev, beforeSeq, afterSeq)
+	t.Queue(nil, `INSERT INTO audit_records (`+auditColumns+`)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[],
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::text[],
+			$15::text[], $16::text[], $17::text[])`,
+		ids, tenant, seq, times, actorSub, actorClient, action, resType, resID, outcome, status, requestID,
+		traceID, workflowID, details, prevHash, hash)
+	headTenants, headSeqs, headHashes := make([]string, 0, len(heads)), make([]int64, 0, len(heads)), make([]string, 0, len(heads))
+	for _, tn := range tenants {
+		h := heads[tn]
+		headTenants, headSeqs, headHashes = append(headTenants, tn), append(headSeqs, h.seq), append(headHashes, h.hash)
+	}
+	t.Queue(nil, `UPDATE audit_heads AS h SET seq = v.seq, hash = v.hash
+		FROM unnest($1::text[], $2::bigint[], $3::text[]) AS v(tenant, seq, hash) WHERE h.tenant = v.tenant`,
+		headTenants, headSeqs, headHashes)
 	return nil
+}
+
+type head struct {
+	seq  int64
+	hash string
+}
+
+// knownHeads remembers the tenants whose chain head exists, so appends to
+// them skip creating it.
+type knownHeads struct {
+	mu      sync.Mutex
+	tenants map[string]struct{}
+}
+
+func newKnownHeads() *knownHeads { return &knownHeads{tenants: map[string]struct{}{}} }
+
+// maxKnownHeads bounds the memory spent on remembering heads; past it the
+// set starts over (an unknown tenant costs one conflicting insert).
+const maxKnownHeads = 100_000
+
+// unknown returns the tenants not known to have a head.
+func (k *knownHeads) unknown(tenants []string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, t := range tenants {
+		if _, ok := k.tenants[t]; !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// add records that the records' tenants have heads (they were committed).
+func (k *knownHeads) add(recs []*audit.Record) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.tenants) > maxKnownHeads {
+		clear(k.tenants)
+	}
+	for _, r := range recs {
+		k.tenants[r.Tenant] = struct{}{}
+	}
 }
 
 // QueryAudit returns the tenant's records matching f, newest first.

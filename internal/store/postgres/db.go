@@ -51,6 +51,8 @@ type DB struct {
 	queue *groupcommit.Queue[func(tx *wtx) error]
 	// writeTimeout bounds one write transaction.
 	writeTimeout time.Duration
+	// heads are the tenants whose audit chain head is known to exist.
+	heads *knownHeads
 	// origin names this handle in change notifications (see WatchChanges).
 	origin string
 }
@@ -117,7 +119,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", redact(err))
 	}
-	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout, origin: newOrigin()}
+	db := &DB{pool: pool, now: o.now, writeTimeout: o.writeTimeout, heads: newKnownHeads(), origin: newOrigin()}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -99,7 +99,7 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 	// A connection left inside a transaction (a failed rollback) is closed
 	// by the pool on release rather than reused.
 	defer c.Release()
-	tx := &wtx{conn: c.Conn(), ctx: ctx, origin: db.origin}
+	tx := &wtx{conn: c.Conn(), ctx: ctx, heads: db.heads, origin: db.origin}
 	if err := fn(tx); err != nil {
 		tx.rollback()
 		return err
@@ -114,13 +114,14 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 // wtx is a write transaction. Statements given to Queue wait to be sent
 // with the next statement that runs at once (Exec, Query, …) or with the
 // commit, in one round trip; BEGIN itself waits so. Audit records given to
-// Audit are sealed and inserted by audit_append at commit, after every
-// other statement and in the same round trip as COMMIT (see appendAudit).
-// A batch whose writes only queue statements and records (a workflow's
-// steps, its start and finish, a request's record) costs one round trip.
+// Audit are sealed and inserted at commit, after every other statement
+// (see appendAudit): a batch whose writes only queue statements and
+// records (a workflow's steps, its start and end, a request's record)
+// costs two round trips, the second ending with COMMIT.
 type wtx struct {
 	conn   *pgx.Conn
 	ctx    context.Context
+	heads  *knownHeads
 	begun  bool
 	queued []queuedStmt
 	audit  []*audit.Record
@@ -231,6 +232,9 @@ func (t *wtx) commit() error {
 	t.Queue(nil, "COMMIT")
 	if err := t.flush(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if len(t.audit) > 0 {
+		t.heads.add(t.audit)
 	}
 	return nil
 }
