@@ -56,16 +56,22 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 }
 
 // RenewLease extends owner's lease on those of ids it still holds, in one
-// statement.
+// statement. A workflow whose row a write of this replica holds at that
+// moment (its end being stored) is skipped rather than waited for: a
+// renewal taking many rows in no fixed order while a batch of writes takes
+// some of them in another order would deadlock. A skipped workflow still
+// owned here counts as held; its lease is extended by the next renewal.
 func (db *DB) RenewLease(ctx context.Context, owner string, ids []string, until time.Time) (workflow.LeaseStatus, error) {
 	if len(ids) == 0 {
 		return workflow.LeaseStatus{}, nil
 	}
 	rows, err := db.pool.Query(ctx, `WITH renewed AS (
 			UPDATE workflows SET lease_until = $3
-			WHERE id = ANY($1) AND status = 'running' AND owner = $2
+			WHERE id IN (SELECT id FROM workflows WHERE id = ANY($1) AND status = 'running' AND owner = $2
+				FOR NO KEY UPDATE SKIP LOCKED)
 			RETURNING id, cancel_requested)
-		SELECT w.id, w.status <> 'running', r.id IS NOT NULL, coalesce(r.cancel_requested, false)
+		SELECT w.id, w.status <> 'running', r.id IS NOT NULL OR (w.status = 'running' AND w.owner = $2),
+			coalesce(r.cancel_requested, w.cancel_requested)
 		FROM workflows w LEFT JOIN renewed r ON r.id = w.id
 		WHERE w.id = ANY($1)`, ids, owner, micro(until))
 	if err != nil {
