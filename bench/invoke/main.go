@@ -69,8 +69,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return options{}, err
 	}
 	o := options{n: *n, warmup: *warmup, duration: *duration, repo: *repo,
-		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary, walDetail: *walDetail,
-		serverArgs: strings.Fields(*serverArgs)}
+		engineRuns: *engineRuns, roundTrips: *roundTrips, binary: *binary, walDetail: *walDetail}
+	if f := strings.Fields(*serverArgs); len(f) > 0 {
+		o.serverArgs = f
+	}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err

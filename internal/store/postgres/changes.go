@@ -116,7 +116,11 @@ func (db *DB) listen(ctx context.Context, w workflow.Watch) (listening bool, err
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenPing)
+		defer cancel()
+		conn.Close(cctx)
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+changesChannel); err != nil {
 		return false, err
 	}
