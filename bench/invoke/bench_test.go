@@ -65,7 +65,7 @@ func TestParseOptions(t *testing.T) {
 				duration: 2 * time.Minute, databaseURL: benchserver.DefaultDatabaseURL, repo: ".", engineRuns: 20000, roundTrips: 5000},
 		},
 		{
-			name:   "flags and the environment's database",
+			name: "flags and the environment's database",
 			args: []string{"-store", "sqlite", "-n", "20", "-c", "2, 4", "-duration", "5s",
 				"-server-args", " --database-writers 2 ", "-wal-detail"},
 			getenv: env("postgres://x@127.0.0.1/db"),
