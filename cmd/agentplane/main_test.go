@@ -124,6 +124,10 @@ func TestEnvironmentVariablesSetFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--gc-percent") {
 		t.Fatalf("bad --gc-percent from its variable: %v", err)
 	}
+	err = run(context.Background(), []string{"serve", "--max-procs", "-2"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--max-procs") {
+		t.Fatalf("negative --max-procs: %v", err)
+	}
 }
 
 func TestClientsCreatePrintsACredentialThatWorks(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -49,6 +50,7 @@ type serveConfig struct {
 	readTimeout     time.Duration
 	debugAddr       string
 	gcPercent       int
+	maxProcs        int
 	demo            bool
 	viewerTTL       time.Duration
 	batchWorkers    int
@@ -97,6 +99,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.IntVar(&c.batchWorkers, "replay-batch-workers", 0, "workflows a replay batch replays at once (default: the number of CPUs)")
 	f.DurationVar(&c.viewerTTL, "viewer-ttl", web.DefaultTTL, "how long a signed viewer link (viewer_url) stays valid, at most 168h")
 	f.BoolVar(&c.demo, "demo", false, "start three example APIs on loopback, register them as tools, deploy a fraud-triage agent in two versions, run a few invocations and print how to try them (allows private networks; logs warnings only unless --log-level is set)")
+	f.IntVar(&c.maxProcs, "max-procs", 0, "CPUs the Go runtime runs the server's goroutines on at once, when GOMAXPROCS is unset (0: every CPU it may use); fewer leave CPUs to a database on the same machine and spare the runtime's wake-ups")
 	f.IntVar(&c.gcPercent, "gc-percent", 400, "the Go garbage collector's target heap growth in percent when GOGC is unset (Go's own default is 100; higher spends memory to save CPU; -1 turns the collector off)")
 	bindEnv(cmd, getenv)
 	return cmd
@@ -114,6 +117,12 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	}
 	if c.readTimeout <= 0 {
 		return fmt.Errorf("--read-timeout must be positive, not %s", c.readTimeout)
+	}
+	if c.maxProcs < 0 {
+		return fmt.Errorf("--max-procs must be 0 (every CPU) or a positive count, not %d", c.maxProcs)
+	}
+	if c.maxProcs > 0 && getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(c.maxProcs)
 	}
 	// The live heap is small and allocation steady, so at Go's default the
 	// collector runs often: a larger target cut the server's CPU per

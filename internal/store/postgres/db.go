@@ -92,7 +92,7 @@ func WithMaxConns(n int32) Option { return func(o *options) { o.maxConns = n } }
 // Open connects to the database at url (postgres://…) and applies the
 // migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now, writeTimeout: DefaultWriteTimeout, writers: DefaultWriters}
+	o := options{now: time.Now, writeTimeout: DefaultWriteTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -100,7 +100,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		o.writeTimeout = DefaultWriteTimeout
 	}
 	if o.writers < 1 {
-		o.writers = DefaultWriters
+		o.writers = DefaultWriters()
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -160,11 +160,11 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 	db := newTestDB(t)
 	ctx := t.Context()
 	release := make(chan struct{})
-	held := make(chan struct{}, DefaultWriters)
+	held := make(chan struct{}, DefaultWriters())
 	var wg sync.WaitGroup
 	// Every writer busy, one at a time (each taken write goes to an idle
 	// writer), so the writes below queue.
-	for range DefaultWriters {
+	for range DefaultWriters() {
 		wg.Go(func() {
 			db.write(ctx, func(*wtx) error { held <- struct{}{}; <-release; return nil })
 		})

@@ -23,7 +23,7 @@ const maxBatch = 64
 // CPUs, more writers make smaller batches and more commits for the same
 // work; where it is across a network, more writers hide the round trips
 // (see docs/operations.md).
-var DefaultWriters = max(1, runtime.GOMAXPROCS(0)/2)
+func DefaultWriters() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // rollbackTimeout bounds the rollback of a failed write.
 const rollbackTimeout = 5 * time.Second
