@@ -128,6 +128,11 @@ func TestEnvironmentVariablesSetFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--max-procs") {
 		t.Fatalf("negative --max-procs: %v", err)
 	}
+	err = run(context.Background(), []string{"serve", "--database-url", "postgres://127.0.0.1:1/x", "--database-writers", "-1"},
+		func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--database-writers") {
+		t.Fatalf("negative --database-writers: %v", err)
+	}
 }
 
 func TestClientsCreatePrintsACredentialThatWorks(t *testing.T) {

@@ -61,10 +61,7 @@ func (h *hub) unsubscribe(id string, s *sub) {
 func (h *hub) notify(id string) {
 	h.mu.Lock()
 	for s := range h.subs[id] {
-		select {
-		case s.c <- struct{}{}:
-		default:
-		}
+		s.wake()
 	}
 	h.mu.Unlock()
 }
@@ -74,10 +71,7 @@ func (h *hub) notifyAll() {
 	h.mu.Lock()
 	for _, subs := range h.subs {
 		for s := range subs {
-			select {
-			case s.c <- struct{}{}:
-			default:
-			}
+			s.wake()
 		}
 	}
 	h.mu.Unlock()
@@ -88,12 +82,17 @@ func (h *hub) finish(id string, e *ending) {
 	h.mu.Lock()
 	for s := range h.subs[id] {
 		s.end.Store(e)
-		select {
-		case s.c <- struct{}{}:
-		default:
-		}
+		s.wake()
 	}
 	h.mu.Unlock()
+}
+
+// wake makes the subscriber's next wait return at once.
+func (s *sub) wake() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
 }
 
 // wait returns on a notification, after poll, or with ctx's error.

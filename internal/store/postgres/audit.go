@@ -32,10 +32,10 @@ func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs...) }
 
 // appendAudit seals and inserts the transaction's audit records as its last
-// statements, in two round trips: the first locks every tenant's head
-// (creating a genesis head for a tenant never seen), all at once and in
-// name order; the second inserts every record and moves every head, and is
-// followed by the commit. The heads stay locked to commit, so each
+// statements, in two round trips: the first, with the batch's queued
+// statements, locks every tenant's head (creating a genesis head for a
+// tenant never seen), all at once and in name order; the second, sent with
+// the COMMIT, inserts every record and moves every head. The heads stay locked to commit, so each
 // tenant's chain grows by whole transactions with no gap or fork, whichever
 // replica writes.
 func (t *wtx) appendAudit() error {

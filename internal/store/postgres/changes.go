@@ -89,7 +89,8 @@ func (t *wtx) queueNotes() {
 func (db *DB) WatchChanges(ctx context.Context, w workflow.Watch) error {
 	backoff := listenBackoffMin
 	for {
-		listening, err := db.listen(ctx, w)
+		// A failed connection is tried again; followers poll meanwhile.
+		listening, _ := db.listen(ctx, w)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -99,7 +100,6 @@ func (db *DB) WatchChanges(ctx context.Context, w workflow.Watch) error {
 			}
 			backoff = listenBackoffMin
 		}
-		_ = err // a failed connection is tried again; followers poll meanwhile
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

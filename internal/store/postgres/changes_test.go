@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,43 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRenewalSkipsARowAWriteHolds checks that a lease renewal does not
+// wait for a workflow whose row another transaction holds (a batch
+// storing its end), which is how renewals and batches deadlocked: it
+// answers at once and counts the workflow as still held.
+func TestRenewalSkipsARowAWriteHolds(t *testing.T) {
+	db := newTestDB(t)
+	ctx := t.Context()
+	held, free := runningWorkflow("replica-a"), runningWorkflow("replica-a")
+	must(t, db.CreateWorkflow(ctx, held, nil))
+	must(t, db.CreateWorkflow(ctx, free, nil))
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM workflows WHERE id = $1 FOR NO KEY UPDATE`, held.ID); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := db.RenewLease(rctx, "replica-a", []string{held.ID, free.ID}, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatalf("renewal while a row is held: %v", err)
+	}
+	if len(st.Lost) != 0 {
+		t.Errorf("lost %v, want none (the held workflow is still this replica's)", st.Lost)
+	}
+}
+
+// TestAPoolWithNoRoomForReadsIsRefused checks the pool-size rule: more
+// connections than writers, said before anything is opened.
+func TestAPoolWithNoRoomForReadsIsRefused(t *testing.T) {
+	_, err := Open(t.Context(), "postgres://127.0.0.1:1/x", WithMaxConns(2), WithWriters(2))
+	if err == nil || !strings.Contains(err.Error(), "leaves none for reads") {
+		t.Fatalf("2 connections for 2 writers: %v, want refused", err)
 	}
 }
