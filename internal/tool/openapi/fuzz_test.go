@@ -1,11 +1,14 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/problem"
@@ -55,6 +58,35 @@ func FuzzImport(f *testing.F) {
 					t.Errorf("operation %q: invalid schema JSON %q", op.ID, s)
 				}
 			}
+		}
+	})
+}
+
+// FuzzDecodeJSON: reading the top levels token by token gives what decoding
+// the document whole gives, value or refusal.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `[]`, `{"a": {"b": [1, 2.50, {"c": null}]}, "a": true}`, `[[1], {"x": [[]]}]`,
+		`"s"`, `12345678901234567890`, `{"a": 1,]`, `{"a" 1}`, `{"a": [1, 2}`, `{"a": {}} x`, `{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var want any
+		wantErr := dec.Decode(&want)
+		if wantErr == nil {
+			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+				wantErr = errors.New("trailing data")
+			}
+		}
+		got, err := decodeJSON(data)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("decodeJSON error %v, whole decode %v", err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeJSON %#v, whole decode %#v", got, want)
 		}
 	})
 }

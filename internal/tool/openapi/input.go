@@ -25,8 +25,7 @@ const (
 // required lists the required parameters, and "body" when the body is
 // required and not an object. Without a body, additionalProperties is false.
 func (bd *builder) input(where string, params []param, body *tool.Body, bodyNode any, bodyDesc string) json.RawMessage {
-	b := make([]byte, 0, 256)
-	b = append(b, `{"type":"object","properties":{`...)
+	b := append(bd.buf[:0], `{"type":"object","properties":{`...)
 	taken := make(map[string]bool, len(params)+1)
 	var required []string
 	add := func(name string, schema []byte) {
@@ -86,7 +85,9 @@ func (bd *builder) input(where string, params []param, body *tool.Body, bodyNode
 	if body == nil {
 		b = append(b, `,"additionalProperties":false`...)
 	}
-	return append(b, '}')
+	b = append(b, '}')
+	bd.buf = b[:0]
+	return bd.render.keep(b)
 }
 
 // objectProperties reports whether a body schema is an object and lists its

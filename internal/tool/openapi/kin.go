@@ -11,8 +11,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi2"
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
-
-	"github.com/agentplane/agentplane/internal/problem"
 )
 
 // errNoExternalRefs refuses every read kin-openapi's loader attempts.
@@ -40,37 +38,28 @@ func jsonOf(data []byte, isJSON bool, root map[string]any) ([]byte, error) {
 	return b, nil
 }
 
-// convertSwagger converts a Swagger 2.0 document to the generic tree of its
-// OpenAPI 3.0 equivalent with kin-openapi's openapi2conv; doc3 is that
-// equivalent, for validation.
-func (im *Importer) convertSwagger(ctx context.Context, data []byte, isJSON bool, root map[string]any) (tree map[string]any, doc3 *openapi3.T, err error) {
+// swaggerForValidation converts a Swagger 2.0 document to kin-openapi's
+// OpenAPI 3.0 model with its openapi2conv, for the validator only: the
+// importer reads the document's own tree, rewritten by fromSwagger.
+func swaggerForValidation(ctx context.Context, data []byte, isJSON bool, root map[string]any) (doc3 *openapi3.T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = problem.New(problem.SpecInvalid, "swagger 2.0: the document could not be converted")
+			doc3, err = nil, errors.New("swagger 2.0: the document could not be converted")
 		}
 	}()
 	raw, err := jsonOf(data, isJSON, root)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var doc2 openapi2.T
 	if err := json.Unmarshal(raw, &doc2); err != nil {
-		return nil, nil, problem.New(problem.SpecInvalid, "swagger 2.0: %s", kinMessage(err))
+		return nil, fmt.Errorf("swagger 2.0: %w", err)
 	}
 	doc3, err = openapi2conv.ToV3WithLoader(&doc2, safeLoader(ctx), nil)
 	if err != nil {
-		return nil, nil, problem.New(problem.SpecInvalid, "swagger 2.0: %s", kinMessage(err))
+		return nil, fmt.Errorf("swagger 2.0: %w", err)
 	}
-	out, err := json.Marshal(doc3)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode converted swagger document: %w", err)
-	}
-	v, err := decodeJSON(out)
-	if err != nil {
-		return nil, nil, fmt.Errorf("decode converted swagger document: %w", err)
-	}
-	tree, _ = v.(map[string]any)
-	return tree, doc3, nil
+	return doc3, nil
 }
 
 // validate3 runs kin-openapi's validator over an OpenAPI 3.x document and

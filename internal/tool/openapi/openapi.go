@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -44,6 +46,10 @@ const (
 	DefaultMaxSchemaBytes = 256 << 10
 	// maxWarnings bounds Spec.Warnings; the last one counts the rest.
 	maxWarnings = 100
+	// collectAfterPrune is the document size from which a garbage
+	// collection runs once the parsed tree is pruned: it costs milliseconds
+	// and lowers an import's peak heap by a quarter.
+	collectAfterPrune = 1 << 20
 )
 
 // Importer reads OpenAPI documents. The zero value is not ready: use New.
@@ -85,16 +91,22 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 			return nil, problem.New(problem.SpecInvalid, "paths: must be an object, got %s", typeName(p))
 		}
 	}
+	validate := im.ValidateMaxBytes >= 0 && len(src.Data) <= im.ValidateMaxBytes
 	var (
 		baseURL string
-		doc3    *openapi3.T // a converted Swagger 2.0 document
+		doc3    *openapi3.T // a Swagger 2.0 document converted for validation
 	)
 	if version == "2.0" {
-		root2 := root
-		if root, doc3, err = im.convertSwagger(ctx, src.Data, isJSON, root); err != nil {
-			return nil, err
+		baseURL = baseURL2(root, src.URL, w.add)
+		if validate {
+			// Before fromSwagger rewrites the tree a YAML document's JSON
+			// is made of.
+			if doc3, err = swaggerForValidation(ctx, src.Data, isJSON, root); err != nil {
+				w.add("validation: %s", kinMessage(err))
+				validate = false
+			}
 		}
-		baseURL = baseURL2(root2, src.URL, w.add)
+		fromSwagger(root, w.add)
 	} else {
 		baseURL = baseURL3(root, src.URL, w.add)
 	}
@@ -108,11 +120,17 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 	// Swagger 2.0 schemas follow the 3.0 dialect once converted.
 	v30 := version == "2.0" || strings.HasPrefix(version, "3.0")
 	prune(root)
+	if len(src.Data) >= collectAfterPrune {
+		// The collector sets the heap's next size from what was live at its
+		// last cycle, during parsing most likely, when the tree was whole:
+		// a cycle now makes it grow from the pruned tree instead.
+		runtime.GC()
+	}
 	ops, whole, err := im.operations(ctx, root, v30, maxDepth, maxBytes, tool.BudgetFor(len(src.Data)), w)
 	if err != nil {
 		return nil, err
 	}
-	if im.ValidateMaxBytes >= 0 && len(src.Data) <= im.ValidateMaxBytes {
+	if validate {
 		// kin-openapi's validator walks every reference as often as it is
 		// used, without a bound: a document whose schemas do not fit the
 		// rendering budget whole can keep it busy for minutes.
@@ -139,15 +157,21 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 // (found by bisection), the same for every operation. When not even depth 1
 // fits, the schemas rendered once the budget is spent are stubs. whole
 // reports whether maxDepth fitted.
+//
+// Only the first attempt, at maxDepth, and the last, at the depth found,
+// keep what they render; the attempts of the bisection drop each schema
+// once it is charged, so that an import holds one rendering at a time.
 func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, w *warnings) (ops []tool.Operation, whole bool, err error) {
 	type result struct {
 		ops       []tool.Operation
 		warnings  []string
 		exhausted bool
 	}
-	try := func(depth int) (*result, error) {
+	try := func(depth int, trial bool) (*result, error) {
 		pass := &warnings{}
-		bd := &builder{root: root, warn: pass.add, render: newRenderer(root, v30, depth, maxBytes, budget, pass.add)}
+		r := newRenderer(root, v30, depth, maxBytes, budget, pass.add)
+		r.discard = trial
+		bd := &builder{root: root, warn: pass.add, render: r}
 		bd.abortOnBudget = depth > 1
 		ops, err := bd.operations(ctx)
 		if errors.Is(err, errBudget) {
@@ -158,19 +182,31 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 		}
 		return &result{ops: ops, warnings: pass.items, exhausted: bd.render.exhausted}, nil
 	}
-	// Invariant: depths up to lo fit (depth 1 always does), depths from hi on do not.
-	lo, hi := 0, maxDepth+1
-	var best *result
-	for depth := maxDepth; lo+1 < hi; depth = (lo + hi) / 2 {
-		r, err := try(depth)
-		if err != nil {
+	best, err := try(maxDepth, false)
+	if err != nil {
+		return nil, false, err
+	}
+	lo := maxDepth
+	if best == nil {
+		// Invariant: depths up to lo fit (depth 1 always does), depths from
+		// hi on do not.
+		var hi int
+		lo, hi = 1, maxDepth
+		for lo+1 < hi {
+			depth := (lo + hi) / 2
+			r, err := try(depth, true)
+			if err != nil {
+				return nil, false, err
+			}
+			if r == nil {
+				hi = depth
+			} else {
+				lo = depth
+			}
+		}
+		if best, err = try(lo, false); err != nil {
 			return nil, false, err
 		}
-		if r == nil {
-			hi = depth
-			continue
-		}
-		lo, best = depth, r
 	}
 	for _, item := range best.warnings {
 		w.add("%s", item)
@@ -184,14 +220,116 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 	return best.ops, !best.exhausted && lo == maxDepth, nil
 }
 
-// prune drops what indexing never reads (examples, webhooks), so that the
-// garbage collector can reclaim it while operations are built.
+// prune drops what indexing never reads (examples, webhooks, the members of
+// operations the builder does not look at) and gives equal strings, objects
+// and arrays one copy, so that the garbage collector can reclaim the rest
+// while operations are built: Kubernetes' document spells out the same
+// parameters, with the same descriptions, on hundreds of paths.
 func prune(root map[string]any) {
 	if c, ok := root["components"].(map[string]any); ok {
 		delete(c, "examples")
 	}
 	delete(root, "webhooks")
 	delete(root, "x-webhooks")
+	if paths, ok := root["paths"].(map[string]any); ok {
+		for _, item := range paths {
+			item, _ := item.(map[string]any)
+			for _, method := range methods {
+				if op, ok := item[method].(map[string]any); ok {
+					for k := range op {
+						if !operationMembers[k] {
+							delete(op, k)
+						}
+					}
+				}
+			}
+		}
+	}
+	s := &sharer{strings: make(map[string]int), nodes: make(map[string]int)}
+	var key []byte
+	for k, v := range root {
+		root[k], key = s.share(v, key[:0])
+	}
+}
+
+// operationMembers are the members of an operation the builder reads.
+var operationMembers = map[string]bool{
+	"operationId": true, "summary": true, "description": true, "parameters": true,
+	"requestBody": true, "responses": true, "security": true,
+}
+
+// A sharer replaces values of a tree by equal ones met before. Nothing
+// writes to the tree afterwards, so equal objects and arrays can be one.
+type sharer struct {
+	strings map[string]int // a string → its number
+	strs    []string
+	nodes   map[string]int // an object's or array's key → its number
+	shared  []any
+}
+
+// appendKey appends what tells a value from the values not equal to it.
+func appendKey(b []byte, kind byte, n int, text string) []byte {
+	b = append(b, kind)
+	b = strconv.AppendInt(b, int64(n), 36)
+	b = append(b, text...)
+	return append(b, 0)
+}
+
+// share returns the copy of v to keep and appends its key to b.
+func (s *sharer) share(v any, b []byte) (any, []byte) {
+	switch x := v.(type) {
+	case string:
+		x, n := s.str(x)
+		return x, appendKey(b, 's', n, "")
+	case json.Number:
+		return x, appendKey(b, 'n', 0, string(x))
+	case bool:
+		if x {
+			return x, appendKey(b, 't', 0, "")
+		}
+		return x, appendKey(b, 'f', 0, "")
+	case nil:
+		return nil, appendKey(b, 'z', 0, "")
+	case map[string]any:
+		key := []byte{'o'}
+		for _, k := range sortedKeys(x) {
+			_, n := s.str(k)
+			key = appendKey(key, 'k', n, "")
+			x[k], key = s.share(x[k], key)
+		}
+		return s.node(x, key, b)
+	case []any:
+		key := []byte{'a'}
+		for i := range x {
+			x[i], key = s.share(x[i], key)
+		}
+		return s.node(x, key, b)
+	}
+	// YAML scalars other than the above (float64, int).
+	return v, appendKey(b, 'v', 0, fmt.Sprint(v))
+}
+
+// str returns the first copy of x seen and its number.
+func (s *sharer) str(x string) (string, int) {
+	n, ok := s.strings[x]
+	if !ok {
+		n = len(s.strs)
+		s.strings[x] = n
+		s.strs = append(s.strs, x)
+	}
+	return s.strs[n], n
+}
+
+// node returns the first object or array seen with v's key, and appends
+// its number to b.
+func (s *sharer) node(v any, key, b []byte) (any, []byte) {
+	n, ok := s.nodes[string(key)]
+	if !ok {
+		n = len(s.shared)
+		s.nodes[string(key)] = n
+		s.shared = append(s.shared, v)
+	}
+	return s.shared[n], appendKey(b, 'm', n, "")
 }
 
 var version3 = regexp.MustCompile(`^3\.[0-2](\.\d+)?(-[0-9A-Za-z.-]+)?$`)

@@ -24,6 +24,8 @@ type builder struct {
 	warn   func(format string, args ...any)
 	// abortOnBudget stops with errBudget once the renderer's budget is spent.
 	abortOnBudget bool
+	// buf is where inputs are assembled.
+	buf []byte
 }
 
 // errBudget reports that schema rendering went over its budget.
@@ -226,7 +228,8 @@ func (bd *builder) params(where string, pathLevel, opLevel any) []param {
 	return out
 }
 
-// paramSchema is a parameter's schema, or that of its first content entry.
+// paramSchema is a parameter's schema, or that of its first content entry,
+// or, for a Swagger 2.0 parameter, the schema its type and bounds make.
 func paramSchema(p map[string]any) any {
 	if s, ok := p["schema"]; ok {
 		return s
@@ -235,6 +238,10 @@ func paramSchema(p map[string]any) any {
 		if mt, _ := pickMediaType(content, false); mt != nil {
 			return mt["schema"]
 		}
+		return nil
+	}
+	if _, ok := p["type"]; ok {
+		return valueSchema(p)
 	}
 	return nil
 }

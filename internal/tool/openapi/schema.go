@@ -1,7 +1,9 @@
 package openapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"hash/maphash"
 	"net/url"
 	"slices"
 	"strconv"
@@ -63,6 +65,15 @@ type renderer struct {
 	mark   int
 	warn   func(format string, args ...any)
 
+	// scratch is where schemas are rendered, to be copied at their exact
+	// size; with discard set, they are only charged to the budget and render
+	// returns nil.
+	scratch []byte
+	discard bool
+	// kept holds the schemas returned, by hash.
+	seed maphash.Seed
+	kept map[uint64][]json.RawMessage
+
 	memo       map[memoKey][]byte
 	stack      []string
 	unresolved map[string]bool
@@ -77,7 +88,7 @@ func newRenderer(root map[string]any, v30 bool, maxDepth, maxBytes, budget int, 
 }
 
 // render returns the JSON of a schema node with references inlined, nil for
-// a nil node.
+// a nil node (and for every node when the renderer discards).
 func (r *renderer) render(node any) json.RawMessage {
 	if node == nil {
 		return nil
@@ -94,12 +105,36 @@ func (r *renderer) render(node any) json.RawMessage {
 			return r.stub(name, node, "not expanded (size limit)")
 		}
 		r.mark = 0
-		b := r.schema(nil, node, depth)
+		b := r.schema(r.scratch[:0], node, depth)
 		r.charge(b)
+		r.scratch = b[:0]
 		if len(b) <= r.maxBytes || depth == 0 {
-			return b
+			return r.keep(b)
 		}
 	}
+}
+
+// keep returns the copy of a finished schema the operations share: equal
+// schemas (a thousand operations answering the same type) are kept once.
+// When the renderer discards, it returns nil.
+func (r *renderer) keep(b []byte) json.RawMessage {
+	if r.discard || len(b) == 0 {
+		return nil
+	}
+	if r.kept == nil {
+		r.seed, r.kept = maphash.MakeSeed(), make(map[uint64][]json.RawMessage)
+	}
+	h := maphash.Bytes(r.seed, b)
+	for _, c := range r.kept[h] {
+		if bytes.Equal(c, b) {
+			return c
+		}
+	}
+	// Clipped: an append to one operation's schema must not write into
+	// another's.
+	c := json.RawMessage(slices.Clip(bytes.Clone(b)))
+	r.kept[h] = append(r.kept[h], c)
+	return c
 }
 
 // charge spends what was written to b, the rendering in progress, since
