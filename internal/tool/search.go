@@ -116,7 +116,7 @@ func NewSearchIndex(toolName string, ops []Operation) *SearchIndex {
 		}
 		add(op.ID, weightID)
 		add(op.Summary, weightSummary)
-		add(pathText(op), weightPath)
+		add(PathText(op), weightPath)
 		add(op.Description, weightDescription)
 		for t, f := range tf {
 			ix.postings[t] = append(ix.postings[t], posting{op: i, tf: f})
@@ -140,10 +140,10 @@ func refOf(toolName string, op *Operation) OperationRef {
 	return r
 }
 
-// pathText is what an operation's binding says about it: its path and
+// PathText is what an operation's binding says about it: its path and
 // parameter names, its GraphQL field and arguments, its SOAP element and
 // parts.
-func pathText(op *Operation) string {
+func PathText(op *Operation) string {
 	var b strings.Builder
 	switch {
 	case op.HTTP != nil:
