@@ -46,9 +46,10 @@ const (
 	DefaultMaxSchemaBytes = 256 << 10
 	// maxWarnings bounds Spec.Warnings; the last one counts the rest.
 	maxWarnings = 100
-	// collectAfterPrune is the document size from which a garbage
-	// collection runs once the parsed tree is pruned: it costs milliseconds
-	// and lowers an import's peak heap by a quarter.
+	// collectAfterPrune is the document size from which garbage
+	// collections run once the parsed tree is pruned and after each
+	// rendering pass thrown away: each costs milliseconds, and together they
+	// lower a large import's peak heap by a quarter.
 	collectAfterPrune = 1 << 20
 )
 
@@ -120,13 +121,16 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 	// Swagger 2.0 schemas follow the 3.0 dialect once converted.
 	v30 := version == "2.0" || strings.HasPrefix(version, "3.0")
 	prune(root)
+	// The collector sizes the heap from what was live at its last cycle:
+	// for a large document, a cycle once the tree is pruned, and after each
+	// rendering pass that is thrown away, makes the heap grow from what the
+	// import holds then rather than from the parse's or the last pass's peak.
+	collect := func() {}
 	if len(src.Data) >= collectAfterPrune {
-		// The collector sets the heap's next size from what was live at its
-		// last cycle, during parsing most likely, when the tree was whole:
-		// a cycle now makes it grow from the pruned tree instead.
-		runtime.GC()
+		collect = runtime.GC
 	}
-	ops, whole, err := im.operations(ctx, root, v30, maxDepth, maxBytes, tool.BudgetFor(len(src.Data)), w)
+	collect()
+	ops, whole, err := im.operations(ctx, root, v30, maxDepth, maxBytes, tool.BudgetFor(len(src.Data)), collect, w)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +165,9 @@ func (im *Importer) Import(ctx context.Context, src tool.Source) (*tool.Spec, er
 // Only the first attempt, at maxDepth, and the last, at the depth found,
 // keep what they render; the attempts of the bisection drop each schema
 // once it is charged, so that an import holds one rendering at a time.
-func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, w *warnings) (ops []tool.Operation, whole bool, err error) {
+//
+// collect runs after each pass whose rendering is thrown away.
+func (im *Importer) operations(ctx context.Context, root map[string]any, v30 bool, maxDepth, maxBytes, budget int, collect func(), w *warnings) (ops []tool.Operation, whole bool, err error) {
 	type result struct {
 		ops       []tool.Operation
 		warnings  []string
@@ -174,6 +180,9 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 		bd := &builder{root: root, warn: pass.add, render: r}
 		bd.abortOnBudget = depth > 1
 		ops, err := bd.operations(ctx)
+		if trial || errors.Is(err, errBudget) {
+			defer collect()
+		}
 		if errors.Is(err, errBudget) {
 			return nil, nil
 		}

@@ -50,7 +50,7 @@ func kinOperations(t *testing.T, data []byte) []tool.Operation {
 	tree := v.(map[string]any)
 	prune(tree)
 	im := New()
-	ops, _, err := im.operations(context.Background(), tree, true, im.MaxRefDepth, im.MaxSchemaBytes, tool.BudgetFor(len(data)), &warnings{})
+	ops, _, err := im.operations(context.Background(), tree, true, im.MaxRefDepth, im.MaxSchemaBytes, tool.BudgetFor(len(data)), func() {}, &warnings{})
 	if err != nil {
 		t.Fatal(err)
 	}
