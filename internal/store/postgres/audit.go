@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentplane/agentplane/internal/audit"
 )
@@ -32,12 +34,19 @@ func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs...) }
 
 // appendAudit seals and inserts the transaction's audit records as its last
-// statements, in two round trips: the first, with the batch's queued
-// statements, locks every tenant's head (creating a genesis head for a
-// tenant never seen), all at once and in name order; the second, sent with
-// the COMMIT, inserts every record and moves every head. The heads stay locked to commit, so each
-// tenant's chain grows by whole transactions with no gap or fork, whichever
-// replica writes.
+// statements. Each tenant's chain grows by whole transactions with no gap or
+// fork, whichever replica writes: a transaction holds its tenants' heads,
+// locked in name order, to its commit, and moves them only from the head it
+// sealed its records on.
+//
+// When this replica knows every tenant's head (it wrote the last records of
+// each, see knownHeads), the records are sealed on those heads and
+// everything is sent with the COMMIT: one round trip, whose first statement
+// locks the heads and fails the transaction (errHeadsMoved) unless they are
+// still the ones known; runTx then runs the transaction again the other way.
+// Otherwise it takes two: the first, with the batch's queued statements,
+// locks and reads every tenant's head (creating a genesis head for a tenant
+// never seen); the second inserts the records and moves the heads.
 func (t *wtx) appendAudit() error {
 	recs := slices.Clone(t.audit)
 	slices.SortStableFunc(recs, func(a, b *audit.Record) int { return cmp.Compare(a.Tenant, b.Tenant) })
@@ -47,25 +56,53 @@ func (t *wtx) appendAudit() error {
 			tenants = append(tenants, r.Tenant)
 		}
 	}
-	if fresh := t.heads.unknown(tenants); len(fresh) > 0 {
-		t.Queue(nil, `INSERT INTO audit_heads (tenant, seq, hash)
-			SELECT tenant, 0, $2 FROM unnest($1::text[]) AS tenant ORDER BY tenant
-			ON CONFLICT (tenant) DO NOTHING`, fresh, audit.Genesis)
+	heads, err := t.heads.speculate(tenants, func(start map[string]head) error {
+		seqs, hashes := make([]int64, len(tenants)), make([]string, len(tenants))
+		for i, tn := range tenants {
+			seqs[i], hashes[i] = start[tn].seq, start[tn].hash
+		}
+		t.Queue(nil, `SELECT require_rows((count(*) = $4)::int, '`+headsMoved+`') FROM (
+			SELECT 1 FROM audit_heads AS h JOIN unnest($1::text[], $2::bigint[], $3::text[]) AS v(tenant, seq, hash)
+				ON h.tenant = v.tenant
+			WHERE h.seq = v.seq AND h.hash = v.hash ORDER BY h.tenant FOR UPDATE OF h) AS locked`,
+			tenants, seqs, hashes, len(tenants))
+		return sealAll(recs, start)
+	})
+	if err != nil {
+		return err
 	}
-	heads := make(map[string]head, len(tenants))
-	t.queueRows(func(row pgx.CollectableRow) error {
-		var (
-			tenant string
-			h      head
-		)
-		if err := row.Scan(&tenant, &h.seq, &h.hash); err != nil {
+	if heads != nil {
+		t.speculated = tenants
+	} else {
+		if fresh := t.heads.unknown(tenants); len(fresh) > 0 {
+			t.Queue(nil, `INSERT INTO audit_heads (tenant, seq, hash)
+				SELECT tenant, 0, $2 FROM unnest($1::text[]) AS tenant ORDER BY tenant
+				ON CONFLICT (tenant) DO NOTHING`, fresh, audit.Genesis)
+		}
+		heads = make(map[string]head, len(tenants))
+		t.queueRows(func(row pgx.CollectableRow) error {
+			var (
+				tenant string
+				h      head
+			)
+			if err := row.Scan(&tenant, &h.seq, &h.hash); err != nil {
+				return err
+			}
+			heads[tenant] = h
+			return nil
+		}, `SELECT tenant, seq, hash FROM audit_heads WHERE tenant = ANY($1) ORDER BY tenant FOR UPDATE`, tenants)
+		if err := t.flush(); err != nil {
+			return fmt.Errorf("lock audit heads: %w", err)
+		}
+		for _, tn := range tenants {
+			if _, ok := heads[tn]; !ok {
+				return fmt.Errorf("lock audit heads: tenant %q has no head", tn)
+			}
+		}
+		if err := sealAll(recs, heads); err != nil {
 			return err
 		}
-		heads[tenant] = h
-		return nil
-	}, `SELECT tenant, seq, hash FROM audit_heads WHERE tenant = ANY($1) ORDER BY tenant FOR UPDATE`, tenants)
-	if err := t.flush(); err != nil {
-		return fmt.Errorf("lock audit heads: %w", err)
+		t.sealed = heads
 	}
 
 	n := len(recs)
@@ -79,14 +116,6 @@ func (t *wtx) appendAudit() error {
 		times  = make([]time.Time, n)
 	)
 	for i, r := range recs {
-		h, ok := heads[r.Tenant]
-		if !ok {
-			return fmt.Errorf("lock audit heads: tenant %q has no head", r.Tenant)
-		}
-		if err := r.Seal(h.seq+1, h.hash); err != nil {
-			return fmt.Errorf("seal audit record: %w", err)
-		}
-		heads[r.Tenant] = head{r.Seq, r.Hash}
 		ids[i], tenant[i], seq[i], times[i] = r.ID, r.Tenant, r.Seq, r.Time
 		actorSub[i], actorClient[i], action[i] = r.Actor.Sub, r.Actor.ClientID, r.Action
 		resType[i], resID[i], outcome[i], status[i] = r.Resource.Type, r.Resource.ID, r.Outcome, int32(r.Status)
@@ -110,23 +139,70 @@ func (t *wtx) appendAudit() error {
 	return nil
 }
 
+// sealAll seals records, sorted by tenant, on the heads given, and moves
+// each head to its tenant's last record.
+func sealAll(recs []*audit.Record, heads map[string]head) error {
+	for _, r := range recs {
+		h, ok := heads[r.Tenant]
+		if !ok {
+			return fmt.Errorf("seal audit record: tenant %q has no head", r.Tenant)
+		}
+		if err := r.Seal(h.seq+1, h.hash); err != nil {
+			return fmt.Errorf("seal audit record: %w", err)
+		}
+		heads[r.Tenant] = head{r.Seq, r.Hash}
+	}
+	return nil
+}
+
+// headsMoved is the message of the error that refuses records sealed on
+// heads another transaction has moved since.
+const headsMoved = "audit heads moved"
+
+// errHeadsMoved reports a transaction refused because its audit records
+// were sealed on heads that were no longer the tenants' heads.
+var errHeadsMoved = errors.New(headsMoved)
+
+// isHeadsMoved reports whether err is the refusal of appendAudit's one
+// round trip.
+func isHeadsMoved(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "AP001" && pe.Message == headsMoved
+}
+
 type head struct {
 	seq  int64
 	hash string
 }
 
 // knownHeads remembers the tenants whose chain head exists, so appends to
-// them skip creating it.
+// them skip creating it, and the head this replica last moved each to, so
+// that its next append to them can be sealed without reading them first.
+// A head it holds may be one a transaction in flight is moving it to: a
+// transaction that chains onto it waits for that one, and fails if it did.
 type knownHeads struct {
 	mu      sync.Mutex
 	tenants map[string]struct{}
+	latest  map[string]head
+	// contended holds, for a while, the tenants whose head another replica
+	// moved under a sealed transaction: their appends read the head first.
+	contended map[string]time.Time
+	now       func() time.Time
 }
 
-func newKnownHeads() *knownHeads { return &knownHeads{tenants: map[string]struct{}{}} }
+func newKnownHeads() *knownHeads {
+	return &knownHeads{tenants: map[string]struct{}{}, latest: map[string]head{},
+		contended: map[string]time.Time{}, now: time.Now}
+}
 
 // maxKnownHeads bounds the memory spent on remembering heads; past it the
-// set starts over (an unknown tenant costs one conflicting insert).
+// set starts over (an unknown tenant costs one conflicting insert, or one
+// read of its head).
 const maxKnownHeads = 100_000
+
+// contendedFor is how long appends to a tenant whose known head proved
+// stale read the head before sealing.
+const contendedFor = 10 * time.Second
 
 // unknown returns the tenants not known to have a head.
 func (k *knownHeads) unknown(tenants []string) []string {
@@ -141,15 +217,66 @@ func (k *knownHeads) unknown(tenants []string) []string {
 	return out
 }
 
-// add records that the records' tenants have heads (they were committed).
-func (k *knownHeads) add(recs []*audit.Record) {
+// speculate calls seal with a copy of the heads of tenants and returns the
+// heads seal moved them to, which become the known ones, when every
+// tenant's head is known and none is contended; otherwise it returns nil
+// and does not call seal. seal runs under the lock, so transactions of
+// this replica chain onto each other in the order they speculate.
+func (k *knownHeads) speculate(tenants []string, seal func(start map[string]head) error) (map[string]head, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
+	heads := make(map[string]head, len(tenants))
+	for _, t := range tenants {
+		if until, ok := k.contended[t]; ok {
+			if now.Before(until) {
+				return nil, nil
+			}
+			delete(k.contended, t)
+		}
+		h, ok := k.latest[t]
+		if !ok {
+			return nil, nil
+		}
+		heads[t] = h
+	}
+	if err := seal(heads); err != nil {
+		return nil, err
+	}
+	for t, h := range heads {
+		k.latest[t] = h
+	}
+	return heads, nil
+}
+
+// settle records the heads a committed transaction moved its tenants to.
+func (k *knownHeads) settle(heads map[string]head) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.tenants) > maxKnownHeads {
 		clear(k.tenants)
+		clear(k.latest)
 	}
-	for _, r := range recs {
-		k.tenants[r.Tenant] = struct{}{}
+	for t, h := range heads {
+		k.tenants[t] = struct{}{}
+		k.latest[t] = h
+	}
+}
+
+// forget drops the known heads of tenants, after a transaction that moved
+// them speculatively failed; moved says another replica had moved one, so
+// they are contended for a while.
+func (k *knownHeads) forget(tenants []string, moved bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, t := range tenants {
+		delete(k.latest, t)
+		if moved {
+			k.contended[t] = k.now().Add(contendedFor)
+		}
+	}
+	if len(k.contended) > maxKnownHeads {
+		clear(k.contended)
 	}
 }
 

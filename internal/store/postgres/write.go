@@ -99,16 +99,28 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 	// A connection left inside a transaction (a failed rollback) is closed
 	// by the pool on release rather than reused.
 	defer c.Release()
-	tx := &wtx{conn: c.Conn(), ctx: ctx, heads: db.heads, origin: db.origin}
-	if err := fn(tx); err != nil {
+	for retried := false; ; retried = true {
+		tx := &wtx{conn: c.Conn(), ctx: ctx, heads: db.heads, origin: db.origin}
+		err := fn(tx)
+		if err == nil {
+			err = tx.commit()
+		}
+		if err == nil {
+			return nil
+		}
 		tx.rollback()
-		return err
+		moved := isHeadsMoved(err)
+		if tx.speculated != nil {
+			db.heads.forget(tx.speculated, moved)
+		}
+		if !moved || retried {
+			if moved {
+				err = fmt.Errorf("%w: %w", errHeadsMoved, err)
+			}
+			return err
+		}
+		// Sealed on heads another transaction moved: again, reading them.
 	}
-	if err := tx.commit(); err != nil {
-		tx.rollback()
-		return err
-	}
-	return nil
 }
 
 // wtx is a write transaction. Statements given to Queue wait to be sent
@@ -119,12 +131,16 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 // records (a workflow's steps, its start and end, a request's record)
 // costs two round trips, the second ending with COMMIT.
 type wtx struct {
-	conn   *pgx.Conn
-	ctx    context.Context
-	heads  *knownHeads
-	begun  bool
-	queued []queuedStmt
-	audit  []*audit.Record
+	conn  *pgx.Conn
+	ctx   context.Context
+	heads *knownHeads
+	// speculated are the tenants whose audit records were sealed on the
+	// heads this replica knows, sealed the heads read under lock.
+	speculated []string
+	sealed     map[string]head
+	begun      bool
+	queued     []queuedStmt
+	audit      []*audit.Record
 	// origin and notes are the notifications sent with the commit (see
 	// notify).
 	origin string
@@ -233,8 +249,8 @@ func (t *wtx) commit() error {
 	if err := t.flush(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if len(t.audit) > 0 {
-		t.heads.add(t.audit)
+	if t.sealed != nil {
+		t.heads.settle(t.sealed)
 	}
 	return nil
 }
