@@ -19,10 +19,11 @@ import (
 // maxIdempotencyKey bounds the length of a key.
 const maxIdempotencyKey = 255
 
-// runningLock is how long a running request blocks repeats of its key before
-// it is presumed dead (its process crashed) and a repeat may run instead. A
-// key linked to a workflow is not bound by it: repeats attach to the workflow.
-const runningLock = 2 * time.Minute
+// defaultRunningLock is how long a running request blocks repeats of its
+// key without renewing its lock (Config.IdempotencyLock) before it is
+// presumed dead (its process crashed) and a repeat may run instead. A key
+// linked to a workflow is not bound by it: repeats attach to the workflow.
+const defaultRunningLock = 30 * time.Second
 
 // storedHeaders are the response headers replayed with a stored response.
 var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id"}
@@ -85,7 +86,7 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key 
 	k := idempotency.Key{Tenant: p.Tenant, Principal: p.ID(), Method: r.Method, Path: r.URL.Path, Key: key}
 	e, created, err := s.deps.Store.BeginIdempotent(r.Context(), idempotency.Entry{
 		Key: k, Fingerprint: fingerprint(body), State: idempotency.Running,
-		CreatedAt: now, ExpiresAt: now.Add(ttl), LockedUntil: now.Add(runningLock),
+		CreatedAt: now, ExpiresAt: now.Add(ttl), LockedUntil: now.Add(s.cfg.IdempotencyLock),
 	})
 	if err != nil {
 		writeProblem(w, r, err)
@@ -106,7 +107,9 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key 
 	info.idemKey = &k
 
 	rec := &recordingWriter{ResponseWriter: w}
+	stop := s.keepLocked(r.Context(), k)
 	h.ServeHTTP(rec, r)
+	stop()
 	keep := rec.started() && storable(rec.status) && !rec.overflow
 	if info.idemLinked && (!keep || info.unfinished || r.Context().Err() != nil) {
 		// The client went away, the answer was cut short, or it is not
@@ -129,6 +132,37 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key 
 	}
 	if err != nil {
 		s.deps.Logger.Error("idempotency key not settled", "request_id", info.requestID, "err", err)
+	}
+}
+
+// keepLocked renews the lock of k's running entry every third of
+// Config.IdempotencyLock until stop is called, and returns once no renewal
+// is in flight: a request alive on a slow handler keeps its key, one whose
+// process died lets it lapse within the lock's length.
+func (s *Server) keepLocked(ctx context.Context, k idempotency.Key) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(s.cfg.IdempotencyLock / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.IdempotencyLock/3)
+			err := s.deps.Store.ExtendIdempotent(rctx, k, s.deps.Now().Add(s.cfg.IdempotencyLock))
+			cancel()
+			if err != nil {
+				s.deps.Logger.Warn("idempotency key lock not renewed", "request_id", infoFrom(ctx).requestID, "err", err)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
 	}
 }
 

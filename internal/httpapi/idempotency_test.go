@@ -1,9 +1,15 @@
 package httpapi_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/idempotency"
 )
 
@@ -65,5 +71,43 @@ func TestErrorsWorthRetryingAreNotStored(t *testing.T) {
 	// The same key works once the caller has the scope.
 	if r := h.do("POST", "/v1/audit/query", h.token("acme", "audit:read"), `{}`, "Idempotency-Key", "k2"); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("%d %v", r.Status, r.Header)
+	}
+}
+
+// TestARunningRequestKeepsItsKey: a request that runs past the key's lock
+// renews it, so a repeat meanwhile is told the key is in use rather than
+// running the request a second time; once it ends, the repeat gets its
+// response.
+func TestARunningRequestKeepsItsKey(t *testing.T) {
+	spec, err := os.ReadFile(filepath.Join("testdata", "users-swagger20.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		time.Sleep(1200 * time.Millisecond)
+		w.Write(spec)
+	}))
+	defer slow.Close()
+	h := newHarness(t, func(cfg *httpapi.Config, _ *httpapi.Deps) { cfg.IdempotencyLock = 300 * time.Millisecond })
+	tok := h.token("acme", "tools:write")
+	body := `{"name": "users", "type": "openapi", "spec_url": "` + slow.URL + `/users.yaml"}`
+	first := make(chan response, 1)
+	go func() { first <- h.do("POST", "/v1/tools", tok, body, "Idempotency-Key", "slow") }()
+	time.Sleep(700 * time.Millisecond) // past the lock, had it not been renewed
+	r := h.do("POST", "/v1/tools", tok, body, "Idempotency-Key", "slow")
+	if r.Status != 409 || r.problem(t).Code != "idempotency-key-in-use" {
+		t.Fatalf("repeat while running: %d %s", r.Status, r.Body)
+	}
+	if f := <-first; f.Status != 201 {
+		t.Fatalf("first: %d %s", f.Status, f.Body)
+	}
+	r = h.do("POST", "/v1/tools", tok, body, "Idempotency-Key", "slow")
+	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat after: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("the document was fetched %d times, want once", n)
 	}
 }

@@ -40,6 +40,11 @@ type Config struct {
 	// InvokeIdempotencyTTL for invoke (default 7 days).
 	IdempotencyTTL       time.Duration
 	InvokeIdempotencyTTL time.Duration
+	// IdempotencyLock is how long a running request's key blocks repeats
+	// without word from it (default 30 s): the request renews it every
+	// third of that while it runs, so only a request whose process died
+	// lets it lapse.
+	IdempotencyLock time.Duration
 	// RateLimits gives each tenant's limit and the per-IP limit.
 	RateLimits ratelimit.Policy
 	// Version is reported by /healthz.
@@ -106,6 +111,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if cfg.InvokeIdempotencyTTL <= 0 {
 		cfg.InvokeIdempotencyTTL = 7 * 24 * time.Hour
+	}
+	if cfg.IdempotencyLock <= 0 {
+		cfg.IdempotencyLock = defaultRunningLock
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now

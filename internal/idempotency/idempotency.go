@@ -69,6 +69,10 @@ type Store interface {
 	CompleteIdempotent(ctx context.Context, k Key, status int, header http.Header, body []byte) error
 	// ReleaseIdempotent deletes a running entry whose response is not kept.
 	ReleaseIdempotent(ctx context.Context, k Key) error
+	// ExtendIdempotent moves a running entry's LockedUntil to until: the
+	// request holding it is still alive. An entry no longer running (or
+	// gone) is left as it is.
+	ExtendIdempotent(ctx context.Context, k Key, until time.Time) error
 	// PurgeIdempotency deletes entries that expired before t; it returns how many.
 	PurgeIdempotency(ctx context.Context, t time.Time) (int64, error)
 }

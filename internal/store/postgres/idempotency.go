@@ -113,6 +113,15 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 	})
 }
 
+// ExtendIdempotent moves a running entry's LockedUntil.
+func (db *DB) ExtendIdempotent(ctx context.Context, k idempotency.Key, until time.Time) error {
+	return db.write(ctx, func(tx *wtx) error {
+		tx.Queue(wrapErr("extend idempotency entry"), `UPDATE idempotency_entries SET locked_until = $6
+			WHERE `+idemKeyCond+` AND state = $7`, keyArgs(k, until, idempotency.Running)...)
+		return nil
+	})
+}
+
 // ReleaseIdempotent deletes a running entry whose response is not kept.
 func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
 	return db.write(ctx, func(tx *wtx) error {

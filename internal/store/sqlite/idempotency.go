@@ -90,6 +90,17 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 	})
 }
 
+// ExtendIdempotent moves a running entry's LockedUntil.
+func (db *DB) ExtendIdempotent(ctx context.Context, k idempotency.Key, until time.Time) error {
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE idempotency_entries SET locked_until = ? WHERE `+idemKeyCond+` AND state = ?`,
+			append(append([]any{fmtTime(until)}, keyArgs(k)...), idempotency.Running)...); err != nil {
+			return fmt.Errorf("extend idempotency entry: %w", err)
+		}
+		return nil
+	})
+}
+
 // ReleaseIdempotent deletes a running entry whose response is not kept.
 func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
 	return db.write(ctx, func(tx dbtx) error {

@@ -107,6 +107,20 @@ func testIdempotencyExpiryTakeover(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("take over after LockedUntil: created %v fingerprint %q; want the new entry", created, got.Fingerprint)
 	}
 
+	// A running entry whose request is alive has its lock extended.
+	alive := entry("alive", base)
+	_, _, err = s.BeginIdempotent(ctx, alive)
+	must(t, err, "begin alive")
+	must(t, s.ExtendIdempotent(ctx, alive.Key, base.Add(10*time.Minute)), "extend")
+	if _, created, _ := s.BeginIdempotent(ctx, entry("alive", base.Add(5*time.Minute))); created {
+		t.Error("took over a running entry whose lock was extended")
+	}
+	if _, created, _ := s.BeginIdempotent(ctx, entry("alive", base.Add(11*time.Minute))); !created {
+		t.Error("an extended lock that lapsed was not taken over")
+	}
+	// Extending a complete entry, or a missing one, changes nothing.
+	must(t, s.ExtendIdempotent(ctx, idempotency.Key{Tenant: "acme", Key: "missing"}, base.Add(time.Hour)), "extend missing")
+
 	// A running entry linked to a workflow outlives LockedUntil, not
 	// ExpiresAt: repeats attach to the workflow however long it runs.
 	linked := entry("linked", base)
