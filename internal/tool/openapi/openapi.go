@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -231,9 +232,10 @@ func (im *Importer) operations(ctx context.Context, root map[string]any, v30 boo
 
 // prune drops what indexing never reads (examples, webhooks, the members of
 // operations the builder does not look at) and gives equal strings, objects
-// and arrays one copy, so that the garbage collector can reclaim the rest
-// while operations are built: Kubernetes' document spells out the same
-// parameters, with the same descriptions, on hundreds of paths.
+// and arrays under paths one copy, so that the garbage collector can reclaim
+// the rest while operations are built: Kubernetes' document spells out the
+// same parameters, with the same descriptions, on hundreds of paths. (What
+// is shared under components or definitions is already written once.)
 func prune(root map[string]any) {
 	if c, ok := root["components"].(map[string]any); ok {
 		delete(c, "examples")
@@ -255,9 +257,8 @@ func prune(root map[string]any) {
 		}
 	}
 	s := &sharer{strings: make(map[string]int), nodes: make(map[string]int)}
-	var key []byte
-	for k, v := range root {
-		root[k], key = s.share(v, key[:0])
+	if c, _, replaced := s.share(root["paths"], nil, 0); replaced {
+		root["paths"] = c
 	}
 }
 
@@ -274,6 +275,9 @@ type sharer struct {
 	strs    []string
 	nodes   map[string]int // an object's or array's key → its number
 	shared  []any
+	// keys and names are scratch space for each depth of the tree.
+	keys  [][]byte
+	names [][]string
 }
 
 // appendKey appends what tells a value from the values not equal to it.
@@ -284,61 +288,87 @@ func appendKey(b []byte, kind byte, n int, text string) []byte {
 	return append(b, 0)
 }
 
-// share returns the copy of v to keep and appends its key to b.
-func (s *sharer) share(v any, b []byte) (any, []byte) {
+// share returns the copy of v to keep, whether it replaces v, and b with
+// v's key appended; depth is v's in the tree.
+func (s *sharer) share(v any, b []byte, depth int) (any, []byte, bool) {
 	switch x := v.(type) {
 	case string:
-		x, n := s.str(x)
-		return x, appendKey(b, 's', n, "")
+		c, n, seen := s.str(x)
+		return c, appendKey(b, 's', n, ""), seen
 	case json.Number:
-		return x, appendKey(b, 'n', 0, string(x))
+		return x, appendKey(b, 'n', 0, string(x)), false
 	case bool:
 		if x {
-			return x, appendKey(b, 't', 0, "")
+			return x, appendKey(b, 't', 0, ""), false
 		}
-		return x, appendKey(b, 'f', 0, "")
+		return x, appendKey(b, 'f', 0, ""), false
 	case nil:
-		return nil, appendKey(b, 'z', 0, "")
+		return nil, appendKey(b, 'z', 0, ""), false
 	case map[string]any:
-		key := []byte{'o'}
-		for _, k := range sortedKeys(x) {
-			_, n := s.str(k)
-			key = appendKey(key, 'k', n, "")
-			x[k], key = s.share(x[k], key)
+		key, names := s.scratch(depth)
+		key = append(key, 'o')
+		for k := range x {
+			names = append(names, k)
 		}
+		slices.Sort(names)
+		for _, k := range names {
+			_, n, _ := s.str(k)
+			key = appendKey(key, 'k', n, "")
+			c, next, replaced := s.share(x[k], key, depth+1)
+			if replaced {
+				x[k] = c
+			}
+			key = next
+		}
+		s.keys[depth], s.names[depth] = key, names
 		return s.node(x, key, b)
 	case []any:
-		key := []byte{'a'}
+		key, _ := s.scratch(depth)
+		key = append(key, 'a')
 		for i := range x {
-			x[i], key = s.share(x[i], key)
+			c, next, replaced := s.share(x[i], key, depth+1)
+			if replaced {
+				x[i] = c
+			}
+			key = next
 		}
+		s.keys[depth] = key
 		return s.node(x, key, b)
 	}
 	// YAML scalars other than the above (float64, int).
-	return v, appendKey(b, 'v', 0, fmt.Sprint(v))
+	return v, appendKey(b, 'v', 0, fmt.Sprint(v)), false
 }
 
-// str returns the first copy of x seen and its number.
-func (s *sharer) str(x string) (string, int) {
+// scratch returns the emptied scratch space of a depth.
+func (s *sharer) scratch(depth int) ([]byte, []string) {
+	for len(s.keys) <= depth {
+		s.keys, s.names = append(s.keys, nil), append(s.names, nil)
+	}
+	return s.keys[depth][:0], s.names[depth][:0]
+}
+
+// str returns the first copy of x seen, its number, and whether x was seen
+// before.
+func (s *sharer) str(x string) (string, int, bool) {
 	n, ok := s.strings[x]
 	if !ok {
 		n = len(s.strs)
 		s.strings[x] = n
 		s.strs = append(s.strs, x)
 	}
-	return s.strs[n], n
+	return s.strs[n], n, ok
 }
 
-// node returns the first object or array seen with v's key, and appends
-// its number to b.
-func (s *sharer) node(v any, key, b []byte) (any, []byte) {
+// node returns the first object or array seen with v's key, b with its
+// number appended, and whether it was seen before.
+func (s *sharer) node(v any, key, b []byte) (any, []byte, bool) {
 	n, ok := s.nodes[string(key)]
 	if !ok {
 		n = len(s.shared)
 		s.nodes[string(key)] = n
 		s.shared = append(s.shared, v)
 	}
-	return s.shared[n], appendKey(b, 'm', n, "")
+	return s.shared[n], appendKey(b, 'm', n, ""), ok
 }
 
 var version3 = regexp.MustCompile(`^3\.[0-2](\.\d+)?(-[0-9A-Za-z.-]+)?$`)

@@ -50,15 +50,15 @@ func parse(data []byte) (root map[string]any, isJSON bool, err error) {
 	return root, isJSON, nil
 }
 
-// decodeJSON decodes one JSON value, numbers as json.Number. The top two
+// decodeJSON decodes one JSON value, numbers as json.Number. The top three
 // levels of objects and arrays are read member by member, so that the
-// decoder, which buffers each value it decodes whole, holds one path item or
-// one definition at a time rather than a copy of the whole document (half
+// decoder, which buffers each value it decodes whole, holds one operation or
+// one schema at a time rather than a copy of the whole document (half
 // the memory of decoding a 4 MB document).
 func decodeJSON(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := decodeLevels(dec, 2)
+	v, err := decodeLevels(dec, 3)
 	if err != nil {
 		// Token's errors say less than Decode's: decode the document whole
 		// for the message.

@@ -190,8 +190,8 @@ func TestPruneSharesEqualValues(t *testing.T) {
 	  "/b": {"get": {"parameters": [{"in": "query", "type": "string", "name": "x"}]}},
 	  "/c": {"get": {"parameters": [{"name": "x", "in": "query", "type": "integer"}]}},
 	  "/d": {"get": {"parameters": [{"name": "1", "in": "query", "type": 1}]}},
-	  "/e": {"get": {"parameters": [{"name": "1", "in": "query", "type": "1"}]}}},
-	  "lists": [["p", "q"], ["q", "p"], ["p", "q"]]}`))
+	  "/e": {"get": {"parameters": [{"name": "1", "in": "query", "type": "1"}]}},
+	  "/f": {"x-lists": [["p", "q"], ["q", "p"], ["p", "q"]]}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestPruneSharesEqualValues(t *testing.T) {
 	if same(param("/a"), param("/c")) || same(param("/d"), param("/e")) {
 		t.Error("different parameters are one")
 	}
-	lists := root["lists"].([]any)
+	lists := root["paths"].(map[string]any)["/f"].(map[string]any)["x-lists"].([]any)
 	if !same(lists[0], lists[2]) || same(lists[0], lists[1]) {
 		t.Error("arrays shared wrongly")
 	}
