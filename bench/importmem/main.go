@@ -166,7 +166,9 @@ func importHeap(ctx context.Context, docs []doc, runs int) error {
 	for _, d := range docs {
 		var ms []measurement
 		for range runs {
-			out, err := exec.CommandContext(ctx, self, "-measure", d.Name).Output()
+			cmd := exec.CommandContext(ctx, self, "-measure", d.Name)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
 			if err != nil {
 				return fmt.Errorf("%s: %w", d.Name, err)
 			}

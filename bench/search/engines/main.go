@@ -55,6 +55,10 @@ func main() {
 	rounds := flag.Int("rounds", 20, "times each query is run for the latency figures")
 	pgURL := flag.String("postgres", os.Getenv("AGENTPLANE_TEST_DATABASE_URL"), "PostgreSQL URL for the tsvector engine; empty skips it")
 	flag.Parse()
+	if *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench/search/engines: -rounds must be at least 1")
+		os.Exit(2)
+	}
 	if err := run(ctx, *rounds, *pgURL); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/search/engines:", err)
 		os.Exit(1)
@@ -103,6 +107,7 @@ func run(ctx context.Context, rounds int, pgURL string) error {
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "engine\trecall@5\tfirst\tp50\tp99\tbuild\tB/operation\t")
+	var score relevance.Score
 	for _, build := range builders {
 		began := time.Now()
 		e, err := build(ctx, docs)
@@ -111,52 +116,50 @@ func run(ctx context.Context, rounds int, pgURL string) error {
 		}
 		built := time.Since(began)
 		fmt.Fprintf(os.Stderr, "measuring %s …\n", e.name)
-		var recall, first float64
-		var n int
-		var searchErr error
-		for _, d := range docs {
-			r, f, _ := relevance.Score(d.name, func(q string) []string {
-				ids, err := e.search(ctx, d.name, q)
-				if err != nil && searchErr == nil {
-					searchErr = err
-				}
-				return ids
-			})
-			k := len(relevance.Queries[d.name])
-			recall, first, n = recall+r*float64(k), first+f*float64(k), n+k
-		}
-		if searchErr != nil {
-			e.close()
-			return fmt.Errorf("%s: %w", e.name, searchErr)
-		}
 		var lat []time.Duration
-		for range rounds {
-			for _, d := range docs {
-				for _, q := range relevance.Queries[d.name] {
-					t := time.Now()
-					if _, err := e.search(ctx, d.name, q.Q); err != nil {
-						e.close()
-						return fmt.Errorf("%s: %w", e.name, err)
-					}
-					lat = append(lat, time.Since(t))
-				}
-			}
-		}
+		score, lat, err = measure(ctx, e, docs, rounds)
 		e.close()
-		slices.Sort(lat)
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t\n", e.name, recall/float64(n), first/float64(n),
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t\n", e.name, score.Recall(), score.FirstRate(),
 			round(lat[len(lat)/2]), round(lat[len(lat)*99/100]), built.Round(time.Millisecond), e.bytes/int64(total))
 	}
-	fmt.Fprintf(tw, "(%d operations, %d queries × %d rounds)\t\t\t\t\t\t\t\n", total, countQueries(), rounds)
+	fmt.Fprintf(tw, "(%d operations, %d queries × %d rounds)\t\t\t\t\t\t\t\n", total, score.Queries, rounds)
 	return tw.Flush()
 }
 
-func countQueries() int {
-	n := 0
-	for _, qs := range relevance.Queries {
-		n += len(qs)
+// measure scores e on every document's queries, then times each query
+// rounds times and returns the latencies sorted.
+func measure(ctx context.Context, e *engine, docs []doc, rounds int) (relevance.Score, []time.Duration, error) {
+	var score relevance.Score
+	var searchErr error
+	for _, d := range docs {
+		score = score.Add(relevance.Rank(d.name, func(q string) []string {
+			ids, err := e.search(ctx, d.name, q)
+			if err != nil && searchErr == nil {
+				searchErr = err
+			}
+			return ids
+		}))
 	}
-	return n
+	if searchErr != nil {
+		return score, nil, searchErr
+	}
+	var lat []time.Duration
+	for range rounds {
+		for _, d := range docs {
+			for _, q := range relevance.Queries[d.name] {
+				t := time.Now()
+				if _, err := e.search(ctx, d.name, q.Q); err != nil {
+					return score, nil, err
+				}
+				lat = append(lat, time.Since(t))
+			}
+		}
+	}
+	slices.Sort(lat)
+	return score, lat, nil
 }
 
 func round(d time.Duration) time.Duration {
@@ -169,23 +172,16 @@ func round(d time.Duration) time.Duration {
 // inProcess is agentplane's own index, one per document as one per tool.
 func inProcess(_ context.Context, docs []doc) (*engine, error) {
 	before := heapAlloc()
-	ixs := make(map[string]*tool.SearchIndex, len(docs))
+	search := make(map[string]func(string) []string, len(docs))
 	for _, d := range docs {
-		ixs[d.name] = tool.NewSearchIndex(d.name, d.ops)
+		search[d.name] = relevance.IDs(tool.NewSearchIndex(d.name, d.ops))
 	}
 	kept := heapAlloc() - before
 	return &engine{
-		name: "in process (tool.SearchIndex)",
-		search: func(_ context.Context, doc, q string) ([]string, error) {
-			hits := ixs[doc].Search(q, "")
-			ids := make([]string, 0, min(len(hits), 5))
-			for _, h := range hits[:min(len(hits), 5)] {
-				ids = append(ids, h.ID)
-			}
-			return ids, nil
-		},
-		bytes: kept,
-		close: func() { runtime.KeepAlive(ixs) },
+		name:   "in process (tool.SearchIndex)",
+		search: func(_ context.Context, doc, q string) ([]string, error) { return search[doc](q), nil },
+		bytes:  kept,
+		close:  func() { runtime.KeepAlive(search) },
 	}, nil
 }
 

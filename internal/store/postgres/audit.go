@@ -42,7 +42,7 @@ func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs..
 // When this replica knows every tenant's head (it wrote the last records of
 // each, see knownHeads), the records are sealed on those heads and
 // everything is sent with the COMMIT: one round trip, whose first statement
-// locks the heads and fails the transaction (errHeadsMoved) unless they are
+// locks the heads and fails the transaction (isHeadsMoved) unless they are
 // still the ones known; runTx then runs the transaction again the other way.
 // Otherwise it takes two: the first, with the batch's queued statements,
 // locks and reads every tenant's head (creating a genesis head for a tenant
@@ -158,10 +158,6 @@ func sealAll(recs []*audit.Record, heads map[string]head) error {
 // headsMoved is the message of the error that refuses records sealed on
 // heads another transaction has moved since.
 const headsMoved = "audit heads moved"
-
-// errHeadsMoved reports a transaction refused because its audit records
-// were sealed on heads that were no longer the tenants' heads.
-var errHeadsMoved = errors.New(headsMoved)
 
 // isHeadsMoved reports whether err is the refusal of appendAudit's one
 // round trip.

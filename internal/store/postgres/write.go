@@ -114,9 +114,6 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 			db.heads.forget(tx.speculated, moved)
 		}
 		if !moved || retried {
-			if moved {
-				err = fmt.Errorf("%w: %w", errHeadsMoved, err)
-			}
 			return err
 		}
 		// Sealed on heads another transaction moved: again, reading them.
@@ -129,13 +126,15 @@ func (db *DB) runTx(fn func(tx *wtx) error) error {
 // Audit are sealed and inserted at commit, after every other statement
 // (see appendAudit): a batch whose writes only queue statements and
 // records (a workflow's steps, its start and end, a request's record)
-// costs two round trips, the second ending with COMMIT.
+// costs one round trip ending with COMMIT when the replica knows its
+// tenants' chain heads, two otherwise.
 type wtx struct {
 	conn  *pgx.Conn
 	ctx   context.Context
 	heads *knownHeads
 	// speculated are the tenants whose audit records were sealed on the
-	// heads this replica knows, sealed the heads read under lock.
+	// heads this replica knew (one round trip); sealed are the heads the
+	// records moved to when they were sealed on heads read under lock (two).
 	speculated []string
 	sealed     map[string]head
 	begun      bool

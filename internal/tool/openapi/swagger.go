@@ -8,15 +8,17 @@ import (
 // fromSwagger rewrites a Swagger 2.0 document's tree, in place, into the
 // OpenAPI 3.0 shape the builder reads, as kin-openapi's openapi2conv does:
 //
-//   - a body parameter becomes the operation's requestBody, with one content
-//     entry per media type the operation consumes (else the document's, else
-//     application/json); formData parameters become an object request body,
-//     application/x-www-form-urlencoded unless consumes says otherwise;
-//     path-level ones apply to each operation that does not redeclare them;
+//   - a body parameter becomes the operation's requestBody, under the media
+//     type the builder would pick of those the operation consumes (else the
+//     document's, else application/json); formData parameters become an
+//     object request body, application/x-www-form-urlencoded unless consumes
+//     says otherwise; path-level ones apply to each operation that does not
+//     redeclare them;
 //   - other parameters keep their Swagger form, whose type, format, items and
 //     bounds paramSchema reads as a schema;
-//   - a response's schema becomes one content entry per media type produced
-//     (else application/json), responses shared under #/responses included;
+//   - a response's schema goes under the media type the builder would pick
+//     of those produced (else application/json), responses shared under
+//     #/responses included;
 //   - securityDefinitions become components.securitySchemes (basic → http,
 //     application → clientCredentials, accessCode → authorizationCode);
 //   - in schemas, type file becomes a binary string, x-nullable nullable and
@@ -222,7 +224,7 @@ func (c *swaggerConv) requestBody(where string, params []bodyParam, consumes any
 		return nil
 	}
 	props := make(map[string]any, len(form))
-	var required []any
+	var required []string
 	for _, p := range form {
 		name, _ := p["name"].(string)
 		s := valueSchema(p)
@@ -241,17 +243,12 @@ func (c *swaggerConv) requestBody(where string, params []bodyParam, consumes any
 	}
 	schema := map[string]any{"type": "object", "properties": props}
 	if len(required) > 0 {
-		slices.SortFunc(required, func(a, b any) int {
-			x, y := a.(string), b.(string)
-			switch {
-			case x < y:
-				return -1
-			case x > y:
-				return 1
-			}
-			return 0
-		})
-		schema["required"] = required
+		slices.Sort(required)
+		list := make([]any, len(required))
+		for i, name := range required {
+			list[i] = name
+		}
+		schema["required"] = list
 	}
 	return map[string]any{"content": content(consumes, "application/x-www-form-urlencoded", schema)}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/agentplane/agentplane/internal/realdocs"
+	"github.com/agentplane/agentplane/internal/tool"
 )
 
 // A Query is what a person looking for an operation would type, with the
@@ -96,24 +97,56 @@ var Queries = map[string][]Query{
 	},
 }
 
-// Score ranks each of a document's queries with search, which returns
-// operation ids best first, and returns the share of queries with a meant
-// operation among the first five (recall@5) and first, and the queries
-// whose meant operation was not first, with the top five they got.
-func Score(doc string, search func(q string) []string) (recall5, first float64, misses []string) {
-	var inTop5, atTop int
+// A Score is how a ranking did on a document's queries.
+type Score struct {
+	// Queries is how many there were; InTop5 how many had a meant operation
+	// among the first five, First how many had one first.
+	Queries, InTop5, First int
+	// Misses are the queries whose meant operation was not first, with the
+	// top five they got.
+	Misses []string
+}
+
+// Recall is recall@5: the share of queries with a meant operation among the
+// first five.
+func (s Score) Recall() float64 { return float64(s.InTop5) / float64(max(s.Queries, 1)) }
+
+// FirstRate is the share of queries with a meant operation first.
+func (s Score) FirstRate() float64 { return float64(s.First) / float64(max(s.Queries, 1)) }
+
+// Add is the score of two sets of queries together, misses left out.
+func (s Score) Add(o Score) Score {
+	return Score{Queries: s.Queries + o.Queries, InTop5: s.InTop5 + o.InTop5, First: s.First + o.First}
+}
+
+// Rank scores search, which returns operation ids best first, on each of
+// a document's queries.
+func Rank(doc string, search func(q string) []string) Score {
+	s := Score{Queries: len(Queries[doc])}
 	for _, tc := range Queries[doc] {
 		top := search(tc.Q)
 		top = top[:min(5, len(top))]
 		if slices.ContainsFunc(top, func(id string) bool { return slices.Contains(tc.Want, id) }) {
-			inTop5++
+			s.InTop5++
 		}
 		if len(top) > 0 && slices.Contains(tc.Want, top[0]) {
-			atTop++
+			s.First++
 		} else {
-			misses = append(misses, fmt.Sprintf("%q: top 5 %v, want %v", tc.Q, top, tc.Want))
+			s.Misses = append(s.Misses, fmt.Sprintf("%q: top 5 %v, want %v", tc.Q, top, tc.Want))
 		}
 	}
-	n := float64(len(Queries[doc]))
-	return float64(inTop5) / n, float64(atTop) / n, misses
+	return s
+}
+
+// IDs is search over one tool's index, for Rank: the ids of the first five
+// operations matching q.
+func IDs(ix *tool.SearchIndex) func(q string) []string {
+	return func(q string) []string {
+		hits := ix.Search(q, "")
+		ids := make([]string, 0, min(len(hits), 5))
+		for _, h := range hits[:min(len(hits), 5)] {
+			ids = append(ids, h.ID)
+		}
+		return ids
+	}
 }
