@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,5 +121,64 @@ func TestRenderWork(t *testing.T) {
 	// Each depth tried writes at most about twice MaxSchemaBytes.
 	if work, most := budget-r.budget, 2*(DefaultMaxRefDepth+1)*DefaultMaxSchemaBytes; work > most {
 		t.Errorf("rendering wrote %d bytes, want at most %d", work, most)
+	}
+}
+
+// TestBisectionFindsTheDeepestDepthThatFits: with a budget that only some
+// depths fit, operations settles on the deepest of them, whose rendering
+// the bisection's discarding passes must not have changed: it equals a
+// rendering at that depth with no budget to speak of.
+func TestBisectionFindsTheDeepestDepthThatFits(t *testing.T) {
+	// A chain L0 → L1 → … → L9, each level adding a description: every
+	// reference inlined more makes each operation's output longer.
+	schemas := map[string]any{}
+	for i := range 10 {
+		s := map[string]any{"type": "object", "description": strings.Repeat("x", 200)}
+		if i < 9 {
+			s["properties"] = map[string]any{"next": map[string]any{"$ref": fmt.Sprintf("#/components/schemas/L%d", i+1)}}
+		}
+		schemas[fmt.Sprintf("L%d", i)] = s
+	}
+	paths := map[string]any{}
+	for i := range 50 {
+		paths[fmt.Sprintf("/r%d", i)] = getReturning(map[string]any{"$ref": "#/components/schemas/L0"})
+	}
+	doc := func() map[string]any {
+		b, _ := json.Marshal(map[string]any{"openapi": "3.1.0", "paths": paths, "components": map[string]any{"schemas": schemas}})
+		root, _, err := parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return root
+	}
+	// What each depth costs with no budget to speak of.
+	render := func(depth int) ([]tool.Operation, int) {
+		root := doc()
+		r := newRenderer(root, false, depth, DefaultMaxSchemaBytes, 1<<40, func(string, ...any) {})
+		ops, err := (&builder{root: root, warn: func(string, ...any) {}, render: r}).operations(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ops, 1<<40 - r.budget
+	}
+	_, cost3 := render(3)
+	_, cost4 := render(4)
+	budget := (cost3 + cost4) / 2 // depth 3 fits, depth 4 does not
+	w := &warnings{}
+	ops, whole, err := New().operations(t.Context(), doc(), false, 8, DefaultMaxSchemaBytes, budget, func() {}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole {
+		t.Error("reported whole at a budget depth 8 does not fit")
+	}
+	if !slices.Contains(w.items, "schemas are inlined 3 references deep instead of 8 to bound their size") {
+		t.Errorf("warnings %q, want depth 3", w.items)
+	}
+	want, _ := render(3)
+	for i := range want {
+		if string(ops[i].Output) != string(want[i].Output) {
+			t.Fatalf("%s: output\n%s\nwant the depth-3 rendering\n%s", want[i].ID, ops[i].Output, want[i].Output)
+		}
 	}
 }
