@@ -199,11 +199,11 @@ func save(b *testing.B, s store, h *replay.History) {
 		b.Fatal(err)
 	}
 	for i := range h.Steps {
-		if err := s.AppendStep(ctx, wf.Owner, &h.Steps[i]); err != nil {
+		if err := s.AppendSteps(ctx, wf.Owner, workflow.StepWrite{Step: &h.Steps[i]}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := s.FinishWorkflow(ctx, wf.Owner, h.Workflow, nil, nil); err != nil {
+	if err := s.FinishWorkflow(ctx, wf.Owner, h.Workflow, nil); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -127,10 +127,10 @@ func ParseApprovalCursor(c string) (workflowID string, step int, ok bool) {
 
 // ApprovalStore keeps approvals and the waiting workflows they hold.
 type ApprovalStore interface {
-	// SuspendWorkflow stores last (the waiting_approval step, when not nil)
-	// with its records and the pending approval a, sets the workflow
-	// waiting and drops owner's lease, in one transaction.
-	SuspendWorkflow(ctx context.Context, owner string, a *Approval, last *Step, lastRecs ...*audit.Record) error
+	// SuspendWorkflow stores the last steps (the waiting_approval step
+	// last among them) with their records and the pending approval a, sets
+	// the workflow waiting and drops owner's lease, in one transaction.
+	SuspendWorkflow(ctx context.Context, owner string, a *Approval, last ...StepWrite) error
 	// DecideApproval records d on a pending approval, appends rec, and hands
 	// the workflow, running again with its deadline moved on by the time it
 	// waited, to owner until leaseUntil. An approval that is not pending, or
@@ -319,7 +319,7 @@ func (e *recorder) Approve(_ context.Context, step int, req agent.ApprovalReques
 // suspend stores a paused execution: its waiting step, the pending
 // approval, and the workflow waiting without a lease; then hands the
 // waiting workflow to local waiters, as finish does an ended one.
-func (r *Runner) suspend(ctx context.Context, wf *Workflow, steps []Step, last *stepWrite, q *asked) {
+func (r *Runner) suspend(ctx context.Context, wf *Workflow, steps []Step, last []StepWrite, q *asked) {
 	now := r.opts.Now().UTC()
 	a := &Approval{
 		WorkflowID: wf.ID, Tenant: wf.Tenant, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Step: q.step,
@@ -327,17 +327,12 @@ func (r *Runner) suspend(ctx context.Context, wf *Workflow, steps []Step, last *
 		OnTimeout: q.req.OnTimeout, Invoker: wf.Caller.Sub, RequestedAt: now, Deadline: now.Add(q.req.Timeout),
 		Status: ApprovalPending, Remaining: max(wf.Deadline.Sub(now), 0),
 	}
-	var lastStep *Step
-	var lastRecs []*audit.Record
-	if last != nil {
-		lastStep, lastRecs = last.step, last.recs
-	}
-	if err := r.opts.Store.SuspendWorkflow(ctx, r.opts.Owner, a, lastStep, lastRecs...); err != nil {
+	if err := r.opts.Store.SuspendWorkflow(ctx, r.opts.Owner, a, last...); err != nil {
 		r.opts.Logger.Error("waiting workflow not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return
 	}
-	if last != nil {
-		steps = append(steps, *last.step)
+	for _, sw := range last {
+		steps = append(steps, *sw.Step)
 	}
 	wf.Status, wf.Owner, wf.LeaseUntil = Waiting, "", time.Time{}
 	r.mu.Lock()

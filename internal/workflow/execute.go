@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -93,8 +94,6 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	}
 	cause := context.Cause(ctx)
 	switch {
-	case j.err != nil:
-		return // logged; the workflow is resumed from what was stored
 	case errors.Is(cause, errShutdown):
 		if j.flush() == nil {
 			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
@@ -103,71 +102,157 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		}
 		return
 	case errors.Is(cause, errLeaseLost):
+		j.wait()
 		return
+	}
+	steps, last, err := j.take()
+	if err != nil {
+		return // logged; the workflow is resumed from what was stored
 	}
 	if res := run.Result(); res.Status == agent.WorkflowWaiting && runErr == nil && rec.asked != nil {
-		r.suspend(store, wf, j.steps, j.pending, rec.asked)
+		r.suspend(store, wf, steps, last, rec.asked)
 		return
 	}
-	r.finish(store, wf, j.steps, j.pending, run.Result(), runErr)
+	r.finish(store, wf, steps, last, run.Result(), runErr)
 }
 
-// stepWrite is a step with its audit records.
-type stepWrite struct {
-	step *Step
-	recs []*audit.Record
-}
-
-// journal stores an execution's steps. It holds the newest step until the
-// execution next acts on the world (a tool or planner call) or ends, then
-// stores it, alone or in the same transaction as the end: every step is
-// stored before anything that could depend on it happens, and a workflow's
-// last step and its end cost one commit. A step is visible (to followers,
-// who read the store) only once stored.
+// journal stores an execution's steps, each as soon as it can without
+// holding the execution up:
+//
+//   - The newest step is held until the execution next acts or ends, so a
+//     workflow's last step and its end cost one commit.
+//   - Before a read, the held step is released: written in the background
+//     while the read is made, and a step released while a write is in
+//     flight goes with the next one. A read is safe to make again, so it
+//     need not wait for the steps before it.
+//   - Before a write or a planner request, every step is stored first.
+//   - The steps not yet written at the end are stored with it.
+//
+// A step is visible (to followers, who read the store) only once stored,
+// and every step is stored before anything that could depend on it
+// happens.
 type journal struct {
-	r       *Runner
-	wf      *Workflow
-	ctx     context.Context // the store's: not cancelled with the execution
-	pending *stepWrite
+	r   *Runner
+	wf  *Workflow
+	ctx context.Context // the store's: not cancelled with the execution
+	// newest is the step held until the execution next acts or ends; only
+	// the execution touches it.
+	newest *StepWrite
+
+	mu sync.Mutex
+	// queued are released steps not yet being written, oldest first.
+	queued []StepWrite
+	// writing is closed when the write in flight ends; nil when none is.
+	writing chan struct{}
 	steps   []Step // stored, the history's included
 	err     error  // the first failure to store; the execution stops
 }
 
-// add stores the held step, if any, and holds s.
+// add holds s, releasing the step held before it.
 func (j *journal) add(s *Step, recs []*audit.Record) error {
-	if err := j.flush(); err != nil {
-		return err
-	}
-	j.pending = &stepWrite{step: s, recs: recs}
-	return nil
+	err := j.release()
+	j.newest = &StepWrite{Step: s, Records: recs}
+	return err
 }
 
-// flush stores the held step.
+// release queues the held step to be written in the background; it
+// returns the failure of an earlier write, if any.
+func (j *journal) release() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.newest != nil && j.err == nil {
+		j.queued = append(j.queued, *j.newest)
+		if j.writing == nil {
+			j.writeQueued()
+		}
+	}
+	j.newest = nil
+	return j.err
+}
+
+// writeQueued writes the queued steps in the background, then whatever was
+// queued meanwhile. j.mu is held.
+func (j *journal) writeQueued() {
+	batch := j.queued
+	j.queued = nil
+	done := make(chan struct{})
+	j.writing = done
+	go func() {
+		err := j.r.opts.Store.AppendSteps(j.ctx, j.r.opts.Owner, batch...)
+		if err == nil {
+			j.r.hub.notify(j.wf.ID)
+		}
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		defer close(done)
+		j.writing = nil
+		if err != nil {
+			j.failLocked(fmt.Errorf("store steps %d to %d: %w", batch[0].Step.Step, batch[len(batch)-1].Step.Step, err))
+			return
+		}
+		for _, sw := range batch {
+			j.steps = append(j.steps, *sw.Step)
+		}
+		if len(j.queued) > 0 {
+			j.writeQueued()
+		}
+	}()
+}
+
+// wait returns once no write is in flight, with the first failure to store.
+func (j *journal) wait() error {
+	for {
+		j.mu.Lock()
+		w, err := j.writing, j.err
+		j.mu.Unlock()
+		if w == nil {
+			return err
+		}
+		<-w
+	}
+}
+
+// flush stores every step, the held one included.
 func (j *journal) flush() error {
-	if j.err != nil || j.pending == nil {
-		return j.err
+	j.release()
+	return j.wait()
+}
+
+// take returns the steps not yet written, to be stored with the
+// execution's end, once no write is in flight; stored are the steps
+// stored before them.
+func (j *journal) take() (stored []Step, last []StepWrite, err error) {
+	j.mu.Lock()
+	last, j.queued = j.queued, nil
+	j.mu.Unlock()
+	if j.newest != nil {
+		last, j.newest = append(last, *j.newest), nil
 	}
-	p := j.pending
-	j.pending = nil
-	if err := j.r.opts.Store.AppendStep(j.ctx, j.r.opts.Owner, p.step, p.recs...); err != nil {
-		return j.fail(fmt.Errorf("store step %d: %w", p.step.Step, err))
-	}
-	j.steps = append(j.steps, *p.step)
-	j.r.hub.notify(j.wf.ID)
-	return nil
+	err = j.wait()
+	return j.steps, last, err
 }
 
 // fail stops the execution on a failure to store, leaving the workflow to
 // be resumed from what was stored; it returns err.
 func (j *journal) fail(err error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.failLocked(err)
+	return err
+}
+
+// failLocked is fail with j.mu held.
+func (j *journal) failLocked(err error) {
+	if j.err != nil {
+		return
+	}
 	j.r.opts.Logger.Error("workflow write failed; leaving the workflow to be resumed", "workflow_id", j.wf.ID, "err", err)
 	j.err = err
-	return err
 }
 
 // finish stores how the workflow ended, after its last step when one is
 // held, and wakes its followers; steps are those stored before.
-func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *stepWrite, res agent.Result, runErr error) {
+func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []StepWrite, res agent.Result, runErr error) {
 	wf.Status, wf.Outcome = res.Status, res.Outcome
 	wf.FinishedAt = r.opts.Now().UTC()
 	if res.Output != nil {
@@ -187,11 +272,6 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *s
 		wf.Error = FailureDocument(wf.ID, detail)
 	}
 	rec := r.auditRecord(wf, "workflow.finish", outcomeOf(wf.Status), map[string]any{"status": wf.Status, "outcome": wf.Outcome})
-	var lastStep *Step
-	var lastRecs []*audit.Record
-	if last != nil {
-		lastStep, lastRecs = last.step, last.recs
-	}
 	recs := []*audit.Record{rec}
 	r.mu.Lock()
 	offered := r.records[wf.ID]
@@ -200,7 +280,7 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *s
 	if req := offered.claim(wf.ID); req != nil {
 		recs = append(recs, req)
 	}
-	err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, recs, lastStep, lastRecs...)
+	err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, recs, last...)
 	if len(recs) > 1 {
 		offered.settle(err == nil)
 	}
@@ -208,8 +288,8 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last *s
 		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return
 	}
-	if last != nil {
-		steps = append(steps, *last.step)
+	for _, sw := range last {
+		steps = append(steps, *sw.Step)
 	}
 	// No longer running here before its end is handed over: a waiter that
 	// subscribes too late for the hand-over reads the stored end instead.
@@ -281,13 +361,21 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	if e.h.intents[step] {
 		return agent.CallResult{}, &interruptedError{tool: c.Tool, operation: c.Operation, step: step}
 	}
-	// The steps before this call are stored before it is made.
-	if err := e.j.flush(); err != nil {
-		return agent.CallResult{}, err
-	}
 	t, op, err := e.lookup(ctx, c.Tool, c.Operation)
 	if err != nil {
 		return agent.CallResult{Status: agent.StatusError, Err: err.Error()}, nil
+	}
+	// A read goes out while the steps before it are written: a crash before
+	// they are stored only sends reads again. A write waits until they are,
+	// so that its arguments come from stored answers (a resumed workflow
+	// sends an idempotent write again with the same arguments, and its key)
+	// and an unrepeatable write's intent follows them.
+	if op.Kind == tool.Read {
+		if err := e.j.release(); err != nil {
+			return agent.CallResult{}, err
+		}
+	} else if err := e.j.flush(); err != nil {
+		return agent.CallResult{}, err
 	}
 	if op.Kind == tool.Write && !t.IdempotencySupport {
 		in := Intent{WorkflowID: e.wf.ID, Step: step, Tool: c.Tool, Operation: c.Operation, At: e.r.opts.Now()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -714,5 +716,103 @@ func TestAClosingRunnerStoresNoNewWorkflow(t *testing.T) {
 	wfs, err := db.ListWorkflows(ctx, "acme", workflow.ListFilter{Limit: 10})
 	if err != nil || len(wfs) != 0 {
 		t.Errorf("%d workflows stored (%v), want none", len(wfs), err)
+	}
+}
+
+// gatedStore is the SQLite store, except that its first AppendSteps waits
+// until gate is closed, or 10 s have passed (then slow is set).
+type gatedStore struct {
+	*sqlite.DB
+	gate  chan struct{}
+	first sync.Once
+	slow  bool
+}
+
+func (s *gatedStore) AppendSteps(ctx context.Context, owner string, steps ...workflow.StepWrite) error {
+	s.first.Do(func() {
+		select {
+		case <-s.gate:
+		case <-time.After(10 * time.Second):
+			s.slow = true
+		}
+	})
+	return s.DB.AppendSteps(ctx, owner, steps...)
+}
+
+// watcher is a ledger that notes, at each call, how many of the workflow's
+// steps and intents are stored; its third read opens the store's gate.
+type watcher struct {
+	db    *sqlite.DB
+	gate  chan struct{}
+	mu    sync.Mutex
+	reads int
+	seen  []string
+}
+
+func (w *watcher) Call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
+	steps, err := w.db.Steps(ctx, req.WorkflowID, 0)
+	if err != nil {
+		return tool.CallResult{}, err
+	}
+	intents, err := w.db.Intents(ctx, req.WorkflowID)
+	if err != nil {
+		return tool.CallResult{}, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, fmt.Sprintf("%s: %d steps, %d intents stored", req.Operation.ID, len(steps), len(intents)))
+	if req.Operation.Kind == tool.Read {
+		if w.reads++; w.reads == 3 {
+			close(w.gate)
+		}
+	}
+	return tool.CallResult{Status: 200, Body: json.RawMessage(`{"amount": 42}`)}, nil
+}
+
+// TestReadsGoOutWhileTheStepsBeforeThemAreWritten checks that a read is
+// not held up by the writes of the steps before it, while a write unsafe
+// to repeat waits until every step before it, and its intent, are stored.
+func TestReadsGoOutWhileTheStepsBeforeThemAreWritten(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	updateLedger(t, db, func(lt *tool.Tool) { lt.IdempotencySupport = false })
+	deploy(t, db, "reads", `{"tools": ["ledger"], "steps": [
+		{"action": "first", "call": "ledger.getTransaction"},
+		{"action": "second", "call": "ledger.getTransaction"},
+		{"action": "third", "call": "ledger.getTransaction"},
+		{"action": "post", "call": "ledger.postEntry"}], "outcome": "'posted'"}`)
+	gate := make(chan struct{})
+	st := &gatedStore{DB: db, gate: gate}
+	api := &watcher{db: db, gate: gate}
+	r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Owner: "replica-a", Lease: time.Minute})
+	wf, err := r.Start(ctx, request("reads"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := r.Wait(ctx, "acme", wf.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != workflow.Completed || done.Outcome != "posted" {
+		t.Fatalf("workflow %s/%s, error %s", done.Status, done.Outcome, done.Error)
+	}
+	if st.slow {
+		t.Error("the reads waited for step 1 to be written")
+	}
+	want := []string{
+		"getTransaction: 0 steps, 0 intents stored",
+		"getTransaction: 0 steps, 0 intents stored",
+		"getTransaction: 0 steps, 0 intents stored", // step 1 is still being written
+		"postEntry: 3 steps, 1 intents stored",
+	}
+	if diff := cmp.Diff(want, api.seen); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	steps, err := db.Steps(ctx, wf.ID, 0)
+	if err != nil || len(steps) != 4 {
+		t.Fatalf("stored steps %+v, %v", steps, err)
+	}
+	if rep, err := audit.Verify(ctx, db, "acme"); err != nil || !rep.OK {
+		t.Errorf("audit chain: %+v, %v", rep, err)
 	}
 }

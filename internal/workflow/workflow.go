@@ -131,6 +131,12 @@ type Step struct {
 	Sent bool `json:"sent,omitempty"`
 }
 
+// StepWrite is a step with the audit records stored with it.
+type StepWrite struct {
+	Step    *Step
+	Records []*audit.Record
+}
+
 // Intent records a tool call about to be sent that is unsafe to repeat (a
 // write of a tool without idempotency support), so a resumed workflow knows
 // it may have reached the tool.
@@ -166,17 +172,18 @@ type ListFilter struct {
 type Store interface {
 	// CreateWorkflow stores a new running workflow owned by w.Owner.
 	CreateWorkflow(ctx context.Context, w *Workflow, rec *audit.Record) error
-	// AppendStep stores a step and its audit records in one transaction,
-	// clearing the step's intent. It fails if owner no longer holds the lease.
-	AppendStep(ctx context.Context, owner string, s *Step, recs ...*audit.Record) error
+	// AppendSteps stores steps, in order, each with its audit records, in
+	// one transaction, clearing each step's intent. It fails if owner no
+	// longer holds the lease.
+	AppendSteps(ctx context.Context, owner string, steps ...StepWrite) error
 	// RecordIntent stores an intent before an unrepeatable call is sent.
 	RecordIntent(ctx context.Context, owner string, in Intent) error
 	// Intents returns the workflow's uncleared intents.
 	Intents(ctx context.Context, workflowID string) ([]Intent, error)
 	// FinishWorkflow stores the final status, outcome, output and error and
-	// drops the lease. A last step, when not nil, is stored first with its
-	// records, as AppendStep would, in the same transaction.
-	FinishWorkflow(ctx context.Context, owner string, w *Workflow, recs []*audit.Record, last *Step, lastRecs ...*audit.Record) error
+	// drops the lease. The last steps, when given, are stored first with
+	// their records, as AppendSteps would, in the same transaction.
+	FinishWorkflow(ctx context.Context, owner string, w *Workflow, recs []*audit.Record, last ...StepWrite) error
 	// Workflow returns a workflow of the tenant, or problem.NotFound.
 	Workflow(ctx context.Context, tenant, id string) (*Workflow, error)
 	// Steps returns the workflow's steps with Seq > afterSeq, in order.

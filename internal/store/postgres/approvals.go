@@ -19,20 +19,13 @@ const approvalColumns = `workflow_id, step, tenant, agent, agent_version, action
 	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
 	comment, timed_out`
 
-// SuspendWorkflow stores last and the pending approval a, and sets the
-// workflow waiting without a lease, provided owner holds it.
-func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last *workflow.Step, lastRecs ...*audit.Record) error {
-	if last != nil {
-		last.StartedAt = micro(last.StartedAt)
-		db.prepareAudit(lastRecs...)
-	}
+// SuspendWorkflow stores the last steps and the pending approval a, and
+// sets the workflow waiting without a lease, provided owner holds it.
+func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last ...workflow.StepWrite) error {
+	db.prepareSteps(last)
 	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
 	return db.write(ctx, func(tx *wtx) error {
-		if last != nil {
-			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
-				return err
-			}
-		}
+		appendSteps(tx, owner, last)
 		tag, err := tx.Exec(ctx, `UPDATE workflows SET status = 'waiting', owner = '', lease_until = $3
 			WHERE id = $1 AND status = 'running' AND owner = $2`, a.WorkflowID, owner, time.Time{})
 		if err != nil {

@@ -90,8 +90,8 @@ func TestChangeFeedTellsOtherReplicas(t *testing.T) {
 	must(t, b.CreateWorkflow(ctx, own, nil))
 	must(t, a.CreateWorkflow(ctx, theirs, nil))
 	// b's own step is sent first and skipped: the first event is a's.
-	must(t, b.AppendStep(ctx, "replica-b", oneStep(own.ID, 1)))
-	must(t, a.AppendStep(ctx, "replica-a", oneStep(theirs.ID, 1)))
+	must(t, b.AppendSteps(ctx, "replica-b", workflow.StepWrite{Step: oneStep(own.ID, 1)}))
+	must(t, a.AppendSteps(ctx, "replica-a", workflow.StepWrite{Step: oneStep(theirs.ID, 1)}))
 	if e := next(t, feed, "a's step"); e.kind != changeChanged || !slices.Equal(e.ids, []string{theirs.ID}) {
 		t.Fatalf("after a's step: %+v, want changed [%s]", e, theirs.ID)
 	}

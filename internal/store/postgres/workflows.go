@@ -63,17 +63,32 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	})
 }
 
-// AppendStep stores a step, clears its intent and appends recs, provided
-// owner still holds the workflow's lease.
-func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, recs ...*audit.Record) error {
-	s.StartedAt = micro(s.StartedAt)
-	db.prepareAudit(recs...)
+// AppendSteps stores steps in order, clearing their intents and appending
+// their records, provided owner still holds the workflow's lease.
+func (db *DB) AppendSteps(ctx context.Context, owner string, steps ...workflow.StepWrite) error {
+	db.prepareSteps(steps)
 	return db.write(ctx, func(tx *wtx) error {
-		return appendStep(ctx, tx, owner, s, recs)
+		appendSteps(tx, owner, steps)
+		return nil
 	})
 }
 
-func appendStep(_ context.Context, tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) error {
+// prepareSteps readies steps for appendSteps: times at the database's
+// precision, records chained in order.
+func (db *DB) prepareSteps(steps []workflow.StepWrite) {
+	for _, sw := range steps {
+		sw.Step.StartedAt = micro(sw.Step.StartedAt)
+		db.prepareAudit(sw.Records...)
+	}
+}
+
+func appendSteps(tx *wtx, owner string, steps []workflow.StepWrite) {
+	for _, sw := range steps {
+		appendStep(tx, owner, sw.Step, sw.Records)
+	}
+}
+
+func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
 	tx.Queue(func(err error) error {
 		if isUnique(err) {
 			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
@@ -89,7 +104,6 @@ func appendStep(_ context.Context, tx *wtx, owner string, s *workflow.Step, recs
 	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	tx.Audit(recs...)
 	tx.notify(changeChanged, s.WorkflowID)
-	return nil
 }
 
 // RecordIntent stores an intent, provided owner holds the lease.
@@ -117,9 +131,9 @@ func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n 
 }
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
-// holds it, after last (when not nil) in the same transaction.
+// holds it, after the last steps in the same transaction.
 func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, recs []*audit.Record,
-	last *workflow.Step, lastRecs ...*audit.Record) error {
+	last ...workflow.StepWrite) error {
 	if w.Status == workflow.Running || w.Status == "" {
 		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
 	}
@@ -127,17 +141,10 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		w.FinishedAt = db.now()
 	}
 	w.FinishedAt = micro(w.FinishedAt)
-	if last != nil {
-		last.StartedAt = micro(last.StartedAt)
-		db.prepareAudit(lastRecs...)
-	}
-	db.prepareAudit(recs...) // after the step's, as they are chained after them
+	db.prepareSteps(last)
+	db.prepareAudit(recs...) // after the steps', as they are chained after them
 	err := db.write(ctx, func(tx *wtx) error {
-		if last != nil {
-			if err := appendStep(ctx, tx, owner, last, lastRecs); err != nil {
-				return err
-			}
-		}
+		appendSteps(tx, owner, last)
 		tx.Queue(func(err error) error { return leaseRequired(err, w.ID, "finish workflow") },
 			`WITH up AS (UPDATE workflows SET status = $3, outcome = $4, output = $5, error = $6,
 				finished_at = $7, owner = '', lease_until = $8

@@ -16,20 +16,14 @@ const approvalColumns = `workflow_id, step, tenant, agent, agent_version, action
 	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
 	comment, timed_out`
 
-// SuspendWorkflow stores last and the pending approval a, and sets the
-// workflow waiting without a lease, provided owner holds it.
-func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last *workflow.Step, lastRecs ...*audit.Record) error {
-	var lastRow []any
-	if last != nil {
-		lastRow = stepRow(owner, last)
-		db.prepareAudit(lastRecs...)
-	}
+// SuspendWorkflow stores the last steps and the pending approval a, and
+// sets the workflow waiting without a lease, provided owner holds it.
+func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last ...workflow.StepWrite) error {
+	lastRows := db.prepareSteps(owner, last)
 	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
 	return db.write(ctx, func(tx dbtx) error {
-		if last != nil {
-			if err := appendStep(ctx, tx, last, lastRow, lastRecs); err != nil {
-				return err
-			}
+		if err := appendSteps(ctx, tx, last, lastRows); err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'waiting', owner = '', lease_until = ?
 			WHERE id = ? AND status = 'running' AND owner = ?`, noLease, a.WorkflowID, owner)

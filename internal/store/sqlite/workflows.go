@@ -49,14 +49,33 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	})
 }
 
-// AppendStep stores a step, clears its intent and appends recs, provided
-// owner still holds the workflow's lease.
-func (db *DB) AppendStep(ctx context.Context, owner string, s *workflow.Step, recs ...*audit.Record) error {
-	row := stepRow(owner, s)
-	db.prepareAudit(recs...)
+// AppendSteps stores steps in order, clearing their intents and appending
+// their records, provided owner still holds the workflow's lease.
+func (db *DB) AppendSteps(ctx context.Context, owner string, steps ...workflow.StepWrite) error {
+	rows := db.prepareSteps(owner, steps)
 	return db.write(ctx, func(tx dbtx) error {
-		return appendStep(ctx, tx, s, row, recs)
+		return appendSteps(ctx, tx, steps, rows)
 	})
+}
+
+// prepareSteps readies steps for appendSteps: their rows, and their
+// records chained in order.
+func (db *DB) prepareSteps(owner string, steps []workflow.StepWrite) [][]any {
+	rows := make([][]any, len(steps))
+	for i, sw := range steps {
+		rows[i] = stepRow(owner, sw.Step)
+		db.prepareAudit(sw.Records...)
+	}
+	return rows
+}
+
+func appendSteps(ctx context.Context, tx dbtx, steps []workflow.StepWrite, rows [][]any) error {
+	for i, sw := range steps {
+		if err := appendStep(ctx, tx, sw.Step, rows[i], sw.Records); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stepRow is s's values for appendStep, ending with the lease check's.
@@ -111,9 +130,9 @@ func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n 
 }
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
-// holds it, after last (when not nil) in the same transaction.
+// holds it, after the last steps in the same transaction.
 func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, recs []*audit.Record,
-	last *workflow.Step, lastRecs ...*audit.Record) error {
+	last ...workflow.StepWrite) error {
 	if w.Status == workflow.Running || w.Status == "" {
 		return fmt.Errorf("finish workflow %s: status %q is not final", w.ID, w.Status)
 	}
@@ -121,17 +140,11 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		w.FinishedAt = db.now()
 	}
 	w.FinishedAt = micro(w.FinishedAt)
-	var lastRow []any
-	if last != nil {
-		lastRow = stepRow(owner, last)
-		db.prepareAudit(lastRecs...)
-	}
-	db.prepareAudit(recs...) // after the step's, as they are chained after them
+	lastRows := db.prepareSteps(owner, last)
+	db.prepareAudit(recs...) // after the steps', as they are chained after them
 	err := db.write(ctx, func(tx dbtx) error {
-		if last != nil {
-			if err := appendStep(ctx, tx, last, lastRow, lastRecs); err != nil {
-				return err
-			}
+		if err := appendSteps(ctx, tx, last, lastRows); err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, outcome = ?, output = ?, error = ?,
 				finished_at = ?, owner = '', lease_until = ?

@@ -56,12 +56,12 @@ func benchmarkWorkflows(b *testing.B, audited bool) {
 				Tool: "pets", Operation: "listPets", Args: json.RawMessage(`{"limit":3}`),
 				Result: json.RawMessage(`[{"id":1,"name":"rex"}]`), Request: json.RawMessage(`{"method":"GET"}`),
 				HTTPStatus: 200, Attempts: 1, StartedAt: time.Now(), DurationMS: 3}
-			if err := db.AppendStep(ctx, "replica-a", s, rec("workflow.step", w.ID), rec("tool.call", w.ID)); err != nil {
+			if err := db.AppendSteps(ctx, "replica-a", workflow.StepWrite{Step: s, Records: []*audit.Record{rec("workflow.step", w.ID), rec("tool.call", w.ID)}}); err != nil {
 				return err
 			}
 		}
 		w.Status, w.Outcome, w.Output = workflow.Completed, "routed", json.RawMessage(`{"queue":"billing"}`)
-		return db.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{rec("workflow.finish", w.ID)}, nil)
+		return db.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{rec("workflow.finish", w.ID)})
 	}
 	b.ResetTimer()
 	start := time.Now()

@@ -24,7 +24,7 @@ func suspend(t *testing.T, s Store, owner string, w *workflow.Workflow, seq int)
 		Invoker: w.Caller.Sub, RequestedAt: base.Add(time.Minute), Deadline: base.Add(2 * time.Hour),
 		Status: workflow.ApprovalPending, Remaining: 4 * time.Minute,
 	}
-	must(t, s.SuspendWorkflow(ctxOf(t), owner, a, step, record(w.Tenant, "workflow.step", seq)), "suspend "+w.ID)
+	must(t, s.SuspendWorkflow(ctxOf(t), owner, a, written(step, record(w.Tenant, "workflow.step", seq))), "suspend "+w.ID)
 	return a
 }
 
@@ -36,8 +36,8 @@ func decision(w *workflow.Workflow, step int, status string) workflow.Decision {
 func testApprovalLifecycle(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
 	w := create(t, s, newWorkflow("acme", "refunds", "replica-a", 0))
-	must(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 1), record("acme", "workflow.step", 1)), "step 1")
-	wantLeaseLost(t, s.SuspendWorkflow(ctx, "replica-b", &workflow.Approval{WorkflowID: w.ID, Step: 2}, nil), "another owner's suspend")
+	must(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 1), record("acme", "workflow.step", 1))), "step 1")
+	wantLeaseLost(t, s.SuspendWorkflow(ctx, "replica-b", &workflow.Approval{WorkflowID: w.ID, Step: 2}), "another owner's suspend")
 	a := suspend(t, s, "replica-a", w, 2)
 
 	got, err := s.Workflow(ctx, "acme", w.ID)
@@ -51,7 +51,7 @@ func testApprovalLifecycle(t *testing.T, s Store, _ Hooks) {
 		t.Fatalf("steps = %+v; want the waiting step with its reason", steps)
 	}
 	// Nobody holds a waiting workflow: its owner's writes fail, no claim takes it.
-	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 3)), "step of a waiting workflow")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 3))), "step of a waiting workflow")
 	claimed, err := s.ClaimExpired(ctx, "replica-b", base.Add(100*time.Hour), base.Add(101*time.Hour), 10)
 	must(t, err, "claim")
 	if len(claimed) != 0 {
@@ -123,7 +123,7 @@ func testApprovalLifecycle(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("stored workflow after the decision: %q owned by %q", got.Status, got.Owner)
 	}
 	// The new owner goes on.
-	must(t, s.AppendStep(ctx, "replica-c", newStep(w.ID, 3), record("acme", "workflow.step", 5)), "step after the decision")
+	must(t, s.AppendSteps(ctx, "replica-c", written(newStep(w.ID, 3), record("acme", "workflow.step", 5))), "step after the decision")
 	finish(t, s, "replica-c", w)
 	verifyOK(t, s, "acme", 4)
 }
@@ -187,7 +187,7 @@ func testApprovalCancelWaiting(t *testing.T, s Store, _ Hooks) {
 	_, _, err = s.DecideApproval(ctx, decision(w, 1, workflow.ApprovalApproved), "replica-d", lease, record("acme", "workflow.approval", 2))
 	wantCode(t, err, problem.Conflict, "decide a cancelled approval")
 	w.Status, w.Outcome = workflow.Cancelled, "cancelled"
-	must(t, s.FinishWorkflow(ctx, "replica-c", w, nil, nil), "finish the cancelled workflow")
+	must(t, s.FinishWorkflow(ctx, "replica-c", w, nil), "finish the cancelled workflow")
 }
 
 func testApprovalList(t *testing.T, s Store, _ Hooks) {

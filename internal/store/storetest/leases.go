@@ -20,13 +20,13 @@ func testWorkflowLeaseEnforced(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
 	w := create(t, s, newWorkflow("acme", "triage", "replica-a", 0))
 	rec := record("acme", "workflow.step", 1)
-	wantLeaseLost(t, s.AppendStep(ctx, "replica-b", newStep(w.ID, 1), rec), "another owner's step")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-b", written(newStep(w.ID, 1), rec)), "another owner's step")
 	wantLeaseLost(t, s.RecordIntent(ctx, "replica-b", workflow.Intent{WorkflowID: w.ID, Step: 1, At: base}), "another owner's intent")
 	wantLeaseLost(t, s.RecordCompletion(ctx, "replica-b", w.ID, 1, json.RawMessage(`{}`)), "another owner's completion")
 	done := *w
 	done.Status, done.Outcome = workflow.Completed, "ok"
-	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &done, []*audit.Record{record("acme", "workflow.finish", 2)}, nil), "another owner's finish")
-	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep("wf_nope", 1)), "step of an unknown workflow")
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &done, []*audit.Record{record("acme", "workflow.finish", 2)}), "another owner's finish")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-a", written(newStep("wf_nope", 1))), "step of an unknown workflow")
 
 	steps, err := s.Steps(ctx, w.ID, 0)
 	must(t, err, "steps")
@@ -43,7 +43,7 @@ func testWorkflowLeaseEnforced(t *testing.T, s Store, _ Hooks) {
 	verifyOK(t, s, "acme", 0)
 
 	// The owner's writes go through.
-	must(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 1), rec), "owner's step")
+	must(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 1), rec)), "owner's step")
 	finish(t, s, "replica-a", w)
 }
 
@@ -103,7 +103,7 @@ func testWorkflowRenewCancelRelease(t *testing.T, s Store, _ Hooks) {
 	if diff := cmp.Diff(workflow.LeaseStatus{Lost: []string{mine.ID}}, st); diff != "" {
 		t.Errorf("RenewLease after release (-want +got):\n%s", diff)
 	}
-	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep(mine.ID, 1)), "step after release")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-a", written(newStep(mine.ID, 1))), "step after release")
 
 	claimed, err := s.ClaimExpired(ctx, "replica-c", base, base.Add(time.Minute), 10)
 	must(t, err, "claim")
@@ -113,8 +113,8 @@ func testWorkflowRenewCancelRelease(t *testing.T, s Store, _ Hooks) {
 	if c := claimed[0]; c.Owner != "replica-c" || !c.LeaseUntil.Equal(base.Add(time.Minute)) || c.Goal != mine.Goal {
 		t.Errorf("claimed workflow: owner %q lease %v goal %q", c.Owner, c.LeaseUntil, c.Goal)
 	}
-	must(t, s.AppendStep(ctx, "replica-c", newStep(mine.ID, 1)), "new owner's step")
-	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep(mine.ID, 2)), "old owner's step")
+	must(t, s.AppendSteps(ctx, "replica-c", written(newStep(mine.ID, 1))), "new owner's step")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-a", written(newStep(mine.ID, 2))), "old owner's step")
 }
 
 func testWorkflowClaimExpired(t *testing.T, s Store, _ Hooks) {

@@ -54,7 +54,7 @@ func finish(t *testing.T, s Store, owner string, w *workflow.Workflow) {
 	t.Helper()
 	w.Status, w.Outcome, w.Output = workflow.Completed, "routed", json.RawMessage(`{"queue": "billing"}`)
 	w.FinishedAt = base.Add(time.Minute)
-	must(t, s.FinishWorkflow(ctxOf(t), owner, w, nil, nil), "finish "+w.ID)
+	must(t, s.FinishWorkflow(ctxOf(t), owner, w, nil), "finish "+w.ID)
 }
 
 func wantLeaseLost(t *testing.T, err error, what string) {
@@ -105,7 +105,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 			st.Score, st.Args, st.Result, st.Request = nil, nil, nil, nil
 			st.Status, st.Error, st.HTTPStatus, st.Attempts, st.Sent = "error", "denied by policy", 0, 0, false
 		}
-		must(t, s.AppendStep(ctx, "replica-a", st, record("acme", "workflow.step", seq), record("acme", "tool.call", seq)),
+		must(t, s.AppendSteps(ctx, "replica-a", written(st, record("acme", "workflow.step", seq), record("acme", "tool.call", seq))),
 			fmt.Sprintf("append step %d", seq))
 		steps = append(steps, *st)
 		if seq == 1 {
@@ -120,7 +120,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	if ins, err := s.Intents(ctx, w.ID); err != nil || len(ins) != 0 {
 		t.Errorf("Intents after step 2 = %v, %v; want none", ins, err)
 	}
-	if err := s.AppendStep(ctx, "replica-a", newStep(w.ID, 2), record("acme", "workflow.step", 9)); err == nil {
+	if err := s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 2), record("acme", "workflow.step", 9))); err == nil {
 		t.Error("a second step 2 was stored")
 	}
 	for _, tc := range []struct {
@@ -153,7 +153,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	w.Output = json.RawMessage(`{"partial": true}`)
 	w.Error = json.RawMessage(`{"type": "https://agentplane.dev/problems/workflow-failed", "status": 422}`)
 	w.FinishedAt = base.Add(time.Minute + 999)
-	must(t, s.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{record("acme", "workflow.finish", 10)}, nil), "finish")
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{record("acme", "workflow.finish", 10)}), "finish")
 	if w.Owner != "" || !w.LeaseUntil.IsZero() || !w.FinishedAt.Equal(base.Add(time.Minute)) {
 		t.Errorf("after finish: owner %q lease %v finished %v; want no owner, no lease, finished cut to µs", w.Owner, w.LeaseUntil, w.FinishedAt)
 	}
@@ -162,9 +162,9 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	if diff := cmp.Diff(w, got); diff != "" {
 		t.Errorf("Workflow after finish (-want +got):\n%s", diff)
 	}
-	wantLeaseLost(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 4)), "append to a finished workflow")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 4))), "append to a finished workflow")
 	wantLeaseLost(t, s.RecordIntent(ctx, "replica-a", workflow.Intent{WorkflowID: w.ID, Step: 4, At: base}), "intent of a finished workflow")
-	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-a", w, nil, nil), "finish twice")
+	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "finish twice")
 
 	// start + 3 × (step + call) + finish; refused writes appended nothing.
 	verifyOK(t, s, "acme", 8)
@@ -184,7 +184,7 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 			finish(t, s, "replica-a", w) // completed, outcome routed
 		case 3:
 			w.Status, w.Outcome, w.FinishedAt = workflow.Failed, workflow.OutcomeTimedOut, base.Add(time.Hour)
-			must(t, s.FinishWorkflow(ctx, "replica-a", w, nil, nil), "fail")
+			must(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "fail")
 		}
 		all = append(all, w)
 	}
@@ -254,19 +254,19 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
-// testWorkflowFinishWithLastStep stores a workflow's last step with its end
-// in one write: both land, the step's records before the end's; an owner
-// that lost the lease stores neither.
-func testWorkflowFinishWithLastStep(t *testing.T, s Store, _ Hooks) {
+// testWorkflowFinishWithLastSteps stores a workflow's last steps with its
+// end in one write: all land, the steps' records before the end's; an
+// owner that lost the lease stores none of them.
+func testWorkflowFinishWithLastSteps(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
 	w := create(t, s, newWorkflow("acme", "triage", "replica-a", 1))
-	must(t, s.AppendStep(ctx, "replica-a", newStep(w.ID, 1), record("acme", "workflow.step", 1)), "step 1")
+	must(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 1), record("acme", "workflow.step", 1))), "step 1")
 
-	// Another replica's finish with a last step stores nothing.
+	// Another replica's finish with last steps stores nothing.
 	other := *w
 	other.Status, other.Outcome, other.FinishedAt = workflow.Completed, "routed", base.Add(time.Minute)
 	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &other, []*audit.Record{record("acme", "workflow.finish", 2)},
-		newStep(w.ID, 2), record("acme", "workflow.step", 3)), "another owner's finish with a step")
+		written(newStep(w.ID, 2), record("acme", "workflow.step", 3))), "another owner's finish with a step")
 	steps, err := s.Steps(ctx, w.ID, 0)
 	must(t, err, "steps")
 	if len(steps) != 1 {
@@ -274,30 +274,64 @@ func testWorkflowFinishWithLastStep(t *testing.T, s Store, _ Hooks) {
 	}
 
 	w.Status, w.Outcome, w.FinishedAt = workflow.Completed, "routed", base.Add(time.Minute)
-	last := newStep(w.ID, 2)
-	must(t, s.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{record("acme", "workflow.finish", 5)},
-		last, record("acme", "workflow.step", 3), record("acme", "tool.call", 4)), "finish with the last step")
-	steps, err = s.Steps(ctx, w.ID, 0)
+	last := []*workflow.Step{newStep(w.ID, 2), newStep(w.ID, 3)}
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, []*audit.Record{record("acme", "workflow.finish", 7)},
+		written(last[0], record("acme", "workflow.step", 3), record("acme", "tool.call", 4)),
+		written(last[1], record("acme", "workflow.step", 5), record("acme", "tool.call", 6))), "finish with the last steps")
+	steps, err = s.Steps(ctx, w.ID, 1)
 	must(t, err, "steps")
-	if len(steps) != 2 {
-		t.Fatalf("%d steps after finishing with the last, want 2", len(steps))
-	}
-	if diff := cmp.Diff(*last, steps[1]); diff != "" {
-		t.Errorf("last step (-stored +read):\n%s", diff)
+	if diff := cmp.Diff([]workflow.Step{*last[0], *last[1]}, steps); diff != "" {
+		t.Errorf("last steps (-stored +read):\n%s", diff)
 	}
 	got, err := s.Workflow(ctx, "acme", w.ID)
 	must(t, err, "workflow")
 	if got.Status != workflow.Completed || got.Owner != "" {
 		t.Errorf("workflow after finish: status %q owner %q", got.Status, got.Owner)
 	}
-	recs, err := s.QueryAudit(ctx, "acme", audit.Filter{Limit: 10})
+	wantActions(t, s, "acme", "workflow.step", "workflow.step", "tool.call", "workflow.step", "tool.call", "workflow.finish")
+	verifyOK(t, s, "acme", 6)
+}
+
+// testWorkflowAppendSteps stores several steps in one write, in order with
+// their records; a batch with one step refused stores none of it.
+func testWorkflowAppendSteps(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := create(t, s, newWorkflow("acme", "triage", "replica-a", 1))
+	batch := []*workflow.Step{newStep(w.ID, 1), newStep(w.ID, 2)}
+	must(t, s.AppendSteps(ctx, "replica-a",
+		written(batch[0], record("acme", "workflow.step", 1), record("acme", "tool.call", 2)),
+		written(batch[1], record("acme", "workflow.step", 3))), "append steps 1 and 2")
+
+	// Step 2 again, after a new step 3: neither is stored, nor their records.
+	if err := s.AppendSteps(ctx, "replica-a",
+		written(newStep(w.ID, 3), record("acme", "workflow.step", 4)),
+		written(newStep(w.ID, 2), record("acme", "workflow.step", 5))); err == nil {
+		t.Error("a batch with a second step 2 was stored")
+	}
+	steps, err := s.Steps(ctx, w.ID, 0)
+	must(t, err, "steps")
+	if diff := cmp.Diff([]workflow.Step{*batch[0], *batch[1]}, steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	wantActions(t, s, "acme", "workflow.step", "tool.call", "workflow.step")
+	verifyOK(t, s, "acme", 3)
+}
+
+// wantActions checks the tenant's audit actions, in chain order.
+func wantActions(t *testing.T, s Store, tenant string, want ...string) {
+	t.Helper()
+	recs, err := s.QueryAudit(ctxOf(t), tenant, audit.Filter{Limit: 100})
 	must(t, err, "query audit")
 	var actions []string
 	for _, r := range slices.Backward(recs) {
 		actions = append(actions, r.Action)
 	}
-	if diff := cmp.Diff([]string{"workflow.step", "workflow.step", "tool.call", "workflow.finish"}, actions); diff != "" {
+	if diff := cmp.Diff(want, actions); diff != "" {
 		t.Errorf("audit actions in chain order (-want +got):\n%s", diff)
 	}
-	verifyOK(t, s, "acme", 4)
+}
+
+// written is a step with its records, as a write stores them.
+func written(s *workflow.Step, recs ...*audit.Record) workflow.StepWrite {
+	return workflow.StepWrite{Step: s, Records: recs}
 }
