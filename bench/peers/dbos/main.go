@@ -5,11 +5,13 @@
 // table as bench/invoke, so the two can be run one after the other in one
 // session and compared.
 //
-//	cd bench/peers/dbos && go run . [-n 2000] [-c 1,16] [-warmup 200]
+//	cd bench/peers/dbos && go run . [-store postgres|sqlite] [-n 2000] [-c 1,16] [-warmup 200]
 //
-// It runs in a fresh database created on the server named by -database-url
-// (default $AGENTPLANE_TEST_DATABASE_URL) and dropped at the end. It has a
-// go.mod of its own so that agentplane does not depend on DBOS.
+// On PostgreSQL (the default) it runs in a fresh database created on the
+// server named by -database-url (default $AGENTPLANE_TEST_DATABASE_URL) and
+// dropped at the end; on SQLite, in a file in a temporary directory removed
+// at the end (WAL, synchronous=NORMAL: DBOS's settings, and agentplane's).
+// It has a go.mod of its own so that agentplane does not depend on DBOS.
 package main
 
 import (
@@ -28,6 +30,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +41,7 @@ import (
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite" // -store sqlite
 	"github.com/jackc/pgx/v5"
 )
 
@@ -51,6 +55,7 @@ func main() {
 }
 
 type options struct {
+	store       string
 	n, warmup   int
 	levels      []int
 	databaseURL string
@@ -60,6 +65,7 @@ type options struct {
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench/peers/dbos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	store := fs.String("store", "postgres", "DBOS's system database: postgres or sqlite")
 	n := fs.Int("n", 2000, "invocations per concurrency level")
 	levels := fs.String("c", "1,16", "comma-separated concurrency levels")
 	warmup := fs.Int("warmup", 200, "invocations before measuring")
@@ -68,7 +74,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{n: *n, warmup: *warmup, databaseURL: *dbURL, duration: *duration}
+	o := options{store: *store, n: *n, warmup: *warmup, databaseURL: *dbURL, duration: *duration}
+	if o.store != "postgres" && o.store != "sqlite" {
+		return options{}, fmt.Errorf("-store: %q is neither postgres nor sqlite", o.store)
+	}
 	for _, f := range strings.Split(*levels, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || c < 1 || c > 1024 {
@@ -96,7 +105,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}))
 	defer tools.Close()
 
-	dbURL, drop, err := createDatabase(ctx, o.databaseURL)
+	var (
+		dbURL string
+		drop  func() error
+	)
+	if o.store == "sqlite" {
+		dbURL, drop, err = sqliteFile()
+	} else {
+		dbURL, drop, err = createDatabase(ctx, o.databaseURL)
+	}
 	if err != nil {
 		return err
 	}
@@ -123,11 +140,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	wal, err := openWAL(ctx, o.databaseURL)
-	if err != nil {
-		return err
+	var wal *walProbe // PostgreSQL's WAL counters; none on SQLite
+	if o.store == "postgres" {
+		if wal, err = openWAL(ctx, o.databaseURL); err != nil {
+			return err
+		}
+		defer wal.conn.Close(context.Background())
 	}
-	defer wal.conn.Close(context.Background())
 
 	cl := newClient("http://"+ln.Addr().String()+"/invoke", maxOf(o.levels))
 	fmt.Fprintf(stderr, "dbos: warming up (%d invocations) …\n", o.warmup)
@@ -369,6 +388,16 @@ func (p *walProbe) read(ctx context.Context) (walCount, error) {
 	var c walCount
 	err := p.conn.QueryRow(ctx, `SELECT wal_records, wal_bytes::bigint FROM pg_stat_wal`).Scan(&c.records, &c.bytes)
 	return c, err
+}
+
+// sqliteFile returns the URL of a SQLite file in a new temporary directory
+// and a function that removes the directory.
+func sqliteFile() (string, func() error, error) {
+	dir, err := os.MkdirTemp("", "agentplane-peer-")
+	if err != nil {
+		return "", nil, err
+	}
+	return "sqlite:" + filepath.Join(dir, "dbos.db"), func() error { return os.RemoveAll(dir) }, nil
 }
 
 // createDatabase creates a fresh database on the server at adminURL and
