@@ -35,6 +35,9 @@ type history struct {
 	approvals map[int]*Approval
 	// tools, when known, are the tools the program was compiled with.
 	tools []*tool.Tool
+	// created, for a new workflow, is its storing, still under way when
+	// the execution begins.
+	created *creation
 }
 
 // ErrInterrupted ends a resumed workflow whose unrepeatable call may have
@@ -69,6 +72,12 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	defer span.End()
 	store := context.WithoutCancel(ctx)
 	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
+	if h.created != nil {
+		j.mu.Lock()
+		j.inFlight(h.created.wait, nil)
+		j.mu.Unlock()
+	}
+	defer j.wait()
 	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
 	for _, t := range h.tools {
 		if t != nil {
@@ -101,8 +110,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 			}
 		}
 		return
-	case errors.Is(cause, errLeaseLost):
-		j.wait()
+	case errors.Is(cause, errLeaseLost), errors.Is(cause, errNotCreated):
 		return
 	}
 	steps, last, err := j.take()
@@ -170,16 +178,27 @@ func (j *journal) release() error {
 	return j.err
 }
 
-// writeQueued writes the queued steps in the background, then whatever was
-// queued meanwhile. j.mu is held.
+// writeQueued writes the queued steps in the background. j.mu is held.
 func (j *journal) writeQueued() {
 	batch := j.queued
 	j.queued = nil
+	j.inFlight(func() error {
+		if err := j.r.opts.Store.AppendSteps(j.ctx, j.r.opts.Owner, batch...); err != nil {
+			return fmt.Errorf("store steps %d to %d: %w", batch[0].Step.Step, batch[len(batch)-1].Step.Step, err)
+		}
+		return nil
+	}, batch)
+}
+
+// inFlight runs write in the background as the write in flight, then
+// writes what was queued meanwhile; steps are what write stores. j.mu is
+// held.
+func (j *journal) inFlight(write func() error, steps []StepWrite) {
 	done := make(chan struct{})
 	j.writing = done
 	go func() {
-		err := j.r.opts.Store.AppendSteps(j.ctx, j.r.opts.Owner, batch...)
-		if err == nil {
+		err := write()
+		if err == nil && len(steps) > 0 {
 			j.r.hub.notify(j.wf.ID)
 		}
 		j.mu.Lock()
@@ -187,10 +206,10 @@ func (j *journal) writeQueued() {
 		defer close(done)
 		j.writing = nil
 		if err != nil {
-			j.failLocked(fmt.Errorf("store steps %d to %d: %w", batch[0].Step.Step, batch[len(batch)-1].Step.Step, err))
+			j.failLocked(err)
 			return
 		}
-		for _, sw := range batch {
+		for _, sw := range steps {
 			j.steps = append(j.steps, *sw.Step)
 		}
 		if len(j.queued) > 0 {
@@ -241,13 +260,16 @@ func (j *journal) fail(err error) error {
 	return err
 }
 
-// failLocked is fail with j.mu held.
+// failLocked is fail with j.mu held. A workflow Start failed to store is
+// not logged here: Start reports it.
 func (j *journal) failLocked(err error) {
 	if j.err != nil {
 		return
 	}
-	j.r.opts.Logger.Error("workflow write failed; leaving the workflow to be resumed", "workflow_id", j.wf.ID, "err", err)
 	j.err = err
+	if !errors.Is(err, errNotCreated) {
+		j.r.opts.Logger.Error("workflow write failed; leaving the workflow to be resumed", "workflow_id", j.wf.ID, "err", err)
+	}
 }
 
 // finish stores how the workflow ended, after its last step when one is

@@ -181,3 +181,30 @@ func TestJournalStopsAfterAFailedWrite(t *testing.T) {
 		t.Errorf("batches written (-want +got):\n%s", diff)
 	}
 }
+
+// renewals is a Store that notes the workflows whose leases are renewed.
+type renewals struct {
+	Store
+	ids []string
+}
+
+func (s *renewals) RenewLease(_ context.Context, _ string, ids []string, _ time.Time) (LeaseStatus, error) {
+	s.ids = append(s.ids, ids...)
+	return LeaseStatus{}, nil
+}
+
+// TestLeasesOfWorkflowsBeingStoredAreNotRenewed checks that a workflow
+// whose execution began while Start stores it is left out of lease
+// renewals until stored: renewing a lease not yet stored would report it
+// lost and stop the execution.
+func TestLeasesOfWorkflowsBeingStoredAreNotRenewed(t *testing.T) {
+	st := &renewals{}
+	r := New(Options{Store: st, Owner: "replica-a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r.running["wf_stored"] = func(error) {}
+	r.running["wf_being_stored"] = func(error) {}
+	r.creating["wf_being_stored"] = true
+	r.renew(context.Background())
+	if diff := cmp.Diff([]string{"wf_stored"}, st.ids); diff != "" {
+		t.Errorf("renewed (-want +got):\n%s", diff)
+	}
+}

@@ -40,7 +40,9 @@ func (r *Runner) renew(ctx context.Context) {
 	r.mu.Lock()
 	ids := make([]string, 0, len(r.running))
 	for id := range r.running {
-		ids = append(ids, id)
+		if !r.creating[id] {
+			ids = append(ids, id)
+		}
 	}
 	r.mu.Unlock()
 	if len(ids) == 0 {

@@ -63,8 +63,11 @@ type Runner struct {
 	// records are the waiting requests' records offered to workflows'
 	// ends, by workflow (see RequestRecord).
 	records map[string]*RequestRecord
-	wg      sync.WaitGroup
-	closing bool
+	// creating are the workflows executing here that Start is still
+	// storing: their leases are not renewed yet.
+	creating map[string]bool
+	wg       sync.WaitGroup
+	closing  bool
 }
 
 // Causes of stopping an execution without finishing its workflow.
@@ -72,6 +75,8 @@ var (
 	errShutdown  = errors.New("the server is shutting down")
 	errLeaseLost = errors.New("another replica took the workflow over")
 	errCancel    = errors.New("cancelled on request")
+	// errNotCreated stops the execution of a workflow Start failed to store.
+	errNotCreated = errors.New("the workflow was not stored")
 )
 
 // errRunning refuses to launch a workflow already executing on this replica.
@@ -107,7 +112,7 @@ func New(opts Options) *Runner {
 		opts.Logger = slog.Default()
 	}
 	return &Runner{opts: opts, hub: newHub(), feed: newFeed(), running: map[string]context.CancelCauseFunc{},
-		records: map[string]*RequestRecord{}}
+		records: map[string]*RequestRecord{}, creating: map[string]bool{}}
 }
 
 // Program returns the compiled program of a version, compiling it again

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -719,28 +721,35 @@ func TestAClosingRunnerStoresNoNewWorkflow(t *testing.T) {
 	}
 }
 
-// gatedStore is the SQLite store, except that its first AppendSteps waits
-// until gate is closed, or 10 s have passed (then slow is set).
+// gatedStore is the SQLite store, except that its writes of a workflow and
+// of steps wait until gate is closed, or 10 s have passed (then slow is set).
 type gatedStore struct {
 	*sqlite.DB
-	gate  chan struct{}
-	first sync.Once
-	slow  bool
+	gate chan struct{}
+	slow atomic.Bool
+}
+
+func (s *gatedStore) hold() {
+	select {
+	case <-s.gate:
+	case <-time.After(10 * time.Second):
+		s.slow.Store(true)
+	}
+}
+
+func (s *gatedStore) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
+	s.hold()
+	return s.DB.CreateWorkflow(ctx, w, rec)
 }
 
 func (s *gatedStore) AppendSteps(ctx context.Context, owner string, steps ...workflow.StepWrite) error {
-	s.first.Do(func() {
-		select {
-		case <-s.gate:
-		case <-time.After(10 * time.Second):
-			s.slow = true
-		}
-	})
+	s.hold()
 	return s.DB.AppendSteps(ctx, owner, steps...)
 }
 
-// watcher is a ledger that notes, at each call, how many of the workflow's
-// steps and intents are stored; its third read opens the store's gate.
+// watcher is a ledger that notes, at each call, whether the workflow is
+// stored and how many of its steps and intents are; its third read opens
+// the store's gate.
 type watcher struct {
 	db    *sqlite.DB
 	gate  chan struct{}
@@ -750,6 +759,8 @@ type watcher struct {
 }
 
 func (w *watcher) Call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
+	_, err := w.db.Workflow(ctx, "acme", req.WorkflowID)
+	stored := err == nil
 	steps, err := w.db.Steps(ctx, req.WorkflowID, 0)
 	if err != nil {
 		return tool.CallResult{}, err
@@ -760,7 +771,8 @@ func (w *watcher) Call(ctx context.Context, req tool.CallRequest) (tool.CallResu
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.seen = append(w.seen, fmt.Sprintf("%s: %d steps, %d intents stored", req.Operation.ID, len(steps), len(intents)))
+	w.seen = append(w.seen, fmt.Sprintf("%s: workflow stored %t, %d steps, %d intents",
+		req.Operation.ID, stored, len(steps), len(intents)))
 	if req.Operation.Kind == tool.Read {
 		if w.reads++; w.reads == 3 {
 			close(w.gate)
@@ -770,8 +782,9 @@ func (w *watcher) Call(ctx context.Context, req tool.CallRequest) (tool.CallResu
 }
 
 // TestReadsGoOutWhileTheStepsBeforeThemAreWritten checks that a read is
-// not held up by the writes of the steps before it, while a write unsafe
-// to repeat waits until every step before it, and its intent, are stored.
+// not held up by the writes of the workflow and of the steps before it,
+// while a write unsafe to repeat waits until every step before it, and its
+// intent, are stored.
 func TestReadsGoOutWhileTheStepsBeforeThemAreWritten(t *testing.T) {
 	db := setup(t)
 	ctx := context.Background()
@@ -796,14 +809,15 @@ func TestReadsGoOutWhileTheStepsBeforeThemAreWritten(t *testing.T) {
 	if done.Status != workflow.Completed || done.Outcome != "posted" {
 		t.Fatalf("workflow %s/%s, error %s", done.Status, done.Outcome, done.Error)
 	}
-	if st.slow {
-		t.Error("the reads waited for step 1 to be written")
+	if st.slow.Load() {
+		t.Error("the reads waited for the workflow or its steps to be written")
 	}
+	// The third read opens the gate: until then nothing is stored.
 	want := []string{
-		"getTransaction: 0 steps, 0 intents stored",
-		"getTransaction: 0 steps, 0 intents stored",
-		"getTransaction: 0 steps, 0 intents stored", // step 1 is still being written
-		"postEntry: 3 steps, 1 intents stored",
+		"getTransaction: workflow stored false, 0 steps, 0 intents",
+		"getTransaction: workflow stored false, 0 steps, 0 intents",
+		"getTransaction: workflow stored false, 0 steps, 0 intents",
+		"postEntry: workflow stored true, 3 steps, 1 intents",
 	}
 	if diff := cmp.Diff(want, api.seen); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
@@ -814,5 +828,40 @@ func TestReadsGoOutWhileTheStepsBeforeThemAreWritten(t *testing.T) {
 	}
 	if rep, err := audit.Verify(ctx, db, "acme"); err != nil || !rep.OK {
 		t.Errorf("audit chain: %+v, %v", rep, err)
+	}
+}
+
+// notStored is the SQLite store, except that it fails to store workflows.
+type notStored struct{ *sqlite.DB }
+
+func (notStored) CreateWorkflow(context.Context, *workflow.Workflow, *audit.Record) error {
+	return errors.New("database is locked")
+}
+
+// TestAWorkflowNotStoredStopsAndWritesNothing checks that a workflow Start
+// fails to store is refused, and its execution, begun meanwhile, stops
+// before any write: neither its steps nor its tool writes happen.
+func TestAWorkflowNotStoredStopsAndWritesNothing(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	api := &ledger{}
+	r := workflow.New(workflow.Options{Store: notStored{db}, Versions: db, Tools: db, Caller: api, Owner: "replica-a", Lease: time.Minute})
+	if _, err := r.Start(ctx, request("settle")); err == nil || !strings.Contains(err.Error(), "database is locked") {
+		t.Fatalf("Start = %v, want the store's error", err)
+	}
+	if err := r.Close(ctx); err != nil { // waits for the execution to stop
+		t.Fatal(err)
+	}
+	for _, call := range api.seen() {
+		if strings.HasPrefix(call, "postEntry") {
+			t.Errorf("the write was sent: %s", call)
+		}
+	}
+	wfs, err := db.ListWorkflows(ctx, "acme", workflow.ListFilter{})
+	if err != nil || len(wfs) != 0 {
+		t.Errorf("workflows stored: %v, %v", wfs, err)
+	}
+	if rep, err := audit.Verify(ctx, db, "acme"); err != nil || rep.RecordsChecked != 0 {
+		t.Errorf("audit: %+v, %v", rep, err)
 	}
 }

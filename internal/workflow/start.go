@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
@@ -68,23 +69,50 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if closing {
 		return nil, problem.New(problem.Unavailable, "%v", errShutdown)
 	}
-	if err := r.opts.Store.CreateWorkflow(ctx, wf, nil); err != nil {
-		return nil, err
-	}
-	started := *wf // the execution goes on changing wf
+	started, stored := *wf, *wf // the execution goes on changing wf
+	r.mu.Lock()
 	if req.Record != nil {
-		r.mu.Lock()
 		r.records[wf.ID] = req.Record
-		r.mu.Unlock()
 	}
-	// The execution calls the tools just looked up rather than reading them again.
-	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools}); err != nil {
+	r.creating[wf.ID] = true
+	r.mu.Unlock()
+	// The execution begins while the workflow is stored: its reads go out
+	// meanwhile, and its first write waits for the workflow's (see journal).
+	// It calls the tools just looked up rather than reading them again.
+	c := &creation{done: make(chan struct{})}
+	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools, created: c}); err != nil {
 		r.mu.Lock()
 		delete(r.records, wf.ID)
+		delete(r.creating, wf.ID)
 		r.mu.Unlock()
 		return nil, problem.New(problem.Unavailable, "%v", err)
 	}
+	c.err = r.opts.Store.CreateWorkflow(ctx, &stored, nil)
+	close(c.done)
+	r.mu.Lock()
+	delete(r.creating, wf.ID)
+	r.mu.Unlock()
+	if c.err != nil {
+		r.stop(wf.ID, errNotCreated)
+		return nil, c.err
+	}
 	return &started, nil
+}
+
+// creation is the storing of a new workflow, made by Start while the
+// workflow's execution begins.
+type creation struct {
+	done chan struct{}
+	err  error // valid once done is closed
+}
+
+// wait returns once the workflow is stored, or errNotCreated if it was not.
+func (c *creation) wait() error {
+	<-c.done
+	if c.err != nil {
+		return fmt.Errorf("%w: %w", errNotCreated, c.err)
+	}
+	return nil
 }
 
 // check validates an invocation's goal and max_tool_calls before anything
@@ -115,7 +143,9 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 	if req.Context == nil {
 		ctxJSON = []byte("{}")
 	}
-	now := r.opts.Now().UTC()
+	// At the stores' precision, so the workflow the execution holds is the
+	// one stored.
+	now := r.opts.Now().UTC().Truncate(time.Microsecond)
 	return &Workflow{
 		ID: ids.NewAt(ids.Workflow, now), Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
 		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
