@@ -135,10 +135,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 //     need not wait for the steps before it.
 //   - Before a write or a planner request, every step is stored first.
 //   - The steps not yet written at the end are stored with it.
+//   - A new workflow's own storing, under way in Start as the execution
+//     begins, is the first write in flight: every write waits for it.
 //
 // A step is visible (to followers, who read the store) only once stored,
-// and every step is stored before anything that could depend on it
-// happens.
+// and it is stored before any write or planner request that follows it.
 type journal struct {
 	r   *Runner
 	wf  *Workflow
@@ -272,8 +273,8 @@ func (j *journal) failLocked(err error) {
 	}
 }
 
-// finish stores how the workflow ended, after its last step when one is
-// held, and wakes its followers; steps are those stored before.
+// finish stores how the workflow ended, after its last steps (those not
+// yet written), and wakes its followers; steps are those stored before.
 func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []StepWrite, res agent.Result, runErr error) {
 	wf.Status, wf.Outcome = res.Status, res.Outcome
 	wf.FinishedAt = r.opts.Now().UTC()
