@@ -38,8 +38,9 @@ type StartRequest struct {
 	Record *RequestRecord
 }
 
-// Start validates an invocation, stores its workflow and begins executing it
-// in the background; the caller's context does not bound the execution.
+// Start validates an invocation and executes its workflow in the
+// background, returning once the workflow is stored (the execution begins
+// meanwhile); the caller's context does not bound the execution.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error) {
 	maxCalls, err := r.check(req)
 	if err != nil {
