@@ -11,9 +11,9 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// suspend stores w's waiting step seq and a pending approval at it, under
-// owner, and returns the approval.
-func suspend(t *testing.T, s Store, owner string, w *workflow.Workflow, seq int) *workflow.Approval {
+// suspend stores w's steps before (when given), its waiting step seq and a
+// pending approval at it, under owner, and returns the approval.
+func suspend(t *testing.T, s Store, owner string, w *workflow.Workflow, seq int, before ...workflow.StepWrite) *workflow.Approval {
 	t.Helper()
 	step := newStep(w.ID, seq)
 	step.Kind, step.Status, step.Tool, step.Operation, step.Reason = "approve", "waiting_approval", "", "", "Refund of 900"
@@ -24,7 +24,8 @@ func suspend(t *testing.T, s Store, owner string, w *workflow.Workflow, seq int)
 		Invoker: w.Caller.Sub, RequestedAt: base.Add(time.Minute), Deadline: base.Add(2 * time.Hour),
 		Status: workflow.ApprovalPending, Remaining: 4 * time.Minute,
 	}
-	must(t, s.SuspendWorkflow(ctxOf(t), owner, a, written(step, record(w.Tenant, "workflow.step", seq))), "suspend "+w.ID)
+	last := append(before, written(step, record(w.Tenant, "workflow.step", seq)))
+	must(t, s.SuspendWorkflow(ctxOf(t), owner, a, last...), "suspend "+w.ID)
 	return a
 }
 
@@ -36,9 +37,9 @@ func decision(w *workflow.Workflow, step int, status string) workflow.Decision {
 func testApprovalLifecycle(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
 	w := create(t, s, newWorkflow("acme", "refunds", "replica-a", 0))
-	must(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 1), record("acme", "workflow.step", 1))), "step 1")
 	wantLeaseLost(t, s.SuspendWorkflow(ctx, "replica-b", &workflow.Approval{WorkflowID: w.ID, Step: 2}), "another owner's suspend")
-	a := suspend(t, s, "replica-a", w, 2)
+	// Step 1 is stored with the pause, as an execution's unwritten steps are.
+	a := suspend(t, s, "replica-a", w, 2, written(newStep(w.ID, 1), record("acme", "workflow.step", 1)))
 
 	got, err := s.Workflow(ctx, "acme", w.ID)
 	must(t, err, "workflow")
