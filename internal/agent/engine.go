@@ -105,7 +105,10 @@ type Result struct {
 	// when the run ends with the agent's own outcome.
 	Output any `json:"output,omitempty"`
 	// Error says why a run failed, was denied or hit a limit.
-	Error     string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// ErrorCode is the stable cause of a failure (see workflow's
+	// ErrorCode constants); empty for an ordinary step failure.
+	ErrorCode string `json:"error_code,omitempty"`
 	Steps     int    `json:"steps"`
 	ToolCalls int    `json:"tool_calls"`
 }

@@ -187,6 +187,9 @@ type Document struct {
 	RequestID string       `json:"request_id,omitempty"`
 	TraceID   string       `json:"trace_id,omitempty"`
 	Errors    []FieldError `json:"errors,omitempty"`
+	// ErrorCode is the stable cause of a failed workflow or step
+	// (timeout, nondeterministic, internal, …): only on workflow-failed.
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // Doc builds the problem document of an error; the cause never appears in it.

@@ -285,14 +285,14 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []
 	}
 	if wf.Status == Failed {
 		var interrupted *interruptedError
-		detail := res.Error
+		detail, code := res.Error, res.ErrorCode
 		switch {
 		case res.Outcome == OutcomeTimedOut:
-			detail = "the workflow ran past its time limit"
+			detail, code = "the workflow ran past its time limit", ErrorCodeTimeout
 		case errors.As(runErr, &interrupted):
-			detail = interrupted.Error()
+			detail, code = interrupted.Error(), ErrorCodeInterrupted
 		}
-		wf.Error = FailureDocument(wf.ID, detail)
+		wf.Error = FailureDocument(wf.ID, detail, code)
 	}
 	rec := r.auditRecord(wf, "workflow.finish", outcomeOf(wf.Status), map[string]any{"status": wf.Status, "outcome": wf.Outcome})
 	recs := []*audit.Record{rec}
@@ -323,12 +323,22 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []
 	r.hub.finish(wf.ID, &ending{wf: &done, steps: steps})
 }
 
-// FailureDocument is the problem document of a failed workflow.
-func FailureDocument(workflowID, detail string) json.RawMessage {
+// Stable causes of a failed workflow, its error document's error_code.
+const (
+	ErrorCodeTimeout          = "timeout"
+	ErrorCodeInterrupted      = "interrupted"
+	ErrorCodeNondeterministic = "nondeterministic"
+	ErrorCodeInternal         = "internal"
+)
+
+// FailureDocument is the problem document of a failed workflow; code is
+// its stable cause, or empty when a step's own failure ended it.
+func FailureDocument(workflowID, detail, code string) json.RawMessage {
 	if detail == "" {
 		detail = "the workflow failed"
 	}
 	doc := (&problem.Error{Code: problem.WorkflowFailed, Detail: detail}).Doc("/v1/workflows/"+workflowID, "", "")
+	doc.ErrorCode = code
 	b, _ := json.Marshal(doc)
 	return b
 }
