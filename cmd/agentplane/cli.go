@@ -29,6 +29,9 @@ const (
 	exitAuth     = 4 // the server answered 401 or 403
 	// exitChanged is replay --batch --fail-on-change finding a changed outcome.
 	exitChanged = 5
+	// exitWorkflow is an invoke whose workflow ended failed, denied,
+	// limit_exceeded, timed_out or cancelled.
+	exitWorkflow = 6
 )
 
 // usageError is a mistake on the command line.

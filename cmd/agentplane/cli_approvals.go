@@ -99,17 +99,17 @@ func (c *cli) waitingStep(cmd *cobra.Command, id string) (string, error) {
 	if err := json.Unmarshal(resp.Body, &doc); err != nil {
 		return "", fmt.Errorf("read workflow %s: %w", id, err)
 	}
+	// The newest step that asked for a decision, decided or not: for one
+	// decided already the server says by whom and when.
 	step := ""
-	if field(doc, "status") == "waiting" {
-		steps := list(doc, "steps")
-		for i := len(steps) - 1; i >= 0 && step == ""; i-- {
-			if field(steps[i], "status") == "waiting_approval" {
-				step = field(steps[i], "step")
-			}
+	steps := list(doc, "steps")
+	for i := len(steps) - 1; i >= 0 && step == ""; i-- {
+		if field(steps[i], "status") == "waiting_approval" {
+			step = field(steps[i], "step")
 		}
 	}
 	if step == "" {
-		return "", usagef("workflow %s is not waiting for a decision: agentplane approvals list --status pending shows what is", id)
+		return "", fmt.Errorf("workflow %s has no approval step to decide: agentplane approvals list --status pending shows what waits for a decision", id)
 	}
 	return step, nil
 }

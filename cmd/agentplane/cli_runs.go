@@ -112,6 +112,33 @@ func workflowTable(w io.Writer, doc map[string]any) error {
 		fmt.Fprintln(w, stepLine(st))
 	}
 	fmt.Fprintln(w, summaryLine(doc))
+	return outputLine(w, doc)
+}
+
+// outputLine prints the workflow's output, when it has one, as JSON.
+func outputLine(w io.Writer, doc map[string]any) error {
+	out, ok := doc["output"]
+	if !ok || out == nil {
+		return nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "output: %s\n", b)
+	return err
+}
+
+// engineFailures are the outcomes of a workflow that did not end as its
+// agent decided: invoke exits exitWorkflow on them.
+var engineFailures = map[string]bool{"failed": true, "denied": true, "limit_exceeded": true, "timed_out": true, "cancelled": true}
+
+// endedBadly is the error of an invoke whose workflow ended with one of
+// the engine's failure outcomes, or nil.
+func endedBadly(doc map[string]any) error {
+	if o := field(doc, "outcome"); engineFailures[o] {
+		return exitError{code: exitWorkflow, msg: fmt.Sprintf("workflow %s ended %s", field(doc, "workflow_id"), o)}
+	}
 	return nil
 }
 
@@ -151,8 +178,10 @@ func (c *cli) stream(cmd *cobra.Command, req client.Request) error {
 			return writeYAML(c.stdout, v)
 		}
 		if field(doc, "event") == "complete" {
-			_, err := fmt.Fprintln(c.stdout, summaryLine(doc))
-			return err
+			if _, err := fmt.Fprintln(c.stdout, summaryLine(doc)); err != nil {
+				return err
+			}
+			return outputLine(c.stdout, doc)
 		}
 		_, err := fmt.Fprintln(c.stdout, stepLine(doc))
 		return err
@@ -164,8 +193,11 @@ func (c *cli) stream(cmd *cobra.Command, req client.Request) error {
 		fmt.Fprintf(c.stderr, "detached: workflow %s goes on running (it was not cancelled); follow it with: agentplane workflows events %s --follow\n", wfID, wfID)
 		return exitError{code: exitDetached, msg: "detached"}
 	}
-	if err == nil && last != nil && field(last, "event") == "complete" && field(last, "status") == "" && field(last, "error.detail") != "" {
-		return fmt.Errorf("the stream failed: %s", field(last, "error.detail"))
+	if err == nil && last != nil && field(last, "event") == "complete" {
+		if field(last, "status") == "" && field(last, "error.detail") != "" {
+			return fmt.Errorf("the stream failed: %s", field(last, "error.detail"))
+		}
+		return endedBadly(last)
 	}
 	return err
 }
@@ -181,9 +213,13 @@ func (c *cli) invokeCommand() *cobra.Command {
 		Use:   "invoke AGENT[@VERSION]",
 		Short: "Invoke an agent with a goal, and print its steps",
 		Long: `Invokes an agent (its default version, or name@version) and prints one line per
-step and a summary. With --stream each step's line is printed as the step
-happens; Ctrl-C then detaches from the stream without cancelling the workflow
-(agentplane workflows cancel stops it).`,
+step, a summary and the workflow's output. With --stream each step's line is
+printed as the step happens; Ctrl-C then detaches from the stream without
+cancelling the workflow (agentplane workflows cancel stops it).
+
+Exits 6 when the workflow ends failed, denied, limit_exceeded, timed_out or
+cancelled, and 0 when it ends with an outcome of its agent or waits for an
+approval.`,
 		Example: `  agentplane invoke fraud-triage --goal "triage tx_42" --context transaction_id=tx_42 --stream
   agentplane invoke fraud-triage@2 --goal "triage" --context-file ctx.yaml -o json`,
 		Args:              args(1, "an agent name, or name@version"),
@@ -204,8 +240,15 @@ happens; Ctrl-C then detaches from the stream without cancelling the workflow
 			if stream {
 				return c.stream(cmd, req)
 			}
-			_, err = c.send(cmd, req.Method, req.Path, req.Body, req.Header, workflowTable)
-			return err
+			resp, err := c.send(cmd, req.Method, req.Path, req.Body, req.Header, workflowTable)
+			if err != nil {
+				return err
+			}
+			var doc map[string]any
+			if json.Unmarshal(resp.Body, &doc) != nil {
+				return nil
+			}
+			return endedBadly(doc)
 		},
 	}
 	cmd.Flags().StringVar(&goal, "goal", "", "what the agent should do (required)")

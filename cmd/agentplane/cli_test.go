@@ -250,6 +250,21 @@ func TestCLIQuickstart(t *testing.T) {
 		}
 	})
 
+	t.Run("an invoke the engine ends exits 6", func(t *testing.T) {
+		e := *e
+		e.t = t
+		for _, stream := range []bool{false, true} {
+			args := []string{"invoke", "fraud-triage@2", "--goal", "g", "--context", "transaction_id=tx_1", "--max-tool-calls", "1"}
+			if stream {
+				args = append(args, "--stream")
+			}
+			out, errs, code := e.run(args...)
+			if code != exitWorkflow || !strings.Contains(errs, "ended limit_exceeded") || !strings.Contains(out, "tool_call_limit_reached") {
+				t.Errorf("stream %v: exit %d, stderr %q, stdout:\n%s\nwant exit %d, the steps and why", stream, code, errs, out, exitWorkflow)
+			}
+		}
+	})
+
 	t.Run("errors print the problem and exit by class", func(t *testing.T) {
 		e := *e
 		e.t = t
@@ -277,6 +292,8 @@ func TestCLIQuickstart(t *testing.T) {
 			{"no goal", []string{"invoke", "fraud-triage"}, exitUsage, "--goal is required"},
 			{"bad context", []string{"invoke", "fraud-triage", "--goal", "g", "--context", "novalue"}, exitUsage, `--context "novalue" is not key=value`},
 			{"unknown flag", []string{"tools", "list", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+			{"unknown subcommand", []string{"tools", "lst"}, exitUsage, `unknown command "lst" for "agentplane tools"; did you mean get or list?`},
+			{"unknown subcommand, nothing close", []string{"clients", "frobnicate"}, exitUsage, `unknown command "frobnicate" for "agentplane clients" (see agentplane clients --help)`},
 			{"missing file", []string{"agents", "deploy", filepath.Join(e.dir, "none.yaml")}, exitUsage, "no such file"},
 			{"bad output", []string{"tools", "list", "-o", "xml"}, exitUsage, `-o "xml": use table, json or yaml`},
 			{"no server", []string{"tools", "list", "--url", "http://" + freeAddr(t)}, exitOther, "cannot reach the server"},
@@ -478,6 +495,7 @@ definition:
       approve: {when: "txn.amount > 500.0", reason: "'Refund of ' + string(txn.amount)"}
     - {action: fetch_customer, call: payments.getCustomer, args: {id: txn.customer}}
   outcome: "'refunded'"
+  output: "{'refunded': txn.amount}"
 `))
 	out := alice.ok("invoke", "refunds", "--goal", "refund tx_9")
 	if !strings.Contains(out, "waiting_approval") || !strings.Contains(out, "reason: Refund of 1200") || !strings.Contains(out, " waiting") {
@@ -498,8 +516,12 @@ definition:
 	if out := bob.ok("approvals", "approve", wf, "--comment", "verified"); !strings.Contains(out, "approved step 2 (refund_approval) of workflow "+wf+" as bob") {
 		t.Errorf("approve printed %q", out)
 	}
-	if _, errs, code := bob.run("approvals", "deny", wf, "2"); code == 0 || !strings.Contains(errs, "already decided") {
-		t.Errorf("a second decision: exit %d, %s", code, errs)
+	// A second decision, with or without the step, is the server's
+	// conflict: its detail, and exit 1 (not the usage code).
+	for _, args := range [][]string{{"approvals", "deny", wf, "2"}, {"approvals", "deny", wf}} {
+		if _, errs, code := bob.run(args...); code != exitOther || !strings.Contains(errs, "already decided: approved by bob at ") {
+			t.Errorf("%v, a second decision: exit %d, %s", args, code, errs)
+		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -507,6 +529,9 @@ definition:
 		if strings.Contains(got, "completed, outcome refunded") {
 			if !strings.Contains(got, "by bob at ") || !strings.Contains(got, "comment: verified") {
 				t.Errorf("workflows get does not show the decision:\n%s", got)
+			}
+			if !strings.Contains(got, `output: {"refunded":1200}`) {
+				t.Errorf("workflows get does not show the output:\n%s", got)
 			}
 			break
 		}

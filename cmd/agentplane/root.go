@@ -27,8 +27,9 @@ client reads AGENTPLANE_URL and AGENTPLANE_TOKEN, then its configuration file
 (agentplane login).
 
 Exit codes: 0 success, 1 failure, 2 usage error, 3 not found, 4 not
-authenticated or missing a scope, 130 a stream left with Ctrl-C (the
-workflow goes on).`,
+authenticated or missing a scope, 5 replay --batch --fail-on-change found a
+changed outcome, 6 an invoked workflow ended failed, denied, limit_exceeded,
+timed_out or cancelled, 130 a stream left with Ctrl-C (the workflow goes on).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -49,7 +50,34 @@ workflow goes on).`,
 	}
 	root.SetHelpCommandGroupID("client")
 	root.SetCompletionCommandGroupID("client")
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command with
+// subcommands and nothing to run of its own) print its help when called
+// alone, and refuse an unknown subcommand as a usage error naming the
+// closest ones, where cobra would print the help and exit 0.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if cmd == cmd.Root() || !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return usagef("%s (see %s --help)", msg, cmd.CommandPath())
+	}
 }
 
 // envName is the environment variable of a flag.

@@ -141,6 +141,8 @@ type completeEvent struct {
 	Status     string          `json:"status"`
 	DurationMS int64           `json:"duration_ms"`
 	Error      json.RawMessage `json:"error,omitempty"`
+	// Output is the agent's output expression's value, when it has one.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // StepView is a step as streams and sync invokes show it.
@@ -157,7 +159,7 @@ func StepView(agentName string, s Step) any {
 // CompleteView is the complete event of a finished workflow.
 func CompleteView(wf *Workflow) any {
 	return completeEvent{Event: "complete", WorkflowID: wf.ID, Outcome: wf.Outcome, Status: wf.Status,
-		DurationMS: wf.DurationMS(), Error: wf.Error}
+		DurationMS: wf.DurationMS(), Error: wf.Error, Output: wf.Output}
 }
 
 // DurationMS is how long the workflow ran, or has run so far.
