@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -434,14 +435,26 @@ name, optional version and description, and the definition (docs/agents.md).
 
 func (c *cli) auditCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Query and verify the tenant's audit log"}
-	filters := []string{"actor", "action", "resource_type", "resource_id", "workflow_id", "outcome", "since", "until", "trace_id", "limit", "cursor"}
+	// The filters of GET /v1/audit/query, each with its own help.
+	filters := []struct{ name, help string }{
+		{"actor", "only records of this subject (a person's sub, or a client's id)"},
+		{"action", "only records of this action, e.g. workflow.replay (docs/audit.md lists them)"},
+		{"resource_type", "only records about this kind of resource: tool, agent, workflow, replay, …"},
+		{"resource_id", "only records about this resource, e.g. a workflow or tool id"},
+		{"workflow_id", "only records of this workflow: its requests, steps, tool calls and end"},
+		{"outcome", "only records with this outcome: success, denied or error"},
+		{"trace_id", "only records of this trace (the trace_id of a response or log line)"},
+		{"cursor", "the next_cursor of the page before, for the page after it"},
+	}
+	since, until := newTimeFlag(time.Now), newTimeFlag(time.Now)
 	q := &cobra.Command{
 		Use: "query", Short: "List audit records, newest first", Args: args(0, "no arguments"),
-		Example: `  agentplane audit query --action workflow.replay --since 2026-11-01T00:00:00Z`,
+		Example: `  agentplane audit query --action workflow.replay --since 2026-11-01T00:00:00Z
+  agentplane audit query --workflow-id wf_01JD… --since 24h`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var kv []string
+			kv := []string{"since", since.RFC3339(), "until", until.RFC3339(), "limit", flagString(cmd, "limit")}
 			for _, f := range filters {
-				kv = append(kv, f, flagString(cmd, strings.ReplaceAll(f, "_", "-")))
+				kv = append(kv, f.name, flagString(cmd, strings.ReplaceAll(f.name, "_", "-")))
 			}
 			return c.get(cmd, "/v1/audit/query"+query(kv...), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "records"), "SEQ\tTIME\tACTOR\tACTION\tRESOURCE\tOUTCOME\tSTATUS",
@@ -452,8 +465,11 @@ func (c *cli) auditCommand() *cobra.Command {
 		},
 	}
 	for _, f := range filters {
-		q.Flags().String(strings.ReplaceAll(f, "_", "-"), "", "only records with this "+strings.ReplaceAll(f, "_", " "))
+		q.Flags().String(strings.ReplaceAll(f.name, "_", "-"), "", f.help)
 	}
+	q.Flags().Var(since, "since", "only records from this time on: RFC 3339, or a duration before now (24h, 7d)")
+	q.Flags().Var(until, "until", "only records before this time: RFC 3339, or a duration before now")
+	q.Flags().String("limit", "", "records per page, at most 1000 (server default 100)")
 	verify := &cobra.Command{
 		Use: "verify", Short: "Check the tenant's audit hash chain end to end", Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {

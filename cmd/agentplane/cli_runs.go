@@ -264,11 +264,13 @@ func (c *cli) workflowsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "workflows", Short: "Read, follow and cancel workflows"}
 	completeWF := c.complete("/v1/workflows?limit=50", "workflows", "workflow_id")
 
-	filters := []string{"agent", "status", "outcome", "since", "until"}
+	filters := []string{"agent", "status", "outcome"}
+	since, until := newTimeFlag(time.Now), newTimeFlag(time.Now)
 	listCmd := &cobra.Command{
 		Use: "list", Short: "List workflows, newest first", Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			kv := []string{"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")}
+			kv := []string{"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor"),
+				"since", since.RFC3339(), "until", until.RFC3339()}
 			for _, f := range filters {
 				kv = append(kv, f, flagString(cmd, f))
 			}
@@ -282,8 +284,10 @@ func (c *cli) workflowsCommand() *cobra.Command {
 	}
 	pageFlags(listCmd)
 	for _, f := range filters {
-		listCmd.Flags().String(f, "", "only workflows with this "+f+map[bool]string{true: " (RFC 3339)"}[f == "since" || f == "until"])
+		listCmd.Flags().String(f, "", "only workflows with this "+f)
 	}
+	listCmd.Flags().Var(since, "since", "only workflows started from this time on: RFC 3339, or a duration before now (24h, 7d)")
+	listCmd.Flags().Var(until, "until", "only workflows started before this time: RFC 3339, or a duration before now")
 
 	getCmd := &cobra.Command{
 		Use: "get WORKFLOW", Short: "Show a workflow and its steps", Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
@@ -381,7 +385,7 @@ func replayTable(w io.Writer, doc map[string]any) error {
 func (c *cli) replayCommand() *cobra.Command {
 	var target, key string
 	var live bool
-	var bf batchFlags
+	bf := batchFlags{since: newTimeFlag(time.Now)}
 	cmd := &cobra.Command{
 		Use:   "replay [WORKFLOW…] --target AGENT@VERSION [--batch]",
 		Short: "Replay past workflows against another agent version and show what changes",
@@ -426,7 +430,7 @@ goes on.`,
 	cmd.Flags().StringVar(&bf.agent, "agent", "", "--batch: workflows of this agent")
 	cmd.Flags().StringVar(&bf.version, "agent-version", "", "--batch: workflows that ran this version")
 	cmd.Flags().StringVar(&bf.outcome, "outcome", "", "--batch: workflows with this outcome")
-	cmd.Flags().DurationVar(&bf.since, "since", 0, "--batch: workflows started within this long (168h: the last week)")
+	cmd.Flags().Var(bf.since, "since", "--batch: workflows started from this time on: RFC 3339, or a duration before now (168h or 7d: the last week)")
 	cmd.Flags().IntVar(&bf.limit, "limit", 0, "--batch: most workflows to replay (server default 1000, at most 10000)")
 	cmd.Flags().BoolVar(&bf.failOnChange, "fail-on-change", false, "--batch: exit 5 when any outcome changed")
 	return cmd
@@ -436,7 +440,7 @@ goes on.`,
 type batchFlags struct {
 	batch, failOnChange     bool
 	agent, version, outcome string
-	since                   time.Duration
+	since                   *timeFlag
 	limit                   int
 }
 
@@ -453,8 +457,8 @@ func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf ba
 				sel[k] = v
 			}
 		}
-		if bf.since > 0 {
-			sel["since"] = time.Now().Add(-bf.since).UTC().Format(time.RFC3339)
+		if s := bf.since.RFC3339(); s != "" {
+			sel["since"] = s
 		}
 		if bf.limit > 0 {
 			sel["limit"] = bf.limit

@@ -250,6 +250,23 @@ func TestCLIQuickstart(t *testing.T) {
 		}
 	})
 
+	t.Run("--since takes a time or a duration before now", func(t *testing.T) {
+		e := *e
+		e.t = t
+		since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		for _, args := range [][]string{
+			{"workflows", "list", "--since", "1h"}, {"workflows", "list", "--since", since},
+			{"audit", "query", "--workflow-id", wf, "--since", "1d"}, {"audit", "query", "--workflow-id", wf, "--since", since},
+		} {
+			if out := e.ok(args...); !strings.Contains(out, wf) {
+				t.Errorf("%v does not list %s:\n%s", args, wf, out)
+			}
+		}
+		if out := e.ok("workflows", "list", "--until", "1h"); strings.Contains(out, wf) {
+			t.Errorf("workflows list --until 1h lists %s, started just now:\n%s", wf, out)
+		}
+	})
+
 	t.Run("an invoke the engine ends exits 6", func(t *testing.T) {
 		e := *e
 		e.t = t
