@@ -379,7 +379,7 @@ func readDocument(path string, stdin io.Reader) (json.RawMessage, error) {
 func args(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if len(a) != n {
-			return usagef("%s takes %s (see %s --help)", cmd.CommandPath(), names, cmd.CommandPath())
+			return usagef("%s takes %s (see %s --help)", strings.TrimPrefix(cmd.CommandPath(), "agentplane "), names, cmd.CommandPath())
 		}
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +49,7 @@ workflow waits at. You need workflows:approve and the step's approver_scope,
 and may not decide a workflow you invoked unless the step sets allow_self.`,
 			Args: func(cmd *cobra.Command, a []string) error {
 				if len(a) < 1 || len(a) > 2 {
-					return usagef("%s takes a workflow id and, optionally, a step (see %s --help)", cmd.CommandPath(), cmd.CommandPath())
+					return usagef("%s takes a workflow id and, optionally, a step (see %s --help)", strings.TrimPrefix(cmd.CommandPath(), "agentplane "), cmd.CommandPath())
 				}
 				return nil
 			},

@@ -278,7 +278,12 @@ and re-indexes the description.`,
 			}
 			return c.get(cmd, "/v1/tools/"+url.PathEscape(id)+"/operations"+query("q", search, "kind", flagString(cmd, "kind"),
 				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "operations"), "OPERATION\tKIND\tMETHOD\tPATH\tSUMMARY\tSCORE", "id", "kind", "method", "path", "summary", "score")
+				ops := list(doc, "operations")
+				if len(ops) == 0 && search != "" {
+					fmt.Fprintf(w, "no operations of %s match %q\n", a[0], search)
+					return nil
+				}
+				rows(w, ops, "OPERATION\tKIND\tMETHOD\tPATH\tSUMMARY\tSCORE", "id", "kind", "method", "path", "summary", "score")
 				c.nextPage(doc)
 				return nil
 			})
@@ -457,7 +462,13 @@ func (c *cli) auditCommand() *cobra.Command {
 				kv = append(kv, f.name, flagString(cmd, strings.ReplaceAll(f.name, "_", "-")))
 			}
 			return c.get(cmd, "/v1/audit/query"+query(kv...), func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "records"), "SEQ\tTIME\tACTOR\tACTION\tRESOURCE\tOUTCOME\tSTATUS",
+				recs := list(doc, "records")
+				for _, r := range recs {
+					if field(r, "status") == "0" { // a record of no HTTP request
+						delete(r, "status")
+					}
+				}
+				rows(w, recs, "SEQ\tTIME\tACTOR\tACTION\tRESOURCE\tOUTCOME\tSTATUS",
 					"seq", "time", "actor.sub", "action", "resource.id", "outcome", "status")
 				c.nextPage(doc)
 				return nil

@@ -163,6 +163,9 @@ func TestCLIQuickstart(t *testing.T) {
 	if out := e.ok("tools", "ops", "payments"); !strings.Contains(out, "getCustomer") || !strings.Contains(out, "Get a transaction") {
 		t.Errorf("tools ops:\n%s", out)
 	}
+	if out := e.ok("tools", "ops", "payments", "--search", "zebra"); out != "no operations of payments match \"zebra\"\n" {
+		t.Errorf("tools ops --search with no match printed %q", out)
+	}
 	e.ok("agents", "deploy", e.write("v1.yaml", cliAgent("1", 1000)))
 	e.ok("agents", "deploy", e.write("v2.yaml", cliAgent("2", 5000)))
 
@@ -262,6 +265,12 @@ func TestCLIQuickstart(t *testing.T) {
 				t.Errorf("%v does not list %s:\n%s", args, wf, out)
 			}
 		}
+		audit := e.ok("audit", "query", "--workflow-id", wf)
+		for _, l := range strings.Split(strings.TrimSpace(audit), "\n") {
+			if strings.HasSuffix(l, " 0") {
+				t.Errorf("audit query prints status 0 for a record of no HTTP request: %q", l)
+			}
+		}
 		if out := e.ok("workflows", "list", "--until", "1h"); strings.Contains(out, wf) {
 			t.Errorf("workflows list --until 1h lists %s, started just now:\n%s", wf, out)
 		}
@@ -307,6 +316,7 @@ func TestCLIQuickstart(t *testing.T) {
 			{"context the inputs refuse", []string{"invoke", "fraud-triage", "--goal", "g"}, exitOther, "Validation failed: "},
 			{"no target", []string{"replay", wf}, exitUsage, "--target is required"},
 			{"no goal", []string{"invoke", "fraud-triage"}, exitUsage, "--goal is required"},
+			{"no tool", []string{"tools", "ops"}, exitUsage, "agentplane: tools ops takes a tool name or id (see agentplane tools ops --help)"},
 			{"bad context", []string{"invoke", "fraud-triage", "--goal", "g", "--context", "novalue"}, exitUsage, `--context "novalue" is not key=value`},
 			{"unknown flag", []string{"tools", "list", "--bogus"}, exitUsage, "unknown flag: --bogus"},
 			{"unknown subcommand", []string{"tools", "lst"}, exitUsage, `unknown command "lst" for "agentplane tools"; did you mean get or list?`},
