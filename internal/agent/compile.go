@@ -6,6 +6,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,8 +167,35 @@ type compiler struct {
 	declared map[string]bool
 }
 
+// bad records what is wrong with a field; one of a step says which step,
+// numbered from 1 as events and the CLI number them, and its action.
 func (c *compiler) bad(field, msg string) {
+	if i, ok := stepIndex(field); ok && i < len(c.def.Steps) {
+		msg = stepName(i, c.def.Steps[i].Action) + ": " + msg
+	}
 	c.errs = append(c.errs, problem.FieldError{Field: field, Message: msg})
+}
+
+// stepIndex is the index of the step a field path starts with ("steps[2]…").
+func stepIndex(field string) (int, bool) {
+	rest, ok := strings.CutPrefix(field, "steps[")
+	if !ok {
+		return 0, false
+	}
+	n, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	return i, err == nil && i >= 0
+}
+
+// stepName names the step at index i for a person: "step 3 (fraud_score)".
+func stepName(i int, action string) string {
+	if action == "" {
+		return fmt.Sprintf("step %d", i+1)
+	}
+	return fmt.Sprintf("step %d (%s)", i+1, action)
 }
 
 func (c *compiler) expr(env *cel.Env, src, field string, w want) *expr {

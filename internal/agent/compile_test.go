@@ -196,22 +196,29 @@ func TestDecodeDefinition(t *testing.T) {
 		name    string
 		src     string
 		want    *Finish
-		wantErr string
+		// wantField and wantErr are the one error's field (relative to
+		// the definition) and a part of its message.
+		wantField, wantErr string
 	}{
 		{name: "finish as a slug", src: `{"steps": [{"action": "a", "finish": "cleared"}]}`,
 			want: &Finish{Outcome: "cleared", Literal: true}},
 		{name: "finish as an expression", src: `{"steps": [{"action": "a", "finish": {"outcome": "'x'"}}]}`,
 			want: &Finish{Outcome: "'x'"}},
-		{name: "unknown member", src: `{"steps": [], "stepz": []}`, wantErr: `unknown field "stepz"`},
-		{name: "wrong type", src: `{"tools": "payments"}`, wantErr: "tools"},
-		{name: "finish with an unknown member", src: `{"steps": [{"action": "a", "finish": {"result": "x"}}]}`, wantErr: "finish must be"},
+		{name: "unknown member", src: `{"steps": [], "stepz": []}`, wantField: "stepz", wantErr: `unknown field "stepz"`},
+		{name: "wrong type", src: `{"tools": "payments"}`, wantField: "tools", wantErr: "expected []string"},
+		{name: "unknown member of a step", src: `{"steps": [{"action": "a"}, {"action": "fetch", "call": "p.get", "savee_as": "x"}]}`,
+			wantField: "steps[1].savee_as", wantErr: `step 2 (fetch): unknown field "savee_as"`},
+		{name: "wrong type in a step", src: `{"steps": [{"action": "a", "save_as": 5}]}`,
+			wantField: "steps[0].save_as", wantErr: "step 1 (a): expected string, got JSON number"},
+		{name: "finish with an unknown member", src: `{"steps": [{"action": "a", "finish": {"result": "x"}}]}`,
+			wantField: "steps[0]", wantErr: "step 1 (a): finish must be"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			def, errs := DecodeDefinition([]byte(tc.src))
 			if tc.wantErr != "" {
-				if len(errs) != 1 || errs[0].Field != "definition" || !strings.Contains(errs[0].Message, tc.wantErr) {
-					t.Fatalf("errors = %v, want one on definition containing %q", errs, tc.wantErr)
+				if len(errs) != 1 || errs[0].Field != tc.wantField || !strings.Contains(errs[0].Message, tc.wantErr) {
+					t.Fatalf("errors = %v, want one on %q containing %q", errs, tc.wantField, tc.wantErr)
 				}
 				return
 			}

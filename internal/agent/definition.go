@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -174,15 +176,59 @@ func DecodeDefinition(data []byte) (Definition, []problem.FieldError) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&def); err != nil {
-		msg := err.Error()
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			msg = fmt.Sprintf("%s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
-		}
-		return Definition{}, []problem.FieldError{{Field: "definition", Message: msg}}
+		return Definition{}, []problem.FieldError{locateDecodeError(data, err)}
 	}
 	if dec.More() {
-		return Definition{}, []problem.FieldError{{Field: "definition", Message: "trailing data after the definition"}}
+		return Definition{}, []problem.FieldError{{Message: "trailing data after the definition"}}
 	}
 	return def, nil
+}
+
+// locateDecodeError says where a definition that does not decode is wrong,
+// relative to the definition ("" is the definition itself). A step's
+// problem names the step ("steps[1].savee_as", "step 2 (fetch): unknown
+// field …"), which the decoder alone does not.
+func locateDecodeError(data []byte, err error) problem.FieldError {
+	var loose struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if json.Unmarshal(data, &loose) == nil {
+		for i, raw := range loose.Steps {
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			var s Step
+			serr := dec.Decode(&s)
+			if serr == nil {
+				continue
+			}
+			var named struct {
+				Action string `json:"action"`
+			}
+			_ = json.Unmarshal(raw, &named)
+			field, msg := describeDecodeError(serr)
+			path := fmt.Sprintf("steps[%d]", i)
+			if field != "" {
+				path += "." + field
+			}
+			return problem.FieldError{Field: path, Message: stepName(i, named.Action) + ": " + msg}
+		}
+	}
+	field, msg := describeDecodeError(err)
+	return problem.FieldError{Field: field, Message: msg}
+}
+
+// describeDecodeError is the field a decoding error is about (a dotted
+// path, "" when it does not say) and what is wrong, without "json: ".
+func describeDecodeError(err error) (field, msg string) {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field, fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
+	}
+	msg = strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		if f, err := strconv.Unquote(name); err == nil {
+			return f, "unknown field " + name
+		}
+	}
+	return "", msg
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/problem"
@@ -46,7 +47,7 @@ func NewVersion(ctx context.Context, tools Catalogs, tenant string, d Deployment
 	}
 	if len(errs) > 0 {
 		for i := range errs {
-			errs[i].Field = "definition." + errs[i].Field
+			errs[i].Field = strings.TrimSuffix("definition."+errs[i].Field, ".")
 		}
 		return nil, problem.Validation(errs...)
 	}

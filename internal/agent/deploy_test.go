@@ -63,7 +63,7 @@ func TestNewVersionErrors(t *testing.T) {
 		{
 			name: "definition that does not decode",
 			d:    Deployment{Name: "triage", Definition: json.RawMessage(`{"tools": [], "steps": [], "extra": 1}`)},
-			want: []problem.FieldError{{Field: "definition.definition", Message: `json: unknown field "extra"`}},
+			want: []problem.FieldError{{Field: "definition.extra", Message: `unknown field "extra"`}},
 		},
 		{
 			name: "definition that does not compile",
