@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -351,22 +352,35 @@ func (c *cli) agentsCommand() *cobra.Command {
 	completeAgent := c.complete("/v1/agents?limit=200", "agents", "name")
 
 	var promote bool
-	var key string
+	var key, name, version string
 	deploy := &cobra.Command{
 		Use:   "deploy FILE",
 		Short: "Deploy an agent version from a YAML or JSON file",
 		Long: `Deploys the agent version a file describes: the body of POST /v1/agents, that is
 name, optional version and description, and the definition (docs/agents.md).
-- reads standard input.`,
+The file may also be a bare definition (tools, steps, outcome, …) with --name,
+or what agents get -o yaml printed, edited: its read-only fields are left
+out, with a note. --name and --version set or override the name and the
+version (without one, the server numbers the version). - reads standard input.`,
+		Example: `  agentplane agents deploy fraud-triage.yaml
+  agentplane agents deploy definition.yaml --name fraud-triage
+  agentplane agents get fraud-triage -o yaml > v.yaml && $EDITOR v.yaml && agentplane agents deploy v.yaml`,
 		Args: args(1, "a file (YAML or JSON, - for standard input)"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			raw, err := readDocument(a[0], cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
-			var body map[string]any
-			if err := json.Unmarshal(raw, &body); err != nil {
+			var doc map[string]any
+			if err := json.Unmarshal(raw, &doc); err != nil {
 				return usagef("%s is not an agent deployment object: %v", a[0], err)
+			}
+			body, notes, err := deployment(doc, name, version)
+			if err != nil {
+				return usagef("%s: %v", a[0], err)
+			}
+			for _, n := range notes {
+				fmt.Fprintf(c.stderr, "note: %s\n", n)
 			}
 			if promote {
 				body["promote"] = true
@@ -376,6 +390,8 @@ name, optional version and description, and the definition (docs/agents.md).
 		},
 	}
 	deploy.Flags().BoolVar(&promote, "promote", false, "make the new version the default at once")
+	deploy.Flags().StringVar(&name, "name", "", "the agent's name (required for a bare definition; overrides the file's)")
+	deploy.Flags().StringVar(&version, "version", "", "the version to deploy (default: the file's, else the next number)")
 	deploy.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key of the request, to retry it safely")
 
 	listCmd := &cobra.Command{
@@ -528,3 +544,57 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.msg }
 func (e exitError) ExitCode() int { return e.code }
+
+// deployFields are the members of a deployment (POST /v1/agents).
+var deployFields = map[string]bool{"name": true, "version": true, "description": true, "definition": true, "promote": true}
+
+// deployment turns what an agents deploy file holds into the body of POST
+// /v1/agents: a deployment as it is; a bare definition (it has steps) with
+// --name; an agent version or an agent as agents get printed it, less its
+// read-only fields, which notes name. name and version, when set, win.
+func deployment(doc map[string]any, name, version string) (map[string]any, []string, error) {
+	var notes []string
+	if def, ok := doc["default"].(map[string]any); ok {
+		// An agent with its default version (agents get NAME): deploy
+		// that version's definition, edited or not.
+		notes = append(notes, fmt.Sprintf("deploying the definition of %s's default version %v", field(doc, "name"), def["version"]))
+		doc = def
+	}
+	if _, bare := doc["steps"]; bare && doc["definition"] == nil {
+		if name == "" {
+			return nil, nil, fmt.Errorf("this is a bare definition: name its agent with --name, or wrap it as {name: …, definition: {tools: …, steps: …}}")
+		}
+		doc = map[string]any{"definition": doc}
+	}
+	body := map[string]any{}
+	var dropped []string
+	for k, v := range doc {
+		if deployFields[k] {
+			body[k] = v
+		} else {
+			dropped = append(dropped, k)
+		}
+	}
+	if len(dropped) > 0 {
+		slices.Sort(dropped)
+		notes = append(notes, "left out what a deployment does not take (read-only or unknown): "+strings.Join(dropped, ", "))
+		// A version read back is deployed already: the edited copy gets
+		// the next number unless --version names one.
+		if _, read := doc["deployed_at"]; read && version == "" {
+			if v, ok := body["version"]; ok {
+				notes = append(notes, fmt.Sprintf("version %v is deployed already: the server numbers the new one (--version chooses)", v))
+				delete(body, "version")
+			}
+		}
+	}
+	if name != "" {
+		body["name"] = name
+	}
+	if version != "" {
+		body["version"] = version
+	}
+	if body["definition"] == nil {
+		return nil, nil, fmt.Errorf("no definition: the file needs {name: …, definition: {tools: …, steps: …}} (docs/agents.md), or a bare definition with --name")
+	}
+	return body, notes, nil
+}

@@ -339,6 +339,41 @@ func TestCLIQuickstart(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("deploy takes a bare definition and what agents get printed", func(t *testing.T) {
+		e := *e
+		e.t = t
+		bare := e.write("bare.yaml", `tools: [payments]
+steps:
+  - {action: fetch_transaction, call: payments.getTransaction, args: {id: "'tx_1'"}}
+outcome: "'done'"
+`)
+		if _, errs, code := e.run("agents", "deploy", bare); code != exitUsage || !strings.Contains(errs, "bare definition: name its agent with --name") {
+			t.Errorf("a bare definition without --name: exit %d, %s", code, errs)
+		}
+		if out := e.ok("agents", "deploy", bare, "--name", "copy"); !strings.Contains(out, "copy@1") {
+			t.Errorf("a bare definition with --name deployed:\n%s", out)
+		}
+		for _, ref := range []string{"copy@1", "copy"} {
+			y := e.ok("agents", "get", ref, "-o", "yaml")
+			if strings.Contains(y, "Default:") {
+				t.Errorf("agents get %s -o yaml does not use the API's names:\n%s", ref, y)
+			}
+			edited := e.write("edited.yaml", strings.Replace(y, "'done'", "'edited'", 1))
+			cmd := e.command("agents", "deploy", edited)
+			var out, errs bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errs
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("deploying agents get %s -o yaml, edited: %v\n%s", ref, err, errs.String())
+			}
+			if !strings.Contains(errs.String(), "note: left out what a deployment does not take") || !strings.Contains(errs.String(), "deployed_at") {
+				t.Errorf("deploying agents get %s -o yaml printed no note of the fields left out:\n%s", ref, errs.String())
+			}
+		}
+		if v := e.ok("agents", "versions", "copy"); !strings.Contains(v, "3") {
+			t.Errorf("after two redeploys copy has versions:\n%s", v)
+		}
+	})
 }
 
 // TestTokenAgreesWithServe: a token minted on the server's data directory
