@@ -27,9 +27,16 @@ deadline at which the step's on_timeout applies; decided ones with who decided.`
 			q := query("status", flagString(cmd, "status"), "agent", flagString(cmd, "agent"),
 				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor"))
 			return c.get(cmd, "/v1/approvals"+q, func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "approvals"), "WORKFLOW\tSTEP\tACTION\tSTATUS\tINVOKER\tDEADLINE\tDECIDED_BY\tREASON",
+				as := list(doc, "approvals")
+				rows(w, as, "WORKFLOW\tSTEP\tACTION\tSTATUS\tINVOKER\tDEADLINE\tDECIDED_BY\tREASON",
 					"workflow_id", "step", "action", "status", "invoker", "deadline", "decided_by", "reason")
 				c.nextPage(doc)
+				for _, a := range as {
+					if field(a, "status") == "pending" {
+						fmt.Fprintln(c.stderr, "decide with: agentplane approvals approve|deny WORKFLOW [STEP] [--comment TEXT]")
+						break
+					}
+				}
 				return nil
 			})
 		},
@@ -113,4 +120,14 @@ func (c *cli) waitingStep(cmd *cobra.Command, id string) (string, error) {
 		return "", fmt.Errorf("workflow %s has no approval step to decide: agentplane approvals list --status pending shows what waits for a decision", id)
 	}
 	return step, nil
+}
+
+// hintDecision says on stderr how to decide a workflow that waits for an
+// approval, given the workflow as the API shows it.
+func (c *cli) hintDecision(doc map[string]any) {
+	if field(doc, "status") != "waiting" {
+		return
+	}
+	id := field(doc, "workflow_id")
+	fmt.Fprintf(c.stderr, "waiting for a decision: agentplane approvals approve %s (or deny %s), by someone holding workflows:approve other than the invoker\n", id, id)
 }

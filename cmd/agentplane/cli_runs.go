@@ -248,6 +248,7 @@ approval.`,
 			if json.Unmarshal(resp.Body, &doc) != nil {
 				return nil
 			}
+			c.hintDecision(doc)
 			return endedBadly(doc)
 		},
 	}
@@ -295,6 +296,7 @@ func (c *cli) workflowsCommand() *cobra.Command {
 			return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), func(w io.Writer, doc map[string]any) error {
 				vertical(w, doc, "workflow_id", "agent", "agent_version", "goal", "context", "caller.sub", "replay_of", "started_at", "finished_at")
 				fmt.Fprintln(w)
+				c.hintDecision(doc)
 				return workflowTable(w, doc)
 			})
 		},

@@ -559,9 +559,9 @@ definition:
   outcome: "'refunded'"
   output: "{'refunded': txn.amount}"
 `))
-	out := alice.ok("invoke", "refunds", "--goal", "refund tx_9")
-	if !strings.Contains(out, "waiting_approval") || !strings.Contains(out, "reason: Refund of 1200") || !strings.Contains(out, " waiting") {
-		t.Fatalf("invoke printed:\n%s", out)
+	out, hint, code := alice.run("invoke", "refunds", "--goal", "refund tx_9")
+	if code != 0 || !strings.Contains(out, "waiting_approval") || !strings.Contains(out, "reason: Refund of 1200") || !strings.Contains(out, " waiting") {
+		t.Fatalf("invoke: exit %d, printed:\n%s", code, out)
 	}
 	wf := ""
 	for _, f := range strings.Fields(out) {
@@ -569,8 +569,12 @@ definition:
 			wf = f
 		}
 	}
-	if list := bob.ok("approvals", "list", "--status", "pending"); !strings.Contains(list, wf) || !strings.Contains(list, "alice") {
-		t.Errorf("approvals list:\n%s", list)
+	if !strings.Contains(hint, "agentplane approvals approve "+wf+" (or deny "+wf+")") {
+		t.Errorf("an invoke that waits does not say how to decide it: %q", hint)
+	}
+	if list, hint, _ := bob.run("approvals", "list", "--status", "pending"); !strings.Contains(list, wf) || !strings.Contains(list, "alice") ||
+		!strings.Contains(hint, "decide with: agentplane approvals approve|deny WORKFLOW") {
+		t.Errorf("approvals list:\n%s\nstderr: %s", list, hint)
 	}
 	if _, errs, code := alice.run("approvals", "approve", wf); code != exitAuth || !strings.Contains(errs, "invoked") {
 		t.Errorf("the invoker approving: exit %d, %s", code, errs)
