@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,8 +38,9 @@ so later commands need neither --url nor --token.
 With --client-id and --client-secret (or AGENTPLANE_CLIENT_ID and
 AGENTPLANE_CLIENT_SECRET) it asks the server for a token with the OAuth 2.0
 client-credentials grant and keeps the client's credentials to get a new token
-when it expires. With --token it stores that token as it is, for example one
-minted for a local server:
+when it expires. With --token it stores that token as it is (without --url or
+AGENTPLANE_URL, the server is the token's issuer), for example one minted for a
+local server:
 
   agentplane login --token "$(agentplane token --tenant acme --scope 'tools:read tools:write agents:read agents:write agents:invoke workflows:read workflows:replay audit:read tool:*')"
 
@@ -62,6 +64,12 @@ The file is written with mode 0600.`,
 				return usagef("give both --client-id and --client-secret")
 			case cl.Token != "":
 				cfg.Token = cl.Token
+				// No URL given anywhere: the server that issued the token.
+				if first(c.url, c.getenv("AGENTPLANE_URL")) == "" {
+					if iss := tokenIssuer(cl.Token); iss != "" {
+						cl.BaseURL, cfg.URL = iss, iss
+					}
+				}
 			default:
 				return usagef("give --client-id and --client-secret, or --token (agentplane login --help shows how to mint one)")
 			}
@@ -597,4 +605,28 @@ func deployment(doc map[string]any, name, version string) (map[string]any, []str
 		return nil, nil, fmt.Errorf("no definition: the file needs {name: …, definition: {tools: …, steps: …}} (docs/agents.md), or a bare definition with --name")
 	}
 	return body, notes, nil
+}
+
+// tokenIssuer is the http(s) issuer (iss) a JWT names, read without
+// verifying it (the server checks the token); "" when it names none.
+func tokenIssuer(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Iss string `json:"iss"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	u, err := url.Parse(claims.Iss)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return strings.TrimSuffix(claims.Iss, "/")
 }

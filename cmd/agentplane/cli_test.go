@@ -152,6 +152,12 @@ func TestCLIQuickstart(t *testing.T) {
 	if out := e.ok("login", "--token", strings.TrimSpace(tok.String())); !strings.Contains(out, "logged in to "+srv.base) {
 		t.Errorf("login printed %q", out)
 	}
+	// Without a URL anywhere, login uses the server that issued the token.
+	bare := &cliEnv{t: t, config: t.TempDir(), dir: t.TempDir()}
+	if out := bare.ok("login", "--token", strings.TrimSpace(tok.String())); !strings.Contains(out, "logged in to "+srv.base) {
+		t.Errorf("login without --url printed %q, want the token's issuer %s", out, srv.base)
+	}
+	bare.ok("agents", "list")
 	if st, err := os.Stat(filepath.Join(e.config, "agentplane", "config.yaml")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("config file: %v, mode %v; want 0600", err, st)
 	}
