@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -21,6 +22,16 @@ type credentials struct {
 	apply func(*http.Request)
 	// token is the cache entry of an oauth2 tool, invalidated on a 401.
 	token *tokenEntry
+}
+
+// context returns ctx carrying the credentials for requests to target's
+// origin: the outbound client adds them beneath its tracing, so the
+// request the executor builds, records and traces never holds them.
+func (c *credentials) context(ctx context.Context, target *url.URL) context.Context {
+	if c == nil {
+		return ctx
+	}
+	return outbound.WithCredentials(ctx, target, c.apply)
 }
 
 // authError is an error of a call's authentication: never with the secret.
