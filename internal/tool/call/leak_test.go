@@ -10,8 +10,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -108,6 +110,8 @@ func TestCallCredentialsStayOutOfTracesLogsAndRecords(t *testing.T) {
 	t.Cleanup(echoing.Close)
 	closed := closedURL(t)
 	_, get, _ := billingOps()
+	mcpServer := newMCPServer(t)
+	echo := &tool.Operation{ID: "echo", Kind: tool.Read, MCP: &tool.MCPBinding{Name: "echo"}}
 
 	query := tool.Auth{Type: tool.AuthAPIKey, SecretsRef: "env://TOOL_SECRET", In: "query", Name: "key"}
 	oauth := tool.Auth{Type: tool.AuthOAuth2, SecretsRef: "env://TOOL_OAUTH", TokenURL: tokens.URL}
@@ -115,6 +119,8 @@ func TestCallCredentialsStayOutOfTracesLogsAndRecords(t *testing.T) {
 		name    string
 		baseURL string
 		auth    tool.Auth
+		// op is the operation called, default get_customer.
+		op      *tool.Operation
 		wantErr bool
 	}{
 		{name: "api key in the query", baseURL: api.URL, auth: query},
@@ -131,6 +137,9 @@ func TestCallCredentialsStayOutOfTracesLogsAndRecords(t *testing.T) {
 			auth: tool.Auth{Type: tool.AuthOAuth2, SecretsRef: "env://TOOL_OAUTH", TokenURL: echoing.URL}},
 		{name: "oauth2, a closed token endpoint", baseURL: api.URL, wantErr: true,
 			auth: tool.Auth{Type: tool.AuthOAuth2, SecretsRef: "env://TOOL_OAUTH", TokenURL: closed}},
+		{name: "mcp, api key in the query", baseURL: mcpServer.URL, auth: query, op: echo},
+		{name: "mcp, bearer", baseURL: mcpServer.URL, auth: tool.Auth{Type: tool.AuthBearer, SecretsRef: "env://TOOL_SECRET"}, op: echo},
+		{name: "mcp, a closed port", baseURL: closed, auth: query, op: echo, wantErr: true},
 	}
 	// What must appear nowhere: the secret (as key, token, client secret or
 	// password), the basic credentials encoded, and the issued access tokens.
@@ -141,10 +150,14 @@ func TestCallCredentialsStayOutOfTracesLogsAndRecords(t *testing.T) {
 			logs.Reset()
 			audits := &memAudit{}
 			ex := newExecutor(t, Options{Audit: audits, Retries: -1})
+			op := get
+			if tc.op != nil {
+				op = tc.op
+			}
 			res, err := ex.Call(context.Background(), tool.CallRequest{
 				Tenant:    "acme",
 				Tool:      &tool.Tool{ID: "tool_leak", Name: "billing", BaseURL: tc.baseURL, Auth: tc.auth, Revision: 1},
-				Operation: get,
+				Operation: op,
 				Args:      map[string]any{"customer_id": "c", "fields": "name"},
 			})
 			if (err != nil) != tc.wantErr {
@@ -182,7 +195,41 @@ func TestCallCredentialsStayOutOfTracesLogsAndRecords(t *testing.T) {
 	if !sawKey || !sawAuth {
 		t.Errorf("the API saw the query key: %t, the oauth2 token: %t", sawKey, sawAuth)
 	}
+	if n := mcpServer.authorized.Load(); n < 2 {
+		t.Errorf("the MCP server saw credentials on %d requests, want those of both calls", n)
+	}
 	if n := len(failing.requests()); n != 1 || !strings.Contains(failing.requests()[0].Query, "key="+testSecret) {
 		t.Errorf("the failing API got %d requests, %+v", n, failing.requests())
 	}
+}
+
+// mcpServer is an MCP server with one tool, echo, that answers only
+// requests carrying the test's secret as the query's key or a bearer token.
+type mcpServer struct {
+	*httptest.Server
+	authorized atomic.Int64
+}
+
+func newMCPServer(t *testing.T) *mcpServer {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
+	type args struct {
+		CustomerID string `json:"customer_id"`
+		Fields     string `json:"fields"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+		return nil, in, nil
+	})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	m := &mcpServer{}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("key") != testSecret && r.Header.Get("Authorization") != "Bearer "+testSecret {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		m.authorized.Add(1)
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(m.Close)
+	return m
 }
