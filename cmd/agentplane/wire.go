@@ -103,6 +103,7 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 		Now:          time.Now,
 	}
 	exec := call.New(call.Options{Client: out, Secrets: resolver, Timeout: f.toolTimeout})
+	svc.Calls = exec
 	return &toolParts{service: svc, executor: exec, client: out, resolver: resolver}, nil
 }
 

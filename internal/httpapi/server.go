@@ -66,7 +66,7 @@ type Deps struct {
 	Issuer  *auth.Issuer
 	Limiter ratelimit.Limiter
 	Metrics *telemetry.Metrics
-	// Tools registers tools; ToolStore reads them.
+	// Tools registers, updates and deletes tools; ToolStore reads them.
 	Tools     *tool.Service
 	ToolStore tool.Store
 	// Agents keeps agent versions; Runner runs workflows; Workflows reads them.

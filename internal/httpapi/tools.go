@@ -102,7 +102,7 @@ func (s *Server) handleUpdateTool(w http.ResponseWriter, r *http.Request) error 
 
 func (s *Server) handleDeleteTool(w http.ResponseWriter, r *http.Request) error {
 	rec := s.record(r, http.StatusOK)
-	if err := s.deps.ToolStore.DeleteTool(r.Context(), principalOf(r).Tenant, r.PathValue("id"), rec); err != nil {
+	if err := s.deps.Tools.Delete(r.Context(), principalOf(r).Tenant, r.PathValue("id"), rec); err != nil {
 		return err
 	}
 	infoFrom(r.Context()).audited = true

@@ -2,7 +2,8 @@
 // agentplane makes to the outside: spec fetches, GraphQL introspection, tool
 // calls, OAuth token requests and Vault. It checks the address actually
 // dialled (after DNS, on every redirect) against the address policy, ignores
-// proxy settings, limits redirects and sizes, and propagates W3C trace context.
+// proxy settings, limits redirects and sizes, propagates W3C trace context,
+// and adds a call's credentials beneath the tracing, so spans never see them.
 package outbound
 
 import (
@@ -90,7 +91,9 @@ func New(opts Options) *Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	c.transport = otelhttp.NewTransport(base)
+	// Credentials are applied under the tracing transport: its client span
+	// records the full URL, and a query parameter may be an API key.
+	c.transport = otelhttp.NewTransport(credentialTransport{base: base})
 	return c
 }
 

@@ -63,6 +63,12 @@ type SecretPolicy interface {
 	Check(tenant, ref string) error
 }
 
+// Forgetter drops what is kept in memory for a tool's calls (OAuth tokens,
+// compiled schemas) once the tool is updated or deleted.
+type Forgetter interface {
+	Forget(toolID string)
+}
+
 // Service registers tools: it validates, fetches and indexes specifications.
 type Service struct {
 	Store     Store
@@ -77,6 +83,8 @@ type Service struct {
 	// MaxSpecBytes limits inline specs (fetched ones are limited by the Fetcher).
 	MaxSpecBytes int
 	Now          func() time.Time
+	// Calls, when set, forgets a tool this service updated or deleted.
+	Calls Forgetter
 }
 
 var (
@@ -247,7 +255,24 @@ func (s *Service) Update(ctx context.Context, tenant, id string, reg Registratio
 	if err := s.Store.UpdateTool(ctx, t, ops, rec); err != nil {
 		return nil, err
 	}
+	s.forget(t.ID)
 	return t, nil
+}
+
+// Delete deletes a tool, storing rec with the deletion; problem.Conflict
+// while an agent version names it.
+func (s *Service) Delete(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	if err := s.Store.DeleteTool(ctx, tenant, id, rec); err != nil {
+		return err
+	}
+	s.forget(id)
+	return nil
+}
+
+func (s *Service) forget(id string) {
+	if s.Calls != nil {
+		s.Calls.Forget(id)
+	}
 }
 
 // largeSpec is the document size from which an import's garbage (several

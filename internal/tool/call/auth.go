@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -21,6 +22,16 @@ type credentials struct {
 	apply func(*http.Request)
 	// token is the cache entry of an oauth2 tool, invalidated on a 401.
 	token *tokenEntry
+}
+
+// context returns ctx carrying the credentials for requests to target's
+// origin: the outbound client adds them beneath its tracing, so the
+// request the executor builds, records and traces never holds them.
+func (c *credentials) context(ctx context.Context, target *url.URL) context.Context {
+	if c == nil {
+		return ctx
+	}
+	return outbound.WithCredentials(ctx, target, c.apply)
 }
 
 // authError is an error of a call's authentication: never with the secret.
@@ -89,11 +100,17 @@ func (e *Executor) authenticate(ctx context.Context, req tool.CallRequest) (*cre
 	}
 }
 
-// tokenEntry caches one tool's client-credentials token for its revision,
-// reused until it expires.
-type tokenEntry struct {
-	mu       sync.Mutex
+// tokenKey names a tool's revision: an update elsewhere changes the key,
+// so no replica keeps using a token of the tool's old auth.
+type tokenKey struct {
+	tool     string
 	revision int
+}
+
+// tokenEntry caches one tool revision's client-credentials token, reused
+// until it expires.
+type tokenEntry struct {
+	mu sync.Mutex
 	// fingerprint identifies the client, secret, token URL and scopes the
 	// token was obtained with: a rotated secret gets a new token.
 	fingerprint [32]byte
@@ -102,8 +119,15 @@ type tokenEntry struct {
 }
 
 func (e *Executor) tokenEntry(t *tool.Tool) *tokenEntry {
-	v, _ := e.tokens.LoadOrStore(t.ID, &tokenEntry{})
-	return v.(*tokenEntry)
+	k := tokenKey{tool: t.ID, revision: t.Revision}
+	if te, ok := e.tokens.Get(k); ok {
+		return te
+	}
+	te := &tokenEntry{}
+	if prev, ok, _ := e.tokens.PeekOrAdd(k, te); ok {
+		return prev
+	}
+	return te
 }
 
 func (te *tokenEntry) invalidate() {
@@ -146,8 +170,8 @@ func (te *tokenEntry) token(ctx context.Context, e *Executor, t *tool.Tool, secr
 
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if te.revision != t.Revision || te.fingerprint != fp || te.config == nil {
-		te.revision, te.fingerprint, te.tok = t.Revision, fp, nil
+	if te.fingerprint != fp || te.config == nil {
+		te.fingerprint, te.tok = fp, nil
 		te.config = &clientcredentials.Config{
 			ClientID:     clientID,
 			ClientSecret: clientSecret,

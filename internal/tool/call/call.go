@@ -11,9 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -32,6 +32,7 @@ const (
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultRetries          = 2
 	DefaultBackoff          = 100 * time.Millisecond
+	DefaultCacheSize        = 1000
 	// maxRetryAfter is the longest Retry-After a call waits for.
 	maxRetryAfter = 5 * time.Second
 )
@@ -52,6 +53,10 @@ type Options struct {
 	// Backoff is the wait before the first retry, multiplied by 4 for each
 	// next one; default 100ms.
 	Backoff time.Duration
+	// CacheSize bounds the OAuth tokens and, apart, the compiled request
+	// schemas kept in memory, each keyed by tool revision; the least
+	// recently used go first. Default 1000.
+	CacheSize int
 	// Audit, when set, receives one record per call.
 	Audit audit.Store
 	// Now is the clock of audit records; default time.Now.
@@ -78,7 +83,7 @@ func (e *Error) Unwrap() error { return e.Err }
 type Executor struct {
 	opts   Options
 	http   *http.Client
-	tokens sync.Map // tool id → *tokenEntry
+	tokens *lru.Cache[tokenKey, *tokenEntry]
 	schema schemaCache
 }
 
@@ -105,6 +110,9 @@ func New(opts Options) *Executor {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
 	hc := opts.Client.HTTPClient()
 	hc.Timeout = 0 // the call's context bounds it
 	checked := hc.CheckRedirect
@@ -116,7 +124,21 @@ func New(opts Options) *Executor {
 		}
 		return checked(r, via)
 	}
-	return &Executor{opts: opts, http: hc}
+	tokens, _ := lru.New[tokenKey, *tokenEntry](opts.CacheSize) // errors only for a size under 1
+	return &Executor{opts: opts, http: hc, tokens: tokens, schema: newSchemaCache(opts.CacheSize)}
+}
+
+// Forget drops what the executor keeps of a tool (its OAuth tokens, and with
+// them its client secret; its compiled schemas), as its update or deletion
+// makes them useless. Another replica's update changes the revision the
+// entries are keyed by, and its deletion leaves them to the caches' bound.
+func (e *Executor) Forget(toolID string) {
+	for _, k := range e.tokens.Keys() {
+		if k.tool == toolID {
+			e.tokens.Remove(k)
+		}
+	}
+	e.schema.forget(toolID)
 }
 
 var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/tool/call")

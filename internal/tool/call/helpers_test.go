@@ -24,10 +24,11 @@ const testSecret = "s3cret-value-9f2"
 
 // testEnv is the environment the test resolver reads.
 var testEnv = map[string]string{
-	"TOOL_SECRET": testSecret,
-	"TOOL_BASIC":  "alice:pa:ss",
-	"TOOL_OAUTH":  `{"client_id":"json-client","client_secret":"` + testSecret + `"}`,
-	"OTHER":       "not allowed",
+	"TOOL_SECRET":        testSecret,
+	"TOOL_BASIC":         "alice:pa:ss",
+	"TOOL_OAUTH":         `{"client_id":"json-client","client_secret":"` + testSecret + `"}`,
+	"TOOL_OAUTH_ROTATED": `{"client_id":"json-client","client_secret":"rotated-secret"}`,
+	"OTHER":              "not allowed",
 }
 
 // newExecutor returns an executor allowed to reach loopback test servers.
@@ -98,20 +99,24 @@ func (r *recorder) requests() []seen {
 type tokenServer struct {
 	*httptest.Server
 	mu     sync.Mutex
+	secret string
 	issued int
 	scopes []string
 }
 
 func newTokenServer(t *testing.T, clientID, clientSecret string) *tokenServer {
 	t.Helper()
-	ts := &tokenServer{}
+	ts := &tokenServer{secret: clientSecret}
 	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, secret, ok := r.BasicAuth()
 		if err := r.ParseForm(); err != nil || r.Method != http.MethodPost || r.PostForm.Get("grant_type") != "client_credentials" {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		if !ok || id != clientID || secret != clientSecret {
+		ts.mu.Lock()
+		want := ts.secret
+		ts.mu.Unlock()
+		if !ok || id != clientID || secret != want {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"error":"invalid_client"}`))
@@ -131,6 +136,13 @@ func newTokenServer(t *testing.T, clientID, clientSecret string) *tokenServer {
 	}))
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// rotate makes secret the only client secret the server accepts.
+func (ts *tokenServer) rotate(secret string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.secret = secret
 }
 
 func (ts *tokenServer) count() int {

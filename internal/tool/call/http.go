@@ -75,7 +75,8 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 			}
 			body = m
 		}
-		if err := e.encodeBody(p, b.Body, body, &errs); err != nil {
+		key := schemaKey{tool: t.ID, revision: t.Revision, operation: op.ID, which: "body"}
+		if err := e.encodeBody(p, key, b.Body, body, &errs); err != nil {
 			return nil, err
 		}
 	}
@@ -106,9 +107,10 @@ func pathOnly(p string) string {
 	return p
 }
 
-// encodeBody validates body against the operation's schema and encodes it
-// in the body's content type: JSON, a form, or a string sent as is.
-func (e *Executor) encodeBody(p *prepared, b *tool.Body, body any, errs *argErrors) error {
+// encodeBody validates body against the operation's schema, which key
+// names, and encodes it in the body's content type: JSON, a form, or a
+// string sent as is.
+func (e *Executor) encodeBody(p *prepared, key schemaKey, b *tool.Body, body any, errs *argErrors) error {
 	ct := b.ContentType
 	if ct == "" {
 		ct = "application/json"
@@ -122,7 +124,7 @@ func (e *Executor) encodeBody(p *prepared, b *tool.Body, body any, errs *argErro
 			errs.add("body", "cannot be encoded as JSON")
 			return nil
 		}
-		*errs = append(*errs, e.schema.validate(b.Schema, data)...)
+		*errs = append(*errs, e.schema.validate(key, b.Schema, data)...)
 		p.body, p.recordBody = data, data
 	case mt == "application/x-www-form-urlencoded":
 		m, ok := body.(map[string]any)

@@ -18,7 +18,8 @@ func (e *Executor) callMCP(ctx context.Context, req tool.CallRequest) (tool.Call
 	endpoint := req.Tool.BaseURL
 	body, _ := json.Marshal(map[string]any{"method": "tools/call", "params": map[string]any{"name": req.Operation.MCP.Name, "arguments": req.Args}})
 	res := tool.CallResult{Request: tool.RecordedRequest{Method: http.MethodPost, URL: endpoint, Body: body}, Attempts: 1}
-	if _, err := e.opts.Client.CheckURL(endpoint, false); err != nil {
+	u, err := e.opts.Client.CheckURL(endpoint, false)
+	if err != nil {
 		return res, err
 	}
 	cred, err := e.authenticate(ctx, req)
@@ -28,11 +29,9 @@ func (e *Executor) callMCP(ctx context.Context, req tool.CallRequest) (tool.Call
 	hc := *e.http
 	hc.Transport = &mcptool.Transport{Base: e.http.Transport, Limit: e.opts.MaxResponseBytes, Apply: func(r *http.Request) {
 		r.Header.Set("User-Agent", e.opts.Client.Options().UserAgent)
-		if cred != nil && cred.apply != nil {
-			cred.apply(r)
-		}
 	}}
-	out, err := mcptool.Call(ctx, &hc, endpoint, req.Operation.MCP.Name, req.Args)
+	// The session's requests, closing one included, keep the context's values.
+	out, err := mcptool.Call(cred.context(ctx, u), &hc, endpoint, req.Operation.MCP.Name, req.Args)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, e.transportError(ctx, ctx.Err())

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentplane/agentplane/internal/problem"
@@ -14,19 +14,45 @@ import (
 // maxSchemaErrors bounds how many schema violations a call reports.
 const maxSchemaErrors = 5
 
-// schemaCache compiles each distinct request-body schema once.
-type schemaCache struct {
-	m sync.Map // schema text → *jsonschema.Schema, or nil when it does not compile
+// schemaKey names one schema of one operation of a tool revision: a
+// revision's schemas never change, and the key is small whatever the schema.
+type schemaKey struct {
+	tool      string
+	revision  int
+	operation string
+	// which says which of the operation's schemas: "body".
+	which string
 }
 
-// validate checks a JSON document against schema and returns what is wrong,
-// fields named "body" or "body/<pointer>". A schema that does not compile
-// (a spec's defect) validates nothing: the API will judge the body itself.
-func (c *schemaCache) validate(schema json.RawMessage, doc []byte) []problem.FieldError {
+// schemaCache compiles each schema once, keeping the least recently used
+// out when full.
+type schemaCache struct {
+	lru *lru.Cache[schemaKey, *jsonschema.Schema] // nil when the schema does not compile
+}
+
+func newSchemaCache(size int) schemaCache {
+	c, _ := lru.New[schemaKey, *jsonschema.Schema](size) // errors only for a size under 1
+	return schemaCache{lru: c}
+}
+
+// forget drops a tool's schemas, of every revision.
+func (c *schemaCache) forget(toolID string) {
+	for _, k := range c.lru.Keys() {
+		if k.tool == toolID {
+			c.lru.Remove(k)
+		}
+	}
+}
+
+// validate checks a JSON document against schema, the one key names, and
+// returns what is wrong, fields named "body" or "body/<pointer>". A schema
+// that does not compile (a spec's defect) validates nothing: the API will
+// judge the body itself.
+func (c *schemaCache) validate(key schemaKey, schema json.RawMessage, doc []byte) []problem.FieldError {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return nil
 	}
-	sch := c.compiled(schema)
+	sch := c.compiled(key, schema)
 	if sch == nil {
 		return nil
 	}
@@ -59,18 +85,17 @@ func (c *schemaCache) validate(schema json.RawMessage, doc []byte) []problem.Fie
 	return out
 }
 
-func (c *schemaCache) compiled(schema json.RawMessage) *jsonschema.Schema {
-	key := string(schema)
-	if v, ok := c.m.Load(key); ok {
-		s, _ := v.(*jsonschema.Schema)
+// compiled returns the compiled schema, from the cache when key names a
+// stored tool (one without an id is never cached: its key names nothing).
+func (c *schemaCache) compiled(key schemaKey, schema json.RawMessage) *jsonschema.Schema {
+	if key.tool == "" {
+		return compile(schema)
+	}
+	if s, ok := c.lru.Get(key); ok {
 		return s
 	}
 	s := compile(schema)
-	if s == nil {
-		c.m.Store(key, nil)
-		return nil
-	}
-	c.m.Store(key, s)
+	c.lru.Add(key, s)
 	return s
 }
 

@@ -61,7 +61,7 @@ type answer struct {
 
 // send makes one attempt.
 func (e *Executor) send(ctx context.Context, p *prepared, cred *credentials) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, p.method, p.url.String(), bytes.NewReader(p.body))
+	req, err := http.NewRequestWithContext(cred.context(ctx, p.url), p.method, p.url.String(), bytes.NewReader(p.body))
 	if err != nil {
 		return answer{}, &Error{Msg: "the request cannot be built", Err: err}
 	}
@@ -70,9 +70,6 @@ func (e *Executor) send(ctx context.Context, p *prepared, cred *credentials) (an
 	}
 	req.Header = p.header.Clone()
 	req.Header.Set("User-Agent", e.opts.Client.Options().UserAgent)
-	if cred != nil && cred.apply != nil {
-		cred.apply(req)
-	}
 	resp, err := e.http.Do(req)
 	if err != nil {
 		return answer{}, e.transportError(ctx, err)
@@ -96,7 +93,9 @@ func (e *Executor) send(ctx context.Context, p *prepared, cred *credentials) (an
 }
 
 // transportError turns an error of the HTTP client into the call's error.
-// The URL in it (which may carry an API key) is cut to its path.
+// The URL in it is cut to its path, as in the audit record: credentials
+// never reach it (they are added beneath the client), but its query holds
+// the call's arguments.
 func (e *Executor) transportError(ctx context.Context, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
