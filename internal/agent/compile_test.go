@@ -193,9 +193,9 @@ func keys(m map[string]string) []string { return sortedKeys(m) }
 
 func TestDecodeDefinition(t *testing.T) {
 	tests := []struct {
-		name    string
-		src     string
-		want    *Finish
+		name string
+		src  string
+		want *Finish
 		// wantField and wantErr are the one error's field (relative to
 		// the definition) and a part of its message.
 		wantField, wantErr string

@@ -54,6 +54,15 @@ type Batch struct {
 	FinishedAt  *time.Time `json:"finished_at"`
 }
 
+// BatchListFilter selects batches to list.
+type BatchListFilter struct {
+	// Target is name@version.
+	Target string
+	Limit  int
+	// Before is the id of the last batch of the previous page.
+	Before string
+}
+
 // OutcomeChange is one cell of the outcome matrix.
 type OutcomeChange struct {
 	From  string `json:"from"`
@@ -82,6 +91,9 @@ type BatchStore interface {
 	Batch(ctx context.Context, tenant, id string) (*Batch, error)
 	// BatchByID returns a batch of any tenant (for signed report links).
 	BatchByID(ctx context.Context, id string) (*Batch, error)
+	// ListBatches returns the tenant's batches matching f, newest first,
+	// with Done and Changed counted (not the outcome matrix or deltas).
+	ListBatches(ctx context.Context, tenant string, f BatchListFilter) ([]*Batch, error)
 	// PendingItems returns up to limit workflows of the batch not replayed
 	// yet, after position after, in order.
 	PendingItems(ctx context.Context, batchID string, after, limit int) ([]BatchItem, error)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 )
@@ -53,6 +55,44 @@ func (db *DB) Batch(ctx context.Context, tenant, id string) (*replay.Batch, erro
 // BatchByID returns a batch of any tenant with its counts.
 func (db *DB) BatchByID(ctx context.Context, id string) (*replay.Batch, error) {
 	return db.batch(ctx, id, `SELECT `+batchColumns+` FROM replay_batches WHERE id = $1`, id)
+}
+
+// ListBatches returns the tenant's batches matching f, newest first, with
+// how many of each were replayed and changed.
+func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchListFilter) ([]*replay.Batch, error) {
+	where := []string{"b.tenant = $1"}
+	args := []any{tenant}
+	if f.Target != "" {
+		args = append(args, f.Target)
+		where = append(where, fmt.Sprintf("b.target = $%d", len(args)))
+	}
+	if f.Before != "" {
+		args = append(args, f.Before)
+		where = append(where, fmt.Sprintf("b.id < $%d", len(args)))
+	}
+	args = append(args, page.Size(f.Limit))
+	var bs []*replay.Batch
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, fmt.Sprintf(`SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
+			count(i.replay_id), count(*) FILTER (WHERE i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome)
+			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
+			WHERE %s GROUP BY b.id ORDER BY b.id DESC LIMIT $%d`, strings.Join(where, " AND "), len(args)), args...)
+		if err != nil {
+			return fmt.Errorf("list replay batches: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var done, changed int64
+			b, err := scanBatch(scanFunc(func(dest ...any) error { return rows.Scan(append(dest, &done, &changed)...) }))
+			if err != nil {
+				return err
+			}
+			b.Done, b.Changed = int(done), int(changed)
+			bs = append(bs, b)
+		}
+		return rows.Err()
+	})
+	return bs, err
 }
 
 func (db *DB) batch(ctx context.Context, id, query string, args ...any) (*replay.Batch, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 )
@@ -56,6 +57,41 @@ func (db *DB) Batch(ctx context.Context, tenant, id string) (*replay.Batch, erro
 // BatchByID returns a batch of any tenant with its counts.
 func (db *DB) BatchByID(ctx context.Context, id string) (*replay.Batch, error) {
 	return db.batch(ctx, `SELECT `+batchColumns+` FROM replay_batches WHERE id = ?`, id)
+}
+
+// ListBatches returns the tenant's batches matching f, newest first, with
+// how many of each were replayed and changed.
+func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchListFilter) ([]*replay.Batch, error) {
+	where := []string{"b.tenant = ?"}
+	args := []any{tenant}
+	if f.Target != "" {
+		where, args = append(where, "b.target = ?"), append(args, f.Target)
+	}
+	if f.Before != "" {
+		where, args = append(where, "b.id < ?"), append(args, f.Before)
+	}
+	var bs []*replay.Batch
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
+			count(i.replay_id), count(CASE WHEN i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome THEN 1 END)
+			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
+			WHERE `+strings.Join(where, " AND ")+` GROUP BY b.id ORDER BY b.id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
+		if err != nil {
+			return fmt.Errorf("list replay batches: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var done, changed int
+			b, err := scanBatch(scanFunc(func(dest ...any) error { return rows.Scan(append(dest, &done, &changed)...) }))
+			if err != nil {
+				return err
+			}
+			b.Done, b.Changed = done, changed
+			bs = append(bs, b)
+		}
+		return rows.Err()
+	})
+	return bs, err
 }
 
 func (db *DB) batch(ctx context.Context, query string, args ...any) (*replay.Batch, error) {

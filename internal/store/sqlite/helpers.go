@@ -51,3 +51,8 @@ func likePattern(s string) string {
 
 // scanner is *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
+
+// scanFunc scans with a function, to add columns after a row's usual ones.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }

@@ -114,6 +114,50 @@ func testBatchLifecycle(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
+// testListBatches lists a tenant's batches newest first, with their
+// counts, by target and page; another tenant's are not listed.
+func testListBatches(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	creator := replay.Creator{Sub: "user-1"}
+	var ids []string
+	for i, target := range []string{"triage@2", "triage@3", "triage@2"} {
+		b := replay.NewBatch("acme", target, 2, creator, base.Add(time.Duration(i)*time.Second))
+		must(t, s.CreateBatch(ctx, b, []string{"wf_a", "wf_b"}, "replica-1", base.Add(time.Minute), record("acme", "replay_batch.create", 0)), "create batch")
+		ids = append(ids, b.ID)
+	}
+	other := replay.NewBatch("globex", "triage@2", 1, creator, base)
+	must(t, s.CreateBatch(ctx, other, []string{"wf_z"}, "replica-1", base.Add(time.Minute), record("globex", "replay_batch.create", 0)), "create another tenant's batch")
+	if n, err := s.AddBatchReplays(ctx, ids[0], []replay.BatchReplay{
+		{Position: 0, Replay: batchReplay("acme", "wf_a", "routed", "escalated", 0)},
+		{Position: 1, Replay: batchReplay("acme", "wf_b", "routed", "routed", 1)},
+	}); err != nil || n != 2 {
+		t.Fatalf("replay the first batch: %d, %v", n, err)
+	}
+
+	listed := func(f replay.BatchListFilter) []string {
+		t.Helper()
+		bs, err := s.ListBatches(ctx, "acme", f)
+		must(t, err, "list batches")
+		var got []string
+		for _, b := range bs {
+			got = append(got, b.ID)
+			if b.ID == ids[0] && (b.Done != 2 || b.Changed != 1 || b.Total != 2 || b.Target != "triage@2") {
+				t.Errorf("listed batch %+v, want 2 of 2 replayed, 1 changed", b)
+			}
+		}
+		return got
+	}
+	if got, want := listed(replay.BatchListFilter{}), []string{ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("batches %v, want newest first %v", got, want)
+	}
+	if got, want := listed(replay.BatchListFilter{Target: "triage@2"}), []string{ids[2], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("batches of triage@2 %v, want %v", got, want)
+	}
+	if got, want := listed(replay.BatchListFilter{Limit: 1, Before: ids[2]}), []string{ids[1]}; !slices.Equal(got, want) {
+		t.Errorf("the page after %s: %v, want %v", ids[2], got, want)
+	}
+}
+
 // testBatchLeases: a leased batch is not claimed until its lease expires;
 // renewal needs the lease; a finished batch is never claimed.
 func testBatchLeases(t *testing.T, s Store, _ Hooks) {

@@ -98,6 +98,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ReplayList", testReplayList},
 		{"BatchLifecycle", testBatchLifecycle},
 		{"BatchLeases", testBatchLeases},
+		{"ListBatches", testListBatches},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
