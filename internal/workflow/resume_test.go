@@ -38,7 +38,13 @@ type resumeCase struct {
 	Scopes      []string       `json:"scopes"`
 	// History is what the crashed replica stored.
 	History []goldenStep `json:"history"`
-	// Updates replace tools (each the next revision) after the crash.
+	// Decision, when set, is the decision (approved or denied) on the
+	// approval the last recorded step waits at: the workflow is paused
+	// there and decided after the updates, and the replica that took it
+	// crashes before resuming it.
+	Decision string `json:"decision,omitempty"`
+	// Updates replace tools (each the next revision) after the crash, or
+	// while the workflow waits.
 	Updates []goldenTool `json:"updates,omitempty"`
 	// Answers are the tool API's response bodies by tool.operation.
 	Answers map[string]json.RawMessage `json:"answers,omitempty"`
@@ -159,7 +165,16 @@ func resumeGolden(t *testing.T, tc *resumeCase) resumeResult {
 			Tool: gs.Tool, Operation: gs.Operation, Args: gs.Args, Result: gs.Result, Error: gs.Error, Sent: gs.Sent,
 			StartedAt: now}})
 	}
-	if len(writes) > 0 {
+	var waiting *workflow.Approval
+	if tc.Decision != "" {
+		last := writes[len(writes)-1].Step
+		waiting = &workflow.Approval{WorkflowID: wf.ID, Tenant: wf.Tenant, Agent: wf.Agent, AgentVersion: wf.AgentVersion,
+			Step: last.Step, Action: last.Action, Reason: "golden", OnTimeout: agent.DecisionDeny, Invoker: wf.Caller.Sub,
+			RequestedAt: now, Deadline: now.Add(time.Hour), Status: workflow.ApprovalPending, Remaining: 5 * time.Minute}
+		if err := db.SuspendWorkflow(ctx, wf.Owner, waiting, writes...); err != nil {
+			t.Fatal(err)
+		}
+	} else if len(writes) > 0 {
 		if err := db.AppendSteps(ctx, wf.Owner, writes...); err != nil {
 			t.Fatal(err)
 		}
@@ -173,6 +188,13 @@ func resumeGolden(t *testing.T, tc *resumeCase) resumeResult {
 		lt := gt.tool(now, cur.Revision+1)
 		lt.ID = toolIDs[gt.Name]
 		if err := db.UpdateTool(ctx, lt, gt.operations(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if waiting != nil {
+		d := workflow.Decision{Tenant: wf.Tenant, WorkflowID: wf.ID, Step: waiting.Step, Status: tc.Decision, By: "bob", At: now}
+		if _, _, err := db.DecideApproval(ctx, d, "replica-a", now.Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
