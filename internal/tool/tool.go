@@ -231,6 +231,12 @@ type Store interface {
 	Operations(ctx context.Context, tenant, toolID, q string) ([]Operation, error)
 	// Operation returns one operation, or problem.NotFound.
 	Operation(ctx context.Context, tenant, toolID, opID string) (*Operation, error)
+	// ToolRevision returns the tool named name as it was at an earlier
+	// revision, with its operations ordered by id, from the snapshot kept
+	// when an update replaced that revision; problem.NotFound when none is
+	// kept. An update keeps the revision it replaces and those a running
+	// or waiting workflow started with; a delete keeps none.
+	ToolRevision(ctx context.Context, tenant, name string, revision int) (*Tool, []Operation, error)
 }
 
 // FirstLine is the first line of a description, trimmed and cut to 200

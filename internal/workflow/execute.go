@@ -35,6 +35,9 @@ type history struct {
 	approvals map[int]*Approval
 	// tools, when known, are the tools the program was compiled with.
 	tools []*tool.Tool
+	// pinned are the operations of the tools not at their current
+	// revision (a resume's), by tool name.
+	pinned map[string][]tool.Operation
 	// created, for a new workflow, is its storing, still under way when
 	// the execution begins.
 	created *creation
@@ -93,6 +96,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 			break
 		}
 		if ev.Step <= len(h.steps) {
+			// Made again from its record: it must be the recorded step.
+			if err := sameStep(&h.steps[ev.Step-1], ev); err != nil {
+				runErr = err
+				break
+			}
 			continue
 		}
 		span.AddEvent("step", trace.WithAttributes(attribute.Int("step", ev.Step),
@@ -276,6 +284,11 @@ func (j *journal) failLocked(err error) {
 // finish stores how the workflow ended, after its last steps (those not
 // yet written), and wakes its followers; steps are those stored before.
 func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []StepWrite, res agent.Result, runErr error) {
+	var nd *nondeterminismError
+	if errors.As(runErr, &nd) {
+		// Whatever the program ran to, it is not this workflow's result.
+		res = agent.Result{Outcome: OutcomeFailed, Status: Failed, Error: nd.Error(), ErrorCode: ErrorCodeNondeterministic}
+	}
 	wf.Status, wf.Outcome = res.Status, res.Outcome
 	wf.FinishedAt = r.opts.Now().UTC()
 	if res.Output != nil {
@@ -447,16 +460,40 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 }
 
 // ErrNondeterministic fails a resumed workflow whose program no longer
-// makes the calls its history recorded: serving the recorded answer to a
-// different call would be a silent wrong answer.
+// produces the steps its history recorded: serving a recorded answer to a
+// different step would be a silent wrong answer.
 var ErrNondeterministic = errors.New("nondeterministic workflow")
 
-// sameCall checks that a call made again on resume is the recorded one:
-// tool, operation and RFC 8785 canonical arguments.
+// nondeterminismError is ErrNondeterministic saying where the program
+// left its history.
+type nondeterminismError struct{ detail string }
+
+func (e *nondeterminismError) Error() string { return ErrNondeterministic.Error() + ": " + e.detail }
+
+func (e *nondeterminismError) Unwrap() error { return ErrNondeterministic }
+
+func nondeterministic(format string, args ...any) error {
+	return &nondeterminismError{detail: fmt.Sprintf(format, args...)}
+}
+
+// sameStep checks that a step made again on resume is the recorded one:
+// its action, kind (when recorded), tool, operation and status.
+func sameStep(s *Step, ev agent.Event) error {
+	if s.Action != ev.Action || s.Kind != "" && s.Kind != ev.Kind || s.Tool != ev.Tool || s.Operation != ev.Operation || s.Status != ev.Status {
+		return nondeterministic("step %d recorded %s, the program now produces %s", s.Step,
+			describeStep(s.Action, s.Kind, s.Tool, s.Operation, s.Status), describeStep(ev.Action, ev.Kind, ev.Tool, ev.Operation, ev.Status))
+	}
+	return nil
+}
+
+// sameCall checks that a call made again on resume is the recorded one: a
+// call the history made (not one refused before it was made), of the same
+// action, tool and operation, with the same RFC 8785 canonical arguments.
 func sameCall(step int, s *Step, c agent.ToolCall) error {
-	if s.Tool != c.Tool || s.Operation != c.Operation {
-		return fmt.Errorf("%w: step %d recorded a call of %s.%s, the program now calls %s.%s",
-			ErrNondeterministic, step, s.Tool, s.Operation, c.Tool, c.Operation)
+	made := s.Status == agent.StatusOK || s.Status == agent.StatusError
+	if !made || s.Action != c.Action || s.Tool != c.Tool || s.Operation != c.Operation {
+		return nondeterministic("step %d recorded %s, the program now calls %q (%s.%s)", step,
+			describeStep(s.Action, s.Kind, s.Tool, s.Operation, s.Status), c.Action, c.Tool, c.Operation)
 	}
 	now, err := agent.CanonicalArgs(c.Args)
 	if err != nil {
@@ -467,10 +504,20 @@ func sameCall(step int, s *Step, c agent.ToolCall) error {
 		return fmt.Errorf("step %d: recorded args: %w", step, err)
 	}
 	if !bytes.Equal(now, recorded) {
-		return fmt.Errorf("%w: step %d recorded %s.%s with args %s, the program now sends %s",
-			ErrNondeterministic, step, c.Tool, c.Operation, recorded, now)
+		return nondeterministic("step %d recorded %s.%s with args %s, the program now sends %s",
+			step, c.Tool, c.Operation, recorded, now)
 	}
 	return nil
+}
+
+// describeStep names a step in a nondeterminism detail:
+// "post" (call ledger.postEntry, ok).
+func describeStep(action, kind, toolName, operation, status string) string {
+	what := kind
+	if toolName != "" {
+		what += " " + toolName + "." + operation
+	}
+	return fmt.Sprintf("%q (%s, %s)", action, what, status)
 }
 
 // CanonicalJSON returns the RFC 8785 form of a recorded JSON value; empty
@@ -504,6 +551,12 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 		}
 		e.tools[toolName] = t
 	}
+	if ops, ok := e.h.pinned[toolName]; ok {
+		if i := slices.IndexFunc(ops, func(op tool.Operation) bool { return op.ID == opID }); i >= 0 {
+			return t, &ops[i], nil
+		}
+		return nil, nil, fmt.Errorf("tool %s has no operation %s at revision %d", toolName, opID, t.Revision)
+	}
 	if op := e.r.ops.get(t, opID); op != nil {
 		return t, op, nil
 	}
@@ -531,7 +584,7 @@ func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (
 			return agent.ChatResponse{}, fmt.Errorf("completion %d: %w", n, err)
 		}
 		if rc.RequestSHA256 != "" && rc.RequestSHA256 != hash {
-			return agent.ChatResponse{}, fmt.Errorf("%w: completion %d was recorded for another request", ErrNondeterministic, n)
+			return agent.ChatResponse{}, nondeterministic("completion %d was recorded for another request", n)
 		}
 		return rc.Response, nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -117,7 +118,7 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 	if err != nil {
 		return fmt.Errorf("agent version %s@%s: %w", wf.Agent, wf.AgentVersion, err)
 	}
-	prog, err := r.Program(ctx, v)
+	prog, tools, pinned, err := r.startedProgram(ctx, wf, v)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,8 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 	if err != nil {
 		return fmt.Errorf("completions: %w", err)
 	}
-	h := history{steps: steps, intents: map[int]bool{}, completions: completions, approvals: map[int]*Approval{}}
+	h := history{steps: steps, intents: map[int]bool{}, completions: completions, approvals: map[int]*Approval{},
+		tools: tools, pinned: pinned}
 	for _, a := range approvals {
 		h.approvals[a.Step] = a
 	}
@@ -149,4 +151,43 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 	}
 	r.opts.Logger.Info("resuming workflow", "workflow_id", wf.ID, "after_step", len(steps))
 	return nil
+}
+
+// startedProgram compiles v against the tool revisions wf started with, so
+// that a tool updated since (a policy class, an operation's kind) does not
+// change what the recorded steps do again. It returns the tools as
+// compiled and the operations of those not at their current revision. A
+// revision no longer kept is replaced by the current one: the comparison
+// of each step made again with its record then catches a change that
+// matters.
+func (r *Runner) startedProgram(ctx context.Context, wf *Workflow, v *agent.Version) (*agent.Program, []*tool.Tool, map[string][]tool.Operation, error) {
+	tools, err := r.tools(ctx, v.Tenant, v.Tools)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var pinned map[string][]tool.Operation
+	for i, name := range v.Tools {
+		rev, ok := wf.ToolRevisions[name]
+		if !ok || tools[i] != nil && tools[i].Revision == rev {
+			continue
+		}
+		t, ops, err := r.opts.Tools.ToolRevision(ctx, wf.Tenant, name, rev)
+		if problem.Is(err, problem.NotFound) {
+			r.opts.Logger.Warn("resume workflow against the current revision of a tool; the one it started with is not kept",
+				"workflow_id", wf.ID, "tool", name, "revision", rev)
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("tool %s at revision %d: %w", name, rev, err)
+		}
+		if pinned == nil {
+			pinned = map[string][]tool.Operation{}
+		}
+		tools[i], pinned[name] = t, ops
+	}
+	prog, err := r.compile(ctx, v, tools, pinned)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return prog, tools, pinned, nil
 }

@@ -25,6 +25,7 @@ type ToolLookup interface {
 	ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, error)
 	Operations(ctx context.Context, tenant, toolID, q string) ([]tool.Operation, error)
 	Operation(ctx context.Context, tenant, toolID, opID string) (*tool.Operation, error)
+	ToolRevision(ctx context.Context, tenant, name string, revision int) (*tool.Tool, []tool.Operation, error)
 }
 
 // Options configure a Runner.
@@ -129,20 +130,23 @@ func (r *Runner) program(ctx context.Context, v *agent.Version) (*agent.Program,
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := r.compile(ctx, v, tools)
+	p, err := r.compile(ctx, v, tools, nil)
 	return p, tools, err
 }
 
-func (r *Runner) compile(ctx context.Context, v *agent.Version, tools []*tool.Tool) (*agent.Program, error) {
+// compile compiles v against tools; pinned are the operations of those
+// tools that are not at their current revision (a resume's), by tool name.
+// Only programs of current revisions are cached.
+func (r *Runner) compile(ctx context.Context, v *agent.Version, tools []*tool.Tool, pinned map[string][]tool.Operation) (*agent.Program, error) {
 	key, revs := v.Tenant+"/"+v.Ref(), revisions(tools)
-	if p := r.programs.get(key, revs); p != nil {
+	if p := r.programs.get(key, revs); p != nil && len(pinned) == 0 {
 		return p, nil
 	}
 	def, errs := agent.DecodeDefinition(v.Definition)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("stored definition of %s: %w: %s", v.Ref(), errUndecodable, errs[0].Message)
 	}
-	cat, err := r.catalog(ctx, v.Tenant, tools)
+	cat, err := r.catalog(ctx, v.Tenant, tools, pinned)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +159,9 @@ func (r *Runner) compile(ctx context.Context, v *agent.Version, tools []*tool.To
 		return nil, problem.New(problem.ValidationFailed, "%s no longer compiles against the registered tools: %s: %s",
 			v.Ref(), errs[0].Field, errs[0].Message)
 	}
-	r.programs.put(key, revs, p)
+	if len(pinned) == 0 {
+		r.programs.put(key, revs, p)
+	}
 	return p, nil
 }
 
@@ -171,7 +177,7 @@ func (r *Runner) Catalog(ctx context.Context, tenant string, names []string) (*a
 	if err != nil {
 		return nil, err
 	}
-	return r.catalog(ctx, tenant, tools)
+	return r.catalog(ctx, tenant, tools, nil)
 }
 
 // tools looks the named tools up; an unknown name's tool is nil.
@@ -190,11 +196,16 @@ func (r *Runner) tools(ctx context.Context, tenant string, names []string) ([]*t
 	return tools, nil
 }
 
-// catalog builds the tool catalog of tools, leaving out nil ones.
-func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool) (*agent.Catalog, error) {
+// catalog builds the tool catalog of tools, leaving out nil ones; a
+// tool's operations are its pinned ones when it has some, else read.
+func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool, pinned map[string][]tool.Operation) (*agent.Catalog, error) {
 	cat := agent.NewCatalog()
 	for _, t := range tools {
 		if t == nil {
+			continue
+		}
+		if ops, ok := pinned[t.Name]; ok {
+			cat.Add(t, ops)
 			continue
 		}
 		ops, err := r.opts.Tools.Operations(ctx, tenant, t.ID, "")

@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
 )
 
 // maxGoal is the longest goal of an invocation, in characters.
@@ -61,6 +62,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err != nil {
 		return nil, err
 	}
+	wf.ToolRevisions = toolRevisions(tools)
 	// Refused before it is stored when the runner is closing: stored, it
 	// would be resumed by the next start while the caller, told 503, may
 	// start it again.
@@ -154,4 +156,20 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
 	}, nil
+}
+
+// toolRevisions is the revision of each tool by name, nil when there are
+// none: what a resume compiles the workflow's program against again.
+func toolRevisions(tools []*tool.Tool) map[string]int {
+	var revs map[string]int
+	for _, t := range tools {
+		if t == nil {
+			continue
+		}
+		if revs == nil {
+			revs = make(map[string]int, len(tools))
+		}
+		revs[t.Name] = t.Revision
+	}
+	return revs
 }

@@ -63,6 +63,9 @@ type Workflow struct {
 	Output       json.RawMessage `json:"output"`
 	// Error is the problem document of a failed workflow.
 	Error json.RawMessage `json:"error,omitempty"`
+	// ToolRevisions is the revision of each tool, by name, that the
+	// workflow's program was compiled with: a resume compiles against them.
+	ToolRevisions map[string]int `json:"-"`
 	// ReplayOf links a real (non-dry-run) replay to the workflow it replays.
 	ReplayOf   string    `json:"replay_of,omitempty"`
 	RequestID  string    `json:"request_id,omitempty"`

@@ -50,6 +50,9 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
+		if err := snapshotTool(ctx, tx, t.Tenant, t.ID); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `UPDATE tools SET name = $3, type = $4, spec_url = $5,
 			endpoint_url = $6, auth = $7, policy_class = $8, side_effects = $9, idempotency_support = $10,
 			spec_sha256 = $11, revision = $12, operation_count = $13, base_url = $14, spec_token_url = $15,
@@ -99,6 +102,9 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM tool_operations WHERE tool_id = $1`, id); err != nil {
 			return fmt.Errorf("delete operations: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tool_snapshots WHERE tenant = $1 AND id = $2`, tenant, id); err != nil {
+			return fmt.Errorf("delete snapshots: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM tools WHERE tenant = $1 AND id = $2`, tenant, id); err != nil {
 			return fmt.Errorf("delete tool: %w", err)
@@ -213,6 +219,64 @@ func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool
 	}
 	return &op, nil
 }
+
+// ToolRevision returns the tool named name as it was at revision, with its
+// operations, from the snapshot kept when an update replaced it, or
+// problem.NotFound.
+func (db *DB) ToolRevision(ctx context.Context, tenant, name string, revision int) (*tool.Tool, []tool.Operation, error) {
+	var (
+		t   *tool.Tool
+		ops []tool.Operation
+	)
+	err := db.read(ctx, func(tx querier) error {
+		var data []byte
+		var err error
+		t, err = scanTool(withOperations{tx.QueryRow(ctx, `SELECT `+toolColumns+`, operations FROM tool_snapshots
+			WHERE tenant = $1 AND name = $2 AND revision = $3 ORDER BY updated_at DESC LIMIT 1`, tenant, name, revision), &data})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.New(problem.NotFound, "no snapshot of tool %q at revision %d", name, revision)
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &ops); err != nil {
+			return fmt.Errorf("decode operations of %s@%d: %w", name, revision, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, ops, nil
+}
+
+// snapshotTool keeps the revision of a tool an update is about to replace,
+// and drops its older snapshots that no unfinished workflow started with.
+func snapshotTool(ctx context.Context, tx *wtx, tenant, id string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO tool_snapshots (`+toolColumns+`, operations)
+		SELECT `+toolColumns+`, COALESCE((SELECT json_agg(data ORDER BY op_id) FROM tool_operations
+			WHERE tool_id = t.id), '[]')
+		FROM tools t WHERE t.tenant = $1 AND t.id = $2
+		ON CONFLICT DO NOTHING`, tenant, id); err != nil {
+		return fmt.Errorf("snapshot tool: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM tool_snapshots s
+		WHERE s.tenant = $1 AND s.id = $2 AND s.revision < (SELECT revision FROM tools WHERE tenant = $1 AND id = $2)
+		  AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = s.tenant AND w.status IN ('running', 'waiting')
+			AND w.tool_revisions -> s.name = to_jsonb(s.revision))`, tenant, id); err != nil {
+		return fmt.Errorf("drop tool snapshots: %w", err)
+	}
+	return nil
+}
+
+// withOperations scans a snapshot row: a tool's columns, then its
+// operations into ops.
+type withOperations struct {
+	row pgx.Row
+	ops *[]byte
+}
+
+func (w withOperations) Scan(dest ...any) error { return w.row.Scan(append(dest, w.ops)...) }
 
 func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
 

@@ -22,7 +22,7 @@ var _ workflow.Store = (*DB)(nil)
 
 const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until`
+	cancel_requested, owner, lease_until, tool_revisions`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
 	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
@@ -57,7 +57,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 			}
 			return nil
 		}, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
-			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`, row...)
+			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`, row...)
 		tx.Audit(rec)
 		return nil
 	})
@@ -327,6 +327,10 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode workflow caller: %w", err)
 	}
+	revs, err := json.Marshal(w.ToolRevisions)
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow tool revisions: %w", err)
+	}
 	w.StartedAt, w.FinishedAt, w.Deadline, w.LeaseUntil = micro(w.StartedAt), micro(w.FinishedAt), micro(w.Deadline), micro(w.LeaseUntil)
 	var finished *time.Time
 	if !w.FinishedAt.IsZero() {
@@ -334,18 +338,19 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil}, nil
+		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs)}, nil
 }
 
 func scanWorkflow(row pgx.Row) (*workflow.Workflow, error) {
 	var (
 		w                          workflow.Workflow
 		wctx, caller, output, wErr []byte
+		revs                       []byte
 		finished                   *time.Time
 	)
 	err := row.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
 		&w.MaxToolCalls, &output, &wErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &w.StartedAt, &finished, &w.Deadline,
-		&w.CancelRequested, &w.Owner, &w.LeaseUntil)
+		&w.CancelRequested, &w.Owner, &w.LeaseUntil, &revs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
@@ -355,6 +360,9 @@ func scanWorkflow(row pgx.Row) (*workflow.Workflow, error) {
 	w.Context, w.Output, w.Error = rawJSON(wctx), rawJSON(output), rawJSON(wErr)
 	if err := json.Unmarshal(caller, &w.Caller); err != nil {
 		return nil, fmt.Errorf("decode workflow caller: %w", err)
+	}
+	if err := json.Unmarshal(revs, &w.ToolRevisions); err != nil {
+		return nil, fmt.Errorf("decode workflow tool revisions: %w", err)
 	}
 	if finished != nil {
 		w.FinishedAt = finished.UTC()

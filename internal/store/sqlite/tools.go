@@ -49,6 +49,9 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
+		if err := snapshotTool(ctx, tx, t.Tenant, t.ID); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?, type = ?, spec_url = ?,
 			endpoint_url = ?, auth = ?, policy_class = ?, side_effects = ?, idempotency_support = ?,
 			spec_sha256 = ?, revision = ?, operation_count = ?, base_url = ?, spec_token_url = ?,
@@ -97,6 +100,9 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_operations WHERE tool_id = ?`, id); err != nil {
 			return fmt.Errorf("delete operations: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_snapshots WHERE tenant = ? AND id = ?`, tenant, id); err != nil {
+			return fmt.Errorf("delete snapshots: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tools WHERE tenant = ? AND id = ?`, tenant, id); err != nil {
 			return fmt.Errorf("delete tool: %w", err)
@@ -218,6 +224,66 @@ func (db *DB) Operation(ctx context.Context, tenant, toolID, opID string) (*tool
 	}
 	return &op, nil
 }
+
+// ToolRevision returns the tool named name as it was at revision, with its
+// operations, from the snapshot kept when an update replaced it, or
+// problem.NotFound.
+func (db *DB) ToolRevision(ctx context.Context, tenant, name string, revision int) (*tool.Tool, []tool.Operation, error) {
+	var (
+		t   *tool.Tool
+		ops []tool.Operation
+	)
+	err := db.query(ctx, func(tx dbtx) error {
+		var data string
+		var err error
+		t, err = scanTool(withOperations{tx.QueryRowContext(ctx, `SELECT `+toolColumns+`, operations FROM tool_snapshots
+			WHERE tenant = ? AND name = ? AND revision = ? ORDER BY updated_at DESC LIMIT 1`, tenant, name, revision), &data})
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "no snapshot of tool %q at revision %d", name, revision)
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(data), &ops); err != nil {
+			return fmt.Errorf("decode operations of %s@%d: %w", name, revision, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, ops, nil
+}
+
+// snapshotTool keeps the revision of a tool an update is about to replace,
+// and drops its older snapshots that no unfinished workflow started with.
+func snapshotTool(ctx context.Context, tx dbtx, tenant, id string) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tool_snapshots (`+toolColumns+`, operations)
+		SELECT `+toolColumns+`, (SELECT json_group_array(json(data)) FROM
+			(SELECT data FROM tool_operations WHERE tool_id = t.id ORDER BY op_id))
+		FROM tools t WHERE t.tenant = ? AND t.id = ?
+		ON CONFLICT DO NOTHING`, tenant, id); err != nil {
+		return fmt.Errorf("snapshot tool: %w", err)
+	}
+	// Tool names are [a-zA-Z0-9_-]: quoted, each is a JSON path key as it is.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tool_snapshots AS s
+		WHERE s.tenant = ? AND s.id = ? AND s.revision < (SELECT revision FROM tools WHERE tenant = ? AND id = ?)
+		  AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = s.tenant AND w.status IN ('running', 'waiting')
+			AND json_extract(w.tool_revisions, '$."' || s.name || '"') = s.revision)`,
+		tenant, id, tenant, id); err != nil {
+		return fmt.Errorf("drop tool snapshots: %w", err)
+	}
+	return nil
+}
+
+// withOperations scans a snapshot row: a tool's columns, then its
+// operations into ops.
+type withOperations struct {
+	s   scanner
+	ops *string
+}
+
+func (w withOperations) Scan(dest ...any) error { return w.s.Scan(append(dest, w.ops)...) }
 
 func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
 

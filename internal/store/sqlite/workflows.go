@@ -18,7 +18,7 @@ var _ workflow.Store = (*DB)(nil)
 
 const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until`
+	cancel_requested, owner, lease_until, tool_revisions`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
 	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
@@ -38,7 +38,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
 		}
@@ -325,6 +325,10 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode workflow caller: %w", err)
 	}
+	revs, err := json.Marshal(w.ToolRevisions)
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow tool revisions: %w", err)
+	}
 	w.StartedAt, w.FinishedAt, w.Deadline, w.LeaseUntil = micro(w.StartedAt), micro(w.FinishedAt), micro(w.Deadline), micro(w.LeaseUntil)
 	finished := ""
 	if !w.FinishedAt.IsZero() {
@@ -332,7 +336,7 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil)}, nil
+		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil), string(revs)}, nil
 }
 
 func scanWorkflow(s scanner) (*workflow.Workflow, error) {
@@ -341,10 +345,11 @@ func scanWorkflow(s scanner) (*workflow.Workflow, error) {
 		wctx, output, wfErr       sql.NullString
 		caller, started, finished string
 		deadline, leaseUntil      string
+		revs                      string
 	)
 	err := s.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
 		&w.MaxToolCalls, &output, &wfErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &started, &finished, &deadline,
-		&w.CancelRequested, &w.Owner, &leaseUntil)
+		&w.CancelRequested, &w.Owner, &leaseUntil, &revs)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -354,6 +359,9 @@ func scanWorkflow(s scanner) (*workflow.Workflow, error) {
 	w.Context, w.Output, w.Error = rawJSON(wctx), rawJSON(output), rawJSON(wfErr)
 	if err := json.Unmarshal([]byte(caller), &w.Caller); err != nil {
 		return nil, fmt.Errorf("decode workflow caller: %w", err)
+	}
+	if err := json.Unmarshal([]byte(revs), &w.ToolRevisions); err != nil {
+		return nil, fmt.Errorf("decode workflow tool revisions: %w", err)
 	}
 	if w.StartedAt, err = parseTime(started); err != nil {
 		return nil, err

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ToolList", testToolList},
 		{"ToolOperations", testToolOperations},
 		{"ToolDeleteInUse", testToolDeleteInUse},
+		{"ToolRevisions", testToolRevisions},
 		{"AuditAppendQuery", testAuditAppendQuery},
 		{"AuditFilters", testAuditFilters},
 		{"AuditCursor", testAuditCursor},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -258,4 +259,79 @@ func testToolDeleteInUse(t *testing.T, s Store, h Hooks) {
 	if len(recs) != 0 {
 		t.Errorf("a refused delete appended %d audit records, want 0", len(recs))
 	}
+}
+
+// testToolRevisions checks the snapshots a resume compiles against: an
+// update keeps the revision it replaces and those an unfinished workflow
+// started with, drops the others, and a delete drops all; a workflow keeps
+// the revisions it started with.
+func testToolRevisions(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	pets := newTool("acme", "pets")
+	must(t, s.CreateTool(ctx, pets, petOps(), nil), "create")
+	_, _, err := s.ToolRevision(ctx, "acme", "pets", 1)
+	wantCode(t, err, problem.NotFound, "the current revision, never replaced")
+
+	w := newWorkflow("acme", "triage", "replica-a", 0)
+	w.ToolRevisions = map[string]int{"pets": 1}
+	create(t, s, w)
+	got, err := s.Workflow(ctx, "acme", w.ID)
+	must(t, err, "workflow")
+	if diff := cmp.Diff(w.ToolRevisions, got.ToolRevisions); diff != "" {
+		t.Errorf("ToolRevisions after create (-want +got):\n%s", diff)
+	}
+	claimed, err := s.ClaimExpired(ctx, "replica-b", base.Add(2*time.Hour), base.Add(3*time.Hour), 10)
+	must(t, err, "claim")
+	if len(claimed) != 1 || !cmp.Equal(w.ToolRevisions, claimed[0].ToolRevisions) {
+		t.Fatalf("claimed %d workflows, tool revisions %v; want 1 with %v", len(claimed), claimed, w.ToolRevisions)
+	}
+
+	update := func(rev int, class string) {
+		t.Helper()
+		upd := *pets
+		upd.Revision, upd.PolicyClass, upd.OperationCount = rev, class, 1
+		upd.UpdatedAt = base.Add(time.Duration(rev) * time.Second)
+		ops := []tool.Operation{{ID: fmt.Sprintf("op%d", rev), Kind: tool.Write, HTTP: &tool.HTTPBinding{Method: "POST", Path: "/x"}}}
+		must(t, s.UpdateTool(ctx, &upd, ops, nil), fmt.Sprintf("update to revision %d", rev))
+	}
+	kept := func(want ...int) {
+		t.Helper()
+		var got []int
+		for rev := 1; rev <= 6; rev++ {
+			_, _, err := s.ToolRevision(ctx, "acme", "pets", rev)
+			if err == nil {
+				got = append(got, rev)
+			} else if !problem.Is(err, problem.NotFound) {
+				t.Fatalf("revision %d: %v", rev, err)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("revisions kept (-want +got):\n%s", diff)
+		}
+	}
+
+	update(2, "restricted")
+	old, ops, err := s.ToolRevision(ctx, "acme", "pets", 1)
+	must(t, err, "revision 1 after an update")
+	if diff := cmp.Diff(pets, old); diff != "" {
+		t.Errorf("revision 1 (-want +got):\n%s", diff)
+	}
+	wantOps := petOps()
+	if diff := cmp.Diff([]tool.Operation{wantOps[1], wantOps[2], wantOps[0]}, ops); diff != "" {
+		t.Errorf("operations of revision 1, ordered by id (-want +got):\n%s", diff)
+	}
+	_, _, err = s.ToolRevision(ctx, "globex", "pets", 1)
+	wantCode(t, err, problem.NotFound, "another tenant's snapshot")
+
+	update(3, "standard")
+	kept(1, 2)
+	// Revision 2 was only replaced; 1 is the running workflow's.
+	update(4, "standard")
+	kept(1, 3)
+	w.Owner = "replica-b"
+	finish(t, s, "replica-b", w)
+	update(5, "standard")
+	kept(4)
+	must(t, s.DeleteTool(ctx, "acme", pets.ID, nil), "delete")
+	kept()
 }
