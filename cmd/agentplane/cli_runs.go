@@ -475,8 +475,15 @@ func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf ba
 	if err != nil {
 		return err
 	}
+	return c.waitBatch(cmd, cl, resp.Body, bf.failOnChange)
+}
+
+// waitBatch shows a batch's progress from its document doc until it ends,
+// then its outcome matrix; the error says how it ended badly (not
+// completed, or an outcome changed with failOnChange). Ctrl-C detaches.
+func (c *cli) waitBatch(cmd *cobra.Command, cl *client.Client, doc []byte, failOnChange bool) error {
 	var b struct {
-		ID                   string
+		ID, Target           string
 		Status               string
 		Total, Done, Changed int
 	}
@@ -485,29 +492,33 @@ func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf ba
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return fmt.Errorf("the server's answer is not JSON: %w", err)
 		}
-		b.ID, b.Status = field(doc, "id"), field(doc, "status")
+		b.ID, b.Target, b.Status = field(doc, "id"), field(doc, "target_agent_version"), field(doc, "status")
 		b.Total, _ = strconv.Atoi(field(doc, "total"))
 		b.Done, _ = strconv.Atoi(field(doc, "done"))
 		b.Changed, _ = strconv.Atoi(field(doc, "changed"))
 		return nil
 	}
-	if err := decode(resp.Body); err != nil {
+	if err := decode(doc); err != nil {
 		return err
 	}
 	tty := isTerminal(c.stderr)
-	fmt.Fprintf(c.stderr, "batch %s: replaying %d workflows against %s (Ctrl-C detaches; the batch goes on)\n", b.ID, b.Total, target)
+	if b.Status == "running" {
+		fmt.Fprintf(c.stderr, "batch %s: replaying %d workflows against %s (Ctrl-C detaches; the batch goes on)\n", b.ID, b.Total, b.Target)
+	}
 	last := -1
 	for b.Status == "running" {
 		select {
 		case <-cmd.Context().Done():
-			fmt.Fprintf(c.stderr, "\ndetached; the batch goes on: GET /v1/replay-batches/%s\n", b.ID)
-			return cmd.Context().Err()
+			fmt.Fprintf(c.stderr, "\ndetached; the batch goes on: agentplane batches wait %s\n", b.ID)
+			return exitError{code: exitDetached, msg: "detached"}
 		case <-time.After(300 * time.Millisecond):
 		}
-		if resp, err = cl.Do(cmd.Context(), client.Request{Method: http.MethodGet, Path: "/v1/replay-batches/" + b.ID}); err != nil {
+		resp, err := cl.Do(cmd.Context(), client.Request{Method: http.MethodGet, Path: "/v1/replay-batches/" + b.ID})
+		if err != nil {
 			return err
 		}
-		if err := decode(resp.Body); err != nil {
+		doc = resp.Body
+		if err := decode(doc); err != nil {
 			return err
 		}
 		if b.Done != last {
@@ -515,17 +526,17 @@ func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf ba
 			progress(c.stderr, tty, b.Done, b.Total, b.Changed)
 		}
 	}
-	if tty {
+	if tty && last >= 0 {
 		fmt.Fprintln(c.stderr)
 	}
-	if err := c.show(resp.Body, batchTable); err != nil {
+	if err := c.show(doc, batchTable); err != nil {
 		return err
 	}
 	switch {
 	case b.Status != "completed":
 		return exitError{code: exitOther, msg: "batch " + b.ID + " ended " + b.Status}
-	case bf.failOnChange && b.Changed > 0:
-		return exitError{code: exitChanged, msg: fmt.Sprintf("%d of %d outcomes changed against %s", b.Changed, b.Total, target)}
+	case failOnChange && b.Changed > 0:
+		return exitError{code: exitChanged, msg: fmt.Sprintf("%d of %d outcomes changed against %s", b.Changed, b.Total, b.Target)}
 	}
 	return nil
 }
@@ -576,6 +587,6 @@ func batchTable(w io.Writer, doc map[string]any) error {
 	fmt.Fprintf(w, "\nsteps added %s, changed %s, removed %s; tool calls changed %s\n", field(doc, "delta_totals.steps_added"),
 		field(doc, "delta_totals.steps_changed"), field(doc, "delta_totals.steps_removed"), field(doc, "delta_totals.tool_calls_changed"))
 	fmt.Fprintf(w, "report: %s\n", field(doc, "viewer_url"))
-	fmt.Fprintf(w, "changed replays: GET /v1/replay-batches/%s/replays?changed=true\n", field(doc, "id"))
+	fmt.Fprintf(w, "changed replays: agentplane batches get %s --changed\n", field(doc, "id"))
 	return nil
 }

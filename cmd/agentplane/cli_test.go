@@ -494,6 +494,40 @@ func TestDemo(t *testing.T) {
 	if out := e.ok("replay", "--batch", "--target", "fraud-triage@1", "--agent", "fraud-triage", "--agent-version", "1"); !strings.Contains(out, "outcome changed in 0") {
 		t.Errorf("v1 against itself changes nothing:\n%s", out)
 	}
+	// The batches and replays made are listed, shown and waited for.
+	batches := e.ok("batches", "list", "--target", "fraud-triage@2")
+	batch := ""
+	for _, f := range strings.Fields(batches) {
+		if strings.HasPrefix(f, "rpb_") {
+			batch = f
+		}
+	}
+	if batch == "" || !strings.Contains(batches, "completed") {
+		t.Fatalf("batches list --target fraud-triage@2:\n%s", batches)
+	}
+	if out, errs, code := e.run("batches", "wait", batch, "--fail-on-change"); code != exitChanged || !strings.Contains(out, "completed") ||
+		!strings.Contains(errs, "outcomes changed against fraud-triage@2") {
+		t.Errorf("batches wait --fail-on-change: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	changed := e.ok("batches", "get", batch, "--changed")
+	rpl := ""
+	for _, f := range strings.Fields(changed) {
+		if strings.HasPrefix(f, "rpl_") {
+			rpl = f
+		}
+	}
+	if rpl == "" {
+		t.Fatalf("batches get --changed lists no replay:\n%s", changed)
+	}
+	if out := e.ok("replays", "get", rpl); !strings.Contains(out, "viewer: http") {
+		t.Errorf("replays get %s:\n%s", rpl, out)
+	}
+	if out := e.ok("replays", "list", "--workflow", wf); !strings.Contains(out, "fraud-triage@2") {
+		t.Errorf("replays list --workflow %s:\n%s", wf, out)
+	}
+	if out := e.ok("operations", "search", "open", "a", "case"); !strings.Contains(out, "cases") || !strings.Contains(out, "OpenCase") {
+		t.Errorf("operations search open a case:\n%s", out)
+	}
 	// Version 2 waits for a person's approval of the tx_1007 refund; the
 	// invoker may not give it, the demo's approver does.
 	out = e.ok("invoke", "fraud-triage@2", "--goal", "refund tx_1007", "--context", "transaction_id=tx_1007", "--context", "refund_requested=true")

@@ -145,6 +145,49 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.batchView(p, b))
 }
 
+// batchSummary is a batch as GET /v1/replay-batches lists it: its counts,
+// not its outcome matrix (GET /v1/replay-batches/{id} has that).
+type batchSummary struct {
+	ID         string  `json:"id"`
+	Target     string  `json:"target_agent_version"`
+	Status     string  `json:"status"`
+	Error      string  `json:"error,omitempty"`
+	Total      int     `json:"total"`
+	Done       int     `json:"done"`
+	Changed    int     `json:"changed"`
+	CreatedAt  string  `json:"created_at"`
+	FinishedAt *string `json:"finished_at"`
+	ViewerURL  string  `json:"viewer_url"`
+}
+
+func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := replay.BatchListFilter{Target: q.Get("target"), Before: q.Get("cursor")}
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	p := principalOf(r)
+	bs, err := s.deps.BatchStore.ListBatches(r.Context(), p.Tenant, f)
+	if err != nil {
+		return err
+	}
+	list := struct {
+		Batches    []batchSummary `json:"batches"`
+		NextCursor *string        `json:"next_cursor"`
+	}{Batches: make([]batchSummary, 0, len(bs))}
+	for _, b := range bs {
+		v := s.batchView(p, b)
+		list.Batches = append(list.Batches, batchSummary{ID: b.ID, Target: b.Target, Status: b.Status, Error: b.Error,
+			Total: b.Total, Done: b.Done, Changed: b.Changed, CreatedAt: v.CreatedAt, FinishedAt: v.FinishedAt, ViewerURL: v.ViewerURL})
+	}
+	if len(bs) == f.Limit {
+		list.NextCursor = &bs[len(bs)-1].ID
+	}
+	return writeJSON(w, http.StatusOK, list)
+}
+
 func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var errs []problem.FieldError

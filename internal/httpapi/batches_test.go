@@ -177,8 +177,30 @@ func TestReplayBatchReportsOutcomeChanges(t *testing.T) {
 		t.Errorf("cancel a completed batch: %d %s", r.Status, r.Body)
 	}
 
+	// The list shows it with its counts; another tenant's list does not.
+	var listed struct {
+		Batches []struct {
+			ID            string `json:"id"`
+			Done, Changed int
+			ViewerURL     string `json:"viewer_url"`
+		} `json:"batches"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	h.do("GET", "/v1/replay-batches?target=fraud-triage@2", tok, nil).json(t, &listed)
+	if len(listed.Batches) != 1 || listed.Batches[0].ID != b.ID || listed.Batches[0].Done != 200 ||
+		listed.Batches[0].Changed != wantChanged || listed.Batches[0].ViewerURL == "" {
+		t.Errorf("GET /v1/replay-batches = %+v, want batch %s with 200 done, %d changed", listed, b.ID, wantChanged)
+	}
+
 	// Another tenant neither sees the batch nor can replay acme's workflows.
 	other := h.token("globex", replayScopes)
+	var none struct {
+		Batches []any `json:"batches"`
+	}
+	h.do("GET", "/v1/replay-batches", other, nil).json(t, &none)
+	if len(none.Batches) != 0 {
+		t.Errorf("another tenant lists %d batches", len(none.Batches))
+	}
 	for _, path := range []string{"", "/events", "/replays"} {
 		if r := h.do("GET", "/v1/replay-batches/"+b.ID+path, other, nil); r.Status != http.StatusNotFound {
 			t.Errorf("another tenant's GET %s: %d", path, r.Status)

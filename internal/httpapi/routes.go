@@ -81,6 +81,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
 		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},
 		{pattern: "POST /v1/replay-batches", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.create", resource: "replay_batch", idempotent: true, h: s.handleCreateBatch},
+		{pattern: "GET /v1/replay-batches", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.list", resource: "replay_batch", h: s.handleListBatches},
 		{pattern: "GET /v1/replay-batches/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.read", resource: "replay_batch", h: s.handleGetBatch},
 		{pattern: "GET /v1/replay-batches/{id}/replays", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.replays", resource: "replay_batch", h: s.handleBatchReplays},
 		{pattern: "GET /v1/replay-batches/{id}/events", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.events", resource: "replay_batch", h: s.handleBatchEvents},
