@@ -140,7 +140,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpSearchTool,
 		Title:       "Search operations",
-		Description: "Ranked search over the operations of every API registered as a tool: words, not phrases. Returns each operation's tool, id, kind (read or write) and summary; call one with call_operation.",
+		Description: "Ranked search over the operations of every API registered as a tool: words, not phrases. Returns each operation's tool, id, kind (read or write), summary and input_schema (the JSON Schema of its args); call one with call_operation.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 			`"query":{"type":"string","maxLength":200,"description":"words to look for, e.g. \"list pods\""},` +
 			`"tool":{"type":"string","description":"only this tool's operations"},` +
@@ -205,9 +205,12 @@ func agentTool(v *agent.Version) *mcp.Tool {
 		contextSchema = def.Inputs
 	}
 	schema := fmt.Sprintf(`{"type":"object","properties":{"goal":{"type":"string","minLength":1,"maxLength":8000,"description":"what the agent should achieve"},"context":%s},"required":["goal"]}`, contextSchema)
-	desc := v.Description
-	if desc == "" {
+	desc := strings.TrimSpace(v.Description)
+	switch {
+	case desc == "":
 		desc = "Runs the agent " + v.Name + "."
+	case !strings.ContainsAny(desc[len(desc)-1:], ".!?"):
+		desc += "." // the sentence added after it must not run on from it
 	}
 	return &mcp.Tool{
 		Name:        mcpAgentTool + v.Name,
@@ -326,7 +329,9 @@ func (s *Server) mcpSearch(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return toolError("arguments: %v (want {\"query\": \"…\", \"tool\"?, \"kind\"?, \"limit\"?})", err), nil
 	}
-	oq := opQuery{q: strings.TrimSpace(in.Query), kind: in.Kind, limit: in.Limit}
+	// Full: each operation with its input schema, so a client knows the
+	// arguments call_operation takes without another round trip.
+	oq := opQuery{q: strings.TrimSpace(in.Query), kind: in.Kind, limit: in.Limit, full: true}
 	if oq.limit == 0 {
 		oq.limit = mcpSearchLimit
 	}

@@ -91,16 +91,21 @@ func TestMCPServesTheTenant(t *testing.T) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 
-	// Search finds the registered OpenAPI tool's operation.
+	// Search finds the registered OpenAPI tool's operation, with the input
+	// schema that says which arguments call_operation takes.
 	var found struct {
 		Operations []struct {
 			Tool, ID, Kind string
 			Score          float64
+			InputSchema    map[string]any `json:"input_schema"`
 		}
 	}
 	callTool(t, cs, "search_operations", map[string]any{"query": "read transaction"}, &found)
 	if len(found.Operations) == 0 || found.Operations[0].Tool != "payments" || found.Operations[0].ID != "getTransaction" {
 		t.Fatalf("search: %+v", found)
+	}
+	if props, _ := found.Operations[0].InputSchema["properties"].(map[string]any); props["id"] == nil {
+		t.Errorf("search result's input_schema = %v, want the id argument", found.Operations[0].InputSchema)
 	}
 
 	// Call it: the tool's service receives the call, and it is a workflow.
