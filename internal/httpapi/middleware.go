@@ -214,7 +214,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error 
 		if rt.signed != "" {
 			tools, err := s.deps.Viewer.Verify(rt.signed, r.PathValue("id"), r.URL.Query())
 			if err != nil {
-				return err
+				return &refusedLink{kind: rt.signed, id: r.PathValue("id"), err: err}
 			}
 			info.signedTools = tools
 		}

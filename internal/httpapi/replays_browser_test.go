@@ -65,4 +65,15 @@ func TestReplayViewerInBrowser(t *testing.T) {
 	if resp.Status != http.StatusNotFound {
 		t.Errorf("tampered sig: %d, want 404", resp.Status)
 	}
+	// A person who follows a bad link reads what happened and how to get
+	// a fresh one, not a problem document.
+	for id, want := range map[string]string{"refused-title": "This link does not open a page", "fresh-link": "agentplane replays get " + res.ReplayID} {
+		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id)))
+		if err != nil {
+			t.Fatalf("#%s on the refused link's page: %v", id, err)
+		}
+		if strings.TrimSpace(got) != want {
+			t.Errorf("#%s = %q, want %q", id, got, want)
+		}
+	}
 }

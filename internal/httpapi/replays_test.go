@@ -385,3 +385,19 @@ func TestReplayAcrossReplicas(t *testing.T) {
 		t.Errorf("replica 2 serves the link made on replica 1: %d", r.Status)
 	}
 }
+
+// TestARefusedViewerLinkIsAPageForBrowsers: a bad signed link is a 404
+// problem document for a program and an HTML page for a browser.
+func TestARefusedViewerLinkIsAPageForBrowsers(t *testing.T) {
+	h := newHarness(t)
+	path := "/replays/rpl_01J00000000000000000000000?exp=1&tools=*&sig=" + strings.Repeat("ab", 32)
+	r := h.do("GET", path, "", nil)
+	if r.Status != http.StatusNotFound || r.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("without Accept: %d %s, want a 404 problem document", r.Status, r.Header.Get("Content-Type"))
+	}
+	r = h.do("GET", path, "", nil, "Accept", "text/html,application/xhtml+xml")
+	if r.Status != http.StatusNotFound || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(r.Body), "agentplane replays get rpl_01J00000000000000000000000") {
+		t.Errorf("a browser: %d %s\n%s", r.Status, r.Header.Get("Content-Type"), r.Body)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -50,6 +51,13 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
 	if info != nil {
 		info.problem = pe
+	}
+	var link *refusedLink
+	if errors.As(err, &link) && acceptsHTML(r) {
+		web.PageHeaders(w.Header())
+		w.WriteHeader(doc.Status)
+		web.RenderRefusedLink(w, link.kind, link.id, errors.Is(err, web.ErrLinkExpired))
+		return
 	}
 	h := w.Header()
 	if pe.RetryAfter > 0 {
@@ -124,4 +132,25 @@ func requireJSON(r *http.Request) error {
 		return problem.New(problem.UnsupportedMediaType, "Content-Type %q is not JSON; send application/json", ct)
 	}
 	return nil
+}
+
+// refusedLink is a signed page's link refused (expired or badly signed):
+// a 404 problem for a program, a page saying how to get a fresh link for a
+// person whose browser followed it.
+type refusedLink struct {
+	kind, id string
+	err      error
+}
+
+func (e *refusedLink) Error() string { return e.err.Error() }
+func (e *refusedLink) Unwrap() error { return e.err }
+
+// acceptsHTML reports whether the client asks for HTML (a browser does).
+func acceptsHTML(r *http.Request) bool {
+	for _, a := range r.Header.Values("Accept") {
+		if strings.Contains(a, "text/html") {
+			return true
+		}
+	}
+	return false
 }

@@ -108,6 +108,27 @@ func RenderReplay(w io.Writer, p ReplayPage) error {
 	return err
 }
 
+// RenderRefusedLink writes the HTML page of a signed link that opens no
+// page: expired, or badly signed, for a person who followed it in a
+// browser; it says how to get a fresh link to the page of kind (KindReplay
+// or KindBatch) id names.
+func RenderRefusedLink(w io.Writer, kind, id string, expired bool) error {
+	v := struct {
+		Expired                   bool
+		What, Command, Stylesheet string
+	}{Expired: expired, Stylesheet: AssetsPath + "viewer.css?v=" + assetVersion,
+		What: "replay viewer", Command: "agentplane replays get " + id}
+	if kind == KindBatch {
+		v.What, v.Command = "batch report", "agentplane batches get "+id
+	}
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, "refused.html", v); err != nil {
+		return err
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // replayView is the template's data: everything formatted, hidden bodies
 // already left out, so the template cannot show them by mistake.
 type replayView struct {

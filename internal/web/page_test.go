@@ -170,3 +170,25 @@ func TestAssets(t *testing.T) {
 		})
 	}
 }
+
+func TestRefusedLinkPageSaysHowToGetAFreshLink(t *testing.T) {
+	for _, tc := range []struct {
+		kind, id string
+		expired  bool
+		want     []string
+	}{
+		{KindReplay, "rpl_1", true, []string{"This link has expired", "--viewer-ttl", "agentplane replays get rpl_1"}},
+		{KindReplay, "rpl_2", false, []string{"This link does not open a page", "agentplane replays get rpl_2"}},
+		{KindBatch, "rpb_3", true, []string{"batch report", "agentplane batches get rpb_3"}},
+	} {
+		var b strings.Builder
+		if err := RenderRefusedLink(&b, tc.kind, tc.id, tc.expired); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s %s (expired %v): page lacks %q", tc.kind, tc.id, tc.expired, w)
+			}
+		}
+	}
+}
