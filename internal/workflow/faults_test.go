@@ -346,3 +346,24 @@ func deployOn(t *testing.T, db *sqlite.DB, name, def string, tools ...string) {
 		t.Fatal(err)
 	}
 }
+
+// panickyLookup is the SQLite tool lookup, except that looking a tool up
+// by name panics, as a broken decoder of a stored tool would.
+type panickyLookup struct{ *sqlite.DB }
+
+func (panickyLookup) ToolByName(context.Context, string, string) (*tool.Tool, error) {
+	panic("the tool's decoder broke")
+}
+
+// TestAPanicWhileResumingEndsTheWorkflow checks that a workflow whose
+// resume panics (compiling its program, here) ends failed with error_code
+// internal rather than taking the replica down at every start.
+func TestAPanicWhileResumingEndsTheWorkflow(t *testing.T) {
+	db := setup(t)
+	wf := stopAtTheWrite(t, db, &ledger{hold: true, held: make(chan struct{}, 1)})
+	done := resumeElsewhere(t, workflow.Options{Store: db, Versions: db, Tools: panickyLookup{db}, Caller: &ledger{},
+		Owner: "replica-b", Lease: time.Minute, Logger: slog.New(slog.DiscardHandler)}, wf.ID)
+	if done.Status != workflow.Failed || errorCode(t, done) != workflow.ErrorCodeInternal {
+		t.Fatalf("workflow %s/%s, error %s", done.Status, done.Outcome, done.Error)
+	}
+}
