@@ -348,10 +348,24 @@ func (r *BatchRunner) storeReplays(ctx context.Context, fail context.CancelCause
 		if ctx.Err() != nil {
 			continue // drain: the batch stops
 		}
-		if _, err := r.Store.AddBatchReplays(ctx, batchID, group); err != nil {
+		if err := r.addReplays(ctx, batchID, group); err != nil {
 			fail(err)
 		}
 	}
+}
+
+// addReplays stores a group of replays. A panic in the store fails the
+// batch, which claimed again would panic again, and logs its stack.
+func (r *BatchRunner) addReplays(ctx context.Context, batchID string, group []BatchReplay) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.Logger.Error("storing a replay batch's replays panicked; failing the batch", "batch", batchID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = errors.New("the server failed while storing the batch's replays")
+		}
+	}()
+	_, err = r.Store.AddBatchReplays(ctx, batchID, group)
+	return err
 }
 
 // replayItem replays one workflow of the batch. A workflow that cannot be

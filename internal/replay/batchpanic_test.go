@@ -27,11 +27,10 @@ func (s explodingHistory) Steps(ctx context.Context, id string, after int) ([]wo
 	return s.DB.Steps(ctx, id, after)
 }
 
-// TestABatchGoesOnPastAPanic checks that a workflow whose replay panics
-// gets a failed replay with error code internal, and the batch replays
-// the others and completes.
-func TestABatchGoesOnPastAPanic(t *testing.T) {
-	db := sqlite.NewTestDB(t)
+// notesBatch stores three finished workflows of an agent notes and
+// returns their ids.
+func notesBatch(t *testing.T, db *sqlite.DB) []string {
+	t.Helper()
 	ctx := context.Background()
 	def := json.RawMessage(`{"tools": [], "steps": [{"action": "note", "set": {"x": "1"}}], "outcome": "'noted'"}`)
 	if err := db.DeployVersion(ctx, &agent.Version{Tenant: "acme", Name: "notes", Definition: def, DeployedAt: time.Now()}, false, nil); err != nil {
@@ -53,9 +52,15 @@ func TestABatchGoesOnPastAPanic(t *testing.T) {
 		}
 		wfIDs = append(wfIDs, wf.ID)
 	}
-	programs := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db})
-	svc := &replay.Service{Workflows: explodingHistory{DB: db, boom: wfIDs[1]}, Versions: db, Programs: programs, Store: db}
-	runner := &replay.BatchRunner{Service: svc, Store: db, Owner: "replica-a", Workers: 2, Lease: time.Minute}
+	return wfIDs
+}
+
+// runBatch runs a batch of the workflows on a runner over svc and st until
+// the batch is over, and returns it.
+func runBatch(t *testing.T, db *sqlite.DB, svc *replay.Service, st replay.BatchStore, wfIDs []string) *replay.Batch {
+	t.Helper()
+	ctx := context.Background()
+	runner := &replay.BatchRunner{Service: svc, Store: st, Owner: "replica-a", Workers: 2, Lease: time.Minute}
 	b := replay.NewBatch("acme", "notes@1", len(wfIDs), replay.Creator{Sub: "alice"}, time.Now().UTC())
 	if err := db.CreateBatch(ctx, b, wfIDs, "replica-a", runner.LeaseUntil(time.Now()), nil); err != nil {
 		t.Fatal(err)
@@ -64,24 +69,34 @@ func TestABatchGoesOnPastAPanic(t *testing.T) {
 	ran := make(chan struct{})
 	go func() { defer close(ran); runner.Run(runCtx) }()
 	defer func() { stop(); <-ran }()
-
-	var got *replay.Batch
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var err error
-		if got, err = db.Batch(ctx, "acme", b.ID); err != nil {
+		got, err := db.Batch(ctx, "acme", b.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Status != replay.BatchRunning {
-			break
+			return got
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the batch is still running after 10 s: %+v", got)
 		}
 	}
+}
+
+// TestABatchGoesOnPastAPanic checks that a workflow whose replay panics
+// gets a failed replay with error code internal, and the batch replays
+// the others and completes.
+func TestABatchGoesOnPastAPanic(t *testing.T) {
+	db := sqlite.NewTestDB(t)
+	ctx := context.Background()
+	wfIDs := notesBatch(t, db)
+	programs := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db})
+	svc := &replay.Service{Workflows: explodingHistory{DB: db, boom: wfIDs[1]}, Versions: db, Programs: programs, Store: db}
+	got := runBatch(t, db, svc, db, wfIDs)
 	if got.Status != replay.BatchCompleted || got.Done != 3 {
 		t.Fatalf("batch %s, %d done, error %q; want completed with 3", got.Status, got.Done, got.Error)
 	}
-	rps, err := db.BatchReplays(ctx, b.ID, false, 0, 10)
+	rps, err := db.BatchReplays(ctx, got.ID, false, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +108,27 @@ func TestABatchGoesOnPastAPanic(t *testing.T) {
 		if rp.ReplayOutcome != want || rp.ReplayErrorCode != code {
 			t.Errorf("replay of %s: %s (%q, code %q), want %s with code %q", rp.WorkflowID, rp.ReplayOutcome, rp.ReplayError, rp.ReplayErrorCode, want, code)
 		}
+	}
+}
+
+// explodingReplays is the SQLite store, except that storing a batch's
+// replays panics.
+type explodingReplays struct{ *sqlite.DB }
+
+func (explodingReplays) AddBatchReplays(context.Context, string, []replay.BatchReplay) (int, error) {
+	panic("the replay's encoder broke")
+}
+
+// TestABatchWhoseReplaysCannotBeStoredFails checks that a panic while
+// storing a batch's replays fails the batch, so that it is not claimed
+// again into the same panic.
+func TestABatchWhoseReplaysCannotBeStoredFails(t *testing.T) {
+	db := sqlite.NewTestDB(t)
+	wfIDs := notesBatch(t, db)
+	programs := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db})
+	svc := &replay.Service{Workflows: db, Versions: db, Programs: programs, Store: db}
+	got := runBatch(t, db, svc, explodingReplays{db}, wfIDs)
+	if got.Status != replay.BatchFailed || got.Error != "the server failed while storing the batch's replays" {
+		t.Errorf("batch %s, error %q; want failed by the server", got.Status, got.Error)
 	}
 }
