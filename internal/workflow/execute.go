@@ -591,7 +591,8 @@ func stopReason(cause error) (why string, ended bool) {
 // pause stops the execution after a store error that may pass (a lookup
 // that failed, not one that found nothing), unless it has stopped already:
 // nothing is wrong with the workflow, so it is resumed from what was
-// stored, here or on another replica. It returns the context's error.
+// stored, here or on another replica. It returns the error that stops
+// the run: the context's.
 func (e *recorder) pause(ctx context.Context, err error) error {
 	if ctx.Err() == nil {
 		e.r.opts.Logger.Warn("workflow paused by a store error; it will be resumed", "workflow_id", e.wf.ID, "err", err)

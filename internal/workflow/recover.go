@@ -63,11 +63,11 @@ func (r *Runner) renew(ctx context.Context) {
 
 // recover claims running workflows whose lease lapsed and resumes them. A
 // workflow that can never be resumed (its version is gone or no longer
-// compiles, or compiling it panics) ends failed. One whose resume failed otherwise (a store error)
-// is tried again once the lease just taken lapses, behind the workflows
-// waiting longer, unless it is past its deadline (it ends timed_out) or was
-// asked to stop (it ends cancelled); at shutdown its lease is released for
-// the next start.
+// compiles, or compiling it panics) ends failed. One whose resume failed
+// otherwise (a store error) is tried again once the lease just taken
+// lapses, behind the workflows waiting longer, unless it is past its
+// deadline (it ends timed_out) or was asked to stop (it ends cancelled);
+// at shutdown its lease is released for the next start.
 func (r *Runner) recover(ctx context.Context) {
 	now := r.opts.Now()
 	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), 32)
