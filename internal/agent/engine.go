@@ -16,6 +16,10 @@ const (
 	StatusDenied        = "denied"
 	StatusLimitExceeded = "limit_exceeded"
 	StatusUnrecorded    = "unrecorded"
+	// StatusCancelled is a call that was sent and cut short as the run
+	// stopped (cancelled or past its deadline): it may have reached the
+	// tool, and no answer was received.
+	StatusCancelled = "cancelled"
 	// An approve step emits StatusWaitingApproval when it asks for a
 	// decision, then the decision: StatusApproved or StatusDenied (or
 	// StatusUnrecorded in a replay without one).
@@ -126,8 +130,10 @@ type ToolCall struct {
 }
 
 // CallResult is Env's answer to a ToolCall. Status is StatusOK,
-// StatusError or StatusUnrecorded; Result is JSON (ignored when
-// unrecorded); Err describes an error result.
+// StatusError, StatusUnrecorded or StatusCancelled (the call was sent and
+// the run's context ended before its answer: the step is emitted and the
+// run stops); Result is JSON (ignored when unrecorded or cancelled); Err
+// describes an error or cancelled result.
 type CallResult struct {
 	Status string
 	Result json.RawMessage

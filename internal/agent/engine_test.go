@@ -308,6 +308,15 @@ func TestRunEndings(t *testing.T) {
 			wantOutcome: "unknown",
 		},
 		{
+			name: "a call cut short after it was sent is emitted and ends the run cancelled",
+			def: `{"tools": ["payments"], "steps": [
+				{"action": "fetch", "call": "payments.getTransaction", "args": {"id": "'x'"}, "on_error": "continue"},
+				{"action": "done", "finish": {"outcome": "'finished'"}}]}`,
+			env:         answering("payments.getTransaction", CallResult{Status: StatusCancelled, Err: "cancelled in flight"}),
+			wantKinds:   []string{"fetch:cancelled"},
+			wantOutcome: OutcomeCancelled, wantErr: "cancelled in flight",
+		},
+		{
 			name:        "a finish expression that is not a slug fails",
 			def:         `{"tools": [], "steps": [{"action": "done", "finish": {"outcome": "'Not A Slug'"}}]}`,
 			wantKinds:   []string{"done:error"},

@@ -392,6 +392,17 @@ func (r *runner) toolCall(s *cstep, t target, args map[string]any) (callOutcome,
 	}
 	out := callOutcome{status: res.Status}
 	switch res.Status {
+	case StatusCancelled:
+		// The call may have reached the tool: its step is emitted, then the
+		// run stops as its context says.
+		ev.Status, ev.Error = StatusCancelled, orDefault(res.Err, "the run stopped while the call was in flight")
+		if err := r.emit(ev); err != nil {
+			return callOutcome{}, err
+		}
+		if err := r.ctx.Err(); err != nil {
+			return callOutcome{}, err
+		}
+		return callOutcome{status: StatusCancelled, end: &ending{outcome: OutcomeCancelled, err: ev.Error}}, nil
 	case StatusUnrecorded:
 		out.result = json.RawMessage("null")
 	case StatusOK, StatusError:

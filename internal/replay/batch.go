@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -358,18 +360,42 @@ func (r *BatchRunner) storeReplays(ctx context.Context, fail context.CancelCause
 		if ctx.Err() != nil {
 			continue // drain: the batch stops
 		}
-		if _, err := r.Store.AddBatchReplays(ctx, batchID, group); err != nil {
+		if err := r.addReplays(ctx, batchID, group); err != nil {
 			fail(err)
 		}
 	}
 }
 
+// addReplays stores a group of replays. A panic in the store fails the
+// batch, which claimed again would panic again, and logs its stack.
+func (r *BatchRunner) addReplays(ctx context.Context, batchID string, group []BatchReplay) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.Logger.Error("storing a replay batch's replays panicked; failing the batch", "batch", batchID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = errors.New("the server failed while storing the batch's replays")
+		}
+	}()
+	_, err = r.Store.AddBatchReplays(ctx, batchID, group)
+	return err
+}
+
 // replayItem replays one workflow of the batch. A workflow that cannot be
-// replayed gets a replay that says why.
-func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program, it BatchItem) (*Replay, error) {
+// replayed gets a replay that says why. One whose replay panicked gets a
+// failed replay with error code internal, and the batch goes on: claimed
+// again, the batch would run into the same panic.
+func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program, it BatchItem) (rp *Replay, err error) {
 	now := r.Service.now()
-	rp := &Replay{ID: ids.NewAt(ids.Replay, now), Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
+	rp = &Replay{ID: ids.NewAt(ids.Replay, now), Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
 		DryRun: true, Creator: b.Creator, CreatedAt: now}
+	defer func() {
+		if v := recover(); v != nil {
+			r.Logger.Error("replay of a batch's workflow panicked; storing it failed", "batch", b.ID,
+				"workflow_id", it.WorkflowID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			rp.ReplayOutcome, rp.ReplayError = agent.OutcomeFailed, "the server failed while replaying the workflow"
+			rp.ReplayErrorCode, rp.Steps, rp.Delta, err = workflow.ErrorCodeInternal, []Entry{}, Delta{}, nil
+		}
+	}()
 	wf, err := r.Service.Workflows.Workflow(ctx, b.Tenant, it.WorkflowID)
 	if err != nil {
 		return nil, err

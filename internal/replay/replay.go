@@ -57,9 +57,12 @@ type Replay struct {
 	OriginalOutcome string `json:"original_outcome"`
 	ReplayOutcome   string `json:"replay_outcome"`
 	// ReplayError says why the replay failed, when it did.
-	ReplayError string  `json:"replay_error,omitempty"`
-	Delta       Delta   `json:"delta"`
-	Steps       []Entry `json:"steps"`
+	ReplayError string `json:"replay_error,omitempty"`
+	// ReplayErrorCode is the stable cause of a failed replay, when it has
+	// one: internal when the server failed while replaying it.
+	ReplayErrorCode string  `json:"replay_error_code,omitempty"`
+	Delta           Delta   `json:"delta"`
+	Steps           []Entry `json:"steps"`
 	// ReplayWorkflowID is the new workflow of a replay that is not a dry run.
 	ReplayWorkflowID string    `json:"replay_workflow_id,omitempty"`
 	Creator          Creator   `json:"-"`

@@ -227,7 +227,10 @@ func (r *Runner) decide(ctx context.Context, d Decision, rec *audit.Record) (*Ap
 	if err != nil {
 		return nil, err
 	}
-	if err := r.resume(context.WithoutCancel(ctx), wf); err != nil {
+	err = guard(func() error { return r.resume(context.WithoutCancel(ctx), wf) })
+	if p := panicked(err); p != nil {
+		r.crashed(context.WithoutCancel(ctx), wf, nil, p)
+	} else if err != nil {
 		// Held under a lease: when it lapses, a replica resumes it.
 		r.opts.Logger.Warn("resume workflow after its approval; trying again once its lease lapses", "workflow_id", wf.ID, "err", err)
 	}

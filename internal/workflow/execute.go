@@ -2,10 +2,12 @@ package workflow
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +83,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		j.mu.Unlock()
 	}
 	defer j.wait()
+	defer func() {
+		if v := recover(); v != nil {
+			r.crashed(store, wf, j, &panicError{value: v, stack: debug.Stack()})
+		}
+	}()
 	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
 	for _, t := range h.tools {
 		if t != nil {
@@ -111,8 +118,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	}
 	cause := context.Cause(ctx)
 	switch {
-	case errors.Is(cause, errShutdown):
-		if j.flush() == nil {
+	case errors.Is(cause, errShutdown), errors.Is(cause, errPaused):
+		err := j.flush()
+		if p := panicked(err); p != nil {
+			r.crashed(store, wf, j, p)
+		} else if err == nil {
 			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
 				r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
 			}
@@ -122,6 +132,10 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		return
 	}
 	steps, last, err := j.take()
+	if p := panicked(err); p != nil {
+		r.crashed(store, wf, j, p)
+		return
+	}
 	if err != nil {
 		return // logged; the workflow is resumed from what was stored
 	}
@@ -206,7 +220,7 @@ func (j *journal) inFlight(write func() error, steps []StepWrite) {
 	done := make(chan struct{})
 	j.writing = done
 	go func() {
-		err := write()
+		err := guard(write)
 		if err == nil && len(steps) > 0 {
 			j.r.hub.notify(j.wf.ID)
 		}
@@ -276,7 +290,8 @@ func (j *journal) failLocked(err error) {
 		return
 	}
 	j.err = err
-	if !errors.Is(err, errNotCreated) {
+	// A panic is logged as the execution ends its workflow (see crashed).
+	if !errors.Is(err, errNotCreated) && panicked(err) == nil {
 		j.r.opts.Logger.Error("workflow write failed; leaving the workflow to be resumed", "workflow_id", j.wf.ID, "err", err)
 	}
 }
@@ -334,6 +349,58 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []
 	r.mu.Unlock()
 	done := *wf
 	r.hub.finish(wf.ID, &ending{wf: &done, steps: steps})
+}
+
+// panicError is a panic recovered in an execution or in one of its
+// writes, with the stack where it happened.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// panicked returns the panic err holds, or nil.
+func panicked(err error) *panicError {
+	var p *panicError
+	errors.As(err, &p)
+	return p
+}
+
+// guard runs f, returning a panic in it as a *panicError.
+func guard(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// crashed ends a workflow whose execution (its resume, a write of it)
+// panicked: failed, with error_code internal and the steps stored before
+// (j is nil before the execution began). It is not left to be resumed,
+// which would run into the same panic, here or on every replica in turn.
+// The stack is logged once, never put in the workflow.
+func (r *Runner) crashed(ctx context.Context, wf *Workflow, j *journal, p *panicError) {
+	r.opts.Logger.Error("workflow execution panicked; ending the workflow failed", "workflow_id", wf.ID,
+		"panic", fmt.Sprint(p.value), "stack", string(p.stack))
+	var (
+		steps []Step
+		last  []StepWrite
+	)
+	if j != nil {
+		var err error
+		if steps, last, err = j.take(); err != nil {
+			// Steps after a write that failed (or panicked) would leave a gap.
+			last = nil
+		}
+	}
+	res := agent.Result{Outcome: OutcomeFailed, Status: Failed, ErrorCode: ErrorCodeInternal,
+		Error: "the server failed while executing the workflow"}
+	if err := guard(func() error { r.finish(ctx, wf, steps, last, res, nil); return nil }); err != nil {
+		r.opts.Logger.Error("storing the end of a workflow that panicked panicked too", "workflow_id", wf.ID, "err", err)
+	}
 }
 
 // Stable causes of a failed workflow, its error document's error_code.
@@ -408,8 +475,12 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		return agent.CallResult{}, &interruptedError{tool: c.Tool, operation: c.Operation, step: step}
 	}
 	t, op, err := e.lookup(ctx, c.Tool, c.Operation)
-	if err != nil {
+	switch {
+	case problem.Is(err, problem.NotFound):
+		// The program names what is no longer registered: the step fails.
 		return agent.CallResult{Status: agent.StatusError, Err: err.Error()}, nil
+	case err != nil:
+		return agent.CallResult{}, e.pause(ctx, err)
 	}
 	// A read goes out while the steps before it are written: a crash before
 	// they are stored only sends reads again. A write waits until they are,
@@ -449,8 +520,17 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	}
 	// A call that failed as the execution stopped may not have reached
 	// the tool; one that succeeded did, and is recorded like any other.
+	// One that was sent and cut short by a cancel or the deadline is
+	// recorded too (the workflow ends there): it may have reached the tool.
+	// At a shutdown, resume decides its fate from its intent instead.
 	if err != nil && ctx.Err() != nil {
-		return agent.CallResult{}, ctx.Err()
+		why, ended := stopReason(context.Cause(ctx))
+		if !ended || res.Attempts == 0 {
+			return agent.CallResult{}, ctx.Err()
+		}
+		e.calls[step] = &callRecord{res: res, audit: tool.CallAuditRecord(ctx, req, res, err, start)}
+		return agent.CallResult{Status: agent.StatusCancelled,
+			Err: why + " while the call was in flight: the request was sent and no answer was received"}, nil
 	}
 	e.calls[step] = &callRecord{res: res, audit: tool.CallAuditRecord(ctx, req, res, err, start)}
 	if err != nil {
@@ -542,6 +622,34 @@ func callError(err error) string {
 	return err.Error() + ": " + strings.Join(fields, "; ")
 }
 
+// stopReason says why a stopped execution ends its workflow there (a
+// cancel, the deadline); ended is false when the workflow is resumed
+// instead (a shutdown, a lease lost, a pause).
+func stopReason(cause error) (why string, ended bool) {
+	switch {
+	case errors.Is(cause, errCancel):
+		return "the workflow was cancelled", true
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the workflow ran past its time limit", true
+	}
+	return "", false
+}
+
+// pause stops the execution after a store error that may pass (a lookup
+// that failed, not one that found nothing), unless it has stopped already:
+// nothing is wrong with the workflow, so it is resumed from what was
+// stored, here or on another replica. It returns the error that stops
+// the run: the context's.
+func (e *recorder) pause(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		e.r.opts.Logger.Warn("workflow paused by a store error; it will be resumed", "workflow_id", e.wf.ID, "err", err)
+		e.r.stop(e.wf.ID, fmt.Errorf("%w: %w", errPaused, err))
+	}
+	return cmp.Or(ctx.Err(), err)
+}
+
+// lookup finds a call's tool and operation: problem.NotFound when either
+// is not registered, any other error when the store failed.
 func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Tool, *tool.Operation, error) {
 	t, ok := e.tools[toolName]
 	if !ok {
@@ -562,7 +670,7 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 	}
 	op, err := e.r.opts.Tools.Operation(ctx, e.wf.Tenant, t.ID, opID)
 	if problem.Is(err, problem.NotFound) {
-		return nil, nil, fmt.Errorf("tool %s has no operation %s (was it re-registered?)", toolName, opID)
+		return nil, nil, problem.New(problem.NotFound, "tool %s has no operation %s (was it re-registered?)", toolName, opID)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("operation %s.%s: %w", toolName, opID, err)
@@ -639,7 +747,7 @@ func stepOutcome(status string) string {
 	switch status {
 	case agent.StatusDenied, agent.StatusLimitExceeded:
 		return audit.Denied
-	case agent.StatusError:
+	case agent.StatusError, agent.StatusCancelled:
 		return audit.Error
 	}
 	return audit.Success

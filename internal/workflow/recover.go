@@ -64,11 +64,11 @@ func (r *Runner) renew(ctx context.Context) {
 
 // recover claims running workflows whose lease lapsed and resumes them. A
 // workflow that can never be resumed (its version is gone or no longer
-// compiles) ends failed. One whose resume failed otherwise (a store error)
-// is tried again once the lease just taken lapses, behind the workflows
-// waiting longer, unless it is past its deadline (it ends timed_out) or was
-// asked to stop (it ends cancelled); at shutdown its lease is released for
-// the next start.
+// compiles, or compiling it panics) ends failed. One whose resume failed
+// otherwise (a store error) is tried again once the lease just taken
+// lapses, behind the workflows waiting longer, unless it is past its
+// deadline (it ends timed_out) or was asked to stop (it ends cancelled);
+// at shutdown its lease is released for the next start.
 func (r *Runner) recover(ctx context.Context) {
 	now := r.opts.Now()
 	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), 32)
@@ -83,9 +83,11 @@ func (r *Runner) recover(ctx context.Context) {
 			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeCancelled, Status: Cancelled}, nil)
 			continue
 		}
-		err := r.resume(ctx, wf)
+		err := guard(func() error { return r.resume(ctx, wf) })
 		switch {
 		case err == nil, errors.Is(err, errRunning):
+		case panicked(err) != nil:
+			r.crashed(store, wf, nil, panicked(err))
 		case unresumable(err):
 			r.opts.Logger.Error("resume workflow", "workflow_id", wf.ID, "err", err)
 			r.finish(store, wf, nil, nil, agent.Result{Outcome: OutcomeFailed, Status: Failed,

@@ -78,6 +78,9 @@ var (
 	errCancel    = errors.New("cancelled on request")
 	// errNotCreated stops the execution of a workflow Start failed to store.
 	errNotCreated = errors.New("the workflow was not stored")
+	// errPaused stops an execution that a store error kept from going on;
+	// the workflow is resumed from what was stored.
+	errPaused = errors.New("paused by a store error")
 )
 
 // errRunning refuses to launch a workflow already executing on this replica.
