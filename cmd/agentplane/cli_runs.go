@@ -271,13 +271,27 @@ func (c *cli) workflowsCommand() *cobra.Command {
 		Use: "list", Short: "List workflows, newest first", Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kv := []string{"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor"),
-				"since", since.RFC3339(), "until", until.RFC3339()}
+				"since", since.RFC3339(), "until", until.RFC3339(), "q", flagString(cmd, "goal")}
 			for _, f := range filters {
 				kv = append(kv, f, flagString(cmd, f))
 			}
+			ctxPairs, _ := cmd.Flags().GetStringArray("context")
+			for _, p := range ctxPairs {
+				k, v, ok := strings.Cut(p, "=")
+				if !ok || k == "" {
+					return usagef("--context %q is not key=value", p)
+				}
+				kv = append(kv, "context."+k, v)
+			}
 			return c.get(cmd, "/v1/workflows"+query(kv...), func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "workflows"), "WORKFLOW\tAGENT\tVERSION\tSTATUS\tOUTCOME\tSTARTED\tMS",
-					"workflow_id", "agent", "agent_version", "status", "outcome", "started_at", "duration_ms")
+				wfs := list(doc, "workflows")
+				for _, wf := range wfs {
+					if g := field(wf, "goal"); len([]rune(g)) > 40 {
+						wf["goal"] = string([]rune(g)[:39]) + "…"
+					}
+				}
+				rows(w, wfs, "WORKFLOW\tAGENT\tVERSION\tSTATUS\tOUTCOME\tSTARTED\tMS\tGOAL",
+					"workflow_id", "agent", "agent_version", "status", "outcome", "started_at", "duration_ms", "goal")
 				c.nextPage(doc)
 				return nil
 			})
@@ -287,6 +301,8 @@ func (c *cli) workflowsCommand() *cobra.Command {
 	for _, f := range filters {
 		listCmd.Flags().String(f, "", "only workflows with this "+f)
 	}
+	listCmd.Flags().String("goal", "", "only workflows whose goal holds each of these words, in any case")
+	listCmd.Flags().StringArray("context", nil, "only workflows whose context has this key=value (repeatable)")
 	listCmd.Flags().Var(since, "since", "only workflows started from this time on: RFC 3339, or a duration before now (24h, 7d)")
 	listCmd.Flags().Var(until, "until", "only workflows started before this time: RFC 3339, or a duration before now")
 

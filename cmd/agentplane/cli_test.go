@@ -469,6 +469,13 @@ func TestDemo(t *testing.T) {
 	if out := e.ok("agents", "versions", "fraud-triage"); !strings.Contains(out, "\n2 ") || !strings.Contains(out, "\n1 ") {
 		t.Errorf("agents versions:\n%s", out)
 	}
+	// The demo's tx_1006 workflow is found by its goal or its context.
+	for _, args := range [][]string{{"--goal", "TX_1006"}, {"--context", "transaction_id=tx_1006"}} {
+		out := e.ok(append([]string{"workflows", "list"}, args...)...)
+		if strings.Count(out, "wf_") != 1 || !strings.Contains(out, "tx_1006") {
+			t.Errorf("workflows list %v:\n%s", args, out)
+		}
+	}
 	if out := e.ok("workflows", "list", "--agent", "fraud-triage"); strings.Count(out, "wf_") != 6 {
 		t.Errorf("want the 6 seeded workflows:\n%s", out)
 	}

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/page"
@@ -16,6 +18,7 @@ type workflowSummary struct {
 	WorkflowID   string          `json:"workflow_id"`
 	Agent        string          `json:"agent"`
 	AgentVersion string          `json:"agent_version"`
+	Goal         string          `json:"goal"`
 	Status       string          `json:"status"`
 	Outcome      *string         `json:"outcome"`
 	DurationMS   int64           `json:"duration_ms"`
@@ -26,7 +29,7 @@ type workflowSummary struct {
 
 func summarize(wf *workflow.Workflow) workflowSummary {
 	v := workflowSummary{
-		WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Status: wf.Status,
+		WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Goal: wf.Goal, Status: wf.Status,
 		DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat), Output: wf.Output,
 	}
 	if wf.Done() {
@@ -46,7 +49,6 @@ type workflowView struct {
 	Steps []any           `json:"steps"`
 	Error json.RawMessage `json:"error,omitempty"`
 	// Detail, for GET /v1/workflows/{id} only.
-	Goal         string          `json:"goal,omitempty"`
 	Context      json.RawMessage `json:"context,omitempty"`
 	Caller       *callerView     `json:"caller,omitempty"`
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
@@ -89,7 +91,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 		v.Steps = append(v.Steps, d)
 	}
 	if detail {
-		v.Goal, v.Context, v.MaxToolCalls, v.ReplayOf = wf.Goal, wf.Context, wf.MaxToolCalls, wf.ReplayOf
+		v.Context, v.MaxToolCalls, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.ReplayOf
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	return v
@@ -127,6 +129,27 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 			}
 			*t.out = tm
 		}
+	}
+	f.Words = strings.Fields(q.Get("q"))
+	if len(f.Words) > workflow.MaxFilterWords {
+		errs = append(errs, problem.FieldError{Field: "q", Message: fmt.Sprintf("has %d words, more than %d", len(f.Words), workflow.MaxFilterWords)})
+	}
+	for k, vs := range q {
+		key, ok := strings.CutPrefix(k, "context.")
+		if !ok {
+			continue
+		}
+		if key == "" || len(vs) != 1 {
+			errs = append(errs, problem.FieldError{Field: k, Message: "give one context.<key>=<value> per key"})
+			continue
+		}
+		if f.Context == nil {
+			f.Context = map[string]string{}
+		}
+		f.Context[key] = vs[0]
+	}
+	if len(f.Context) > workflow.MaxContextFilters {
+		errs = append(errs, problem.FieldError{Field: "context", Message: fmt.Sprintf("filters on %d keys, more than %d", len(f.Context), workflow.MaxContextFilters)})
 	}
 	switch f.Status {
 	case "", workflow.Running, workflow.Waiting, workflow.Completed, workflow.Failed, workflow.Cancelled:

@@ -166,10 +166,23 @@ type ListFilter struct {
 	Outcome string
 	Since   time.Time
 	Until   time.Time
+	// Words must each appear in the goal, in any case (q=).
+	Words []string
+	// Context are values the invocation's context must hold at top-level
+	// keys (context.<key>=<value>): a string equal to the value, or a
+	// number or boolean whose JSON text is the value.
+	Context map[string]string
 	Limit   int
 	// Before is the id of the last workflow of the previous page (newest first).
 	Before string
 }
+
+// MaxFilterWords and MaxContextFilters bound a list's q= words and
+// context.<key> filters.
+const (
+	MaxFilterWords    = 8
+	MaxContextFilters = 8
+)
 
 // Store keeps workflows and their history.
 type Store interface {

@@ -1,6 +1,9 @@
 package postgres
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // likePattern is an (I)LIKE pattern matching s anywhere, with s's wildcards
 // escaped by backslash, LIKE's default escape character.
@@ -13,3 +16,18 @@ func likePattern(s string) string {
 type scanFunc func(dest ...any) error
 
 func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+// likeEscape escapes LIKE's wildcards in s (with \ as the escape).
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
+}
+
+// sortedKeys are m's keys in order, for stable queries.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -275,6 +275,13 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if !f.Until.IsZero() {
 		add("started_at <= $%d", f.Until)
 	}
+	for _, w := range f.Words {
+		add(`goal ILIKE $%d ESCAPE '\'`, "%"+likeEscape(w)+"%")
+	}
+	for _, k := range sortedKeys(f.Context) {
+		args = append(args, k, f.Context[k])
+		where = append(where, fmt.Sprintf("context->>$%d = $%d", len(args)-1, len(args)))
+	}
 	if f.Before != "" {
 		add("id < $%d", f.Before)
 	}

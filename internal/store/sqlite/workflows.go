@@ -287,6 +287,15 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if !f.Until.IsZero() {
 		add("started_at <= ?", fmtTime(f.Until))
 	}
+	for _, w := range f.Words {
+		add(`goal LIKE ? ESCAPE '\'`, "%"+likeEscape(w)+"%") // LIKE is case-insensitive for ASCII
+	}
+	for _, k := range sortedKeys(f.Context) {
+		path := `$."` + strings.ReplaceAll(k, `"`, `\"`) + `"`
+		where = append(where, `(CASE json_type(context, ?) WHEN 'text' THEN json_extract(context, ?)
+			WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE json_extract(context, ?) || '' END) = ?`)
+		args = append(args, path, path, path, f.Context[k])
+	}
 	if f.Before != "" {
 		add("id < ?", f.Before)
 	}

@@ -178,7 +178,14 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		if i%2 == 1 {
 			agentName = "billing"
 		}
-		w := create(t, s, newWorkflow("acme", agentName, "replica-a", i))
+		w := newWorkflow("acme", agentName, "replica-a", i)
+		if i%3 == 0 {
+			w.Goal = fmt.Sprintf("Refund 100%% of order_%d to the Customer", i)
+		}
+		if i == 6 {
+			w.Context = json.RawMessage(`{"ticket": "T-6", "vip": true, "amount": 12.5}`)
+		}
+		create(t, s, w)
 		switch i % 4 {
 		case 0:
 			finish(t, s, "replica-a", w) // completed, outcome routed
@@ -218,6 +225,15 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		{"before", workflow.ListFilter{Before: all[3].ID}, pick(func(i int, _ *workflow.Workflow) bool { return i < 3 })},
 		{"limit", workflow.ListFilter{Limit: 3}, workflowIDs(newest[:3])},
 		{"no match", workflow.ListFilter{Agent: "nobody"}, nil},
+		{"words of the goal, in any case", workflow.ListFilter{Words: []string{"refund", "CUSTOMER"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
+		{"a word with LIKE's wildcards", workflow.ListFilter{Words: []string{"100%", "order_3"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 3 })},
+		{"a wildcard matches only itself", workflow.ListFilter{Words: []string{"order_"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
+		{"no word matches", workflow.ListFilter{Words: []string{"refund", "shipment"}}, nil},
+		{"context number", workflow.ListFilter{Context: map[string]string{"ticket": "42"}}, pick(func(i int, _ *workflow.Workflow) bool { return i != 6 })},
+		{"context string", workflow.ListFilter{Context: map[string]string{"ticket": "T-6"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
+		{"context boolean and decimal", workflow.ListFilter{Context: map[string]string{"vip": "true", "amount": "12.5"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
+		{"context key absent", workflow.ListFilter{Context: map[string]string{"nope": "1"}}, nil},
+		{"context and words", workflow.ListFilter{Words: []string{"refund"}, Context: map[string]string{"ticket": "42"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 && i != 6 })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
