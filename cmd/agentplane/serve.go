@@ -254,9 +254,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		ReadHeaderTimeout: min(10*time.Second, c.readTimeout),
 		// The whole request; net/http lifts the deadline once the body
 		// is read, so streamed responses are not cut.
-		ReadTimeout: c.readTimeout,
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ReadTimeout:    c.readTimeout,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	background.Go(func() { purgeIdempotency(ctx, st, logger, time.Now) })
 	if c.debugAddr != "" {
