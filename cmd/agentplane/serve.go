@@ -289,8 +289,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("shutdown: %w", err)
 		}
-		hs.Close() // streams still open past the drain time
+		hs.Close() // requests still running past the drain time, such as sync invokes
 	}
+	<-errc // Serve has returned
 	// Workflows still running are stopped unfinished and their leases
 	// released, before the store closes, so a restart (or another replica)
 	// resumes them at once.
