@@ -66,7 +66,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, info, status)
 	s.logRequest(r, info, status, elapsed, sw.written)
-	discardBody(sw, r, body)
+	discardBody(r, body)
 }
 
 // Limits of a request's headers. Over MaxHeaderBytes a request is answered
@@ -91,26 +91,22 @@ func headerBytes(r *http.Request) int {
 	return n
 }
 
-// Bounds of reading the rest of a request body after its answer is made.
-const (
-	discardBytes = 32 << 20
-	discardTime  = 10 * time.Second
-)
+// discardBytes bounds reading the rest of a request body after its answer
+// is made; the server's read timeout bounds its time.
+const discardBytes = 32 << 20
 
 // discardBody reads and drops what the handlers left of a request body (one
-// refused, or over its limit), up to discardBytes and for at most
-// discardTime, before the answer goes out. net/http closes a connection
+// refused, or over its limit), up to discardBytes and within the server's
+// read timeout, before the answer goes out. net/http closes a connection
 // with more than 256 KiB of its body unread, and a client that sends its
 // whole body before it reads (Python's urllib does) then finds the
 // connection reset and never sees the answer. A client that waits for
 // 100 Continue has sent no body and is not made to send one.
-func discardBody(w http.ResponseWriter, r *http.Request, body io.Reader) {
+func discardBody(r *http.Request, body io.Reader) {
 	if body == nil || body == http.NoBody || r.ContentLength == 0 || r.ProtoMajor != 1 ||
 		strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		return
 	}
-	// A socket's deadline is wall-clock time, not the server's clock.
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(discardTime))
 	io.CopyN(io.Discard, body, discardBytes)
 }
 
