@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -191,7 +192,13 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	go runner.Run(ctx)
+	// The background loops end with ctx and are waited for before the
+	// store closes; stopBackground ends them on an early return too.
+	var background sync.WaitGroup
+	defer background.Wait()
+	ctx, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
+	background.Go(func() { runner.Run(ctx) })
 
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Now: time.Now}
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
@@ -247,13 +254,14 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		ReadHeaderTimeout: min(10*time.Second, c.readTimeout),
 		// The whole request; net/http lifts the deadline once the body
 		// is read, so streamed responses are not cut.
-		ReadTimeout: c.readTimeout,
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ReadTimeout:    c.readTimeout,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	go purgeIdempotency(ctx, st, logger)
+	background.Go(func() { purgeIdempotency(ctx, st, logger, time.Now) })
 	if c.debugAddr != "" {
-		go serveDebug(ctx, c.debugAddr, logger)
+		background.Go(func() { serveDebug(ctx, c.debugAddr, logger) })
 	}
 
 	errc := make(chan error, 1)
@@ -281,8 +289,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("shutdown: %w", err)
 		}
-		hs.Close() // streams still open past the drain time
+		hs.Close() // requests still running past the drain time, such as sync invokes
 	}
+	<-errc // Serve has returned
 	// Workflows still running are stopped unfinished and their leases
 	// released, before the store closes, so a restart (or another replica)
 	// resumes them at once.
@@ -336,7 +345,7 @@ func newLimiter(ctx context.Context, redisURL string) (ratelimit.Limiter, func()
 }
 
 // purgeIdempotency deletes expired idempotency keys every few minutes.
-func purgeIdempotency(ctx context.Context, st store, logger *slog.Logger) {
+func purgeIdempotency(ctx context.Context, st store, logger *slog.Logger, now func() time.Time) {
 	t := time.NewTicker(5 * time.Minute)
 	defer t.Stop()
 	for {
@@ -344,7 +353,7 @@ func purgeIdempotency(ctx context.Context, st store, logger *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n, err := st.PurgeIdempotency(ctx, time.Now())
+			n, err := st.PurgeIdempotency(ctx, now())
 			if err != nil {
 				logger.Warn("purge idempotency keys", "err", err)
 			} else if n > 0 {
@@ -364,10 +373,17 @@ func serveDebug(ctx context.Context, addr string, logger *slog.Logger) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
+	var closer sync.WaitGroup
+	defer closer.Wait()
+	served := make(chan struct{})
+	defer close(served)
+	closer.Go(func() {
+		select {
+		case <-ctx.Done():
+			srv.Close()
+		case <-served: // the listener failed
+		}
+	})
 	logger.Info("debug listener serving /debug/pprof", "addr", addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Error("debug listener", "err", err)

@@ -32,6 +32,28 @@ func serveInProcess(t *testing.T, args ...string) (stop func()) {
 	}
 }
 
+// deploySettle mints a token of acme for the server on dir at addr,
+// registers the ledger (whose first write waits for api.release) and
+// deploys the settle agent.
+func deploySettle(t *testing.T, srv *child, dir, addr string) (tok string, api *writeAPI) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:write agents:write agents:invoke workflows:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok = strings.TrimSpace(out.String())
+	api = newWriteAPI(t)
+	if code, body := srv.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
+		"spec_url": api.srv.URL + "/openapi.json", "idempotency_support": true}); code != 201 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	if code, body := srv.do("POST", "/v1/agents", tok, map[string]any{"name": "settle", "definition": json.RawMessage(crashAgent)}); code != 201 {
+		t.Fatalf("deploy: %d %v", code, body)
+	}
+	return tok, api
+}
+
 func TestShutdownHandsRunningWorkflowsToTheNextStart(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	// A lease far longer than the test: only an explicit release lets the
@@ -40,20 +62,7 @@ func TestShutdownHandsRunningWorkflowsToTheNextStart(t *testing.T) {
 	stop := serveInProcess(t, flags...)
 	srv := &child{t: t, base: "http://" + addr}
 	waitReady(t, srv.base)
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
-		"tools:write agents:write agents:invoke workflows:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	tok := strings.TrimSpace(out.String())
-	api := newWriteAPI(t)
-	if code, body := srv.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
-		"spec_url": api.srv.URL + "/openapi.json", "idempotency_support": true}); code != 201 {
-		t.Fatalf("register: %d %v", code, body)
-	}
-	if code, body := srv.do("POST", "/v1/agents", tok, map[string]any{"name": "settle", "definition": json.RawMessage(crashAgent)}); code != 201 {
-		t.Fatalf("deploy: %d %v", code, body)
-	}
+	tok, api := deploySettle(t, srv, dir, addr)
 	go func() {
 		req, _ := http.NewRequest("POST", srv.base+"/v1/agents/settle/invoke", strings.NewReader(`{"goal": "settle", "stream": true}`))
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -90,4 +99,51 @@ func TestShutdownHandsRunningWorkflowsToTheNextStart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the workflow was not resumed within 20 s of the restart, though its lease runs 5 minutes")
+}
+
+// TestShutdownEndsOpenStreams checks that an open event stream does not
+// hold a shutdown for its grace period: the stream ends with a comment
+// saying why, and the server exits at once.
+func TestShutdownEndsOpenStreams(t *testing.T) {
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := startChild(t, addr, "--data", dir, "--allow-private-networks", "--shutdown-timeout", "2m")
+	tok, api := deploySettle(t, srv, dir, addr)
+	req, _ := http.NewRequest("POST", srv.base+"/v1/agents/settle/invoke", strings.NewReader(`{"goal": "settle", "stream": true}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	streamed := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(resp.Body)
+		streamed <- string(b)
+	}()
+	select {
+	case <-api.arrived: // the stream is open while the write is in flight
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write never reached the tool")
+	}
+
+	exited := make(chan struct{})
+	go func() {
+		srv.stop()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		srv.cmd.Process.Kill()
+		<-exited
+		t.Fatal("the server did not exit within 15 s of SIGTERM with a stream open (grace period 2 min)")
+	}
+	select {
+	case body := <-streamed:
+		if !strings.HasSuffix(body, ": server shutting down\n\n") {
+			t.Fatalf("the stream ended with %q, want the shutdown comment", body)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stream is still open after the server exited")
+	}
 }

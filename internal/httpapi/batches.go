@@ -282,7 +282,7 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	sse := startSSE(w)
+	sse, ctx := s.startSSE(w, r)
 	defer sse.close()
 	t := time.NewTicker(batchPoll)
 	defer t.Stop()
@@ -301,12 +301,12 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 			return nil
 		}
 		select {
-		case <-r.Context().Done():
-			return nil
+		case <-ctx.Done():
+			return nil // the client went away, or the server drains
 		case <-t.C:
 		}
-		if b, err = s.deps.BatchStore.Batch(r.Context(), p.Tenant, id); err != nil {
-			if r.Context().Err() != nil {
+		if b, err = s.deps.BatchStore.Batch(ctx, p.Tenant, id); err != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("follow replay batch %s: %w", id, err)

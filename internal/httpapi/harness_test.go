@@ -134,6 +134,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		o(&cfg, &deps)
 	}
 	ts.Config.Handler = httpapi.NewServer(cfg, deps)
+	ts.Config.MaxHeaderBytes = httpapi.ServerMaxHeaderBytes
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return &harness{t: t, URL: url, Issuer: iss, DB: db, DBPath: path, client: ts.Client()}

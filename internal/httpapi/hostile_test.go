@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -8,9 +9,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +146,13 @@ func TestHostileInput(t *testing.T) {
 		hostile{name: "goal past 8,000 characters", method: "POST", path: "/v1/agents/fraud-triage/invoke", token: tok,
 			body: map[string]any{"goal": strings.Repeat("g", 8001), "context": map[string]any{"transaction_id": "tx-1"}}, status: 422, code: problem.ValidationFailed},
 		hostile{name: "2 MB header", method: "GET", path: "/v1/tools", token: tok, headers: []string{"X-Big", strings.Repeat("h", 2<<20)}, status: 431},
+		hostile{name: "1 MiB header", method: "GET", path: "/v1/tools", token: tok, headers: []string{"X-Big", strings.Repeat("h", 1<<20)}, status: 431},
+		hostile{name: "100 KiB header", method: "GET", path: "/v1/tools", token: tok, headers: []string{"X-Big", strings.Repeat("h", 100<<10)},
+			status: 431, code: problem.HeadersTooLarge},
+		hostile{name: "100 KiB of small headers", method: "GET", path: "/v1/tools", token: tok, headers: smallHeaders(2000, 50),
+			status: 431, code: problem.HeadersTooLarge},
+		hostile{name: "100 KiB path", method: "GET", path: "/v1/tools/" + strings.Repeat("p", 100<<10), token: tok,
+			status: 431, code: problem.HeadersTooLarge},
 	)
 
 	// Documents built to exhaust an importer.
@@ -231,6 +243,74 @@ func TestHostileInput(t *testing.T) {
 		t.Errorf("the heap grew by %d MB over %d hostile requests", grown>>20, len(cases))
 	}
 	t.Logf("%d hostile requests; heap %d MB before, %d MB after", len(cases), before.HeapAlloc>>20, after.HeapAlloc>>20)
+}
+
+// smallHeaders is n headers of size bytes each, as name and value pairs.
+func smallHeaders(n, size int) []string {
+	var hs []string
+	for i := range n {
+		hs = append(hs, fmt.Sprintf("X-H%d", i), strings.Repeat("v", size))
+	}
+	return hs
+}
+
+// TestHeadersUnderTheLimitAreServed checks that the header limit leaves
+// large but ordinary requests alone.
+func TestHeadersUnderTheLimitAreServed(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", "tools:read")
+	if r := h.do("GET", "/v1/tools", tok, nil, "X-Big", strings.Repeat("h", 60<<10)); r.Status != 200 {
+		t.Fatalf("a 60 KiB header: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestABodySentBeforeReadingGetsItsAnswer sends whole bodies of 10 MB over
+// a raw connection and only then reads, as Python's urllib does: the
+// refusal (over the body limit, or without a token) arrives as its problem
+// document instead of a reset connection.
+func TestABodySentBeforeReadingGetsItsAnswer(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("acme", adminScopes)
+	body := `{"goal": "` + strings.Repeat("g", 10<<20) + `"}`
+	for _, c := range []struct {
+		name   string
+		token  string
+		status int
+		code   problem.Code
+	}{
+		{"over the body limit", tok, 413, problem.PayloadTooLarge},
+		{"without a token", "", 401, problem.Unauthenticated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(h.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			req := "POST /v1/agents/fraud-triage/invoke HTTP/1.1\r\nHost: " + strings.TrimPrefix(h.URL, "http://") +
+				"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+			if c.token != "" {
+				req += "Authorization: Bearer " + c.token + "\r\n"
+			}
+			if _, err := io.WriteString(conn, req+"\r\n"+body); err != nil {
+				t.Fatalf("writing the whole body: %v", err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the answer's body: %v", err)
+			}
+			r := response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+			if r.Status != c.status || r.problem(t).Code != c.code {
+				t.Fatalf("answer %d %s, want %d %s", r.Status, r.Body, c.status, c.code)
+			}
+		})
+	}
 }
 
 // send sends a hostile request; a string body is sent as it is.

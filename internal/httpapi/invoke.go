@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/idempotency"
@@ -113,21 +112,21 @@ func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant,
 // complete event. A failure once the stream has begun is reported as a
 // complete event with outcome failed and the problem in error.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id string, afterID int) error {
-	start := time.Now()
-	sse := startSSE(w)
+	start := s.deps.Now()
+	sse, ctx := s.startSSE(w, r)
 	defer sse.close()
 	last := afterID
-	for ev, err := range s.deps.Runner.Follow(r.Context(), tenant, id, afterID) {
+	for ev, err := range s.deps.Runner.Follow(ctx, tenant, id, afterID) {
 		if err != nil {
-			if r.Context().Err() != nil {
-				return nil
+			if ctx.Err() != nil {
+				return nil // the client went away, or the server drains
 			}
 			info := infoFrom(r.Context())
 			info.unfinished = true
 			pe := problem.As(err)
 			doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
 			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed,
-				"status": workflow.Failed, "duration_ms": time.Since(start).Milliseconds(), "error": doc})
+				"status": workflow.Failed, "duration_ms": s.deps.Now().Sub(start).Milliseconds(), "error": doc})
 			sse.send(last+1, b)
 			return fmt.Errorf("stream of %s: %w", id, err)
 		}

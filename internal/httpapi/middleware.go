@@ -3,10 +3,12 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -28,6 +30,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withInfo(r.Context(), info))
 	sw := &statusWriter{ResponseWriter: w}
 	sw.Header().Set("Request-Id", info.requestID)
+	body := r.Body // as the client sends it, whatever the handlers wrap it in
 
 	func() {
 		defer func() {
@@ -41,6 +44,11 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}()
+		if n := headerBytes(r); n > MaxHeaderBytes {
+			writeProblem(sw, r, problem.New(problem.HeadersTooLarge,
+				"the request line and headers are %d bytes, over the limit of %d", n, MaxHeaderBytes))
+			return
+		}
 		s.dispatch(sw, r)
 	}()
 
@@ -58,6 +66,48 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, info, status)
 	s.logRequest(r, info, status, elapsed, sw.written)
+	discardBody(r, body)
+}
+
+// Limits of a request's headers. Over MaxHeaderBytes a request is answered
+// 431 with a problem document. The http.Server reads up to
+// ServerMaxHeaderBytes so that it can: over that, net/http itself answers a
+// plain-text 431 and closes the connection before any handler runs.
+const (
+	MaxHeaderBytes       = 64 << 10
+	ServerMaxHeaderBytes = 4 * MaxHeaderBytes
+)
+
+// headerBytes is the size of r's request line and headers as they were
+// sent, give or take their separators.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	n += len("Host: ") + len(r.Host) + 2 // net/http moves Host out of Header
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// discardBytes bounds reading the rest of a request body after its answer
+// is made; the server's read timeout bounds its time.
+const discardBytes = 32 << 20
+
+// discardBody reads and drops what the handlers left of a request body (one
+// refused, or over its limit), up to discardBytes and within the server's
+// read timeout, before the answer goes out. net/http closes a connection
+// with more than 256 KiB of its body unread, and a client that sends its
+// whole body before it reads (Python's urllib does) then finds the
+// connection reset and never sees the answer. A client that waits for
+// 100 Continue has sent no body and is not made to send one.
+func discardBody(r *http.Request, body io.Reader) {
+	if body == nil || body == http.NoBody || r.ContentLength == 0 || r.ProtoMajor != 1 ||
+		strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	io.CopyN(io.Discard, body, discardBytes)
 }
 
 func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.Duration, bytes int64) {

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -18,22 +20,41 @@ type sseWriter struct {
 	stop chan struct{}
 	// done is closed when the heartbeat goroutine has returned.
 	done chan struct{}
+	// drain is closed when the server drains: the stream then ends with a
+	// comment saying so and cancel ends the handler's context.
+	drain  <-chan struct{}
+	cancel context.CancelFunc
+	// ended is set once the final comment is written: nothing follows it.
+	ended bool
 }
+
+// errStreamEnded refuses an event after a drained stream's final comment.
+var errStreamEnded = errors.New("the stream ended: the server is shutting down")
 
 // startSSE sends the stream's headers; after it there are no status codes,
-// only events.
-func startSSE(w http.ResponseWriter) *sseWriter {
-	return startSSEBeating(w, heartbeat)
+// only events. The returned context ends when the request's does or when
+// the server drains: an open stream would otherwise hold the shutdown for
+// its whole grace period, so it ends with a comment and the client
+// reconnects, with Last-Event-ID, to a replica that is serving.
+func (s *Server) startSSE(w http.ResponseWriter, r *http.Request) (*sseWriter, context.Context) {
+	ctx, cancel := context.WithCancel(r.Context())
+	return beginSSE(w, heartbeat, s.draining, cancel), ctx
 }
 
-// startSSEBeating is startSSE with a heartbeat every interval.
+// startSSEBeating starts a stream with a heartbeat every interval that
+// no drain ends.
 func startSSEBeating(w http.ResponseWriter, interval time.Duration) *sseWriter {
+	return beginSSE(w, interval, nil, func() {})
+}
+
+func beginSSE(w http.ResponseWriter, interval time.Duration, drain <-chan struct{}, cancel context.CancelFunc) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{}),
+		drain: drain, cancel: cancel}
 	s.rc.Flush()
 	go s.beat(interval)
 	return s
@@ -43,6 +64,9 @@ func startSSEBeating(w http.ResponseWriter, interval time.Duration) *sseWriter {
 func (s *sseWriter) send(id int, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended {
+		return errStreamEnded
+	}
 	if _, err := fmt.Fprintf(s.w, "id: %d\ndata: %s\n\n", id, data); err != nil {
 		return err
 	}
@@ -56,6 +80,14 @@ func (s *sseWriter) beat(interval time.Duration) {
 	for {
 		select {
 		case <-s.stop:
+			return
+		case <-s.drain:
+			s.mu.Lock()
+			fmt.Fprint(s.w, ": server shutting down\n\n")
+			s.rc.Flush()
+			s.ended = true
+			s.mu.Unlock()
+			s.cancel()
 			return
 		case <-t.C:
 			s.mu.Lock()
@@ -71,4 +103,5 @@ func (s *sseWriter) beat(interval time.Duration) {
 func (s *sseWriter) close() {
 	close(s.stop)
 	<-s.done
+	s.cancel()
 }

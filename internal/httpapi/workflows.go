@@ -27,10 +27,11 @@ type workflowSummary struct {
 	Output       json.RawMessage `json:"output"`
 }
 
-func summarize(wf *workflow.Workflow) workflowSummary {
+// summarize shows wf; a running one's duration is measured up to now.
+func summarize(wf *workflow.Workflow, now time.Time) workflowSummary {
 	v := workflowSummary{
 		WorkflowID: wf.ID, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Goal: wf.Goal, Status: wf.Status,
-		DurationMS: wf.DurationMS(), StartedAt: wf.StartedAt.UTC().Format(timeFormat), Output: wf.Output,
+		DurationMS: wf.DurationMS(now), StartedAt: wf.StartedAt.UTC().Format(timeFormat), Output: wf.Output,
 	}
 	if wf.Done() {
 		v.Outcome = &wf.Outcome
@@ -77,7 +78,7 @@ func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail bool)
 }
 
 func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) workflowView {
-	v := workflowView{workflowSummary: summarize(wf), Error: wf.Error, Steps: make([]any, 0, len(steps))}
+	v := workflowView{workflowSummary: summarize(wf, s.deps.Now()), Error: wf.Error, Steps: make([]any, 0, len(steps))}
 	p := principalOf(r)
 	for _, st := range steps {
 		if !detail {
@@ -167,8 +168,9 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 		Workflows  []workflowSummary `json:"workflows"`
 		NextCursor *string           `json:"next_cursor"`
 	}{Workflows: make([]workflowSummary, 0, len(wfs))}
+	now := s.deps.Now()
 	for _, wf := range wfs {
-		list.Workflows = append(list.Workflows, summarize(wf))
+		list.Workflows = append(list.Workflows, summarize(wf, now))
 	}
 	if len(wfs) == f.Limit {
 		c := wfs[len(wfs)-1].ID

@@ -25,6 +25,7 @@ const (
 	IdempotencyKeyInUse   Code = "idempotency-key-in-use"
 	WorkflowNotReplayable Code = "workflow-not-replayable"
 	PayloadTooLarge       Code = "payload-too-large"
+	HeadersTooLarge       Code = "headers-too-large"
 	UnsupportedMediaType  Code = "unsupported-media-type"
 	ValidationFailed      Code = "validation-failed"
 	IdempotencyKeyReused  Code = "idempotency-key-reused"
@@ -64,6 +65,7 @@ var Kinds = []Kind{
 	{IdempotencyKeyInUse, http.StatusConflict, "Idempotency key in use", "A request with the same idempotency key is still executing. Retry after the Retry-After interval."},
 	{WorkflowNotReplayable, http.StatusConflict, "Workflow not replayable", "The workflow is still running; only finished workflows can be replayed."},
 	{PayloadTooLarge, http.StatusRequestEntityTooLarge, "Payload too large", "The request body is over the size limit."},
+	{HeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge, "Headers too large", "The request line and headers together are over the size limit (64 KiB)."},
 	{UnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type", "The request body must be JSON (Content-Type: application/json)."},
 	{ValidationFailed, http.StatusUnprocessableEntity, "Validation failed", "The request is well formed but breaks a rule; the errors member lists each field and what is wrong with it."},
 	{IdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency key reused", "The idempotency key was already used with a different request. Use a new key for a new request."},

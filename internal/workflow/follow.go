@@ -159,14 +159,14 @@ func StepView(agentName string, s Step) any {
 // CompleteView is the complete event of a finished workflow.
 func CompleteView(wf *Workflow) any {
 	return completeEvent{Event: "complete", WorkflowID: wf.ID, Outcome: wf.Outcome, Status: wf.Status,
-		DurationMS: wf.DurationMS(), Error: wf.Error, Output: wf.Output}
+		DurationMS: wf.DurationMS(wf.FinishedAt), Error: wf.Error, Output: wf.Output}
 }
 
-// DurationMS is how long the workflow ran, or has run so far.
-func (w *Workflow) DurationMS() int64 {
+// DurationMS is how long the workflow ran, or has run by now.
+func (w *Workflow) DurationMS(now time.Time) int64 {
 	end := w.FinishedAt
 	if end.IsZero() {
-		end = time.Now()
+		end = now
 	}
 	return end.Sub(w.StartedAt).Milliseconds()
 }

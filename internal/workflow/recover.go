@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -14,9 +15,15 @@ import (
 
 // Run renews this replica's leases, resumes workflows whose owner died or
 // drained, and follows the store's change feed when it has one,
-// until ctx ends.
+// until ctx ends. It returns once everything it started has returned.
 func (r *Runner) Run(ctx context.Context) {
-	go r.watch(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.watch(ctx) })
+	// Renewals have their own ticker: a slow recovery or approval expiry
+	// must not hold them past the lease, or another replica takes over a
+	// workflow still running here.
+	wg.Go(func() { r.renewLeases(ctx) })
 	r.recover(ctx)
 	t := time.NewTicker(r.opts.Lease / 3)
 	defer t.Stop()
@@ -28,9 +35,26 @@ func (r *Runner) Run(ctx context.Context) {
 			// Another replica drained: its workflows are free now.
 			r.recover(ctx)
 		case <-t.C:
-			r.renew(ctx)
 			r.recover(ctx)
 			r.expireApprovals(ctx)
+		}
+	}
+}
+
+// renewLeases renews every third of the lease until ctx ends. Each renewal
+// gives up after a quarter of the lease, so a stuck one leaves time for
+// the next before the leases lapse.
+func (r *Runner) renewLeases(ctx context.Context) {
+	t := time.NewTicker(r.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rctx, cancel := context.WithTimeout(ctx, r.opts.Lease/4)
+			r.renew(rctx)
+			cancel()
 		}
 	}
 }

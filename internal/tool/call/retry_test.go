@@ -125,6 +125,28 @@ func TestCallRetryAfter(t *testing.T) {
 	}
 }
 
+// TestCallRetryAfterDateReadsTheExecutorsClock checks that a Retry-After
+// given as a date is measured against the executor's clock.
+func TestCallRetryAfterDateReadsTheExecutorsClock(t *testing.T) {
+	_, get, _ := billingOps()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	api := newRecorder(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		if n == 1 {
+			w.Header().Set("Retry-After", now.Add(time.Second).Format(http.TimeFormat))
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	res, err := newExecutor(t, Options{Now: func() time.Time { return now }}).Call(context.Background(), tool.CallRequest{
+		Tool: &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL}, Operation: get, Args: map[string]any{"customer_id": "c"},
+	})
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if res.Attempts != 2 {
+		t.Errorf("attempts = %d, want 2: one second to wait by the executor's clock", res.Attempts)
+	}
+}
+
 func TestCallRetriesConnectionErrors(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	base := closed.URL

@@ -79,7 +79,7 @@ func (e *Executor) send(ctx context.Context, p *prepared, cred *credentials) (an
 		status:      resp.StatusCode,
 		statusText:  resp.Status,
 		contentType: resp.Header.Get("Content-Type"),
-		retryAfter:  parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		retryAfter:  parseRetryAfter(resp.Header.Get("Retry-After"), e.opts.Now()),
 	}
 	a.body, err = io.ReadAll(io.LimitReader(resp.Body, e.opts.MaxResponseBytes+1))
 	if err != nil {
