@@ -1,6 +1,7 @@
 // Package realdocs provides real API descriptions that nobody on the project
 // wrote — GitHub's REST and GraphQL descriptions, Kubernetes' Swagger 2.0
-// document and Amazon EC2's WSDL — to benchmarks and opt-in tests. Each is
+// document, Amazon EC2's WSDL and the Swagger Petstore — to benchmarks and
+// opt-in tests. Each is
 // fetched from a package registry (npm, or the Go module proxy) into a cache
 // directory outside the repository the first time it is needed, at a pinned
 // version; nothing here is used by the service.
@@ -58,9 +59,15 @@ var (
 		Source: "Go module github.com/hooklift/gowsdl@v0.5.0, fixtures/ec2.wsdl (Amazon EC2 2010-08-31)",
 		fetch:  gomod("github.com/hooklift/gowsdl", "v0.5.0", "fixtures/ec2.wsdl"),
 	}
+	Petstore = Doc{
+		Name: "petstore", Kind: "openapi", Operations: 20,
+		Source: "npm @readme/oas-examples@8.2.2, 3.0/json/petstore.json (Swagger Petstore 1.0.0)",
+		fetch:  npm("@readme/oas-examples", "8.2.2", "3.0/json/petstore.json"),
+	}
 )
 
-// All is every document, in a fixed order.
+// All is every document of the relevance test set and the benchmarks, in a
+// fixed order; Petstore serves the paraphrased queries only.
 var All = []Doc{GitHubREST, GitHubGraphQL, Kubernetes, EC2}
 
 // Read returns the document's bytes, fetching it first when it is not in the

@@ -3,6 +3,7 @@ package tool
 import (
 	"cmp"
 	"container/list"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -46,6 +47,9 @@ const (
 	bm25B  = 0.6
 	// idBonus is what an id made of exactly the query's words adds.
 	idBonus = 8.0
+	// shapeBonus is what an operation whose method and path do what the
+	// query asks for adds (POST /repos for "create a repository").
+	shapeBonus = 4.0
 	// maxQueryTerms bounds the words of a query that count.
 	maxQueryTerms = 32
 )
@@ -79,6 +83,13 @@ type SearchIndex struct {
 	// operations holding each id word (and how often).
 	idTerms [][]string
 	idVocab map[string][]idPosting
+	// idWords are idVocab's words in order, to find those a query word
+	// is a prefix of without reading them all.
+	idWords []string
+	// shapes say what each operation's binding does, and to what: one of
+	// resources.
+	shapes    []shape
+	resources []string
 }
 
 type idPosting struct {
@@ -93,8 +104,9 @@ type posting struct {
 // NewSearchIndex indexes ops (of the tool named toolName) in their order.
 func NewSearchIndex(toolName string, ops []Operation) *SearchIndex {
 	ix := &SearchIndex{postings: map[string][]posting{}, idVocab: map[string][]idPosting{}, refs: make([]OperationRef, len(ops)),
-		lengths: make([]float64, len(ops)), ids: make([]string, len(ops)), idTerms: make([][]string, len(ops))}
+		lengths: make([]float64, len(ops)), ids: make([]string, len(ops)), idTerms: make([][]string, len(ops)), shapes: make([]shape, len(ops))}
 	var total float64
+	resourceIndex := map[string]int{}
 	for i := range ops {
 		op := &ops[i]
 		ix.refs[i] = refOf(toolName, op)
@@ -117,6 +129,18 @@ func NewSearchIndex(toolName string, ops []Operation) *SearchIndex {
 		add(op.ID, weightID)
 		add(op.Summary, weightSummary)
 		add(PathText(op), weightPath)
+		does, res := shapeOf(op)
+		add(actionText(does), weightPath)
+		ix.shapes[i] = shape{does: does, resource: -1}
+		if res != "" {
+			r, ok := resourceIndex[res]
+			if !ok {
+				r = len(ix.resources)
+				resourceIndex[res] = r
+				ix.resources = append(ix.resources, res)
+			}
+			ix.shapes[i].resource = r
+		}
 		add(op.Description, weightDescription)
 		for t, f := range tf {
 			ix.postings[t] = append(ix.postings[t], posting{op: i, tf: f})
@@ -126,6 +150,7 @@ func NewSearchIndex(toolName string, ops []Operation) *SearchIndex {
 	if len(ops) > 0 {
 		ix.avgLen = total / float64(len(ops))
 	}
+	ix.idWords = slices.Sorted(maps.Keys(ix.idVocab))
 	return ix
 }
 
@@ -168,70 +193,107 @@ func PathText(op *Operation) string {
 // Len is how many operations the index holds.
 func (ix *SearchIndex) Len() int { return len(ix.refs) }
 
-// Search ranks the operations matching any word of q (of kind, when kind
-// is not empty), best first; ties keep index order. An operation whose id
-// is the query, or holds every word of it, ranks above the others.
+// Search ranks the operations matching any word of q, or a word meaning
+// the same action (queryTerms), of kind when kind is not empty, best first;
+// ties keep index order. An operation whose id is the query, or holds every
+// word of it, ranks above the others, and one whose method and path do what
+// the query asks (POST /user/repos for "create a repository") above those
+// that only hold its words.
 func (ix *SearchIndex) Search(q, kind string) []Hit {
-	terms := Terms(q)
+	groups := queryTerms(q)
 	folded := compact(q)
-	if len(terms) == 0 && folded == "" {
+	if len(groups) == 0 && folded == "" {
 		return ix.All(kind)
 	}
-	slices.Sort(terms)
-	terms = slices.Compact(terms)
-	if len(terms) > maxQueryTerms {
-		terms = terms[:maxQueryTerms]
+	var whole float64 // the query's words' weights together
+	for _, g := range groups {
+		whole += g.weight
 	}
 	n := len(ix.refs)
 	scores := make([]float64, n)
-	matched := make([]int, n)
+	matched := make([]float64, n)
 	found := make([]bool, n)
-	for _, t := range terms {
-		ps := ix.postings[t]
-		if len(ps) == 0 {
-			continue
+	// A query word scores, for each operation, its best match among the
+	// words that mean the same (create for "make").
+	best := make([]float64, n)
+	seen := make([]int, n)
+	for i := range seen {
+		seen[i] = -1
+	}
+	var touched []int
+	for k, g := range groups {
+		touched = touched[:0]
+		for _, a := range g.alts {
+			ps := ix.postings[a.term]
+			if len(ps) == 0 {
+				continue
+			}
+			idf := math.Log(1 + (float64(n)-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
+			for _, p := range ps {
+				norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.op]/ix.avgLen)
+				s := g.weight * a.weight * idf * p.tf * (bm25K1 + 1) / (p.tf + norm)
+				if seen[p.op] != k {
+					seen[p.op], best[p.op] = k, s
+					touched = append(touched, p.op)
+				} else {
+					best[p.op] = max(best[p.op], s)
+				}
+			}
 		}
-		idf := math.Log(1 + (float64(n)-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
-		for _, p := range ps {
-			norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.op]/ix.avgLen)
-			scores[p.op] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm)
-			matched[p.op]++
-			found[p.op] = true
+		for _, op := range touched {
+			scores[op] += best[op]
+			matched[op] += g.weight
+			found[op] = true
 		}
 	}
 	// An id made of the query's words says most about what an operation
 	// does: the more of the query it holds, and the fewer other words, the
 	// better (issues/create for "create issue", not
 	// reactions/create-for-issue). A word matches an id word that is its
-	// prefix or that it is a prefix of (repo, repository).
-	qmask := make([]uint64, n)
+	// prefix or that it is a prefix of (repo, repository); a word matching
+	// only through a synonym counts for less.
+	exact := make([]uint64, n)
+	near := make([]uint64, n)
 	idHits := make([]int, n)
-	for u, ps := range ix.idVocab {
-		var mask uint64
-		for k, t := range terms {
-			if related(t, u) {
-				mask |= 1 << k
-			}
+	type masks struct{ exact, near uint64 }
+	words := map[string]masks{}
+	for k, g := range groups {
+		for _, a := range g.alts {
+			ix.relatedIDWords(a.term, func(u string) {
+				m := words[u]
+				if a.weight == 1 {
+					m.exact |= 1 << k
+				} else {
+					m.near |= 1 << k
+				}
+				words[u] = m
+			})
 		}
-		if mask == 0 {
-			continue
-		}
-		for _, p := range ps {
-			qmask[p.op] |= mask
+	}
+	for u, m := range words {
+		for _, p := range ix.idVocab[u] {
+			exact[p.op] |= m.exact
+			near[p.op] |= m.near
 			idHits[p.op] += p.count
 		}
 	}
+	asked := newAsked(groups, ix.resources)
 	bonus := make([]float64, n)
 	for i := range n {
-		if qm := bits.OnesCount64(qmask[i]); qm > 0 {
-			bonus[i] = idBonus * float64(qm) / float64(len(terms)) * float64(idHits[i]) / float64(len(ix.idTerms[i]))
+		if exact[i]|near[i] != 0 {
+			qm := weightOf(groups, exact[i]) + synonymWeight*weightOf(groups, near[i]&^exact[i])
+			bonus[i] = idBonus * qm / whole * float64(idHits[i]) / float64(len(ix.idTerms[i]))
 			matched[i] = max(matched[i], qm)
+			found[i] = true
+		}
+		if asked.fits(ix.shapes[i]) {
+			bonus[i] += shapeBonus
 			found[i] = true
 		}
 		// The operation whose id is the query, however it is written
 		// (listPets, list_pets, LISTPETS), comes first.
 		if ix.ids[i] == folded {
-			matched[i] = len(terms)
+			matched[i] = whole
 			bonus[i] += 100
 			found[i] = true
 		}
@@ -252,8 +314,8 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 		}
 		s := scores[op]
 		// Operations holding every word come first, then by how many.
-		if len(terms) > 0 {
-			coverage := float64(matched[op]) / float64(len(terms))
+		if whole > 0 {
+			coverage := matched[op] / whole
 			s *= coverage * coverage
 		}
 		s += bonus[op]
@@ -273,6 +335,36 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 		hits = []Hit{}
 	}
 	return hits
+}
+
+// weightOf is the weight of the query words in mask.
+func weightOf(groups []queryTerm, mask uint64) float64 {
+	var w float64
+	for ; mask != 0; mask &= mask - 1 {
+		w += groups[bits.TrailingZeros64(mask)].weight
+	}
+	return w
+}
+
+// relatedIDWords calls f with each id word related to t: t itself and the
+// words it is a prefix of, then the words of three letters or more that
+// are a prefix of it.
+func (ix *SearchIndex) relatedIDWords(t string, f func(u string)) {
+	if len(t) < 3 {
+		if _, ok := ix.idVocab[t]; ok {
+			f(t)
+		}
+		return
+	}
+	i, _ := slices.BinarySearch(ix.idWords, t)
+	for ; i < len(ix.idWords) && strings.HasPrefix(ix.idWords[i], t); i++ {
+		f(ix.idWords[i])
+	}
+	for n := 3; n < len(t); n++ {
+		if _, ok := ix.idVocab[t[:n]]; ok {
+			f(t[:n])
+		}
+	}
 }
 
 // MergeHits merges the ranked hits of several tools into one ranking:
@@ -360,8 +452,11 @@ func Terms(text string) []string {
 	return out
 }
 
-// stem drops a plural's ending: issues → issue, policies → policy,
-// statuses → status; words ending in "ss" or "us" keep theirs.
+// stem drops a plural's ending and a verb's, and a final "e", the same way
+// for an operation's words and a query's, so that the forms of a word are
+// one: issues and issue → issu, policies → policy, statuses → status,
+// created, creating and create → creat, running → run. Words ending in "ss"
+// or "us" keep their "s".
 func stem(w string) string {
 	switch {
 	case len(w) > 4 && strings.HasSuffix(w, "ies"):
@@ -369,16 +464,39 @@ func stem(w string) string {
 	case len(w) > 4 && (strings.HasSuffix(w, "sses") || strings.HasSuffix(w, "uses") || strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes")):
 		return w[:len(w)-2]
 	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		return w[:len(w)-1]
+		w = w[:len(w)-1] // and on: settings → setting → set
+	}
+	switch {
+	case len(w) > 4 && strings.HasSuffix(w, "ied"):
+		return w[:len(w)-3] + "y"
+	case len(w) > 5 && strings.HasSuffix(w, "ing") && hasVowel(w[:len(w)-3]):
+		w = undouble(w[:len(w)-3])
+	case len(w) > 4 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed") && hasVowel(w[:len(w)-2]):
+		w = undouble(w[:len(w)-2])
+	}
+	if len(w) > 3 && strings.HasSuffix(w, "e") && !strings.HasSuffix(w, "ee") {
+		w = w[:len(w)-1]
 	}
 	return w
 }
+
+// undouble drops the second of a doubled final consonant a verb ending
+// leaves (runn → run, tagg → tag), but not of l, s or z (fill, pass).
+func undouble(w string) string {
+	if n := len(w); n > 2 && w[n-1] == w[n-2] && !strings.ContainsRune("aeioulsz", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
+
+func hasVowel(w string) bool { return strings.ContainsAny(w, "aeiouy") }
 
 // stopWords say nothing about which operation is meant.
 var stopWords = map[string]bool{
 	"the": true, "an": true, "of": true, "for": true, "to": true, "in": true, "on": true, "by": true,
 	"and": true, "or": true, "with": true, "is": true, "it": true, "this": true, "that": true, "be": true,
-	"from": true, "at": true, "as": true, "me": true, "my": true, "all": true,
+	"from": true, "at": true, "as": true, "all": true,
+	"its": true, "their": true, "your": true, "our": true, "another": true,
 }
 
 // IndexCache keeps the search indexes of the most recently searched tool

@@ -122,8 +122,13 @@ func (s Score) Add(o Score) Score {
 // Rank scores search, which returns operation ids best first, on each of
 // a document's queries.
 func Rank(doc string, search func(q string) []string) Score {
-	s := Score{Queries: len(Queries[doc])}
-	for _, tc := range Queries[doc] {
+	return RankQueries(Queries[doc], search)
+}
+
+// RankQueries scores search on each of qs.
+func RankQueries(qs []Query, search func(q string) []string) Score {
+	s := Score{Queries: len(qs)}
+	for _, tc := range qs {
 		top := search(tc.Q)
 		top = top[:min(5, len(top))]
 		if slices.ContainsFunc(top, func(id string) bool { return slices.Contains(tc.Want, id) }) {
