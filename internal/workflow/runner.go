@@ -111,7 +111,8 @@ func New(opts Options) *Runner {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{opts: opts, hub: newHub(), feed: newFeed(), running: map[string]context.CancelCauseFunc{},
+	_, shared := opts.Store.(ChangeFeed)
+	return &Runner{opts: opts, hub: newHub(), feed: newFeed(shared), running: map[string]context.CancelCauseFunc{},
 		records: map[string]*RequestRecord{}, creating: map[string]bool{}}
 }
 
@@ -322,7 +323,7 @@ func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps, settled
 				return wf, steps, err
 			}
 		}
-		if err := sub.wait(ctx, followPoll); err != nil {
+		if err := sub.wait(ctx, r.feed.poll()); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,0 +1,165 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/store/sqlite"
+	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// countingReads is the SQLite store counting the reads a follower makes.
+type countingReads struct {
+	*sqlite.DB
+	reads atomic.Int64
+}
+
+func (s *countingReads) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
+	s.reads.Add(1)
+	return s.DB.Workflow(ctx, tenant, id)
+}
+
+func (s *countingReads) Steps(ctx context.Context, id string, after int) ([]workflow.Step, error) {
+	s.reads.Add(1)
+	return s.DB.Steps(ctx, id, after)
+}
+
+// countingFeed is countingReads with a change feed the test drives, as
+// feedStore is.
+type countingFeed struct {
+	*countingReads
+	watches chan workflow.Watch
+}
+
+func (s countingFeed) WatchChanges(ctx context.Context, w workflow.Watch) error {
+	s.watches <- w
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// slowAPI answers each call once delay has passed or release is closed.
+type slowAPI struct {
+	delay   time.Duration // 0: only release answers
+	release chan struct{}
+}
+
+func (a slowAPI) Call(ctx context.Context, _ tool.CallRequest) (tool.CallResult, error) {
+	var after <-chan time.Time
+	if a.delay > 0 {
+		after = time.After(a.delay)
+	}
+	select {
+	case <-after:
+	case <-a.release:
+	case <-ctx.Done():
+		return tool.CallResult{}, ctx.Err()
+	}
+	return tool.CallResult{Status: 200, Body: json.RawMessage(`{"amount": 42}`)}, nil
+}
+
+// follow collects a follower's event ids on a channel, closed at its end.
+func follow(ctx context.Context, t *testing.T, r *workflow.Runner, id string) <-chan int {
+	events := make(chan int, 16)
+	go func() {
+		defer close(events)
+		for ev, err := range r.Follow(ctx, "acme", id, 0) {
+			if err != nil {
+				t.Errorf("follow: %v", err)
+				return
+			}
+			events <- ev.ID
+		}
+	}()
+	return events
+}
+
+func within(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+	}
+}
+
+// TestAFollowerWithoutAChangeFeedReadsWhenWoken checks that a follower of
+// a store without a change feed (SQLite: every write is made here) reads
+// the store only when a local write wakes it, not on a timer: over a
+// workflow whose two calls take a second each, it reads the workflow and
+// its steps at the start and once per wake-up, and still gets every step
+// and the end.
+func TestAFollowerWithoutAChangeFeedReadsWhenWoken(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	st := &countingReads{DB: db}
+	r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: slowAPI{delay: time.Second},
+		Owner: "replica-a", Lease: time.Minute})
+	defer r.Close(ctx)
+	wf, err := r.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := st.reads.Load()
+	var got []int
+	for id := range follow(ctx, t, r, wf.ID) {
+		got = append(got, id)
+	}
+	if diff := cmp.Diff([]int{1, 2, 3}, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	// Two reads at the start and two per wake-up, at most one wake-up per
+	// event: a follower polling every 200 ms makes about twenty.
+	if reads := st.reads.Load() - before; reads > int64(2*(1+len(got))) {
+		t.Errorf("the follower made %d store reads for %d events; want at most %d", reads, len(got), 2*(1+len(got)))
+	}
+}
+
+// TestAFollowerWaitsForALiveChangeFeedAndPollsWhileItIsDown checks a
+// follower of a shared store (PostgreSQL's change feed, driven by the test
+// here): while the feed is live and nothing changes, it does not read the
+// store at all; once the feed goes down it polls; and it still follows the
+// workflow to its end.
+func TestAFollowerWaitsForALiveChangeFeedAndPollsWhileItIsDown(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	st := countingFeed{countingReads: &countingReads{DB: db}, watches: make(chan workflow.Watch, 1)}
+	api := slowAPI{release: make(chan struct{})}
+	r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Owner: "replica-a", Lease: time.Hour})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go r.Run(runCtx)
+	defer r.Close(ctx)
+	w := <-st.watches
+	w.Live(true)
+
+	wf, err := r.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := st.reads.Load()
+	events := follow(ctx, t, r, wf.ID)
+	within(t, "the follower's first read", 5*time.Second, func() bool { return st.reads.Load() >= before+2 })
+	// The first call is held, so nothing changes for a while: longer than
+	// a follower's poll with the feed live used to be (2 s).
+	<-time.After(3 * time.Second)
+	if reads := st.reads.Load() - before; reads != 2 {
+		t.Errorf("%d store reads while the feed was live and nothing changed; want 2, the first", reads)
+	}
+
+	w.Live(false)
+	within(t, "the follower polling while the feed is down", 5*time.Second, func() bool { return st.reads.Load() >= before+8 })
+	close(api.release)
+	var got []int
+	for id := range events {
+		got = append(got, id)
+	}
+	if diff := cmp.Diff([]int{1, 2, 3}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
