@@ -124,6 +124,16 @@ func TestEnvironmentVariablesSetFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--gc-percent") {
 		t.Fatalf("bad --gc-percent from its variable: %v", err)
 	}
+	err = run(context.Background(), []string{"serve", "--max-streams-per-tenant", "0"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--max-streams-per-tenant") {
+		t.Fatalf("--max-streams-per-tenant 0: %v", err)
+	}
+	err = run(context.Background(), []string{"serve"}, func(k string) string {
+		return map[string]string{"AGENTPLANE_MAX_RUNNING": "0"}[k]
+	}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--max-running") {
+		t.Fatalf("--max-running 0 from its variable: %v", err)
+	}
 	err = run(context.Background(), []string{"serve", "--max-procs", "-2"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--max-procs") {
 		t.Fatalf("negative --max-procs: %v", err)
