@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseOptions(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "5", "-tenants", "6"}, {"-window", "0s"}, {"-store", "mysql"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "5", "-tenants", "6"}, {"-window", "0s"}, {"-settle", "-1s"}, {"-store", "mysql"}} {
 		if _, err := parseOptions(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseOptions(%q) = nil error, want one", args)
 		}
@@ -28,7 +28,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"-store", "sqlite", "-n", "20", "-tenants", "2", "-clients", "2", "-window", "1s"}
+	args := []string{"-store", "sqlite", "-n", "20", "-tenants", "2", "-clients", "2", "-window", "1s", "-settle", "0s"}
 	if err := run(ctx, args, os.Getenv, &out, &errOut); err != nil {
 		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errOut)
 	}

@@ -5,7 +5,7 @@
 // unrelated requests (GET /v1/tools), beside the same latency with no
 // follower open.
 //
-//	go run ./bench/followers [-store sqlite|postgres|both] [-n 1000] [-tenants 20] [-window 10s]
+//	go run ./bench/followers [-store sqlite|postgres|both] [-n 1000] [-tenants 20] [-window 10s] [-settle 12s]
 //
 // The server runs in this process, wired as `agentplane serve` wires it,
 // so that a counting wrapper around the workflow store can count the reads
@@ -14,8 +14,10 @@
 // (pg_stat_database.xact_commit, every cause included) are shown too; it
 // runs in a fresh database created on the server named by -database-url
 // (default $AGENTPLANE_TEST_DATABASE_URL, else a local one) and dropped at
-// the end. The followers are spread over -tenants tenants, each under the
-// default cap of open streams per tenant.
+// the end; the followers idle for -settle before their window, as
+// PostgreSQL reports a backend's transactions up to 10 s late. The
+// followers are spread over -tenants tenants (50 each by default), each
+// under the default cap of 100 open streams per tenant.
 package main
 
 import (
@@ -82,6 +84,7 @@ type options struct {
 	n, tenants  int
 	clients     int
 	window      time.Duration
+	settle      time.Duration
 	databaseURL string
 	limit       time.Duration
 }
@@ -96,17 +99,18 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	tenants := fs.Int("tenants", 20, "tenants the workflows and followers are spread over")
 	clients := fs.Int("clients", 4, "clients sending unrelated requests at once")
 	window := fs.Duration("window", 10*time.Second, "length of each measured window")
+	settle := fs.Duration("settle", 12*time.Second, "time the followers idle before their window is measured: PostgreSQL reports a backend's transactions up to 10 s late")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of the setup (invoking, opening followers)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{n: *n, tenants: *tenants, clients: *clients, window: *window, limit: *limit}
+	o := options{n: *n, tenants: *tenants, clients: *clients, window: *window, settle: *settle, limit: *limit}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
 	}
-	if o.n < 1 || o.n > 10000 || o.tenants < 1 || o.tenants > o.n || o.clients < 1 || o.clients > 64 || o.window <= 0 || o.limit <= 0 {
-		return options{}, errors.New("-n must be from 1 to 10000, -tenants from 1 to -n, -clients from 1 to 64, -window and -limit positive")
+	if o.n < 1 || o.n > 10000 || o.tenants < 1 || o.tenants > o.n || o.clients < 1 || o.clients > 64 || o.window <= 0 || o.settle < 0 || o.limit <= 0 {
+		return options{}, errors.New("-n must be from 1 to 10000, -tenants from 1 to -n, -clients from 1 to 64, -window and -limit positive, -settle not negative")
 	}
 	o.databaseURL = stores.DatabaseURL(getenv)
 	return o, nil
@@ -381,7 +385,12 @@ func measure(ctx context.Context, o options, dir, store string, stderr io.Writer
 		}
 	}
 
-	fmt.Fprintf(stderr, "%s: %d followers idle, %s …\n", store, o.n, o.window)
+	fmt.Fprintf(stderr, "%s: %d followers idle, %s to settle and %s measured …\n", store, o.n, o.settle, o.window)
+	select {
+	case <-time.After(o.settle):
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
 	pg, err := pgCounter(ctx, dbURL)
 	if err != nil {
 		return res, err
