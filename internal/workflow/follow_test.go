@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -160,6 +163,85 @@ func TestAFollowerWaitsForALiveChangeFeedAndPollsWhileItIsDown(t *testing.T) {
 		got = append(got, id)
 	}
 	if diff := cmp.Diff([]int{1, 2, 3}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// pgReads is the PostgreSQL store, change feed included, counting the
+// reads a follower makes.
+type pgReads struct {
+	*postgres.DB
+	reads atomic.Int64
+}
+
+func (s *pgReads) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
+	s.reads.Add(1)
+	return s.DB.Workflow(ctx, tenant, id)
+}
+
+func (s *pgReads) Steps(ctx context.Context, id string, after int) ([]workflow.Step, error) {
+	s.reads.Add(1)
+	return s.DB.Steps(ctx, id, after)
+}
+
+// TestAFollowerOnPostgreSQLWaitsForTheChangeFeed checks, on PostgreSQL's
+// own change feed, that a follower of a workflow waiting for approval does
+// not read the store while nothing changes, and that a decision made on
+// another replica (a handle of its own) reaches it through the feed, up to
+// the workflow's end.
+func TestAFollowerOnPostgreSQLWaitsForTheChangeFeed(t *testing.T) {
+	url := postgres.NewTestDatabase(t)
+	ctx := context.Background()
+	open := func() *postgres.DB {
+		db, err := postgres.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dbA, dbB := open(), open()
+	seedRefund(t, dbA, refundApproval)
+	st := &pgReads{DB: dbA}
+	a := workflow.New(workflow.Options{Store: st, Versions: dbA, Tools: dbA, Caller: &ledger{}, Owner: "replica-a", Lease: time.Hour})
+	b := refundRunner(dbB, "replica-b", &ledger{}, time.Hour)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go a.Run(runCtx)
+	defer a.Close(ctx)
+	defer b.Close(ctx)
+	wf := invokeRefund(t, a)
+	// Replica a listens once its LISTEN shows in pg_stat_activity (it
+	// marks the feed live as that statement returns).
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	within(t, "replica a listening", 10*time.Second, func() bool {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n)
+		return err == nil && n > 0
+	})
+
+	before := st.reads.Load()
+	events := follow(ctx, t, a, wf.ID)
+	within(t, "the follower's first events", 5*time.Second, func() bool { return len(events) == 2 })
+	first := st.reads.Load() - before
+	<-time.After(3 * time.Second)
+	if reads := st.reads.Load() - before - first; reads != 0 {
+		t.Errorf("%d store reads while the feed was live and nothing changed; want none", reads)
+	}
+	if _, err := b.Decide(ctx, workflow.DecideRequest{Tenant: "acme", WorkflowID: wf.ID, Step: 2, Decision: agent.DecisionApprove,
+		Approver: approver("bob", "approve:refunds")}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for id := range events {
+		got = append(got, id)
+	}
+	if diff := cmp.Diff([]int{1, 2, 3, 4, 5}, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
