@@ -12,25 +12,25 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/store/postgres"
-	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// countingReads is the SQLite store counting the reads a follower makes.
+// countingReads is a store counting the reads a follower makes; it hides
+// the store's change feed, if any.
 type countingReads struct {
-	*sqlite.DB
+	workflow.Store
 	reads atomic.Int64
 }
 
 func (s *countingReads) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
 	s.reads.Add(1)
-	return s.DB.Workflow(ctx, tenant, id)
+	return s.Store.Workflow(ctx, tenant, id)
 }
 
 func (s *countingReads) Steps(ctx context.Context, id string, after int) ([]workflow.Step, error) {
 	s.reads.Add(1)
-	return s.DB.Steps(ctx, id, after)
+	return s.Store.Steps(ctx, id, after)
 }
 
 // countingFeed is countingReads with a change feed the test drives, as
@@ -100,7 +100,7 @@ func within(t *testing.T, what string, limit time.Duration, cond func() bool) {
 func TestAFollowerWithoutAChangeFeedReadsWhenWoken(t *testing.T) {
 	db := setup(t)
 	ctx := context.Background()
-	st := &countingReads{DB: db}
+	st := &countingReads{Store: db}
 	r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: slowAPI{delay: time.Second},
 		Owner: "replica-a", Lease: time.Minute})
 	defer r.Close(ctx)
@@ -131,7 +131,7 @@ func TestAFollowerWithoutAChangeFeedReadsWhenWoken(t *testing.T) {
 func TestAFollowerWaitsForALiveChangeFeedAndPollsWhileItIsDown(t *testing.T) {
 	db := setup(t)
 	ctx := context.Background()
-	st := countingFeed{countingReads: &countingReads{DB: db}, watches: make(chan workflow.Watch, 1)}
+	st := countingFeed{countingReads: &countingReads{Store: db}, watches: make(chan workflow.Watch, 1)}
 	api := slowAPI{release: make(chan struct{})}
 	r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Owner: "replica-a", Lease: time.Hour})
 	runCtx, stop := context.WithCancel(ctx)
@@ -167,21 +167,14 @@ func TestAFollowerWaitsForALiveChangeFeedAndPollsWhileItIsDown(t *testing.T) {
 	}
 }
 
-// pgReads is the PostgreSQL store, change feed included, counting the
-// reads a follower makes.
+// pgReads is countingReads over PostgreSQL, with its change feed.
 type pgReads struct {
-	*postgres.DB
-	reads atomic.Int64
+	*countingReads
+	db *postgres.DB
 }
 
-func (s *pgReads) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
-	s.reads.Add(1)
-	return s.DB.Workflow(ctx, tenant, id)
-}
-
-func (s *pgReads) Steps(ctx context.Context, id string, after int) ([]workflow.Step, error) {
-	s.reads.Add(1)
-	return s.DB.Steps(ctx, id, after)
+func (s pgReads) WatchChanges(ctx context.Context, w workflow.Watch) error {
+	return s.db.WatchChanges(ctx, w)
 }
 
 // TestAFollowerOnPostgreSQLWaitsForTheChangeFeed checks, on PostgreSQL's
@@ -202,7 +195,7 @@ func TestAFollowerOnPostgreSQLWaitsForTheChangeFeed(t *testing.T) {
 	}
 	dbA, dbB := open(), open()
 	seedRefund(t, dbA, refundApproval)
-	st := &pgReads{DB: dbA}
+	st := pgReads{countingReads: &countingReads{Store: dbA}, db: dbA}
 	a := workflow.New(workflow.Options{Store: st, Versions: dbA, Tools: dbA, Caller: &ledger{}, Owner: "replica-a", Lease: time.Hour})
 	b := refundRunner(dbB, "replica-b", &ledger{}, time.Hour)
 	runCtx, stop := context.WithCancel(ctx)
