@@ -91,6 +91,17 @@ func TestServeStartsOnEmbeddedDefaultsAndShutsDownGracefully(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /v1/tools with a CLI token: %d", resp.StatusCode)
 	}
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"\nagentplane_workflow_executions_running 0\n", "\nagentplane_workflow_executions_queued 0\n"} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
 
 	cancel()
 	select {
