@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -49,7 +50,9 @@ func newFeed(shared bool) *feed { return &feed{shared: shared, released: make(ch
 func (f *feed) poll() time.Duration {
 	switch {
 	case !f.shared:
-		return localPoll
+		// Spread out, so that followers opened together do not all
+		// re-read at once.
+		return localPoll - rand.N(localPoll/4)
 	case f.live.Load():
 		// Every change, local or not, wakes the follower; when the feed
 		// goes down, every follower is woken to poll instead.

@@ -16,10 +16,10 @@ import (
 // replica then reaches a follower here.
 const followPoll = 200 * time.Millisecond
 
-// localPoll is how often a follower re-reads a store without a change feed
-// (SQLite: one process, so every write is made here and wakes the follower
-// through the hub): only a safety net, slow enough that a thousand idle
-// followers cost the store a few reads a second.
+// localPoll is how often, at most, a follower re-reads a store without a
+// change feed (SQLite: one process, so every write is made here and wakes
+// the follower through the hub): only a safety net, slow enough that a
+// thousand idle followers cost the store under a hundred reads a second.
 const localPoll = 30 * time.Second
 
 // hub wakes local followers of a workflow when its history grows.
