@@ -91,6 +91,17 @@ func TestServeStartsOnEmbeddedDefaultsAndShutsDownGracefully(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /v1/tools with a CLI token: %d", resp.StatusCode)
 	}
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"\nagentplane_workflow_executions_running 0\n", "\nagentplane_workflow_executions_queued 0\n"} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
 
 	cancel()
 	select {
@@ -123,6 +134,16 @@ func TestEnvironmentVariablesSetFlags(t *testing.T) {
 	}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--gc-percent") {
 		t.Fatalf("bad --gc-percent from its variable: %v", err)
+	}
+	err = run(context.Background(), []string{"serve", "--max-streams-per-tenant", "0"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--max-streams-per-tenant") {
+		t.Fatalf("--max-streams-per-tenant 0: %v", err)
+	}
+	err = run(context.Background(), []string{"serve"}, func(k string) string {
+		return map[string]string{"AGENTPLANE_MAX_RUNNING": "0"}[k]
+	}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--max-running") {
+		t.Fatalf("--max-running 0 from its variable: %v", err)
 	}
 	err = run(context.Background(), []string{"serve", "--max-procs", "-2"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--max-procs") {

@@ -43,6 +43,7 @@ type serveConfig struct {
 	tenantLimits   []string
 
 	maxBodyBytes      int64
+	maxStreams        int
 	idempotencyTTL    time.Duration
 	invokeIdempotency time.Duration
 
@@ -91,6 +92,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.IntVar(&c.rateLimitIP, "rate-limit-ip", 120, "unauthenticated requests a minute per client IP")
 	f.StringSliceVar(&c.tenantLimits, "rate-limit-tenant", nil, "per-tenant override tenant=rate[:burst], repeatable")
 	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
+	f.IntVar(&c.maxStreams, "max-streams-per-tenant", httpapi.DefaultMaxStreamsPerTenant, "event streams (invoke with stream, GET /v1/workflows/{id}/events) one tenant may hold open on this server; more are refused with 429")
 	f.DurationVar(&c.idempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long idempotency keys are honoured")
 	f.DurationVar(&c.invokeIdempotency, "invoke-idempotency-ttl", 7*24*time.Hour, "how long invoke's idempotency keys are honoured")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -118,6 +120,12 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	}
 	if c.readTimeout <= 0 {
 		return fmt.Errorf("--read-timeout must be positive, not %s", c.readTimeout)
+	}
+	if c.maxStreams < 1 {
+		return fmt.Errorf("--max-streams-per-tenant must be at least 1, not %d", c.maxStreams)
+	}
+	if c.run.maxRunning < 1 {
+		return fmt.Errorf("--max-running must be at least 1, not %d", c.run.maxRunning)
 	}
 	if c.maxProcs < 0 {
 		return fmt.Errorf("--max-procs must be 0 (every CPU) or a positive count, not %d", c.maxProcs)
@@ -218,6 +226,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
 
 	reg := prometheus.NewRegistry()
+	telemetry.RegisterExecutions(reg, runner.Executions)
 	srv := httpapi.NewServer(httpapi.Config{
 		MaxBodyBytes:         c.maxBodyBytes,
 		IdempotencyTTL:       c.idempotencyTTL,
@@ -226,6 +235,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Version:              version,
 		PublicURL:            c.issuer.issuerURL(),
 		AuthorizationServer:  authCfg.Issuer,
+		MaxStreamsPerTenant:  c.maxStreams,
 	}, httpapi.Deps{
 		Logger:      logger,
 		Store:       st,

@@ -46,6 +46,7 @@ type runFlags struct {
 	lease            time.Duration
 	defaultToolCalls int
 	maxToolCalls     int
+	maxRunning       int
 	llmBaseURL       string
 	llmModel         string
 	llmAPIKeyRef     string
@@ -56,6 +57,7 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.lease, "workflow-lease", 15*time.Second, "how long a replica owns a workflow or replay batch without renewing; another resumes it after")
 	fs.IntVar(&f.defaultToolCalls, "default-tool-calls", 20, "max_tool_calls when an invocation does not say")
 	fs.IntVar(&f.maxToolCalls, "max-tool-calls", 100, "largest max_tool_calls an invocation may ask for")
+	fs.IntVar(&f.maxRunning, "max-running", 1000, "workflow executions running at once on this server; further ones queue until one ends")
 	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "OpenAI-compatible chat-completions base URL for plan steps (off when empty)")
 	fs.StringVar(&f.llmModel, "llm-model", "", "model for plan steps")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
@@ -133,6 +135,6 @@ func newRunner(ctx context.Context, f runFlags, st store, parts *toolParts, logg
 	return workflow.New(workflow.Options{
 		Store: st, Versions: st, Tools: st, Caller: parts.executor, Planner: planner,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
-		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls,
+		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
 	}), nil
 }

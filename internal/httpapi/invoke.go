@@ -44,7 +44,14 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	info := infoFrom(r.Context())
 	info.resourceID = name
 	var offered *workflow.RequestRecord
-	if !wantsStream(r, req) {
+	if wantsStream(r, req) {
+		// Refused before the workflow starts: nothing runs unfollowed.
+		release, err := s.streams.acquire(p.Tenant)
+		if err != nil {
+			return err
+		}
+		defer release()
+	} else {
 		// A sync invoke answers 200 once its workflow has ended: its record
 		// can be written with that end instead of in a transaction of its
 		// own. Built from what is known now (the execution runs on another
@@ -91,6 +98,11 @@ func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, e idempote
 	w.Header().Set("Workflow-Id", e.WorkflowID)
 	w.Header().Set("Idempotent-Replayed", "true")
 	if wantsStream(r, req) {
+		release, err := s.streams.acquire(p.Tenant)
+		if err != nil {
+			return err
+		}
+		defer release()
 		return s.stream(w, r, p.Tenant, e.WorkflowID, 0)
 	}
 	return s.respondFinished(w, r, p.Tenant, e.WorkflowID)

@@ -55,6 +55,9 @@ type Config struct {
 	// AuthorizationServer is the issuer of the server's tokens, named in
 	// the MCP endpoint's protected resource metadata.
 	AuthorizationServer string
+	// MaxStreamsPerTenant caps each tenant's open event streams on this
+	// server (default DefaultMaxStreamsPerTenant).
+	MaxStreamsPerTenant int
 }
 
 // Deps are the server's collaborators; cmd/agentplane wires them.
@@ -99,6 +102,8 @@ type Server struct {
 	// of the tools every tenant has.
 	mcp       http.Handler
 	mcpStatic *mcp.Server
+	// streams caps each tenant's open event streams.
+	streams *streamLimit
 }
 
 // NewServer builds the handler of the whole API.
@@ -115,13 +120,17 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.IdempotencyLock <= 0 {
 		cfg.IdempotencyLock = defaultRunningLock
 	}
+	if cfg.MaxStreamsPerTenant <= 0 {
+		cfg.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
+	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256)}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256),
+		streams: newStreamLimit(cfg.MaxStreamsPerTenant)}
 	s.mcp = s.newMCPHandler()
 	s.routes = s.routeTable()
 	for i := range s.routes {

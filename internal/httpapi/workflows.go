@@ -193,6 +193,11 @@ func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) er
 		}
 		after = n
 	}
+	release, err := s.streams.acquire(tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	w.Header().Set("Workflow-Id", id)
 	return s.stream(w, r, tenant, id, after)
 }

@@ -220,16 +220,24 @@ func TestCancellingAWaitingWorkflowEndsIt(t *testing.T) {
 // PostgreSQL database while approvals time out: each workflow ends denied
 // exactly once, with one service decision in the audit log.
 func TestATimeoutIsDecidedOnceWithTwoReplicas(t *testing.T) {
-	db, err := postgres.Open(t.Context(), postgres.NewTestDatabase(t))
+	url := postgres.NewTestDatabase(t)
+	db, err := postgres.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	// Each replica has a handle of its own, as each process does: the
+	// change feed tells a handle only what the others wrote.
+	dbB, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dbB.Close() })
 	seedRefund(t, db, `{"timeout": "1s", "on_timeout": "deny"}`)
 	ctx := context.Background()
 	api := &ledger{}
 	a := refundRunner(db, "replica-a", api, 300*time.Millisecond)
-	b := refundRunner(db, "replica-b", api, 300*time.Millisecond)
+	b := refundRunner(dbB, "replica-b", api, 300*time.Millisecond)
 	const n = 20
 	var wfs []*workflow.Workflow
 	var mu sync.Mutex

@@ -2,15 +2,18 @@ package workflow
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
 
 // ChangeFeed is a store shared by replicas that tells each of what the
-// others did, as it happens (PostgreSQL's LISTEN/NOTIFY). Without one, or
-// while it is down, a replica learns the same by polling: followers re-read
-// a workflow every followPoll, and expired leases are claimed on the
-// runner's tick.
+// others did, as it happens (PostgreSQL's LISTEN/NOTIFY). While it is live,
+// followers wait for it and for local writes without polling; while it is
+// down, a replica learns the same by polling: followers re-read a workflow
+// every followPoll, and expired leases are claimed on the runner's tick. A
+// store without one is not shared (SQLite): every write is local, so
+// followers wait for local writes, re-reading only every localPoll.
 type ChangeFeed interface {
 	// WatchChanges calls w's functions until ctx ends, reconnecting after
 	// a failure, and returns ctx's error.
@@ -31,23 +34,29 @@ type Watch struct {
 	Live func(bool)
 }
 
-// feedPoll is how often a follower re-reads the store while the change
-// feed is live: only a safety net, as changes wake it at once.
-const feedPoll = 2 * time.Second
-
 // feed is the runner's side of a ChangeFeed.
 type feed struct {
-	live atomic.Bool
+	// shared is set when the store has a change feed: replicas share it.
+	shared bool
+	live   atomic.Bool
 	// released wakes the recovery loop at once.
 	released chan struct{}
 }
 
-func newFeed() *feed { return &feed{released: make(chan struct{}, 1)} }
+func newFeed(shared bool) *feed { return &feed{shared: shared, released: make(chan struct{}, 1)} }
 
-// poll is how long a follower waits for a wake-up before re-reading.
+// poll is how long a follower waits for a wake-up before re-reading; 0
+// waits for the wake-up alone.
 func (f *feed) poll() time.Duration {
-	if f.live.Load() {
-		return feedPoll
+	switch {
+	case !f.shared:
+		// Spread out, so that followers opened together do not all
+		// re-read at once.
+		return localPoll - rand.N(localPoll/4)
+	case f.live.Load():
+		// Every change, local or not, wakes the follower; when the feed
+		// goes down, every follower is woken to poll instead.
+		return 0
 	}
 	return followPoll
 }
@@ -76,10 +85,10 @@ func (r *Runner) watch(ctx context.Context) {
 			}
 		},
 		Live: func(live bool) {
-			was := r.feed.live.Swap(live)
-			if live && !was {
-				// Whatever happened while the feed was down was missed:
-				// every follower re-reads now.
+			if was := r.feed.live.Swap(live); live != was {
+				// Up: whatever happened while the feed was down was
+				// missed, so every follower re-reads now. Down: followers
+				// waiting for the feed alone start polling.
 				r.hub.notifyAll()
 			}
 		},
@@ -87,5 +96,7 @@ func (r *Runner) watch(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		r.opts.Logger.Warn("workflow change feed stopped", "err", err)
 	}
-	r.feed.live.Store(false)
+	if r.feed.live.Swap(false) {
+		r.hub.notifyAll()
+	}
 }

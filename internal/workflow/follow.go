@@ -11,10 +11,16 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 )
 
-// followPoll is how often a follower re-reads the store when no local
-// notification arrives and no change feed is live: the path by which a
-// workflow running on another replica then reaches a follower here.
+// followPoll is how often a follower re-reads the store while the store's
+// change feed is down: the path by which a workflow running on another
+// replica then reaches a follower here.
 const followPoll = 200 * time.Millisecond
+
+// localPoll is how often, at most, a follower re-reads a store without a
+// change feed (SQLite: one process, so every write is made here and wakes
+// the follower through the hub): only a safety net, slow enough that a
+// thousand idle followers cost the store under a hundred reads a second.
+const localPoll = 30 * time.Second
 
 // hub wakes local followers of a workflow when its history grows.
 type hub struct {
@@ -95,13 +101,18 @@ func (s *sub) wake() {
 	}
 }
 
-// wait returns on a notification, after poll, or with ctx's error.
+// wait returns on a notification, after poll (never when poll is 0), or
+// with ctx's error.
 func (s *sub) wait(ctx context.Context, poll time.Duration) error {
-	t := time.NewTimer(poll)
-	defer t.Stop()
+	var expired <-chan time.Time
+	if poll > 0 {
+		t := time.NewTimer(poll)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-s.c:
-	case <-t.C:
+	case <-expired:
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -47,8 +48,12 @@ type Options struct {
 	// invocation may set (default 100).
 	DefaultToolCalls int
 	MaxToolCalls     int
-	Now              func() time.Time
-	Logger           *slog.Logger
+	// MaxRunning bounds the executions running at once on this replica
+	// (default 1,000); further ones queue, holding their leases, until one
+	// ends.
+	MaxRunning int
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Runner starts, executes, resumes and follows workflows.
@@ -69,6 +74,11 @@ type Runner struct {
 	creating map[string]bool
 	wg       sync.WaitGroup
 	closing  bool
+
+	// slots holds a token per execution running; queued counts those
+	// waiting for one.
+	slots  chan struct{}
+	queued atomic.Int64
 }
 
 // Causes of stopping an execution without finishing its workflow.
@@ -109,14 +119,18 @@ func New(opts Options) *Runner {
 	if opts.MaxToolCalls <= 0 {
 		opts.MaxToolCalls = 100
 	}
+	if opts.MaxRunning <= 0 {
+		opts.MaxRunning = 1000
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{opts: opts, hub: newHub(), feed: newFeed(), running: map[string]context.CancelCauseFunc{},
-		records: map[string]*RequestRecord{}, creating: map[string]bool{}}
+	_, shared := opts.Store.(ChangeFeed)
+	return &Runner{opts: opts, hub: newHub(), feed: newFeed(shared), running: map[string]context.CancelCauseFunc{},
+		records: map[string]*RequestRecord{}, creating: map[string]bool{}, slots: make(chan struct{}, opts.MaxRunning)}
 }
 
 // Program returns the compiled program of a version, compiling it again
@@ -251,9 +265,36 @@ func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Prog
 			r.mu.Unlock()
 			cancel(nil)
 		}()
+		defer r.admit(ctx)()
 		r.execute(ctx, wf, prog, h)
 	}()
 	return nil
+}
+
+// admit waits until fewer than MaxRunning executions run, and returns the
+// release of the slot taken. A queued execution counts as running here
+// otherwise: its lease is renewed, and a cancel, a lost lease or a
+// shutdown stops it at once, without a slot, so that it records why.
+func (r *Runner) admit(ctx context.Context) (release func()) {
+	select {
+	case r.slots <- struct{}{}:
+		return func() { <-r.slots }
+	default:
+	}
+	r.queued.Add(1)
+	defer r.queued.Add(-1)
+	select {
+	case r.slots <- struct{}{}:
+		return func() { <-r.slots }
+	case <-ctx.Done():
+		return func() {}
+	}
+}
+
+// Executions reports the executions running on this replica and those
+// queued behind MaxRunning.
+func (r *Runner) Executions() (running, queued int) {
+	return len(r.slots), int(r.queued.Load())
 }
 
 // stop cancels a local execution with a cause.
@@ -336,7 +377,7 @@ func (r *Runner) wait(ctx context.Context, tenant, id string, withSteps, settled
 				return wf, steps, err
 			}
 		}
-		if err := sub.wait(ctx, followPoll); err != nil {
+		if err := sub.wait(ctx, r.feed.poll()); err != nil {
 			return nil, nil, err
 		}
 	}
