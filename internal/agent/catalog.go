@@ -38,6 +38,7 @@ func (c *Catalog) Add(t *tool.Tool, ops []tool.Operation) {
 			PolicyClass: t.PolicyClass,
 			Description: desc,
 			InputSchema: op.Input,
+			Arguments:   op.ArgumentNames(),
 		}
 	}
 	c.tools[t.Name] = ct

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/agentplane/agentplane/internal/tool"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,9 @@ type OperationInfo struct {
 	Description string
 	// InputSchema is the JSON Schema of the operation's arguments object.
 	InputSchema json.RawMessage
+	// Arguments are the argument names a call may pass; nil when the
+	// operation takes other names too (tool.Operation.ArgumentNames).
+	Arguments []string
 }
 
 // ToolCatalog is the registered tools of the deploying tenant.
@@ -363,7 +367,10 @@ func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 		switch a := s.Args.(type) {
 		case nil:
 			cs.args = compileTree(c.stepEnv, map[string]any{}, f+".args", c.bad)
-		case map[string]any, string:
+		case map[string]any:
+			cs.args = compileTree(c.stepEnv, a, f+".args", c.bad)
+			c.checkArgNames(f+".args", cs.target, a)
+		case string:
 			cs.args = compileTree(c.stepEnv, a, f+".args", c.bad)
 		default:
 			c.bad(f+".args", "must be an object, or one CEL expression that gives an object")
@@ -476,6 +483,31 @@ func (c *compiler) resolveCall(field, ref string) (target, bool) {
 		return target{}, false
 	}
 	return target{tool: toolName, op: op}, true
+}
+
+// checkArgNames refuses argument names the called operation does not take,
+// which would otherwise fail only when the step runs.
+func (c *compiler) checkArgNames(field string, t target, args map[string]any) {
+	if t.op.Arguments == nil {
+		return
+	}
+	for _, k := range sortedKeys(args) {
+		if slices.Contains(t.op.Arguments, k) {
+			continue
+		}
+		msg := fmt.Sprintf("%q is not an argument of %s.%s", k, t.tool, t.op.ID)
+		for _, n := range t.op.Arguments {
+			if strings.EqualFold(n, k) {
+				msg += fmt.Sprintf(" (did you mean %q?)", n)
+			}
+		}
+		if len(t.op.Arguments) == 0 {
+			msg += "; it takes none"
+		} else {
+			msg += "; it takes " + strings.Join(t.op.Arguments, ", ")
+		}
+		c.bad(field+"."+k, msg)
+	}
 }
 
 func (c *compiler) compileRoute(field string, cases []RouteCase) []croute {

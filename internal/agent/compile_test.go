@@ -54,6 +54,16 @@ func TestCompileErrors(t *testing.T) {
 			want: map[string]string{"steps[0].call": `tool "payments" has no operation "nope"`},
 		},
 		{
+			name: "an argument the operation does not take",
+			edit: func(d *Definition) {
+				d.Steps[0].Args = map[string]any{"ID": "context.transaction_id", "expand": "true"}
+			},
+			want: map[string]string{
+				"steps[0].args.ID":     `step 1 (fetch): "ID" is not an argument of payments.getTransaction (did you mean "id"?); it takes id`,
+				"steps[0].args.expand": `"expand" is not an argument of payments.getTransaction; it takes id`,
+			},
+		},
+		{
 			name: "malformed call",
 			edit: func(d *Definition) { d.Steps[0].Call = "payments" },
 			want: map[string]string{"steps[0].call": "is not <tool>.<operation id>"},
@@ -76,9 +86,9 @@ func TestCompileErrors(t *testing.T) {
 		{
 			name: "CEL error in a nested arg",
 			edit: func(d *Definition) {
-				d.Steps[0].Args = map[string]any{"filter": map[string]any{"ids": []any{"'a'", "1 +"}}}
+				d.Steps[0].Args = map[string]any{"id": map[string]any{"ids": []any{"'a'", "1 +"}}}
 			},
-			want: map[string]string{"steps[0].args.filter.ids[1]": "syntax error"},
+			want: map[string]string{"steps[0].args.id.ids[1]": "syntax error"},
 		},
 		{
 			name: "policy rule of the wrong type",

@@ -16,7 +16,8 @@ func testCatalog() *Catalog {
 	c := NewCatalog()
 	c.Add(&tool.Tool{Name: "payments", PolicyClass: "financial"}, []tool.Operation{
 		{ID: "getTransaction", Kind: tool.Read, Summary: "Get a transaction",
-			Input: json.RawMessage(`{"type":"object","required":["id"],"properties":{"id":{"type":"string"}}}`)},
+			Input: json.RawMessage(`{"type":"object","required":["id"],"properties":{"id":{"type":"string"}}}`),
+			HTTP:  &tool.HTTPBinding{Method: "GET", Path: "/transactions/{id}", Params: []tool.Param{{Name: "id", In: "path", Required: true}}}},
 		{ID: "refund", Kind: tool.Write, Summary: "Refund an amount",
 			Input: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number"}}}`)},
 	})

@@ -99,6 +99,30 @@ type Operation struct {
 	MCP     *MCPBinding     `json:"mcp,omitempty"`
 }
 
+// ArgumentNames are the names a call of the operation may pass, the ones
+// its binding knows; nil when it takes other names too (an HTTP request
+// body's members, an MCP tool's arguments), where only the call can tell.
+func (op *Operation) ArgumentNames() []string {
+	names := []string{}
+	switch {
+	case op.HTTP != nil && op.HTTP.Body == nil:
+		for _, p := range op.HTTP.Params {
+			names = append(names, p.Name)
+		}
+	case op.GraphQL != nil:
+		for _, a := range op.GraphQL.Args {
+			names = append(names, a.Name)
+		}
+	case op.SOAP != nil:
+		for _, p := range op.SOAP.Parts {
+			names = append(names, p.Name)
+		}
+	default:
+		return nil
+	}
+	return names
+}
+
 // MCPBinding is how to call an MCP server's tool: tools/call of Name at the
 // tool's base URL.
 type MCPBinding struct {

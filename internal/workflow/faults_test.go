@@ -286,7 +286,7 @@ func TestACallCutByTheWorkflowsEndIsRecorded(t *testing.T) {
 			books := &tool.Tool{ID: "tool_01JDBOOKS00000000000000000", Tenant: "acme", Name: "books", Type: tool.OpenAPI,
 				Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SideEffects: []string{}, Revision: 1,
 				OperationCount: 1, IndexedAt: now, CreatedAt: now, UpdatedAt: now, BaseURL: api.URL}
-			ops := []tool.Operation{{ID: "postEntry", Kind: tool.Write, HTTP: &tool.HTTPBinding{Method: "POST", Path: "/entries"}}}
+			ops := []tool.Operation{{ID: "postEntry", Kind: tool.Write, HTTP: &tool.HTTPBinding{Method: "POST", Path: "/entries", Body: &tool.Body{ContentType: "application/json"}}}}
 			if err := db.CreateTool(ctx, books, ops, nil); err != nil {
 				t.Fatal(err)
 			}

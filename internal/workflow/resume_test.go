@@ -248,11 +248,12 @@ func (gt goldenTool) tool(now time.Time, revision int) *tool.Tool {
 func (gt goldenTool) operations() []tool.Operation {
 	ops := make([]tool.Operation, len(gt.Operations))
 	for i, op := range gt.Operations {
-		method := "GET"
+		// A read takes an id in its path; a write, a JSON body of any members.
+		b := &tool.HTTPBinding{Method: "GET", Path: "/" + op.ID + "/{id}", Params: []tool.Param{{Name: "id", In: "path", Required: true}}}
 		if op.Kind == tool.Write {
-			method = "POST"
+			b = &tool.HTTPBinding{Method: "POST", Path: "/" + op.ID, Body: &tool.Body{ContentType: "application/json"}}
 		}
-		ops[i] = tool.Operation{ID: op.ID, Kind: op.Kind, HTTP: &tool.HTTPBinding{Method: method, Path: "/" + op.ID}}
+		ops[i] = tool.Operation{ID: op.ID, Kind: op.Kind, HTTP: b}
 	}
 	return ops
 }

@@ -70,8 +70,8 @@ func setup(t *testing.T) *sqlite.DB {
 		Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SideEffects: []string{}, IdempotencySupport: true,
 		Revision: 1, OperationCount: 2, IndexedAt: now, CreatedAt: now, UpdatedAt: now, BaseURL: "http://ledger.test"}
 	ops := []tool.Operation{
-		{ID: "getTransaction", Kind: tool.Read, HTTP: &tool.HTTPBinding{Method: "GET", Path: "/t"}},
-		{ID: "postEntry", Kind: tool.Write, HTTP: &tool.HTTPBinding{Method: "POST", Path: "/e"}},
+		{ID: "getTransaction", Kind: tool.Read, HTTP: &tool.HTTPBinding{Method: "GET", Path: "/t", Params: []tool.Param{{Name: "note", In: "query"}}}},
+		{ID: "postEntry", Kind: tool.Write, HTTP: &tool.HTTPBinding{Method: "POST", Path: "/e", Body: &tool.Body{ContentType: "application/json"}}},
 	}
 	if err := db.CreateTool(ctx, lt, ops, nil); err != nil {
 		t.Fatal(err)
