@@ -97,9 +97,10 @@ func TestInvokeRetriedAfterADisconnectGetsTheWorkflow(t *testing.T) {
 
 func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 	var skew atomic.Int64
+	store := &hookedStore{}
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
 		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	})
+	}, hookStore(store))
 	w := newFraudWorld(t, h)
 	release := gate(t, w)
 	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-long"}, "idempotency_key": "long"}
@@ -117,7 +118,7 @@ func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 	skew.Store(int64(time.Hour))
 	repeat := make(chan response, 1)
 	go func() { repeat <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
-	time.Sleep(300 * time.Millisecond)
+	waitAttached(t, store, "long")
 	release()
 	a, b := <-first, <-repeat
 	if a.Status != 200 || b.Status != 200 || b.Header.Get("Idempotent-Replayed") != "true" {
