@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/httpapi"
-	"github.com/agentplane/agentplane/internal/idempotency"
 )
 
 // gate holds w's getTransaction calls until release is called, or the
@@ -107,12 +106,7 @@ func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 	first := make(chan response, 1)
 	go func() { first <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
 	waitFor(t, func() bool { return w.payments.Load() == 1 })
-	// Wait until the key is linked to the workflow.
-	key := idempotency.Key{Tenant: "acme", Principal: "alice", Method: "POST", Path: "/v1/agents/fraud-triage/invoke", Key: "long"}
-	waitFor(t, func() bool {
-		e, created, err := h.DB.BeginIdempotent(t.Context(), idempotency.Entry{Key: key, Fingerprint: "peek", CreatedAt: time.Now()})
-		return err == nil && !created && e.WorkflowID != ""
-	})
+	waitLinked(t, h, "long")
 
 	// Long after the first request began, the workflow still runs.
 	skew.Store(int64(time.Hour))

@@ -77,3 +77,14 @@ func waitAttached(t *testing.T, s *hookedStore, key string) {
 		}
 	}
 }
+
+// waitLinked waits until alice's invoke of fraud-triage with key has
+// linked the key to its workflow, so a repeat can attach to it.
+func waitLinked(t *testing.T, h *harness, key string) {
+	t.Helper()
+	k := idempotency.Key{Tenant: "acme", Principal: "alice", Method: "POST", Path: "/v1/agents/fraud-triage/invoke", Key: key}
+	waitFor(t, func() bool {
+		e, created, err := h.DB.BeginIdempotent(t.Context(), idempotency.Entry{Key: k, Fingerprint: "peek", CreatedAt: time.Now()})
+		return err == nil && !created && e.WorkflowID != ""
+	})
+}

@@ -409,6 +409,7 @@ func TestIdempotentInvokeAttachesToTheRunningWorkflow(t *testing.T) {
 	first := make(chan response, 1)
 	go func() { first <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
 	waitFor(t, func() bool { return w.payments.Load() == 1 })
+	waitLinked(t, h, "once")
 
 	// The repeat arrives while the workflow waits on its first tool call.
 	repeat := make(chan response, 1)
