@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,22 +85,39 @@ func TestARunningRequestKeepsItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fetches atomic.Int32
+	fetching, release := make(chan struct{}, 1), make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
-		time.Sleep(1200 * time.Millisecond)
+		tell(fetching, struct{}{})
+		<-release
 		w.Write(spec)
 	}))
 	defer slow.Close()
-	h := newHarness(t, func(cfg *httpapi.Config, _ *httpapi.Deps) { cfg.IdempotencyLock = 300 * time.Millisecond })
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce()
+	var skew atomic.Int64
+	store := &hookedStore{}
+	h := newHarness(t, func(cfg *httpapi.Config, d *httpapi.Deps) {
+		cfg.IdempotencyLock = 300 * time.Millisecond
+		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	}, hookStore(store))
 	tok := h.token("acme", "tools:write")
 	body := `{"name": "users", "type": "openapi", "spec_url": "` + slow.URL + `/users.yaml"}`
 	first := make(chan response, 1)
 	go func() { first <- h.do("POST", "/v1/tools", tok, body, "Idempotency-Key", "slow") }()
-	time.Sleep(700 * time.Millisecond) // past the lock, had it not been renewed
+	receive(t, fetching, "fetch of the document")
+
+	// The server's clock moves past the lock the request took; a renewal
+	// made since (its lock ends after the move) keeps the key.
+	moved := time.Now().Add(time.Second)
+	skew.Store(int64(time.Second))
+	for !receive(t, store.extended, "renewal of the lock").After(moved) {
+	}
 	r := h.do("POST", "/v1/tools", tok, body, "Idempotency-Key", "slow")
 	if r.Status != 409 || r.problem(t).Code != "idempotency-key-in-use" {
 		t.Fatalf("repeat while running: %d %s", r.Status, r.Body)
 	}
+	releaseOnce()
 	if f := <-first; f.Status != 201 {
 		t.Fatalf("first: %d %s", f.Status, f.Body)
 	}

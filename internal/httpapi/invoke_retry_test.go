@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/httpapi"
-	"github.com/agentplane/agentplane/internal/idempotency"
 )
 
 // gate holds w's getTransaction calls until release is called, or the
@@ -97,27 +96,23 @@ func TestInvokeRetriedAfterADisconnectGetsTheWorkflow(t *testing.T) {
 
 func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 	var skew atomic.Int64
+	store := &hookedStore{}
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
 		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	})
+	}, hookStore(store))
 	w := newFraudWorld(t, h)
 	release := gate(t, w)
 	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-long"}, "idempotency_key": "long"}
 	first := make(chan response, 1)
 	go func() { first <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
 	waitFor(t, func() bool { return w.payments.Load() == 1 })
-	// Wait until the key is linked to the workflow.
-	key := idempotency.Key{Tenant: "acme", Principal: "alice", Method: "POST", Path: "/v1/agents/fraud-triage/invoke", Key: "long"}
-	waitFor(t, func() bool {
-		e, created, err := h.DB.BeginIdempotent(t.Context(), idempotency.Entry{Key: key, Fingerprint: "peek", CreatedAt: time.Now()})
-		return err == nil && !created && e.WorkflowID != ""
-	})
+	waitLinked(t, h, "long")
 
 	// Long after the first request began, the workflow still runs.
 	skew.Store(int64(time.Hour))
 	repeat := make(chan response, 1)
 	go func() { repeat <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
-	time.Sleep(300 * time.Millisecond)
+	waitAttached(t, store, "long")
 	release()
 	a, b := <-first, <-repeat
 	if a.Status != 200 || b.Status != 200 || b.Header.Get("Idempotent-Replayed") != "true" {

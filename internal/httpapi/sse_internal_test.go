@@ -45,10 +45,14 @@ func TestSSECloseWaitsForTheHeartbeat(t *testing.T) {
 	}
 	close(w.release)
 	<-closed
+	// The heartbeat's goroutine, the only writer besides send, has returned.
+	select {
+	case <-sse.done:
+	default:
+		t.Fatal("close returned before the heartbeat's goroutine")
+	}
 	// Read without a lock: the heartbeat is over (the race detector checks).
-	n := w.writes
-	time.Sleep(20 * time.Millisecond)
-	if w.writes != n {
-		t.Fatalf("%d heartbeats written after close returned", w.writes-n)
+	if w.writes == 0 {
+		t.Fatal("the heartbeat close waited for was not written")
 	}
 }

@@ -401,21 +401,22 @@ func TestCancelStopsARunningWorkflow(t *testing.T) {
 }
 
 func TestIdempotentInvokeAttachesToTheRunningWorkflow(t *testing.T) {
-	h := newHarness(t)
+	store := &hookedStore{}
+	h := newHarness(t, hookStore(store))
 	w := newFraudWorld(t, h)
 	w.gate = make(chan struct{})
 	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-7"}, "stream": true, "idempotency_key": "once"}
 	first := make(chan response, 1)
 	go func() { first <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
 	waitFor(t, func() bool { return w.payments.Load() == 1 })
+	waitLinked(t, h, "once")
 
 	// The repeat arrives while the workflow waits on its first tool call.
 	repeat := make(chan response, 1)
 	go func() {
 		repeat <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body, "Idempotency-Key", "once")
 	}()
-	// Nothing outside the server shows the repeat has attached; give it time.
-	time.Sleep(300 * time.Millisecond)
+	waitAttached(t, store, "once")
 	close(w.gate)
 	a, b := <-first, <-repeat
 	if a.Status != 200 || b.Status != 200 || b.Header.Get("Idempotent-Replayed") != "true" {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrClosed answers writes made after Close.
@@ -31,6 +32,7 @@ func (w *Write[F]) Answer(err error) { w.done <- err }
 // Queue is the write queue and its committing goroutines.
 type Queue[F any] struct {
 	writes   chan *Write[F]
+	queued   atomic.Int64
 	closing  chan struct{}
 	stopped  chan struct{}
 	once     sync.Once
@@ -58,15 +60,24 @@ func New[F any](maxBatch, writers int, commit func(batch []*Write[F])) *Queue[F]
 // at once.
 func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 	w := &Write[F]{Ctx: ctx, Fn: fn, done: make(chan error, 1)}
+	q.queued.Add(1)
+	var err error
 	select {
 	case q.writes <- w:
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
 	case <-q.closing:
-		return ErrClosed
+		err = ErrClosed
+	}
+	q.queued.Add(-1)
+	if err != nil {
+		return err
 	}
 	return <-w.done
 }
+
+// Queued returns how many writes wait for a writer to take them.
+func (q *Queue[F]) Queued() int { return int(q.queued.Load()) }
 
 // Closing is closed once Close has been called.
 func (q *Queue[F]) Closing() <-chan struct{} { return q.closing }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestBatchesAnswerEveryWrite checks that concurrent writes are committed
@@ -99,4 +100,62 @@ func TestWritersCommitSideBySide(t *testing.T) {
 	wg.Wait()
 	q.Close()
 	committed.Wait()
+}
+
+// TestQueuedCountsWritesNotYetTaken checks Queued: the writes waiting
+// behind a busy writer, less one whose caller gave up, and none once the
+// writer has taken them.
+func TestQueuedCountsWritesNotYetTaken(t *testing.T) {
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	q := New(8, 1, func(batch []*Write[int]) {
+		if batch[0].Fn == 0 {
+			close(inside)
+			<-release
+		}
+		for _, w := range batch {
+			w.Answer(nil)
+		}
+	})
+	defer q.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() { q.Do(context.Background(), 0) })
+	<-inside
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() {
+			c := context.Background()
+			if i == 0 {
+				c = ctx
+			}
+			errs[i] = q.Do(c, i+1)
+		})
+	}
+	waitQueued(t, q, 3)
+	cancel()
+	waitQueued(t, q, 2)
+	close(release)
+	wg.Wait()
+	if n := q.Queued(); n != 0 {
+		t.Errorf("%d writes queued once all were answered, want 0", n)
+	}
+	if !errors.Is(errs[0], context.Canceled) || errs[1] != nil || errs[2] != nil {
+		t.Errorf("answers %v, want the cancelled write refused and the others committed", errs)
+	}
+}
+
+// waitQueued waits until q holds n writes not yet taken.
+func waitQueued[F any](t *testing.T, q *Queue[F], n int) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for q.Queued() != n {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d writes queued after 10 s, want %d", q.Queued(), n)
+		}
+	}
 }

@@ -69,6 +69,7 @@ func oneStep(wfID string, seq int) *workflow.Step {
 // steps, ends, cancels and releases through LISTEN/NOTIFY, in commit
 // order, and not its own.
 func TestChangeFeedTellsOtherReplicas(t *testing.T) {
+	t.Parallel()
 	url := NewTestDatabase(t)
 	a, err := Open(t.Context(), url)
 	if err != nil {
@@ -115,6 +116,7 @@ func TestChangeFeedTellsOtherReplicas(t *testing.T) {
 // the change feed says it is down, and once the network is back the same
 // handle reads, writes and listens again without being reopened.
 func TestAnOutageIsUnavailableAndHealsByItself(t *testing.T) {
+	t.Parallel()
 	direct := NewTestDatabase(t)
 	u, err := url.Parse(direct)
 	if err != nil {
@@ -180,6 +182,7 @@ func must(t *testing.T, err error) {
 // storing its end), which is how renewals and batches deadlocked: it
 // answers at once and counts the workflow as still held.
 func TestRenewalSkipsARowAWriteHolds(t *testing.T) {
+	t.Parallel()
 	db := newTestDB(t)
 	ctx := t.Context()
 	held, free := runningWorkflow("replica-a"), runningWorkflow("replica-a")
@@ -207,6 +210,7 @@ func TestRenewalSkipsARowAWriteHolds(t *testing.T) {
 // TestAPoolWithNoRoomForReadsIsRefused checks the pool-size rule: more
 // connections than writers, said before anything is opened.
 func TestAPoolWithNoRoomForReadsIsRefused(t *testing.T) {
+	t.Parallel()
 	_, err := Open(t.Context(), "postgres://127.0.0.1:1/x", WithMaxConns(2), WithWriters(2))
 	if err == nil || !strings.Contains(err.Error(), "leaves none for reads") {
 		t.Fatalf("2 connections for 2 writers: %v, want refused", err)

@@ -30,6 +30,7 @@ func known(db *DB, tenant string) (head, bool) {
 // the head first for a while. Every chain verifies whichever replica and
 // writer appended, and nothing is lost.
 func TestKnownHeadsSealInOneRoundTripAndYieldToOtherReplicas(t *testing.T) {
+	t.Parallel()
 	url := NewTestDatabase(t)
 	ctx := t.Context()
 	open := func() *DB {
@@ -95,6 +96,7 @@ func TestKnownHeadsSealInOneRoundTripAndYieldToOtherReplicas(t *testing.T) {
 // known heads that fails for another reason leaves no head known that it
 // did not write, so the next append reads the head and succeeds.
 func TestAFailedSealedTransactionForgetsItsHeads(t *testing.T) {
+	t.Parallel()
 	db := newTestDB(t)
 	ctx := t.Context()
 	if err := appendOne(ctx, db, "acme", 0); err != nil {

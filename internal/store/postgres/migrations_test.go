@@ -16,6 +16,7 @@ import (
 // in error with a sign of its call was sent. completion is gone, and
 // replays can be stored.
 func TestStepsMigrationSetsSent(t *testing.T) {
+	t.Parallel()
 	url := NewTestDatabase(t)
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, url)

@@ -8,6 +8,7 @@ import (
 // TestPayloadsStayUnderNotifysLimit checks that many ids are split into
 // notifications each under NOTIFY's 8000 bytes, none lost.
 func TestPayloadsStayUnderNotifysLimit(t *testing.T) {
+	t.Parallel()
 	ids := make([]string, 1000)
 	for i := range ids {
 		ids[i] = "wf_01M89BEPZWBYKS7SB61BB7SJFJ"

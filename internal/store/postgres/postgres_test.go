@@ -14,10 +14,16 @@ import (
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
-// newTestDB opens a store on a fresh clone of the migrated template.
+// testWriters is how many writers a test's store has: more than one, as
+// on a server, and the same on every machine, so the pools of the tests
+// running side by side on one PostgreSQL server stay small.
+const testWriters = 2
+
+// newTestDB opens a store on a fresh clone of the migrated template, with
+// testWriters writers and a pool of two more connections.
 func newTestDB(t *testing.T) *DB {
 	t.Helper()
-	db, err := Open(t.Context(), NewTestDatabase(t))
+	db, err := Open(t.Context(), NewTestDatabase(t), WithWriters(testWriters), WithMaxConns(testWriters+2))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -26,6 +32,7 @@ func newTestDB(t *testing.T) *DB {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) storetest.Store { return newTestDB(t) }, storetest.Hooks{
 		TamperAudit: func(t *testing.T, s storetest.Store, tenant string, seq int64) {
 			_, err := s.(*DB).pool.Exec(t.Context(), `UPDATE audit_records SET action = 'tampered' WHERE tenant = $1 AND seq = $2`, tenant, seq)
@@ -46,6 +53,7 @@ func TestConformance(t *testing.T) {
 // TestConcurrentOpen opens one database from several replicas at once: the
 // advisory lock lets exactly one apply the migrations.
 func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
 	url := NewTestDatabase(t)
 	ctx := t.Context()
 	// Start from an empty database, not the migrated clone.
@@ -92,6 +100,7 @@ func TestConcurrentOpen(t *testing.T) {
 // which aborts the whole PostgreSQL transaction) leaves nothing behind, and
 // every other write of its batch commits, audit records included.
 func TestGroupCommitIsolation(t *testing.T) {
+	t.Parallel()
 	db := newTestDB(t)
 	ctx := t.Context()
 	errBoom := errors.New("boom")
@@ -157,14 +166,15 @@ func TestGroupCommitIsolation(t *testing.T) {
 // own write once taken, and that a caller gone before its write was taken
 // is answered with its context's error and nothing else changes.
 func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
+	t.Parallel()
 	db := newTestDB(t)
 	ctx := t.Context()
 	release := make(chan struct{})
-	held := make(chan struct{}, DefaultWriters())
+	held := make(chan struct{}, testWriters)
 	var wg sync.WaitGroup
 	// Every writer busy, one at a time (each taken write goes to an idle
 	// writer), so the writes below queue.
-	for range DefaultWriters() {
+	for range testWriters {
 		wg.Go(func() {
 			db.write(ctx, func(*wtx) error { held <- struct{}{}; <-release; return nil })
 		})
@@ -196,7 +206,8 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 			return err
 		})
 	})
-	time.Sleep(50 * time.Millisecond) // let the writes queue
+	// Every write waits for a writer: the batched ones, the slow one, the gone one.
+	storetest.WaitUntil(t, "every write queued", func() bool { return db.queue.Queued() == len(errs)+2 })
 	cancelGone()
 	close(release)
 	wg.Wait()
@@ -224,6 +235,7 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 // TestPurgeIdempotencyInChunks checks that a purge of more entries than one
 // statement deletes takes them all, and only the expired ones.
 func TestPurgeIdempotencyInChunks(t *testing.T) {
+	t.Parallel()
 	db := newTestDB(t)
 	ctx := t.Context()
 	now := time.Now()
@@ -251,6 +263,7 @@ func TestPurgeIdempotencyInChunks(t *testing.T) {
 // TestReadsOfAnUnreachableDatabaseAreUnavailable checks that a read that
 // cannot reach the database is a 503 (problem.Unavailable), not a 500.
 func TestReadsOfAnUnreachableDatabaseAreUnavailable(t *testing.T) {
+	t.Parallel()
 	db := newTestDB(t)
 	db.pool.Close()
 	_, err := db.ToolByName(t.Context(), "acme", "pets")
@@ -263,6 +276,7 @@ func TestReadsOfAnUnreachableDatabaseAreUnavailable(t *testing.T) {
 // finish within the write timeout fails instead of holding the writer, and
 // that the writes after it go through.
 func TestAStuckWriteIsAbandoned(t *testing.T) {
+	t.Parallel()
 	db, err := Open(t.Context(), NewTestDatabase(t), WithWriteTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ var oldSteps = []struct {
 // before migration 4: sent is derived, completion is gone, and replays can
 // be stored.
 func TestStepsMigrationSetsSent(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "agentplane.db")
 	raw, err := sql.Open("sqlite", dsn(path, false))

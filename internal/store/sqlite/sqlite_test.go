@@ -18,12 +18,14 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	// Audit records wait in the tail until enough have come to move: the
 	// default keeps nearly every test's records in the tail; a move after
 	// every record, or every few, puts them in the indexed table or across
 	// both.
 	for _, move := range []int{DefaultAuditMove, 1, 5} {
 		t.Run(fmt.Sprintf("audit-move-%d", move), func(t *testing.T) {
+			t.Parallel()
 			conformance(t, WithAuditMove(move))
 		})
 	}
@@ -61,6 +63,7 @@ func conformance(t *testing.T, opts ...Option) {
 // TestGroupCommitIsolation checks that a failing write in a batch rolls back
 // only its own changes while the others in the batch commit.
 func TestGroupCommitIsolation(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ctx := t.Context()
 	errBoom := errors.New("boom")
@@ -111,6 +114,7 @@ func TestGroupCommitIsolation(t *testing.T) {
 }
 
 func TestReopenKeepsDataAndMigrations(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "nested", "dir", "agentplane.db")
 	ctx := t.Context()
 	db, err := Open(ctx, path)
@@ -153,6 +157,7 @@ func TestReopenKeepsDataAndMigrations(t *testing.T) {
 }
 
 func TestWriteCancelledBeforeRun(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -183,6 +188,7 @@ func verifyChain(t *testing.T, db *DB, tenant string, want int) {
 // appended a record leaves no trace in the chain heads the writer keeps:
 // the next records continue the chain without a gap.
 func TestAuditHeadsFollowSavepoints(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ctx := t.Context()
 	errBoom := errors.New("boom")
@@ -225,6 +231,7 @@ func TestAuditHeadsFollowSavepoints(t *testing.T) {
 // another store on the same file (the CLI adding a client while the server
 // runs) and from this one interleave into one unbroken chain.
 func TestAuditChainSharedWithAnotherConnection(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "agentplane.db")
 	ctx := t.Context()
 	open := func() *DB {
@@ -250,6 +257,7 @@ func TestAuditChainSharedWithAnotherConnection(t *testing.T) {
 // written before migration 3 (with audit_heads and the old table) and
 // checks that the chain verifies and goes on where it stopped.
 func TestAuditMigrationKeepsTheChain(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "agentplane.db")
 	raw, err := sql.Open("sqlite", dsn(path, false))
@@ -306,6 +314,7 @@ func TestAuditMigrationKeepsTheChain(t *testing.T) {
 // savepoint around it): when it fails or panics, nothing it did remains,
 // its audit record included, and the chain goes on without a gap.
 func TestLoneWriteFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ctx := t.Context()
 	if err := db.AppendAudit(ctx, auditRec("ten_b", "test.ok")); err != nil {
@@ -347,6 +356,7 @@ func TestLoneWriteFailureRollsBack(t *testing.T) {
 // TestForkedAppendIsRefused checks that a record claiming a seq the chain
 // already has (a stale head) is refused, and that the chain goes on.
 func TestForkedAppendIsRefused(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ctx := t.Context()
 	for range 3 {
@@ -374,6 +384,7 @@ func TestForkedAppendIsRefused(t *testing.T) {
 // writes of its batch down with it: SQLite rolls back the whole
 // transaction when a statement is interrupted.
 func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ctx := t.Context()
 	if err := db.write(ctx, func(tx dbtx) error {
@@ -412,7 +423,8 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 			return err
 		})
 	})
-	time.Sleep(20 * time.Millisecond) // let the writes queue
+	// Release the writer once every write waits for it, so they go in one batch.
+	storetest.WaitUntil(t, "every write queued", func() bool { return db.queue.Queued() == len(recs)+1 })
 	close(release)
 	wg.Wait()
 	for i, err := range errs {
@@ -430,6 +442,7 @@ func TestCallerCancelledMidWriteSparesItsBatch(t *testing.T) {
 // process applied after this one read the applied versions is not run
 // again (it would fail on tables that exist).
 func TestMigrationAppliedMeanwhileIsSkipped(t *testing.T) {
+	t.Parallel()
 	db := NewTestDB(t)
 	ms, err := migrate.Load(migrations, "migrations")
 	if err != nil {
@@ -441,6 +454,7 @@ func TestMigrationAppliedMeanwhileIsSkipped(t *testing.T) {
 }
 
 func TestNewerDatabaseIsRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "agentplane.db")
 	db, err := Open(t.Context(), path)
 	if err != nil {
