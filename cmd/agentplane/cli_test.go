@@ -320,6 +320,8 @@ func TestCLIQuickstart(t *testing.T) {
 			{"invalid definition", []string{"agents", "deploy", e.write("bad.yaml", "name: fraud-triage\ndefinition: {tools: [nope], steps: []}\n")},
 				exitOther, `Validation failed: 2 fields are invalid (definition.tools[0]: no tool named "nope" is registered; `},
 			{"context the inputs refuse", []string{"invoke", "fraud-triage", "--goal", "g"}, exitOther, "Validation failed: "},
+			{"an argument the operation does not take", []string{"agents", "deploy", e.write("args.yaml", strings.Replace(cliAgent("9", 10), "{id: context.transaction_id}", "{ID: context.transaction_id}", 1))},
+				exitOther, `definition.steps[0].args.ID: step 1 (fetch_transaction): "ID" is not an argument of payments.getTransaction (did you mean "id"?); it takes id`},
 			{"no target", []string{"replay", wf}, exitUsage, "--target is required"},
 			{"no goal", []string{"invoke", "fraud-triage"}, exitUsage, "--goal is required"},
 			{"no tool", []string{"tools", "ops"}, exitUsage, "agentplane: tools ops takes a tool name or id (see agentplane tools ops --help)"},
