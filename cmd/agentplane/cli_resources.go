@@ -420,9 +420,11 @@ version (without one, the server numbers the version). - reads standard input.`,
 		ValidArgsFunction: completeAgent,
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return c.get(cmd, "/v1/agents/"+url.PathEscape(a[0]), func(w io.Writer, doc map[string]any) error {
-				if _, ok := doc["default"]; ok {
-					vertical(w, doc, "name", "description", "default_version", "latest_version", "versions", "created_at", "updated_at")
-					d, _ := doc["default"].(map[string]any)
+				if d, ok := doc["default"].(map[string]any); ok {
+					// The description of the version that runs: the default's,
+					// not the newest version's.
+					vertical(w, map[string]any{"name": doc["name"], "description": d["description"]}, "name", "description")
+					vertical(w, doc, "default_version", "latest_version", "versions", "created_at", "updated_at")
 					vertical(w, map[string]any{"default": d}, "default.tools", "default.deployed_at")
 					return nil
 				}

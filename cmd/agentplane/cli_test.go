@@ -174,6 +174,10 @@ func TestCLIQuickstart(t *testing.T) {
 	}
 	e.ok("agents", "deploy", e.write("v1.yaml", cliAgent("1", 1000)))
 	e.ok("agents", "deploy", e.write("v2.yaml", cliAgent("2", 5000)))
+	// The agent shows the description of the version that runs, the default.
+	if out := e.ok("agents", "get", "fraud-triage"); !strings.Contains(out, "threshold 1000") || strings.Contains(out, "threshold 5000") {
+		t.Errorf("agents get shows another description than the default version's:\n%s", out)
+	}
 
 	// The streamed invoke prints its first step before the workflow ends.
 	cmd := e.command("invoke", "fraud-triage", "--goal", "triage tx_42", "--context", "transaction_id=tx_42", "--stream")
@@ -440,6 +444,9 @@ func TestDemo(t *testing.T) {
 	}
 	e := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: grab("export AGENTPLANE_TOKEN=")}
 	wf := grab("agentplane replay ")
+	if !strings.Contains(ready, "and 6 workflows make its history.") {
+		t.Errorf("the ready block does not count the 6 seeded workflows:\n%s", ready)
+	}
 
 	// The example APIs listen on loopback only.
 	line := ready[strings.Index(ready, "example APIs on "):]

@@ -2,10 +2,12 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/client"
@@ -85,6 +87,10 @@ type Seeded struct {
 	Workflows map[string]string
 	// ReplayExample is a workflow whose replay against version 2 changes.
 	ReplayExample string
+	// History counts fraud-triage's workflows, those of earlier runs on the
+	// same data included; HistoryMore says there are more than it counted.
+	History     int
+	HistoryMore bool
 }
 
 // Seed registers the APIs as tools (updating them when a previous run
@@ -141,7 +147,39 @@ func Seed(ctx context.Context, cl *client.Client, apis *APIs, progress io.Writer
 		fmt.Fprintf(progress, "  workflow %s  %s  %s\n", wf.ID, tx, wf.Outcome)
 	}
 	out.ReplayExample = out.Workflows["tx_1002"]
+	out.History, out.HistoryMore, err = countWorkflows(ctx, cl, "fraud-triage")
+	if err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// maxCounted bounds how many workflows countWorkflows pages through.
+const maxCounted = 2000
+
+// countWorkflows counts the agent's workflows, at most maxCounted; more
+// says there are others beyond.
+func countWorkflows(ctx context.Context, cl *client.Client, agentName string) (n int, more bool, err error) {
+	cursor := ""
+	for n < maxCounted {
+		var page struct {
+			Workflows  []json.RawMessage `json:"workflows"`
+			NextCursor *string           `json:"next_cursor"`
+		}
+		path := "/v1/workflows?limit=200&agent=" + url.QueryEscape(agentName)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if _, err := cl.JSON(ctx, client.Request{Method: http.MethodGet, Path: path}, &page); err != nil {
+			return 0, false, fmt.Errorf("count %s's workflows: %w", agentName, err)
+		}
+		n += len(page.Workflows)
+		if page.NextCursor == nil {
+			return n, false, nil
+		}
+		cursor = *page.NextCursor
+	}
+	return n, true, nil
 }
 
 // toolIDs maps the tenant's tool names to their ids.
@@ -167,7 +205,15 @@ func toolIDs(ctx context.Context, cl *client.Client) (map[string]string, error) 
 func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nagentplane demo is ready: three example APIs on loopback are registered as tools,\n")
-	fmt.Fprintf(&b, "fraud-triage 1 (the default) and 2 are deployed, and %d workflows make its history.\n\n", len(s.Workflows))
+	history := fmt.Sprint(s.History)
+	if s.HistoryMore {
+		history = "over " + history
+	}
+	fmt.Fprintf(&b, "fraud-triage 1 (the default) and 2 are deployed, and %s workflows make its history", history)
+	if s.History != len(s.Workflows) {
+		fmt.Fprintf(&b, " (%d of them invoked just now)", len(s.Workflows))
+	}
+	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "Paste into another terminal (use `go run ./cmd/agentplane` for `agentplane` if it is not installed):\n\n")
 	fmt.Fprintf(&b, "  export AGENTPLANE_URL=%s\n  export AGENTPLANE_TOKEN=%s\n\n", baseURL, token)
 	fmt.Fprintf(&b, "  # 1. watch an agent's steps stream in\n")

@@ -60,6 +60,9 @@ func (w *fraudWorld) replay(t *testing.T, token, wfID string, body map[string]an
 	}
 	var res replayResult
 	r.json(t, &res)
+	if strings.Contains(string(r.Body), "0001-01-01") {
+		t.Errorf("the replay shows a zero time: %s", r.Body)
+	}
 	if loc := r.Header.Get("Location"); loc != "/v1/replays/"+res.ReplayID {
 		t.Errorf("Location = %q, want /v1/replays/%s", loc, res.ReplayID)
 	}

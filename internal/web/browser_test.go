@@ -128,6 +128,14 @@ func TestReplayPageInBrowser(t *testing.T) {
 		if same, changed, added := bg("same"), bg("changed"), bg("added"); same == changed || same == added || changed == added {
 			t.Errorf("row backgrounds same=%s changed=%s added=%s, want three colours", same, changed, added)
 		}
+		// An added step that failed (the unrecorded call) does not take the
+		// added row's green: it keeps the colour of a failure.
+		failed := run(t, ctx, "failed added step", chromedp.Evaluate[string](
+			`getComputedStyle(document.querySelector('tr.kind-added .step.step-failed')).backgroundColor`))
+		if ok := run(t, ctx, "ok added step", chromedp.Evaluate[string](
+			`getComputedStyle(document.querySelector('tr.kind-added td.side')).backgroundColor`)); failed == ok || failed == "rgba(0, 0, 0, 0)" {
+			t.Errorf("a failed added step's background %s, the added row's %s: want its own", failed, ok)
+		}
 		if v := run(t, ctx, "CSP violations", chromedp.Evaluate[[]string](`window.cspViolations`)); len(v) > 0 {
 			t.Errorf("CSP violations: %v", v)
 		}

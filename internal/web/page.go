@@ -163,6 +163,9 @@ type stepView struct {
 	TimedOut                       bool
 	Changed                        map[string]bool
 	HasCall, HasBodies, BodyHidden bool
+	// Failed marks a step that did not do what it set out to (denied, an
+	// error, …): its own colour shows whatever the row's kind of change.
+	Failed bool
 }
 
 // kinds are the legend, in its order: label and meaning of each row kind.
@@ -196,6 +199,10 @@ func newReplayView(p ReplayPage) replayView {
 	return v
 }
 
+// failedStatus are the step statuses shown as failures.
+var failedStatus = map[string]bool{"denied": true, "error": true, "failed": true, "limit_exceeded": true,
+	"unrecorded": true, "cancelled": true}
+
 func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *stepView {
 	if s == nil {
 		return nil
@@ -205,6 +212,7 @@ func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *
 		Tool: s.Tool, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error,
 		HasCall: s.Operation != "",
 		Changed: make(map[string]bool, len(changed)),
+		Failed:  failedStatus[s.Status],
 	}
 	for _, f := range changed {
 		v.Changed[f] = true

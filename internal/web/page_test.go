@@ -81,6 +81,9 @@ func TestRenderReplay(t *testing.T) {
 		`&#34;refund_id&#34;: &#34;re_5521&#34;`, // a visible tool's response, indented
 		`&lt;b&gt;Ada&lt;/b&gt; &amp; co`,        // a body's markup, escaped
 		`href="/viewer/assets/viewer.css?v=` + assetVersion + `"`,
+		// The added step that was not made keeps its own failure colour.
+		`<div class="step step-failed">
+  <p class="head"><span class="side-name">Replay</span> <span class="num">#4</span> <strong class="action">notify_customer</strong>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)

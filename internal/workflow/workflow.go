@@ -125,7 +125,7 @@ type Step struct {
 	// HTTPStatus is the tool's response status.
 	HTTPStatus int       `json:"http_status,omitempty"`
 	Attempts   int       `json:"attempts,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
 	DurationMS int64     `json:"duration_ms"`
 	// Sent reports that the step's tool call was sent to the tool: only a
 	// sent call's answer is served again by replay. A call refused before
