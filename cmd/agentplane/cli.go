@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -366,13 +368,33 @@ func readDocument(path string, stdin io.Reader) (json.RawMessage, error) {
 	}
 	var v any
 	if err := yaml.Unmarshal(raw, &v); err != nil {
-		return nil, usagef("%s is neither YAML nor JSON: %v", path, err)
+		return nil, usagef("%s is neither YAML nor JSON: %v%s", path, err, yamlContext(raw, err))
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
 		return nil, usagef("%s: %v", path, err)
 	}
 	return out, nil
+}
+
+// yamlLine is the line a YAML error names.
+var yamlLine = regexp.MustCompile(`\bline (\d+):`)
+
+// yamlContext quotes the lines around the one a YAML error names: the
+// parser names where it noticed the mistake, which may be the line before
+// or after the one to fix.
+func yamlContext(raw []byte, err error) string {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(raw), "\n")
+	var b strings.Builder
+	for i := max(n-1, 1); i <= min(n+1, len(lines)); i++ {
+		fmt.Fprintf(&b, "; line %d: %q", i, strings.TrimRight(lines[i-1], "\r"))
+	}
+	return b.String()
 }
 
 // args checks the count of positional arguments with a usage error.

@@ -334,6 +334,8 @@ func TestCLIQuickstart(t *testing.T) {
 			{"unknown subcommand", []string{"tools", "lst"}, exitUsage, `unknown command "lst" for "agentplane tools"; did you mean get or list?`},
 			{"unknown subcommand, nothing close", []string{"clients", "frobnicate"}, exitUsage, `unknown command "frobnicate" for "agentplane clients" (see agentplane clients --help)`},
 			{"missing file", []string{"agents", "deploy", filepath.Join(e.dir, "none.yaml")}, exitUsage, "no such file"},
+			{"YAML that does not parse", []string{"agents", "deploy", e.write("broken.yaml", "name: x\ndefinition:\n  tools: [a\n  steps: []\n")}, exitUsage,
+				`line 2: "definition:"; line 3: "  tools: [a"`},
 			{"bad output", []string{"tools", "list", "-o", "xml"}, exitUsage, `-o "xml": use table, json or yaml`},
 			{"no server", []string{"tools", "list", "--url", "http://" + freeAddr(t)}, exitOther, "cannot reach the server"},
 		} {
