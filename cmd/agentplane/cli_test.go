@@ -333,6 +333,7 @@ func TestCLIQuickstart(t *testing.T) {
 			{"unknown flag", []string{"tools", "list", "--bogus"}, exitUsage, "unknown flag: --bogus"},
 			{"unknown subcommand", []string{"tools", "lst"}, exitUsage, `unknown command "lst" for "agentplane tools"; did you mean get or list?`},
 			{"unknown subcommand, nothing close", []string{"clients", "frobnicate"}, exitUsage, `unknown command "frobnicate" for "agentplane clients" (see agentplane clients --help)`},
+			{"a subcommand of another group", []string{"tools", "search", "refund"}, exitUsage, `unknown command "search" for "agentplane tools"; did you mean agentplane operations search?`},
 			{"missing file", []string{"agents", "deploy", filepath.Join(e.dir, "none.yaml")}, exitUsage, "no such file"},
 			{"YAML that does not parse", []string{"agents", "deploy", e.write("broken.yaml", "name: x\ndefinition:\n  tools: [a\n  steps: []\n")}, exitUsage,
 				`line 2: "definition:"; line 3: "  tools: [a"`},

@@ -73,7 +73,13 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 		if cmd.SuggestionsMinimumDistance <= 0 {
 			cmd.SuggestionsMinimumDistance = 2
 		}
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		s := cmd.SuggestionsFor(args[0])
+		if len(s) == 0 {
+			// A command of that name elsewhere: tools search is
+			// operations search.
+			s = commandsNamed(cmd.Root(), args[0])
+		}
+		if len(s) > 0 {
 			msg += "; did you mean " + strings.Join(s, " or ") + "?"
 		}
 		return usagef("%s (see %s --help)", msg, cmd.CommandPath())
@@ -119,4 +125,17 @@ func bindEnv(cmd *cobra.Command, getenv func(string) string) {
 		}
 		return prev(c, args)
 	}
+}
+
+// commandsNamed are the full paths of the commands named name, anywhere
+// under cmd.
+func commandsNamed(cmd *cobra.Command, name string) []string {
+	var out []string
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == name {
+			out = append(out, sub.CommandPath())
+		}
+		out = append(out, commandsNamed(sub, name)...)
+	}
+	return out
 }
