@@ -219,17 +219,24 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) bool {
 	log := r.Logger.With("batch", b.ID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// Keep the lease while working; a lost lease stops the workers.
+	// Keep the lease while working; a lost lease stops the workers. The
+	// renewal stops, and is waited for, before the batch is finished or
+	// its lease given up, so no renewal lands after either.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	renewed := make(chan struct{})
 	go func() {
+		defer close(renewed)
 		t := time.NewTicker(r.Lease / 3)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-renewCtx.Done():
 				return
 			case <-t.C:
-				if err := r.Store.RenewBatch(ctx, b.ID, r.Owner, r.Service.now().Add(r.Lease)); err != nil {
-					cancel(errLost)
+				if err := r.Store.RenewBatch(renewCtx, b.ID, r.Owner, r.Service.now().Add(r.Lease)); err != nil {
+					if renewCtx.Err() == nil {
+						cancel(errLost)
+					}
 					return
 				}
 			}
@@ -239,6 +246,8 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) bool {
 	if err == nil {
 		err = r.replayPending(ctx, b, target, prog)
 	}
+	stopRenewing()
+	<-renewed
 	status, msg := BatchCompleted, ""
 	switch {
 	case errors.Is(context.Cause(ctx), errLost):

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,5 +131,79 @@ func TestABatchWhoseReplaysCannotBeStoredFails(t *testing.T) {
 	got := runBatch(t, db, svc, explodingReplays{db}, wfIDs)
 	if got.Status != replay.BatchFailed || got.Error != "the server failed while storing the batch's replays" {
 		t.Errorf("batch %s, error %q; want failed by the server", got.Status, got.Error)
+	}
+}
+
+// slowRenewal is the SQLite store, except that a lease renewal, once its
+// context ends, returns only when the test lets it; storing replays waits
+// until a renewal is under way, and finishing the batch is reported.
+type slowRenewal struct {
+	*sqlite.DB
+	entered, release, finished chan struct{}
+	once                       *sync.Once
+}
+
+func (s slowRenewal) RenewBatch(ctx context.Context, id, owner string, until time.Time) error {
+	s.once.Do(func() { close(s.entered) })
+	<-ctx.Done()
+	<-s.release
+	return ctx.Err()
+}
+
+func (s slowRenewal) AddBatchReplays(ctx context.Context, id string, rs []replay.BatchReplay) (int, error) {
+	<-s.entered
+	return s.DB.AddBatchReplays(ctx, id, rs)
+}
+
+func (s slowRenewal) FinishBatch(ctx context.Context, id, status, msg string, at time.Time) (bool, error) {
+	defer close(s.finished)
+	return s.DB.FinishBatch(ctx, id, status, msg, at)
+}
+
+// TestABatchIsFinishedOnlyAfterItsLeaseRenewalStops checks that the lease
+// renewal of a batch is stopped and waited for before the batch is
+// finished: a renewal landing after the end would hold a lease on a batch
+// no one runs.
+func TestABatchIsFinishedOnlyAfterItsLeaseRenewalStops(t *testing.T) {
+	db := sqlite.NewTestDB(t)
+	wfIDs := notesBatch(t, db)
+	programs := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db})
+	svc := &replay.Service{Workflows: db, Versions: db, Programs: programs, Store: db}
+	st := slowRenewal{DB: db, entered: make(chan struct{}), release: make(chan struct{}), finished: make(chan struct{}), once: &sync.Once{}}
+	runner := &replay.BatchRunner{Service: svc, Store: st, Owner: "replica-a", Workers: 2, Lease: 30 * time.Millisecond}
+	b := replay.NewBatch("acme", "notes@1", len(wfIDs), replay.Creator{Sub: "alice"}, time.Now().UTC())
+	if err := db.CreateBatch(context.Background(), b, wfIDs, "replica-a", time.Now().Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); runner.Run(ctx) }()
+	released := false
+	defer func() {
+		if !released {
+			close(st.release)
+		}
+		stop()
+		<-ran
+	}()
+
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lease renewal within 10 s")
+	}
+	// The replays are stored; the renewal in flight has not returned, so
+	// the batch must not be finished yet.
+	select {
+	case <-st.finished:
+		t.Fatal("the batch was finished while its lease renewal was still under way")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(st.release)
+	released = true
+	select {
+	case <-st.finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch was not finished within 10 s of its renewal returning")
 	}
 }
