@@ -134,3 +134,54 @@ func TestAShutdownReleasesQueuedExecutions(t *testing.T) {
 		t.Errorf("the queued workflow after shutdown: %+v, %v; want running with its lease released", wf, err)
 	}
 }
+
+// TestASaturatedReplicaClaimsNothing checks that a replica running
+// MaxRunning executions leaves other replicas' expired workflows to the
+// replicas that have room, and claims them itself once it has.
+func TestASaturatedReplicaClaimsNothing(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	api := &countedAPI{slowAPI: slowAPI{release: make(chan struct{})}}
+	a := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: "replica-a",
+		Lease: 300 * time.Millisecond, MaxRunning: 1})
+	defer a.Close(ctx)
+	running, err := a.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "replica a's call", 5*time.Second, func() bool { return api.calls.Load() == 1 })
+
+	// Replica d starts a workflow and stops in its first call, giving its
+	// lease up: any replica may claim it now.
+	d := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: slowAPI{release: make(chan struct{})},
+		Owner: "replica-d", Lease: 300 * time.Millisecond})
+	orphan, err := d.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go a.Run(runCtx)
+	// Several recovery rounds (a third of the lease each): a, full, claims
+	// nothing.
+	time.Sleep(time.Second)
+	if wf, err := db.Workflow(ctx, "acme", orphan.ID); err != nil || wf.Owner == "replica-a" {
+		t.Fatalf("the orphan is owned by %q (%v) while replica a runs its MaxRunning executions; want it left alone", wf.Owner, err)
+	}
+	if running, queued := a.Executions(); running != 1 || queued != 0 {
+		t.Errorf("replica a runs %d and queues %d; want 1 and 0", running, queued)
+	}
+
+	close(api.release)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, id := range []string{running.ID, orphan.ID} {
+		if wf, err := a.Wait(wctx, "acme", id); err != nil || wf.Status != workflow.Completed {
+			t.Fatalf("workflow %s: %+v, %v; want completed by replica a once it has room", id, wf, err)
+		}
+	}
+}

@@ -94,8 +94,15 @@ func (r *Runner) renew(ctx context.Context) {
 // deadline (it ends timed_out) or was asked to stop (it ends cancelled);
 // at shutdown its lease is released for the next start.
 func (r *Runner) recover(ctx context.Context) {
+	// A replica claims no more than it has room to run: the others, or
+	// this one once its executions end, take the rest.
+	running, queued := r.Executions()
+	room := min(32, r.opts.MaxRunning-running-queued)
+	if room <= 0 {
+		return
+	}
 	now := r.opts.Now()
-	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), 32)
+	wfs, err := r.opts.Store.ClaimExpired(ctx, r.opts.Owner, now, now.Add(r.opts.Lease), room)
 	if err != nil {
 		r.opts.Logger.Warn("claim workflows to resume", "err", err)
 		return
