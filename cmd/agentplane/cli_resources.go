@@ -556,8 +556,10 @@ type exitError struct {
 func (e exitError) Error() string { return e.msg }
 func (e exitError) ExitCode() int { return e.code }
 
-// deployFields are the members of a deployment (POST /v1/agents).
-var deployFields = map[string]bool{"name": true, "version": true, "description": true, "definition": true, "promote": true}
+// readOnlyFields are the members agents get shows that a deployment does
+// not take; any other member is sent on, so the server refuses a typo.
+var readOnlyFields = map[string]bool{"id": true, "ref": true, "default": true, "tools": true, "deployed_at": true,
+	"default_version": true, "latest_version": true, "versions": true, "created_at": true, "updated_at": true}
 
 // deployment turns what an agents deploy file holds into the body of POST
 // /v1/agents: a deployment as it is; a bare definition (it has steps) with
@@ -580,15 +582,15 @@ func deployment(doc map[string]any, name, version string) (map[string]any, []str
 	body := map[string]any{}
 	var dropped []string
 	for k, v := range doc {
-		if deployFields[k] {
-			body[k] = v
-		} else {
+		if readOnlyFields[k] {
 			dropped = append(dropped, k)
+		} else {
+			body[k] = v
 		}
 	}
 	if len(dropped) > 0 {
 		slices.Sort(dropped)
-		notes = append(notes, "left out what a deployment does not take (read-only or unknown): "+strings.Join(dropped, ", "))
+		notes = append(notes, "left out the read-only fields "+strings.Join(dropped, ", "))
 		// A version read back is deployed already: the edited copy gets
 		// the next number unless --version names one.
 		if _, read := doc["deployed_at"]; read && version == "" {

@@ -381,9 +381,14 @@ outcome: "'done'"
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("deploying agents get %s -o yaml, edited: %v\n%s", ref, err, errs.String())
 			}
-			if !strings.Contains(errs.String(), "note: left out what a deployment does not take") || !strings.Contains(errs.String(), "deployed_at") {
+			if !strings.Contains(errs.String(), "note: left out the read-only fields") || !strings.Contains(errs.String(), "deployed_at") {
 				t.Errorf("deploying agents get %s -o yaml printed no note of the fields left out:\n%s", ref, errs.String())
 			}
+		}
+		// A typo is the server's to refuse, not left out.
+		typo := e.write("typo.yaml", "name: copy\ndescripton: x\ndefinition: {tools: [payments], steps: [{action: a, call: payments.getTransaction, args: {id: \"'tx_1'\"}}]}\n")
+		if _, errs, code := e.run("agents", "deploy", typo); code != exitOther || !strings.Contains(errs, "descripton") {
+			t.Errorf("a deployment with a misspelt field: exit %d, %s; want the server's refusal naming it", code, errs)
 		}
 		if v := e.ok("agents", "versions", "copy"); !strings.Contains(v, "3") {
 			t.Errorf("after two redeploys copy has versions:\n%s", v)
