@@ -65,20 +65,6 @@ import (
 
 const scopes = "tools:read tools:write agents:write agents:invoke workflows:read tool:*"
 
-// thingSpec is the tool service's OpenAPI document; %s is its base URL.
-const thingSpec = `{"openapi": "3.0.3", "info": {"title": "things", "version": "1"}, "servers": [{"url": "%s"}],
- "paths": {"/things/{id}": {"put": {"operationId": "putThing",
-   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
-   "responses": {"200": {"description": "ok"}}}}}}`
-
-// waitingAgent asks for an approval no one gives during the benchmark.
-const waitingAgent = `{"tools": ["svc"],
- "inputs": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
- "steps": [
-  {"action": "sign_off", "approve": {"reason": "'write ' + context.id", "timeout": "24h"}},
-  {"action": "write", "call": "svc.putThing", "args": {"id": "context.id"}}],
- "outcome": "'written'"}`
-
 type options struct {
 	stores      []string
 	n, tenants  int
@@ -425,11 +411,11 @@ func measure(ctx context.Context, o options, dir, store string, stderr io.Writer
 
 // setup registers the tool service and deploys the agent for tenant t.
 func setup(ctx context.Context, srv *server, t int, svcURL string) error {
-	reg := map[string]any{"name": "svc", "type": "openapi", "spec": fmt.Sprintf(thingSpec, svcURL)}
+	reg := map[string]any{"name": "svc", "type": "openapi", "spec": fmt.Sprintf(benchserver.ThingSpec, svcURL)}
 	if st, body, err := srv.do(ctx, t, "POST", "/v1/tools", reg); err != nil || st != http.StatusCreated {
 		return fmt.Errorf("register tool: %d %s %v", st, body, err)
 	}
-	dep := map[string]any{"name": "bench", "version": "1", "definition": json.RawMessage(waitingAgent)}
+	dep := map[string]any{"name": "bench", "version": "1", "definition": json.RawMessage(benchserver.ApprovalAgent)}
 	if st, body, err := srv.do(ctx, t, "POST", "/v1/agents", dep); err != nil || st != http.StatusCreated {
 		return fmt.Errorf("deploy bench@1: %d %s %v", st, body, err)
 	}
