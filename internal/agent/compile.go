@@ -20,14 +20,16 @@ import (
 
 // Step kinds, as they appear in Event.Kind.
 const (
-	KindCall    = "call"
-	KindScore   = "score"
-	KindRoute   = "route"
-	KindSet     = "set"
-	KindGoto    = "goto"
-	KindPlan    = "plan"
-	KindFinish  = "finish"
-	KindApprove = "approve"
+	KindCall  = "call"
+	KindScore = "score"
+	KindRoute = "route"
+	KindSet   = "set"
+	KindGoto  = "goto"
+	KindPlan  = "plan"
+	// KindCompletion is the event of one completion of a plan step.
+	KindCompletion = "completion"
+	KindFinish     = "finish"
+	KindApprove    = "approve"
 )
 
 // ActionLimitReached is the action of the event emitted when a call is

@@ -78,6 +78,9 @@ type Input struct {
 	Context      map[string]any
 	Caller       Caller
 	MaxToolCalls int
+	// MaxLLMTokens bounds the run's tokens (input + output) over all its
+	// completions; 0 is no bound.
+	MaxLLMTokens int64
 	Agent        string
 	Version      string
 }
@@ -99,6 +102,13 @@ type Event struct {
 	Error     string          `json:"error,omitempty"`
 	// Reason is why an approve step asks for a decision.
 	Reason string `json:"reason,omitempty"`
+	// A completion's event (kind completion) names the model and carries
+	// the provider's token counts and finish reason.
+	Model string `json:"model,omitempty"`
+	*Usage
+	FinishReason string `json:"finish_reason,omitempty"`
+	// ErrorCode is the stable cause of an error status (llm_error).
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // Result is how a run ended.
@@ -149,11 +159,37 @@ type ToolCaller interface {
 	Call(ctx context.Context, step int, c ToolCall) (CallResult, error)
 }
 
-// Completer answers chat completions for plan steps. n numbers the
-// completions of a run from 1. An error ends the run failed.
+// Completer answers chat completions for plan steps. step is the number of
+// the step event the completion will produce; n numbers the completions of
+// a run from 1. An *LLMError is the model's failure (the step fails with
+// error_code llm_error); a *BudgetError stops the run limit_exceeded before
+// anything is requested; ErrUnrecorded ends the plan step in a replay; any
+// other error ends the run failed.
 type Completer interface {
-	Complete(ctx context.Context, n int, req ChatRequest) (ChatResponse, error)
+	Complete(ctx context.Context, step, n int, req ChatRequest) (ChatResponse, error)
 }
+
+// LLMError is a model's failure to give a completion: the provider's
+// status (0 when it never answered) and its own words, never a secret.
+type LLMError struct {
+	Status  int
+	Message string
+}
+
+func (e *LLMError) Error() string {
+	if e.Status == 0 {
+		return e.Message
+	}
+	return fmt.Sprintf("the model answered %d: %s", e.Status, e.Message)
+}
+
+// BudgetError is a Completer's refusal to request a completion that would
+// start past a token budget (the model's daily budget for the tenant).
+type BudgetError struct {
+	Reason string
+}
+
+func (e *BudgetError) Error() string { return e.Reason }
 
 // ApprovalRequest is what an approve step asks of its approvers.
 type ApprovalRequest struct {
@@ -228,7 +264,7 @@ var ErrNoPlanner = errors.New("plan steps need an LLM endpoint and none is confi
 type NoPlanner struct{}
 
 // Complete implements Completer.
-func (NoPlanner) Complete(context.Context, int, ChatRequest) (ChatResponse, error) {
+func (NoPlanner) Complete(context.Context, int, int, ChatRequest) (ChatResponse, error) {
 	return ChatResponse{}, ErrNoPlanner
 }
 

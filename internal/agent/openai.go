@@ -39,7 +39,7 @@ func NewOpenAIPlanner(baseURL, model, apiKey string, httpClient *http.Client) *O
 }
 
 // Complete implements Completer.
-func (p *OpenAIPlanner) Complete(ctx context.Context, n int, req ChatRequest) (ChatResponse, error) {
+func (p *OpenAIPlanner) Complete(ctx context.Context, _, n int, req ChatRequest) (ChatResponse, error) {
 	params, err := p.params(req)
 	if err != nil {
 		return ChatResponse{}, err

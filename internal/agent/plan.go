@@ -12,11 +12,20 @@ import (
 )
 
 // ChatRequest is a chat completion request in the OpenAI chat-completions
-// tool-calling shape, without the model (the Completer chooses it). It is
-// plain data, so it can be recorded and compared for replay.
+// tool-calling shape, provider-neutral: Model names a registered model (the
+// Completer finds its endpoint), never a provider's model id. It is plain
+// data, so it can be recorded and compared for replay.
 type ChatRequest struct {
+	// Model is the registered model's name ("default" for the server-wide one).
+	Model    string        `json:"model,omitempty"`
 	Messages []ChatMessage `json:"messages"`
 	Tools    []ChatTool    `json:"tools,omitempty"`
+	// Temperature and MaxOutputTokens are passed to the provider when set.
+	Temperature     *float64 `json:"temperature,omitempty"`
+	MaxOutputTokens int64    `json:"max_output_tokens,omitempty"`
+	// OutputSchema is a JSON Schema the final answer must be an object of:
+	// the provider's structured output where it has one.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // Chat roles.
@@ -52,9 +61,24 @@ type ChatTool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// ChatResponse is the model's answer: an assistant message.
+// ChatResponse is the model's answer: an assistant message, with what the
+// provider reports of it.
 type ChatResponse struct {
 	Message ChatMessage `json:"message"`
+	// Usage is the tokens the provider counted; nil when it reported none.
+	Usage *Usage `json:"usage,omitempty"`
+	// FinishReason is the provider's, normalised to the OpenAI vocabulary:
+	// stop, tool_calls, length, content_filter.
+	FinishReason string `json:"finish_reason,omitempty"`
+	// ID and Model are the provider's response id and the model that answered.
+	ID    string `json:"id,omitempty"`
+	Model string `json:"model,omitempty"`
+}
+
+// Usage is the tokens of one completion or a sum of them.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 }
 
 var (
@@ -226,7 +250,7 @@ func (r *runner) planStep(s *cstep) (*ending, error) {
 		}
 		r.llmCalls++
 		req.Tools = s.plan.offered(req.Messages)
-		resp, err := r.env.Complete(r.ctx, r.llmCalls, cloneRequest(req))
+		resp, err := r.env.Complete(r.ctx, r.step+1, r.llmCalls, cloneRequest(req))
 		if errors.Is(err, ErrUnrecorded) {
 			// A replay has no answer to this conversation: the step ends here.
 			if s.saveAs != "" {

@@ -169,7 +169,7 @@ func TestOpenAIPlannerErrorHidesDetails(t *testing.T) {
 	}))
 	defer srv.Close()
 	pl := NewOpenAIPlanner(srv.URL, "m", "secret-key-123", srv.Client())
-	_, err := pl.Complete(context.Background(), 1, ChatRequest{Messages: []ChatMessage{{Role: RoleUser, Content: "hi"}}})
+	_, err := pl.Complete(context.Background(), 1, 1, ChatRequest{Messages: []ChatMessage{{Role: RoleUser, Content: "hi"}}})
 	if err == nil || !strings.Contains(err.Error(), "answered 400") {
 		t.Fatalf("err = %v, want the status", err)
 	}
@@ -181,7 +181,7 @@ func TestOpenAIPlannerErrorHidesDetails(t *testing.T) {
 // scriptCompleter answers every completion with the same call.
 type scriptCompleter struct{ n int }
 
-func (s *scriptCompleter) Complete(_ context.Context, n int, _ ChatRequest) (ChatResponse, error) {
+func (s *scriptCompleter) Complete(_ context.Context, _, n int, _ ChatRequest) (ChatResponse, error) {
 	s.n = n
 	return ChatResponse{Message: ChatMessage{Role: RoleAssistant, ToolCalls: []ChatToolCall{
 		{ID: fmt.Sprintf("c%d", n), Name: "payments__getTransaction", Arguments: `{"id":"tx_1"}`},
@@ -244,7 +244,7 @@ func TestPlanWithoutPlanner(t *testing.T) {
 // timingOutPlanner fails every completion with a time-out of its own.
 type timingOutPlanner struct{}
 
-func (timingOutPlanner) Complete(context.Context, int, ChatRequest) (ChatResponse, error) {
+func (timingOutPlanner) Complete(context.Context, int, int, ChatRequest) (ChatResponse, error) {
 	return ChatResponse{}, fmt.Errorf("post completion: %w", context.DeadlineExceeded)
 }
 
@@ -265,7 +265,7 @@ func TestPlannerTimeOutFailsTheRun(t *testing.T) {
 // answers without a call.
 type offerRecorder struct{ offered [][]string }
 
-func (o *offerRecorder) Complete(_ context.Context, _ int, req ChatRequest) (ChatResponse, error) {
+func (o *offerRecorder) Complete(_ context.Context, _, _ int, req ChatRequest) (ChatResponse, error) {
 	var names []string
 	for _, f := range req.Tools {
 		names = append(names, f.Name)

@@ -70,7 +70,7 @@ func (e *recordingEnv) Call(_ context.Context, step int, c agent.ToolCall) (agen
 	return agent.CallResult{Status: agent.StatusOK, Result: json.RawMessage(`{"id":"tx_1","amount":1500}`)}, nil
 }
 
-func (e *recordingEnv) Complete(_ context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+func (e *recordingEnv) Complete(_ context.Context, _, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
 	if n > len(e.replies) {
 		return agent.ChatResponse{}, errors.New("script exhausted")
 	}

@@ -186,7 +186,7 @@ func (e *Env) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallRes
 }
 
 // Complete implements agent.Completer.
-func (e *Env) Complete(_ context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+func (e *Env) Complete(_ context.Context, _, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
 	hash, err := req.Hash()
 	if err != nil {
 		return agent.ChatResponse{}, err

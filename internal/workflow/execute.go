@@ -681,7 +681,7 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 
 // Complete implements agent.Completer: recorded completions are served
 // again, new ones are asked of the planner and recorded before use.
-func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
 	hash, err := req.Hash()
 	if err != nil {
 		return agent.ChatResponse{}, err
@@ -702,7 +702,7 @@ func (e *recorder) Complete(ctx context.Context, n int, req agent.ChatRequest) (
 	if err := e.j.flush(); err != nil {
 		return agent.ChatResponse{}, err
 	}
-	resp, err := e.r.opts.Planner.Complete(ctx, n, req)
+	resp, err := e.r.opts.Planner.Complete(ctx, step, n, req)
 	if err != nil {
 		return resp, err
 	}

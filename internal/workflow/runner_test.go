@@ -479,7 +479,7 @@ func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
 // answering is a planner that answers at once, calling no function.
 type answering struct{}
 
-func (answering) Complete(context.Context, int, agent.ChatRequest) (agent.ChatResponse, error) {
+func (answering) Complete(context.Context, int, int, agent.ChatRequest) (agent.ChatResponse, error) {
 	return agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, Content: "nothing to do"}}, nil
 }
 

@@ -1,0 +1,26 @@
+// Package llm calls the models agents use: a Client per registered model,
+// speaking its provider's wire format through the provider's official SDK
+// (openai-go for Chat Completions, anthropic-sdk-go for Messages), with the
+// model's own timeout, retries, concurrency bound, GenAI spans and metrics.
+package llm
+
+import (
+	"context"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
+)
+
+// Client requests completions of one model. req.Model names the registered
+// model and is not sent; the provider's model id is. A failure of the
+// model (a provider error, an unusable answer, a time-out of its own) is an
+// *agent.LLMError carrying the provider's words; the context's own end is
+// returned as the context's error.
+type Client interface {
+	Complete(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error)
+}
+
+// Clients gives the client of a model, made once per model revision.
+type Clients interface {
+	Client(m *model.Model) (Client, error)
+}

@@ -1,0 +1,96 @@
+// Package model is the registry of the LLM endpoints a tenant's agents may
+// use (SPEC §4 "Models and LLM agents"). A Model names a provider's API
+// root, the provider's model id, how to authenticate (by secret reference
+// only) and what its tokens cost; agents and plan steps name it.
+package model
+
+import (
+	"context"
+	"time"
+)
+
+// Providers: the wire format a model speaks.
+const (
+	// OpenAI is the Chat Completions API with tool calling (OpenAI, Azure
+	// OpenAI's v1 endpoint, Ollama, vLLM, LiteLLM, …).
+	OpenAI = "openai"
+	// Anthropic is the Messages API with tool use.
+	Anthropic = "anthropic"
+)
+
+// Authentication schemes of a model endpoint.
+const (
+	AuthNone   = "none"
+	AuthBearer = "bearer"
+	AuthAPIKey = "api_key"
+)
+
+// DefaultName is the server-wide model the --llm-* flags define; every
+// tenant may use it, and none may register a model of that name.
+const DefaultName = "default"
+
+// Limits and defaults.
+const (
+	DefaultTimeout = 120 * time.Second
+	MaxTimeout     = 15 * time.Minute
+	// DefaultCurrency is a price's currency when none is given.
+	DefaultCurrency = "USD"
+)
+
+// Auth is how calls authenticate to the model's endpoint. SecretsRef is a
+// reference (env://, file://, vault://); the secret is never stored.
+type Auth struct {
+	Type       string `json:"type"`
+	SecretsRef string `json:"secrets_ref,omitempty"`
+	// Header names the header an api_key goes in (default: the provider's
+	// own, Authorization for openai and x-api-key for anthropic).
+	Header string `json:"header,omitempty"`
+}
+
+// Price is what a million tokens cost, each way.
+type Price struct {
+	InputPerMTok  float64 `json:"input_per_mtok"`
+	OutputPerMTok float64 `json:"output_per_mtok"`
+	Currency      string  `json:"currency,omitempty"`
+}
+
+// Cost is the price of a completion's tokens.
+func (p *Price) Cost(inputTokens, outputTokens int64) float64 {
+	if p == nil {
+		return 0
+	}
+	return (float64(inputTokens)*p.InputPerMTok + float64(outputTokens)*p.OutputPerMTok) / 1e6
+}
+
+// Model is a registered LLM endpoint.
+type Model struct {
+	ID       string `json:"id"`
+	Tenant   string `json:"-"`
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+	// BaseURL is the API root as the provider documents it
+	// ("https://api.openai.com/v1", "http://127.0.0.1:11434/v1").
+	BaseURL string `json:"base_url"`
+	// Model is the provider's model id ("gpt-4o-mini", "claude-sonnet-4-5").
+	Model string `json:"model"`
+	Auth  Auth   `json:"auth"`
+	// Headers are sent with every request (no secrets: use Auth).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Timeout bounds one request, retries excluded (default 120s, at most 15m).
+	Timeout time.Duration `json:"-"`
+	// MaxConcurrency bounds this replica's requests in flight (0: no bound).
+	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	Price          *Price `json:"price,omitempty"`
+	// DailyTokenBudget bounds the tenant's tokens (input + output) per UTC
+	// day through this model (0: no bound).
+	DailyTokenBudget int64     `json:"daily_token_budget,omitempty"`
+	Revision         int       `json:"revision"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+// Lookup finds the model an agent names, in the tenant's registry or the
+// server-wide default. A name neither holds is problem.NotFound.
+type Lookup interface {
+	Model(ctx context.Context, tenant, name string) (*Model, error)
+}
