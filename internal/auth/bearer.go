@@ -24,14 +24,20 @@ const (
 	ScopeAuditRead        = "audit:read"
 	// ScopeMCPUse reaches the tenant's MCP server; each call there needs
 	// its own scopes besides (agents:invoke, tool:<name>).
-	ScopeMCPUse   = "mcp:use"
-	ScopeAllTools = "tool:*"
+	ScopeMCPUse = "mcp:use"
+	// ScopeModelsRead and ScopeModelsWrite read and manage the tenant's
+	// models; ScopeUsageRead reads its token usage and cost.
+	ScopeModelsRead  = "models:read"
+	ScopeModelsWrite = "models:write"
+	ScopeUsageRead   = "usage:read"
+	ScopeAllTools    = "tool:*"
 )
 
 // EndpointScopes lists the endpoint scopes, in the order of SPEC §2.
 var EndpointScopes = []string{
 	ScopeToolsWrite, ScopeToolsRead, ScopeAgentsWrite, ScopeAgentsRead,
 	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeMCPUse, ScopeAuditRead,
+	ScopeModelsRead, ScopeModelsWrite, ScopeUsageRead,
 }
 
 // Require returns nil when p holds scope, else an InsufficientScope error
