@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,14 +31,43 @@ import (
 // names saved so far) and every name a step saves, which is null until a
 // step sets it; a policy rule also sees `tool`, `operation` and `args`.
 type Definition struct {
-	Purpose  string            `json:"purpose,omitempty"`
-	Tools    []string          `json:"tools"`
-	Inputs   json.RawMessage   `json:"inputs,omitempty"`
-	Policies map[string]Policy `json:"policies,omitempty"`
-	Steps    []Step            `json:"steps"`
-	Outcome  string            `json:"outcome,omitempty"`
-	Output   string            `json:"output,omitempty"`
-	MaxSteps int               `json:"max_steps,omitempty"`
+	Purpose string `json:"purpose,omitempty"`
+	// Model names the registered model plan steps use unless they name
+	// their own ("default": the server-wide one).
+	Model string `json:"model,omitempty"`
+	// Instructions is a CEL string: the system message of every plan step.
+	Instructions string            `json:"instructions,omitempty"`
+	Limits       *Limits           `json:"limits,omitempty"`
+	Tools        []string          `json:"tools"`
+	Inputs       json.RawMessage   `json:"inputs,omitempty"`
+	Policies     map[string]Policy `json:"policies,omitempty"`
+	Steps        []Step            `json:"steps"`
+	Outcome      string            `json:"outcome,omitempty"`
+	Output       string            `json:"output,omitempty"`
+	MaxSteps     int               `json:"max_steps,omitempty"`
+}
+
+// Limits bound every run of a version unless the invocation says otherwise.
+type Limits struct {
+	// MaxLLMTokens bounds a run's tokens over all its completions.
+	MaxLLMTokens int64 `json:"max_llm_tokens,omitempty"`
+}
+
+// Models lists the models the definition names, the agent's first, each once.
+func (d Definition) Models() []string {
+	var out []string
+	add := func(name string) {
+		if name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	add(d.Model)
+	for _, s := range d.Steps {
+		if s.Plan != nil {
+			add(s.Plan.Model)
+		}
+	}
+	return out
 }
 
 // Policy is the rule of one policy class: the call is allowed when Allow
@@ -131,6 +161,15 @@ type Plan struct {
 	// 64, at most 128): with more, the best matches of the goal and the
 	// conversation so far are offered.
 	MaxFunctions int `json:"max_functions,omitempty"`
+	// Model overrides the agent's model for this step.
+	Model string `json:"model,omitempty"`
+	// SaveAs names the model's final answer (the step's save_as also does).
+	SaveAs string `json:"save_as,omitempty"`
+	// OutputSchema is a JSON Schema the final answer must be an object of.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Temperature (0..2) and MaxOutputTokens are passed to the model.
+	Temperature     *float64 `json:"temperature,omitempty"`
+	MaxOutputTokens int64    `json:"max_output_tokens,omitempty"`
 }
 
 // Finish ends the run with an outcome. In JSON it is either a bare string,

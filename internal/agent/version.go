@@ -24,7 +24,9 @@ type Version struct {
 	Description string          `json:"description,omitempty"`
 	Definition  json.RawMessage `json:"definition"`
 	// Tools are the tool names the definition uses.
-	Tools      []string  `json:"tools"`
+	Tools []string `json:"tools"`
+	// Models are the model names the definition uses.
+	Models     []string  `json:"models,omitempty"`
 	DeployedAt time.Time `json:"deployed_at"`
 	// Default reports whether invoke without @version runs this version.
 	Default bool `json:"default"`
