@@ -278,7 +278,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	go func() { errc <- hs.Serve(ln) }()
 	logger.Info("agentplane serving", "addr", ln.Addr().String(), "store", storeKind(c.store), "version", version)
 	if c.demo {
-		apis, err := startDemo(ctx, issuer, "http://"+ln.Addr().String(), c.issuer.issuerURL(), stdout)
+		model := "" // the demo model
+		if c.run.llmBaseURL != "" {
+			model = "default" // the server-wide model --llm-base-url defines
+		}
+		apis, err := startDemo(ctx, issuer, "http://"+ln.Addr().String(), c.issuer.issuerURL(), model, stdout)
 		if err != nil {
 			hs.Close()
 			return err

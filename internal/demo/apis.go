@@ -27,7 +27,10 @@ type APIs struct {
 	Payments  string // base URL; the OpenAPI document is at /openapi.json
 	Customers string // base URL; the SDL is at /schema.graphql, the endpoint /graphql
 	Cases     string // base URL; the WSDL is at /cases.wsdl, the endpoint /soap
-	servers   []*http.Server
+	// Model is the demo model's API root (Chat Completions at
+	// /chat/completions): rules, not an LLM.
+	Model   string
+	servers []*http.Server
 	// Delay is how long the customer API takes to answer, so a streamed
 	// invoke shows its steps arrive one by one.
 	Delay time.Duration
@@ -40,7 +43,7 @@ func Start(delay time.Duration) (*APIs, error) {
 	for _, s := range []struct {
 		url *string
 		h   http.Handler
-	}{{&a.Payments, paymentsHandler()}, {&a.Customers, a.customersHandler()}, {&a.Cases, cases.handler()}} {
+	}{{&a.Payments, paymentsHandler()}, {&a.Customers, a.customersHandler()}, {&a.Cases, cases.handler()}, {&a.Model, modelHandler()}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			a.Close()
@@ -51,6 +54,7 @@ func Start(delay time.Duration) (*APIs, error) {
 		*s.url = "http://" + ln.Addr().String()
 		go hs.Serve(ln) //nolint:errcheck // ends with Close
 	}
+	a.Model += "/v1"
 	return a, nil
 }
 

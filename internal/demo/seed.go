@@ -18,7 +18,8 @@ const Tenant = "demo"
 
 // Scopes are what the demo's token holds: everything the quickstart does.
 var Scopes = []string{"tools:read", "tools:write", "agents:read", "agents:write", "agents:invoke",
-	"workflows:read", "workflows:replay", "workflows:approve", "mcp:use", "audit:read", "tool:*"}
+	"workflows:read", "workflows:replay", "workflows:approve", "mcp:use", "audit:read",
+	"models:read", "models:write", "usage:read", "tool:*"}
 
 // ApproverScopes are what the demo's approver holds: a person other than
 // the invoker (the approve step's four-eyes rule) allowed to approve refunds.
@@ -71,6 +72,40 @@ func agent(version string, threshold, refundLimit, approveAbove float64) map[str
 	}
 }
 
+// ModelName is the name the demo model is registered under.
+const ModelName = "demo"
+
+// Assistant is the demo's LLM agent.
+const Assistant = "payments-assistant"
+
+// assistant is the LLM agent at a version: one plan step choosing among
+// the three APIs' read operations and opening a case, with instructions
+// that differ between versions (version 2 opens a fraud case for a risky
+// transaction), so a live what-if replay of version 1's history against
+// version 2 shows what the new instructions change.
+func assistant(version, modelName, instructions string) map[string]any {
+	return map[string]any{
+		"name": Assistant, "version": version,
+		"description": "Answers the payments team's questions about a transaction (" + instructions + ")",
+		"definition": map[string]any{
+			"model":        modelName,
+			"instructions": "'" + instructions + "'",
+			"tools":        []string{"payments", "customers", "cases"},
+			"steps": []map[string]any{{"action": "solve", "plan": map[string]any{
+				"prompt": "goal", "save_as": "answer",
+				"operations": []string{"payments.getTransaction", "customers.customer", "cases.OpenCase"}}}},
+			"output":  "answer",
+			"outcome": "answer.contains('fraud case') ? 'escalated' : 'answered'",
+		},
+	}
+}
+
+// assistantInstructions are version 1's instructions; version 2 adds CaseInstruction.
+const assistantInstructions = "You help the payments team. Look the transaction up, then its customer, and answer in two sentences."
+
+// assistantGoals make the LLM agent's history, against version 1.
+var assistantGoals = []string{"What is tx_1001?", "Is tx_1002 risky?", "Look at tx_1003 for me", "Check tx_1004"}
+
 // invocations make the demo's history, all against version 1.
 var invocations = []map[string]any{
 	{"transaction_id": "tx_1001"},
@@ -87,6 +122,9 @@ type Seeded struct {
 	Workflows map[string]string
 	// ReplayExample is a workflow whose replay against version 2 changes.
 	ReplayExample string
+	// Model is the model the LLM agent uses; Assisted its workflows.
+	Model    string
+	Assisted []string
 	// History counts fraud-triage's workflows, those of earlier runs on the
 	// same data included; HistoryMore says there are more than it counted.
 	History     int
@@ -95,8 +133,10 @@ type Seeded struct {
 
 // Seed registers the APIs as tools (updating them when a previous run
 // registered them, since their ports change), deploys fraud-triage 1 and
-// 2 (kept when they exist) and invokes version 1 a few times, through cl.
-func Seed(ctx context.Context, cl *client.Client, apis *APIs, progress io.Writer) (*Seeded, error) {
+// 2 (kept when they exist) and invokes version 1 a few times, then does
+// the same for the LLM agent, through cl. The LLM agent uses the named
+// model, or with model "" the demo model, registered as ModelName.
+func Seed(ctx context.Context, cl *client.Client, apis *APIs, model string, progress io.Writer) (*Seeded, error) {
 	regs := []map[string]any{
 		{"name": "payments", "type": "openapi", "spec_url": apis.Payments + "/openapi.json", "policy_class": "financial",
 			"side_effects": []string{"create"}},
@@ -147,11 +187,61 @@ func Seed(ctx context.Context, cl *client.Client, apis *APIs, progress io.Writer
 		fmt.Fprintf(progress, "  workflow %s  %s  %s\n", wf.ID, tx, wf.Outcome)
 	}
 	out.ReplayExample = out.Workflows["tx_1002"]
+	if out.Model, err = seedAssistant(ctx, cl, apis, model, progress); err != nil {
+		return nil, err
+	}
+	for _, goal := range assistantGoals {
+		var wf struct {
+			ID      string `json:"workflow_id"`
+			Outcome string `json:"outcome"`
+		}
+		body := map[string]any{"goal": goal, "stream": false}
+		if _, err := cl.JSON(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents/" + Assistant + "@1/invoke", Body: body}, &wf); err != nil {
+			return nil, fmt.Errorf("invoke %s with %q: %w", Assistant, goal, err)
+		}
+		out.Assisted = append(out.Assisted, wf.ID)
+		fmt.Fprintf(progress, "  workflow %s  %-24q %s\n", wf.ID, goal, wf.Outcome)
+	}
 	out.History, out.HistoryMore, err = countWorkflows(ctx, cl, "fraud-triage")
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// seedAssistant registers the demo model (unless model names another) and
+// deploys the LLM agent's two versions; it returns the model's name.
+func seedAssistant(ctx context.Context, cl *client.Client, apis *APIs, model string, progress io.Writer) (string, error) {
+	if model == "" {
+		model = ModelName
+		reg := map[string]any{"name": ModelName, "provider": "openai", "base_url": apis.Model, "model": ModelID,
+			"price": map[string]any{"input_per_mtok": 0.15, "output_per_mtok": 0.60}}
+		_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/models", Body: reg})
+		var p *client.Problem
+		if errors.As(err, &p) && p.Status == http.StatusConflict {
+			// Registered by an earlier run: its port has changed.
+			_, err = cl.Do(ctx, client.Request{Method: http.MethodPut, Path: "/v1/models/" + ModelName, Body: reg})
+		}
+		if err != nil {
+			return "", fmt.Errorf("register the demo model: %w", err)
+		}
+		fmt.Fprintf(progress, "  model %s  %s at %s (%s)\n", ModelName, ModelID, apis.Model, ModelLabel)
+	}
+	for _, v := range []map[string]any{
+		assistant("1", model, assistantInstructions),
+		assistant("2", model, assistantInstructions+" "+CaseInstruction),
+	} {
+		_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents", Body: v})
+		var p *client.Problem
+		if errors.As(err, &p) && p.Status == http.StatusConflict {
+			err = nil // deployed by an earlier run
+		}
+		if err != nil {
+			return "", fmt.Errorf("deploy %s@%s: %w", Assistant, v["version"], err)
+		}
+		fmt.Fprintf(progress, "  agent %s@%s  (LLM agent on model %s)\n", Assistant, v["version"], model)
+	}
+	return model, nil
 }
 
 // maxCounted bounds how many workflows countWorkflows pages through.
@@ -232,5 +322,19 @@ func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 	fmt.Fprintf(&b, "  agentplane approvals list --status pending\n")
 	fmt.Fprintf(&b, "  #    you invoked it, so another person approves (this token is the demo's approver):\n")
 	fmt.Fprintf(&b, "  AGENTPLANE_TOKEN=%s agentplane approvals approve WORKFLOW_ID\n\n", approverToken)
+	if s.Model != "" {
+		label := "model " + s.Model
+		if s.Model == ModelName {
+			label = "the " + ModelLabel
+		}
+		fmt.Fprintf(&b, "  # 6. an LLM agent (%s): each completion streams in with its tokens\n", label)
+		fmt.Fprintf(&b, "  agentplane invoke %s --goal \"Is tx_1003 risky?\" --stream\n", Assistant)
+		fmt.Fprintf(&b, "  agentplane workflows get WORKFLOW_ID --conversation   # what the model was asked and answered\n")
+		fmt.Fprintf(&b, "  agentplane usage --group-by model                      # tokens and cost\n\n")
+		fmt.Fprintf(&b, "  # 7. what-if: version 2's instructions open fraud cases. Replay version 1's history with\n")
+		fmt.Fprintf(&b, "  #    version 2's model live and every tool answer from the record (no write is ever sent)\n")
+		fmt.Fprintf(&b, "  agentplane replay --batch --target %s@2 --agent %s --llm live \\\n", Assistant, Assistant)
+		fmt.Fprintf(&b, "    --check outcome_unchanged --gate outcome_unchanged=1\n\n")
+	}
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout
 }
