@@ -11,9 +11,12 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// testCatalog registers payments (policy class financial) and cases.
+// testCatalog registers payments (policy class financial) and cases, and
+// knows the models "default" and "gpt-4o-mini".
 func testCatalog() *Catalog {
 	c := NewCatalog()
+	c.AddModel(DefaultModel)
+	c.AddModel("gpt-4o-mini")
 	c.Add(&tool.Tool{Name: "payments", PolicyClass: "financial"}, []tool.Operation{
 		{ID: "getTransaction", Kind: tool.Read, Summary: "Get a transaction",
 			Input: json.RawMessage(`{"type":"object","required":["id"],"properties":{"id":{"type":"string"}}}`),
