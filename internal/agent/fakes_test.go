@@ -73,6 +73,7 @@ type fakeEnv struct {
 	handlers map[string]func(args map[string]any) CallResult
 	calls    []string
 	steps    []int
+	callIDs  []string
 }
 
 func (f *fakeEnv) Call(_ context.Context, step int, c ToolCall) (CallResult, error) {
@@ -81,6 +82,7 @@ func (f *fakeEnv) Call(_ context.Context, step int, c ToolCall) (CallResult, err
 	key := c.Tool + "." + c.Operation
 	f.calls = append(f.calls, key)
 	f.steps = append(f.steps, step)
+	f.callIDs = append(f.callIDs, c.CallID)
 	h, ok := f.handlers[key]
 	if !ok {
 		return CallResult{}, fmt.Errorf("no fake for %s", key)

@@ -46,13 +46,17 @@ type llmParams struct {
 }
 
 // MaxLLMTokens is the definition's default bound on a run's tokens
-// (limits.max_llm_tokens), 0 when it sets none.
-func (p *Program) MaxLLMTokens() int64 {
-	if p.def.Limits == nil {
+// (limits.max_llm_tokens), 0 when it sets none: the bound of an
+// invocation that sets no max_llm_tokens.
+func (d Definition) MaxLLMTokens() int64 {
+	if d.Limits == nil {
 		return 0
 	}
-	return p.def.Limits.MaxLLMTokens
+	return d.Limits.MaxLLMTokens
 }
+
+// MaxLLMTokens is the compiled definition's Definition.MaxLLMTokens.
+func (p *Program) MaxLLMTokens() int64 { return p.def.MaxLLMTokens() }
 
 // missingModel says how to fix a model name the catalog does not know.
 func missingModel(name string) string {

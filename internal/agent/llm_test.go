@@ -83,7 +83,8 @@ func TestPlanToolCallThenAnswer(t *testing.T) {
 		asks("payments__getTransaction", `{"id":"tx_1"}`, 100, 20),
 		says("It looks fine.", 150, 10),
 	}}
-	events, res, err := p.Execute(context.Background(), llmInput(), NewEnv(fraudEnv("15"), llm, nil))
+	tools := fraudEnv("15")
+	events, res, err := p.Execute(context.Background(), llmInput(), NewEnv(tools, llm, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,34 @@ func TestPlanToolCallThenAnswer(t *testing.T) {
 	}
 	if got := llm.reqs[1].Messages[3]; got.Role != RoleTool || got.ToolCallID != "call_payments__getTransaction" {
 		t.Errorf("the second request's tool message = %+v", got)
+	}
+	if diff := cmp.Diff([]string{"call_payments__getTransaction"}, tools.callIDs); diff != "" {
+		t.Errorf("call ids given to the Env (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanMakesTheGoodCallsOfAnAnswer: an answer with a valid and an
+// invalid call makes the valid one and tells the model about the other.
+func TestPlanMakesTheGoodCallsOfAnAnswer(t *testing.T) {
+	p := mustCompile(t, parseDef(t, llmDef))
+	both := reply{resp: ChatResponse{Message: ChatMessage{ToolCalls: []ChatToolCall{
+		{ID: "c1", Name: "payments__getTransaction", Arguments: `{"id":"tx_1"}`},
+		{ID: "c2", Name: "payments__getTransaction", Arguments: `{"id":true}`},
+	}}, FinishReason: "tool_calls"}}
+	llm := &scripted{script: []reply{both, says("done", 1, 1)}}
+	events, res, err := p.Execute(context.Background(), llmInput(), NewEnv(fraudEnv("15"), llm, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{completionOK, callOK, completionOK}, kindsOf(events)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	msgs := llm.reqs[1].Messages
+	if len(msgs) != 5 || msgs[3].ToolCallID != "c1" || msgs[4].ToolCallID != "c2" || !strings.Contains(msgs[4].Content, "do not match its parameters") {
+		t.Errorf("conversation after the answer: %+v", msgs[2:])
+	}
+	if res.Outcome != "answered" || res.Output != "done" {
+		t.Errorf("result = %+v", res)
 	}
 }
 

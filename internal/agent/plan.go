@@ -277,6 +277,7 @@ func (r *runner) planStep(s *cstep) (*ending, error) {
 		msg.Role = RoleAssistant
 
 		if len(msg.ToolCalls) == 0 {
+			badCalls = false
 			value, problem, final := pl.llm.answer(msg.Content, resp.FinishReason)
 			switch {
 			case problem == "":
