@@ -125,7 +125,7 @@ type checkedCall struct {
 
 // checkCalls resolves the calls of an answer against the functions the
 // completion offered; problem sums up the invalid ones ("" when none is).
-func (r *runner) checkCalls(pl *cplan, offered []ChatTool, calls []ChatToolCall) ([]checkedCall, string) {
+func (pl *cplan) checkCalls(offered []ChatTool, calls []ChatToolCall) ([]checkedCall, string) {
 	out := make([]checkedCall, len(calls))
 	var problems []string
 	for i, tc := range calls {

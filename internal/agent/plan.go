@@ -298,7 +298,7 @@ func (r *runner) planStep(s *cstep) (*ending, error) {
 			continue
 		}
 
-		checked, problem := r.checkCalls(pl, req.Tools, msg.ToolCalls)
+		checked, problem := pl.checkCalls(req.Tools, msg.ToolCalls)
 		switch {
 		case problem != "" && resp.FinishReason == FinishLength:
 			return r.llmFailed(s, ev, "the answer was cut off at the output token limit (finish_reason length): "+problem)
