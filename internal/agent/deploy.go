@@ -31,8 +31,8 @@ type Catalogs interface {
 }
 
 // NewVersion checks a deployment of the tenant and compiles its definition
-// against the tenant's tools, and returns the version to store, deployed at
-// at. What is wrong is problem.ValidationFailed naming the deployment's
+// against the tenant's tools and models, and returns the version to store,
+// deployed at at. What is wrong is problem.ValidationFailed naming the deployment's
 // fields; the definition's own problems are under definition.
 func NewVersion(ctx context.Context, catalogs Catalogs, tenant string, d Deployment, at time.Time) (*Version, error) {
 	if err := d.check(); err != nil {
