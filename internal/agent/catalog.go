@@ -4,9 +4,11 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// Catalog is a ToolCatalog held in memory, built from registered tools.
+// Catalog is a ToolCatalog held in memory, built from registered tools
+// and the names of the models the tenant may use.
 type Catalog struct {
-	tools map[string]*catalogTool
+	tools  map[string]*catalogTool
+	models map[string]bool
 }
 
 type catalogTool struct {
@@ -17,7 +19,15 @@ type catalogTool struct {
 var _ ToolCatalog = (*Catalog)(nil)
 
 // NewCatalog returns an empty catalog.
-func NewCatalog() *Catalog { return &Catalog{tools: map[string]*catalogTool{}} }
+func NewCatalog() *Catalog {
+	return &Catalog{tools: map[string]*catalogTool{}, models: map[string]bool{}}
+}
+
+// AddModel makes a model name known to the catalog.
+func (c *Catalog) AddModel(name string) { c.models[name] = true }
+
+// HasModel implements ToolCatalog.
+func (c *Catalog) HasModel(name string) bool { return c.models[name] }
 
 // Add registers a tool and its operations, replacing any tool of that name.
 func (c *Catalog) Add(t *tool.Tool, ops []tool.Operation) {

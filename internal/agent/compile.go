@@ -87,6 +87,9 @@ type ToolCatalog interface {
 	Operation(tool, id string) (OperationInfo, bool)
 	// Operations returns every operation of a tool, for plan steps.
 	Operations(tool string) []OperationInfo
+	// HasModel reports whether the tenant may use the model of that name
+	// (a registered one, or "default" when the server defines it).
+	HasModel(name string) bool
 }
 
 // Program is a compiled definition, safe for concurrent runs.
@@ -96,9 +99,11 @@ type Program struct {
 	policies map[string]*expr
 	outcome  *expr
 	output   *expr
-	inputs   *jsonschema.Schema
-	maxSteps int
-	declared map[string]bool
+	// instructions is the system message of plan steps, when the agent has them.
+	instructions *expr
+	inputs       *jsonschema.Schema
+	maxSteps     int
+	declared     map[string]bool
 }
 
 // Definition returns the definition the program was compiled from.
@@ -160,6 +165,8 @@ type cplan struct {
 	// plan has more, index ranks them for the goal and the conversation.
 	offer int
 	index *tool.SearchIndex
+	// llm is what each completion asks of the model.
+	llm *llmParams
 }
 
 // compiler gathers field errors while compiling one definition.
@@ -248,6 +255,10 @@ func Compile(def Definition, catalog ToolCatalog) (*Program, []problem.FieldErro
 	for _, class := range sortedKeys(def.Policies) {
 		p.policies[class] = c.expr(c.polEnv, def.Policies[class].Allow, "policies."+class+".allow", wantBool)
 	}
+	c.checkAgentLLM()
+	if def.Instructions != "" {
+		p.instructions = c.expr(c.stepEnv, def.Instructions, "instructions", wantString)
+	}
 	p.steps = c.compileSteps()
 	if def.Outcome != "" {
 		p.outcome = c.expr(c.stepEnv, def.Outcome, "outcome", wantString)
@@ -299,6 +310,8 @@ func (c *compiler) declareNames() {
 			declare(f+".score", "score")
 		case s.Route != nil:
 			declare(f+".route", "queue")
+		case s.Plan != nil && s.Plan.SaveAs != "":
+			declare(f+".plan.save_as", s.Plan.SaveAs)
 		}
 		for _, k := range sortedKeys(s.Set) {
 			declare(f+".set."+k, k)
@@ -328,8 +341,8 @@ func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 	switch {
 	case s.Action == "":
 		c.bad(f+".action", "action is required")
-	case s.Action == ActionLimitReached:
-		c.bad(f+".action", fmt.Sprintf("%q is reserved", ActionLimitReached))
+	case s.Action == ActionLimitReached || s.Action == ActionTokenLimitReached:
+		c.bad(f+".action", fmt.Sprintf("%q is reserved", s.Action))
 	case !IsSlug(s.Action):
 		c.bad(f+".action", fmt.Sprintf("%q is not a slug (^[a-z][a-z0-9_-]{0,62}$)", s.Action))
 	}
@@ -400,6 +413,7 @@ func (c *compiler) compileStep(i int, s Step, actions map[string][]int) *cstep {
 		}
 	case KindPlan:
 		cs.plan = c.compilePlan(f+".plan", s.Plan)
+		cs.saveAs = c.planSaveAs(f, s)
 	case KindApprove:
 		cs.approve = c.compileApprove(f+".approve", s.Approve)
 	case KindFinish:

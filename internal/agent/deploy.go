@@ -22,24 +22,25 @@ type Deployment struct {
 	Promote bool `json:"promote,omitempty"`
 }
 
-// Catalogs builds the catalog of a tenant's tools (workflow.Runner).
+// Catalogs builds the catalog of a tenant's tools and models (workflow.Runner).
 type Catalogs interface {
-	// Catalog returns the catalog of the named tools; unknown names are
+	// Catalog returns the catalog of the named tools and models, and of
+	// the model "default" when the server defines it; unknown names are
 	// left out so Compile reports them.
-	Catalog(ctx context.Context, tenant string, names []string) (*Catalog, error)
+	Catalog(ctx context.Context, tenant string, tools, models []string) (*Catalog, error)
 }
 
 // NewVersion checks a deployment of the tenant and compiles its definition
-// against the tenant's tools, and returns the version to store, deployed at
-// at. What is wrong is problem.ValidationFailed naming the deployment's
+// against the tenant's tools and models, and returns the version to store,
+// deployed at at. What is wrong is problem.ValidationFailed naming the deployment's
 // fields; the definition's own problems are under definition.
-func NewVersion(ctx context.Context, tools Catalogs, tenant string, d Deployment, at time.Time) (*Version, error) {
+func NewVersion(ctx context.Context, catalogs Catalogs, tenant string, d Deployment, at time.Time) (*Version, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
 	def, errs := DecodeDefinition(d.Definition)
 	if len(errs) == 0 {
-		cat, err := tools.Catalog(ctx, tenant, def.Tools)
+		cat, err := catalogs.Catalog(ctx, tenant, def.Tools, def.Models())
 		if err != nil {
 			return nil, err
 		}
@@ -53,7 +54,7 @@ func NewVersion(ctx context.Context, tools Catalogs, tenant string, d Deployment
 	}
 	return &Version{
 		Tenant: tenant, Name: d.Name, Version: d.Version, Description: d.Description,
-		Definition: d.Definition, Tools: def.Tools, DeployedAt: at,
+		Definition: d.Definition, Tools: def.Tools, Models: def.Models(), DeployedAt: at,
 	}, nil
 }
 

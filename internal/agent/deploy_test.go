@@ -14,15 +14,15 @@ import (
 )
 
 // catalogsFunc builds catalogs with a function.
-type catalogsFunc func(ctx context.Context, tenant string, names []string) (*Catalog, error)
+type catalogsFunc func(ctx context.Context, tenant string, tools, models []string) (*Catalog, error)
 
-func (f catalogsFunc) Catalog(ctx context.Context, tenant string, names []string) (*Catalog, error) {
-	return f(ctx, tenant, names)
+func (f catalogsFunc) Catalog(ctx context.Context, tenant string, tools, models []string) (*Catalog, error) {
+	return f(ctx, tenant, tools, models)
 }
 
 func TestNewVersion(t *testing.T) {
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	v, err := NewVersion(context.Background(), catalogsFunc(func(_ context.Context, tenant string, names []string) (*Catalog, error) {
+	v, err := NewVersion(context.Background(), catalogsFunc(func(_ context.Context, tenant string, _, _ []string) (*Catalog, error) {
 		if tenant != "acme" {
 			t.Errorf("catalog of tenant %q, want acme", tenant)
 		}
@@ -39,7 +39,7 @@ func TestNewVersion(t *testing.T) {
 }
 
 func TestNewVersionErrors(t *testing.T) {
-	catalogs := catalogsFunc(func(context.Context, string, []string) (*Catalog, error) { return testCatalog(), nil })
+	catalogs := catalogsFunc(func(context.Context, string, []string, []string) (*Catalog, error) { return testCatalog(), nil })
 	tests := []struct {
 		name string
 		d    Deployment
@@ -86,7 +86,7 @@ func TestNewVersionErrors(t *testing.T) {
 
 	t.Run("catalog error", func(t *testing.T) {
 		boom := errors.New("boom")
-		_, err := NewVersion(context.Background(), catalogsFunc(func(context.Context, string, []string) (*Catalog, error) {
+		_, err := NewVersion(context.Background(), catalogsFunc(func(context.Context, string, []string, []string) (*Catalog, error) {
 			return nil, boom
 		}), "acme", Deployment{Name: "triage", Definition: json.RawMessage(validBase)}, time.Now())
 		if !errors.Is(err, boom) {

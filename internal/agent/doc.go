@@ -2,13 +2,15 @@
 //
 // A Definition (JSON; the CLI converts YAML to it) lists the tools an agent
 // may call, the JSON Schema of an invocation's context, CEL policy rules per
-// policy class, and the steps to run. Compile checks a definition against a
-// ToolCatalog once, at deploy time, and returns a Program whose CEL
+// policy class, the model plan steps use, and the steps to run. Compile
+// checks a definition against a ToolCatalog (the tenant's tools and the
+// names of its models) once, at deploy time, and returns a Program whose CEL
 // expressions are already parsed, type-checked and planned under a cost
 // limit; evaluating one takes microseconds.
 //
 // A Program runs through Run, which yields one Event per emitted step: call,
 // score, route, set and finish steps emit one each, goto none, plan one per
+// completion (kind completion: model, tokens, finish reason) and one per
 // tool call it makes, and a step whose `when` is false emits nothing and
 // takes no step number. Before every tool call the engine checks, in order,
 // the caller's scope (`tool:<name>` or `tool:*`), the policy rule of the

@@ -125,6 +125,10 @@ type Result struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	Steps     int    `json:"steps"`
 	ToolCalls int    `json:"tool_calls"`
+	// Usage is the tokens of the run's completions; Completions counts
+	// the completions answered.
+	Usage       Usage `json:"usage"`
+	Completions int   `json:"completions"`
 }
 
 // ToolCall is a call the engine asks Env to make.
@@ -137,6 +141,8 @@ type ToolCall struct {
 	// Args are the evaluated arguments, JSON-compatible values; the event
 	// shares them, so an Env must not modify them.
 	Args map[string]any
+	// CallID is the model's id of a call a plan step makes ("" for a call step's).
+	CallID string
 }
 
 // CallResult is Env's answer to a ToolCall. Status is StatusOK,
@@ -303,6 +309,7 @@ func (r *Run) Events() iter.Seq2[Event, error] {
 		end, err := run.exec()
 		if errors.Is(err, errStopped) {
 			r.res.Steps, r.res.ToolCalls = run.step, run.calls
+			r.res.Usage, r.res.Completions = run.usage, run.completions
 			return
 		}
 		if err != nil {
@@ -321,12 +328,15 @@ func (r *Run) Events() iter.Seq2[Event, error] {
 			status = WorkflowWaiting
 		}
 		r.res = Result{
-			Outcome:   end.outcome,
-			Status:    status,
-			Output:    end.output,
-			Error:     end.err,
-			Steps:     run.step,
-			ToolCalls: run.calls,
+			Outcome:     end.outcome,
+			Status:      status,
+			Output:      end.output,
+			Error:       end.err,
+			ErrorCode:   end.errCode,
+			Steps:       run.step,
+			ToolCalls:   run.calls,
+			Usage:       run.usage,
+			Completions: run.completions,
 		}
 		if err != nil {
 			yield(Event{}, err)
@@ -357,6 +367,8 @@ var errStopped = errors.New("consumer stopped")
 type ending struct {
 	outcome string
 	err     string
+	// errCode is the stable cause of a failure (ErrorCodeLLM), if any.
+	errCode string
 	output  any
 	// agent reports an outcome of the agent's own, for which output is evaluated.
 	agent bool

@@ -11,9 +11,12 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// testCatalog registers payments (policy class financial) and cases.
+// testCatalog registers payments (policy class financial) and cases, and
+// knows the models "default" and "gpt-4o-mini".
 func testCatalog() *Catalog {
 	c := NewCatalog()
+	c.AddModel(DefaultModel)
+	c.AddModel("gpt-4o-mini")
 	c.Add(&tool.Tool{Name: "payments", PolicyClass: "financial"}, []tool.Operation{
 		{ID: "getTransaction", Kind: tool.Read, Summary: "Get a transaction",
 			Input: json.RawMessage(`{"type":"object","required":["id"],"properties":{"id":{"type":"string"}}}`),
@@ -70,6 +73,7 @@ type fakeEnv struct {
 	handlers map[string]func(args map[string]any) CallResult
 	calls    []string
 	steps    []int
+	callIDs  []string
 }
 
 func (f *fakeEnv) Call(_ context.Context, step int, c ToolCall) (CallResult, error) {
@@ -78,6 +82,7 @@ func (f *fakeEnv) Call(_ context.Context, step int, c ToolCall) (CallResult, err
 	key := c.Tool + "." + c.Operation
 	f.calls = append(f.calls, key)
 	f.steps = append(f.steps, step)
+	f.callIDs = append(f.callIDs, c.CallID)
 	h, ok := f.handlers[key]
 	if !ok {
 		return CallResult{}, fmt.Errorf("no fake for %s", key)

@@ -28,6 +28,12 @@ func (noLoader) Load(url string) (any, error) {
 // compileInputs compiles an inputs schema (draft 2020-12 unless it says
 // otherwise); the message says what is wrong.
 func compileInputs(raw json.RawMessage) (*jsonschema.Schema, string) {
+	return compileSchema(raw, inputsURL)
+}
+
+// compileSchema compiles a self-contained JSON Schema, named by url in
+// its own errors; the message says what is wrong.
+func compileSchema(raw json.RawMessage, url string) (*jsonschema.Schema, string) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, "not JSON: " + err.Error()
@@ -35,10 +41,10 @@ func compileInputs(raw json.RawMessage) (*jsonschema.Schema, string) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
-	if err := c.AddResource(inputsURL, doc); err != nil {
+	if err := c.AddResource(url, doc); err != nil {
 		return nil, err.Error()
 	}
-	sch, err := c.Compile(inputsURL)
+	sch, err := c.Compile(url)
 	if err != nil {
 		return nil, "not a valid JSON Schema: " + oneLine(err.Error())
 	}

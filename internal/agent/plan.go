@@ -2,7 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/agentplane/agentplane/internal/tool"
 	"regexp"
@@ -100,6 +99,7 @@ func FunctionName(toolName, opID string) string {
 func (c *compiler) compilePlan(field string, pl *Plan) *cplan {
 	cp := &cplan{maxCalls: pl.MaxCalls, byName: map[string]target{}}
 	cp.prompt = c.expr(c.stepEnv, pl.Prompt, field+".prompt", wantString)
+	cp.llm = c.compileLLMParams(field, pl)
 	switch {
 	case pl.MaxCalls == 0:
 		cp.maxCalls = DefaultPlanMaxCalls
@@ -230,80 +230,110 @@ func (c *compiler) toolOperations(toolName string) []target {
 	return out
 }
 
-// planStep lets the model choose calls until it answers without one or the
-// step's max_calls is spent. Each call is checked and made like a call
-// step's, with the plan step's action; the model's final text is saved
-// under save_as.
+// planStep lets the model choose calls until it gives its final answer or
+// the step's max_calls is spent. Every completion emits a completion event
+// (the step number Complete is given); each call it asks for is then checked
+// and made like a call step's, with the plan step's action. The final
+// answer (its text, or with output_schema the object) is saved under
+// save_as. A bad answer the model can mend (an invalid call, an answer
+// failing the schema) is told to it once; a second one fails the step.
 func (r *runner) planStep(s *cstep) (*ending, error) {
-	prompt, err := s.plan.prompt.evalString(r.ctx, r.act)
+	pl := s.plan
+	prompt, err := pl.prompt.evalString(r.ctx, r.act)
 	if err != nil {
 		return r.stepFailed(s, Event{}, fmt.Errorf("plan.prompt: %w", err))
 	}
-	req := ChatRequest{Messages: []ChatMessage{
-		{Role: RoleSystem, Content: r.systemPrompt()},
-		{Role: RoleUser, Content: r.userPrompt(prompt)},
-	}, Tools: s.plan.functions}
+	system, err := r.systemPrompt(pl.llm)
+	if err != nil {
+		return r.stepFailed(s, Event{}, fmt.Errorf("instructions: %w", err))
+	}
+	req := ChatRequest{
+		Model: pl.llm.model, Temperature: pl.llm.temperature, MaxOutputTokens: pl.llm.maxOutputTokens, OutputSchema: pl.llm.outputSchema,
+		Messages: []ChatMessage{{Role: RoleSystem, Content: system}, {Role: RoleUser, Content: r.userPrompt(prompt)}},
+	}
 	asked := 0
+	badCalls, repaired := false, false
 	for {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.llmCalls++
-		req.Tools = s.plan.offered(req.Messages)
-		resp, err := r.env.Complete(r.ctx, r.step+1, r.llmCalls, cloneRequest(req))
-		if errors.Is(err, ErrUnrecorded) {
-			// A replay has no answer to this conversation: the step ends here.
-			if s.saveAs != "" {
-				r.save(s.saveAs, nil)
-			}
-			return nil, r.emit(Event{Action: s.action, Kind: KindPlan, Status: StatusUnrecorded,
-				Error: fmt.Sprintf("completion %d was not recorded for this conversation", r.llmCalls)})
+		if end, err := r.tokenBudget(s); end != nil || err != nil {
+			return end, err
 		}
+		r.llmCalls++
+		req.Tools = pl.offered(req.Messages)
+		resp, err := r.env.Complete(r.ctx, r.step+1, r.llmCalls, cloneRequest(req))
 		if err != nil {
-			if r.ctx.Err() != nil {
-				return nil, r.ctx.Err()
-			}
-			return nil, fmt.Errorf("%s (%s): completion %d: %w", s.field, s.action, r.llmCalls, err)
+			return r.completionFailed(s, err)
+		}
+		r.completions++
+		ev := Event{Action: s.action, Kind: KindCompletion, Status: StatusOK, Model: pl.llm.model,
+			Usage: &Usage{}, FinishReason: resp.FinishReason}
+		if resp.Usage != nil {
+			*ev.Usage = *resp.Usage
+			r.usage.add(*resp.Usage)
 		}
 		msg := resp.Message
 		msg.Role = RoleAssistant
-		req.Messages = append(req.Messages, msg)
+
 		if len(msg.ToolCalls) == 0 {
-			if s.saveAs != "" {
-				r.save(s.saveAs, msg.Content)
+			badCalls = false
+			value, problem, final := pl.llm.answer(msg.Content, resp.FinishReason)
+			switch {
+			case problem == "":
+				if s.saveAs != "" {
+					r.save(s.saveAs, value)
+				}
+				return nil, r.emit(ev)
+			case final:
+				return r.llmFailed(s, ev, problem)
+			case repaired:
+				return r.llmFailed(s, ev, "the answer is still not valid after a repair turn: "+problem)
 			}
-			return nil, nil
+			repaired = true
+			if err := r.emit(ev); err != nil {
+				return nil, err
+			}
+			req.Messages = append(req.Messages, msg, ChatMessage{Role: RoleUser, Content: repairPrompt(problem)})
+			continue
 		}
-		for _, tc := range msg.ToolCalls {
-			if asked >= s.plan.maxCalls {
-				return nil, nil
-			}
-			asked++
-			reply, end, err := r.planCall(s, tc)
-			if err != nil || end != nil {
-				return end, err
+
+		checked, problem := pl.checkCalls(req.Tools, msg.ToolCalls)
+		switch {
+		case problem != "" && resp.FinishReason == FinishLength:
+			return r.llmFailed(s, ev, "the answer was cut off at the output token limit (finish_reason length): "+problem)
+		case problem != "" && badCalls:
+			return r.llmFailed(s, ev, "a second invalid answer in a row: "+problem)
+		}
+		badCalls = problem != ""
+		if err := r.emit(ev); err != nil {
+			return nil, err
+		}
+		req.Messages = append(req.Messages, msg)
+		for i, tc := range msg.ToolCalls {
+			reply := checked[i].refusal
+			if reply == "" {
+				if asked >= pl.maxCalls {
+					return nil, nil
+				}
+				asked++
+				var end *ending
+				reply, end, err = r.planCall(s, tc.ID, checked[i].target, checked[i].args)
+				if err != nil || end != nil {
+					return end, err
+				}
 			}
 			req.Messages = append(req.Messages, ChatMessage{Role: RoleTool, ToolCallID: tc.ID, Content: reply})
 		}
-		if asked >= s.plan.maxCalls {
+		if asked >= pl.maxCalls {
 			return nil, nil
 		}
 	}
 }
 
 // planCall performs one call the model asked for and returns what to tell it.
-func (r *runner) planCall(s *cstep, tc ChatToolCall) (string, *ending, error) {
-	t, ok := s.plan.byName[tc.Name]
-	if !ok {
-		return toolError(fmt.Sprintf("no function named %q", tc.Name)), nil, nil
-	}
-	var args map[string]any
-	if strings.TrimSpace(tc.Arguments) != "" {
-		if err := json.Unmarshal([]byte(tc.Arguments), &args); err != nil {
-			return toolError("arguments are not a JSON object: " + err.Error()), nil, nil
-		}
-	}
-	out, err := r.toolCall(s, t, args)
+func (r *runner) planCall(s *cstep, callID string, t target, args map[string]any) (string, *ending, error) {
+	out, err := r.toolCall(s, t, args, callID)
 	if err != nil || out.end != nil {
 		return "", out.end, err
 	}
@@ -327,12 +357,26 @@ func toolError(msg string) string {
 	return string(b)
 }
 
-func (r *runner) systemPrompt() string {
-	purpose := r.p.def.Purpose
-	if purpose == "" {
-		purpose = fmt.Sprintf("You are the agent %q.", r.in.Agent)
+// systemPrompt is the agent's instructions, or a text made from its
+// purpose, followed by the output schema when the step has one.
+func (r *runner) systemPrompt(lp *llmParams) (string, error) {
+	var text string
+	if r.p.instructions != nil {
+		var err error
+		if text, err = r.p.instructions.evalString(r.ctx, r.act); err != nil {
+			return "", err
+		}
+	} else {
+		purpose := r.p.def.Purpose
+		if purpose == "" {
+			purpose = fmt.Sprintf("You are the agent %q.", r.in.Agent)
+		}
+		text = purpose + "\nUse the functions to reach the goal. When you are done, answer without calling a function."
 	}
-	return purpose + "\nUse the functions to reach the goal. When you are done, answer without calling a function."
+	if len(lp.outputSchema) > 0 {
+		text += "\n\nGive your final answer as only a JSON object, with no other text, that matches this JSON Schema:\n" + string(lp.outputSchema)
+	}
+	return text, nil
 }
 
 func (r *runner) userPrompt(prompt string) string {

@@ -109,15 +109,18 @@ func TestPlanWithOpenAIServer(t *testing.T) {
 	}
 
 	wantEvents := []Event{
-		{Step: 1, Action: "investigate", Kind: KindPlan, Status: StatusOK, Tool: "payments", Operation: "getTransaction",
+		completed(1, "investigate", DefaultModel, Usage{}, ""),
+		{Step: 2, Action: "investigate", Kind: KindPlan, Status: StatusOK, Tool: "payments", Operation: "getTransaction",
 			Args: map[string]any{"id": "tx_1"}, Result: json.RawMessage(`{"id":"tx_1","amount":1500}`)},
-		{Step: 2, Action: "investigate", Kind: KindPlan, Status: StatusOK, Tool: "cases", Operation: "createCase",
+		completed(3, "investigate", DefaultModel, Usage{}, ""),
+		{Step: 4, Action: "investigate", Kind: KindPlan, Status: StatusOK, Tool: "cases", Operation: "createCase",
 			Args: openCaseArgs(), Result: json.RawMessage(`{"case_id":"case_9"}`)},
+		completed(5, "investigate", DefaultModel, Usage{}, ""),
 	}
 	if diff := cmp.Diff(wantEvents, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	wantRes := Result{Outcome: "investigated", Status: WorkflowCompleted, Output: "Opened case case_9.", Steps: 2, ToolCalls: 2}
+	wantRes := Result{Outcome: "investigated", Status: WorkflowCompleted, Output: "Opened case case_9.", Steps: 5, ToolCalls: 2, Completions: 3}
 	if diff := cmp.Diff(wantRes, res); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
@@ -198,11 +201,11 @@ func TestPlanLimits(t *testing.T) {
 		outcome   string
 	}{
 		{name: "max_calls stops the plan", maxCalls: 2, scopes: []string{"tool:*"},
-			want: []string{"investigate:ok", "investigate:ok"}, outcome: "investigated"},
+			want: []string{"investigate:completion:ok", "investigate:plan:ok", "investigate:completion:ok", "investigate:plan:ok"}, outcome: "investigated"},
 		{name: "max_tool_calls applies to plan calls", maxCalls: 5, invokeMax: 1, scopes: []string{"tool:*"},
-			want: []string{"investigate:ok", ActionLimitReached + ":limit_exceeded"}, outcome: OutcomeLimitExceeded},
+			want: []string{"investigate:completion:ok", "investigate:plan:ok", "investigate:completion:ok", ActionLimitReached + ":plan:limit_exceeded"}, outcome: OutcomeLimitExceeded},
 		{name: "a denied plan call ends the run", maxCalls: 5, scopes: []string{"tool:cases"},
-			want: []string{"investigate:denied"}, outcome: OutcomeDenied},
+			want: []string{"investigate:completion:ok", "investigate:plan:denied"}, outcome: OutcomeDenied},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,7 +221,7 @@ func TestPlanLimits(t *testing.T) {
 			}
 			var got []string
 			for _, ev := range events {
-				got = append(got, ev.Action+":"+ev.Status)
+				got = append(got, ev.Action+":"+ev.Kind+":"+ev.Status)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
@@ -285,6 +288,7 @@ func TestPlanOffersTheBestOperations(t *testing.T) {
 	}
 	ops = append(ops, tool.Operation{ID: "refundTransaction", Kind: tool.Write, Summary: "Refund a card transaction"})
 	cat.Add(&tool.Tool{Name: "shop"}, ops)
+	cat.AddModel(DefaultModel)
 	def := parseDef(t, `{"tools": ["shop"], "steps": [{"action": "act", "plan": {"prompt": "'Refund the transaction.'", "max_functions": 5}}], "outcome": "'done'"}`)
 	p, errs := Compile(def, cat)
 	if errs != nil {

@@ -20,6 +20,11 @@ type runner struct {
 	llmCalls int // completions asked for
 	maxCalls int
 	visits   int
+	// usage is the tokens of the run's completions so far, completions
+	// how many were answered; maxLLMTokens bounds usage's total (0: no bound).
+	usage        Usage
+	completions  int
+	maxLLMTokens int64
 }
 
 func newRunner(ctx context.Context, p *Program, in Input, env Env) *runner {
@@ -31,8 +36,12 @@ func newRunner(ctx context.Context, p *Program, in Input, env Env) *runner {
 	for i, s := range in.Caller.Scopes {
 		scopes[i] = s
 	}
+	maxTokens := in.MaxLLMTokens
+	if maxTokens <= 0 {
+		maxTokens = p.MaxLLMTokens()
+	}
 	return &runner{
-		ctx: ctx, p: p, in: in, env: env, maxCalls: maxCalls,
+		ctx: ctx, p: p, in: in, env: env, maxCalls: maxCalls, maxLLMTokens: maxTokens,
 		act: &activation{
 			goal:     in.Goal,
 			context:  normalize(in.Context),
@@ -213,7 +222,7 @@ func (r *runner) callStep(s *cstep) (*ending, error) {
 	if !ok && v != nil {
 		return r.stepFailed(s, Event{Tool: s.target.tool, Operation: s.target.op.ID}, fmt.Errorf("args: the expression gave %T, not an object", v))
 	}
-	out, err := r.toolCall(s, s.target, args)
+	out, err := r.toolCall(s, s.target, args, "")
 	if err != nil || out.end != nil {
 		return out.end, err
 	}
@@ -360,7 +369,8 @@ type callOutcome struct {
 // toolCall checks and makes one call, emitting its step event. The checks,
 // in order: the caller's scope, the policy rule of the tool's class,
 // max_tool_calls.
-func (r *runner) toolCall(s *cstep, t target, args map[string]any) (callOutcome, error) {
+// callID is the model's id of the call, for a plan step's.
+func (r *runner) toolCall(s *cstep, t target, args map[string]any, callID string) (callOutcome, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -383,7 +393,7 @@ func (r *runner) toolCall(s *cstep, t target, args map[string]any) (callOutcome,
 		return out, r.emit(ev)
 	}
 	r.calls++
-	res, err := r.env.Call(r.ctx, r.step+1, ToolCall{Action: s.action, Tool: t.tool, Operation: t.op.ID, Kind: t.op.Kind, Args: args})
+	res, err := r.env.Call(r.ctx, r.step+1, ToolCall{Action: s.action, Tool: t.tool, Operation: t.op.ID, Kind: t.op.Kind, Args: args, CallID: callID})
 	if err != nil {
 		if r.ctx.Err() != nil {
 			return callOutcome{}, r.ctx.Err()

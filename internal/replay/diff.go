@@ -23,7 +23,9 @@ func (p actions) pair(ai, bi int) (*workflow.Step, *workflow.Step) { return &p.a
 // agree) and counts what changed. Aligned pairs that differ in tool,
 // operation, canonical args, status, score, queue or result are changed;
 // unaligned replay steps are added, unaligned original steps removed (the
-// removed ones of a region first). The same inputs always align the same way.
+// removed ones of a region first). Completion steps align by action like
+// the others; a pair of them also differs in model or finish reason (their
+// token counts are not compared). The same inputs always align the same way.
 func Diff(original, replayed []workflow.Step) ([]Entry, Delta) {
 	p := actions{original, replayed}
 	script := myers.Diff(context.Background(), p)
@@ -97,6 +99,12 @@ func changedFields(a, b *workflow.Step) []string {
 	}
 	if !sameJSON(a.Result, b.Result) {
 		f = append(f, "result")
+	}
+	if a.Model != b.Model {
+		f = append(f, "model")
+	}
+	if a.FinishReason != b.FinishReason {
+		f = append(f, "finish_reason")
 	}
 	return f
 }

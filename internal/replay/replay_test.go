@@ -28,6 +28,7 @@ const planDef = `{
 func planProgram(t *testing.T, prompt string) *agent.Program {
 	t.Helper()
 	cat := agent.NewCatalog()
+	cat.AddModel(agent.DefaultModel)
 	cat.Add(&tool.Tool{Name: "payments"}, []tool.Operation{{ID: "getTransaction", Kind: tool.Read,
 		Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}})
 	cat.Add(&tool.Tool{Name: "cases"}, []tool.Operation{{ID: "createCase", Kind: tool.Write}})
@@ -97,7 +98,8 @@ func record(t *testing.T, prog *agent.Program, replies ...agent.ChatResponse) *r
 	h := &replay.History{Workflow: wf, Completions: env.completions}
 	for _, ev := range events {
 		s := workflow.Step{Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
-			Tool: ev.Tool, Operation: ev.Operation, Result: ev.Result, Error: ev.Error, Sent: env.sent[ev.Step]}
+			Tool: ev.Tool, Operation: ev.Operation, Result: ev.Result, Error: ev.Error, Sent: env.sent[ev.Step],
+			Model: ev.Model, FinishReason: ev.FinishReason}
 		if ev.Args != nil {
 			s.Args, _ = json.Marshal(ev.Args)
 		}
@@ -116,8 +118,9 @@ var doneReply = agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAs
 func TestPlanStepReplaysFromItsRecordedCompletions(t *testing.T) {
 	prog := planProgram(t, "'Check the transaction.'")
 	h := record(t, prog, callReply("tx_1"), doneReply)
-	if len(h.Completions) != 2 || len(h.Steps) != 1 {
-		t.Fatalf("recorded %d completions and %d steps, want 2 and 1", len(h.Completions), len(h.Steps))
+	// A completion, the call it asked for, and the completion of the answer.
+	if len(h.Completions) != 2 || len(h.Steps) != 3 {
+		t.Fatalf("recorded %d completions and %d steps, want 2 and 3", len(h.Completions), len(h.Steps))
 	}
 	run, err := replay.DryRun(context.Background(), prog, h)
 	if err != nil {
@@ -127,7 +130,7 @@ func TestPlanStepReplaysFromItsRecordedCompletions(t *testing.T) {
 	if run.Outcome != "investigated" || delta != (replay.Delta{}) {
 		t.Fatalf("outcome %q, delta %+v, want investigated and no change: %+v", run.Outcome, delta, entries)
 	}
-	if got := run.Steps[0]; got.Status != agent.StatusOK || string(got.Result) != `{"id":"tx_1","amount":1500}` {
+	if got := run.Steps[1]; got.Status != agent.StatusOK || string(got.Result) != `{"id":"tx_1","amount":1500}` {
 		t.Errorf("plan call step = %+v, want the recorded answer", got)
 	}
 
@@ -138,11 +141,13 @@ func TestPlanStepReplaysFromItsRecordedCompletions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(run.Steps) != 1 || run.Steps[0].Status != agent.StatusUnrecorded || run.Steps[0].Kind != agent.KindPlan {
-		t.Fatalf("steps = %+v, want one unrecorded plan step", run.Steps)
+	if len(run.Steps) != 1 || run.Steps[0].Status != agent.StatusUnrecorded || run.Steps[0].Kind != agent.KindCompletion {
+		t.Fatalf("steps = %+v, want one unrecorded completion step", run.Steps)
 	}
+	// The first completion is aligned and changed (status); the call and
+	// the second completion are removed.
 	_, delta = replay.Diff(h.Steps, run.Steps)
-	if want := (replay.Delta{StepsChanged: 1, ToolCallsChanged: 1}); delta != want {
+	if want := (replay.Delta{StepsChanged: 1, StepsRemoved: 2, ToolCallsChanged: 1}); delta != want {
 		t.Errorf("delta = %+v, want %+v", delta, want)
 	}
 }
@@ -208,5 +213,36 @@ func TestDiffAlignsByActions(t *testing.T) {
 	}
 	if want := (replay.Delta{StepsAdded: 2, StepsRemoved: 1}); delta != want {
 		t.Errorf("delta = %+v, want %+v", delta, want)
+	}
+}
+
+func TestDiffComparesCompletions(t *testing.T) {
+	completion := func(model, status, finish string) workflow.Step {
+		return workflow.Step{Step: 1, Action: "solve", Kind: agent.KindCompletion, Status: status, Model: model, FinishReason: finish}
+	}
+	base := completion("gpt-4o-mini", agent.StatusOK, "stop")
+	tests := []struct {
+		name   string
+		replay workflow.Step
+		fields []string
+	}{
+		{name: "the same", replay: base},
+		{name: "another model", replay: completion("claude", agent.StatusOK, "stop"), fields: []string{"model"}},
+		{name: "another status", replay: completion("gpt-4o-mini", agent.StatusError, "stop"), fields: []string{"status"}},
+		{name: "another finish reason", replay: completion("gpt-4o-mini", agent.StatusOK, "tool_calls"), fields: []string{"finish_reason"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			entries, delta := replay.Diff([]workflow.Step{base}, []workflow.Step{tc.replay})
+			if len(entries) != 1 {
+				t.Fatalf("%d entries, want the pair aligned", len(entries))
+			}
+			if diff := cmp.Diff(tc.fields, entries[0].Fields); diff != "" {
+				t.Errorf("changed fields (-want +got):\n%s", diff)
+			}
+			if want := min(len(tc.fields), 1); delta.StepsChanged != want || delta.ToolCallsChanged != 0 {
+				t.Errorf("delta = %+v, want %d changed and no call changed", delta, want)
+			}
+		})
 	}
 }

@@ -218,7 +218,7 @@ func (e *Env) step(ev agent.Event) workflow.Step {
 	s := workflow.Step{
 		Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
-		Result: ev.Result, Error: ev.Error, Reason: ev.Reason,
+		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, Model: ev.Model, FinishReason: ev.FinishReason,
 	}
 	if a, ok := e.args[ev.Step]; ok {
 		s.Args = a

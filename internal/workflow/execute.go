@@ -725,7 +725,8 @@ func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 	s := &Step{
 		WorkflowID: e.wf.ID, Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
-		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
+		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, Model: ev.Model, FinishReason: ev.FinishReason,
+		StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
 	}
 	e.last = now
 	if ev.Args != nil {

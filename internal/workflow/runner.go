@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"go.opentelemetry.io/otel/trace"
@@ -37,6 +38,9 @@ type Options struct {
 	Caller   ToolCaller
 	// Planner answers plan steps; nil refuses them.
 	Planner agent.Completer
+	// Models finds the models agents name, for compiling them; nil knows
+	// only "default", and that only when Planner is set.
+	Models model.Lookup
 	// Owner names this replica in leases; default a new random id.
 	Owner string
 	// Lease is how long a replica owns a workflow without renewing (default 15 s).
@@ -163,7 +167,7 @@ func (r *Runner) compile(ctx context.Context, v *agent.Version, tools []*tool.To
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("stored definition of %s: %w: %s", v.Ref(), errUndecodable, errs[0].Message)
 	}
-	cat, err := r.catalog(ctx, v.Tenant, tools, pinned)
+	cat, err := r.catalog(ctx, v.Tenant, tools, def.Models(), pinned)
 	if err != nil {
 		return nil, err
 	}
@@ -187,14 +191,14 @@ var errUndecodable = errors.New("does not decode")
 
 var _ agent.Catalogs = (*Runner)(nil)
 
-// Catalog builds the tool catalog of the named tools; unknown names are left
-// out so Compile reports them.
-func (r *Runner) Catalog(ctx context.Context, tenant string, names []string) (*agent.Catalog, error) {
-	tools, err := r.tools(ctx, tenant, names)
+// Catalog builds the catalog of the named tools and models; unknown names
+// are left out so Compile reports them.
+func (r *Runner) Catalog(ctx context.Context, tenant string, toolNames, models []string) (*agent.Catalog, error) {
+	tools, err := r.tools(ctx, tenant, toolNames)
 	if err != nil {
 		return nil, err
 	}
-	return r.catalog(ctx, tenant, tools, nil)
+	return r.catalog(ctx, tenant, tools, models, nil)
 }
 
 // tools looks the named tools up; an unknown name's tool is nil.
@@ -213,10 +217,14 @@ func (r *Runner) tools(ctx context.Context, tenant string, names []string) ([]*t
 	return tools, nil
 }
 
-// catalog builds the tool catalog of tools, leaving out nil ones; a
-// tool's operations are its pinned ones when it has some, else read.
-func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool, pinned map[string][]tool.Operation) (*agent.Catalog, error) {
+// catalog builds the catalog of tools, leaving out nil ones, and of the
+// named models (and "default") the tenant may use; a tool's operations
+// are its pinned ones when it has some, else read.
+func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool, models []string, pinned map[string][]tool.Operation) (*agent.Catalog, error) {
 	cat := agent.NewCatalog()
+	if err := r.addModels(ctx, cat, tenant, models); err != nil {
+		return nil, err
+	}
 	for _, t := range tools {
 		if t == nil {
 			continue
@@ -232,6 +240,27 @@ func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool,
 		cat.Add(t, ops)
 	}
 	return cat, nil
+}
+
+// addModels adds to cat the named models and "default" that the tenant
+// may use.
+func (r *Runner) addModels(ctx context.Context, cat *agent.Catalog, tenant string, names []string) error {
+	if r.opts.Models == nil {
+		if r.opts.Planner != nil {
+			cat.AddModel(agent.DefaultModel)
+		}
+		return nil
+	}
+	for _, name := range append([]string{agent.DefaultModel}, names...) {
+		_, err := r.opts.Models.Model(ctx, tenant, name)
+		switch {
+		case err == nil:
+			cat.AddModel(name)
+		case !problem.Is(err, problem.NotFound):
+			return fmt.Errorf("model %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // launch executes wf in the background unless the runner is closing

@@ -120,6 +120,10 @@ type Step struct {
 	Error     string          `json:"error,omitempty"`
 	// Reason is why an approve step asks for a decision.
 	Reason string `json:"reason,omitempty"`
+	// Model and FinishReason are a completion step's registered model and
+	// the provider's finish reason.
+	Model        string `json:"model,omitempty"`
+	FinishReason string `json:"finish_reason,omitempty"`
 	// Request is the tool request as sent, without credentials.
 	Request json.RawMessage `json:"request,omitempty"`
 	// HTTPStatus is the tool's response status.
