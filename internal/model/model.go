@@ -6,7 +6,11 @@ package model
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
 )
 
 // Providers: the wire format a model speaks.
@@ -93,4 +97,60 @@ type Model struct {
 // server-wide default. A name neither holds is problem.NotFound.
 type Lookup interface {
 	Model(ctx context.Context, tenant, name string) (*Model, error)
+}
+
+// modelJSON is a Model as JSON: the timeout as a Go duration string
+// ("120s", "2m30s"), which the struct's own field cannot be.
+type modelJSON struct {
+	*modelFields
+	Timeout string `json:"timeout"`
+}
+
+// modelFields is Model without its methods, so encoding it does not recurse.
+type modelFields Model
+
+// MarshalJSON writes the model with its timeout as a duration string.
+func (m Model) MarshalJSON() ([]byte, error) {
+	f := modelFields(m)
+	return json.Marshal(modelJSON{modelFields: &f, Timeout: m.Timeout.String()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *Model) UnmarshalJSON(data []byte) error {
+	v := modelJSON{modelFields: (*modelFields)(m)}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	m.Timeout = 0
+	if v.Timeout != "" {
+		d, err := time.ParseDuration(v.Timeout)
+		if err != nil {
+			return fmt.Errorf("timeout: %w", err)
+		}
+		m.Timeout = d
+	}
+	return nil
+}
+
+// ListOptions pages through a tenant's models, ordered by name.
+type ListOptions struct {
+	Limit int
+	// After is the name of the last model of the previous page.
+	After string
+}
+
+// Store keeps the registry. Every write stores its audit record in the
+// same transaction.
+type Store interface {
+	// CreateModel stores m; problem.Conflict when its name is taken.
+	CreateModel(ctx context.Context, m *Model, rec *audit.Record) error
+	// UpdateModel replaces the model of m's tenant and id.
+	UpdateModel(ctx context.Context, m *Model, rec *audit.Record) error
+	// DeleteModel deletes a model by name; problem.Conflict while an agent
+	// version names it.
+	DeleteModel(ctx context.Context, tenant, name string, rec *audit.Record) error
+	// ModelByName returns a model, or problem.NotFound.
+	ModelByName(ctx context.Context, tenant, name string) (*Model, error)
+	// ListModels returns models ordered by name.
+	ListModels(ctx context.Context, tenant string, opt ListOptions) ([]*Model, error)
 }
