@@ -154,3 +154,39 @@ type Store interface {
 	// ListModels returns models ordered by name.
 	ListModels(ctx context.Context, tenant string, opt ListOptions) ([]*Model, error)
 }
+
+// EncodeColumns is how stores keep a model's structured fields: auth and
+// headers as JSON objects, price as a JSON object or null.
+func EncodeColumns(m *Model) (auth, headers, price []byte, err error) {
+	if auth, err = json.Marshal(m.Auth); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode model auth: %w", err)
+	}
+	h := m.Headers
+	if h == nil {
+		h = map[string]string{}
+	}
+	if headers, err = json.Marshal(h); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode model headers: %w", err)
+	}
+	if price, err = json.Marshal(m.Price); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode model price: %w", err)
+	}
+	return auth, headers, price, nil
+}
+
+// DecodeColumns reads what EncodeColumns wrote into m.
+func DecodeColumns(m *Model, auth, headers, price []byte) error {
+	if err := json.Unmarshal(auth, &m.Auth); err != nil {
+		return fmt.Errorf("decode model auth: %w", err)
+	}
+	if err := json.Unmarshal(headers, &m.Headers); err != nil {
+		return fmt.Errorf("decode model headers: %w", err)
+	}
+	if len(m.Headers) == 0 {
+		m.Headers = nil
+	}
+	if err := json.Unmarshal(price, &m.Price); err != nil {
+		return fmt.Errorf("decode model price: %w", err)
+	}
+	return nil
+}
