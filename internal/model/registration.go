@@ -229,3 +229,26 @@ func checkPrice(errs *fieldErrors, p *Price) *Price {
 	}
 	return &out
 }
+
+// ServerDefault is the server-wide model DefaultName that the --llm-*
+// flags define: provider (openai when ""), baseURL and modelID checked as a
+// registration's, authenticated with apiKeyRef when it is given (bearer for
+// openai, the x-api-key header for anthropic).
+func ServerDefault(provider, baseURL, modelID, apiKeyRef string) (*Model, error) {
+	if provider == "" {
+		provider = OpenAI
+	}
+	reg := Registration{Name: "server-default", Provider: provider, BaseURL: baseURL, Model: modelID}
+	if apiKeyRef != "" {
+		reg.Auth = &Auth{Type: AuthBearer, SecretsRef: apiKeyRef}
+		if provider == Anthropic {
+			reg.Auth.Type = AuthAPIKey
+		}
+	}
+	m, err := Build(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.ID, m.Name, m.Revision = "mdl_default", DefaultName, 1
+	return m, nil
+}
