@@ -50,11 +50,13 @@ func (s *Service) check(ctx context.Context, tenant string, reg Registration) (*
 	return m, nil
 }
 
+// now is the time of a change, to the microsecond stores keep.
 func (s *Service) now() time.Time {
-	if s.Now == nil {
-		return time.Now().UTC()
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
 	}
-	return s.Now().UTC()
+	return now().UTC().Truncate(time.Microsecond)
 }
 
 // Register validates and stores a new model, storing rec with it.
