@@ -5,30 +5,18 @@ import (
 
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/page"
-	"github.com/agentplane/agentplane/internal/problem"
 )
 
 // The model registry (SPEC §4 "Models and LLM agents"). A model is shown
 // as model.Model encodes itself: the secrets reference, never a secret.
 
-func (s *Server) models() (*model.Service, error) {
-	if s.deps.Models == nil {
-		return nil, problem.New(problem.Unavailable, "this server keeps no model registry")
-	}
-	return s.deps.Models, nil
-}
-
 func (s *Server) handleRegisterModel(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.models()
-	if err != nil {
-		return err
-	}
 	var reg model.Registration
 	if err := decodeJSON(r, &reg); err != nil {
 		return err
 	}
 	rec := s.record(r, http.StatusCreated)
-	m, err := svc.Register(r.Context(), principalOf(r).Tenant, reg, rec)
+	m, err := s.deps.Models.Register(r.Context(), principalOf(r).Tenant, reg, rec)
 	if err != nil {
 		return err
 	}
@@ -39,16 +27,12 @@ func (s *Server) handleRegisterModel(w http.ResponseWriter, r *http.Request) err
 }
 
 func (s *Server) handleUpdateModel(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.models()
-	if err != nil {
-		return err
-	}
 	var reg model.Registration
 	if err := decodeJSON(r, &reg); err != nil {
 		return err
 	}
 	rec := s.record(r, http.StatusOK)
-	m, err := svc.Update(r.Context(), principalOf(r).Tenant, r.PathValue("name"), reg, rec)
+	m, err := s.deps.Models.Update(r.Context(), principalOf(r).Tenant, r.PathValue("name"), reg, rec)
 	if err != nil {
 		return err
 	}
@@ -58,12 +42,8 @@ func (s *Server) handleUpdateModel(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) handleDeleteModel(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.models()
-	if err != nil {
-		return err
-	}
 	rec := s.record(r, http.StatusNoContent)
-	if err := svc.Delete(r.Context(), principalOf(r).Tenant, r.PathValue("name"), rec); err != nil {
+	if err := s.deps.Models.Delete(r.Context(), principalOf(r).Tenant, r.PathValue("name"), rec); err != nil {
 		return err
 	}
 	info := infoFrom(r.Context())
@@ -73,11 +53,7 @@ func (s *Server) handleDeleteModel(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.models()
-	if err != nil {
-		return err
-	}
-	m, err := svc.Get(r.Context(), principalOf(r).Tenant, r.PathValue("name"))
+	m, err := s.deps.Models.Get(r.Context(), principalOf(r).Tenant, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -91,17 +67,13 @@ type modelPage struct {
 }
 
 func (s *Server) handleListModels(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.models()
-	if err != nil {
-		return err
-	}
 	q := r.URL.Query()
 	limit, err := page.ParseSize("limit", q.Get("limit"))
 	if err != nil {
 		return err
 	}
 	opt := model.ListOptions{Limit: limit, After: q.Get("cursor")}
-	ms, err := svc.List(r.Context(), principalOf(r).Tenant, opt)
+	ms, err := s.deps.Models.List(r.Context(), principalOf(r).Tenant, opt)
 	if err != nil {
 		return err
 	}

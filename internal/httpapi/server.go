@@ -73,7 +73,7 @@ type Deps struct {
 	// Tools registers, updates and deletes tools; ToolStore reads them.
 	Tools     *tool.Service
 	ToolStore tool.Store
-	// Models is the model registry (nil: the /v1/models routes answer 503).
+	// Models registers, updates, deletes and reads the model registry.
 	Models *model.Service
 	// Agents keeps agent versions; Runner runs workflows; Workflows reads them.
 	Agents    agent.VersionStore

@@ -29,7 +29,7 @@ func (r *registry) Model(ctx context.Context, tenant, name string) (*Model, erro
 		return &m, nil
 	}
 	if !NameRE.MatchString(name) {
-		return nil, notFound(name)
+		return nil, NotFound(name)
 	}
 	return r.store.ModelByName(ctx, tenant, name)
 }

@@ -139,10 +139,12 @@ func (s *memStore) ModelByName(_ context.Context, tenant, name string) (*Model, 
 		c := *m
 		return &c, nil
 	}
-	return nil, notFound(name)
+	return nil, NotFound(name)
 }
 
-func (s *memStore) ListModels(context.Context, string, ListOptions) ([]*Model, error) { return nil, nil }
+func (s *memStore) ListModels(context.Context, string, ListOptions) ([]*Model, error) {
+	return nil, nil
+}
 
 func TestServiceAndLookup(t *testing.T) {
 	ctx := context.Background()

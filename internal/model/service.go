@@ -119,7 +119,7 @@ func (s *Service) Delete(ctx context.Context, tenant, name string, rec *audit.Re
 // Get returns the tenant's model named name, or problem.NotFound.
 func (s *Service) Get(ctx context.Context, tenant, name string) (*Model, error) {
 	if !NameRE.MatchString(name) {
-		return nil, notFound(name)
+		return nil, NotFound(name)
 	}
 	return s.Store.ModelByName(ctx, tenant, name)
 }
@@ -129,8 +129,14 @@ func (s *Service) List(ctx context.Context, tenant string, opt ListOptions) ([]*
 	return s.Store.ListModels(ctx, tenant, opt)
 }
 
-func notFound(name string) error {
+// NotFound is the error of a name the tenant's registry lacks.
+func NotFound(name string) error {
 	return problem.New(problem.NotFound, "no model named %q; GET /v1/models lists the registered ones", name)
+}
+
+// NameTaken is the error of registering a name the tenant already has.
+func NameTaken(name string) error {
+	return problem.New(problem.Conflict, "a model named %q already exists; PUT /v1/models/%s replaces it", name, name)
 }
 
 func notFoundDefault() error {

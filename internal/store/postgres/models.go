@@ -30,7 +30,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 		_, err := tx.Exec(ctx, `INSERT INTO models (`+modelColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, row...)
 		if isUnique(err) {
-			return modelTaken(m.Name)
+			return model.NameTaken(m.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert model: %w", err)
@@ -53,13 +53,13 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 			daily_token_budget = $12, revision = $13, created_at = $14, updated_at = $15
 			WHERE id = $1 AND tenant = $2`, row...)
 		if isUnique(err) {
-			return modelTaken(m.Name)
+			return model.NameTaken(m.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("update model: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return modelNotFound(m.Name)
+			return model.NotFound(m.Name)
 		}
 		tx.Audit(rec)
 		return nil
@@ -75,7 +75,7 @@ func (db *DB) DeleteModel(ctx context.Context, tenant, name string, rec *audit.R
 		var id string
 		err := tx.QueryRow(ctx, `SELECT id FROM models WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, name).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return modelNotFound(name)
+			return model.NotFound(name)
 		}
 		if err != nil {
 			return fmt.Errorf("load model: %w", err)
@@ -104,7 +104,7 @@ func (db *DB) ModelByName(ctx context.Context, tenant, name string) (*model.Mode
 		var err error
 		m, err = scanModel(tx.QueryRow(ctx, `SELECT `+modelColumns+` FROM models WHERE tenant = $1 AND name = $2`, tenant, name))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return modelNotFound(name)
+			return model.NotFound(name)
 		}
 		return err
 	})
@@ -161,12 +161,4 @@ func scanModel(row pgx.Row) (*model.Model, error) {
 	}
 	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
 	return &m, nil
-}
-
-func modelNotFound(name string) error {
-	return problem.New(problem.NotFound, "no model named %q; GET /v1/models lists the registered ones", name)
-}
-
-func modelTaken(name string) error {
-	return problem.New(problem.Conflict, "a model named %q already exists; PUT /v1/models/%s replaces it", name, name)
 }

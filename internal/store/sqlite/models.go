@@ -28,7 +28,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 		_, err := tx.ExecContext(ctx, `INSERT INTO models (`+modelColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
-			return modelTaken(m.Name)
+			return model.NameTaken(m.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert model: %w", err)
@@ -50,13 +50,13 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 			revision = ?, created_at = ?, updated_at = ?
 			WHERE id = ? AND tenant = ?`, append(row[2:], m.ID, m.Tenant)...)
 		if isUnique(err) {
-			return modelTaken(m.Name)
+			return model.NameTaken(m.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("update model: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return modelNotFound(m.Name)
+			return model.NotFound(m.Name)
 		}
 		return appendAudit(ctx, tx, rec)
 	})
@@ -81,7 +81,7 @@ func (db *DB) DeleteModel(ctx context.Context, tenant, name string, rec *audit.R
 			return fmt.Errorf("delete model: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return modelNotFound(name)
+			return model.NotFound(name)
 		}
 		return appendAudit(ctx, tx, rec)
 	})
@@ -94,7 +94,7 @@ func (db *DB) ModelByName(ctx context.Context, tenant, name string) (*model.Mode
 		var err error
 		m, err = scanModel(tx.QueryRowContext(ctx, `SELECT `+modelColumns+` FROM models WHERE tenant = ? AND name = ?`, tenant, name))
 		if err == sql.ErrNoRows {
-			return modelNotFound(name)
+			return model.NotFound(name)
 		}
 		return err
 	})
@@ -161,12 +161,4 @@ func scanModel(s scanner) (*model.Model, error) {
 		return nil, err
 	}
 	return &m, nil
-}
-
-func modelNotFound(name string) error {
-	return problem.New(problem.NotFound, "no model named %q; GET /v1/models lists the registered ones", name)
-}
-
-func modelTaken(name string) error {
-	return problem.New(problem.Conflict, "a model named %q already exists; PUT /v1/models/%s replaces it", name, name)
 }
