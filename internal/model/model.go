@@ -100,11 +100,17 @@ type Lookup interface {
 }
 
 // modelJSON is a Model as JSON: the timeout as a Go duration string
-// ("120s", "2m30s"), which the struct's own field cannot be.
+// ("120s", "2m30s"), which the struct's own field cannot be, and times as
+// the API writes them (UTC, milliseconds, a Z).
 type modelJSON struct {
 	*modelFields
-	Timeout string `json:"timeout"`
+	Timeout   string `json:"timeout"`
+	CreatedAt string `json:"created_at"`
+	UpdatedAt string `json:"updated_at"`
 }
+
+// timeFormat is the API's timestamp form.
+const timeFormat = "2006-01-02T15:04:05.000Z"
 
 // modelFields is Model without its methods, so encoding it does not recurse.
 type modelFields Model
@@ -112,7 +118,8 @@ type modelFields Model
 // MarshalJSON writes the model with its timeout as a duration string.
 func (m Model) MarshalJSON() ([]byte, error) {
 	f := modelFields(m)
-	return json.Marshal(modelJSON{modelFields: &f, Timeout: m.Timeout.String()})
+	return json.Marshal(modelJSON{modelFields: &f, Timeout: m.Timeout.String(),
+		CreatedAt: m.CreatedAt.UTC().Format(timeFormat), UpdatedAt: m.UpdatedAt.UTC().Format(timeFormat)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -128,6 +135,20 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("timeout: %w", err)
 		}
 		m.Timeout = d
+	}
+	for _, t := range []struct {
+		s   string
+		dst *time.Time
+	}{{v.CreatedAt, &m.CreatedAt}, {v.UpdatedAt, &m.UpdatedAt}} {
+		*t.dst = time.Time{}
+		if t.s == "" {
+			continue
+		}
+		p, err := time.Parse(time.RFC3339Nano, t.s)
+		if err != nil {
+			return fmt.Errorf("time %q: %w", t.s, err)
+		}
+		*t.dst = p.UTC()
 	}
 	return nil
 }

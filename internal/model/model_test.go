@@ -70,14 +70,15 @@ func TestBuildRefuses(t *testing.T) {
 
 func TestModelJSON(t *testing.T) {
 	m := Model{ID: "mdl_1", Tenant: "acme", Name: "gpt", Provider: OpenAI, BaseURL: "https://x/v1", Model: "m",
-		Auth: Auth{Type: AuthBearer, SecretsRef: "env://K"}, Timeout: 90 * time.Second, Revision: 1}
+		Auth: Auth{Type: AuthBearer, SecretsRef: "env://K"}, Timeout: 90 * time.Second, Revision: 1,
+		CreatedAt: time.Date(2026, 11, 26, 7, 0, 0, 123e6, time.UTC)}
 	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc map[string]any
 	json.Unmarshal(b, &doc)
-	if doc["timeout"] != "1m30s" || doc["tenant"] != nil || doc["Tenant"] != nil {
+	if doc["timeout"] != "1m30s" || doc["tenant"] != nil || doc["Tenant"] != nil || doc["created_at"] != "2026-11-26T07:00:00.123Z" {
 		t.Errorf("JSON of a model: %s", b)
 	}
 	var back Model
