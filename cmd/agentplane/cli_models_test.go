@@ -89,3 +89,23 @@ price: {input_per_mtok: 0.15, output_per_mtok: 0.6}
 		t.Errorf("get after delete: exit %d %q", code, errs)
 	}
 }
+
+// TestServeRefusesBadModelFlags: a bad --allow-private-host or server-wide
+// model stops serve at once, naming the flag.
+func TestServeRefusesBadModelFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--allow-private-host", "127.0.0.1:http"}, "--allow-private-host"},
+		{[]string{"--allow-private-host", "0x7f.1"}, "--allow-private-host"},
+		{[]string{"--llm-base-url", "https://llm.example/v1", "--llm-model", "m", "--llm-provider", "gemini"}, "provider"},
+		{[]string{"--llm-base-url", "https://me:pw@llm.example/v1", "--llm-model", "m"}, "base_url"},
+	} {
+		args := append([]string{"serve", "--data", t.TempDir(), "--addr", freeAddr(t)}, tc.args...)
+		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve %v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
