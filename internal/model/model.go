@@ -165,7 +165,9 @@ type ListOptions struct {
 type Store interface {
 	// CreateModel stores m; problem.Conflict when its name is taken.
 	CreateModel(ctx context.Context, m *Model, rec *audit.Record) error
-	// UpdateModel replaces the model of m's tenant and id.
+	// UpdateModel replaces the model of m's tenant and id, whose stored
+	// revision must be m.Revision-1: problem.Conflict when another update
+	// came first.
 	UpdateModel(ctx context.Context, m *Model, rec *audit.Record) error
 	// DeleteModel deletes a model by name; problem.Conflict while an agent
 	// version names it.

@@ -134,6 +134,11 @@ func NotFound(name string) error {
 	return problem.New(problem.NotFound, "no model named %q; GET /v1/models lists the registered ones", name)
 }
 
+// ChangedMeanwhile is the error of an update that lost a race with another.
+func ChangedMeanwhile(name string) error {
+	return problem.New(problem.Conflict, "model %q was changed by another request meanwhile; GET it and send the PUT again", name)
+}
+
 // NameTaken is the error of registering a name the tenant already has.
 func NameTaken(name string) error {
 	return problem.New(problem.Conflict, "a model named %q already exists; PUT /v1/models/%s replaces it", name, name)

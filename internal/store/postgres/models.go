@@ -40,7 +40,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 	})
 }
 
-// UpdateModel replaces the model of m's tenant and id.
+// UpdateModel replaces the model of m's tenant and id at revision m.Revision-1.
 func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record) error {
 	row, err := modelRow(m)
 	if err != nil {
@@ -51,7 +51,7 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 		tag, err := tx.Exec(ctx, `UPDATE models SET name = $3, provider = $4, base_url = $5, model = $6,
 			auth = $7, headers = $8, timeout_ns = $9, max_concurrency = $10, price = $11,
 			daily_token_budget = $12, revision = $13, created_at = $14, updated_at = $15
-			WHERE id = $1 AND tenant = $2`, row...)
+			WHERE id = $1 AND tenant = $2 AND revision = $13 - 1`, row...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)
 		}
@@ -59,6 +59,10 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 			return fmt.Errorf("update model: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
+			var one int
+			if tx.QueryRow(ctx, `SELECT 1 FROM models WHERE id = $1 AND tenant = $2`, m.ID, m.Tenant).Scan(&one) == nil {
+				return model.ChangedMeanwhile(m.Name)
+			}
 			return model.NotFound(m.Name)
 		}
 		tx.Audit(rec)

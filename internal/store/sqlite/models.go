@@ -37,7 +37,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 	})
 }
 
-// UpdateModel replaces the model of m's tenant and id.
+// UpdateModel replaces the model of m's tenant and id at revision m.Revision-1.
 func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record) error {
 	row, err := modelRow(m)
 	if err != nil {
@@ -48,7 +48,7 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 		res, err := tx.ExecContext(ctx, `UPDATE models SET name = ?, provider = ?, base_url = ?, model = ?,
 			auth = ?, headers = ?, timeout_ns = ?, max_concurrency = ?, price = ?, daily_token_budget = ?,
 			revision = ?, created_at = ?, updated_at = ?
-			WHERE id = ? AND tenant = ?`, append(row[2:], m.ID, m.Tenant)...)
+			WHERE id = ? AND tenant = ? AND revision = ?`, append(row[2:], m.ID, m.Tenant, m.Revision-1)...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)
 		}
@@ -56,6 +56,10 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 			return fmt.Errorf("update model: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			var one int
+			if tx.QueryRowContext(ctx, `SELECT 1 FROM models WHERE id = ? AND tenant = ?`, m.ID, m.Tenant).Scan(&one) == nil {
+				return model.ChangedMeanwhile(m.Name)
+			}
 			return model.NotFound(m.Name)
 		}
 		return appendAudit(ctx, tx, rec)

@@ -54,6 +54,9 @@ func testModelCRUD(t *testing.T, s Store, _ Hooks) {
 	if diff := cmp.Diff(&upd, got); diff != "" {
 		t.Errorf("updated model (-want +got):\n%s", diff)
 	}
+	stale := upd
+	stale.Model = "gpt-4.1"
+	wantCode(t, s.UpdateModel(ctx, &stale, nil), problem.Conflict, "an update from the revision before the last")
 	ghost := newModel("acme", "ghost")
 	wantCode(t, s.UpdateModel(ctx, ghost, nil), problem.NotFound, "update a model never created")
 
