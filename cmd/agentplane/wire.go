@@ -62,8 +62,8 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.defaultToolCalls, "default-tool-calls", 20, "max_tool_calls when an invocation does not say")
 	fs.IntVar(&f.maxToolCalls, "max-tool-calls", 100, "largest max_tool_calls an invocation may ask for")
 	fs.IntVar(&f.maxRunning, "max-running", 1000, "workflow executions running at once on this server; further ones queue until one ends")
-	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "OpenAI-compatible chat-completions base URL for plan steps (off when empty)")
-	fs.StringVar(&f.llmModel, "llm-model", "", "model for plan steps")
+	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "API root of the server-wide model \"default\" every tenant may use, and of plan steps (off when empty)")
+	fs.StringVar(&f.llmModel, "llm-model", "", "the provider's model id of the server-wide model (required with --llm-base-url)")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
 	fs.StringVar(&f.llmProvider, "llm-provider", model.OpenAI, "wire format of the server-wide model \"default\": openai (Chat Completions) or anthropic (Messages)")
 }
