@@ -196,6 +196,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	models, err := newModelParts(c.run, st, parts)
+	if err != nil {
+		return err
+	}
 	runner, err := newRunner(ctx, c.run, st, parts, logger)
 	if err != nil {
 		return err
@@ -245,6 +249,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Metrics:     telemetry.NewMetrics(reg),
 		Tools:       parts.service,
 		ToolStore:   st,
+		Models:      models.service,
 		Agents:      st,
 		Runner:      runner,
 		Workflows:   st,

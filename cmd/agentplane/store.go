@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
@@ -21,6 +22,7 @@ import (
 type store interface {
 	httpapi.Store
 	tool.Store
+	model.Store
 	agent.VersionStore
 	workflow.Store
 	replay.Store

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -24,6 +25,7 @@ import (
 // toolFlags configure tools: outgoing requests, secrets and calls.
 type toolFlags struct {
 	allowPrivate     bool
+	allowHosts       []string
 	allowFileSpecs   bool
 	allowFileSecrets bool
 	secretRefAllow   []string
@@ -33,6 +35,7 @@ type toolFlags struct {
 
 func (f *toolFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowPrivate, "allow-private-networks", false, "allow outgoing requests to loopback, private and link-local addresses")
+	fs.StringArrayVar(&f.allowHosts, "allow-private-host", nil, "allow outgoing requests to this one private HOST[:PORT] (a loopback model server, say) without --allow-private-networks; repeatable")
 	fs.BoolVar(&f.allowFileSpecs, "allow-file-specs", false, "allow file:// spec_url values")
 	fs.BoolVar(&f.allowFileSecrets, "allow-file-secrets", false, "allow file:// secret references (they must also match --secret-ref-allow)")
 	fs.StringSliceVar(&f.secretRefAllow, "secret-ref-allow", []string{"env://TOOL_*"}, "secret references tenants may use, with * and {tenant}; repeatable")
@@ -50,6 +53,7 @@ type runFlags struct {
 	llmBaseURL       string
 	llmModel         string
 	llmAPIKeyRef     string
+	llmProvider      string
 }
 
 func (f *runFlags) register(fs *pflag.FlagSet) {
@@ -58,9 +62,10 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.defaultToolCalls, "default-tool-calls", 20, "max_tool_calls when an invocation does not say")
 	fs.IntVar(&f.maxToolCalls, "max-tool-calls", 100, "largest max_tool_calls an invocation may ask for")
 	fs.IntVar(&f.maxRunning, "max-running", 1000, "workflow executions running at once on this server; further ones queue until one ends")
-	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "OpenAI-compatible chat-completions base URL for plan steps (off when empty)")
-	fs.StringVar(&f.llmModel, "llm-model", "", "model for plan steps")
+	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "API root of the server-wide model \"default\" every tenant may use, and of plan steps (off when empty)")
+	fs.StringVar(&f.llmModel, "llm-model", "", "the provider's model id of the server-wide model (required with --llm-base-url)")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
+	fs.StringVar(&f.llmProvider, "llm-provider", model.OpenAI, "wire format of the server-wide model \"default\": openai (Chat Completions) or anthropic (Messages)")
 }
 
 // toolParts are the pieces built from toolFlags.
@@ -69,10 +74,18 @@ type toolParts struct {
 	executor *call.Executor
 	client   *outbound.Client
 	resolver *secrets.Resolver
+	policy   *secrets.Policy
 }
 
 func newToolParts(f toolFlags, st store) (*toolParts, error) {
-	out := outbound.New(outbound.Options{AllowPrivate: f.allowPrivate, AllowFile: f.allowFileSpecs, MaxBytes: f.specMaxBytes})
+	hosts := make([]outbound.AllowedHost, len(f.allowHosts))
+	for i, h := range f.allowHosts {
+		var err error
+		if hosts[i], err = outbound.ParseAllowedHost(h); err != nil {
+			return nil, fmt.Errorf("--allow-private-host %w", err)
+		}
+	}
+	out := outbound.New(outbound.Options{AllowPrivate: f.allowPrivate, AllowHosts: hosts, AllowFile: f.allowFileSpecs, MaxBytes: f.specMaxBytes})
 	policy, err := secrets.NewPolicy(f.secretRefAllow, f.allowFileSecrets)
 	if err != nil {
 		return nil, fmt.Errorf("--secret-ref-allow: %w", err)
@@ -106,7 +119,33 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 	}
 	exec := call.New(call.Options{Client: out, Secrets: resolver, Timeout: f.toolTimeout})
 	svc.Calls = exec
-	return &toolParts{service: svc, executor: exec, client: out, resolver: resolver}, nil
+	return &toolParts{service: svc, executor: exec, client: out, resolver: resolver, policy: policy}, nil
+}
+
+// modelParts are the model registry and the lookup agents name models through.
+type modelParts struct {
+	service *model.Service
+	// lookup finds a tenant's model or the server-wide "default".
+	lookup model.Lookup
+	// def is the server-wide model of the --llm-* flags, nil without them.
+	def *model.Model
+}
+
+// newModelParts builds the registry, under the tools' secret and address
+// policies, and the server-wide model when --llm-base-url is set.
+func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) {
+	var def *model.Model
+	if f.llmBaseURL != "" {
+		if f.llmModel == "" {
+			return nil, fmt.Errorf("--llm-model is required with --llm-base-url")
+		}
+		var err error
+		if def, err = model.ServerDefault(f.llmProvider, f.llmBaseURL, f.llmModel, f.llmAPIKeyRef); err != nil {
+			return nil, fmt.Errorf("--llm-base-url, --llm-model, --llm-provider: %w", err)
+		}
+	}
+	svc := &model.Service{Store: st, Secrets: parts.policy, Addresses: parts.client, Now: time.Now}
+	return &modelParts{service: svc, lookup: model.NewLookup(st, def), def: def}, nil
 }
 
 // newRunner builds the workflow runner, with a planner when an LLM is configured.

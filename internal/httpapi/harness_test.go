@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
@@ -121,6 +122,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Metrics:     telemetry.NewMetrics(prometheus.NewRegistry()),
 		Tools:       tools,
 		ToolStore:   db,
+		Models:      &model.Service{Store: db, Secrets: policy, Addresses: out, Now: time.Now},
 		Agents:      db,
 		Runner:      runner,
 		Workflows:   db,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -281,6 +282,13 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 			return signedBatch(b)
 		}()},
 		{"verify report", "AuditVerifyReport", audit.Report{OK: false, RecordsChecked: 3, FirstBadSeq: new(int64)}},
+		{"model, every field", "Model", &model.Model{ID: "mdl_01J00000000000000000000000", Tenant: "acme", Name: "gpt", Provider: model.OpenAI,
+			BaseURL: "https://x.openai.azure.com/openai/v1", Model: "gpt-4o-mini", Auth: model.Auth{Type: model.AuthAPIKey, SecretsRef: "env://TOOL_X", Header: "api-key"},
+			Headers: map[string]string{"X-Team": "a"}, Timeout: 90 * time.Second, MaxConcurrency: 2, Price: &model.Price{InputPerMTok: 1, OutputPerMTok: 2, Currency: "EUR"},
+			DailyTokenBudget: 10, Revision: 2, CreatedAt: now, UpdatedAt: now}},
+		{"model page, fewest fields", "ModelPage", map[string]any{"models": []*model.Model{{ID: "mdl_01J00000000000000000000000", Name: "local",
+			Provider: model.Anthropic, BaseURL: "http://127.0.0.1:11434/v1", Model: "m", Auth: model.Auth{Type: model.AuthNone}, Timeout: model.DefaultTimeout,
+			Revision: 1, CreatedAt: now, UpdatedAt: now}}, "next_cursor": nil}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := c.Compile(base + "#/components/schemas/" + tc.schema)

@@ -63,6 +63,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "PUT /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.update", resource: "tool", h: s.handleUpdateTool},
 		{pattern: "DELETE /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
 
+		{pattern: "POST /v1/models", scope: auth.ScopeModelsWrite, action: "model.create", resource: "model", idempotent: true, h: s.handleRegisterModel},
+		{pattern: "GET /v1/models", scope: auth.ScopeModelsRead, action: "model.list", resource: "model", h: s.handleListModels},
+		{pattern: "GET /v1/models/{name}", scope: auth.ScopeModelsRead, action: "model.read", resource: "model", h: s.handleGetModel},
+		{pattern: "PUT /v1/models/{name}", scope: auth.ScopeModelsWrite, action: "model.update", resource: "model", h: s.handleUpdateModel},
+		{pattern: "DELETE /v1/models/{name}", scope: auth.ScopeModelsWrite, action: "model.delete", resource: "model", h: s.handleDeleteModel},
+
 		{pattern: "POST /v1/agents", scope: auth.ScopeAgentsWrite, action: "agent.deploy", resource: "agent", idempotent: true, h: s.handleDeployAgent},
 		{pattern: "GET /v1/agents", scope: auth.ScopeAgentsRead, action: "agent.list", resource: "agent", h: s.handleListAgents},
 		{pattern: "GET /v1/agents/{id}", scope: auth.ScopeAgentsRead, action: "agent.read", resource: "agent", h: s.handleGetAgent},

@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -72,6 +73,8 @@ type Deps struct {
 	// Tools registers, updates and deletes tools; ToolStore reads them.
 	Tools     *tool.Service
 	ToolStore tool.Store
+	// Models registers, updates, deletes and reads the model registry.
+	Models *model.Service
 	// Agents keeps agent versions; Runner runs workflows; Workflows reads them.
 	Agents    agent.VersionStore
 	Runner    *workflow.Runner

@@ -22,6 +22,7 @@ const (
 	Request  = "req_"
 	Client   = "cli_"
 	Key      = "key_"
+	Model    = "mdl_"
 )
 
 var (

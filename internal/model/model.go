@@ -6,7 +6,11 @@ package model
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
 )
 
 // Providers: the wire format a model speaks.
@@ -93,4 +97,119 @@ type Model struct {
 // server-wide default. A name neither holds is problem.NotFound.
 type Lookup interface {
 	Model(ctx context.Context, tenant, name string) (*Model, error)
+}
+
+// modelJSON is a Model as JSON: the timeout as a Go duration string
+// ("120s", "2m30s"), which the struct's own field cannot be, and times as
+// the API writes them (UTC, milliseconds, a Z).
+type modelJSON struct {
+	*modelFields
+	Timeout   string `json:"timeout"`
+	CreatedAt string `json:"created_at"`
+	UpdatedAt string `json:"updated_at"`
+}
+
+// timeFormat is the API's timestamp form.
+const timeFormat = "2006-01-02T15:04:05.000Z"
+
+// modelFields is Model without its methods, so encoding it does not recurse.
+type modelFields Model
+
+// MarshalJSON writes the model with its timeout as a duration string.
+func (m Model) MarshalJSON() ([]byte, error) {
+	f := modelFields(m)
+	return json.Marshal(modelJSON{modelFields: &f, Timeout: m.Timeout.String(),
+		CreatedAt: m.CreatedAt.UTC().Format(timeFormat), UpdatedAt: m.UpdatedAt.UTC().Format(timeFormat)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *Model) UnmarshalJSON(data []byte) error {
+	v := modelJSON{modelFields: (*modelFields)(m)}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	m.Timeout = 0
+	if v.Timeout != "" {
+		d, err := time.ParseDuration(v.Timeout)
+		if err != nil {
+			return fmt.Errorf("timeout: %w", err)
+		}
+		m.Timeout = d
+	}
+	for _, t := range []struct {
+		s   string
+		dst *time.Time
+	}{{v.CreatedAt, &m.CreatedAt}, {v.UpdatedAt, &m.UpdatedAt}} {
+		*t.dst = time.Time{}
+		if t.s == "" {
+			continue
+		}
+		p, err := time.Parse(time.RFC3339Nano, t.s)
+		if err != nil {
+			return fmt.Errorf("time %q: %w", t.s, err)
+		}
+		*t.dst = p.UTC()
+	}
+	return nil
+}
+
+// ListOptions pages through a tenant's models, ordered by name.
+type ListOptions struct {
+	Limit int
+	// After is the name of the last model of the previous page.
+	After string
+}
+
+// Store keeps the registry. Every write stores its audit record in the
+// same transaction.
+type Store interface {
+	// CreateModel stores m; problem.Conflict when its name is taken.
+	CreateModel(ctx context.Context, m *Model, rec *audit.Record) error
+	// UpdateModel replaces the model of m's tenant and id, whose stored
+	// revision must be m.Revision-1: problem.Conflict when another update
+	// came first.
+	UpdateModel(ctx context.Context, m *Model, rec *audit.Record) error
+	// DeleteModel deletes a model by name; problem.Conflict while an agent
+	// version names it.
+	DeleteModel(ctx context.Context, tenant, name string, rec *audit.Record) error
+	// ModelByName returns a model, or problem.NotFound.
+	ModelByName(ctx context.Context, tenant, name string) (*Model, error)
+	// ListModels returns models ordered by name.
+	ListModels(ctx context.Context, tenant string, opt ListOptions) ([]*Model, error)
+}
+
+// EncodeColumns is how stores keep a model's structured fields: auth and
+// headers as JSON objects, price as a JSON object or null.
+func EncodeColumns(m *Model) (auth, headers, price []byte, err error) {
+	if auth, err = json.Marshal(m.Auth); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode model auth: %w", err)
+	}
+	h := m.Headers
+	if h == nil {
+		h = map[string]string{}
+	}
+	if headers, err = json.Marshal(h); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode model headers: %w", err)
+	}
+	if price, err = json.Marshal(m.Price); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode model price: %w", err)
+	}
+	return auth, headers, price, nil
+}
+
+// DecodeColumns reads what EncodeColumns wrote into m.
+func DecodeColumns(m *Model, auth, headers, price []byte) error {
+	if err := json.Unmarshal(auth, &m.Auth); err != nil {
+		return fmt.Errorf("decode model auth: %w", err)
+	}
+	if err := json.Unmarshal(headers, &m.Headers); err != nil {
+		return fmt.Errorf("decode model headers: %w", err)
+	}
+	if len(m.Headers) == 0 {
+		m.Headers = nil
+	}
+	if err := json.Unmarshal(price, &m.Price); err != nil {
+		return fmt.Errorf("decode model price: %w", err)
+	}
+	return nil
 }

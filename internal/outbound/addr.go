@@ -56,7 +56,7 @@ func Class(ip netip.Addr) string {
 }
 
 // AllowHint ends the detail of a refused address: how to allow it.
-const AllowHint = "; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo)"
+const AllowHint = "; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo), or one host with --allow-private-host HOST[:PORT]"
 
 // CheckAddr is the default address policy: it refuses loopback, private,
 // link-local (cloud metadata included), shared, multicast, reserved and

@@ -48,6 +48,9 @@ type Options struct {
 	MaxBytes int64
 	// UserAgent is sent on Fetch requests; default "agentplane".
 	UserAgent string
+	// AllowHosts are private hosts allowed without AllowPrivate
+	// (--allow-private-host).
+	AllowHosts []AllowedHost
 	// Allow, when set, replaces the address policy (and AllowPrivate): it
 	// sees every address dialled and refuses it by returning an error.
 	Allow func(netip.AddrPort) error
@@ -75,13 +78,13 @@ func New(opts Options) *Client {
 	}
 	c := &Client{opts: opts}
 	dialer := &net.Dialer{
-		Timeout:   opts.Timeout,
-		KeepAlive: 30 * time.Second,
-		Control:   c.control,
+		Timeout:        opts.Timeout,
+		KeepAlive:      30 * time.Second,
+		ControlContext: c.control,
 	}
 	base := &http.Transport{
 		Proxy:             nil, // a proxy would dial on our behalf, past the check
-		DialContext:       dialer.DialContext,
+		DialContext:       c.dialContext(dialer),
 		ForceAttemptHTTP2: true,
 		// Many workflows call the same business API at once; keeping
 		// their connections saves a dial (and a TLS handshake) per call.
@@ -102,10 +105,13 @@ func (c *Client) Options() Options { return c.opts }
 
 // control runs for every connection after DNS resolution, with the address
 // about to be dialled.
-func (c *Client) control(network, address string, _ syscall.RawConn) error {
+func (c *Client) control(ctx context.Context, network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return problem.New(problem.URLNotAllowed, "cannot check address %q", address)
+	}
+	if c.opts.Allow == nil && ctx.Value(allowedNameKey{}) != nil {
+		return nil // the request named a host the operator allowed
 	}
 	return c.checkAddrPort(ap)
 }
@@ -114,7 +120,7 @@ func (c *Client) checkAddrPort(ap netip.AddrPort) error {
 	switch {
 	case c.opts.Allow != nil:
 		return c.opts.Allow(ap)
-	case c.opts.AllowPrivate:
+	case c.opts.AllowPrivate, c.allowedAddr(ap):
 		return nil
 	default:
 		return CheckAddr(ap.Addr())

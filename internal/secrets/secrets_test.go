@@ -326,7 +326,7 @@ func TestResolveVault(t *testing.T) {
 		{name: "missing key", r: good, ref: "vault://kv/tenants/acme/stripe#other", unresolved: "the secret has no such key"},
 		{name: "missing secret", r: good, ref: "vault://kv/tenants/acme/none#k", unresolved: "vault has no such secret"},
 		{name: "bad token", r: newResolver("wrong", allowed), ref: "vault://kv/tenants/acme/stripe#api_key", unresolved: "vault answered status 403"},
-		{name: "private address refused by default", r: newResolver("s.test-token", nil), ref: "vault://kv/tenants/acme/stripe#api_key", unresolved: "vault request refused: 127.0.0.1 is a loopback address; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo)"},
+		{name: "private address refused by default", r: newResolver("s.test-token", nil), ref: "vault://kv/tenants/acme/stripe#api_key", unresolved: "vault request refused: 127.0.0.1 is a loopback address; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo), or one host with --allow-private-host HOST[:PORT]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,6 +75,10 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		var found int
 		b.Queue(`SELECT count(*) FROM (SELECT 1 FROM tools WHERE tenant = $1 AND name = ANY($2) FOR SHARE) t`,
 			v.Tenant, tools).QueryRow(func(row pgx.Row) error { return row.Scan(&found) })
+		if len(v.Models) > 0 {
+			// DeleteModel locks the model's row: it waits for this version.
+			b.Queue(`SELECT 1 FROM models WHERE tenant = $1 AND name = ANY($2) FOR SHARE`, v.Tenant, v.Models)
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("lock agent: %w", err)
 		}
@@ -98,6 +102,10 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		if len(tools) > 0 {
 			b.Queue(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name)
 				SELECT $1, $2, $3, unnest($4::text[]) ON CONFLICT DO NOTHING`, v.Tenant, v.Name, version, tools)
+		}
+		if len(v.Models) > 0 {
+			b.Queue(`INSERT INTO agent_version_models (tenant, agent, version, model)
+				SELECT $1, $2, $3, unnest($4::text[]) ON CONFLICT DO NOTHING`, v.Tenant, v.Name, version, v.Models)
 		}
 		err := tx.SendBatch(ctx, b).Close()
 		if isUnique(err) {

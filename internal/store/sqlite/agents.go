@@ -104,6 +104,12 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 				return toolDeleted(name)
 			}
 		}
+		for _, name := range v.Models {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO agent_version_models (tenant, agent, version, model)
+				VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, v.Tenant, v.Name, version, name); err != nil {
+				return fmt.Errorf("record agent model: %w", err)
+			}
+		}
 		return appendAudit(ctx, tx, rec)
 	})
 	if err != nil {

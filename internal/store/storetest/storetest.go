@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -27,6 +28,7 @@ type Store interface {
 	auth.Store
 	idempotency.Store
 	tool.Store
+	model.Store
 	agent.VersionStore
 	workflow.Store
 	replay.Store
@@ -60,6 +62,11 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ToolOperations", testToolOperations},
 		{"ToolDeleteInUse", testToolDeleteInUse},
 		{"ToolRevisions", testToolRevisions},
+		{"ModelCRUD", testModelCRUD},
+		{"ModelNameConflict", testModelNameConflict},
+		{"ModelTenantIsolation", testModelTenantIsolation},
+		{"ModelList", testModelList},
+		{"ModelDeleteInUse", testModelDeleteInUse},
 		{"AuditAppendQuery", testAuditAppendQuery},
 		{"AuditFilters", testAuditFilters},
 		{"AuditCursor", testAuditCursor},

@@ -240,7 +240,7 @@ func TestCallRefusesPrivateAddress(t *testing.T) {
 		Tool:      &tool.Tool{ID: "t", Name: "t", BaseURL: api.URL},
 		Operation: get, Args: map[string]any{"customer_id": "c"},
 	})
-	if diff := cmp.Diff(outcome{Code: problem.URLNotAllowed, Msg: "127.0.0.1 is a loopback address; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo)"}, outcomeOf(err)); diff != "" {
+	if diff := cmp.Diff(outcome{Code: problem.URLNotAllowed, Msg: "127.0.0.1 is a loopback address; the server's operator can allow such addresses with agentplane serve --allow-private-networks (on with --demo), or one host with --allow-private-host HOST[:PORT]"}, outcomeOf(err)); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
 	}
 	if n := len(api.requests()); n != 0 {
