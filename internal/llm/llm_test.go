@@ -1,0 +1,561 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
+	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/secrets"
+)
+
+// testSecret is the model's API key in these tests.
+const testSecret = "sk-test-7f3a9c1e5b"
+
+// providers are the wire formats every behaviour is checked in.
+var providers = []struct {
+	name      string
+	newServer func(testing.TB, llmtest.Script) *llmtest.Server
+}{
+	{model.OpenAI, llmtest.NewOpenAIServer},
+	{model.Anthropic, llmtest.NewAnthropicServer},
+}
+
+// testOptions are a pool's options for servers on loopback, with a secret
+// under env://LLM_KEY and short backoffs.
+func testOptions(t *testing.T) Options {
+	t.Helper()
+	policy, err := secrets.NewPolicy([]string{"env://LLM_KEY"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := secrets.NewResolver(secrets.Options{Policy: policy, Getenv: func(k string) (string, bool) {
+		return testSecret, k == "LLM_KEY"
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{
+		Outbound: outbound.New(outbound.Options{AllowPrivate: true}),
+		Secrets:  res,
+		backoff:  10 * time.Millisecond,
+	}
+}
+
+// testModel is a model of provider at srv.
+func testModel(provider string, srv *llmtest.Server) *model.Model {
+	return &model.Model{
+		ID: "mdl_test", Tenant: "acme", Name: "helper", Provider: provider, BaseURL: srv.URL,
+		Model: "test-model-1", Auth: model.Auth{Type: model.AuthAPIKey, SecretsRef: "env://LLM_KEY"},
+		Headers: map[string]string{"X-Team": "payments"}, Timeout: 5 * time.Second, Revision: 1,
+	}
+}
+
+// newClient is a client of m from a pool with opts.
+func newClient(t *testing.T, opts Options, m *model.Model) Client {
+	t.Helper()
+	c, err := NewClients(opts).Client(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// conversation is a goal, a tool call and its answer.
+func conversation() agent.ChatRequest {
+	temp := 0.2
+	return agent.ChatRequest{
+		Model: "helper",
+		Messages: []agent.ChatMessage{
+			{Role: agent.RoleSystem, Content: "You help the payments team."},
+			{Role: agent.RoleUser, Content: "Is payment p1 settled?"},
+		},
+		Tools: []agent.ChatTool{{Name: "payments__get", Description: "Get a payment",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)}},
+		Temperature:     &temp,
+		MaxOutputTokens: 300,
+	}
+}
+
+// llmError returns err as an *agent.LLMError, failing the test otherwise.
+func llmError(t *testing.T, err error) *agent.LLMError {
+	t.Helper()
+	var le *agent.LLMError
+	if !errors.As(err, &le) {
+		t.Fatalf("error %v (%T) is not an *agent.LLMError", err, err)
+	}
+	if strings.Contains(le.Error(), testSecret) {
+		t.Fatalf("error %q carries the secret", le.Error())
+	}
+	return le
+}
+
+func TestToolCallThenFinalAnswer(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			srv := p.newServer(t, llmtest.Sequence(
+				llmtest.Calls(llmtest.Call("payments__get", `{"id":"p1"}`)),
+				llmtest.Answer{Text: "Yes, p1 is settled.", InputTokens: 120, OutputTokens: 9},
+			))
+			c := newClient(t, testOptions(t), testModel(p.name, srv))
+			req := conversation()
+
+			first, err := c.Complete(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := agent.ChatResponse{
+				Message: agent.ChatMessage{Role: agent.RoleAssistant, ToolCalls: []agent.ChatToolCall{
+					{ID: "call_1_1", Name: "payments__get", Arguments: `{"id":"p1"}`}}},
+				Usage:        &agent.Usage{InputTokens: 10, OutputTokens: 5},
+				FinishReason: "tool_calls",
+				ID:           map[string]string{model.OpenAI: "chatcmpl-1", model.Anthropic: "msg_1"}[p.name],
+				Model:        "test-model-1",
+			}
+			if diff := cmp.Diff(want, first); diff != "" {
+				t.Fatalf("first answer (-want +got):\n%s", diff)
+			}
+
+			req.Messages = append(req.Messages, first.Message,
+				agent.ChatMessage{Role: agent.RoleTool, ToolCallID: "call_1_1", Content: `{"status":"settled"}`})
+			second, err := c.Complete(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second.Message.Content != "Yes, p1 is settled." || second.FinishReason != "stop" ||
+				*second.Usage != (agent.Usage{InputTokens: 120, OutputTokens: 9}) {
+				t.Fatalf("second answer: %+v", second)
+			}
+
+			got := srv.Requests()[1]
+			if diff := cmp.Diff(req.Messages, got.Messages); diff != "" {
+				t.Errorf("messages the model received (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(req.Tools[0].Name, got.Tools[0].Name); diff != "" {
+				t.Errorf("tools (-want +got):\n%s", diff)
+			}
+			if got.Model != "test-model-1" || *got.Temperature != 0.2 || got.MaxTokens != 300 {
+				t.Errorf("model %q, temperature %v, max tokens %d", got.Model, *got.Temperature, got.MaxTokens)
+			}
+			if got.Header.Get("X-Team") != "payments" {
+				t.Errorf("X-Team header %q", got.Header.Get("X-Team"))
+			}
+			keyHeader := map[string]string{model.OpenAI: "Authorization", model.Anthropic: "X-Api-Key"}[p.name]
+			wantKey := map[string]string{model.OpenAI: "Bearer " + testSecret, model.Anthropic: testSecret}[p.name]
+			if got.Header.Get(keyHeader) != wantKey {
+				t.Errorf("%s header %q, want %q", keyHeader, got.Header.Get(keyHeader), wantKey)
+			}
+		})
+	}
+}
+
+func TestAnthropicWireFormat(t *testing.T) {
+	srv := llmtest.NewAnthropicServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	c := newClient(t, testOptions(t), testModel(model.Anthropic, srv))
+	req := agent.ChatRequest{Messages: []agent.ChatMessage{
+		{Role: agent.RoleSystem, Content: "Be brief."},
+		{Role: agent.RoleUser, Content: "Refund p1 and p2."},
+		{Role: agent.RoleAssistant, ToolCalls: []agent.ChatToolCall{
+			{ID: "t1", Name: "refund", Arguments: `{"id":"p1"}`}, {ID: "t2", Name: "refund", Arguments: `{"id":"p2"}`}}},
+		{Role: agent.RoleTool, ToolCallID: "t1", Content: "refunded"},
+		{Role: agent.RoleTool, ToolCallID: "t2", Content: "refunded"},
+		{Role: agent.RoleUser, Content: "Thanks."},
+	}}
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		System    []map[string]any `json:"system"`
+		MaxTokens int64            `json:"max_tokens"`
+		Messages  []struct {
+			Role    string           `json:"role"`
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.System) != 1 || body.System[0]["text"] != "Be brief." {
+		t.Errorf("system %v", body.System)
+	}
+	if body.MaxTokens != DefaultAnthropicMaxTokens {
+		t.Errorf("max_tokens %d, want the default %d", body.MaxTokens, DefaultAnthropicMaxTokens)
+	}
+	var shape []string
+	for _, m := range body.Messages {
+		var types []string
+		for _, b := range m.Content {
+			types = append(types, b["type"].(string))
+		}
+		shape = append(shape, m.Role+":"+strings.Join(types, ","))
+	}
+	// The tool results and the next user text are one user message.
+	want := []string{"user:text", "assistant:tool_use,tool_use", "user:tool_result,tool_result,text"}
+	if diff := cmp.Diff(want, shape); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+}
+
+func TestStructuredOutput(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"settled":{"type":"boolean"}},"required":["settled"],"additionalProperties":false}`)
+	for _, p := range providers {
+		for _, withTools := range []bool{false, true} {
+			t.Run(p.name+map[bool]string{false: "/alone", true: "/beside tools"}[withTools], func(t *testing.T) {
+				srv := p.newServer(t, llmtest.Sequence(llmtest.JSON(`{"settled":true}`)))
+				c := newClient(t, testOptions(t), testModel(p.name, srv))
+				req := conversation()
+				if !withTools {
+					req.Tools = nil
+				}
+				req.OutputSchema = schema
+				resp, err := c.Complete(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.Message.Content != `{"settled":true}` || len(resp.Message.ToolCalls) != 0 || resp.FinishReason != "stop" {
+					t.Fatalf("answer %+v", resp)
+				}
+				got := srv.Requests()[0]
+				if diff := cmp.Diff(mustMap(t, schema), mustMap(t, got.OutputSchema)); diff != "" {
+					t.Errorf("schema sent (-want +got):\n%s", diff)
+				}
+				var body map[string]any
+				_ = json.Unmarshal(got.Body, &body)
+				switch p.name {
+				case model.OpenAI:
+					want := map[string]any{"type": "json_schema", "json_schema": map[string]any{
+						"name": "final_answer", "strict": true, "schema": mustMap(t, schema)}}
+					if diff := cmp.Diff(want, body["response_format"]); diff != "" {
+						t.Errorf("response_format (-want +got):\n%s", diff)
+					}
+				case model.Anthropic:
+					want := `{"type":"tool","name":"final_answer"}`
+					if withTools {
+						want = `{"type":"any"}`
+					}
+					if diff := cmp.Diff(mustMap(t, json.RawMessage(want)), mustMap(t, got.ToolChoice)); diff != "" {
+						t.Errorf("tool_choice (-want +got):\n%s", diff)
+					}
+				}
+			})
+		}
+	}
+}
+
+func mustMap(t *testing.T, raw json.RawMessage) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return m
+}
+
+func TestStrictCompatible(t *testing.T) {
+	cases := []struct {
+		schema string
+		want   bool
+	}{
+		{`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}`, true},
+		{`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`, false},
+		{`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a"],"additionalProperties":false}`, false},
+		{`{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{}}}},"required":["a"],"additionalProperties":false}`, false},
+	}
+	for _, tc := range cases {
+		var s any
+		_ = json.Unmarshal([]byte(tc.schema), &s)
+		if got := strictCompatible(s); got != tc.want {
+			t.Errorf("strictCompatible(%s) = %v, want %v", tc.schema, got, tc.want)
+		}
+	}
+}
+
+func TestRetries(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			t.Run("429 honours Retry-After", func(t *testing.T) {
+				srv := p.newServer(t, llmtest.Sequence(
+					llmtest.Answer{Status: 429, ErrorMessage: "Rate limit reached", Header: http.Header{"Retry-After": {"1"}}},
+					llmtest.Text("ok"),
+				))
+				start := time.Now()
+				if _, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(context.Background(), conversation()); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(start); d < time.Second {
+					t.Errorf("answered after %v, before the second Retry-After asked", d)
+				}
+				if srv.Count() != 2 {
+					t.Errorf("%d requests, want 2", srv.Count())
+				}
+			})
+			t.Run("retry-after-ms", func(t *testing.T) {
+				srv := p.newServer(t, llmtest.Sequence(
+					llmtest.Answer{Status: 429, ErrorMessage: "slow down", Header: http.Header{"Retry-After-Ms": {"300"}}},
+					llmtest.Text("ok"),
+				))
+				start := time.Now()
+				if _, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(context.Background(), conversation()); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(start); d < 300*time.Millisecond {
+					t.Errorf("answered after %v, before the 300ms asked", d)
+				}
+			})
+			t.Run("500 then success", func(t *testing.T) {
+				srv := p.newServer(t, llmtest.Sequence(llmtest.Error(500, "The server had an error"), llmtest.Text("ok")))
+				resp, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(context.Background(), conversation())
+				if err != nil || resp.Message.Content != "ok" || srv.Count() != 2 {
+					t.Fatalf("answer %+v, error %v, %d requests", resp, err, srv.Count())
+				}
+			})
+			t.Run("four failures are three retries", func(t *testing.T) {
+				srv := p.newServer(t, llmtest.Sequence(llmtest.Error(503, "The engine is currently overloaded")))
+				_, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(context.Background(), conversation())
+				le := llmError(t, err)
+				if le.Status != 503 || le.Message != "The engine is currently overloaded" {
+					t.Errorf("error %+v", le)
+				}
+				if srv.Count() != 1+MaxRetries {
+					t.Errorf("%d requests, want %d", srv.Count(), 1+MaxRetries)
+				}
+			})
+			t.Run("400 is not retried", func(t *testing.T) {
+				msg := "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens."
+				srv := p.newServer(t, llmtest.Sequence(llmtest.Error(400, msg)))
+				_, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(context.Background(), conversation())
+				le := llmError(t, err)
+				if le.Status != 400 || le.Message != msg || srv.Count() != 1 {
+					t.Errorf("error %+v after %d requests", le, srv.Count())
+				}
+			})
+			t.Run("deadline shorter than Retry-After", func(t *testing.T) {
+				srv := p.newServer(t, llmtest.Sequence(llmtest.Answer{Status: 429, ErrorMessage: "Rate limit reached",
+					Header: http.Header{"Retry-After": {time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)}}}))
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				start := time.Now()
+				_, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(ctx, conversation())
+				le := llmError(t, err)
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("returned after %v: it waited for a retry past the deadline", d)
+				}
+				if le.Status != 429 || !strings.Contains(le.Message, "Rate limit reached") || !strings.Contains(le.Message, "deadline") {
+					t.Errorf("error %+v", le)
+				}
+				if srv.Count() != 1 {
+					t.Errorf("%d requests, want 1", srv.Count())
+				}
+			})
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	cases := []struct {
+		header http.Header
+		want   time.Duration
+		ok     bool
+	}{
+		{http.Header{"Retry-After": {"2"}}, 2 * time.Second, true},
+		{http.Header{"Retry-After": {"0.5"}}, 500 * time.Millisecond, true},
+		{http.Header{"Retry-After": {now.Add(7 * time.Second).Format(http.TimeFormat)}}, 7 * time.Second, true},
+		{http.Header{"Retry-After": {now.Add(-time.Hour).Format(http.TimeFormat)}}, 0, true},
+		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"9"}}, 250 * time.Millisecond, true},
+		{http.Header{"Retry-After": {"soon"}}, 0, false},
+		{http.Header{}, 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := retryAfter(tc.header, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("retryAfter(%v) = %v, %v; want %v, %v", tc.header, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestUnusableAnswers(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			cases := []struct {
+				name    string
+				answer  llmtest.Answer
+				status  int
+				message string
+				tries   int
+			}{
+				{"slower than the timeout", llmtest.Answer{Delay: 2 * time.Second, Text: "late"}, 0, "did not answer within 300ms", 1},
+				{"non-JSON body", llmtest.Answer{Raw: "<html>gateway</html>"}, 200, "not a chat completion in JSON (content type text/html)", 1},
+				{"non-JSON error", llmtest.Answer{Status: 502, Raw: "<html>Bad Gateway</html>"}, 502, "Bad Gateway (the body is not JSON (content type text/html))", 1 + MaxRetries},
+				{"truncated body", llmtest.Answer{Text: "a long answer", Truncate: true}, 200, "cut short", 1 + MaxRetries},
+				{"401 in the provider's words", llmtest.Error(401, "Incorrect API key provided: "+testSecret+"."), 401, "Incorrect API key provided: [redacted].", 1},
+			}
+			if p.name == model.OpenAI {
+				cases = append(cases, struct {
+					name    string
+					answer  llmtest.Answer
+					status  int
+					message string
+					tries   int
+				}{"no choices", llmtest.Answer{Choiceless: true}, 0, "the model's answer has no choices", 1})
+			}
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					srv := p.newServer(t, llmtest.Sequence(tc.answer))
+					m := testModel(p.name, srv)
+					m.Timeout = 300 * time.Millisecond
+					_, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation())
+					le := llmError(t, err)
+					if le.Status != tc.status || !strings.Contains(le.Message, tc.message) {
+						t.Errorf("error %+v, want status %d and %q", le, tc.status, tc.message)
+					}
+					if srv.Count() != tc.tries {
+						t.Errorf("%d requests, want %d", srv.Count(), tc.tries)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestNotFoundHintsAtTheBaseURL(t *testing.T) {
+	cases := []struct {
+		provider string
+		baseURL  func(*llmtest.Server) string
+		hint     string
+	}{
+		{model.OpenAI, func(s *llmtest.Server) string { return s.Server.URL }, "does base_url end in /v1?"},
+		{model.Anthropic, func(s *llmtest.Server) string { return s.Server.URL + "/v1" }, "the API root without /v1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.provider, func(t *testing.T) {
+			var srv *llmtest.Server
+			for _, p := range providers {
+				if p.name == tc.provider {
+					srv = p.newServer(t, llmtest.Sequence(llmtest.Text("ok")))
+				}
+			}
+			m := testModel(tc.provider, srv)
+			m.BaseURL = tc.baseURL(srv)
+			_, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation())
+			le := llmError(t, err)
+			if le.Status != 404 || !strings.Contains(le.Message, tc.hint) {
+				t.Errorf("error %+v, want a 404 saying %q", le, tc.hint)
+			}
+		})
+	}
+}
+
+func TestConnectionErrorsAreRetried(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	m := testModel(model.OpenAI, srv)
+	srv.Close()
+	_, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation())
+	le := llmError(t, err)
+	if le.Status != 0 || !strings.Contains(le.Message, "could not be reached") {
+		t.Errorf("error %+v", le)
+	}
+}
+
+func TestContextEndIsNotAnLLMError(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Answer{Delay: 5 * time.Second}))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := newClient(t, testOptions(t), testModel(model.OpenAI, srv)).Complete(ctx, conversation())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v (%T), want the context's deadline", err, err)
+	}
+}
+
+func TestSecretThatCannotBeResolvedSendsNothing(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	m := testModel(model.OpenAI, srv)
+	m.Auth.SecretsRef = "env://OTHER_KEY"
+	_, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation())
+	le := llmError(t, err)
+	if !strings.Contains(le.Message, "env://OTHER_KEY") || srv.Count() != 0 {
+		t.Errorf("error %+v after %d requests", le, srv.Count())
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			var mu sync.Mutex
+			inFlight, most := 0, 0
+			srv := p.newServer(t, func(llmtest.Request) llmtest.Answer {
+				mu.Lock()
+				inFlight++
+				most = max(most, inFlight)
+				mu.Unlock()
+				time.Sleep(100 * time.Millisecond)
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+				return llmtest.Text("ok")
+			})
+			m := testModel(p.name, srv)
+			m.MaxConcurrency = 2
+			c := newClient(t, testOptions(t), m)
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() {
+					if _, err := c.Complete(context.Background(), conversation()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if most != 2 {
+				t.Errorf("%d requests in flight at most, want 2", most)
+			}
+		})
+	}
+}
+
+func TestConcurrencyWaitEndsWithTheContext(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Answer{Delay: time.Second, Text: "ok"}))
+	m := testModel(model.OpenAI, srv)
+	m.MaxConcurrency = 1
+	c := newClient(t, testOptions(t), m)
+	go func() { _, _ = c.Complete(context.Background(), conversation()) }()
+	for srv.Count() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Complete(ctx, conversation()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want the context's deadline while waiting for a slot", err)
+	}
+}
+
+func TestPoolKeepsOneClientPerRevision(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	pool := NewClients(testOptions(t))
+	m := testModel(model.OpenAI, srv)
+	a, _ := pool.Client(m)
+	b, _ := pool.Client(m)
+	if a != b {
+		t.Error("the same revision got a second client")
+	}
+	m2 := *m
+	m2.Revision = 2
+	if c, _ := pool.Client(&m2); c == a {
+		t.Error("a new revision kept the old client")
+	}
+	bad := *m
+	bad.ID, bad.Provider = "mdl_bad", "cohere"
+	if _, err := pool.Client(&bad); err == nil {
+		t.Error("an unknown provider got a client")
+	}
+}
