@@ -13,7 +13,8 @@ import (
 // POST /v1/messages; its URL is the server's root, as Anthropic documents
 // its base URL.
 func NewAnthropicServer(t testing.TB, script Script) *Server {
-	s := newServer(t, script, "/v1/messages", serveAnthropic)
+	s := newServer(t, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
+		errorBody: anthropicError, answer: anthropicMessage})
 	s.URL = s.Server.URL
 	return s
 }
@@ -107,19 +108,18 @@ func anthropicMessages(in anthropicRequest) []agent.ChatMessage {
 	return out
 }
 
-func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request) {
-	var body json.RawMessage
+// decodeAnthropic reads a messages request; the final_answer tool's schema
+// is its OutputSchema.
+func decodeAnthropic(body json.RawMessage) (Request, string) {
 	var in anthropicRequest
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || json.Unmarshal(body, &in) != nil {
-		write(w, Answer{}, http.StatusBadRequest, anthropicError(http.StatusBadRequest, "the body is not a messages request"))
-		return
+	if json.Unmarshal(body, &in) != nil {
+		return Request{}, "the body is not a messages request"
 	}
 	if in.MaxTokens <= 0 {
-		write(w, Answer{}, http.StatusBadRequest, anthropicError(http.StatusBadRequest, "max_tokens: Field required"))
-		return
+		return Request{}, "max_tokens: Field required"
 	}
 	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxTokens,
-		ToolChoice: in.ToolChoice, Messages: anthropicMessages(in), Header: r.Header.Clone(), Body: body}
+		ToolChoice: in.ToolChoice, Messages: anthropicMessages(in)}
 	for _, t := range in.Tools {
 		if t.Name == FinalAnswerTool {
 			req.OutputSchema = t.InputSchema
@@ -127,15 +127,7 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request) {
 		}
 		req.Tools = append(req.Tools, agent.ChatTool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
-	req, a := s.record(req)
-	if !wait(r, a) {
-		return
-	}
-	if a.Status != 0 {
-		write(w, a, a.Status, anthropicError(a.Status, a.ErrorMessage))
-		return
-	}
-	write(w, a, http.StatusOK, anthropicMessage(req, a))
+	return req, ""
 }
 
 // anthropicMessage is a message object answering req with a.

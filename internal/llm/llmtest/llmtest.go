@@ -163,15 +163,48 @@ func (s *Server) record(r Request) (Request, Answer) {
 	return r, a
 }
 
-// newServer starts a server whose handler serves path with serve.
-func newServer(t testing.TB, script Script, path string, serve func(s *Server, w http.ResponseWriter, r *http.Request)) *Server {
+// wireFormat is how a provider's server reads requests and writes answers.
+type wireFormat struct {
+	path string
+	// decode reads a request body; a non-empty refusal answers 400.
+	decode    func(body json.RawMessage) (req Request, refusal string)
+	errorBody func(status int, message string) any
+	answer    func(Request, Answer) any
+}
+
+// newServer starts a server of wf answering with script.
+func newServer(t testing.TB, script Script, wf wireFormat) *Server {
 	t.Helper()
 	s := &Server{script: script}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { serve(s, w, r) })
+	mux.HandleFunc("POST "+wf.path, func(w http.ResponseWriter, r *http.Request) { s.serve(wf, w, r) })
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Server.Close)
 	return s
+}
+
+// serve records a request and sends the script's answer in wf.
+func (s *Server) serve(wf wireFormat, w http.ResponseWriter, r *http.Request) {
+	var body json.RawMessage
+	refusal := "the body is not JSON"
+	var req Request
+	if json.NewDecoder(r.Body).Decode(&body) == nil {
+		req, refusal = wf.decode(body)
+	}
+	if refusal != "" {
+		write(w, Answer{}, http.StatusBadRequest, wf.errorBody(http.StatusBadRequest, refusal))
+		return
+	}
+	req.Header, req.Body = r.Header.Clone(), body
+	req, a := s.record(req)
+	if !wait(r, a) {
+		return
+	}
+	if a.Status != 0 {
+		write(w, a, a.Status, wf.errorBody(a.Status, a.ErrorMessage))
+		return
+	}
+	write(w, a, http.StatusOK, wf.answer(req, a))
 }
 
 // wait sleeps a's delay, or until the client goes away; it reports whether

@@ -12,7 +12,8 @@ import (
 // NewOpenAIServer starts a scripted model speaking Chat Completions at
 // POST /v1/chat/completions; its URL ends in /v1.
 func NewOpenAIServer(t testing.TB, script Script) *Server {
-	s := newServer(t, script, "/v1/chat/completions", serveOpenAI)
+	s := newServer(t, script, wireFormat{path: "/v1/chat/completions", decode: decodeOpenAI,
+		errorBody: openAIError, answer: openAICompletion})
 	s.URL = s.Server.URL + "/v1"
 	return s
 }
@@ -78,15 +79,14 @@ func text(raw json.RawMessage) string {
 	return s
 }
 
-func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request) {
-	var body json.RawMessage
+// decodeOpenAI reads a chat completion request.
+func decodeOpenAI(body json.RawMessage) (Request, string) {
 	var in openAIRequest
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || json.Unmarshal(body, &in) != nil {
-		write(w, Answer{}, http.StatusBadRequest, openAIError(http.StatusBadRequest, "the body is not a chat completion request"))
-		return
+	if json.Unmarshal(body, &in) != nil {
+		return Request{}, "the body is not a chat completion request"
 	}
 	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxCompletionTokens,
-		OutputSchema: in.ResponseFormat.JSONSchema.Schema, Header: r.Header.Clone(), Body: body}
+		OutputSchema: in.ResponseFormat.JSONSchema.Schema}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = in.MaxTokens
 	}
@@ -100,15 +100,7 @@ func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request) {
 	for _, t := range in.Tools {
 		req.Tools = append(req.Tools, agent.ChatTool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
-	req, a := s.record(req)
-	if !wait(r, a) {
-		return
-	}
-	if a.Status != 0 {
-		write(w, a, a.Status, openAIError(a.Status, a.ErrorMessage))
-		return
-	}
-	write(w, a, http.StatusOK, openAICompletion(req, a))
+	return req, ""
 }
 
 // openAICompletion is a chat.completion object answering req with a.
