@@ -25,6 +25,33 @@ const maxErrorBody = 64 << 10
 // maxMessage bounds the provider's words kept in an error.
 const maxMessage = 1000
 
+// maxAnswer bounds what is read of an answer.
+const maxAnswer = 16 << 20
+
+// errTooLarge ends the reading of an answer past maxAnswer.
+var errTooLarge = errors.New("the model's answer is larger than " + outbound.Size(maxAnswer))
+
+// limitedBody reads a body up to maxAnswer bytes, then fails.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
 // exchange is what one attempt got back over HTTP, seen beneath the SDK:
 // the status and headers of the response, and the body of an error status.
 type exchange struct {
@@ -45,6 +72,8 @@ func (rec *exchange) capture(r *http.Request, next func(*http.Request) (*http.Re
 		_ = res.Body.Close()
 		rec.body = b
 		res.Body = io.NopCloser(bytes.NewReader(b))
+	} else if res.Body != nil {
+		res.Body = &limitedBody{ReadCloser: res.Body, left: maxAnswer}
 	}
 	return res, err
 }
@@ -94,6 +123,8 @@ func (c *client) failure(err error, rec *exchange, secret string) failure {
 			" (its timeout; raise it with the model's timeout, at most 15m)"}
 	case errors.As(err, &pe):
 		f.err = &agent.LLMError{Message: "the model's address is refused: " + pe.Detail}
+	case errors.Is(err, errTooLarge):
+		f.err = &agent.LLMError{Status: rec.status, Message: errTooLarge.Error()}
 	case rec.status != 0 && errors.Is(err, io.ErrUnexpectedEOF):
 		f.err = &agent.LLMError{Status: rec.status, Message: "the model's answer was cut short (the connection closed before its end)"}
 		f.retry = true
