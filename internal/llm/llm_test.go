@@ -468,6 +468,27 @@ func TestConnectionErrorsAreRetried(t *testing.T) {
 	}
 }
 
+func TestRefusedAddressIsNotRequested(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	opts := testOptions(t)
+	opts.Outbound = outbound.New(outbound.Options{}) // loopback refused
+	_, err := newClient(t, opts, srv.Model("helper")).Complete(context.Background(), conversation())
+	le := llmError(t, err)
+	if !strings.Contains(le.Message, "refused") || srv.Count() != 0 {
+		t.Errorf("error %+v after %d requests", le, srv.Count())
+	}
+}
+
+func TestBackoffDoublesWithJitter(t *testing.T) {
+	for n, base := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		for range 20 {
+			if d := backoff(time.Second, n); d > base || d < base*3/4 {
+				t.Fatalf("backoff(1s, %d) = %v, want within [%v, %v]", n, d, base*3/4, base)
+			}
+		}
+	}
+}
+
 func TestContextEndIsNotAnLLMError(t *testing.T) {
 	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Answer{Delay: 5 * time.Second}))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

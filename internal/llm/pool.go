@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -193,7 +194,7 @@ func (c *client) Complete(ctx context.Context, req agent.ChatRequest) (resp agen
 		}
 		wait := f.wait
 		if wait < 0 {
-			wait = c.pool.opts.backoff << retry
+			wait = backoff(c.pool.opts.backoff, retry)
 		}
 		if wait > c.pool.opts.maxWait {
 			return agent.ChatResponse{}, note(f.err, "it asked to be retried after "+seconds(wait.Round(time.Millisecond))+", longer than agentplane waits")
@@ -260,6 +261,14 @@ func (c *client) credentials(secret string) func(*http.Request) {
 		}
 	}
 	return nil
+}
+
+// backoff is the wait before retry n (from 0) when the model named none:
+// first doubled n times, less up to a quarter at random, so that callers
+// failed together do not all come back at once.
+func backoff(first time.Duration, n int) time.Duration {
+	d := first << n
+	return d - rand.N(d/4+1)
 }
 
 // note adds why no retry was made to an error.

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
 )
 
 // NewAnthropicServer starts a scripted model speaking the Messages API at
 // POST /v1/messages; its URL is the server's root, as Anthropic documents
 // its base URL.
 func NewAnthropicServer(t testing.TB, script Script) *Server {
-	s := newServer(t, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
+	s := newServer(t, model.Anthropic, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
 		errorBody: anthropicError, answer: anthropicMessage})
 	s.URL = s.Server.URL
 	return s

@@ -8,7 +8,7 @@
 //		llmtest.Calls(llmtest.Call("payments__get", `{"id":"p1"}`)),
 //		llmtest.Text("The payment went through."),
 //	))
-//	m := &model.Model{Provider: model.OpenAI, BaseURL: srv.URL, Model: "gpt-test"}
+//	m := srv.Model("helper") // or a *model.Model with BaseURL: srv.URL
 package llmtest
 
 import (
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
 )
 
 // FinalAnswerTool is the tool agentplane forces on an Anthropic model for a
@@ -123,9 +124,19 @@ type Server struct {
 	// it (".../v1" for OpenAI, the server's root for Anthropic).
 	URL string
 
-	script Script
-	mu     sync.Mutex
-	reqs   []Request
+	provider string
+	script   Script
+	mu       sync.Mutex
+	reqs     []Request
+}
+
+// Model is a model of the given registered name served by s, without
+// authentication, its provider model id "test-model".
+func (s *Server) Model(name string) *model.Model {
+	return &model.Model{
+		ID: "mdl_" + name, Name: name, Provider: s.provider, BaseURL: s.URL, Model: "test-model",
+		Auth: model.Auth{Type: model.AuthNone}, Timeout: model.DefaultTimeout, Revision: 1,
+	}
 }
 
 // Count is how many requests the server has received.
@@ -173,9 +184,9 @@ type wireFormat struct {
 }
 
 // newServer starts a server of wf answering with script.
-func newServer(t testing.TB, script Script, wf wireFormat) *Server {
+func newServer(t testing.TB, provider string, script Script, wf wireFormat) *Server {
 	t.Helper()
-	s := &Server{script: script}
+	s := &Server{provider: provider, script: script}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+wf.path, func(w http.ResponseWriter, r *http.Request) { s.serve(wf, w, r) })
 	s.Server = httptest.NewServer(mux)

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
 )
 
 // NewOpenAIServer starts a scripted model speaking Chat Completions at
 // POST /v1/chat/completions; its URL ends in /v1.
 func NewOpenAIServer(t testing.TB, script Script) *Server {
-	s := newServer(t, script, wireFormat{path: "/v1/chat/completions", decode: decodeOpenAI,
+	s := newServer(t, model.OpenAI, script, wireFormat{path: "/v1/chat/completions", decode: decodeOpenAI,
 		errorBody: openAIError, answer: openAICompletion})
 	s.URL = s.Server.URL + "/v1"
 	return s
