@@ -129,7 +129,7 @@ func (c *client) failure(err error, rec *exchange, secret string) failure {
 		f.err = &agent.LLMError{Status: rec.status, Message: "the model's answer was cut short (the connection closed before its end)"}
 		f.retry = true
 	case rec.status != 0:
-		f.err = &agent.LLMError{Status: rec.status, Message: "the model's answer is not a chat completion in JSON " + contentType(rec.header)}
+		f.err = &agent.LLMError{Status: rec.status, Message: "the model's answer is not a chat completion in JSON (" + mediaType(rec.header) + " body)"}
 	default:
 		f.err = &agent.LLMError{Message: "the model could not be reached at " + c.base.Host + ": " + outbound.Reason(err, c.model.Timeout)}
 		f.retry = true
@@ -152,7 +152,7 @@ func providerMessage(rec *exchange) string {
 		return text
 	}
 	if json.Unmarshal(rec.body, &body) != nil {
-		return text + " (the body is not JSON " + contentType(rec.header) + ")"
+		return text + " (" + mediaType(rec.header) + " body, not JSON)"
 	}
 	var inner struct {
 		Message string `json:"message"`
@@ -171,13 +171,13 @@ func providerMessage(rec *exchange) string {
 	return text
 }
 
-// contentType names a response's media type for an error, in parentheses.
-func contentType(h http.Header) string {
+// mediaType names a response body's media type for an error: "a text/html".
+func mediaType(h http.Header) string {
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
 	if err != nil || mt == "" {
-		return "(no content type)"
+		return "an untyped"
 	}
-	return "(content type " + mt + ")"
+	return "a " + mt
 }
 
 // clip keeps the start of a long message, on one line.

@@ -395,8 +395,8 @@ func TestUnusableAnswers(t *testing.T) {
 				tries   int
 			}{
 				{"slower than the timeout", llmtest.Answer{Delay: 2 * time.Second, Text: "late"}, 0, "did not answer within 300ms", 1},
-				{"non-JSON body", llmtest.Answer{Raw: "<html>gateway</html>"}, 200, "not a chat completion in JSON (content type text/html)", 1},
-				{"non-JSON error", llmtest.Answer{Status: 502, Raw: "<html>Bad Gateway</html>"}, 502, "Bad Gateway (the body is not JSON (content type text/html))", 1 + MaxRetries},
+				{"non-JSON body", llmtest.Answer{Raw: "<html>gateway</html>"}, 200, "not a chat completion in JSON (a text/html body)", 1},
+				{"non-JSON error", llmtest.Answer{Status: 502, Raw: "<html>Bad Gateway</html>"}, 502, "Bad Gateway (a text/html body, not JSON)", 1 + MaxRetries},
 				{"truncated body", llmtest.Answer{Text: "a long answer", Truncate: true}, 200, "cut short", 1 + MaxRetries},
 				{"too large", llmtest.Answer{Text: strings.Repeat("a", maxAnswer)}, 200, "larger than 16 MiB", 1},
 				{"401 in the provider's words", llmtest.Error(401, "Incorrect API key provided: "+testSecret+"."), 401, "Incorrect API key provided: [redacted].", 1},
