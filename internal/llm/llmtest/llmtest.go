@@ -123,10 +123,14 @@ type Server struct {
 	// URL is the model's base_url: the API root as the provider documents
 	// it (".../v1" for OpenAI, the server's root for Anthropic).
 	URL string
+	// CountOnly keeps no requests, only their number (for benchmarks with
+	// many requests); set it before the first request.
+	CountOnly bool
 
 	provider string
 	script   Script
 	mu       sync.Mutex
+	n        int
 	reqs     []Request
 }
 
@@ -143,7 +147,7 @@ func (s *Server) Model(name string) *model.Model {
 func (s *Server) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.reqs)
+	return s.n
 }
 
 // Requests are the requests received so far, in order.
@@ -156,8 +160,11 @@ func (s *Server) Requests() []Request {
 // record numbers and keeps a request, and returns the script's answer.
 func (s *Server) record(r Request) (Request, Answer) {
 	s.mu.Lock()
-	r.N = len(s.reqs) + 1
-	s.reqs = append(s.reqs, r)
+	s.n++
+	r.N = s.n
+	if !s.CountOnly {
+		s.reqs = append(s.reqs, r)
+	}
 	s.mu.Unlock()
 	a := s.script(r)
 	if a.InputTokens == 0 && a.OutputTokens == 0 {
