@@ -2,7 +2,6 @@ package llmtest
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"testing"
 
@@ -22,16 +21,9 @@ func NewAnthropicServer(t testing.TB, script Script) *Server {
 
 // anthropicError is Anthropic's error body.
 func anthropicError(status int, message string) any {
-	typ := "invalid_request_error"
-	switch {
-	case status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case status == http.StatusUnauthorized:
-		typ = "authentication_error"
-	case status == 529:
+	typ := errorType(status, "api_error")
+	if status == 529 {
 		typ = "overloaded_error"
-	case status >= 500:
-		typ = "api_error"
 	}
 	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}}
 }

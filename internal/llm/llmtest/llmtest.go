@@ -264,3 +264,17 @@ func write(w http.ResponseWriter, a Answer, status int, v any) {
 	}
 	_, _ = w.Write(body)
 }
+
+// errorType is the error type both providers give a status; server names
+// their type for 5xx.
+func errorType(status int, server string) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status >= 500:
+		return server
+	}
+	return "invalid_request_error"
+}

@@ -2,7 +2,6 @@ package llmtest
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"testing"
 
@@ -21,15 +20,7 @@ func NewOpenAIServer(t testing.TB, script Script) *Server {
 
 // openAIError is OpenAI's error body.
 func openAIError(status int, message string) any {
-	typ := "invalid_request_error"
-	switch {
-	case status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case status == http.StatusUnauthorized:
-		typ = "authentication_error"
-	case status >= 500:
-		typ = "server_error"
-	}
+	typ := errorType(status, "server_error")
 	return map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": nil}}
 }
 
