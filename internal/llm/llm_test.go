@@ -510,6 +510,23 @@ func TestSecretThatCannotBeResolvedSendsNothing(t *testing.T) {
 	}
 }
 
+func TestDefaultModelSecretHasItsOwnResolver(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	opts := testOptions(t)
+	policy, _ := secrets.NewPolicy([]string{"env://SERVER_LLM_KEY"}, false)
+	opts.DefaultSecrets, _ = secrets.NewResolver(secrets.Options{Policy: policy, Getenv: func(k string) (string, bool) {
+		return "sk-server", k == "SERVER_LLM_KEY"
+	}})
+	m := testModel(model.OpenAI, srv)
+	m.ID, m.Name, m.Auth = DefaultModelID, model.DefaultName, model.Auth{Type: model.AuthBearer, SecretsRef: "env://SERVER_LLM_KEY"}
+	if _, err := newClient(t, opts, m).Complete(context.Background(), conversation()); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Requests()[0].Header.Get("Authorization"); got != "Bearer sk-server" {
+		t.Errorf("Authorization %q", got)
+	}
+}
+
 func TestConcurrencyBound(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {

@@ -42,6 +42,11 @@ type Options struct {
 	// Secrets resolves auth.secrets_ref at every completion; required for
 	// models whose auth is not none.
 	Secrets SecretResolver
+	// DefaultSecrets, when set, resolves the secret of the server-wide model
+	// (DefaultModelID), with tenant "": its reference is the operator's
+	// --llm-api-key-ref, allowed for every tenant whatever the allow-list of
+	// tenants' references says.
+	DefaultSecrets SecretResolver
 	// TracerProvider makes the chat spans; default the global provider.
 	TracerProvider trace.TracerProvider
 	// Metrics counts tokens and times requests; nil records nothing.
@@ -230,10 +235,14 @@ func (c *client) secret(ctx context.Context) (string, error) {
 	if a.SecretsRef == "" {
 		return "", &agent.LLMError{Message: fmt.Sprintf("model %s: auth %s needs a secrets_ref", c.model.Name, a.Type)}
 	}
-	if c.pool.opts.Secrets == nil {
+	res, tenant := c.pool.opts.Secrets, c.model.Tenant
+	if c.model.ID == DefaultModelID && c.pool.opts.DefaultSecrets != nil {
+		res, tenant = c.pool.opts.DefaultSecrets, ""
+	}
+	if res == nil {
 		return "", &agent.LLMError{Message: fmt.Sprintf("model %s: no secrets resolver is configured for its secrets_ref", c.model.Name)}
 	}
-	v, err := c.pool.opts.Secrets.Resolve(ctx, c.model.Tenant, a.SecretsRef)
+	v, err := res.Resolve(ctx, tenant, a.SecretsRef)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
