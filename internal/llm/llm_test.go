@@ -510,6 +510,44 @@ func TestSecretThatCannotBeResolvedSendsNothing(t *testing.T) {
 	}
 }
 
+func TestAuthHeaders(t *testing.T) {
+	cases := []struct {
+		provider string
+		auth     model.Auth
+		want     map[string]string
+	}{
+		{model.OpenAI, model.Auth{Type: model.AuthAPIKey, SecretsRef: "env://LLM_KEY", Header: "api-key"},
+			map[string]string{"Api-Key": testSecret, "Authorization": "", "X-Api-Key": ""}},
+		{model.Anthropic, model.Auth{Type: model.AuthBearer, SecretsRef: "env://LLM_KEY"},
+			map[string]string{"Authorization": "Bearer " + testSecret, "X-Api-Key": ""}},
+		{model.Anthropic, model.Auth{Type: model.AuthNone},
+			map[string]string{"Authorization": "", "X-Api-Key": ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.provider+"/"+tc.auth.Type, func(t *testing.T) {
+			t.Setenv("OPENAI_API_KEY", "sk-from-the-environment")
+			t.Setenv("ANTHROPIC_API_KEY", "sk-from-the-environment")
+			var srv *llmtest.Server
+			if tc.provider == model.OpenAI {
+				srv = llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+			} else {
+				srv = llmtest.NewAnthropicServer(t, llmtest.Sequence(llmtest.Text("ok")))
+			}
+			m := testModel(tc.provider, srv)
+			m.Auth = tc.auth
+			if _, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation()); err != nil {
+				t.Fatal(err)
+			}
+			h := srv.Requests()[0].Header
+			for k, v := range tc.want {
+				if h.Get(k) != v {
+					t.Errorf("%s: %q, want %q", k, h.Get(k), v)
+				}
+			}
+		})
+	}
+}
+
 func TestDefaultModelSecretHasItsOwnResolver(t *testing.T) {
 	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
 	opts := testOptions(t)
