@@ -414,7 +414,9 @@ func TestUnusableAnswers(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					srv := p.newServer(t, llmtest.Sequence(tc.answer))
 					m := testModel(p.name, srv)
-					m.Timeout = 300 * time.Millisecond
+					if tc.answer.Delay > 0 {
+						m.Timeout = 300 * time.Millisecond
+					}
 					_, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation())
 					le := llmError(t, err)
 					if le.Status != tc.status || !strings.Contains(le.Message, tc.message) {
