@@ -159,6 +159,18 @@ func TestToolCallThenFinalAnswer(t *testing.T) {
 	}
 }
 
+func TestNoUsageReported(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			srv := p.newServer(t, llmtest.Sequence(llmtest.Answer{Text: "ok", NoUsage: true}))
+			resp, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(context.Background(), conversation())
+			if err != nil || resp.Usage != nil || resp.Message.Content != "ok" {
+				t.Fatalf("answer %+v (usage %v), error %v", resp, resp.Usage, err)
+			}
+		})
+	}
+}
+
 func TestAnthropicWireFormat(t *testing.T) {
 	srv := llmtest.NewAnthropicServer(t, llmtest.Sequence(llmtest.Text("ok")))
 	c := newClient(t, testOptions(t), testModel(model.Anthropic, srv))
