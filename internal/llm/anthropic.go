@@ -210,7 +210,7 @@ func anthropicResponse(resp *anthropic.Message, structured bool) (agent.ChatResp
 		out.FinishReason = "stop"
 	}
 	if len(resp.Content) == 0 && resp.StopReason == "" {
-		return agent.ChatResponse{}, &agent.LLMError{Message: "the model's answer has no content and no stop_reason"}
+		return agent.ChatResponse{}, &agent.LLMError{Message: "its answer has no content and no stop_reason"}
 	}
 	return out, nil
 }

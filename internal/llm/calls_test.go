@@ -142,7 +142,7 @@ func TestUnusableAnswers(t *testing.T) {
 					status  int
 					message string
 					tries   int
-				}{"no choices", llmtest.Answer{Choiceless: true}, 0, "the model's answer has no choices", 1})
+				}{"no choices", llmtest.Answer{Choiceless: true}, 200, "its answer has no choices", 1})
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,7 @@ const maxMessage = 1000
 const maxAnswer = 16 << 20
 
 // errTooLarge ends the reading of an answer past maxAnswer.
-var errTooLarge = errors.New("the model's answer is larger than " + outbound.Size(maxAnswer))
+var errTooLarge = errors.New("its answer is larger than " + outbound.Size(maxAnswer))
 
 // limitedBody reads a body up to maxAnswer bytes, then fails.
 type limitedBody struct {
@@ -117,7 +118,7 @@ func (c *client) failure(err error, rec *exchange, secret string) failure {
 			}
 		}
 	case errors.As(err, &le):
-		f.err = le
+		f.err = &agent.LLMError{Status: cmp.Or(le.Status, rec.status), Message: le.Message}
 	case errors.As(err, &ne) && ne.Timeout():
 		f.err = &agent.LLMError{Message: "the model did not answer within " + seconds(c.model.Timeout) +
 			" (its timeout; raise it with the model's timeout, at most 15m)"}
@@ -126,10 +127,10 @@ func (c *client) failure(err error, rec *exchange, secret string) failure {
 	case errors.Is(err, errTooLarge):
 		f.err = &agent.LLMError{Status: rec.status, Message: errTooLarge.Error()}
 	case rec.status != 0 && errors.Is(err, io.ErrUnexpectedEOF):
-		f.err = &agent.LLMError{Status: rec.status, Message: "the model's answer was cut short (the connection closed before its end)"}
+		f.err = &agent.LLMError{Status: rec.status, Message: "its answer was cut short (the connection closed before its end)"}
 		f.retry = true
 	case rec.status != 0:
-		f.err = &agent.LLMError{Status: rec.status, Message: "the model's answer is not a chat completion in JSON (" + mediaType(rec.header) + " body)"}
+		f.err = &agent.LLMError{Status: rec.status, Message: "its answer is not a chat completion in JSON (" + mediaType(rec.header) + " body)"}
 	default:
 		f.err = &agent.LLMError{Message: "the model could not be reached at " + c.base.Host + ": " + outbound.Reason(err, c.model.Timeout)}
 		f.retry = true

@@ -124,7 +124,7 @@ func (p *openAIProvider) params(req agent.ChatRequest) (openai.ChatCompletionNew
 // openAIResponse maps a chat.completion to a ChatResponse.
 func openAIResponse(resp *openai.ChatCompletion) (agent.ChatResponse, error) {
 	if len(resp.Choices) == 0 {
-		return agent.ChatResponse{}, &agent.LLMError{Message: "the model's answer has no choices"}
+		return agent.ChatResponse{}, &agent.LLMError{Message: "its answer has no choices"}
 	}
 	ch := resp.Choices[0]
 	out := agent.ChatResponse{
