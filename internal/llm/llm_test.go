@@ -136,6 +136,9 @@ func TestToolCallThenFinalAnswer(t *testing.T) {
 			}
 
 			got := srv.Requests()[1]
+			if last := got.Last(); last.Role != agent.RoleTool || last.ToolCallID != "call_1_1" {
+				t.Errorf("last message %+v, want the tool's answer", last)
+			}
 			if diff := cmp.Diff(req.Messages, got.Messages); diff != "" {
 				t.Errorf("messages the model received (-want +got):\n%s", diff)
 			}

@@ -48,6 +48,15 @@ type Request struct {
 	Body json.RawMessage
 }
 
+// Last is the request's last message (a zero message when it has none): the
+// goal, or the answer of the tool the model called last.
+func (r Request) Last() agent.ChatMessage {
+	if len(r.Messages) == 0 {
+		return agent.ChatMessage{}
+	}
+	return r.Messages[len(r.Messages)-1]
+}
+
 // Answer is what the scripted model answers.
 type Answer struct {
 	// Text is the assistant's text.
