@@ -35,7 +35,14 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	gatherer prometheus.Gatherer
+
+	llmTokens   *prometheus.CounterVec
+	llmDuration *prometheus.HistogramVec
 }
+
+// llmBuckets are the bounds of a model's request durations: completions take
+// from a fraction of a second to minutes.
+var llmBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}
 
 // NewMetrics registers the HTTP metrics, and the Go runtime and process
 // collectors, on reg; nil means a new registry of its own. Metrics already
@@ -57,6 +64,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Time to serve an HTTP request, by route pattern and method.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route", "method"}))
+	m.llmTokens = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentplane_llm_tokens_total",
+		Help: "Tokens of model completions as the provider reported them, by registered model name and direction (input, output).",
+	}, []string{"model", "direction"}))
+	m.llmDuration = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "agentplane_llm_request_duration_seconds",
+		Help:    "Time to get a completion from a model, retries and their waits included, by registered model name.",
+		Buckets: llmBuckets,
+	}, []string{"model"}))
 	register(reg, collectors.NewGoCollector())
 	register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -91,6 +107,22 @@ func (m *Metrics) Observe(route, method string, status int, d time.Duration) {
 	method = methodLabel(method)
 	m.requests.WithLabelValues(label, method, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(label, method).Observe(d.Seconds())
+}
+
+// ObserveLLM records one completion request of the model registered as
+// model (its name, not the provider's model id): its duration, failed or
+// not, and the tokens the provider reported. A nil Metrics records nothing.
+func (m *Metrics) ObserveLLM(model string, inputTokens, outputTokens int64, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.llmDuration.WithLabelValues(model).Observe(d.Seconds())
+	if inputTokens > 0 {
+		m.llmTokens.WithLabelValues(model, "input").Add(float64(inputTokens))
+	}
+	if outputTokens > 0 {
+		m.llmTokens.WithLabelValues(model, "output").Add(float64(outputTokens))
+	}
 }
 
 // Handler serves the metrics in the Prometheus exposition format, for

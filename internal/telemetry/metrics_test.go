@@ -108,3 +108,32 @@ func TestMetricsObserveUsesThePatternPath(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsCountLLMTokensByModelAndDirection(t *testing.T) {
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	srv := httptest.NewServer(metrics.Handler())
+	t.Cleanup(srv.Close)
+
+	metrics.ObserveLLM("default", 120, 30, 2*time.Second)
+	metrics.ObserveLLM("default", 80, 0, time.Second)
+	metrics.ObserveLLM("claude", 0, 0, 300*time.Millisecond) // a failed request
+	var none *telemetry.Metrics
+	none.ObserveLLM("default", 1, 1, time.Second) // records nothing, and does not panic
+
+	var got []string
+	for line := range strings.Lines(get(t, "GET", srv.URL, nil)) {
+		if strings.HasPrefix(line, "agentplane_llm_tokens_total{") ||
+			strings.HasPrefix(line, "agentplane_llm_request_duration_seconds_count{") {
+			got = append(got, strings.TrimSpace(line))
+		}
+	}
+	want := []string{
+		`agentplane_llm_request_duration_seconds_count{model="claude"} 1`,
+		`agentplane_llm_request_duration_seconds_count{model="default"} 2`,
+		`agentplane_llm_tokens_total{direction="input",model="default"} 200`,
+		`agentplane_llm_tokens_total{direction="output",model="default"} 30`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LLM metrics (-want +got):\n%s", diff)
+	}
+}

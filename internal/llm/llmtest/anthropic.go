@@ -1,0 +1,158 @@
+package llmtest
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
+)
+
+// NewAnthropicServer starts a scripted model speaking the Messages API at
+// POST /v1/messages; its URL is the server's root, as Anthropic documents
+// its base URL.
+func NewAnthropicServer(t testing.TB, script Script) *Server {
+	s := newServer(t, model.Anthropic, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
+		errorBody: anthropicError, answer: anthropicMessage})
+	s.URL = s.Server.URL
+	return s
+}
+
+// anthropicError is Anthropic's error body.
+func anthropicError(status int, message string) any {
+	typ := errorType(status, "api_error")
+	if status == 529 {
+		typ = "overloaded_error"
+	}
+	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}}
+}
+
+// anthropicBlock is a content block of a request.
+type anthropicBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+}
+
+type anthropicRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens int64           `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	} `json:"tools"`
+	ToolChoice  json.RawMessage `json:"tool_choice"`
+	Temperature *float64        `json:"temperature"`
+}
+
+// blocks reads a content that is a string or an array of blocks.
+func blocks(raw json.RawMessage) []anthropicBlock {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []anthropicBlock{{Type: "text", Text: s}}
+	}
+	var bs []anthropicBlock
+	_ = json.Unmarshal(raw, &bs)
+	return bs
+}
+
+// anthropicMessages decodes a request's messages: a user message's
+// tool_result blocks become tool messages.
+func anthropicMessages(in anthropicRequest) []agent.ChatMessage {
+	var out []agent.ChatMessage
+	if len(in.System) > 0 {
+		sys := ""
+		for _, b := range blocks(in.System) {
+			sys += b.Text
+		}
+		out = append(out, agent.ChatMessage{Role: agent.RoleSystem, Content: sys})
+	}
+	for _, m := range in.Messages {
+		cm := agent.ChatMessage{Role: m.Role}
+		for _, b := range blocks(m.Content) {
+			switch b.Type {
+			case "text":
+				cm.Content += b.Text
+			case "tool_use":
+				cm.ToolCalls = append(cm.ToolCalls, agent.ChatToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+			case "tool_result":
+				res := ""
+				for _, rb := range blocks(b.Content) {
+					res += rb.Text
+				}
+				out = append(out, agent.ChatMessage{Role: agent.RoleTool, ToolCallID: b.ToolUseID, Content: res})
+			}
+		}
+		if cm.Content != "" || len(cm.ToolCalls) > 0 {
+			out = append(out, cm)
+		}
+	}
+	return out
+}
+
+// decodeAnthropic reads a messages request; the final_answer tool's schema
+// is its OutputSchema.
+func decodeAnthropic(body json.RawMessage) (Request, string) {
+	var in anthropicRequest
+	if json.Unmarshal(body, &in) != nil {
+		return Request{}, "the body is not a messages request"
+	}
+	if in.MaxTokens <= 0 {
+		return Request{}, "max_tokens: Field required"
+	}
+	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxTokens,
+		ToolChoice: in.ToolChoice, Messages: anthropicMessages(in)}
+	for _, t := range in.Tools {
+		if t.Name == FinalAnswerTool {
+			req.OutputSchema = t.InputSchema
+			continue
+		}
+		req.Tools = append(req.Tools, agent.ChatTool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	}
+	return req, ""
+}
+
+// anthropicMessage is a message object answering req with a.
+func anthropicMessage(req Request, a Answer) any {
+	content := []any{}
+	stop := "end_turn"
+	if a.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": a.Text})
+	}
+	for _, tc := range a.ToolCalls {
+		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": json.RawMessage(tc.Arguments)})
+		stop = "tool_use"
+	}
+	if a.JSON != nil {
+		content = append(content, map[string]any{"type": "tool_use", "id": "toolu_answer_" + strconv.Itoa(req.N),
+			"name": FinalAnswerTool, "input": a.JSON})
+		stop = "tool_use"
+	}
+	if a.FinishReason != "" {
+		stop = a.FinishReason
+	}
+	id := a.ID
+	if id == "" {
+		id = "msg_" + strconv.Itoa(req.N)
+	}
+	out := map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": a.Model,
+		"content": content, "stop_reason": stop, "stop_sequence": nil,
+	}
+	if !a.NoUsage {
+		out["usage"] = map[string]any{"input_tokens": a.InputTokens, "output_tokens": a.OutputTokens,
+			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+	}
+	return out
+}
