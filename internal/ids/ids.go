@@ -22,6 +22,7 @@ const (
 	Request  = "req_"
 	Client   = "cli_"
 	Key      = "key_"
+	Dataset  = "ds_"
 )
 
 var (
