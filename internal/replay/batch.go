@@ -120,6 +120,9 @@ type BatchStore interface {
 	// BatchReplays pages a batch's replays: those whose outcome changed
 	// first, then in batch order; only the changed ones when changedOnly.
 	BatchReplays(ctx context.Context, batchID string, changedOnly bool, offset, limit int) ([]*Replay, error)
+	// FailedCheckReplays pages the batch's replays that failed (or could
+	// not run) a check, in batch order.
+	FailedCheckReplays(ctx context.Context, batchID string, offset, limit int) ([]*Replay, error)
 	// FinishBatch moves a running batch to status (completed, failed or
 	// cancelled) and drops its lease; false when it was not running.
 	FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error)

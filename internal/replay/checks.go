@@ -421,6 +421,42 @@ func Verdict(status string, s Spec, totals []CheckTotal) string {
 	return VerdictPassed
 }
 
+// EncodeBatchChecks is what the stores keep of a new batch's checks: its
+// spec as JSON, and the expectation of each workflow, in order, as JSON or
+// "" when it has none.
+func EncodeBatchChecks(b *Batch, workflowIDs []string) (spec string, expected []string, err error) {
+	raw, err := json.Marshal(b.Spec)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode replay batch checks: %w", err)
+	}
+	expected = make([]string, len(workflowIDs))
+	for i, id := range workflowIDs {
+		e, ok := b.Expectations[id]
+		if !ok {
+			continue
+		}
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return "", nil, fmt.Errorf("encode the expectation of %s: %w", id, err)
+		}
+		expected[i] = string(raw)
+	}
+	return string(raw), expected, nil
+}
+
+// DecodeExpectation reads an expectation EncodeBatchChecks or a dataset
+// store wrote; nil for "".
+func DecodeExpectation(s string) (*Expectation, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var e Expectation
+	if err := json.Unmarshal([]byte(s), &e); err != nil {
+		return nil, fmt.Errorf("decode expectation: %w", err)
+	}
+	return &e, nil
+}
+
 // CaseOf is the case of a replay of wf: both sides from the replay's
 // aligned steps, with the dataset's expectation when there is one.
 func CaseOf(wf *workflow.Workflow, rp *Replay, expected *Expectation) Case {
@@ -452,14 +488,62 @@ func (s *Side) add(st *workflow.Step) {
 	}
 }
 
-// CountChecks sets the batch's check totals from counts of (passed, failed,
-// errored) results by check name, and its verdict once it has ended.
-func (b *Batch) CountChecks(counts map[string][3]int) {
+// Results of a check as the stores count them.
+const (
+	ResultPassed  = "passed"
+	ResultFailed  = "failed"
+	ResultErrored = "errored"
+)
+
+// Result is passed, failed or errored.
+func (c CheckResult) Result() string {
+	switch {
+	case c.Error != "":
+		return ResultErrored
+	case c.Passed:
+		return ResultPassed
+	}
+	return ResultFailed
+}
+
+// FailedChecks counts the replay's checks that failed or errored.
+func (r *Replay) FailedChecks() int {
+	n := 0
+	for _, c := range r.Checks {
+		if c.Result() != ResultPassed {
+			n++
+		}
+	}
+	return n
+}
+
+// CheckCount counts a batch's results of one check that ended one way.
+type CheckCount struct {
+	Name, Result string
+	Count        int
+}
+
+// CountChecks sets the batch's check totals from the stores' counts, and
+// its verdict once it has ended.
+func (b *Batch) CountChecks(counts []CheckCount) {
 	b.Checks, b.Verdict = nil, ""
 	if b.Spec.Empty() {
 		return
 	}
-	b.Checks = b.Spec.Tally(counts)
+	byName := map[string][3]int{}
+	for _, c := range counts {
+		n := byName[c.Name]
+		switch c.Result {
+		case ResultPassed:
+			n[0] += c.Count
+		case ResultFailed:
+			n[1] += c.Count
+		default:
+			n[2] += c.Count
+		}
+		byName[c.Name] = n
+	}
+	b.Checks = b.Spec.Tally(byName)
 	if b.Status != BatchRunning {
 		b.Verdict = Verdict(b.Status, b.Spec, b.Checks)
 	}

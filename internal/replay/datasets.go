@@ -156,3 +156,31 @@ func (s *Service) NewDataset(ctx context.Context, in DatasetInput) (*Dataset, er
 		Filter: in.Filter, WorkflowCount: len(wfs), WorkflowIDs: wfs, Expectations: in.Expectations,
 		Creator: in.Creator, CreatedAt: now}, nil
 }
+
+// Encode is what the stores keep of d beside its columns: its creator as
+// JSON, and the expectation of each workflow, in order, as JSON or "".
+func (d *Dataset) Encode() (creator string, expected []string, err error) {
+	c, err := json.Marshal(d.Creator)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode dataset creator: %w", err)
+	}
+	b := &Batch{Expectations: d.Expectations}
+	if _, expected, err = EncodeBatchChecks(b, d.WorkflowIDs); err != nil {
+		return "", nil, err
+	}
+	return string(c), expected, nil
+}
+
+// AddItem appends a stored workflow and its expectation ("" for none).
+func (d *Dataset) AddItem(workflowID, expected string) error {
+	d.WorkflowIDs = append(d.WorkflowIDs, workflowID)
+	e, err := DecodeExpectation(expected)
+	if err != nil || e == nil {
+		return err
+	}
+	if d.Expectations == nil {
+		d.Expectations = map[string]Expectation{}
+	}
+	d.Expectations[workflowID] = *e
+	return nil
+}
