@@ -83,7 +83,9 @@ type Deps struct {
 	// Batches runs replay batches in the background; BatchStore keeps them.
 	Batches    *replay.BatchRunner
 	BatchStore replay.BatchStore
-	Viewer     *web.Signer
+	// Datasets keeps the datasets batches replay.
+	Datasets replay.DatasetStore
+	Viewer   *web.Signer
 	Now        func() time.Time
 }
 
