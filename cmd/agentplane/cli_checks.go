@@ -252,12 +252,12 @@ func (c *cli) datasetsCommand() *cobra.Command {
 	completeDataset := c.complete("/v1/datasets?limit=50", "datasets", "name")
 
 	var (
-		ids                       []string
-		agent, version, outcome   string
-		expect, description       string
-		limit                     int
-		next                      bool
-		since                     = newTimeFlag(time.Now)
+		ids                     []string
+		agent, version, outcome string
+		expect, description     string
+		limit                   int
+		next                    bool
+		since                   = newTimeFlag(time.Now)
 	)
 	create := &cobra.Command{
 		Use:   "create NAME (--workflow-ids ID,… | --agent AGENT [--since …]) [--expect FILE]",

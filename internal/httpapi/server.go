@@ -86,7 +86,7 @@ type Deps struct {
 	// Datasets keeps the datasets batches replay.
 	Datasets replay.DatasetStore
 	Viewer   *web.Signer
-	Now        func() time.Time
+	Now      func() time.Time
 }
 
 // Server is agentplane's HTTP API.
