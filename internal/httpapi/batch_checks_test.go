@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 )
 
@@ -357,6 +358,14 @@ func (scriptedJudge) Judge(_ context.Context, req replay.JudgeRequest) (replay.J
 	return ans, nil
 }
 
+// CheckModel knows one model, judge-1.
+func (scriptedJudge) CheckModel(_ context.Context, _, name string) error {
+	if name != "judge-1" {
+		return problem.New(problem.NotFound, "no model %s", name)
+	}
+	return nil
+}
+
 // TestReplayBatchJudge runs the LLM-as-judge check through a scripted
 // judge: each replay carries its score, reason and the judge's exchange,
 // and the batch counts them against pass_score.
@@ -371,6 +380,11 @@ func TestReplayBatchJudge(t *testing.T) {
 		w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": id}})
 	}
 	r := h.do("POST", "/v1/replay-batches", tok, map[string]any{"target_agent_version": "fraud-triage@2",
+		"workflows": map[string]any{"agent": "fraud-triage"}, "judge": map[string]any{"model": "nope", "rubric": "r"}})
+	if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), `"field":"judge.model"`) {
+		t.Errorf("a judge model the tenant lacks: %d %s", r.Status, r.Body)
+	}
+	r = h.do("POST", "/v1/replay-batches", tok, map[string]any{"target_agent_version": "fraud-triage@2",
 		"workflows": map[string]any{"agent": "fraud-triage"},
 		"judge":     map[string]any{"model": "judge-1", "rubric": "The replay reaches the same decision.", "pass_score": 0.5},
 		"gate":      map[string]any{"judge": 0.5}})

@@ -142,6 +142,13 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		return problem.Validation(errs...)
 	}
 	p := principalOf(r)
+	if mc, ok := s.deps.Replays.Judge.(replay.ModelChecker); ok && req.Judge != nil {
+		if err := mc.CheckModel(r.Context(), p.Tenant, req.Judge.Model); problem.Is(err, problem.NotFound) {
+			return problem.Field("judge.model", "no model %s in this tenant: register it (POST /v1/models) or name another", req.Judge.Model)
+		} else if err != nil {
+			return err
+		}
+	}
 	v, err := s.deps.Agents.AgentVersion(r.Context(), p.Tenant, name, version)
 	if problem.Is(err, problem.NotFound) {
 		return problem.New(problem.AgentVersionNotFound, "no agent version %s: deploy it first (POST /v1/agents)", req.TargetAgentVersion)

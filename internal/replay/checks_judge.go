@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
 )
 
 // Judge scores a replay 0..1 against a rubric: the seam of the LLM-as-judge
@@ -78,6 +80,40 @@ func (c *Checks) runJudge(ctx context.Context, k Case) CheckResult {
 type ChatJudge struct {
 	// Complete asks the tenant's model named in req.Model for a completion.
 	Complete func(ctx context.Context, tenant string, req agent.ChatRequest) (agent.ChatResponse, error)
+	// Models, when set, lets a batch naming a model the tenant lacks be
+	// refused at submission (CheckModel).
+	Models model.Lookup
+}
+
+// ModelChecker is a Judge that can tell at submission whether the tenant
+// has the model a judge check names.
+type ModelChecker interface {
+	CheckModel(ctx context.Context, tenant, name string) error
+}
+
+// CheckModel reports problem.NotFound when the tenant has no such model.
+func (j ChatJudge) CheckModel(ctx context.Context, tenant, name string) error {
+	if j.Models == nil {
+		return nil
+	}
+	_, err := j.Models.Model(ctx, tenant, name)
+	return err
+}
+
+// ModelJudge is the ChatJudge over the tenant's registered models and
+// their clients: what the server wires.
+func ModelJudge(models model.Lookup, clients llm.Clients) ChatJudge {
+	return ChatJudge{Models: models, Complete: func(ctx context.Context, tenant string, req agent.ChatRequest) (agent.ChatResponse, error) {
+		m, err := models.Model(ctx, tenant, req.Model)
+		if err != nil {
+			return agent.ChatResponse{}, err
+		}
+		c, err := clients.Client(m)
+		if err != nil {
+			return agent.ChatResponse{}, err
+		}
+		return c.Complete(ctx, req)
+	}}
 }
 
 // judgeSchema is the JSON Schema of the judge's answer.

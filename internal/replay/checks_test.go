@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -155,5 +157,53 @@ func TestChatJudge(t *testing.T) {
 	}
 	if names := c.Spec().Names(); !slices.Equal(names, []string{CheckJudge}) {
 		t.Errorf("names %v", names)
+	}
+}
+
+type lookupFunc func(ctx context.Context, tenant, name string) (*model.Model, error)
+
+func (f lookupFunc) Model(ctx context.Context, tenant, name string) (*model.Model, error) {
+	return f(ctx, tenant, name)
+}
+
+type clientsFunc func(m *model.Model) (llm.Client, error)
+
+func (f clientsFunc) Client(m *model.Model) (llm.Client, error) { return f(m) }
+
+type completeFunc func(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error)
+
+func (f completeFunc) Complete(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error) {
+	return f(ctx, req)
+}
+
+// TestModelJudge asks the tenant's registered model through its client,
+// and CheckModel tells a model the tenant lacks.
+func TestModelJudge(t *testing.T) {
+	models := lookupFunc(func(_ context.Context, tenant, name string) (*model.Model, error) {
+		if tenant != "acme" || name != "judge-1" {
+			return nil, problem.New(problem.NotFound, "no model %s", name)
+		}
+		return &model.Model{Tenant: tenant, Name: name, Model: "gpt-test"}, nil
+	})
+	var used []string
+	clients := clientsFunc(func(m *model.Model) (llm.Client, error) {
+		return completeFunc(func(_ context.Context, req agent.ChatRequest) (agent.ChatResponse, error) {
+			used = append(used, m.Model+"/"+req.Model)
+			return agent.ChatResponse{Message: agent.ChatMessage{Content: `{"score": 1, "reason": "fine"}`}}, nil
+		}), nil
+	})
+	j := ModelJudge(models, clients)
+	ans, err := j.Judge(t.Context(), JudgeRequest{Tenant: "acme", Model: "judge-1", Rubric: "r"})
+	if err != nil || ans.Score != 1 || !slices.Equal(used, []string{"gpt-test/judge-1"}) {
+		t.Errorf("judge: %+v %v, clients used %v", ans, err, used)
+	}
+	if err := j.CheckModel(t.Context(), "acme", "judge-1"); err != nil {
+		t.Errorf("check a registered model: %v", err)
+	}
+	if err := j.CheckModel(t.Context(), "acme", "nope"); !problem.Is(err, problem.NotFound) {
+		t.Errorf("check a missing model: %v", err)
+	}
+	if _, err := j.Judge(t.Context(), JudgeRequest{Tenant: "globex", Model: "judge-1"}); !problem.Is(err, problem.NotFound) {
+		t.Errorf("another tenant's judge: %v", err)
 	}
 }
