@@ -296,11 +296,15 @@ func TestDatasetsDriveExpectedOutcome(t *testing.T) {
 		}
 	}
 
-	// Version 2 holds every workflow, by filter, without expectations.
-	r = h.do("PUT", "/v1/datasets/triage-suite", tok, map[string]any{"workflows": map[string]any{"agent": "fraud-triage"}})
-	r.json(t, &d)
-	if r.Status != http.StatusCreated || d.Version != 2 || d.Count != 5 {
-		t.Fatalf("next version: %d %s", r.Status, r.Body)
+	// Version 2 holds every workflow, by filter, without expectations; the
+	// same request again with its key is answered, not stored again.
+	for range 2 {
+		r = h.do("PUT", "/v1/datasets/triage-suite", tok, map[string]any{"workflows": map[string]any{"agent": "fraud-triage"}},
+			"Idempotency-Key", "suite-v2")
+		r.json(t, &d)
+		if r.Status != http.StatusCreated || d.Version != 2 || d.Count != 5 {
+			t.Fatalf("next version: %d %s", r.Status, r.Body)
+		}
 	}
 	if r := h.do("PUT", "/v1/datasets/nothing", tok, map[string]any{"workflow_ids": ids[:1]}); r.Status != http.StatusNotFound {
 		t.Errorf("next version of nothing: %d %s", r.Status, r.Body)
