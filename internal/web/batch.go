@@ -73,7 +73,9 @@ type batchView struct {
 	// failed one, first in the page.
 	CheckRows  []checkRow
 	FailedRows []failedRow
-	Usage      *usageView
+	// FailedCapped: there may be more failed replays than listed.
+	FailedCapped bool
+	Usage        *usageView
 }
 
 type checkRow struct {
@@ -169,6 +171,7 @@ func newBatchView(p BatchPage) batchView {
 		}
 		v.FailedRows = append(v.FailedRows, row)
 	}
+	v.FailedCapped = len(v.FailedRows) >= MaxBatchRows
 	if u := p.Usage; u != nil {
 		v.Usage = &usageView{OriginalTokens: fmt.Sprint(u.OriginalTokens), ReplayTokens: fmt.Sprint(u.ReplayTokens),
 			TokenChange: signed(float64(u.ReplayTokens-u.OriginalTokens), "%+.0f")}
