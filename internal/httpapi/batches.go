@@ -211,6 +211,7 @@ type batchSummary struct {
 	Total      int     `json:"total"`
 	Done       int     `json:"done"`
 	Changed    int     `json:"changed"`
+	Dataset    string  `json:"dataset,omitempty"`
 	CreatedAt  string  `json:"created_at"`
 	FinishedAt *string `json:"finished_at"`
 	ViewerURL  string  `json:"viewer_url"`
@@ -236,7 +237,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) error
 	for _, b := range bs {
 		v := s.batchView(p, b)
 		list.Batches = append(list.Batches, batchSummary{ID: b.ID, Target: b.Target, Status: b.Status, Error: b.Error,
-			Total: b.Total, Done: b.Done, Changed: b.Changed, CreatedAt: v.CreatedAt, FinishedAt: v.FinishedAt, ViewerURL: v.ViewerURL})
+			Total: b.Total, Done: b.Done, Changed: b.Changed, Dataset: b.Dataset, CreatedAt: v.CreatedAt, FinishedAt: v.FinishedAt, ViewerURL: v.ViewerURL})
 	}
 	if len(bs) == f.Limit {
 		list.NextCursor = &bs[len(bs)-1].ID
