@@ -120,8 +120,11 @@ func TestReplayBatchSurvivesStopsAndCrashes(t *testing.T) {
 	}
 	before := calls.Load()
 
+	// A check runs on every replay; its results must survive the restarts
+	// and be counted once each.
 	code, created := a.do("POST", "/v1/replay-batches", tok, map[string]any{"target_agent_version": "triage@2",
-		"workflows": map[string]any{"agent": "triage", "limit": n}})
+		"workflows": map[string]any{"agent": "triage", "limit": n},
+		"checks":    []map[string]any{{"name": "outcome_unchanged"}}, "gate": map[string]any{"outcome_unchanged": 0.5}})
 	if code != 202 || created["total"] != float64(n) {
 		t.Fatalf("create batch: %d %v", code, created)
 	}
@@ -167,6 +170,11 @@ func TestReplayBatchSurvivesStopsAndCrashes(t *testing.T) {
 	}
 	if batch["status"] != "completed" || batch["done"] != float64(n) || batch["changed"] != float64(wantChanged) {
 		t.Fatalf("batch after the restarts: %v", batch)
+	}
+	checks, _ := batch["checks"].([]any)
+	if len(checks) != 1 || fmt.Sprint(checks[0].(map[string]any)["passed"], checks[0].(map[string]any)["failed"]) != fmt.Sprint(n-wantChanged, wantChanged) ||
+		batch["verdict"] != "passed" {
+		t.Errorf("checks after the restarts %v, verdict %v; want %d passed and %d failed, passed", checks, batch["verdict"], n-wantChanged, wantChanged)
 	}
 
 	// Every workflow has exactly one replay on triage@2.

@@ -29,7 +29,8 @@ const (
 	exitUsage    = 2 // bad flags or arguments
 	exitNotFound = 3 // the server answered 404
 	exitAuth     = 4 // the server answered 401 or 403
-	// exitChanged is replay --batch --fail-on-change finding a changed outcome.
+	// exitChanged is replay --batch --fail-on-change finding a changed
+	// outcome, or a batch whose checks' verdict is failed.
 	exitChanged = 5
 	// exitWorkflow is an invoke whose workflow ended failed, denied,
 	// limit_exceeded, timed_out or cancelled.

@@ -100,15 +100,22 @@ func (c *cli) batchesCommand() *cobra.Command {
 	listCmd.Flags().String("target", "", "only batches against this version (name@version)")
 	pageFlags(listCmd)
 
-	var changed bool
+	var changed, failed bool
 	getCmd := &cobra.Command{
-		Use: "get BATCH", Short: "Show a batch's counts and outcome matrix; --changed lists the replays that changed",
+		Use: "get BATCH", Short: "Show a batch's counts, outcome matrix and checks; --changed or --failed lists replays",
 		Args: args(1, "a batch id (rpb_…)"), ValidArgsFunction: completeBatch,
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if !changed {
+			if !changed && !failed {
 				return c.get(cmd, "/v1/replay-batches/"+url.PathEscape(a[0]), batchTable)
 			}
-			return c.get(cmd, "/v1/replay-batches/"+url.PathEscape(a[0])+"/replays"+query("changed", "true",
+			if changed && failed {
+				return usagef("give --changed or --failed, not both")
+			}
+			which := "changed"
+			if failed {
+				which = "failed"
+			}
+			return c.get(cmd, "/v1/replay-batches/"+url.PathEscape(a[0])+"/replays"+query(which, "true",
 				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "replays"), "REPLAY\tWORKFLOW\tOUTCOME\tREPLAYED",
 					"replay_id", "workflow_id", "original_outcome", "replay_outcome")
@@ -118,6 +125,7 @@ func (c *cli) batchesCommand() *cobra.Command {
 		},
 	}
 	getCmd.Flags().BoolVar(&changed, "changed", false, "list the batch's replays whose outcome changed, with their ids (agentplane replays get ID)")
+	getCmd.Flags().BoolVar(&failed, "failed", false, "list the batch's replays that failed a check, with their ids")
 	pageFlags(getCmd)
 
 	var failOnChange bool

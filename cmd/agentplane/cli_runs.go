@@ -418,9 +418,20 @@ or those the filters select (--agent, --agent-version, --outcome, --since,
 --limit). Progress shows while it runs (a bar on a terminal, plain lines
 otherwise); then the outcome matrix. With --fail-on-change the command exits 5
 when any outcome changed: a regression gate for CI. Ctrl-C detaches; the batch
-goes on.`,
+goes on.
+
+--dataset replays a dataset's workflows instead (agentplane datasets). --check
+adds checks of each replay: NAME=EXPR, a CEL expression over original, replay
+and expected, or the NAME of a built-in (outcome_unchanged, output_unchanged,
+same_tool_calls, expected_outcome); --judge-model and --rubric add an
+LLM-as-judge check named judge. --gate NAME=RATE sets a check's minimum pass
+rate. The command exits 5 when the batch's verdict is failed: a gated check
+under its minimum or, without --gate, any check failed. --junit FILE writes a
+JUnit XML report, one test case per workflow and check, for CI.`,
 		Example: `  agentplane replay wf_01JD… --target fraud-triage@2
-  agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --since 168h --fail-on-change`,
+  agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --since 168h --fail-on-change
+  agentplane replay --batch --target fraud-triage@2 --dataset triage-suite --check outcome_unchanged \
+    --check 'no_denial=replay.outcome != "denied"' --gate outcome_unchanged=0.95 --junit replay.xml`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.complete("/v1/workflows?limit=50", "workflows", "workflow_id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -432,6 +443,9 @@ goes on.`,
 					return usagef("--live cannot be used with --batch: batches are dry runs")
 				}
 				return c.replayBatch(cmd, target, a, bf, key)
+			}
+			if bf.checks.any() || bf.checks.dataset != "" || bf.checks.junit != "" {
+				return usagef("--dataset, --check, --judge-model, --rubric, --gate and --junit need --batch")
 			}
 			if len(a) != 1 {
 				return usagef("give one workflow id, or --batch to replay several")
@@ -451,6 +465,7 @@ goes on.`,
 	cmd.Flags().Var(bf.since, "since", "--batch: workflows started from this time on: RFC 3339, or a duration before now (168h or 7d: the last week)")
 	cmd.Flags().IntVar(&bf.limit, "limit", 0, "--batch: most workflows to replay (server default 1000, at most 10000)")
 	cmd.Flags().BoolVar(&bf.failOnChange, "fail-on-change", false, "--batch: exit 5 when any outcome changed")
+	bf.checks.register(cmd.Flags())
 	return cmd
 }
 
@@ -460,15 +475,26 @@ type batchFlags struct {
 	agent, version, outcome string
 	since                   *timeFlag
 	limit                   int
+	// checks are the dataset, check, gate and JUnit flags (cli_checks.go).
+	checks checkFlags
 }
 
 // replayBatch starts a batch, shows its progress until it ends and prints
 // its outcome matrix.
 func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf batchFlags, key string) error {
 	body := map[string]any{"target_agent_version": target}
-	if len(ids) > 0 {
+	if err := bf.checks.apply(body); err != nil {
+		return err
+	}
+	filtered := bf.agent != "" || bf.version != "" || bf.outcome != "" || bf.since.RFC3339() != "" || bf.limit > 0
+	switch {
+	case bf.checks.dataset != "":
+		if len(ids) > 0 || filtered {
+			return usagef("--dataset replays the dataset's workflows: give no workflow ids or filters with it")
+		}
+	case len(ids) > 0:
 		body["workflow_ids"] = ids
-	} else {
+	default:
 		sel := map[string]any{}
 		for k, v := range map[string]string{"agent": bf.agent, "agent_version": bf.version, "outcome": bf.outcome} {
 			if v != "" {
@@ -491,7 +517,17 @@ func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf ba
 	if err != nil {
 		return err
 	}
-	return c.waitBatch(cmd, cl, resp.Body, bf.failOnChange)
+	err = c.waitBatch(cmd, cl, resp.Body, bf.failOnChange)
+	if bf.checks.junit != "" && junitWanted(err) {
+		var b struct{ ID string }
+		if jerr := json.Unmarshal(resp.Body, &b); jerr != nil {
+			return fmt.Errorf("the server's answer is not JSON: %w", jerr)
+		}
+		if jerr := c.writeJUnit(cmd, cl, b.ID, bf.checks.junit); jerr != nil {
+			return jerr
+		}
+	}
+	return err
 }
 
 // waitBatch shows a batch's progress from its document doc until it ends,
@@ -500,7 +536,7 @@ func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf ba
 func (c *cli) waitBatch(cmd *cobra.Command, cl *client.Client, doc []byte, failOnChange bool) error {
 	var b struct {
 		ID, Target           string
-		Status               string
+		Status, Verdict      string
 		Total, Done, Changed int
 	}
 	decode := func(data []byte) error {
@@ -508,7 +544,7 @@ func (c *cli) waitBatch(cmd *cobra.Command, cl *client.Client, doc []byte, failO
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return fmt.Errorf("the server's answer is not JSON: %w", err)
 		}
-		b.ID, b.Target, b.Status = field(doc, "id"), field(doc, "target_agent_version"), field(doc, "status")
+		b.ID, b.Target, b.Status, b.Verdict = field(doc, "id"), field(doc, "target_agent_version"), field(doc, "status"), field(doc, "verdict")
 		b.Total, _ = strconv.Atoi(field(doc, "total"))
 		b.Done, _ = strconv.Atoi(field(doc, "done"))
 		b.Changed, _ = strconv.Atoi(field(doc, "changed"))
@@ -551,6 +587,8 @@ func (c *cli) waitBatch(cmd *cobra.Command, cl *client.Client, doc []byte, failO
 	switch {
 	case b.Status != "completed":
 		return exitError{code: exitOther, msg: "batch " + b.ID + " ended " + b.Status}
+	case b.Verdict == "failed":
+		return exitError{code: exitChanged, msg: "batch " + b.ID + " failed its checks against " + b.Target}
 	case failOnChange && b.Changed > 0:
 		return exitError{code: exitChanged, msg: fmt.Sprintf("%d of %d outcomes changed against %s", b.Changed, b.Total, b.Target)}
 	}
@@ -604,5 +642,5 @@ func batchTable(w io.Writer, doc map[string]any) error {
 		field(doc, "delta_totals.steps_changed"), field(doc, "delta_totals.steps_removed"), field(doc, "delta_totals.tool_calls_changed"))
 	fmt.Fprintf(w, "report: %s\n", field(doc, "viewer_url"))
 	fmt.Fprintf(w, "changed replays: agentplane batches get %s --changed\n", field(doc, "id"))
-	return nil
+	return checksTable(w, doc)
 }

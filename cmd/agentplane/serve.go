@@ -257,6 +257,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		ReplayStore: st,
 		Batches:     batches,
 		BatchStore:  st,
+		Datasets:    st,
 		Viewer:      viewer,
 	})
 

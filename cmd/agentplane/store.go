@@ -27,6 +27,7 @@ type store interface {
 	workflow.Store
 	replay.Store
 	replay.BatchStore
+	replay.DatasetStore
 	Close() error
 }
 

@@ -20,6 +20,11 @@ type batchRequest struct {
 	TargetAgentVersion string          `json:"target_agent_version"`
 	Workflows          *batchSelection `json:"workflows,omitempty"`
 	WorkflowIDs        []string        `json:"workflow_ids,omitempty"`
+	// Dataset is name[@version], instead of a filter or ids.
+	Dataset string             `json:"dataset,omitempty"`
+	Checks  []replay.CheckSpec `json:"checks,omitempty"`
+	Judge   *replay.JudgeSpec  `json:"judge,omitempty"`
+	Gate    map[string]float64 `json:"gate,omitempty"`
 }
 
 type batchSelection struct {
@@ -55,21 +60,37 @@ func viewBatch(b *replay.Batch) batchView {
 	return v
 }
 
-// selection checks the body's choice of workflows.
+// selection checks the body's choice of workflows: a dataset (when the
+// request may name one), a filter or ids.
 func (req *batchRequest) selection() (replay.Selection, []problem.FieldError) {
+	if req.Dataset != "" {
+		if req.Workflows != nil || len(req.WorkflowIDs) > 0 {
+			return replay.Selection{}, []problem.FieldError{{Field: "dataset", Message: "give a dataset, workflows (a filter) or workflow_ids, only one"}}
+		}
+		if _, _, err := replay.ParseDatasetRef("dataset", req.Dataset); err != nil {
+			return replay.Selection{}, problem.As(err).Errors
+		}
+		return replay.Selection{}, nil
+	}
+	return selectionOf(req.Workflows, req.WorkflowIDs, true)
+}
+
+// selectionOf checks a choice of workflows by filter or ids; a batch may
+// name a dataset instead.
+func selectionOf(filter *batchSelection, workflowIDs []string, batch bool) (replay.Selection, []problem.FieldError) {
 	var errs []problem.FieldError
 	add := func(field, msg string) { errs = append(errs, problem.FieldError{Field: field, Message: msg}) }
 	var sel replay.Selection
 	switch {
-	case req.Workflows != nil && len(req.WorkflowIDs) > 0:
+	case filter != nil && len(workflowIDs) > 0:
 		add("workflow_ids", "give workflows (a filter) or workflow_ids, not both")
-	case len(req.WorkflowIDs) > 0:
-		if len(req.WorkflowIDs) > replay.MaxBatch {
-			add("workflow_ids", "lists "+strconv.Itoa(len(req.WorkflowIDs))+" workflows, over the limit of "+strconv.Itoa(replay.MaxBatch))
+	case len(workflowIDs) > 0:
+		if len(workflowIDs) > replay.MaxBatch {
+			add("workflow_ids", "lists "+strconv.Itoa(len(workflowIDs))+" workflows, over the limit of "+strconv.Itoa(replay.MaxBatch))
 		}
-		sel.IDs = req.WorkflowIDs
-	case req.Workflows != nil:
-		w := req.Workflows
+		sel.IDs = workflowIDs
+	case filter != nil:
+		w := filter
 		sel = replay.Selection{Agent: w.Agent, AgentVersion: w.AgentVersion, Outcome: w.Outcome, Limit: w.Limit}
 		if w.Limit < 0 || w.Limit > replay.MaxBatch {
 			add("workflows.limit", "must be from 1 to "+strconv.Itoa(replay.MaxBatch)+" (default 1000)")
@@ -87,6 +108,8 @@ func (req *batchRequest) selection() (replay.Selection, []problem.FieldError) {
 			}
 			*t.out = tm
 		}
+	case batch:
+		add("workflows", "is required: a filter ({agent, agent_version, outcome, since, until, limit}), workflow_ids or a dataset (name[@version])")
 	default:
 		add("workflows", "is required: a filter ({agent, agent_version, outcome, since, until, limit}) or workflow_ids")
 	}
@@ -106,10 +129,26 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		errs = append(errs, problem.As(err).Errors...)
 	}
 	sel, selErrs := req.selection()
-	if errs = append(errs, selErrs...); len(errs) > 0 {
+	errs = append(errs, selErrs...)
+	spec := replay.Spec{Checks: req.Checks, Judge: req.Judge, Gate: req.Gate}
+	if _, err := replay.CompileChecks(spec, s.deps.Replays.Judge); err != nil {
+		p := problem.As(err)
+		if p == nil {
+			return err
+		}
+		errs = append(errs, p.Errors...)
+	}
+	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
 	p := principalOf(r)
+	if mc, ok := s.deps.Replays.Judge.(replay.ModelChecker); ok && req.Judge != nil {
+		if err := mc.CheckModel(r.Context(), p.Tenant, req.Judge.Model); problem.Is(err, problem.NotFound) {
+			return problem.Field("judge.model", "no model %s in this tenant: register it (POST /v1/models) or name another", req.Judge.Model)
+		} else if err != nil {
+			return err
+		}
+	}
 	v, err := s.deps.Agents.AgentVersion(r.Context(), p.Tenant, name, version)
 	if problem.Is(err, problem.NotFound) {
 		return problem.New(problem.AgentVersionNotFound, "no agent version %s: deploy it first (POST /v1/agents)", req.TargetAgentVersion)
@@ -117,15 +156,32 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	wfs, err := s.deps.Replays.Select(r.Context(), p.Tenant, sel)
-	if err != nil {
+	var (
+		wfs []string
+		ds  *replay.Dataset
+	)
+	if req.Dataset != "" {
+		name, version, _ := replay.ParseDatasetRef("dataset", req.Dataset)
+		if ds, err = s.deps.Datasets.Dataset(r.Context(), p.Tenant, name, version); problem.Is(err, problem.NotFound) {
+			return problem.Field("dataset", "%s", problem.As(err).Detail)
+		} else if err != nil {
+			return err
+		}
+		wfs = ds.WorkflowIDs
+	} else if wfs, err = s.deps.Replays.Select(r.Context(), p.Tenant, sel); err != nil {
 		return err
 	}
 	now := s.deps.Now().UTC()
 	b := replay.NewBatch(p.Tenant, v.Ref(), len(wfs), replay.Creator{Sub: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, now)
+	b.Spec = spec
+	if ds != nil {
+		b.Dataset, b.Expectations = ds.Ref(), ds.Expectations
+	}
+	b.CountChecks(nil)
 	rec := s.record(r, http.StatusAccepted)
 	rec.Resource = audit.Resource{Type: "replay_batch", ID: b.ID}
-	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total})
+	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total,
+		"dataset": b.Dataset, "checks": b.Spec.Names()})
 	if err := s.deps.BatchStore.CreateBatch(r.Context(), b, wfs, s.deps.Batches.Owner, s.deps.Batches.LeaseUntil(now), rec); err != nil {
 		return err
 	}
@@ -155,6 +211,7 @@ type batchSummary struct {
 	Total      int     `json:"total"`
 	Done       int     `json:"done"`
 	Changed    int     `json:"changed"`
+	Dataset    string  `json:"dataset,omitempty"`
 	CreatedAt  string  `json:"created_at"`
 	FinishedAt *string `json:"finished_at"`
 	ViewerURL  string  `json:"viewer_url"`
@@ -180,7 +237,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) error
 	for _, b := range bs {
 		v := s.batchView(p, b)
 		list.Batches = append(list.Batches, batchSummary{ID: b.ID, Target: b.Target, Status: b.Status, Error: b.Error,
-			Total: b.Total, Done: b.Done, Changed: b.Changed, CreatedAt: v.CreatedAt, FinishedAt: v.FinishedAt, ViewerURL: v.ViewerURL})
+			Total: b.Total, Done: b.Done, Changed: b.Changed, Dataset: b.Dataset, CreatedAt: v.CreatedAt, FinishedAt: v.FinishedAt, ViewerURL: v.ViewerURL})
 	}
 	if len(bs) == f.Limit {
 		list.NextCursor = &bs[len(bs)-1].ID
@@ -201,13 +258,21 @@ func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) erro
 			errs = append(errs, problem.FieldError{Field: "cursor", Message: "is not a cursor of this list: pass next_cursor as it was returned"})
 		}
 	}
-	changed := false
-	switch q.Get("changed") {
-	case "", "false":
-	case "true":
-		changed = true
-	default:
-		errs = append(errs, problem.FieldError{Field: "changed", Message: "must be true or false"})
+	changed, failed := false, false
+	for _, f := range []struct {
+		name string
+		v    *bool
+	}{{"changed", &changed}, {"failed", &failed}} {
+		switch q.Get(f.name) {
+		case "", "false":
+		case "true":
+			*f.v = true
+		default:
+			errs = append(errs, problem.FieldError{Field: f.name, Message: "must be true or false"})
+		}
+	}
+	if changed && failed {
+		errs = append(errs, problem.FieldError{Field: "failed", Message: "give changed=true or failed=true, not both"})
 	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
@@ -217,7 +282,12 @@ func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	rps, err := s.deps.BatchStore.BatchReplays(r.Context(), b.ID, changed, offset, limit)
+	var rps []*replay.Replay
+	if failed {
+		rps, err = s.deps.BatchStore.FailedCheckReplays(r.Context(), b.ID, offset, limit)
+	} else {
+		rps, err = s.deps.BatchStore.BatchReplays(r.Context(), b.ID, changed, offset, limit)
+	}
 	if err != nil {
 		return err
 	}
@@ -327,9 +397,15 @@ func (s *Server) handleBatchPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var failed []*replay.Replay
+	if !b.Spec.Empty() {
+		if failed, err = s.deps.BatchStore.FailedCheckReplays(r.Context(), b.ID, 0, web.MaxBatchRows); err != nil {
+			return err
+		}
+	}
 	tools := []string(info.signedTools)
 	web.PageHeaders(w.Header())
-	return web.RenderBatch(w, web.BatchPage{Batch: b, Changed: changed, Link: func(id string) string {
+	return web.RenderBatch(w, web.BatchPage{Batch: b, Changed: changed, Failed: failed, Link: func(id string) string {
 		return s.deps.Viewer.ReplayURL("", id, tools)
 	}})
 }

@@ -130,6 +130,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		ReplayStore: db,
 		Batches:     batches,
 		BatchStore:  db,
+		Datasets:    db,
 		Viewer:      viewer,
 	}
 	for _, o := range opts {

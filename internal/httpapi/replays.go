@@ -119,9 +119,23 @@ func (s *Server) replayPage(p auth.Principal, rps []*replay.Replay, next string)
 func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 	shown := *rp
 	shown.Steps = make([]replay.Entry, len(rp.Steps))
+	hidden := false
 	for i, e := range rp.Steps {
 		e.Original, e.Replay = hideBodies(p, e.Original), hideBodies(p, e.Replay)
+		hidden = hidden || e.Original != rp.Steps[i].Original || e.Replay != rp.Steps[i].Replay
 		shown.Steps[i] = e
+	}
+	if hidden {
+		// A judge's exchange quotes the steps' bodies.
+		shown.Checks = make([]replay.CheckResult, len(rp.Checks))
+		for i, c := range rp.Checks {
+			if c.Judge != nil {
+				j := *c.Judge
+				j.Request, j.Response = nil, nil
+				c.Judge = &j
+			}
+			shown.Checks[i] = c
+		}
 	}
 	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p)))
 }

@@ -86,8 +86,10 @@ type Deps struct {
 	// Batches runs replay batches in the background; BatchStore keeps them.
 	Batches    *replay.BatchRunner
 	BatchStore replay.BatchStore
-	Viewer     *web.Signer
-	Now        func() time.Time
+	// Datasets keeps the datasets batches replay.
+	Datasets replay.DatasetStore
+	Viewer   *web.Signer
+	Now      func() time.Time
 }
 
 // Server is agentplane's HTTP API.

@@ -23,6 +23,7 @@ const (
 	Client   = "cli_"
 	Key      = "key_"
 	Model    = "mdl_"
+	Dataset  = "ds_"
 )
 
 var (

@@ -50,10 +50,21 @@ type Batch struct {
 	// unchanged pairs included; pairs that changed come first.
 	OutcomeChanges []OutcomeChange `json:"outcome_changes"`
 	// DeltaTotals sums the replays' deltas.
-	DeltaTotals Delta      `json:"delta_totals"`
-	Creator     Creator    `json:"-"`
-	CreatedAt   time.Time  `json:"created_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
+	DeltaTotals Delta `json:"delta_totals"`
+	// Dataset is the dataset the workflows came from, name@version.
+	Dataset string `json:"dataset,omitempty"`
+	// Spec is what the batch checks and gates (checks.go); Checks totals
+	// each check's results so far and Verdict judges them once the batch
+	// has ended, when it has checks.
+	Spec    Spec         `json:"-"`
+	Checks  []CheckTotal `json:"checks,omitempty"`
+	Verdict string       `json:"verdict,omitempty"`
+	// Expectations are the dataset's, by workflow id, given to CreateBatch.
+	Expectations map[string]Expectation `json:"-"`
+	checks       *Checks
+	Creator      Creator    `json:"-"`
+	CreatedAt    time.Time  `json:"created_at"`
+	FinishedAt   *time.Time `json:"finished_at"`
 }
 
 // BatchListFilter selects batches to list.
@@ -82,6 +93,8 @@ type BatchReplay struct {
 type BatchItem struct {
 	Position   int
 	WorkflowID string
+	// Expected is the dataset's expectation of the workflow, if any.
+	Expected *Expectation
 }
 
 // BatchStore keeps batches, their workflows and their replays.
@@ -107,6 +120,9 @@ type BatchStore interface {
 	// BatchReplays pages a batch's replays: those whose outcome changed
 	// first, then in batch order; only the changed ones when changedOnly.
 	BatchReplays(ctx context.Context, batchID string, changedOnly bool, offset, limit int) ([]*Replay, error)
+	// FailedCheckReplays pages the batch's replays that failed (or could
+	// not run) a check, in batch order.
+	FailedCheckReplays(ctx context.Context, batchID string, offset, limit int) ([]*Replay, error)
 	// FinishBatch moves a running batch to status (completed, failed or
 	// cancelled) and drops its lease; false when it was not running.
 	FinishBatch(ctx context.Context, id, status, errMsg string, at time.Time) (bool, error)
@@ -243,6 +259,9 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) bool {
 		}
 	}()
 	target, prog, err := r.target(ctx, b)
+	if err == nil {
+		b.checks, err = CompileChecks(b.Spec, r.Service.Judge)
+	}
 	if err == nil {
 		err = r.replayPending(ctx, b, target, prog)
 	}
@@ -416,6 +435,7 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	} else if err != nil {
 		return nil, err
 	}
+	rp.Checks = b.checks.Run(ctx, CaseOf(wf, rp, it.Expected))
 	return rp, nil
 }
 
@@ -441,7 +461,7 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	if err != nil {
 		return err
 	}
-	r.ReplayOutcome, r.ReplayError = run.Outcome, run.Error
+	r.ReplayOutcome, r.ReplayError, r.ReplayStatus, r.ReplayOutput = run.Outcome, run.Error, run.Status, run.Output
 	r.Steps, r.Delta = Diff(steps, run.Steps)
 	return nil
 }

@@ -6,6 +6,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -60,9 +61,15 @@ type Replay struct {
 	ReplayError string `json:"replay_error,omitempty"`
 	// ReplayErrorCode is the stable cause of a failed replay, when it has
 	// one: internal when the server failed while replaying it.
-	ReplayErrorCode string  `json:"replay_error_code,omitempty"`
-	Delta           Delta   `json:"delta"`
-	Steps           []Entry `json:"steps"`
+	ReplayErrorCode string `json:"replay_error_code,omitempty"`
+	// ReplayStatus and ReplayOutput are the replay's workflow status and
+	// output, when it has them (checks compare them with the original's).
+	ReplayStatus string          `json:"replay_status,omitempty"`
+	ReplayOutput json.RawMessage `json:"replay_output,omitempty"`
+	Delta        Delta           `json:"delta"`
+	Steps        []Entry         `json:"steps"`
+	// Checks are the replay's check results, in a batch with checks.
+	Checks []CheckResult `json:"checks,omitempty"`
 	// ReplayWorkflowID is the new workflow of a replay that is not a dry run.
 	ReplayWorkflowID string    `json:"replay_workflow_id,omitempty"`
 	Creator          Creator   `json:"-"`

@@ -31,6 +31,9 @@ type Run struct {
 	// Error says why the replay failed, when it did.
 	Error string
 	Steps []workflow.Step
+	// Status and Output are the run's final status and output value.
+	Status string
+	Output json.RawMessage
 }
 
 // DryRun runs prog on the history's goal, context, caller scopes and
@@ -64,7 +67,12 @@ func DryRun(ctx context.Context, prog *agent.Program, h *History) (*Run, error) 
 		out.Steps = append(out.Steps, env.step(ev))
 	}
 	res := run.Result()
-	out.Outcome, out.Error = res.Outcome, res.Error
+	out.Outcome, out.Error, out.Status = res.Outcome, res.Error, res.Status
+	if res.Output != nil {
+		if b, err := json.Marshal(res.Output); err == nil {
+			out.Output = b
+		}
+	}
 	return out, nil
 }
 

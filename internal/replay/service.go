@@ -33,7 +33,9 @@ type Service struct {
 	Programs  Programs
 	Runner    Runner
 	Store     Store
-	Now       func() time.Time
+	// Judge scores replays for batches' judge checks; nil refuses them.
+	Judge Judge
+	Now   func() time.Time
 }
 
 // Request asks for one replay.

@@ -2,8 +2,11 @@ package web
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/replay"
@@ -19,8 +22,22 @@ type BatchPage struct {
 	// Changed are the batch's replays whose outcome changed, in batch
 	// order, at most MaxBatchRows of them.
 	Changed []*replay.Replay
+	// Failed are the batch's replays that failed a check, in batch
+	// order, at most MaxBatchRows of them (a batch with checks).
+	Failed []*replay.Replay
+	// Usage is the tokens and cost of both sides, when the batch
+	// carries them (live batches).
+	Usage *UsageChange
 	// Link returns the signed link of a replay's page.
 	Link func(replayID string) string
+}
+
+// UsageChange is the tokens and cost of a batch's original runs and of
+// its replays.
+type UsageChange struct {
+	OriginalTokens, ReplayTokens int64
+	// Costs are in US dollars; nil when a model has no price.
+	OriginalCost, ReplayCost *float64
 }
 
 // RenderBatch writes the HTML report page of a batch; nothing is written
@@ -52,6 +69,32 @@ type batchView struct {
 	Rows       []batchRow
 	// MoreChanged counts the changed replays beyond those listed.
 	MoreChanged int
+	// CheckRows are the batch's checks; FailedRows the replays that
+	// failed one, first in the page.
+	CheckRows  []checkRow
+	FailedRows []failedRow
+	// FailedCapped: there may be more failed replays than listed.
+	FailedCapped bool
+	Usage        *usageView
+}
+
+type checkRow struct {
+	replay.CheckTotal
+	Percent string
+	// Gate is the minimum as a percentage, "" when the check is not gated.
+	Gate  string
+	Below bool
+}
+
+type failedRow struct {
+	WorkflowID, Link         string
+	OriginalOutcome, Outcome string
+	Checks                   []replay.CheckResult
+}
+
+type usageView struct {
+	OriginalTokens, ReplayTokens, TokenChange string
+	OriginalCost, ReplayCost, CostChange      string
 }
 
 type matrixRow struct {
@@ -112,7 +155,48 @@ func newBatchView(p BatchPage) batchView {
 			OriginalOutcome: r.OriginalOutcome, Outcome: r.ReplayOutcome, Error: r.ReplayError, Delta: r.Delta})
 	}
 	v.MoreChanged = max(0, b.Changed-len(v.Rows))
+	for _, c := range b.Checks {
+		row := checkRow{CheckTotal: c, Percent: percent(c.PassRate)}
+		if c.Gate != nil {
+			row.Gate, row.Below = percent(*c.Gate), c.PassRate < *c.Gate
+		}
+		v.CheckRows = append(v.CheckRows, row)
+	}
+	for _, r := range p.Failed {
+		row := failedRow{WorkflowID: r.WorkflowID, Link: p.Link(r.ID), OriginalOutcome: r.OriginalOutcome, Outcome: r.ReplayOutcome}
+		for _, c := range r.Checks {
+			if c.Result() != replay.ResultPassed {
+				row.Checks = append(row.Checks, c)
+			}
+		}
+		v.FailedRows = append(v.FailedRows, row)
+	}
+	v.FailedCapped = len(v.FailedRows) >= MaxBatchRows
+	if u := p.Usage; u != nil {
+		v.Usage = &usageView{OriginalTokens: fmt.Sprint(u.OriginalTokens), ReplayTokens: fmt.Sprint(u.ReplayTokens),
+			TokenChange: signed(float64(u.ReplayTokens-u.OriginalTokens), "%+.0f")}
+		if u.OriginalCost != nil && u.ReplayCost != nil {
+			v.Usage.OriginalCost, v.Usage.ReplayCost = fmt.Sprintf("$%.4f", *u.OriginalCost), fmt.Sprintf("$%.4f", *u.ReplayCost)
+			v.Usage.CostChange = signed(*u.ReplayCost-*u.OriginalCost, "%+.4f")
+			if *u.OriginalCost > 0 {
+				v.Usage.CostChange += fmt.Sprintf(" (%+.0f%%)", (*u.ReplayCost-*u.OriginalCost)*100 / *u.OriginalCost)
+			}
+		}
+	}
 	return v
+}
+
+// percent shows a rate 0..1 as a percentage, with one decimal when needed.
+func percent(rate float64) string {
+	s := strconv.FormatFloat(rate*100, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + "%"
+}
+
+func signed(v float64, format string) string {
+	if v == 0 {
+		return "no change"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // formatTime returns t for people and for a <time datetime>; "" when zero.

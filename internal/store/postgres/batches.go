@@ -18,7 +18,7 @@ import (
 
 var _ replay.BatchStore = (*DB)(nil)
 
-const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at`
+const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at, spec, dataset`
 
 // CreateBatch stores a running batch and its workflows, leased to owner.
 func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error {
@@ -27,6 +27,10 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 	if err != nil {
 		return fmt.Errorf("encode batch creator: %w", err)
 	}
+	spec, expected, err := replay.EncodeBatchChecks(b, workflowIDs)
+	if err != nil {
+		return err
+	}
 	positions := make([]int32, len(workflowIDs))
 	for i := range positions {
 		positions[i] = int32(i)
@@ -34,12 +38,13 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
-			VALUES ($1, $2, $3, $4, '', $5, $6, $7, NULL, $8, $9)`,
-			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), creator, b.CreatedAt, owner, until); err != nil {
+			VALUES ($1, $2, $3, $4, '', $5, $6, $7, NULL, $8, $9, $10, $11)`,
+			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), creator, b.CreatedAt, spec, b.Dataset, owner, until); err != nil {
 			return fmt.Errorf("insert replay batch: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO replay_batch_items (batch_id, position, workflow_id)
-			SELECT $1, p, w FROM unnest($2::integer[], $3::text[]) AS u(p, w)`, b.ID, positions, workflowIDs); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO replay_batch_items (batch_id, position, workflow_id, expected)
+			SELECT $1, p, w, NULLIF(e, '') FROM unnest($2::integer[], $3::text[], $4::text[]) AS u(p, w, e)`,
+			b.ID, positions, workflowIDs, expected); err != nil {
 			return fmt.Errorf("insert replay batch items: %w", err)
 		}
 		tx.Audit(rec)
@@ -74,7 +79,7 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 	var bs []*replay.Batch
 	err := db.read(ctx, func(q querier) error {
 		rows, err := q.Query(ctx, fmt.Sprintf(`SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
-			count(i.replay_id), count(*) FILTER (WHERE i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome)
+			b.spec, b.dataset, count(i.replay_id), count(*) FILTER (WHERE i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome)
 			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
 			WHERE %s GROUP BY b.id ORDER BY b.id DESC LIMIT $%d`, strings.Join(where, " AND "), len(args)), args...)
 		if err != nil {
@@ -127,9 +132,32 @@ func (db *DB) batch(ctx context.Context, id, query string, args ...any) (*replay
 			return fmt.Errorf("count replay batch: %w", err)
 		}
 		b.Count(cells)
-		return nil
+		return countChecks(ctx, q, b)
 	})
 	return b, err
+}
+
+// countChecks sets the batch's check totals and verdict.
+func countChecks(ctx context.Context, q querier, b *replay.Batch) error {
+	if b.Spec.Empty() {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT name, result, count(*) FROM replay_batch_checks WHERE batch_id = $1 GROUP BY name, result`, b.ID)
+	if err != nil {
+		return fmt.Errorf("count replay batch checks: %w", err)
+	}
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (replay.CheckCount, error) {
+		var c replay.CheckCount
+		var n int64
+		err := row.Scan(&c.Name, &c.Result, &n)
+		c.Count = int(n)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("count replay batch checks: %w", err)
+	}
+	b.CountChecks(counts)
+	return nil
 }
 
 func scanBatch(row pgx.Row) (*replay.Batch, error) {
@@ -138,8 +166,9 @@ func scanBatch(row pgx.Row) (*replay.Batch, error) {
 		total    int32
 		creator  []byte
 		finished *time.Time
+		spec     string
 	)
-	err := row.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &total, &creator, &b.CreatedAt, &finished)
+	err := row.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &total, &creator, &b.CreatedAt, &finished, &spec, &b.Dataset)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
@@ -149,6 +178,9 @@ func scanBatch(row pgx.Row) (*replay.Batch, error) {
 	b.Total = int(total)
 	if err := json.Unmarshal(creator, &b.Creator); err != nil {
 		return nil, fmt.Errorf("decode replay batch creator: %w", err)
+	}
+	if err := json.Unmarshal([]byte(spec), &b.Spec); err != nil {
+		return nil, fmt.Errorf("decode replay batch %s checks: %w", b.ID, err)
 	}
 	b.CreatedAt = b.CreatedAt.UTC()
 	if finished != nil {
@@ -162,7 +194,7 @@ func scanBatch(row pgx.Row) (*replay.Batch, error) {
 func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int) ([]replay.BatchItem, error) {
 	var items []replay.BatchItem
 	err := db.read(ctx, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT position, workflow_id FROM replay_batch_items
+		rows, err := q.Query(ctx, `SELECT position, workflow_id, coalesce(expected, '') FROM replay_batch_items
 			WHERE batch_id = $1 AND position > $2 AND replay_id IS NULL ORDER BY position LIMIT $3`, batchID, after, limit)
 		if err != nil {
 			return fmt.Errorf("list replay batch items: %w", err)
@@ -171,8 +203,12 @@ func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int
 		for rows.Next() {
 			var it replay.BatchItem
 			var pos int32
-			if err := rows.Scan(&pos, &it.WorkflowID); err != nil {
+			var expected string
+			if err := rows.Scan(&pos, &it.WorkflowID, &expected); err != nil {
 				return fmt.Errorf("scan replay batch item: %w", err)
+			}
+			if it.Expected, err = replay.DecodeExpectation(expected); err != nil {
+				return err
 			}
 			it.Position = int(pos)
 			items = append(items, it)
@@ -195,6 +231,10 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 		added, stepsChanged, removed, call = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 		created                            = make([]time.Time, n)
 		creators, data                     = make([]string, n), make([]string, n)
+		failedChecks                       = make([]int32, n)
+		// The check results, one row each.
+		checkPositions                    []int32
+		checkReplays, checkNames, results []string
 	)
 	for i, br := range rs {
 		r := br.Replay
@@ -208,18 +248,24 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 		added[i], stepsChanged[i] = int32(r.Delta.StepsAdded), int32(r.Delta.StepsChanged)
 		removed[i], call[i] = int32(r.Delta.StepsRemoved), int32(r.Delta.ToolCallsChanged)
 		created[i], creators[i], data[i] = r.CreatedAt, c, d
+		failedChecks[i] = int32(r.FailedChecks())
+		for _, cr := range r.Checks {
+			checkPositions, checkReplays = append(checkPositions, int32(br.Position)), append(checkReplays, r.ID)
+			checkNames, results = append(checkNames, cr.Name), append(results, cr.Result())
+		}
 	}
 	stored := 0
 	err := db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `WITH v AS (
 				SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-					$9::bool[], $10::int[], $11::int[], $12::int[], $13::int[], $14::timestamptz[], $15::text[], $16::text[])
+					$9::bool[], $10::int[], $11::int[], $12::int[], $13::int[], $14::timestamptz[], $15::text[], $16::text[], $17::int[])
 				AS v(position, id, tenant, workflow_id, target, original_outcome, replay_outcome,
-					changed, steps_added, steps_changed, steps_removed, tool_calls_changed, created_at, creator, data)
+					changed, steps_added, steps_changed, steps_removed, tool_calls_changed, created_at, creator, data, failed_checks)
 			), taken AS (
 				UPDATE replay_batch_items i SET replay_id = v.id, original_outcome = v.original_outcome,
 					replay_outcome = v.replay_outcome, changed = v.changed, steps_added = v.steps_added,
-					steps_changed = v.steps_changed, steps_removed = v.steps_removed, tool_calls_changed = v.tool_calls_changed
+					steps_changed = v.steps_changed, steps_removed = v.steps_removed, tool_calls_changed = v.tool_calls_changed,
+					failed_checks = v.failed_checks
 				FROM v WHERE i.batch_id = $1 AND i.position = v.position AND i.workflow_id = v.workflow_id AND i.replay_id IS NULL
 				RETURNING i.replay_id
 			)
@@ -227,11 +273,23 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 			SELECT v.id, v.tenant, v.workflow_id, v.target, v.created_at, v.creator::json, v.data::json
 			FROM v JOIN taken ON taken.replay_id = v.id`,
 			batchID, positions, ids, tenants, workflows, targets, fromOutcomes, toOutcomes,
-			changed, added, stepsChanged, removed, call, created, creators, data)
+			changed, added, stepsChanged, removed, call, created, creators, data, failedChecks)
 		if err != nil {
 			return fmt.Errorf("store batch replays: %w", err)
 		}
 		stored = int(tag.RowsAffected())
+		if len(checkNames) == 0 || stored == 0 {
+			return nil
+		}
+		// Only the results of the replays stored here: an item's replay_id
+		// is this replay's when it took it.
+		if _, err := tx.Exec(ctx, `INSERT INTO replay_batch_checks (batch_id, position, name, result)
+			SELECT $1, c.position, c.name, c.result
+			FROM unnest($2::int[], $3::text[], $4::text[], $5::text[]) AS c(position, replay_id, name, result)
+			JOIN replay_batch_items i ON i.batch_id = $1 AND i.position = c.position AND i.replay_id = c.replay_id`,
+			batchID, checkPositions, checkReplays, checkNames, results); err != nil {
+			return fmt.Errorf("store batch check results: %w", err)
+		}
 		return nil
 	})
 	return stored, err
@@ -254,6 +312,26 @@ func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool
 		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
 		if err != nil {
 			return fmt.Errorf("read batch replays: %w", err)
+		}
+		return nil
+	})
+	return rs, err
+}
+
+// FailedCheckReplays pages the batch's replays that failed a check, in
+// batch order.
+func (db *DB) FailedCheckReplays(ctx context.Context, batchID string, offset, limit int) ([]*replay.Replay, error) {
+	var rs []*replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT r.id, r.tenant, r.workflow_id, r.target, r.created_at, r.creator, r.data
+			FROM replay_batch_items i JOIN replays r ON r.id = i.replay_id
+			WHERE i.batch_id = $1 AND i.failed_checks > 0 ORDER BY i.position LIMIT $2 OFFSET $3`, batchID, limit, offset)
+		if err != nil {
+			return fmt.Errorf("list batch replays that failed a check: %w", err)
+		}
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		if err != nil {
+			return fmt.Errorf("read batch replays that failed a check: %w", err)
 		}
 		return nil
 	})

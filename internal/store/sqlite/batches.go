@@ -16,7 +16,7 @@ import (
 
 var _ replay.BatchStore = (*DB)(nil)
 
-const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at`
+const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at, spec, dataset`
 
 // CreateBatch stores a running batch and its workflows, leased to owner.
 func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error {
@@ -25,22 +25,27 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 	if err != nil {
 		return fmt.Errorf("encode batch creator: %w", err)
 	}
+	spec, expected, err := replay.EncodeBatchChecks(b, workflowIDs)
+	if err != nil {
+		return err
+	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
-			VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, ?)`,
-			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), string(creator), fmtTime(b.CreatedAt), owner, fmtTime(until)); err != nil {
+			VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, ?, ?, ?)`,
+			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), string(creator), fmtTime(b.CreatedAt), spec, b.Dataset,
+			owner, fmtTime(until)); err != nil {
 			return fmt.Errorf("insert replay batch: %w", err)
 		}
 		const chunk = 500
 		for start := 0; start < len(workflowIDs); start += chunk {
 			part := workflowIDs[start:min(start+chunk, len(workflowIDs))]
-			args := make([]any, 0, 3*len(part))
+			args := make([]any, 0, 4*len(part))
 			for i, id := range part {
-				args = append(args, b.ID, start+i, id)
+				args = append(args, b.ID, start+i, id, expected[start+i])
 			}
-			q := `INSERT INTO replay_batch_items (batch_id, position, workflow_id) VALUES (?, ?, ?)` +
-				strings.Repeat(`, (?, ?, ?)`, len(part)-1)
+			q := `INSERT INTO replay_batch_items (batch_id, position, workflow_id, expected) VALUES (?, ?, ?, ?)` +
+				strings.Repeat(`, (?, ?, ?, ?)`, len(part)-1)
 			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 				return fmt.Errorf("insert replay batch items: %w", err)
 			}
@@ -73,7 +78,7 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 	var bs []*replay.Batch
 	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
-			count(i.replay_id), count(CASE WHEN i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome THEN 1 END)
+			b.spec, b.dataset, count(i.replay_id), count(CASE WHEN i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome THEN 1 END)
 			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
 			WHERE `+strings.Join(where, " AND ")+` GROUP BY b.id ORDER BY b.id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
 		if err != nil {
@@ -124,9 +129,34 @@ func (db *DB) batch(ctx context.Context, query string, args ...any) (*replay.Bat
 			return fmt.Errorf("count replay batch: %w", err)
 		}
 		b.Count(cells)
-		return nil
+		return db.countChecks(ctx, tx, b)
 	})
 	return b, err
+}
+
+// countChecks sets the batch's check totals and verdict.
+func (db *DB) countChecks(ctx context.Context, tx dbtx, b *replay.Batch) error {
+	if b.Spec.Empty() {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT name, result, count(*) FROM replay_batch_checks WHERE batch_id = ? GROUP BY name, result`, b.ID)
+	if err != nil {
+		return fmt.Errorf("count replay batch checks: %w", err)
+	}
+	defer rows.Close()
+	var counts []replay.CheckCount
+	for rows.Next() {
+		var c replay.CheckCount
+		if err := rows.Scan(&c.Name, &c.Result, &c.Count); err != nil {
+			return fmt.Errorf("count replay batch checks: %w", err)
+		}
+		counts = append(counts, c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count replay batch checks: %w", err)
+	}
+	b.CountChecks(counts)
+	return nil
 }
 
 func scanBatch(s scanner) (*replay.Batch, error) {
@@ -134,8 +164,9 @@ func scanBatch(s scanner) (*replay.Batch, error) {
 		b                replay.Batch
 		creator, created string
 		finished         sql.NullString
+		spec             string
 	)
-	err := s.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &b.Total, &creator, &created, &finished)
+	err := s.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &b.Total, &creator, &created, &finished, &spec, &b.Dataset)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -144,6 +175,9 @@ func scanBatch(s scanner) (*replay.Batch, error) {
 	}
 	if err := json.Unmarshal([]byte(creator), &b.Creator); err != nil {
 		return nil, fmt.Errorf("decode replay batch creator: %w", err)
+	}
+	if err := json.Unmarshal([]byte(spec), &b.Spec); err != nil {
+		return nil, fmt.Errorf("decode replay batch %s checks: %w", b.ID, err)
 	}
 	if b.CreatedAt, err = parseTime(created); err != nil {
 		return nil, err
@@ -162,7 +196,7 @@ func scanBatch(s scanner) (*replay.Batch, error) {
 func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int) ([]replay.BatchItem, error) {
 	var items []replay.BatchItem
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT position, workflow_id FROM replay_batch_items
+		rows, err := tx.QueryContext(ctx, `SELECT position, workflow_id, expected FROM replay_batch_items
 			WHERE batch_id = ? AND position > ? AND replay_id IS NULL ORDER BY position LIMIT ?`, batchID, after, limit)
 		if err != nil {
 			return fmt.Errorf("list replay batch items: %w", err)
@@ -170,8 +204,12 @@ func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int
 		defer rows.Close()
 		for rows.Next() {
 			var it replay.BatchItem
-			if err := rows.Scan(&it.Position, &it.WorkflowID); err != nil {
+			var expected sql.NullString
+			if err := rows.Scan(&it.Position, &it.WorkflowID, &expected); err != nil {
 				return fmt.Errorf("scan replay batch item: %w", err)
+			}
+			if it.Expected, err = replay.DecodeExpectation(expected.String); err != nil {
+				return err
 			}
 			items = append(items, it)
 		}
@@ -198,10 +236,10 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 		for i, br := range rs {
 			r := br.Replay
 			res, err := tx.ExecContext(ctx, `UPDATE replay_batch_items SET replay_id = ?, original_outcome = ?, replay_outcome = ?,
-				changed = ?, steps_added = ?, steps_changed = ?, steps_removed = ?, tool_calls_changed = ?
+				changed = ?, steps_added = ?, steps_changed = ?, steps_removed = ?, tool_calls_changed = ?, failed_checks = ?
 				WHERE batch_id = ? AND position = ? AND workflow_id = ? AND replay_id IS NULL`,
 				r.ID, r.OriginalOutcome, r.ReplayOutcome, r.OutcomeChanged(), r.Delta.StepsAdded, r.Delta.StepsChanged,
-				r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, batchID, br.Position, r.WorkflowID)
+				r.Delta.StepsRemoved, r.Delta.ToolCallsChanged, r.FailedChecks(), batchID, br.Position, r.WorkflowID)
 			if err != nil {
 				return fmt.Errorf("update replay batch item: %w", err)
 			}
@@ -213,6 +251,12 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 			if _, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 				r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), enc[i].creator, enc[i].data); err != nil {
 				return fmt.Errorf("insert replay: %w", err)
+			}
+			for _, c := range r.Checks {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batch_checks (batch_id, position, name, result) VALUES (?, ?, ?, ?)`,
+					batchID, br.Position, c.Name, c.Result()); err != nil {
+					return fmt.Errorf("insert replay check result: %w", err)
+				}
 			}
 			stored++
 		}
@@ -234,6 +278,23 @@ func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool
 			WHERE i.batch_id = ?`+cond+` ORDER BY i.changed DESC, i.position LIMIT ? OFFSET ?`, batchID, limit, offset)
 		if err != nil {
 			return fmt.Errorf("list batch replays: %w", err)
+		}
+		rs, err = scanReplays(rows)
+		return err
+	})
+	return rs, err
+}
+
+// FailedCheckReplays pages the batch's replays that failed a check, in
+// batch order.
+func (db *DB) FailedCheckReplays(ctx context.Context, batchID string, offset, limit int) ([]*replay.Replay, error) {
+	var rs []*replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.tenant, r.workflow_id, r.target, r.created_at, r.creator, r.data
+			FROM replay_batch_items i JOIN replays r ON r.id = i.replay_id
+			WHERE i.batch_id = ? AND i.failed_checks > 0 ORDER BY i.position LIMIT ? OFFSET ?`, batchID, limit, offset)
+		if err != nil {
+			return fmt.Errorf("list batch replays that failed a check: %w", err)
 		}
 		rs, err = scanReplays(rows)
 		return err

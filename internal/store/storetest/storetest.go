@@ -33,6 +33,7 @@ type Store interface {
 	workflow.Store
 	replay.Store
 	replay.BatchStore
+	replay.DatasetStore
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -107,6 +108,9 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"BatchLifecycle", testBatchLifecycle},
 		{"BatchLeases", testBatchLeases},
 		{"ListBatches", testListBatches},
+		{"BatchChecks", testBatchChecks},
+		{"DatasetVersions", testDatasetVersions},
+		{"DatasetList", testDatasetList},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
