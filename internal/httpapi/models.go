@@ -42,14 +42,13 @@ func (s *Server) handleUpdateModel(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) handleDeleteModel(w http.ResponseWriter, r *http.Request) error {
-	rec := s.record(r, http.StatusNoContent)
+	rec := s.record(r, http.StatusOK)
 	if err := s.deps.Models.Delete(r.Context(), principalOf(r).Tenant, r.PathValue("name"), rec); err != nil {
 		return err
 	}
 	info := infoFrom(r.Context())
 	info.audited, info.resourceID = true, rec.Resource.ID
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"id": rec.Resource.ID, "name": r.PathValue("name"), "deleted": true})
 }
 
 func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {

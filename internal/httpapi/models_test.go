@@ -85,7 +85,7 @@ func TestConformModels(t *testing.T) {
 		call{name: "rename", method: "PUT", path: "/v1/models/gpt-small", pattern: "PUT /v1/models/{name}", token: tok, body: azureModel("gpt-big"), status: 422},
 		call{name: "put unknown", method: "PUT", path: "/v1/models/nope", pattern: "PUT /v1/models/{name}", token: tok, body: azureModel("nope"), status: 404},
 		call{name: "get after put", method: "GET", path: "/v1/models/gpt-small", pattern: "GET /v1/models/{name}", token: tok, status: 200},
-		call{name: "delete", method: "DELETE", path: "/v1/models/gpt-small", pattern: "DELETE /v1/models/{name}", token: tok, status: 204},
+		call{name: "delete", method: "DELETE", path: "/v1/models/gpt-small", pattern: "DELETE /v1/models/{name}", token: tok, status: 200},
 		call{name: "deleted", method: "DELETE", path: "/v1/models/gpt-small", pattern: "DELETE /v1/models/{name}", token: tok, status: 404},
 		call{name: "gone", method: "GET", path: "/v1/models/gpt-small", pattern: "GET /v1/models/{name}", token: tok, status: 404},
 	)
@@ -231,7 +231,7 @@ func TestModelChangesAreAudited(t *testing.T) {
 			t.Errorf("the record holds the registration: %s", rec.Details)
 		}
 	}
-	want := []string{"model.delete 204 " + m.ID, "model.read 200 " + m.ID, "model.update 200 " + m.ID, "model.create 201 " + m.ID}
+	want := []string{"model.delete 200 " + m.ID, "model.read 200 " + m.ID, "model.update 200 " + m.ID, "model.create 201 " + m.ID}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("model records, newest first (-want +got):\n%s", diff)
 	}
