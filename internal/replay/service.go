@@ -33,7 +33,11 @@ type Service struct {
 	Programs  Programs
 	Runner    Runner
 	Store     Store
-	Now       func() time.Time
+	// Models requests live completions (llm: live); nil refuses them.
+	Models Models
+	// Reader makes unrecorded reads (unrecorded_calls: read); nil skips them.
+	Reader Reader
+	Now    func() time.Time
 }
 
 // Request asks for one replay.
@@ -43,6 +47,8 @@ type Request struct {
 	// Target is name@version.
 	Target string
 	DryRun bool
+	// Mode says how a dry run serves completions and unrecorded calls.
+	Mode Mode
 	// Caller is who replays: a real run runs under their scopes.
 	Caller workflow.Caller
 	// MaxToolCalls bounds a real run (the original's when 0).
@@ -68,6 +74,12 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	if err != nil {
 		return nil, err
 	}
+	if errs := req.Mode.Check(); len(errs) > 0 {
+		return nil, problem.Validation(errs...)
+	}
+	if req.Mode.Live() && s.Models == nil {
+		return nil, problem.Field("llm", "live replays need the server's model service, and this server has none: replay with llm recorded")
+	}
 	wf, err := s.Workflows.Workflow(ctx, req.Tenant, req.WorkflowID)
 	if err != nil {
 		return nil, err
@@ -91,11 +103,12 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		CreatedAt: now,
 	}
 	if req.DryRun {
+		r.Mode = req.Mode.WithDefaults()
 		prog, err := s.Programs.Program(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.dryRun(ctx, wf, prog, r); err != nil {
+		if err := s.dryRun(ctx, wf, prog, r, nil); err != nil {
 			return nil, err
 		}
 	} else {
@@ -130,7 +143,7 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		rec.Details = audit.Details(map[string]any{
 			"workflow_id": wf.ID, "target_agent_version": r.Target, "dry_run": r.DryRun,
 			"original_outcome": r.OriginalOutcome, "replay_outcome": r.ReplayOutcome,
-			"replay_workflow_id": r.ReplayWorkflowID,
+			"replay_workflow_id": r.ReplayWorkflowID, "llm": r.LLM, "unrecorded_calls": r.UnrecordedCalls,
 		})
 	}
 	if err := s.Store.CreateReplay(ctx, r, rec); err != nil {

@@ -100,6 +100,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"BatchLifecycle", testBatchLifecycle},
 		{"BatchLeases", testBatchLeases},
 		{"ListBatches", testListBatches},
+		{"LiveBatch", testLiveBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
