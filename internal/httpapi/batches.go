@@ -20,6 +20,10 @@ type batchRequest struct {
 	TargetAgentVersion string          `json:"target_agent_version"`
 	Workflows          *batchSelection `json:"workflows,omitempty"`
 	WorkflowIDs        []string        `json:"workflow_ids,omitempty"`
+	// LLM, UnrecordedCalls and Concurrency say how the replays run.
+	LLM             string `json:"llm,omitempty"`
+	UnrecordedCalls string `json:"unrecorded_calls,omitempty"`
+	Concurrency     int    `json:"concurrency,omitempty"`
 }
 
 type batchSelection struct {
@@ -106,6 +110,8 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		errs = append(errs, problem.As(err).Errors...)
 	}
 	sel, selErrs := req.selection()
+	mode := replay.Mode{LLM: req.LLM, UnrecordedCalls: req.UnrecordedCalls}
+	errs = append(append(errs, s.checkMode(mode, true)...), replay.CheckConcurrency(req.Concurrency)...)
 	if errs = append(errs, selErrs...); len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
@@ -123,9 +129,11 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	}
 	now := s.deps.Now().UTC()
 	b := replay.NewBatch(p.Tenant, v.Ref(), len(wfs), replay.Creator{Sub: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, now)
+	b.Mode, b.Concurrency = mode.WithDefaults(), req.Concurrency
 	rec := s.record(r, http.StatusAccepted)
 	rec.Resource = audit.Resource{Type: "replay_batch", ID: b.ID}
-	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total})
+	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total,
+		"llm": b.LLM, "unrecorded_calls": b.UnrecordedCalls})
 	if err := s.deps.BatchStore.CreateBatch(r.Context(), b, wfs, s.deps.Batches.Owner, s.deps.Batches.LeaseUntil(now), rec); err != nil {
 		return err
 	}

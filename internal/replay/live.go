@@ -3,7 +3,9 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -103,6 +105,8 @@ type Completion struct {
 	Request       *agent.ChatRequest `json:"request,omitempty"`
 	Response      agent.ChatResponse `json:"response"`
 	Cost          *Cost              `json:"cost,omitempty"`
+	// MessagesHidden says the messages were left out for this reader.
+	MessagesHidden bool `json:"messages_hidden,omitempty"`
 }
 
 // Usage is the tokens and cost of a run's completions.
@@ -197,3 +201,31 @@ func (t UsageTotals) Usage() Usage {
 
 // UsageSides are the JSON paths of a replay's two usages, in Usages order.
 var UsageSides = [2]string{"original", "replay"}
+
+// Tools names the tools whose calls or answers the completion's
+// conversation holds (from the function names, tool__operation).
+func (c Completion) Tools() []string {
+	var names []string
+	add := func(m agent.ChatMessage) {
+		for _, tc := range m.ToolCalls {
+			if name, _, ok := strings.Cut(tc.Name, "__"); ok && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	if c.Request != nil {
+		for _, m := range c.Request.Messages {
+			add(m)
+		}
+	}
+	add(c.Response.Message)
+	return names
+}
+
+// Hidden is c without its messages, for a reader who may not see the
+// answers of every tool in it.
+func (c Completion) Hidden() Completion {
+	c.Request, c.MessagesHidden = nil, true
+	c.Response.Message = agent.ChatMessage{Role: c.Response.Message.Role}
+	return c
+}
