@@ -4,15 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
+	toolcall "github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -380,5 +385,68 @@ func runUntilDone(t *testing.T, db *sqlite.DB, r *replay.BatchRunner, id string)
 		if time.Now().After(deadline) {
 			t.Fatalf("the batch is still running after 20 s: %+v", got)
 		}
+	}
+}
+
+// TestUnrecordedReadsAreMadeLiveAndWritesNever replays against the strict
+// version, whose lookup was never recorded, on a refunds API that fails
+// the test on any request but a GET: with unrecorded_calls skip nothing
+// reaches it, with read exactly the lookup does (and its answer is the
+// step's), and a write is refused even when the program calls it a read.
+func TestUnrecordedReadsAreMadeLiveAndWritesNever(t *testing.T) {
+	var gets atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			t.Errorf("the refunds API got %s %s: a dry run must never send a write", r.Method, r.URL.Path)
+			http.Error(rw, "no writes here", http.StatusMethodNotAllowed)
+			return
+		}
+		gets.Add(1)
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(rw, `{"id":%q,"status":"pending"}`, strings.TrimPrefix(r.URL.Path, "/refunds/"))
+	}))
+	defer api.Close()
+	caller := toolcall.New(toolcall.Options{Client: outbound.New(outbound.Options{AllowPrivate: true}), Timeout: 5 * time.Second})
+	w := newReviewWorldAt(t, api.URL, caller, 300)
+	w.svc.Reader = w.runner
+	ctx := context.Background()
+	replayOf := func(mode replay.Mode) *replay.Replay {
+		t.Helper()
+		rp, err := w.svc.Replay(ctx, replay.Request{Tenant: "acme", WorkflowID: w.wfIDs[0], Target: "review@2", DryRun: true, Mode: mode}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rp
+	}
+
+	for _, mode := range []replay.Mode{{LLM: replay.LLMRecorded, UnrecordedCalls: replay.UnrecordedRead}, {LLM: replay.LLMLive}} {
+		replayOf(mode)
+		if n := gets.Load(); n != 0 {
+			t.Fatalf("%+v: the API got %d requests, want none", mode, n)
+		}
+	}
+	rp := replayOf(replay.Mode{LLM: replay.LLMLive, UnrecordedCalls: replay.UnrecordedRead})
+	if n := gets.Load(); n != 1 {
+		t.Errorf("unrecorded_calls read: the API got %d requests, want the one lookup", n)
+	}
+	if len(rp.Steps) != 1 || rp.Steps[0].Replay == nil {
+		t.Fatalf("steps %+v, want the added lookup", rp.Steps)
+	}
+	got := rp.Steps[0].Replay
+	if got.Status != agent.StatusOK || string(got.Result) != `{"id":"r300","status":"pending"}` || got.HTTPStatus != 200 || !got.Sent {
+		t.Errorf("live lookup step %+v, want ok with the API's answer", got)
+	}
+	if rp.ReplayOutcome != "escalated" || rp.UnrecordedCalls != replay.UnrecordedRead {
+		t.Errorf("outcome %q mode %+v, want escalated, read", rp.ReplayOutcome, rp.Mode)
+	}
+
+	wf, err := w.db.Workflow(ctx, "acme", w.wfIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, sent, err := w.runner.Read(ctx, wf, agent.ToolCall{Tool: "refunds", Operation: "cancelRefund", Kind: tool.Read,
+		Args: map[string]any{"id": "r300"}})
+	if err != nil || res.Status != agent.StatusUnrecorded || sent.Attempts != 0 || gets.Load() != 1 {
+		t.Errorf("a write called a read: %+v, %d attempts, %v; want unrecorded and nothing sent", res, sent.Attempts, err)
 	}
 }
