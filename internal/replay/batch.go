@@ -70,7 +70,7 @@ type Batch struct {
 	// Mode is how every replay of the batch is served (llm,
 	// unrecorded_calls); Concurrency how many run at once.
 	Mode
-	Concurrency int `json:"concurrency"`
+	Concurrency int `json:"concurrency,omitempty"`
 	// Usage sums the usage of the replays stored so far, both sides.
 	Usage      Usages     `json:"usage"`
 	Creator    Creator    `json:"-"`

@@ -29,9 +29,9 @@ const (
 // Mode is how a replay serves completions and unrecorded calls.
 type Mode struct {
 	// LLM is LLMRecorded (the default) or LLMLive.
-	LLM string `json:"llm"`
+	LLM string `json:"llm,omitempty"`
 	// UnrecordedCalls is UnrecordedSkip (the default) or UnrecordedRead.
-	UnrecordedCalls string `json:"unrecorded_calls"`
+	UnrecordedCalls string `json:"unrecorded_calls,omitempty"`
 }
 
 // WithDefaults is m with its empty members set to their defaults.
