@@ -52,6 +52,10 @@ type rulesModel struct {
 	hold    func(n int, req agent.ChatRequest) bool
 	release chan struct{}
 	held    chan struct{}
+	// delay, when set, is how long each answer takes; inFlight and
+	// peak count the requests being answered.
+	delay          time.Duration
+	inFlight, peak atomic.Int32
 }
 
 func newRulesModel() *rulesModel {
@@ -89,6 +93,13 @@ func (m *rulesModel) Complete(ctx context.Context, _ string, _, n int, req agent
 	m.mu.Lock()
 	m.asked++
 	m.mu.Unlock()
+	if m.delay > 0 {
+		n := m.inFlight.Add(1)
+		defer m.inFlight.Add(-1)
+		for p := m.peak.Load(); n > p && !m.peak.CompareAndSwap(p, n); p = m.peak.Load() {
+		}
+		time.Sleep(m.delay)
+	}
 	if m.hold != nil && m.hold(n, req) {
 		m.held <- struct{}{}
 		select {
@@ -448,5 +459,30 @@ func TestUnrecordedReadsAreMadeLiveAndWritesNever(t *testing.T) {
 		Args: map[string]any{"id": "r300"}})
 	if err != nil || res.Status != agent.StatusUnrecorded || sent.Attempts != 0 || gets.Load() != 1 {
 		t.Errorf("a write called a read: %+v, %d attempts, %v; want unrecorded and nothing sent", res, sent.Attempts, err)
+	}
+}
+
+// TestALiveBatchRunsItsConcurrency checks that a live batch keeps
+// concurrency replays in flight, no more: a slow model sees that many
+// requests at once.
+func TestALiveBatchRunsItsConcurrency(t *testing.T) {
+	amounts := make([]int, 12)
+	for i := range amounts {
+		amounts[i] = 10 + i
+	}
+	w := newReviewWorld(t, amounts...)
+	w.model.delay = 40 * time.Millisecond
+	b := replay.NewBatch("acme", "review@2", len(w.wfIDs), replay.Creator{Sub: "alice"}, time.Now().UTC())
+	b.Mode, b.Concurrency = replay.Mode{LLM: replay.LLMLive}, 4
+	r := &replay.BatchRunner{Service: w.svc, Store: w.db, Owner: "replica-a", Workers: 1, Lease: time.Minute}
+	if err := w.db.CreateBatch(context.Background(), b, w.wfIDs, "replica-a", r.LeaseUntil(time.Now()), nil); err != nil {
+		t.Fatal(err)
+	}
+	got := runUntilDone(t, w.db, r, b.ID)
+	if got.Status != replay.BatchCompleted || got.Done != 12 {
+		t.Fatalf("batch %s with %d done (%s), want completed with 12", got.Status, got.Done, got.Error)
+	}
+	if p := w.model.peak.Load(); p != 4 {
+		t.Errorf("the model saw at most %d requests at once, want the batch's concurrency, 4", p)
 	}
 }
