@@ -136,6 +136,9 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 			r.ReplayWorkflowID, r.ReplayOutcome, replayed = done.ID, done.Outcome, got
 		}
 		r.Steps, r.Delta = Diff(steps, replayed)
+		if r.Usage, err = s.runUsage(ctx, wf.ID, r.ReplayWorkflowID); err != nil {
+			return nil, err
+		}
 	}
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "replay", ID: r.ID}
@@ -150,6 +153,28 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		return nil, err
 	}
 	return r, nil
+}
+
+// runUsage is the usage of two workflows' recorded completions: the
+// original and the real run of a replay (none when it did not start).
+func (s *Service) runUsage(ctx context.Context, originalID, replayID string) (Usages, error) {
+	var u Usages
+	sides := [2]*Usage{&u.Original, &u.Replay}
+	for i, id := range []string{originalID, replayID} {
+		if id == "" {
+			continue
+		}
+		recorded, err := s.Workflows.Completions(ctx, id)
+		if err != nil {
+			return Usages{}, err
+		}
+		cs, err := originalCompletions(recorded)
+		if err != nil {
+			return Usages{}, fmt.Errorf("completions of %s: %w", id, err)
+		}
+		*sides[i] = usageOf(cs)
+	}
+	return u, nil
 }
 
 func (s *Service) now() time.Time {
