@@ -229,3 +229,14 @@ func (c Completion) Hidden() Completion {
 	c.Response.Message = agent.ChatMessage{Role: c.Response.Message.Role}
 	return c
 }
+
+// CompleterModels is Models over one agent.Completer (the server's
+// --llm-base-url planner, before the model registry answers replays):
+// every completion goes to it, with no cost.
+type CompleterModels struct{ Completer agent.Completer }
+
+// Complete implements Models.
+func (m CompleterModels) Complete(ctx context.Context, _ string, step, n int, req agent.ChatRequest) (agent.ChatResponse, *Cost, error) {
+	resp, err := m.Completer.Complete(ctx, step, n, req)
+	return resp, nil, err
+}
