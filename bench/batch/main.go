@@ -8,6 +8,10 @@
 // tool service.
 //
 //	go run ./bench/batch [-store sqlite|postgres|both] [-n 10000] [-workers 0]
+//	go run ./bench/batch -llm live [-n 1000] [-concurrency 32] [-model-delay 200ms]
+//
+// -llm live replays an LLM agent's workflows with every completion asked
+// again of a scripted model on loopback (see live.go).
 //
 // PostgreSQL runs in a fresh database created on the server named by
 // -database-url (default $AGENTPLANE_TEST_DATABASE_URL, else a local one) and
@@ -58,6 +62,11 @@ type options struct {
 	repo        string
 	binary      string
 	limit       time.Duration
+	// llm is recorded (the default) or live; concurrency and modelDelay
+	// are the live mode's.
+	llm         string
+	concurrency int
+	modelDelay  time.Duration
 }
 
 func main() { benchserver.Main("bench/batch", run) }
@@ -72,10 +81,17 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of seeding and of the batch, each")
+	llm := fs.String("llm", "recorded", "recorded (through the server binary) or live (completions asked again of a scripted model, in this process)")
+	conc := fs.Int("concurrency", 32, "-llm live: the batch's concurrency, 1 to 64")
+	delay := fs.Duration("model-delay", 200*time.Millisecond, "-llm live: how long the scripted model takes to answer")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{n: *n, seedConc: *seedConc, workers: *workers, repo: *repo, binary: *binary, limit: *limit}
+	o := options{n: *n, seedConc: *seedConc, workers: *workers, repo: *repo, binary: *binary, limit: *limit,
+		llm: *llm, concurrency: *conc, modelDelay: *delay}
+	if o.llm != "recorded" && o.llm != "live" || o.concurrency < 1 || o.concurrency > 64 || o.modelDelay <= 0 {
+		return options{}, errors.New("-llm must be recorded or live, -concurrency from 1 to 64, -model-delay positive")
+	}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -101,6 +117,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if o.llm == "live" {
+		return runLive(ctx, o, stdout, stderr)
 	}
 	bin, tmp, cleanup, err := benchserver.Workdir(ctx, "batch", o.binary, o.repo, stderr)
 	if err != nil {

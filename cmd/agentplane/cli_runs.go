@@ -373,6 +373,8 @@ func replayTable(w io.Writer, doc map[string]any) error {
 	mode := "dry run"
 	if field(doc, "dry_run") == "false" {
 		mode = "live, new workflow " + field(doc, "replay_workflow_id")
+	} else if field(doc, "llm") == "live" || field(doc, "unrecorded_calls") == "read" {
+		mode += ", llm " + field(doc, "llm") + ", unrecorded calls " + field(doc, "unrecorded_calls")
 	}
 	fmt.Fprintf(w, "replay %s of %s: %s -> %s (%s)\n", field(doc, "replay_id"), field(doc, "workflow_id"),
 		field(doc, "original_agent_version"), field(doc, "target_agent_version"), mode)
@@ -380,6 +382,7 @@ func replayTable(w io.Writer, doc map[string]any) error {
 	if e := field(doc, "replay_error"); e != "" {
 		fmt.Fprintf(w, "replay error: %s\n", e)
 	}
+	printUsage(w, doc)
 	fmt.Fprintf(w, "delta: %s added, %s changed, %s removed, %s tool calls changed\n\n", field(doc, "delta.steps_added"),
 		field(doc, "delta.steps_changed"), field(doc, "delta.steps_removed"), field(doc, "delta.tool_calls_changed"))
 	fmt.Fprintln(w, "KIND\tACTION\tORIGINAL\tREPLAY\tCHANGED")
@@ -400,9 +403,54 @@ func replayTable(w io.Writer, doc map[string]any) error {
 	return nil
 }
 
+// printUsage prints the usage of both runs, when either had a completion.
+func printUsage(w io.Writer, doc map[string]any) {
+	for _, side := range []string{"usage.original", "usage.replay"} {
+		if n := field(doc, side+".completions"); n != "" && n != "0" {
+			fmt.Fprintf(w, "usage: original %s; replay %s\n", usageText(doc, "usage.original"), usageText(doc, "usage.replay"))
+			return
+		}
+	}
+}
+
+// usageText is one side of a usage document: completions, tokens, cost.
+func usageText(doc map[string]any, side string) string {
+	text := fmt.Sprintf("%s completions, %s in / %s out tokens", field(doc, side+".completions"),
+		field(doc, side+".input_tokens"), field(doc, side+".output_tokens"))
+	if amount := field(doc, side+".cost.amount"); amount != "" {
+		text += ", " + amount + " " + field(doc, side+".cost.currency")
+	}
+	return text
+}
+
+// whatIfFlags are replay's what-if flags, for one workflow and --batch.
+type whatIfFlags struct {
+	llm, unrecorded string
+	concurrency     int
+}
+
+func (f *whatIfFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.llm, "llm", "", "dry runs: recorded (serve completions from the record, the default) or live (ask the target's models now)")
+	cmd.Flags().StringVar(&f.unrecorded, "unrecorded-calls", "", "dry runs: skip (calls with no recorded answer are not made, the default) or read (make the reads among them live)")
+	cmd.Flags().IntVar(&f.concurrency, "concurrency", 0, "--batch: replays at once, 1 to 64 (default 8 with --llm live)")
+}
+
+// set adds the flags given to a request body.
+func (f *whatIfFlags) set(body map[string]any) {
+	for k, v := range map[string]string{"llm": f.llm, "unrecorded_calls": f.unrecorded} {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	if f.concurrency != 0 {
+		body["concurrency"] = f.concurrency
+	}
+}
+
 func (c *cli) replayCommand() *cobra.Command {
 	var target, key string
 	var live bool
+	var wf whatIfFlags
 	bf := batchFlags{since: newTimeFlag(time.Now)}
 	cmd := &cobra.Command{
 		Use:   "replay [WORKFLOW…] --target AGENT@VERSION [--batch]",
@@ -411,7 +459,9 @@ func (c *cli) replayCommand() *cobra.Command {
 outcomes, the delta and the aligned steps, and the viewer URL of the side-by-side
 page (open it in a browser; no token needed). A dry run (the default) serves
 every tool call and LLM answer from the record and touches nothing outside
-agentplane; --live runs a real new workflow (needs agents:invoke).
+agentplane; --live runs a real new workflow (needs agents:invoke). A what-if
+dry run asks the target's models again (--llm live) and may make the reads
+that have no recorded answer (--unrecorded-calls read); it never sends a write.
 
 With --batch, replays many workflows as dry runs on the server: the ones named,
 or those the filters select (--agent, --agent-version, --outcome, --since,
@@ -431,7 +481,8 @@ JUnit XML report, one test case per workflow and check, for CI.`,
 		Example: `  agentplane replay wf_01JD… --target fraud-triage@2
   agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --since 168h --fail-on-change
   agentplane replay --batch --target fraud-triage@2 --dataset triage-suite --check outcome_unchanged \
-    --check 'no_denial=replay.outcome != "denied"' --gate outcome_unchanged=0.95 --junit replay.xml`,
+    --check 'no_denial=replay.outcome != "denied"' --gate outcome_unchanged=0.95 --junit replay.xml
+  agentplane replay --batch --target support@3 --agent support --llm live --unrecorded-calls read --concurrency 16`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.complete("/v1/workflows?limit=50", "workflows", "workflow_id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -442,7 +493,10 @@ JUnit XML report, one test case per workflow and check, for CI.`,
 				if live {
 					return usagef("--live cannot be used with --batch: batches are dry runs")
 				}
-				return c.replayBatch(cmd, target, a, bf, key)
+				return c.replayBatch(cmd, target, a, bf, wf, key)
+			}
+			if wf.concurrency != 0 {
+				return usagef("--concurrency applies to --batch only")
 			}
 			if bf.checks.any() || bf.checks.dataset != "" || bf.checks.junit != "" {
 				return usagef("--dataset, --check, --judge-model, --rubric, --gate and --junit need --batch")
@@ -451,6 +505,7 @@ JUnit XML report, one test case per workflow and check, for CI.`,
 				return usagef("give one workflow id, or --batch to replay several")
 			}
 			body := map[string]any{"target_agent_version": target, "dry_run": !live}
+			wf.set(body)
 			_, err := c.send(cmd, http.MethodPost, "/v1/workflows/"+url.PathEscape(a[0])+"/replay", body, idempotencyHeader(key), replayTable)
 			return err
 		},
@@ -466,6 +521,7 @@ JUnit XML report, one test case per workflow and check, for CI.`,
 	cmd.Flags().IntVar(&bf.limit, "limit", 0, "--batch: most workflows to replay (server default 1000, at most 10000)")
 	cmd.Flags().BoolVar(&bf.failOnChange, "fail-on-change", false, "--batch: exit 5 when any outcome changed")
 	bf.checks.register(cmd.Flags())
+	wf.add(cmd)
 	return cmd
 }
 
@@ -481,8 +537,9 @@ type batchFlags struct {
 
 // replayBatch starts a batch, shows its progress until it ends and prints
 // its outcome matrix.
-func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf batchFlags, key string) error {
+func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf batchFlags, wf whatIfFlags, key string) error {
 	body := map[string]any{"target_agent_version": target}
+	wf.set(body)
 	if err := bf.checks.apply(body); err != nil {
 		return err
 	}
@@ -623,7 +680,9 @@ func isTerminal(w io.Writer) bool {
 // batchTable shows a batch: counts, the outcome matrix and its status.
 func batchTable(w io.Writer, doc map[string]any) error {
 	fmt.Fprintf(w, "batch %s against %s: %s\n", field(doc, "id"), field(doc, "target_agent_version"), field(doc, "status"))
-	fmt.Fprintf(w, "replayed %s of %s, outcome changed in %s\n\n", field(doc, "done"), field(doc, "total"), field(doc, "changed"))
+	fmt.Fprintf(w, "replayed %s of %s, outcome changed in %s\n", field(doc, "done"), field(doc, "total"), field(doc, "changed"))
+	printUsage(w, doc)
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FROM\tTO\tCOUNT\t")
 	cells, _ := doc["outcome_changes"].([]any)

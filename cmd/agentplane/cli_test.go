@@ -218,6 +218,9 @@ func TestCLIQuickstart(t *testing.T) {
 			t.Errorf("replay output lacks %q:\n%s", want, out)
 		}
 	}
+	if out := e.ok("replay", wf, "--target", "fraud-triage@2", "--unrecorded-calls", "read"); !strings.Contains(out, "(dry run, llm recorded, unrecorded calls read)") {
+		t.Errorf("replay --unrecorded-calls read output:\n%s", out)
+	}
 	viewer := out[strings.Index(out, "viewer: ")+len("viewer: "):]
 	resp, err := http.Get(strings.TrimSpace(viewer))
 	if err != nil {
@@ -327,6 +330,8 @@ func TestCLIQuickstart(t *testing.T) {
 			{"an argument the operation does not take", []string{"agents", "deploy", e.write("args.yaml", strings.Replace(cliAgent("9", 10), "{id: context.transaction_id}", "{ID: context.transaction_id}", 1))},
 				exitOther, `definition.steps[0].args.ID: step 1 (fetch_transaction): "ID" is not an argument of payments.getTransaction (did you mean "id"?); it takes id`},
 			{"no target", []string{"replay", wf}, exitUsage, "--target is required"},
+			{"bad llm", []string{"replay", wf, "--target", "fraud-triage@1", "--llm", "sometimes"}, exitOther, `Validation failed: llm: "sometimes" is not recorded`},
+			{"concurrency of one replay", []string{"replay", wf, "--target", "fraud-triage@1", "--concurrency", "4"}, exitUsage, "--concurrency applies to --batch only"},
 			{"no goal", []string{"invoke", "fraud-triage"}, exitUsage, "--goal is required"},
 			{"no tool", []string{"tools", "ops"}, exitUsage, "agentplane: tools ops takes a tool name or id (see agentplane tools ops --help)"},
 			{"bad context", []string{"invoke", "fraud-triage", "--goal", "g", "--context", "novalue"}, exitUsage, `--context "novalue" is not key=value`},

@@ -212,7 +212,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer stopBackground()
 	background.Go(func() { runner.Run(ctx) })
 
-	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Now: time.Now}
+	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner, Now: time.Now}
+	if p := runner.Planner(); p != nil {
+		replays.Models = replay.CompleterModels{Completer: p} // until the model registry answers replays
+	}
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
 		Workers: c.batchWorkers, Logger: logger}
 	batchesDone := make(chan struct{})

@@ -25,6 +25,10 @@ type batchRequest struct {
 	Checks  []replay.CheckSpec `json:"checks,omitempty"`
 	Judge   *replay.JudgeSpec  `json:"judge,omitempty"`
 	Gate    map[string]float64 `json:"gate,omitempty"`
+	// LLM, UnrecordedCalls and Concurrency say how the replays run.
+	LLM             string `json:"llm,omitempty"`
+	UnrecordedCalls string `json:"unrecorded_calls,omitempty"`
+	Concurrency     int    `json:"concurrency,omitempty"`
 }
 
 type batchSelection struct {
@@ -129,6 +133,8 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		errs = append(errs, problem.As(err).Errors...)
 	}
 	sel, selErrs := req.selection()
+	mode := replay.Mode{LLM: req.LLM, UnrecordedCalls: req.UnrecordedCalls}
+	errs = append(append(errs, s.checkMode(mode, true)...), replay.CheckConcurrency(req.Concurrency)...)
 	errs = append(errs, selErrs...)
 	spec := replay.Spec{Checks: req.Checks, Judge: req.Judge, Gate: req.Gate}
 	if _, err := replay.CompileChecks(spec, s.deps.Replays.Judge); err != nil {
@@ -178,10 +184,11 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		b.Dataset, b.Expectations = ds.Ref(), ds.Expectations
 	}
 	b.CountChecks(nil)
+	b.Mode, b.Concurrency = mode.WithDefaults(), req.Concurrency
 	rec := s.record(r, http.StatusAccepted)
 	rec.Resource = audit.Resource{Type: "replay_batch", ID: b.ID}
 	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total,
-		"dataset": b.Dataset, "checks": b.Spec.Names()})
+		"dataset": b.Dataset, "checks": b.Spec.Names(), "llm": b.LLM, "unrecorded_calls": b.UnrecordedCalls})
 	if err := s.deps.BatchStore.CreateBatch(r.Context(), b, wfs, s.deps.Batches.Owner, s.deps.Batches.LeaseUntil(now), rec); err != nil {
 		return err
 	}

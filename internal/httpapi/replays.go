@@ -17,6 +17,9 @@ type replayRequest struct {
 	WorkflowID         string `json:"workflow_id,omitempty"`
 	TargetAgentVersion string `json:"target_agent_version"`
 	DryRun             *bool  `json:"dry_run,omitempty"`
+	// LLM and UnrecordedCalls say how a dry run is served (replay.Mode).
+	LLM             string `json:"llm,omitempty"`
+	UnrecordedCalls string `json:"unrecorded_calls,omitempty"`
 }
 
 // replayView is a replay as the API shows it to one caller: tool bodies
@@ -43,10 +46,12 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	if req.WorkflowID != "" && req.WorkflowID != id {
 		errs = append(errs, problem.FieldError{Field: "workflow_id", Message: "must equal the workflow id in the path (" + id + "), or be left out"})
 	}
+	dryRun := req.DryRun == nil || *req.DryRun
+	mode := replay.Mode{LLM: req.LLM, UnrecordedCalls: req.UnrecordedCalls}
+	errs = append(errs, s.checkMode(mode, dryRun)...)
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	dryRun := req.DryRun == nil || *req.DryRun
 	p := principalOf(r)
 	if !dryRun && !p.Has(auth.ScopeAgentsInvoke) {
 		return &problem.Error{Code: problem.InsufficientScope, Scope: auth.ScopeAgentsInvoke,
@@ -55,7 +60,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	info := infoFrom(r.Context())
 	rec := s.record(r, http.StatusCreated)
 	rp, err := s.deps.Replays.Replay(r.Context(), replay.Request{
-		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun,
+		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode,
 		Caller:    workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
 		RequestID: info.requestID, TraceID: info.traceID,
 	}, rec)
@@ -137,6 +142,10 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 			shown.Checks[i] = c
 		}
 	}
+	shown.OriginalCompletions, shown.Completions = hideMessages(p, rp.OriginalCompletions), hideMessages(p, rp.Completions)
+	if shown.DryRun && shown.LLM == "" {
+		shown.Mode = shown.Mode.WithDefaults() // stored before replays had modes
+	}
 	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p)))
 }
 
@@ -153,6 +162,46 @@ func hideBodies(p auth.Principal, st *workflow.Step) *workflow.Step {
 	c := *st
 	c.Args, c.Result, c.Request = nil, nil, nil
 	return &c
+}
+
+// hideMessages returns the completions with the messages left out of
+// those holding calls to a tool p may not use.
+func hideMessages(p auth.Principal, cs []replay.Completion) []replay.Completion {
+	if len(cs) == 0 {
+		return cs
+	}
+	out := make([]replay.Completion, len(cs))
+	for i, c := range cs {
+		out[i] = c
+		for _, name := range c.Tools() {
+			if !p.CanUseTool(name) {
+				out[i] = c.Hidden()
+				break
+			}
+		}
+	}
+	return out
+}
+
+// checkMode refuses a what-if mode the request cannot have: values other
+// than the documented ones, live completions on a server without models,
+// and a mode on a replay that is not a dry run (which calls everything).
+func (s *Server) checkMode(m replay.Mode, dryRun bool) []problem.FieldError {
+	errs := m.Check()
+	if len(errs) > 0 {
+		return errs
+	}
+	if !dryRun && (m.LLM != "" || m.UnrecordedCalls != "") {
+		field := "llm"
+		if m.LLM == "" {
+			field = "unrecorded_calls"
+		}
+		return []problem.FieldError{{Field: field, Message: "applies to dry runs only: a replay with dry_run false requests every completion and makes every call for real; leave it out"}}
+	}
+	if m.Live() && s.deps.Replays.Models == nil {
+		return []problem.FieldError{{Field: "llm", Message: "live needs models, and this server has none configured: replay with llm recorded"}}
+	}
+	return nil
 }
 
 // toolsOf lists the tools whose bodies p may see: "*" for tool:*.

@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,21 @@ const (
 
 // MaxBatch is the most workflows one batch replays.
 const MaxBatch = 10000
+
+// Concurrency of a batch: how many of its replays run at once.
+const (
+	DefaultConcurrency = 8
+	MaxConcurrency     = 64
+)
+
+// CheckConcurrency refuses a requested concurrency outside 1..64 (0 is the
+// default).
+func CheckConcurrency(n int) []problem.FieldError {
+	if n < 0 || n > MaxConcurrency {
+		return []problem.FieldError{{Field: "concurrency", Message: fmt.Sprintf("must be from 1 to %d (default %d)", MaxConcurrency, DefaultConcurrency)}}
+	}
+	return nil
+}
 
 // A Batch replays many workflows against one target version, as dry runs:
 // a regression run. Its counts are those of the replays stored so far.
@@ -62,9 +78,15 @@ type Batch struct {
 	// Expectations are the dataset's, by workflow id, given to CreateBatch.
 	Expectations map[string]Expectation `json:"-"`
 	checks       *Checks
-	Creator      Creator    `json:"-"`
-	CreatedAt    time.Time  `json:"created_at"`
-	FinishedAt   *time.Time `json:"finished_at"`
+	// Mode is how every replay of the batch is served (llm,
+	// unrecorded_calls); Concurrency how many run at once.
+	Mode
+	Concurrency int `json:"concurrency,omitempty"`
+	// Usage sums the usage of the replays stored so far, both sides.
+	Usage      Usages     `json:"usage"`
+	Creator    Creator    `json:"-"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 // BatchListFilter selects batches to list.
@@ -132,12 +154,61 @@ type BatchStore interface {
 	// RenewBatch extends owner's lease; problem.Conflict when the batch is
 	// no longer running or leased to another owner.
 	RenewBatch(ctx context.Context, id, owner string, until time.Time) error
+	// JournalCompletion keeps a live completion of the batch's replay of
+	// a workflow, under its number and request hash (once: a second with
+	// the same key is ignored).
+	JournalCompletion(ctx context.Context, batchID, workflowID string, n int, requestSHA256 string, data []byte) error
+	// JournaledCompletions returns what JournalCompletion kept for the
+	// batch's workflow, in any order.
+	JournaledCompletions(ctx context.Context, batchID, workflowID string) ([][]byte, error)
 }
 
-// NewBatch is a new running batch of the tenant.
+// itemJournal is the Journal of one workflow of a batch.
+type itemJournal struct {
+	store               BatchStore
+	batchID, workflowID string
+}
+
+func (j *itemJournal) Journaled(ctx context.Context) ([]Completion, error) {
+	rows, err := j.store.JournaledCompletions(ctx, j.batchID, j.workflowID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Completion, len(rows))
+	for i, raw := range rows {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			return nil, fmt.Errorf("journaled completion of %s: %w", j.workflowID, err)
+		}
+	}
+	return out, nil
+}
+
+func (j *itemJournal) Keep(ctx context.Context, c Completion) error {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return j.store.JournalCompletion(ctx, j.batchID, j.workflowID, c.N, c.RequestSHA256, raw)
+}
+
+// NewBatch is a new running batch of the tenant, served as the default
+// mode says (recorded) until its Mode is set.
 func NewBatch(tenant, target string, total int, creator Creator, now time.Time) *Batch {
 	return &Batch{ID: ids.NewAt(ids.Batch, now), Tenant: tenant, Target: target, Status: BatchRunning,
-		Total: total, OutcomeChanges: []OutcomeChange{}, Creator: creator, CreatedAt: now}
+		Total: total, OutcomeChanges: []OutcomeChange{}, Creator: creator, CreatedAt: now,
+		Mode: Mode{}.WithDefaults()}
+}
+
+// workers is how many of b's replays run at once: its concurrency, or by
+// default 8 live and the runner's Workers served from the record.
+func (r *BatchRunner) workers(b *Batch) int {
+	switch {
+	case b.Concurrency > 0:
+		return b.Concurrency
+	case b.Live():
+		return DefaultConcurrency
+	}
+	return r.Workers
 }
 
 // BatchRunner replays batches in the background: the ones this replica accepts
@@ -318,7 +389,7 @@ func (r *BatchRunner) replayPending(ctx context.Context, b *Batch, v *agent.Vers
 	items := make(chan BatchItem)
 	replays := make(chan BatchReplay, groupSize)
 	var workers sync.WaitGroup
-	for range r.Workers {
+	for range r.workers(b) {
 		workers.Go(func() {
 			for it := range items {
 				rp, err := r.replayItem(ctx, b, v, prog, it)
@@ -428,8 +499,12 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	if err != nil {
 		return nil, err
 	}
-	rp.OriginalVersion, rp.OriginalOutcome = wf.Agent+"@"+wf.AgentVersion, wf.Outcome
-	err = r.Service.dryRun(ctx, wf, prog, rp)
+	rp.OriginalVersion, rp.OriginalOutcome, rp.Mode = wf.Agent+"@"+wf.AgentVersion, wf.Outcome, b.Mode.WithDefaults()
+	var j Journal
+	if rp.Live() {
+		j = &itemJournal{store: r.Store, batchID: b.ID, workflowID: wf.ID}
+	}
+	err = r.Service.dryRun(ctx, wf, prog, rp, j)
 	if p := problem.As(err); p != nil && p.Code == problem.WorkflowNotReplayable {
 		rp.ReplayOutcome, rp.ReplayError, rp.Steps = agent.OutcomeFailed, p.Detail, []Entry{}
 	} else if err != nil {
@@ -439,9 +514,10 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	return rp, nil
 }
 
-// dryRun replays wf against prog from its record and fills r's outcome,
-// steps and delta.
-func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent.Program, r *Replay) error {
+// dryRun replays wf against prog from its record, or live as r.Mode says
+// (journaled in j when set), and fills r's outcome, steps, delta,
+// completions and usage.
+func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent.Program, r *Replay, j Journal) error {
 	if !wf.Done() {
 		return problem.New(problem.WorkflowNotReplayable,
 			"workflow %s is still %s: replay it once it has finished", wf.ID, wf.Status)
@@ -454,7 +530,8 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	if err != nil {
 		return err
 	}
-	run, err := DryRun(ctx, prog, &History{Workflow: wf, Steps: steps, Completions: comps})
+	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Models: s.Models, Reader: s.Reader, Journal: j}
+	run, err := Rerun(ctx, prog, &History{Workflow: wf, Steps: steps, Completions: comps}, live)
 	if errors.Is(err, ErrBadHistory) {
 		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)
 	}
@@ -463,6 +540,14 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	}
 	r.ReplayOutcome, r.ReplayError, r.ReplayStatus, r.ReplayOutput = run.Outcome, run.Error, run.Status, run.Output
 	r.Steps, r.Delta = Diff(steps, run.Steps)
+	orig, err := originalCompletions(comps)
+	if err != nil {
+		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)
+	}
+	r.Usage = Usages{Original: usageOf(orig), Replay: usageOf(run.Completions)}
+	if r.Live() {
+		r.OriginalCompletions, r.Completions = orig, run.Completions
+	}
 	return nil
 }
 

@@ -71,9 +71,18 @@ type Replay struct {
 	// Checks are the replay's check results, in a batch with checks.
 	Checks []CheckResult `json:"checks,omitempty"`
 	// ReplayWorkflowID is the new workflow of a replay that is not a dry run.
-	ReplayWorkflowID string    `json:"replay_workflow_id,omitempty"`
-	Creator          Creator   `json:"-"`
-	CreatedAt        time.Time `json:"created_at"`
+	ReplayWorkflowID string `json:"replay_workflow_id,omitempty"`
+	// Mode is how a dry run was served: llm and unrecorded_calls.
+	Mode
+	// Usage is the tokens and cost of the original's completions and of
+	// those the replay requested (none when they came from the record).
+	Usage Usages `json:"usage"`
+	// OriginalCompletions are the original conversation, Completions the
+	// replay's live one (kept, so the replay reads the same every time).
+	OriginalCompletions []Completion `json:"original_completions,omitempty"`
+	Completions         []Completion `json:"completions,omitempty"`
+	Creator             Creator      `json:"-"`
+	CreatedAt           time.Time    `json:"created_at"`
 }
 
 // ListFilter selects replays of one tenant, newest first.

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -34,6 +36,22 @@ type Run struct {
 	// Status and Output are the run's final status and output value.
 	Status string
 	Output json.RawMessage
+	// Completions are those requested live, in order (none from the record).
+	Completions []Completion
+}
+
+// Live is what a replay needs beyond its history when it is not served
+// from the record alone.
+type Live struct {
+	Mode   Mode
+	Tenant string
+	// Models requests completions when Mode.LLM is live.
+	Models Models
+	// Reader makes unrecorded reads when Mode.UnrecordedCalls is read.
+	Reader Reader
+	// Journal, when set, keeps each live completion as it arrives and
+	// serves those kept by an earlier attempt.
+	Journal Journal
 }
 
 // DryRun runs prog on the history's goal, context, caller scopes and
@@ -42,8 +60,17 @@ type Run struct {
 // refuse ends the replay failed without a step. Only ctx's end makes it
 // return an error.
 func DryRun(ctx context.Context, prog *agent.Program, h *History) (*Run, error) {
+	return Rerun(ctx, prog, h, nil)
+}
+
+// Rerun is DryRun, except that live, when set, says which completions and
+// unrecorded reads are requested now (see Env).
+func Rerun(ctx context.Context, prog *agent.Program, h *History, live *Live) (*Run, error) {
 	env, err := NewEnv(h)
 	if err != nil {
+		return nil, err
+	}
+	if err := env.goLive(ctx, live); err != nil {
 		return nil, err
 	}
 	in := h.Workflow.Input()
@@ -67,7 +94,7 @@ func DryRun(ctx context.Context, prog *agent.Program, h *History) (*Run, error) 
 		out.Steps = append(out.Steps, env.step(ev))
 	}
 	res := run.Result()
-	out.Outcome, out.Error, out.Status = res.Outcome, res.Error, res.Status
+	out.Outcome, out.Error, out.Status, out.Completions = res.Outcome, res.Error, res.Status, env.kept
 	if res.Output != nil {
 		if b, err := json.Marshal(res.Output); err == nil {
 			out.Output = b
@@ -82,7 +109,17 @@ func DryRun(ctx context.Context, prog *agent.Program, h *History) (*Run, error) 
 // other call is not made and comes back unrecorded. A completion is served
 // only to a request whose canonical hash is the recorded one's; a
 // completion recorded before requests were hashed is served by its number.
+// Live (see goLive), every completion is requested from the models instead,
+// and a read with no recorded answer may be made.
 type Env struct {
+	wf   *workflow.Workflow
+	live *Live
+	// journaled are the completions an earlier attempt kept, by number and
+	// request hash; kept are this run's live completions, in order.
+	journaled map[string]Completion
+	kept      []Completion
+	// reads are the live reads made, by step.
+	reads       map[int]tool.CallResult
 	calls       map[string][]*workflow.Step
 	completions map[string][]agent.ChatResponse
 	// served are the recorded steps whose answers were served, by the
@@ -135,7 +172,7 @@ func NewEnv(h *History) (*Env, error) {
 	if err := h.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	e := &Env{calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{},
+	e := &Env{wf: h.Workflow, reads: map[int]tool.CallResult{}, calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{},
 		args: map[int]json.RawMessage{}, decisions: map[string][]*workflow.Step{}}
 	for i := range h.Steps {
 		s := &h.Steps[i]
@@ -176,7 +213,7 @@ func recordedKey(s *workflow.Step) (string, error) {
 }
 
 // Call implements agent.ToolCaller.
-func (e *Env) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
+func (e *Env) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
 	args, err := agent.CanonicalArgs(c.Args)
 	if err != nil {
 		return agent.CallResult{}, err
@@ -185,6 +222,16 @@ func (e *Env) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallRes
 	key := agent.CallKey(c.Tool, c.Operation, args)
 	q := e.calls[key]
 	if len(q) == 0 {
+		if l := e.live; l != nil && l.Mode.UnrecordedCalls == UnrecordedRead && l.Reader != nil && c.Kind == tool.Read {
+			res, sent, err := l.Reader.Read(ctx, e.wf, c)
+			if err != nil {
+				return agent.CallResult{}, err
+			}
+			if sent.Attempts > 0 {
+				e.reads[step] = sent
+			}
+			return res, nil
+		}
 		return agent.CallResult{Status: agent.StatusUnrecorded}, nil
 	}
 	s := q[0]
@@ -193,11 +240,40 @@ func (e *Env) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallRes
 	return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
 }
 
+// goLive makes e request what live says, loading the completions its
+// journal kept.
+func (e *Env) goLive(ctx context.Context, live *Live) error {
+	if live == nil {
+		return nil
+	}
+	e.live = live
+	if live.Mode.Live() && live.Models == nil {
+		return errors.New("live replays need the server's model service, and this server has none")
+	}
+	if live.Journal == nil {
+		return nil
+	}
+	kept, err := live.Journal.Journaled(ctx)
+	if err != nil {
+		return err
+	}
+	e.journaled = make(map[string]Completion, len(kept))
+	for _, c := range kept {
+		e.journaled[journalKey(c.N, c.RequestSHA256)] = c
+	}
+	return nil
+}
+
+func journalKey(n int, hash string) string { return strconv.Itoa(n) + "/" + hash }
+
 // Complete implements agent.Completer.
-func (e *Env) Complete(_ context.Context, _, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
+func (e *Env) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
 	hash, err := req.Hash()
 	if err != nil {
 		return agent.ChatResponse{}, err
+	}
+	if e.live != nil && e.live.Mode.Live() {
+		return e.completeLive(ctx, step, n, hash, req)
 	}
 	for _, key := range []string{hash, "#" + strconv.Itoa(n)} {
 		if q := e.completions[key]; len(q) > 0 {
@@ -206,6 +282,31 @@ func (e *Env) Complete(_ context.Context, _, n int, req agent.ChatRequest) (agen
 		}
 	}
 	return agent.ChatResponse{}, agent.ErrUnrecorded
+}
+
+// completeLive serves a completion the journal kept, or requests it and
+// journals it before it is used.
+func (e *Env) completeLive(ctx context.Context, step, n int, hash string, req agent.ChatRequest) (agent.ChatResponse, error) {
+	key := journalKey(n, hash)
+	if c, ok := e.journaled[key]; ok {
+		delete(e.journaled, key)
+		e.kept = append(e.kept, c)
+		return c.Response, nil
+	}
+	resp, cost, err := e.live.Models.Complete(ctx, e.live.Tenant, step, n, req)
+	if err != nil {
+		return resp, err
+	}
+	// The engine goes on appending to the conversation: keep this one.
+	req.Messages, req.Tools = slices.Clone(req.Messages), slices.Clone(req.Tools)
+	c := Completion{N: n, Step: step, RequestSHA256: hash, Request: &req, Response: resp, Cost: cost}
+	if e.live.Journal != nil {
+		if err := e.live.Journal.Keep(ctx, c); err != nil {
+			return agent.ChatResponse{}, fmt.Errorf("journal completion %d: %w", n, err)
+		}
+	}
+	e.kept = append(e.kept, c)
+	return resp, nil
 }
 
 // Approve implements agent.Approver: the next decision recorded for the
@@ -235,6 +336,10 @@ func (e *Env) step(ev agent.Event) workflow.Step {
 	}
 	if rec := e.served[ev.Step]; rec != nil {
 		s.Request, s.HTTPStatus = rec.Request, rec.HTTPStatus
+	}
+	if sent, ok := e.reads[ev.Step]; ok {
+		s.Request, _ = json.Marshal(sent.Request)
+		s.HTTPStatus, s.Attempts, s.Sent = sent.Status, sent.Attempts, true
 	}
 	return s
 }

@@ -35,7 +35,11 @@ type Service struct {
 	Store     Store
 	// Judge scores replays for batches' judge checks; nil refuses them.
 	Judge Judge
-	Now   func() time.Time
+	// Models requests live completions (llm: live); nil refuses them.
+	Models Models
+	// Reader makes unrecorded reads (unrecorded_calls: read); nil skips them.
+	Reader Reader
+	Now    func() time.Time
 }
 
 // Request asks for one replay.
@@ -45,6 +49,8 @@ type Request struct {
 	// Target is name@version.
 	Target string
 	DryRun bool
+	// Mode says how a dry run serves completions and unrecorded calls.
+	Mode Mode
 	// Caller is who replays: a real run runs under their scopes.
 	Caller workflow.Caller
 	// MaxToolCalls bounds a real run (the original's when 0).
@@ -70,6 +76,12 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	if err != nil {
 		return nil, err
 	}
+	if errs := req.Mode.Check(); len(errs) > 0 {
+		return nil, problem.Validation(errs...)
+	}
+	if req.Mode.Live() && s.Models == nil {
+		return nil, problem.Field("llm", "live replays need the server's model service, and this server has none: replay with llm recorded")
+	}
 	wf, err := s.Workflows.Workflow(ctx, req.Tenant, req.WorkflowID)
 	if err != nil {
 		return nil, err
@@ -93,11 +105,12 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		CreatedAt: now,
 	}
 	if req.DryRun {
+		r.Mode = req.Mode.WithDefaults()
 		prog, err := s.Programs.Program(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.dryRun(ctx, wf, prog, r); err != nil {
+		if err := s.dryRun(ctx, wf, prog, r, nil); err != nil {
 			return nil, err
 		}
 	} else {
@@ -125,6 +138,9 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 			r.ReplayWorkflowID, r.ReplayOutcome, replayed = done.ID, done.Outcome, got
 		}
 		r.Steps, r.Delta = Diff(steps, replayed)
+		if r.Usage, err = s.runUsage(ctx, wf.ID, r.ReplayWorkflowID); err != nil {
+			return nil, err
+		}
 	}
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "replay", ID: r.ID}
@@ -132,13 +148,35 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		rec.Details = audit.Details(map[string]any{
 			"workflow_id": wf.ID, "target_agent_version": r.Target, "dry_run": r.DryRun,
 			"original_outcome": r.OriginalOutcome, "replay_outcome": r.ReplayOutcome,
-			"replay_workflow_id": r.ReplayWorkflowID,
+			"replay_workflow_id": r.ReplayWorkflowID, "llm": r.LLM, "unrecorded_calls": r.UnrecordedCalls,
 		})
 	}
 	if err := s.Store.CreateReplay(ctx, r, rec); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// runUsage is the usage of two workflows' recorded completions: the
+// original and the real run of a replay (none when it did not start).
+func (s *Service) runUsage(ctx context.Context, originalID, replayID string) (Usages, error) {
+	var u Usages
+	sides := [2]*Usage{&u.Original, &u.Replay}
+	for i, id := range []string{originalID, replayID} {
+		if id == "" {
+			continue
+		}
+		recorded, err := s.Workflows.Completions(ctx, id)
+		if err != nil {
+			return Usages{}, err
+		}
+		cs, err := originalCompletions(recorded)
+		if err != nil {
+			return Usages{}, fmt.Errorf("completions of %s: %w", id, err)
+		}
+		*sides[i] = usageOf(cs)
+	}
+	return u, nil
 }
 
 func (s *Service) now() time.Time {

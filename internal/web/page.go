@@ -140,6 +140,7 @@ type replayView struct {
 	OutcomeChanged bool
 	Legend         []legendEntry
 	Rows           []rowView
+	Conversation   *conversationView
 }
 
 type legendEntry struct{ Kind, Label, About string }
@@ -187,6 +188,7 @@ func newReplayView(p ReplayPage) replayView {
 		Legend:         kinds,
 	}
 	v.Created, v.CreatedISO = formatTime(r.CreatedAt)
+	v.Conversation = newConversationView(r, p.Tools)
 	for _, e := range r.Steps {
 		row := rowView{Kind: e.Kind, Label: e.Kind, Fields: e.Fields}
 		if i := slices.IndexFunc(kinds, func(k legendEntry) bool { return k.Kind == e.Kind }); i >= 0 {

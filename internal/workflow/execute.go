@@ -665,18 +665,28 @@ func (e *recorder) lookup(ctx context.Context, toolName, opID string) (*tool.Too
 		}
 		return nil, nil, fmt.Errorf("tool %s has no operation %s at revision %d", toolName, opID, t.Revision)
 	}
-	if op := e.r.ops.get(t, opID); op != nil {
-		return t, op, nil
+	op, err := e.r.operation(ctx, e.wf.Tenant, t, opID)
+	if err != nil {
+		return nil, nil, err
 	}
-	op, err := e.r.opts.Tools.Operation(ctx, e.wf.Tenant, t.ID, opID)
+	return t, op, nil
+}
+
+// operation finds an operation of the tool's current revision, cached:
+// problem.NotFound when the tool has none of that id.
+func (r *Runner) operation(ctx context.Context, tenant string, t *tool.Tool, opID string) (*tool.Operation, error) {
+	if op := r.ops.get(t, opID); op != nil {
+		return op, nil
+	}
+	op, err := r.opts.Tools.Operation(ctx, tenant, t.ID, opID)
 	if problem.Is(err, problem.NotFound) {
-		return nil, nil, problem.New(problem.NotFound, "tool %s has no operation %s (was it re-registered?)", toolName, opID)
+		return nil, problem.New(problem.NotFound, "tool %s has no operation %s (was it re-registered?)", t.Name, opID)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("operation %s.%s: %w", toolName, opID, err)
+		return nil, fmt.Errorf("operation %s.%s: %w", t.Name, opID, err)
 	}
-	e.r.ops.put(t, opID, op)
-	return t, op, nil
+	r.ops.put(t, opID, op)
+	return op, nil
 }
 
 // Complete implements agent.Completer: recorded completions are served

@@ -18,7 +18,7 @@ import (
 
 var _ replay.BatchStore = (*DB)(nil)
 
-const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at, spec, dataset`
+const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at, spec, dataset, llm, unrecorded_calls, concurrency`
 
 // CreateBatch stores a running batch and its workflows, leased to owner.
 func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error {
@@ -38,8 +38,9 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
-			VALUES ($1, $2, $3, $4, '', $5, $6, $7, NULL, $8, $9, $10, $11)`,
-			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), creator, b.CreatedAt, spec, b.Dataset, owner, until); err != nil {
+			VALUES ($1, $2, $3, $4, '', $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14)`,
+			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), creator, b.CreatedAt, spec, b.Dataset,
+			b.LLM, b.UnrecordedCalls, b.Concurrency, owner, until); err != nil {
 			return fmt.Errorf("insert replay batch: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO replay_batch_items (batch_id, position, workflow_id, expected)
@@ -79,7 +80,7 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 	var bs []*replay.Batch
 	err := db.read(ctx, func(q querier) error {
 		rows, err := q.Query(ctx, fmt.Sprintf(`SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
-			b.spec, b.dataset, count(i.replay_id), count(*) FILTER (WHERE i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome)
+			b.spec, b.dataset, b.llm, b.unrecorded_calls, b.concurrency, count(i.replay_id), count(*) FILTER (WHERE i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome)
 			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
 			WHERE %s GROUP BY b.id ORDER BY b.id DESC LIMIT $%d`, strings.Join(where, " AND "), len(args)), args...)
 		if err != nil {
@@ -132,7 +133,10 @@ func (db *DB) batch(ctx context.Context, id, query string, args ...any) (*replay
 			return fmt.Errorf("count replay batch: %w", err)
 		}
 		b.Count(cells)
-		return countChecks(ctx, q, b)
+		if err := countChecks(ctx, q, b); err != nil {
+			return err
+		}
+		return batchUsage(ctx, q, b)
 	})
 	return b, err
 }
@@ -160,22 +164,48 @@ func countChecks(ctx context.Context, q querier, b *replay.Batch) error {
 	return nil
 }
 
+// batchUsage sums the usage of the batch's replays, both sides.
+func batchUsage(ctx context.Context, q querier, b *replay.Batch) error {
+	var cols []string
+	for _, side := range replay.UsageSides {
+		u := "(r.data->'usage'->'" + side + "')"
+		num := func(field string) string { return "(" + u + "->>'" + field + "')::bigint" }
+		cols = append(cols, "coalesce(sum("+num("input_tokens")+"), 0)::bigint", "coalesce(sum("+num("output_tokens")+"), 0)::bigint",
+			"coalesce(sum("+num("completions")+"), 0)::bigint", "count(*) FILTER (WHERE "+num("completions")+" > 0)",
+			"count("+u+"->'cost'->'amount')", "coalesce(sum(("+u+"->'cost'->>'amount')::double precision), 0)",
+			"coalesce(min("+u+"->'cost'->>'currency'), '')", "coalesce(max("+u+"->'cost'->>'currency'), '')")
+	}
+	var t [2]replay.UsageTotals
+	dest := make([]any, 0, 16)
+	for i := range t {
+		dest = append(dest, &t[i].InputTokens, &t[i].OutputTokens, &t[i].Completions, &t[i].Used, &t[i].Priced, &t[i].Cost,
+			&t[i].MinCurrency, &t[i].MaxCurrency)
+	}
+	if err := q.QueryRow(ctx, `SELECT `+strings.Join(cols, ", ")+`
+		FROM replay_batch_items i JOIN replays r ON r.id = i.replay_id WHERE i.batch_id = $1`, b.ID).Scan(dest...); err != nil {
+		return fmt.Errorf("sum replay batch usage: %w", err)
+	}
+	b.Usage = replay.Usages{Original: t[0].Usage(), Replay: t[1].Usage()}
+	return nil
+}
+
 func scanBatch(row pgx.Row) (*replay.Batch, error) {
 	var (
-		b        replay.Batch
-		total    int32
-		creator  []byte
-		finished *time.Time
-		spec     string
+		b           replay.Batch
+		total, conc int32
+		creator     []byte
+		finished    *time.Time
+		spec        string
 	)
-	err := row.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &total, &creator, &b.CreatedAt, &finished, &spec, &b.Dataset)
+	err := row.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &total, &creator, &b.CreatedAt, &finished,
+		&spec, &b.Dataset, &b.LLM, &b.UnrecordedCalls, &conc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scan replay batch: %w", err)
 	}
-	b.Total = int(total)
+	b.Total, b.Concurrency = int(total), int(conc)
 	if err := json.Unmarshal(creator, &b.Creator); err != nil {
 		return nil, fmt.Errorf("decode replay batch creator: %w", err)
 	}
@@ -347,7 +377,12 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 		if err != nil {
 			return fmt.Errorf("finish replay batch: %w", err)
 		}
-		ok = tag.RowsAffected() == 1
+		if ok = tag.RowsAffected() == 1; !ok {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM replay_batch_journal WHERE batch_id = $1`, id); err != nil {
+			return fmt.Errorf("drop replay batch journal: %w", err)
+		}
 		return nil
 	})
 	return ok, err
@@ -390,4 +425,36 @@ func (db *DB) RenewBatch(ctx context.Context, id, owner string, until time.Time)
 		}
 		return nil
 	})
+}
+
+// JournalCompletion keeps a live completion of a batch's replay, once.
+func (db *DB) JournalCompletion(ctx context.Context, batchID, workflowID string, n int, requestSHA256 string, data []byte) error {
+	return db.write(ctx, func(tx *wtx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO replay_batch_journal (batch_id, workflow_id, n, request_sha256, data)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, batchID, workflowID, n, requestSHA256, string(data)); err != nil {
+			return fmt.Errorf("journal replay completion: %w", err)
+		}
+		return nil
+	})
+}
+
+// JournaledCompletions returns the completions journaled for a batch's workflow.
+func (db *DB) JournaledCompletions(ctx context.Context, batchID, workflowID string) ([][]byte, error) {
+	var out [][]byte
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT data FROM replay_batch_journal WHERE batch_id = $1 AND workflow_id = $2`, batchID, workflowID)
+		if err != nil {
+			return fmt.Errorf("read replay batch journal: %w", err)
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]byte, error) {
+			var d string
+			err := row.Scan(&d)
+			return []byte(d), err
+		})
+		if err != nil {
+			return fmt.Errorf("read replay batch journal: %w", err)
+		}
+		return nil
+	})
+	return out, err
 }

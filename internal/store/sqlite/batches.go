@@ -16,7 +16,7 @@ import (
 
 var _ replay.BatchStore = (*DB)(nil)
 
-const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at, spec, dataset`
+const batchColumns = `id, tenant, target, status, error, total, creator, created_at, finished_at, spec, dataset, llm, unrecorded_calls, concurrency`
 
 // CreateBatch stores a running batch and its workflows, leased to owner.
 func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error {
@@ -32,9 +32,9 @@ func (db *DB) CreateBatch(ctx context.Context, b *replay.Batch, workflowIDs []st
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (`+batchColumns+`, lease_owner, lease_until)
-			VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)`,
 			b.ID, b.Tenant, b.Target, b.Status, len(workflowIDs), string(creator), fmtTime(b.CreatedAt), spec, b.Dataset,
-			owner, fmtTime(until)); err != nil {
+			b.LLM, b.UnrecordedCalls, b.Concurrency, owner, fmtTime(until)); err != nil {
 			return fmt.Errorf("insert replay batch: %w", err)
 		}
 		const chunk = 500
@@ -78,7 +78,7 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 	var bs []*replay.Batch
 	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
-			b.spec, b.dataset, count(i.replay_id), count(CASE WHEN i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome THEN 1 END)
+			b.spec, b.dataset, b.llm, b.unrecorded_calls, b.concurrency, count(i.replay_id), count(CASE WHEN i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome THEN 1 END)
 			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
 			WHERE `+strings.Join(where, " AND ")+` GROUP BY b.id ORDER BY b.id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
 		if err != nil {
@@ -129,7 +129,10 @@ func (db *DB) batch(ctx context.Context, query string, args ...any) (*replay.Bat
 			return fmt.Errorf("count replay batch: %w", err)
 		}
 		b.Count(cells)
-		return db.countChecks(ctx, tx, b)
+		if err := db.countChecks(ctx, tx, b); err != nil {
+			return err
+		}
+		return batchUsage(ctx, tx, b)
 	})
 	return b, err
 }
@@ -159,6 +162,30 @@ func (db *DB) countChecks(ctx context.Context, tx dbtx, b *replay.Batch) error {
 	return nil
 }
 
+// batchUsage sums the usage of the batch's replays, both sides.
+func batchUsage(ctx context.Context, tx dbtx, b *replay.Batch) error {
+	var cols []string
+	for _, side := range replay.UsageSides {
+		f := func(path string) string { return "json_extract(r.data, '$.usage." + side + "." + path + "')" }
+		cols = append(cols, "coalesce(sum("+f("input_tokens")+"), 0)", "coalesce(sum("+f("output_tokens")+"), 0)",
+			"coalesce(sum("+f("completions")+"), 0)", "count(CASE WHEN "+f("completions")+" > 0 THEN 1 END)",
+			"count("+f("cost.amount")+")", "coalesce(sum("+f("cost.amount")+"), 0)",
+			"coalesce(min("+f("cost.currency")+"), '')", "coalesce(max("+f("cost.currency")+"), '')")
+	}
+	var t [2]replay.UsageTotals
+	dest := make([]any, 0, 16)
+	for i := range t {
+		dest = append(dest, &t[i].InputTokens, &t[i].OutputTokens, &t[i].Completions, &t[i].Used, &t[i].Priced, &t[i].Cost,
+			&t[i].MinCurrency, &t[i].MaxCurrency)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT `+strings.Join(cols, ", ")+`
+		FROM replay_batch_items i JOIN replays r ON r.id = i.replay_id WHERE i.batch_id = ?`, b.ID).Scan(dest...); err != nil {
+		return fmt.Errorf("sum replay batch usage: %w", err)
+	}
+	b.Usage = replay.Usages{Original: t[0].Usage(), Replay: t[1].Usage()}
+	return nil
+}
+
 func scanBatch(s scanner) (*replay.Batch, error) {
 	var (
 		b                replay.Batch
@@ -166,7 +193,8 @@ func scanBatch(s scanner) (*replay.Batch, error) {
 		finished         sql.NullString
 		spec             string
 	)
-	err := s.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &b.Total, &creator, &created, &finished, &spec, &b.Dataset)
+	err := s.Scan(&b.ID, &b.Tenant, &b.Target, &b.Status, &b.Error, &b.Total, &creator, &created, &finished,
+		&spec, &b.Dataset, &b.LLM, &b.UnrecordedCalls, &b.Concurrency)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -312,8 +340,13 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 			return fmt.Errorf("finish replay batch: %w", err)
 		}
 		n, err := res.RowsAffected()
-		ok = n == 1
-		return err
+		if ok = n == 1; !ok || err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replay_batch_journal WHERE batch_id = ?`, id); err != nil {
+			return fmt.Errorf("drop replay batch journal: %w", err)
+		}
+		return nil
 	})
 	return ok, err
 }
@@ -355,4 +388,37 @@ func (db *DB) RenewBatch(ctx context.Context, id, owner string, until time.Time)
 		}
 		return nil
 	})
+}
+
+// JournalCompletion keeps a live completion of a batch's replay, once.
+func (db *DB) JournalCompletion(ctx context.Context, batchID, workflowID string, n int, requestSHA256 string, data []byte) error {
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batch_journal (batch_id, workflow_id, n, request_sha256, data)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, batchID, workflowID, n, requestSHA256, string(data)); err != nil {
+			return fmt.Errorf("journal replay completion: %w", err)
+		}
+		return nil
+	})
+}
+
+// JournaledCompletions returns the completions journaled for a batch's workflow.
+func (db *DB) JournaledCompletions(ctx context.Context, batchID, workflowID string) ([][]byte, error) {
+	var out [][]byte
+	err := db.query(ctx, func(tx dbtx) error {
+		out = nil
+		rows, err := tx.QueryContext(ctx, `SELECT data FROM replay_batch_journal WHERE batch_id = ? AND workflow_id = ?`, batchID, workflowID)
+		if err != nil {
+			return fmt.Errorf("read replay batch journal: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var d string
+			if err := rows.Scan(&d); err != nil {
+				return fmt.Errorf("read replay batch journal: %w", err)
+			}
+			out = append(out, []byte(d))
+		}
+		return rows.Err()
+	})
+	return out, err
 }

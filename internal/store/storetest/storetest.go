@@ -111,6 +111,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"BatchChecks", testBatchChecks},
 		{"DatasetVersions", testDatasetVersions},
 		{"DatasetList", testDatasetList},
+		{"LiveBatch", testLiveBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
