@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -50,6 +49,10 @@ type runFlags struct {
 	llmBaseURL       string
 	llmModel         string
 	llmAPIKeyRef     string
+	// otelCaptureContent puts message content on the GenAI spans; the
+	// llm pool's options take it (wired when the pool replaces
+	// workflow.OpenAIDefault).
+	otelCaptureContent bool
 }
 
 func (f *runFlags) register(fs *pflag.FlagSet) {
@@ -61,6 +64,7 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "OpenAI-compatible chat-completions base URL for plan steps (off when empty)")
 	fs.StringVar(&f.llmModel, "llm-model", "", "model for plan steps")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
+	fs.BoolVar(&f.otelCaptureContent, "otel-capture-content", false, "record completions' message content on their spans (off: token counts and models only)")
 }
 
 // toolParts are the pieces built from toolFlags.
@@ -111,7 +115,11 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 
 // newRunner builds the workflow runner, with a planner when an LLM is configured.
 func newRunner(ctx context.Context, f runFlags, st store, parts *toolParts, logger *slog.Logger) (*workflow.Runner, error) {
-	var planner agent.Completer
+	opts := workflow.Options{
+		Store: st, Versions: st, Tools: st, Caller: parts.executor,
+		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
+		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
+	}
 	if f.llmBaseURL != "" {
 		if f.llmModel == "" {
 			return nil, fmt.Errorf("--llm-model is required with --llm-base-url")
@@ -130,11 +138,8 @@ func newRunner(ctx context.Context, f runFlags, st store, parts *toolParts, logg
 				return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
 			}
 		}
-		planner = agent.NewOpenAIPlanner(f.llmBaseURL, f.llmModel, key, parts.client.HTTPClient())
+		def := workflow.NewOpenAIDefault(f.llmBaseURL, f.llmModel, key, parts.client.HTTPClient())
+		opts.Models, opts.LLM = def, def
 	}
-	return workflow.New(workflow.Options{
-		Store: st, Versions: st, Tools: st, Caller: parts.executor, Planner: planner,
-		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
-		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
-	}), nil
+	return workflow.New(opts), nil
 }

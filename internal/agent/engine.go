@@ -137,6 +137,9 @@ type ToolCall struct {
 	// Args are the evaluated arguments, JSON-compatible values; the event
 	// shares them, so an Env must not modify them.
 	Args map[string]any
+	// CallID is the model's id of the call, for a call a plan step's model
+	// asked for; empty for a call step.
+	CallID string
 }
 
 // CallResult is Env's answer to a ToolCall. Status is StatusOK,

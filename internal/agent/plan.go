@@ -303,7 +303,7 @@ func (r *runner) planCall(s *cstep, tc ChatToolCall) (string, *ending, error) {
 			return toolError("arguments are not a JSON object: " + err.Error()), nil, nil
 		}
 	}
-	out, err := r.toolCall(s, t, args)
+	out, err := r.toolCall(s, t, args, tc.ID)
 	if err != nil || out.end != nil {
 		return "", out.end, err
 	}

@@ -213,7 +213,7 @@ func (r *runner) callStep(s *cstep) (*ending, error) {
 	if !ok && v != nil {
 		return r.stepFailed(s, Event{Tool: s.target.tool, Operation: s.target.op.ID}, fmt.Errorf("args: the expression gave %T, not an object", v))
 	}
-	out, err := r.toolCall(s, s.target, args)
+	out, err := r.toolCall(s, s.target, args, "")
 	if err != nil || out.end != nil {
 		return out.end, err
 	}
@@ -359,8 +359,8 @@ type callOutcome struct {
 
 // toolCall checks and makes one call, emitting its step event. The checks,
 // in order: the caller's scope, the policy rule of the tool's class,
-// max_tool_calls.
-func (r *runner) toolCall(s *cstep, t target, args map[string]any) (callOutcome, error) {
+// max_tool_calls. callID is the model's id of a call it asked for.
+func (r *runner) toolCall(s *cstep, t target, args map[string]any, callID string) (callOutcome, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -383,7 +383,7 @@ func (r *runner) toolCall(s *cstep, t target, args map[string]any) (callOutcome,
 		return out, r.emit(ev)
 	}
 	r.calls++
-	res, err := r.env.Call(r.ctx, r.step+1, ToolCall{Action: s.action, Tool: t.tool, Operation: t.op.ID, Kind: t.op.Kind, Args: args})
+	res, err := r.env.Call(r.ctx, r.step+1, ToolCall{Action: s.action, Tool: t.tool, Operation: t.op.ID, Kind: t.op.Kind, Args: args, CallID: callID})
 	if err != nil {
 		if r.ctx.Err() != nil {
 			return callOutcome{}, r.ctx.Err()

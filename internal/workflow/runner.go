@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"go.opentelemetry.io/otel/trace"
@@ -35,8 +37,11 @@ type Options struct {
 	Versions agent.VersionStore
 	Tools    ToolLookup
 	Caller   ToolCaller
-	// Planner answers plan steps; nil refuses them.
-	Planner agent.Completer
+	// Models finds the registered model a completion names, in the
+	// workflow's tenant; LLM gives its client. Without them plan steps are
+	// refused.
+	Models model.Lookup
+	LLM    llm.Clients
 	// Owner names this replica in leases; default a new random id.
 	Owner string
 	// Lease is how long a replica owns a workflow without renewing (default 15 s).
