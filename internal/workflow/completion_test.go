@@ -70,7 +70,7 @@ func run(t *testing.T, r *workflow.Runner, agentName string) *workflow.Workflow 
 	return done
 }
 
-func llmRunner(db *sqlite.DB, ms models, m *scripted) *workflow.Runner {
+func llmRunner(db *sqlite.DB, ms modelTable, m *scripted) *workflow.Runner {
 	return workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: &ledger{},
 		Models: ms, LLM: m, Owner: "replica-a"})
 }
@@ -82,7 +82,7 @@ func TestCompletionsAreRecordedWithUsage(t *testing.T) {
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
-	ms := models{model.DefaultName: {Model: "gpt-test", Price: &model.Price{InputPerMTok: 2, OutputPerMTok: 10}}}
+	ms := modelTable{model.DefaultName: {Model: "gpt-test", Price: &model.Price{InputPerMTok: 2, OutputPerMTok: 10}}}
 	wf := run(t, llmRunner(db, ms, m), "planned")
 	if wf.Status != workflow.Completed {
 		t.Fatalf("workflow %s/%s: %s", wf.Status, wf.Outcome, wf.Error)
@@ -122,7 +122,7 @@ func TestDailyBudgetStopsBeforeTheRequest(t *testing.T) {
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
-	ms := models{model.DefaultName: {Model: "gpt-test", DailyTokenBudget: 200}}
+	ms := modelTable{model.DefaultName: {Model: "gpt-test", DailyTokenBudget: 200}}
 	r := llmRunner(db, ms, m)
 	if wf := run(t, r, "planned"); wf.Status != workflow.Completed {
 		t.Fatalf("first workflow %s/%s: %s; the budget was not reached before it", wf.Status, wf.Outcome, wf.Error)
@@ -154,7 +154,7 @@ func TestAnUnregisteredModelFailsTheRun(t *testing.T) {
 type noModels struct{}
 
 func (noModels) Model(ctx context.Context, tenant, name string) (*model.Model, error) {
-	return models{"x": {}}.Model(ctx, tenant, "none:"+name)
+	return modelTable{"x": {}}.Model(ctx, tenant, "none:"+name)
 }
 
 // TestGenAISpans checks the run's span and its tool calls' spans follow the
@@ -167,7 +167,7 @@ func TestGenAISpans(t *testing.T) {
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
-	wf := run(t, llmRunner(db, models{}, &scripted{}), "planned")
+	wf := run(t, llmRunner(db, modelTable{}, &scripted{}), "planned")
 	got := map[string]map[string]string{}
 	for _, s := range rec.Ended() {
 		attrs := map[string]string{}
@@ -200,5 +200,64 @@ func TestGenAISpans(t *testing.T) {
 		if diff := cmp.Diff(attrs, got[name]); diff != "" {
 			t.Errorf("span %s (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// completionSteps are the workflow's stored steps of kind completion, and
+// its token_limit_reached step if any.
+func completionSteps(t *testing.T, db *sqlite.DB, id string) (comps []workflow.Step, limit *workflow.Step) {
+	t.Helper()
+	steps, err := db.Steps(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range steps {
+		switch {
+		case s.Kind == agent.KindCompletion:
+			comps = append(comps, s)
+		case s.Action == "token_limit_reached":
+			limit = &steps[i]
+		}
+	}
+	return comps, limit
+}
+
+// TestTokenBoundsStopBeforeTheRequest checks both token bounds, the
+// invocation's max_llm_tokens and the model's daily budget: the completion
+// that would start past one is not requested, the run ends limit_exceeded
+// at a token_limit_reached step, and completion steps show their usage.
+// It needs the engine's completion events.
+func TestTokenBoundsStopBeforeTheRequest(t *testing.T) {
+	db := setup(t)
+	deploy(t, db, "planned", plannedAgent)
+	m := &scripted{}
+	r := llmRunner(db, modelTable{"default": {Model: "gpt-test", DailyTokenBudget: 300}}, m)
+	req := request("planned")
+	req.MaxLLMTokens = new(int64(100))
+	wf, err := r.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf, err = r.Wait(context.Background(), "acme", wf.ID); err != nil {
+		t.Fatal(err)
+	}
+	comps, limit := completionSteps(t, db, wf.ID)
+	if len(comps) == 0 {
+		t.Skip("the engine emits no completion events yet")
+	}
+	if m.count() != 1 || wf.Outcome != workflow.OutcomeLimitExceeded || limit == nil || limit.Status != agent.StatusLimitExceeded {
+		t.Errorf("max_llm_tokens 100: %d requests, outcome %s, limit step %+v; want 1 request (120 tokens), then the limit", m.count(), wf.Outcome, limit)
+	}
+	if c := comps[0]; c.Model != "default" || c.Usage == nil || c.InputTokens != 100 || c.OutputTokens != 20 || c.FinishReason != "tool_calls" {
+		t.Errorf("completion step %+v", c)
+	}
+	// 120 tokens today; another run uses 240 more (360 ≥ 300); the next asks nothing.
+	if wf := run(t, r, "planned"); wf.Status != workflow.Completed {
+		t.Fatalf("second workflow %s/%s: %s", wf.Status, wf.Outcome, wf.Error)
+	}
+	wf = run(t, r, "planned")
+	_, limit = completionSteps(t, db, wf.ID)
+	if m.count() != 3 || wf.Outcome != workflow.OutcomeLimitExceeded || limit == nil || !strings.Contains(limit.Error, "daily budget of 300 tokens") {
+		t.Errorf("past the daily budget: %d requests, outcome %s, limit step %+v", m.count(), wf.Outcome, limit)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
-// models is a registry holding the server-wide default model and the
+// modelTable is a registry holding the server-wide default model and the
 // models it maps, the same for every tenant.
-type models map[string]*model.Model
+type modelTable map[string]*model.Model
 
-func (ms models) Model(_ context.Context, tenant, name string) (*model.Model, error) {
+func (ms modelTable) Model(_ context.Context, tenant, name string) (*model.Model, error) {
 	if m, ok := ms[name]; ok {
 		c := *m
 		c.Tenant, c.Name = tenant, name

@@ -455,7 +455,7 @@ func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
 				{"action": "post", "call": "ledger.postEntry"}], "outcome": "'settled'"}`)
 			st := &faultyStore{DB: db, fail: map[string]error{method: errors.New("database is locked")}}
 			api := &ledger{}
-			r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Models: models{}, LLM: answering{},
+			r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Models: modelTable{}, LLM: answering{},
 				Owner: "replica-a", Lease: 150 * time.Millisecond})
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()
