@@ -120,6 +120,7 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 			} `json:"usage"`
 		}
 		r.json(t, &wf)
+		conform(t, "POST", "/v1/agents/helper/invoke", "POST /v1/agents/{id}/invoke", r)
 		if r.Status != 200 || wf.Outcome != "answered" || wf.Usage == nil || wf.Usage.Completions != 2 || wf.Usage.Cost == nil ||
 			wf.Usage.Cost.Currency != "USD" {
 			t.Fatalf("invoke: %d %s", r.Status, r.Body)
@@ -160,6 +161,7 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 			} `json:"total"`
 		}
 		r.json(t, &rep)
+		conform(t, "GET", "/v1/usage", "GET /v1/usage", r)
 		if r.Status != 200 || rep.Total.usageNumbers != total || len(rep.Total.Cost) != 1 ||
 			math.Abs(rep.Total.Cost[0].Amount-cost) > 1e-12 || len(rep.Groups) != 1 {
 			t.Fatalf("usage by %s: %d %s; want totals %+v, cost %v", by, r.Status, r.Body, total, cost)
@@ -178,7 +180,8 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 	}{{adminScopes, []bool{false, false}}, {"workflows:read", []bool{false, true}}, {"workflows:read tool:payments", []bool{false, false}}} {
 		r := h.do("GET", "/v1/workflows/"+ids[0], h.token("acme", tc.scopes), nil)
 		var wf struct {
-			Completions []struct {
+			MaxLLMTokens int64 `json:"max_llm_tokens"`
+			Completions  []struct {
 				N             int            `json:"n"`
 				Step          int            `json:"step"`
 				Model         string         `json:"model"`
@@ -191,7 +194,8 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 			} `json:"completions"`
 		}
 		r.json(t, &wf)
-		if r.Status != 200 || len(wf.Completions) != 2 {
+		conform(t, "GET", "/v1/workflows/"+ids[0], "GET /v1/workflows/{id}", r)
+		if r.Status != 200 || len(wf.Completions) != 2 || wf.MaxLLMTokens != 100000 {
 			t.Fatalf("GET workflow as %q: %d %s", tc.scopes, r.Status, r.Body)
 		}
 		for i, c := range wf.Completions {
@@ -219,6 +223,7 @@ func TestUsageAndBudgetInputs(t *testing.T) {
 		"since=2026-03-02&until=2026-03-01": "until", "since=2024-01-01&until=2026-01-01": "since",
 	} {
 		r := h.do("GET", "/v1/usage?"+q, reader, nil)
+		conform(t, "GET", "/v1/usage", "GET /v1/usage", r)
 		if p := r.problem(t); r.Status != 422 || p.Code != problem.ValidationFailed || len(p.Errors) != 1 || p.Errors[0].Field != field {
 			t.Errorf("usage?%s: %d %s; want 422 naming %s", q, r.Status, r.Body, field)
 		}

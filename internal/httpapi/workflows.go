@@ -57,6 +57,7 @@ type workflowView struct {
 	Context      json.RawMessage `json:"context,omitempty"`
 	Caller       *callerView     `json:"caller,omitempty"`
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
+	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
 	ReplayOf     string          `json:"replay_of,omitempty"`
 }
 
@@ -96,7 +97,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 		v.Steps = append(v.Steps, d)
 	}
 	if detail {
-		v.Context, v.MaxToolCalls, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.ReplayOf
+		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)
