@@ -116,6 +116,13 @@ func workflowTable(w io.Writer, doc map[string]any) error {
 		fmt.Fprintln(w, stepLine(st))
 	}
 	fmt.Fprintln(w, summaryLine(doc))
+	if u, ok := doc["usage"].(map[string]any); ok {
+		line := fmt.Sprintf("usage: %s completions, in=%s out=%s", field(u, "completions"), field(u, "input_tokens"), field(u, "output_tokens"))
+		if c := field(u, "cost.amount"); c != "" {
+			line += ", cost " + c + " " + field(u, "cost.currency")
+		}
+		fmt.Fprintln(w, line)
+	}
 	return outputLine(w, doc)
 }
 

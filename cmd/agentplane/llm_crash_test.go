@@ -222,6 +222,9 @@ func TestCrashRequestsACompletionOnceAnswered(t *testing.T) {
 			t.Errorf("workflows get --conversation lacks %q:\n%s", want, convo)
 		}
 	}
+	if got := e.ok("workflows", "get", id); !strings.Contains(got, "usage: 2 completions, in=100 out=10") {
+		t.Errorf("workflows get:\n%s", got)
+	}
 	table := e.ok("usage", "--group-by", "agent")
 	if !hasRow(table, "solver 100 10 2 -") || !hasRow(table, "TOTAL 100 10 2 -") {
 		t.Errorf("usage table:\n%s", table)
