@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/llm"
@@ -48,7 +49,7 @@ func (d *OpenAIDefault) Complete(ctx context.Context, req agent.ChatRequest) (ag
 		if ctx.Err() != nil {
 			return resp, ctx.Err()
 		}
-		return resp, &agent.LLMError{Message: err.Error()}
+		return resp, &agent.LLMError{Message: strings.TrimPrefix(err.Error(), "chat completion 0: ")}
 	}
 	var body struct {
 		ID      string `json:"id"`
