@@ -19,6 +19,8 @@ import (
 	"time"
 
 	llmagent "github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -57,7 +59,7 @@ func decide(system string) string {
 // instant answers at once, to record the original workflows.
 type instant struct{}
 
-func (instant) Complete(_ context.Context, _, _ int, req llmagent.ChatRequest) (llmagent.ChatResponse, error) {
+func (instant) Complete(_ context.Context, req llmagent.ChatRequest) (llmagent.ChatResponse, error) {
 	return llmagent.ChatResponse{Message: llmagent.ChatMessage{Role: llmagent.RoleAssistant, Content: decide(req.Messages[0].Content)},
 		Usage: &llmagent.Usage{InputTokens: 40, OutputTokens: 1}}, nil
 }
@@ -68,7 +70,7 @@ type loopbackModel struct {
 	client *http.Client
 }
 
-func (m loopbackModel) Complete(ctx context.Context, _ string, _, _ int, req llmagent.ChatRequest) (llmagent.ChatResponse, *replay.Cost, error) {
+func (m loopbackModel) Complete(ctx context.Context, _, _ string, _, _ int, req llmagent.ChatRequest) (llmagent.ChatResponse, *replay.Cost, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return llmagent.ChatResponse{}, nil, err
@@ -129,7 +131,11 @@ func runLive(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := liveSetup(ctx, db); err != nil {
 		return err
 	}
-	runner := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Planner: instant{}})
+	runner := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db,
+		Models: model.LookupFunc(func(_ context.Context, tenant, name string) (*model.Model, error) {
+			return &model.Model{ID: "mdl_instant", Tenant: tenant, Name: name, Provider: model.OpenAI, Model: "instant", Revision: 1}, nil
+		}),
+		LLM: llm.SameClient(llm.ClientFunc(instant{}.Complete))})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go runner.Run(runCtx)

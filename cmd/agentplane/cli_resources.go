@@ -21,7 +21,7 @@ func (c *cli) addClientCommands(root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "client", Title: "Client commands (talk to a server over its API):"},
 		&cobra.Group{ID: "operator", Title: "Operator commands (run on the server's machine):"})
 	for _, cmd := range []*cobra.Command{c.loginCommand(), c.toolsCommand(), c.modelsCommand(), c.agentsCommand(), c.invokeCommand(),
-		c.workflowsCommand(), c.approvalsCommand(), c.replayCommand(), c.replaysCommand(), c.batchesCommand(), c.datasetsCommand(),
+		c.workflowsCommand(), c.usageCommand(), c.approvalsCommand(), c.replayCommand(), c.replaysCommand(), c.batchesCommand(), c.datasetsCommand(),
 		c.operationsCommand(), c.auditCommand()} {
 		cmd.GroupID = "client"
 		root.AddCommand(cmd)

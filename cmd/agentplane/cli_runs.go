@@ -61,8 +61,12 @@ func parseContext(pairs []string, file string, stdin io.Reader) (map[string]any,
 	return ctx, nil
 }
 
-// stepLine is one step of a workflow on one line.
+// stepLine is one step of a workflow on one line; a completion's is
+// completionLine.
 func stepLine(ev map[string]any) string {
+	if field(ev, "model") != "" {
+		return completionLine(ev)
+	}
 	var what []string
 	if t := field(ev, "tool"); t != "" {
 		what = append(what, t+"."+field(ev, "operation"))
@@ -112,6 +116,13 @@ func workflowTable(w io.Writer, doc map[string]any) error {
 		fmt.Fprintln(w, stepLine(st))
 	}
 	fmt.Fprintln(w, summaryLine(doc))
+	if u, ok := doc["usage"].(map[string]any); ok {
+		line := fmt.Sprintf("usage: %s completions, in=%s out=%s", field(u, "completions"), field(u, "input_tokens"), field(u, "output_tokens"))
+		if c := field(u, "cost.amount"); c != "" {
+			line += ", cost " + c + " " + field(u, "cost.currency")
+		}
+		fmt.Fprintln(w, line)
+	}
 	return outputLine(w, doc)
 }
 
@@ -208,12 +219,14 @@ func (c *cli) invokeCommand() *cobra.Command {
 		pairs                  []string
 		stream                 bool
 		maxCalls               int
+		maxTokens              int64
 	)
 	cmd := &cobra.Command{
 		Use:   "invoke AGENT[@VERSION]",
 		Short: "Invoke an agent with a goal, and print its steps",
 		Long: `Invokes an agent (its default version, or name@version) and prints one line per
-step, a summary and the workflow's output. With --stream each step's line is
+step (a completion's: "completion  <model>  in=<n> out=<n>  <finish_reason>"),
+a summary and the workflow's output. With --stream each step's line is
 printed as the step happens; Ctrl-C then detaches from the stream without
 cancelling the workflow (agentplane workflows cancel stops it).
 
@@ -236,6 +249,9 @@ approval.`,
 			if cmd.Flags().Changed("max-tool-calls") {
 				body["max_tool_calls"] = maxCalls
 			}
+			if cmd.Flags().Changed("max-llm-tokens") {
+				body["max_llm_tokens"] = maxTokens
+			}
 			req := client.Request{Method: http.MethodPost, Path: "/v1/agents/" + url.PathEscape(a[0]) + "/invoke", Body: body, Header: idempotencyHeader(key)}
 			if stream {
 				return c.stream(cmd, req)
@@ -257,6 +273,7 @@ approval.`,
 	cmd.Flags().StringVar(&contextFile, "context-file", "", "the context as a YAML or JSON object (- for standard input)")
 	cmd.Flags().BoolVar(&stream, "stream", false, "print each step as it happens")
 	cmd.Flags().IntVar(&maxCalls, "max-tool-calls", 0, "most tool calls the workflow may make (server default 20)")
+	cmd.Flags().Int64Var(&maxTokens, "max-llm-tokens", 0, "most LLM tokens (input + output) the workflow's completions may use (default the agent's limits.max_llm_tokens)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key gets the same workflow")
 	return cmd
 }
@@ -306,9 +323,14 @@ func (c *cli) workflowsCommand() *cobra.Command {
 	listCmd.Flags().Var(since, "since", "only workflows started from this time on: RFC 3339, or a duration before now (24h, 7d)")
 	listCmd.Flags().Var(until, "until", "only workflows started before this time: RFC 3339, or a duration before now")
 
+	var convo bool
 	getCmd := &cobra.Command{
-		Use: "get WORKFLOW", Short: "Show a workflow and its steps", Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
+		Use: "get WORKFLOW", Short: "Show a workflow and its steps; --conversation, its completions' messages",
+		Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if convo {
+				return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), conversation)
+			}
 			return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), func(w io.Writer, doc map[string]any) error {
 				vertical(w, doc, "workflow_id", "agent", "agent_version", "goal", "context", "caller.sub", "replay_of", "started_at", "finished_at")
 				fmt.Fprintln(w)
@@ -317,6 +339,7 @@ func (c *cli) workflowsCommand() *cobra.Command {
 			})
 		},
 	}
+	getCmd.Flags().BoolVar(&convo, "conversation", false, "print the messages of each completion (role, content, tool calls, tool results)")
 
 	var follow bool
 	events := &cobra.Command{

@@ -200,7 +200,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	runner, err := newRunner(ctx, c.run, st, parts, logger)
+	reg := prometheus.NewRegistry()
+	metrics := telemetry.NewMetrics(reg)
+	runner, err := newRunner(c.run, st, parts, models, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -212,10 +214,8 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer stopBackground()
 	background.Go(func() { runner.Run(ctx) })
 
-	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner, Now: time.Now}
-	if p := runner.Planner(); p != nil {
-		replays.Models = replay.CompleterModels{Completer: p} // until the model registry answers replays
-	}
+	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner,
+		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now}
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
 		Workers: c.batchWorkers, Logger: logger}
 	batchesDone := make(chan struct{})
@@ -232,7 +232,6 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// One signature check per token a minute, not one per request.
 	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
 
-	reg := prometheus.NewRegistry()
 	telemetry.RegisterExecutions(reg, runner.Executions)
 	srv := httpapi.NewServer(httpapi.Config{
 		MaxBodyBytes:         c.maxBodyBytes,
@@ -249,7 +248,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Verifier:    verifier,
 		Issuer:      issuer,
 		Limiter:     limiter,
-		Metrics:     telemetry.NewMetrics(reg),
+		Metrics:     metrics,
 		Tools:       parts.service,
 		ToolStore:   st,
 		Models:      models.service,

@@ -9,10 +9,11 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
@@ -54,6 +55,8 @@ type runFlags struct {
 	llmModel         string
 	llmAPIKeyRef     string
 	llmProvider      string
+	// otelCaptureContent puts message content on the GenAI spans.
+	otelCaptureContent bool
 }
 
 func (f *runFlags) register(fs *pflag.FlagSet) {
@@ -66,6 +69,7 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.llmModel, "llm-model", "", "the provider's model id of the server-wide model (required with --llm-base-url)")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
 	fs.StringVar(&f.llmProvider, "llm-provider", model.OpenAI, "wire format of the server-wide model \"default\": openai (Chat Completions) or anthropic (Messages)")
+	fs.BoolVar(&f.otelCaptureContent, "otel-capture-content", false, "record completions' message content on their spans (off: token counts and models only)")
 }
 
 // toolParts are the pieces built from toolFlags.
@@ -148,31 +152,25 @@ func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) 
 	return &modelParts{service: svc, lookup: model.NewLookup(st, def), def: def}, nil
 }
 
-// newRunner builds the workflow runner, with a planner when an LLM is configured.
-func newRunner(ctx context.Context, f runFlags, st store, parts *toolParts, logger *slog.Logger) (*workflow.Runner, error) {
-	var planner agent.Completer
-	if f.llmBaseURL != "" {
-		if f.llmModel == "" {
-			return nil, fmt.Errorf("--llm-model is required with --llm-base-url")
+// newRunner builds the workflow runner, asking models through a pool of
+// provider clients that shares the tools' outbound rules (private
+// addresses, --allow-private-host) and secret policy.
+func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger) (*workflow.Runner, error) {
+	opts := llm.Options{Outbound: parts.client, Secrets: parts.resolver, Metrics: metrics, CaptureContent: f.otelCaptureContent}
+	if models.def != nil && f.llmAPIKeyRef != "" {
+		// The server-wide model's reference is the operator's, outside
+		// the tenants' allow-list: a resolver of its own allows it.
+		policy, err := secrets.NewPolicy([]string{f.llmAPIKeyRef}, true)
+		if err != nil {
+			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
 		}
-		key := ""
-		if f.llmAPIKeyRef != "" {
-			policy, err := secrets.NewPolicy([]string{f.llmAPIKeyRef}, true)
-			if err != nil {
-				return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
-			}
-			r, err := secrets.NewResolver(secrets.Options{Policy: policy, VaultHTTPClient: parts.client.HTTPClient()})
-			if err != nil {
-				return nil, err
-			}
-			if key, err = r.Resolve(ctx, "", f.llmAPIKeyRef); err != nil {
-				return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
-			}
+		if opts.DefaultSecrets, err = secrets.NewResolver(secrets.Options{Policy: policy, VaultHTTPClient: parts.client.HTTPClient()}); err != nil {
+			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
 		}
-		planner = agent.NewOpenAIPlanner(f.llmBaseURL, f.llmModel, key, parts.client.HTTPClient())
 	}
+	pool := llm.NewClients(opts)
 	return workflow.New(workflow.Options{
-		Store: st, Versions: st, Tools: st, Caller: parts.executor, Planner: planner,
+		Store: st, Versions: st, Tools: st, Caller: parts.executor, Models: models.lookup, LLM: pool,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
 	}), nil

@@ -2,15 +2,10 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,159 +22,6 @@ const planDef = `{
   "outcome": "'investigated'",
   "output": "summary"
 }`
-
-// chatRequest is the part of a chat-completions request the script checks.
-type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role       string `json:"role"`
-		Content    any    `json:"content"`
-		ToolCallID string `json:"tool_call_id"`
-		ToolCalls  []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-	} `json:"messages"`
-	Tools []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name        string         `json:"name"`
-			Description string         `json:"description"`
-			Parameters  map[string]any `json:"parameters"`
-		} `json:"function"`
-	} `json:"tools"`
-}
-
-// scriptedLLM is an OpenAI-compatible chat-completions server that answers
-// each request with the next scripted assistant message.
-type scriptedLLM struct {
-	mu       sync.Mutex
-	replies  []string // JSON of the assistant message
-	requests []chatRequest
-	authOK   bool
-}
-
-func (s *scriptedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
-		return
-	}
-	s.authOK = r.Header.Get("Authorization") == "Bearer test-key"
-	body, _ := io.ReadAll(r.Body)
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	s.requests = append(s.requests, req)
-	if len(s.requests) > len(s.replies) {
-		http.Error(w, "script exhausted", http.StatusInternalServerError)
-		return
-	}
-	msg := s.replies[len(s.requests)-1]
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"chatcmpl-%d","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"finish_reason":"stop","message":%s}]}`,
-		len(s.requests), req.Model, msg)
-}
-
-func toolCallMsg(id, name, args string) string {
-	return fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}]}`, id, name, args)
-}
-
-func TestPlanWithOpenAIServer(t *testing.T) {
-	llm := &scriptedLLM{replies: []string{
-		toolCallMsg("call_1", "payments__getTransaction", `{"id":"tx_1"}`),
-		toolCallMsg("call_2", "cases__createCase", `{"transaction":"tx_1","queue":"fraud-review"}`),
-		`{"role":"assistant","content":"Opened case case_9."}`,
-	}}
-	srv := httptest.NewServer(llm)
-	defer srv.Close()
-
-	p := mustCompile(t, parseDef(t, planDef))
-	tools := fraudEnv("1500")
-	env := NewEnv(tools, NewOpenAIPlanner(srv.URL+"/v1/", "test-model", "test-key", srv.Client()), nil)
-	events, res, err := p.Execute(context.Background(), fraudInput("tool:*"), env)
-	if err != nil {
-		t.Fatalf("Execute: %v", err)
-	}
-
-	wantEvents := []Event{
-		completed(1, "investigate", DefaultModel, Usage{}, ""),
-		{Step: 2, Action: "investigate", Kind: KindPlan, Status: StatusOK, Tool: "payments", Operation: "getTransaction",
-			Args: map[string]any{"id": "tx_1"}, Result: json.RawMessage(`{"id":"tx_1","amount":1500}`)},
-		completed(3, "investigate", DefaultModel, Usage{}, ""),
-		{Step: 4, Action: "investigate", Kind: KindPlan, Status: StatusOK, Tool: "cases", Operation: "createCase",
-			Args: openCaseArgs(), Result: json.RawMessage(`{"case_id":"case_9"}`)},
-		completed(5, "investigate", DefaultModel, Usage{}, ""),
-	}
-	if diff := cmp.Diff(wantEvents, events); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
-	wantRes := Result{Outcome: "investigated", Status: WorkflowCompleted, Output: "Opened case case_9.", Steps: 5, ToolCalls: 2, Completions: 3}
-	if diff := cmp.Diff(wantRes, res); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
-	}
-
-	if len(llm.requests) != 3 {
-		t.Fatalf("the server saw %d requests, want 3", len(llm.requests))
-	}
-	if !llm.authOK {
-		t.Error("the API key was not sent as a bearer token")
-	}
-	first := llm.requests[0]
-	var fns []string
-	for _, tl := range first.Tools {
-		fns = append(fns, tl.Type+":"+tl.Function.Name)
-	}
-	wantFns := []string{"function:payments__getTransaction", "function:payments__refund", "function:cases__createCase"}
-	if diff := cmp.Diff(wantFns, fns); diff != "" {
-		t.Errorf("functions offered (-want +got):\n%s", diff)
-	}
-	if got := first.Tools[0].Function.Parameters["required"]; !cmp.Equal(got, []any{"id"}) {
-		t.Errorf("parameters of getTransaction: required = %v, want [id]", got)
-	}
-	if first.Model != "test-model" || first.Messages[0].Role != "system" || first.Messages[1].Role != "user" {
-		t.Errorf("first request: model %q, roles %q, %q", first.Model, first.Messages[0].Role, first.Messages[1].Role)
-	}
-	if user, _ := first.Messages[1].Content.(string); !strings.Contains(user, "triage transaction tx_1") ||
-		!strings.Contains(user, `{"transaction_id":"tx_1"}`) || !strings.Contains(user, "Open a case") {
-		t.Errorf("user message lacks goal, context or prompt: %q", user)
-	}
-	// The third request carries the whole conversation: both calls and their results.
-	var roles []string
-	for _, m := range llm.requests[2].Messages {
-		roles = append(roles, m.Role+":"+m.ToolCallID)
-	}
-	wantRoles := []string{"system:", "user:", "assistant:", "tool:call_1", "assistant:", "tool:call_2"}
-	if diff := cmp.Diff(wantRoles, roles); diff != "" {
-		t.Errorf("conversation (-want +got):\n%s", diff)
-	}
-	if got := llm.requests[2].Messages[3].Content; got != `{"id":"tx_1","amount":1500}` {
-		t.Errorf("tool message content = %v, want the call's result", got)
-	}
-}
-
-func TestOpenAIPlannerErrorHidesDetails(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`)
-	}))
-	defer srv.Close()
-	pl := NewOpenAIPlanner(srv.URL, "m", "secret-key-123", srv.Client())
-	_, err := pl.Complete(context.Background(), 1, 1, ChatRequest{Messages: []ChatMessage{{Role: RoleUser, Content: "hi"}}})
-	if err == nil || !strings.Contains(err.Error(), "answered 400") {
-		t.Fatalf("err = %v, want the status", err)
-	}
-	if strings.Contains(err.Error(), "secret-key-123") {
-		t.Error("the error reveals the API key")
-	}
-}
 
 // scriptCompleter answers every completion with the same call.
 type scriptCompleter struct{ n int }

@@ -26,9 +26,11 @@ func (r ChatRequest) Hash() (string, error) {
 }
 
 // RecordedCompletion is a completion as a workflow's history keeps it: the
-// hash of the request beside the model's answer.
+// hash of the request beside the model's answer, and the whole request
+// (records made before it was kept have none).
 type RecordedCompletion struct {
 	RequestSHA256 string       `json:"request_sha256"`
+	Request       *ChatRequest `json:"request,omitempty"`
 	Response      ChatResponse `json:"response"`
 }
 
@@ -37,12 +39,13 @@ type RecordedCompletion struct {
 func DecodeCompletion(raw json.RawMessage) (RecordedCompletion, error) {
 	var rc struct {
 		RequestSHA256 string           `json:"request_sha256"`
+		Request       *ChatRequest     `json:"request"`
 		Response      *json.RawMessage `json:"response"`
 	}
 	if err := json.Unmarshal(raw, &rc); err != nil {
 		return RecordedCompletion{}, fmt.Errorf("recorded completion: %w", err)
 	}
-	out := RecordedCompletion{RequestSHA256: rc.RequestSHA256}
+	out := RecordedCompletion{RequestSHA256: rc.RequestSHA256, Request: rc.Request}
 	body := raw
 	if rc.Response != nil {
 		body = *rc.Response

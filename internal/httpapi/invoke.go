@@ -19,6 +19,7 @@ type invokeRequest struct {
 	Context        map[string]any `json:"context,omitempty"`
 	Stream         *bool          `json:"stream,omitempty"`
 	MaxToolCalls   *int           `json:"max_tool_calls,omitempty"`
+	MaxLLMTokens   *int64         `json:"max_llm_tokens,omitempty"`
 	IdempotencyKey string         `json:"idempotency_key,omitempty"`
 }
 
@@ -67,7 +68,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	wf, err := s.deps.Runner.Start(r.Context(), workflow.StartRequest{
 		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
 		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		MaxToolCalls: req.MaxToolCalls, RequestID: info.requestID, TraceID: info.traceID,
+		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.requestID, TraceID: info.traceID,
 		Record: offered,
 	})
 	if err != nil {
@@ -117,7 +118,11 @@ func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant,
 		}
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.workflowView(r, wf, steps, false))
+	v, err := s.workflowView(r, wf, steps, false)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
 }
 
 // stream sends the workflow's events after afterID, live, ending with its

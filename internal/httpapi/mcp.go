@@ -311,7 +311,11 @@ func (s *Server) mcpInvoke(name string) mcp.ToolHandler {
 		if err != nil {
 			return toolError("%s", problemText(err)), nil
 		}
-		return jsonResult(s.workflowView(r, wf, steps, false), wf.Status == workflow.Failed)
+		v, err := s.workflowView(r, wf, steps, false)
+		if err != nil {
+			return toolError("%s", problemText(err)), nil
+		}
+		return jsonResult(v, wf.Status == workflow.Failed)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // has no plan step.
 type noModels struct{}
 
-func (noModels) Complete(context.Context, string, int, int, agent.ChatRequest) (agent.ChatResponse, *replay.Cost, error) {
+func (noModels) Complete(context.Context, string, string, int, int, agent.ChatRequest) (agent.ChatResponse, *replay.Cost, error) {
 	panic("no completion expected")
 }
 

@@ -49,10 +49,15 @@ type workflowView struct {
 	workflowSummary
 	Steps []any           `json:"steps"`
 	Error json.RawMessage `json:"error,omitempty"`
+	// Usage sums the workflow's completions (absent when it made none).
+	Usage *usageView `json:"usage,omitempty"`
+	// Completions, for GET /v1/workflows/{id} only.
+	Completions []completionView `json:"completions,omitempty"`
 	// Detail, for GET /v1/workflows/{id} only.
 	Context      json.RawMessage `json:"context,omitempty"`
 	Caller       *callerView     `json:"caller,omitempty"`
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
+	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
 	ReplayOf     string          `json:"replay_of,omitempty"`
 }
 
@@ -74,10 +79,10 @@ func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail bool)
 	if err != nil {
 		return workflowView{}, err
 	}
-	return s.workflowView(r, wf, steps, detail), nil
+	return s.workflowView(r, wf, steps, detail)
 }
 
-func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) workflowView {
+func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) (workflowView, error) {
 	v := workflowView{workflowSummary: summarize(wf, s.deps.Now()), Error: wf.Error, Steps: make([]any, 0, len(steps))}
 	p := principalOf(r)
 	for _, st := range steps {
@@ -92,10 +97,20 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 		v.Steps = append(v.Steps, d)
 	}
 	if detail {
-		v.Context, v.MaxToolCalls, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.ReplayOf
+		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
-	return v
+	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)
+	if err != nil {
+		return v, err
+	}
+	if len(comps) > 0 {
+		v.Usage = workflowUsage(comps)
+		if detail {
+			v.Completions = completionViews(p, comps, steps)
+		}
+	}
+	return v, nil
 }
 
 func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error {

@@ -24,3 +24,18 @@ type Client interface {
 type Clients interface {
 	Client(m *model.Model) (Client, error)
 }
+
+// ClientFunc is a Client made of a function.
+type ClientFunc func(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error)
+
+// Complete implements Client.
+func (f ClientFunc) Complete(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error) {
+	return f(ctx, req)
+}
+
+// SameClient is Clients giving every model c.
+func SameClient(c Client) Clients { return sameClient{c} }
+
+type sameClient struct{ c Client }
+
+func (s sameClient) Client(*model.Model) (Client, error) { return s.c, nil }

@@ -213,3 +213,11 @@ func DecodeColumns(m *Model, auth, headers, price []byte) error {
 	}
 	return nil
 }
+
+// LookupFunc is a Lookup made of a function.
+type LookupFunc func(ctx context.Context, tenant, name string) (*Model, error)
+
+// Model implements Lookup.
+func (f LookupFunc) Model(ctx context.Context, tenant, name string) (*Model, error) {
+	return f(ctx, tenant, name)
+}

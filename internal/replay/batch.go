@@ -530,7 +530,8 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	if err != nil {
 		return err
 	}
-	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Models: s.Models, Reader: s.Reader, Journal: j}
+	agentName, _, _ := strings.Cut(r.Target, "@")
+	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Agent: agentName, Models: s.Models, Reader: s.Reader, Journal: j}
 	run, err := Rerun(ctx, prog, &History{Workflow: wf, Steps: steps, Completions: comps}, live)
 	if errors.Is(err, ErrBadHistory) {
 		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)

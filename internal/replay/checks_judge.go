@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
-	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 )
 
@@ -100,19 +99,18 @@ func (j ChatJudge) CheckModel(ctx context.Context, tenant, name string) error {
 	return err
 }
 
-// ModelJudge is the ChatJudge over the tenant's registered models and
-// their clients: what the server wires.
-func ModelJudge(models model.Lookup, clients llm.Clients) ChatJudge {
+// JudgeAgent is the agent a judge's tokens are counted under in the
+// tenant's usage: no agent can have the name.
+const JudgeAgent = "(judge)"
+
+// ModelJudge is the ChatJudge over the tenant's registered models, asked
+// through live (the workflow runner's model path): within the model's
+// daily budget, counted in the tenant's usage under JudgeAgent. What the
+// server wires.
+func ModelJudge(models model.Lookup, live LiveCompleter) ChatJudge {
 	return ChatJudge{Models: models, Complete: func(ctx context.Context, tenant string, req agent.ChatRequest) (agent.ChatResponse, error) {
-		m, err := models.Model(ctx, tenant, req.Model)
-		if err != nil {
-			return agent.ChatResponse{}, err
-		}
-		c, err := clients.Client(m)
-		if err != nil {
-			return agent.ChatResponse{}, err
-		}
-		return c.Complete(ctx, req)
+		resp, _, err := live.LiveCompletion(ctx, tenant, JudgeAgent, req)
+		return resp, err
 	}}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/agent"
-	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -166,14 +165,10 @@ func (f lookupFunc) Model(ctx context.Context, tenant, name string) (*model.Mode
 	return f(ctx, tenant, name)
 }
 
-type clientsFunc func(m *model.Model) (llm.Client, error)
+type liveFunc func(ctx context.Context, tenant, agent string, req agent.ChatRequest) (agent.ChatResponse, *model.Model, error)
 
-func (f clientsFunc) Client(m *model.Model) (llm.Client, error) { return f(m) }
-
-type completeFunc func(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error)
-
-func (f completeFunc) Complete(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error) {
-	return f(ctx, req)
+func (f liveFunc) LiveCompletion(ctx context.Context, tenant, agent string, req agent.ChatRequest) (agent.ChatResponse, *model.Model, error) {
+	return f(ctx, tenant, agent, req)
 }
 
 // TestModelJudge asks the tenant's registered model through its client,
@@ -186,15 +181,17 @@ func TestModelJudge(t *testing.T) {
 		return &model.Model{Tenant: tenant, Name: name, Model: "gpt-test"}, nil
 	})
 	var used []string
-	clients := clientsFunc(func(m *model.Model) (llm.Client, error) {
-		return completeFunc(func(_ context.Context, req agent.ChatRequest) (agent.ChatResponse, error) {
-			used = append(used, m.Model+"/"+req.Model)
-			return agent.ChatResponse{Message: agent.ChatMessage{Content: `{"score": 1, "reason": "fine"}`}}, nil
-		}), nil
+	live := liveFunc(func(ctx context.Context, tenant, agentName string, req agent.ChatRequest) (agent.ChatResponse, *model.Model, error) {
+		m, err := models.Model(ctx, tenant, req.Model)
+		if err != nil {
+			return agent.ChatResponse{}, nil, err
+		}
+		used = append(used, m.Model+"/"+req.Model+"/"+agentName)
+		return agent.ChatResponse{Message: agent.ChatMessage{Content: `{"score": 1, "reason": "fine"}`}}, m, nil
 	})
-	j := ModelJudge(models, clients)
+	j := ModelJudge(models, live)
 	ans, err := j.Judge(t.Context(), JudgeRequest{Tenant: "acme", Model: "judge-1", Rubric: "r"})
-	if err != nil || ans.Score != 1 || !slices.Equal(used, []string{"gpt-test/judge-1"}) {
+	if err != nil || ans.Score != 1 || !slices.Equal(used, []string{"gpt-test/judge-1/" + JudgeAgent}) {
 		t.Errorf("judge: %+v %v, clients used %v", ans, err, used)
 	}
 	if err := j.CheckModel(t.Context(), "acme", "judge-1"); err != nil {

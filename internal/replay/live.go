@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -74,7 +76,9 @@ type Cost struct {
 // budget is an *agent.BudgetError) and usage accounting; the cost is nil
 // when the model has no price. Errors are those of agent.Completer.
 type Models interface {
-	Complete(ctx context.Context, tenant string, step, n int, req agent.ChatRequest) (agent.ChatResponse, *Cost, error)
+	// Complete requests a completion for the tenant's agent (the target
+	// version's, whose usage it counts toward).
+	Complete(ctx context.Context, tenant, agent string, step, n int, req agent.ChatRequest) (agent.ChatResponse, *Cost, error)
 }
 
 // Reader makes a replay's unrecorded read calls live, through the path
@@ -230,13 +234,27 @@ func (c Completion) Hidden() Completion {
 	return c
 }
 
-// CompleterModels is Models over one agent.Completer (the server's
-// --llm-base-url planner, before the model registry answers replays):
-// every completion goes to it, with no cost.
-type CompleterModels struct{ Completer agent.Completer }
+// LiveCompleter requests completions outside any workflow's history, as
+// workflow.Runner's LiveCompletion does: the tenant's model, within its
+// daily budget, counted in the tenant's usage.
+type LiveCompleter interface {
+	LiveCompletion(ctx context.Context, tenant, agent string, req agent.ChatRequest) (agent.ChatResponse, *model.Model, error)
+}
+
+// RunnerModels is Models over the workflow runner's model path, so a live
+// replay's completions are requested, budgeted and counted exactly as a
+// workflow's are; the cost is the model's price of the tokens.
+type RunnerModels struct{ Runner LiveCompleter }
 
 // Complete implements Models.
-func (m CompleterModels) Complete(ctx context.Context, _ string, step, n int, req agent.ChatRequest) (agent.ChatResponse, *Cost, error) {
-	resp, err := m.Completer.Complete(ctx, step, n, req)
-	return resp, nil, err
+func (m RunnerModels) Complete(ctx context.Context, tenant, agentName string, _, _ int, req agent.ChatRequest) (agent.ChatResponse, *Cost, error) {
+	resp, mdl, err := m.Runner.LiveCompletion(ctx, tenant, agentName, req)
+	if err != nil || mdl == nil || mdl.Price == nil {
+		return resp, nil, err
+	}
+	var in, out int64
+	if resp.Usage != nil {
+		in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens
+	}
+	return resp, &Cost{Amount: mdl.Price.Cost(in, out), Currency: cmp.Or(mdl.Price.Currency, model.DefaultCurrency)}, nil
 }

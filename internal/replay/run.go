@@ -43,8 +43,10 @@ type Run struct {
 // Live is what a replay needs beyond its history when it is not served
 // from the record alone.
 type Live struct {
-	Mode   Mode
-	Tenant string
+	Mode Mode
+	// Tenant and Agent are whose usage live completions count toward: the
+	// workflow's tenant and the target version's agent.
+	Tenant, Agent string
 	// Models requests completions when Mode.LLM is live.
 	Models Models
 	// Reader makes unrecorded reads when Mode.UnrecordedCalls is read.
@@ -293,7 +295,7 @@ func (e *Env) completeLive(ctx context.Context, step, n int, hash string, req ag
 		e.kept = append(e.kept, c)
 		return c.Response, nil
 	}
-	resp, cost, err := e.live.Models.Complete(ctx, e.live.Tenant, step, n, req)
+	resp, cost, err := e.live.Models.Complete(ctx, e.live.Tenant, e.live.Agent, step, n, req)
 	if err != nil {
 		return resp, err
 	}

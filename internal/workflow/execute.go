@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/gowebpki/jcs"
@@ -69,7 +70,11 @@ func (e *interruptedError) Unwrap() error { return ErrInterrupted }
 func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program, h history) {
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
-	ctx, span := tracer.Start(ctx, "workflow "+wf.Agent, trace.WithAttributes(
+	ctx, span := tracer.Start(ctx, "invoke_agent "+wf.Agent, trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.agent.name", wf.Agent),
+		attribute.String("gen_ai.agent.id", wf.Agent+"@"+wf.AgentVersion),
+		attribute.String("gen_ai.conversation.id", wf.ID),
 		attribute.String("agentplane.workflow_id", wf.ID),
 		attribute.String("agentplane.agent", wf.Agent+"@"+wf.AgentVersion),
 		attribute.Int("agentplane.resumed_after_step", len(h.steps)),
@@ -510,7 +515,10 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		WorkflowID:     e.wf.ID, RequestID: e.wf.RequestID,
 		Actor: audit.Actor{Sub: e.wf.Caller.Sub, ClientID: e.wf.Caller.ClientID},
 	}
-	ctx, span := tracer.Start(ctx, "tool.call "+c.Tool+"."+c.Operation, trace.WithAttributes(
+	callID := cmp.Or(c.CallID, req.IdempotencyKey)
+	ctx, span := tracer.Start(ctx, "execute_tool "+c.Tool+"."+c.Operation, trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", c.Tool), attribute.String("gen_ai.tool.call.id", callID),
 		attribute.Int("agentplane.step", step), attribute.String("agentplane.operation_kind", op.Kind)))
 	defer span.End()
 	start := e.r.opts.Now()
@@ -690,7 +698,9 @@ func (r *Runner) operation(ctx context.Context, tenant string, t *tool.Tool, opI
 }
 
 // Complete implements agent.Completer: recorded completions are served
-// again, new ones are asked of the planner and recorded before use.
+// again; a new one is asked of its model, unless the tenant's tokens
+// through that model today have reached its daily budget, and recorded
+// (with its usage) before use.
 func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
 	hash, err := req.Hash()
 	if err != nil {
@@ -706,21 +716,19 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 		}
 		return rc.Response, nil
 	}
-	if e.r.opts.Planner == nil {
-		return agent.ChatResponse{}, agent.ErrNoPlanner
+	m, resp, err := e.r.request(ctx, e.wf.Tenant, req, e.j.flush)
+	var se *storeError
+	if errors.As(err, &se) {
+		return agent.ChatResponse{}, e.pause(ctx, se.err)
 	}
-	if err := e.j.flush(); err != nil {
-		return agent.ChatResponse{}, err
-	}
-	resp, err := e.r.opts.Planner.Complete(ctx, step, n, req)
 	if err != nil {
 		return resp, err
 	}
-	b, err := json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Response: resp})
+	c, err := e.completion(step, n, m, hash, req, resp)
 	if err != nil {
-		return resp, fmt.Errorf("encode completion: %w", err)
+		return resp, err
 	}
-	if err := e.r.opts.Store.RecordCompletion(ctx, e.r.opts.Owner, e.wf.ID, n, b); err != nil {
+	if err := e.r.opts.Store.RecordCompletion(ctx, e.r.opts.Owner, c); err != nil {
 		if ctx.Err() != nil {
 			return resp, ctx.Err()
 		}
@@ -729,14 +737,103 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 	return resp, nil
 }
 
+// storeError is a failure to read a model or its usage from the store:
+// transient, so a workflow pauses on it instead of failing.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+
+// request asks the tenant's model req names (default "default") for a
+// completion, unless the tenant has used the model's daily token budget
+// (an *agent.BudgetError, nothing requested). beforeSend, when set, runs
+// just before the request goes out.
+func (r *Runner) request(ctx context.Context, tenant string, req agent.ChatRequest, beforeSend func() error) (*model.Model, agent.ChatResponse, error) {
+	if r.opts.Models == nil || r.opts.LLM == nil {
+		return nil, agent.ChatResponse{}, agent.ErrNoPlanner
+	}
+	name := cmp.Or(req.Model, model.DefaultName)
+	m, err := r.opts.Models.Model(ctx, tenant, name)
+	switch {
+	case problem.Is(err, problem.NotFound):
+		return nil, agent.ChatResponse{}, fmt.Errorf("model %q is not registered: register it (POST /v1/models) or name another in the agent definition", name)
+	case err != nil:
+		return nil, agent.ChatResponse{}, &storeError{fmt.Errorf("model %s: %w", name, err)}
+	}
+	if m.DailyTokenBudget > 0 {
+		used, err := r.opts.Store.TokensToday(ctx, tenant, m.Name, r.opts.Now())
+		if err != nil {
+			return nil, agent.ChatResponse{}, &storeError{fmt.Errorf("usage of model %s: %w", name, err)}
+		}
+		if used >= m.DailyTokenBudget {
+			return nil, agent.ChatResponse{}, &agent.BudgetError{Reason: fmt.Sprintf(
+				"model %q has used its daily budget of %d tokens for this tenant", m.Name, m.DailyTokenBudget)}
+		}
+	}
+	client, err := r.opts.LLM.Client(m)
+	if err != nil {
+		return nil, agent.ChatResponse{}, fmt.Errorf("model %s: %w", name, err)
+	}
+	if beforeSend != nil {
+		if err := beforeSend(); err != nil {
+			return nil, agent.ChatResponse{}, err
+		}
+	}
+	resp, err := client.Complete(ctx, req)
+	return m, resp, err
+}
+
+// LiveCompletion requests a completion outside any workflow's history (a
+// live what-if replay's) the way a workflow's are: from the tenant's model
+// req names, within its daily budget. Its tokens and cost count toward the
+// tenant's usage under agentName; the model is returned for its price.
+func (r *Runner) LiveCompletion(ctx context.Context, tenant, agentName string, req agent.ChatRequest) (agent.ChatResponse, *model.Model, error) {
+	m, resp, err := r.request(ctx, tenant, req, nil)
+	if err != nil {
+		return resp, nil, err
+	}
+	u := UsageRecord{Tenant: tenant, Agent: agentName, Model: m.Name, At: r.opts.Now()}
+	if resp.Usage != nil {
+		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
+	}
+	if m.Price != nil {
+		u.Cost, u.Currency = m.Price.Cost(u.InputTokens, u.OutputTokens), cmp.Or(m.Price.Currency, model.DefaultCurrency)
+	}
+	if err := r.opts.Store.RecordUsage(ctx, u); err != nil {
+		return resp, m, fmt.Errorf("count completion in usage: %w", err)
+	}
+	return resp, m, nil
+}
+
+// completion is the record of a new completion: the request and response
+// whole, the usage the provider reported and its cost at m's price.
+func (e *recorder) completion(step, n int, m *model.Model, hash string, req agent.ChatRequest, resp agent.ChatResponse) (*Completion, error) {
+	data, err := json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Request: &req, Response: resp})
+	if err != nil {
+		return nil, fmt.Errorf("encode completion: %w", err)
+	}
+	c := &Completion{
+		WorkflowID: e.wf.ID, N: n, Step: step, Tenant: e.wf.Tenant, Agent: e.wf.Agent, AgentVersion: e.wf.AgentVersion,
+		Model: m.Name, ProviderModel: cmp.Or(resp.Model, m.Model), FinishReason: resp.FinishReason,
+		CreatedAt: e.r.opts.Now().UTC(), Data: data,
+	}
+	if resp.Usage != nil {
+		c.InputTokens, c.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
+	}
+	if m.Price != nil {
+		c.Cost = m.Price.Cost(c.InputTokens, c.OutputTokens)
+		c.Currency = cmp.Or(m.Price.Currency, model.DefaultCurrency)
+	}
+	return c, nil
+}
+
 // step builds the stored step of an event and its audit records.
 func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 	now := e.r.opts.Now()
 	s := &Step{
 		WorkflowID: e.wf.ID, Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
-		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, Model: ev.Model, FinishReason: ev.FinishReason,
-		StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
+		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, Model: ev.Model, Usage: ev.Usage,
+		FinishReason: ev.FinishReason, ErrorCode: ev.ErrorCode, StartedAt: e.last.UTC(), DurationMS: now.Sub(e.last).Milliseconds(),
 	}
 	e.last = now
 	if ev.Args != nil {

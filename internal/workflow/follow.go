@@ -142,6 +142,11 @@ type stepEvent struct {
 	// asked, and the decision (who, when, comment, timed out).
 	Reason   string          `json:"reason,omitempty"`
 	Approval json.RawMessage `json:"approval,omitempty"`
+	// A completion's model, tokens, finish reason and error code.
+	Model string `json:"model,omitempty"`
+	*agent.Usage
+	FinishReason string `json:"finish_reason,omitempty"`
+	ErrorCode    string `json:"error_code,omitempty"`
 }
 
 // completeEvent ends every stream.
@@ -160,7 +165,7 @@ type completeEvent struct {
 func StepView(agentName string, s Step) any {
 	v := stepEvent{Event: "step", Step: s.Step, Agent: agentName, Action: s.Action, Status: s.Status,
 		Tool: s.Tool, Operation: s.Operation, Score: s.Score, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error,
-		Reason: s.Reason}
+		Reason: s.Reason, Model: s.Model, Usage: s.Usage, FinishReason: s.FinishReason, ErrorCode: s.ErrorCode}
 	if s.Kind == agent.KindApprove && s.Status != agent.StatusWaitingApproval {
 		v.Approval = s.Result
 	}

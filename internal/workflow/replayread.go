@@ -47,7 +47,3 @@ func (r *Runner) Read(ctx context.Context, wf *Workflow, c agent.ToolCall) (agen
 	}
 	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, res, nil
 }
-
-// Planner is the Completer the runner's plan steps ask, nil when none is
-// configured.
-func (r *Runner) Planner() agent.Completer { return r.opts.Planner }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -36,11 +37,11 @@ type Options struct {
 	Versions agent.VersionStore
 	Tools    ToolLookup
 	Caller   ToolCaller
-	// Planner answers plan steps; nil refuses them.
-	Planner agent.Completer
-	// Models finds the models agents name, for compiling them; nil knows
-	// only "default", and that only when Planner is set.
+	// Models finds the registered model a completion names, in the
+	// workflow's tenant; LLM gives its client. Without them plan steps are
+	// refused.
 	Models model.Lookup
+	LLM    llm.Clients
 	// Owner names this replica in leases; default a new random id.
 	Owner string
 	// Lease is how long a replica owns a workflow without renewing (default 15 s).
@@ -246,9 +247,6 @@ func (r *Runner) catalog(ctx context.Context, tenant string, tools []*tool.Tool,
 // may use.
 func (r *Runner) addModels(ctx context.Context, cat *agent.Catalog, tenant string, names []string) error {
 	if r.opts.Models == nil {
-		if r.opts.Planner != nil {
-			cat.AddModel(agent.DefaultModel)
-		}
 		return nil
 	}
 	for _, name := range append([]string{agent.DefaultModel}, names...) {

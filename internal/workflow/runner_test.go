@@ -15,6 +15,8 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -310,11 +312,11 @@ func (s *faultyStore) RecordIntent(ctx context.Context, owner string, in workflo
 	return s.DB.RecordIntent(ctx, owner, in)
 }
 
-func (s *faultyStore) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
+func (s *faultyStore) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
 	if err := s.failure("RecordCompletion"); err != nil {
 		return err
 	}
-	return s.DB.RecordCompletion(ctx, owner, workflowID, n, data)
+	return s.DB.RecordCompletion(ctx, owner, c)
 }
 
 func (s *faultyStore) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
@@ -453,7 +455,7 @@ func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
 				{"action": "post", "call": "ledger.postEntry"}], "outcome": "'settled'"}`)
 			st := &faultyStore{DB: db, fail: map[string]error{method: errors.New("database is locked")}}
 			api := &ledger{}
-			r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Planner: answering{},
+			r := workflow.New(workflow.Options{Store: st, Versions: db, Tools: db, Caller: api, Models: modelTable{}, LLM: answering{},
 				Owner: "replica-a", Lease: 150 * time.Millisecond})
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()
@@ -477,10 +479,12 @@ func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
 	}
 }
 
-// answering is a planner that answers at once, calling no function.
+// answering is a model that answers at once, calling no function.
 type answering struct{}
 
-func (answering) Complete(context.Context, int, int, agent.ChatRequest) (agent.ChatResponse, error) {
+func (answering) Client(*model.Model) (llm.Client, error) { return answering{}, nil }
+
+func (answering) Complete(context.Context, agent.ChatRequest) (agent.ChatResponse, error) {
 	return agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, Content: "nothing to do"}}, nil
 }
 

@@ -31,6 +31,9 @@ type StartRequest struct {
 	// MaxToolCalls bounds the workflow's tool calls, from 1 to the runner's
 	// MaxToolCalls; nil for the runner's DefaultToolCalls.
 	MaxToolCalls *int
+	// MaxLLMTokens bounds the tokens of the workflow's completions, from 1
+	// to MaxLLMTokens; nil for the definition's limits.max_llm_tokens.
+	MaxLLMTokens *int64
 	RequestID    string
 	TraceID      string
 	ReplayOf     string
@@ -118,7 +121,10 @@ func (c *creation) wait() error {
 	return nil
 }
 
-// check validates an invocation's goal and max_tool_calls before anything
+// MaxLLMTokens is the largest max_llm_tokens an invocation may set.
+const MaxLLMTokens = 100_000_000
+
+// check validates an invocation's goal, max_tool_calls and max_llm_tokens before anything
 // is looked up, and returns its bound on tool calls.
 func (r *Runner) check(req StartRequest) (int, error) {
 	var errs []problem.FieldError
@@ -131,6 +137,10 @@ func (r *Runner) check(req StartRequest) (int, error) {
 		if maxCalls < 1 || maxCalls > r.opts.MaxToolCalls {
 			errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", r.opts.MaxToolCalls)})
 		}
+	}
+	if n := req.MaxLLMTokens; n != nil && (*n < 1 || *n > MaxLLMTokens) {
+		errs = append(errs, problem.FieldError{Field: "max_llm_tokens", Message: fmt.Sprintf(
+			"must be from 1 to %d; leave it out for the agent's limits.max_llm_tokens", MaxLLMTokens)})
 	}
 	if len(errs) > 0 {
 		return 0, problem.Validation(errs...)
@@ -149,10 +159,14 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 	// At the stores' precision, so the workflow the execution holds is the
 	// one stored.
 	now := r.opts.Now().UTC().Truncate(time.Microsecond)
+	var maxTokens int64
+	if req.MaxLLMTokens != nil {
+		maxTokens = *req.MaxLLMTokens
+	}
 	return &Workflow{
 		ID: ids.NewAt(ids.Workflow, now), Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
 		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
-		MaxToolCalls: maxCalls, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
+		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
 	}, nil

@@ -60,6 +60,9 @@ type Workflow struct {
 	Context      json.RawMessage `json:"context"`
 	Caller       Caller          `json:"caller"`
 	MaxToolCalls int             `json:"max_tool_calls"`
+	// MaxLLMTokens bounds the tokens of the workflow's completions (0: the
+	// definition's limits.max_llm_tokens, else none).
+	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
 	Output       json.RawMessage `json:"output"`
 	// Error is the problem document of a failed workflow.
 	Error json.RawMessage `json:"error,omitempty"`
@@ -89,7 +92,7 @@ func (w *Workflow) Input() agent.Input {
 		ctx = map[string]any{}
 	}
 	return agent.Input{
-		Goal: w.Goal, Context: ctx, MaxToolCalls: w.MaxToolCalls, Agent: w.Agent, Version: w.AgentVersion,
+		Goal: w.Goal, Context: ctx, MaxToolCalls: w.MaxToolCalls, MaxLLMTokens: w.MaxLLMTokens, Agent: w.Agent, Version: w.AgentVersion,
 		Caller: agent.Caller{Sub: w.Caller.Sub, Tenant: w.Tenant, Scopes: w.Caller.Scopes},
 	}
 }
@@ -120,10 +123,6 @@ type Step struct {
 	Error     string          `json:"error,omitempty"`
 	// Reason is why an approve step asks for a decision.
 	Reason string `json:"reason,omitempty"`
-	// Model and FinishReason are a completion step's registered model and
-	// the provider's finish reason.
-	Model        string `json:"model,omitempty"`
-	FinishReason string `json:"finish_reason,omitempty"`
 	// Request is the tool request as sent, without credentials.
 	Request json.RawMessage `json:"request,omitempty"`
 	// HTTPStatus is the tool's response status.
@@ -136,6 +135,13 @@ type Step struct {
 	// sending (denied, over the limit, arguments that failed to evaluate,
 	// an unknown operation) has a tool and an operation but was not sent.
 	Sent bool `json:"sent,omitempty"`
+	// A completion's step (kind completion) names its registered model and
+	// carries the provider's token counts and finish reason; ErrorCode is
+	// the stable cause of its error status (llm_error).
+	Model string `json:"model,omitempty"`
+	*agent.Usage
+	FinishReason string `json:"finish_reason,omitempty"`
+	ErrorCode    string `json:"error_code,omitempty"`
 }
 
 // StepWrite is a step with the audit records stored with it.
@@ -220,10 +226,16 @@ type Store interface {
 	// ReleaseLease gives up owner's lease on a running workflow at once, so
 	// another replica (or this one, restarted) can resume it.
 	ReleaseLease(ctx context.Context, owner, workflowID string) error
-	// RecordCompletion stores the n-th LLM completion of a workflow.
-	RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error
-	// Completions returns a workflow's recorded completions by number.
+	// RecordCompletion stores a workflow's completion, provided owner holds
+	// its lease, and adds its tokens and cost to the tenant's daily usage
+	// in the same transaction. A completion already recorded under its
+	// number is kept as it was and counted once.
+	RecordCompletion(ctx context.Context, owner string, c *Completion) error
+	// Completions returns a workflow's recorded completions (their Data) by number.
 	Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error)
+	// WorkflowCompletions returns a workflow's completions with their usage, by number.
+	WorkflowCompletions(ctx context.Context, workflowID string) ([]Completion, error)
+	UsageStore
 	// ClaimExpired takes over up to limit running workflows whose lease
 	// lapsed before now, giving owner the lease until until.
 	ClaimExpired(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Workflow, error)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -22,10 +23,11 @@ var _ workflow.Store = (*DB)(nil)
 
 const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions`
+	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
+	model, input_tokens, output_tokens, finish_reason, error_code`
 
 // heldBy is a CTE naming the workflow $1 while owner $2 holds its lease. FOR
 // KEY SHARE keeps a claim or a cancel by another replica (both lock the row
@@ -57,7 +59,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 			}
 			return nil
 		}, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
-			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`, row...)
+			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`, row...)
 		tx.Audit(rec)
 		return nil
 	})
@@ -89,18 +91,24 @@ func appendSteps(tx *wtx, owner string, steps []workflow.StepWrite) {
 }
 
 func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
+	var in, out *int64
+	if s.Usage != nil {
+		in, out = &s.InputTokens, &s.OutputTokens
+	}
 	tx.Queue(func(err error) error {
 		if isUnique(err) {
 			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
 		}
 		return leaseRequired(err, s.WorkflowID, "store step")
 	}, heldBy+`, ins AS (INSERT INTO workflow_steps (`+stepColumns+`)
-		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22
+		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+			$23, $24, $25, $26, $27
 		FROM held RETURNING 1)
 		SELECT require_rows(count(*), 'lease') FROM ins`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason)
+		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason,
+		s.Model, in, out, s.FinishReason, s.ErrorCode)
 	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	tx.Audit(recs...)
 	tx.notify(changeChanged, s.WorkflowID)
@@ -118,16 +126,32 @@ func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent
 	return leaseHeld(tag, in.WorkflowID, "record intent")
 }
 
-// RecordCompletion stores the n-th completion, provided owner holds the lease.
-func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
-	tag, err := db.pool.Exec(ctx, heldBy+`INSERT INTO workflow_completions (workflow_id, n, data)
-		SELECT held.id, $3, $4 FROM held
-		ON CONFLICT (workflow_id, n) DO UPDATE SET data = excluded.data`,
-		workflowID, owner, n, string(data))
+// RecordCompletion stores a completion, provided owner holds the lease,
+// and adds it to the tenant's daily usage, once, in one statement.
+func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
+	c.CreatedAt = micro(c.CreatedAt)
+	var held int
+	err := db.pool.QueryRow(ctx, heldBy+`, ins AS (INSERT INTO workflow_completions (workflow_id, n, data, step, tenant,
+			agent, agent_version, model, provider_model, input_tokens, output_tokens, cost, currency, finish_reason, created_at)
+		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 FROM held
+		ON CONFLICT (workflow_id, n) DO NOTHING
+		RETURNING tenant, agent, model, currency, input_tokens, output_tokens, cost),
+	usage AS (INSERT INTO llm_usage_daily (tenant, day, agent, model, currency, input_tokens, output_tokens, completions, cost)
+		SELECT tenant, $17::date, agent, model, currency, input_tokens, output_tokens, 1, cost FROM ins
+		ON CONFLICT (tenant, day, model, agent, currency) DO UPDATE SET
+			input_tokens = llm_usage_daily.input_tokens + excluded.input_tokens,
+			output_tokens = llm_usage_daily.output_tokens + excluded.output_tokens,
+			completions = llm_usage_daily.completions + 1, cost = llm_usage_daily.cost + excluded.cost)
+	SELECT count(*) FROM held`,
+		c.WorkflowID, owner, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
+		c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, c.CreatedAt, workflow.Day(c.CreatedAt)).Scan(&held)
 	if err != nil {
 		return fmt.Errorf("record completion: %w", unavailable(err))
 	}
-	return leaseHeld(tag, workflowID, "record completion")
+	if held == 0 {
+		return fmt.Errorf("record completion: workflow %s is not running under this owner: %w", c.WorkflowID, workflow.ErrLeaseLost)
+	}
+	return nil
 }
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner
@@ -345,7 +369,7 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs)}, nil
+		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs), w.MaxLLMTokens}, nil
 }
 
 func scanWorkflow(row pgx.Row) (*workflow.Workflow, error) {
@@ -357,7 +381,7 @@ func scanWorkflow(row pgx.Row) (*workflow.Workflow, error) {
 	)
 	err := row.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
 		&w.MaxToolCalls, &output, &wErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &w.StartedAt, &finished, &w.Deadline,
-		&w.CancelRequested, &w.Owner, &w.LeaseUntil, &revs)
+		&w.CancelRequested, &w.Owner, &w.LeaseUntil, &revs, &w.MaxLLMTokens)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
@@ -390,14 +414,25 @@ func scanStep(row pgx.Row) (workflow.Step, error) {
 	var (
 		st                    workflow.Step
 		args, result, request []byte
+		in, out               *int64
 	)
 	err := row.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		&args, &st.Score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&st.StartedAt, &st.DurationMS, &st.Sent, &st.Reason)
+		&st.StartedAt, &st.DurationMS, &st.Sent, &st.Reason, &st.Model, &in, &out, &st.FinishReason, &st.ErrorCode)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
+	}
+	if in != nil || out != nil {
+		st.Usage = &agent.Usage{InputTokens: deref(in), OutputTokens: deref(out)}
 	}
 	st.Args, st.Result, st.Request = rawJSON(args), rawJSON(result), rawJSON(request)
 	st.StartedAt = st.StartedAt.UTC()
 	return st, nil
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -18,10 +19,11 @@ var _ workflow.Store = (*DB)(nil)
 
 const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions`
+	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens`
 
 const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason`
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
+	model, input_tokens, output_tokens, finish_reason, error_code`
 
 // noLease is lease_until of a workflow nobody holds: before any real time.
 var noLease = fmtTime(time.Time{})
@@ -38,7 +40,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
 		}
@@ -81,15 +83,20 @@ func appendSteps(ctx context.Context, tx dbtx, steps []workflow.StepWrite, rows 
 // stepRow is s's values for appendStep, ending with the lease check's.
 func stepRow(owner string, s *workflow.Step) []any {
 	s.StartedAt = micro(s.StartedAt)
+	var in, out any
+	if s.Usage != nil {
+		in, out = s.InputTokens, s.OutputTokens
+	}
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
+		s.Model, in, out, s.FinishReason, s.ErrorCode,
 		s.WorkflowID, owner}
 }
 
 func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs []*audit.Record) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
 	if isUnique(err) {
 		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
@@ -117,15 +124,33 @@ func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent
 	})
 }
 
-// RecordCompletion stores the n-th completion, provided owner holds the lease.
-func (db *DB) RecordCompletion(ctx context.Context, owner, workflowID string, n int, data json.RawMessage) error {
+// RecordCompletion stores a completion, provided owner holds the lease,
+// and adds it to the tenant's daily usage, once.
+func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
+	c.CreatedAt = micro(c.CreatedAt)
 	return db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_completions (workflow_id, n, data)
-			SELECT ?, ?, ?
-			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)
-			ON CONFLICT (workflow_id, n) DO UPDATE SET data = excluded.data`,
-			workflowID, n, string(data), workflowID, owner)
-		return leaseHeld(res, err, workflowID, "record completion")
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?`,
+			c.WorkflowID, owner).Scan(&one)
+		if err == sql.ErrNoRows {
+			return fmt.Errorf("record completion: workflow %s is not running under this owner: %w", c.WorkflowID, workflow.ErrLeaseLost)
+		}
+		if err != nil {
+			return fmt.Errorf("record completion: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_completions (workflow_id, n, data, step, tenant, agent,
+				agent_version, model, provider_model, input_tokens, output_tokens, cost, currency, finish_reason, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workflow_id, n) DO NOTHING`,
+			c.WorkflowID, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
+			c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, fmtTime(c.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("record completion: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // recorded before: counted then
+		}
+		return addUsage(ctx, tx, workflow.UsageRecord{Tenant: c.Tenant, Agent: c.Agent, Model: c.Model,
+			InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, Cost: c.Cost, Currency: c.Currency, At: c.CreatedAt})
 	})
 }
 
@@ -345,7 +370,7 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil), string(revs)}, nil
+		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil), string(revs), w.MaxLLMTokens}, nil
 }
 
 func scanWorkflow(s scanner) (*workflow.Workflow, error) {
@@ -358,7 +383,7 @@ func scanWorkflow(s scanner) (*workflow.Workflow, error) {
 	)
 	err := s.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
 		&w.MaxToolCalls, &output, &wfErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &started, &finished, &deadline,
-		&w.CancelRequested, &w.Owner, &leaseUntil, &revs)
+		&w.CancelRequested, &w.Owner, &leaseUntil, &revs, &w.MaxLLMTokens)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -411,12 +436,16 @@ func scanStep(s scanner) (workflow.Step, error) {
 		args, result, request sql.NullString
 		score                 sql.NullFloat64
 		started               string
+		in, out               sql.NullInt64
 	)
 	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		&args, &score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&started, &st.DurationMS, &st.Sent, &st.Reason)
+		&started, &st.DurationMS, &st.Sent, &st.Reason, &st.Model, &in, &out, &st.FinishReason, &st.ErrorCode)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
+	}
+	if in.Valid || out.Valid {
+		st.Usage = &agent.Usage{InputTokens: in.Int64, OutputTokens: out.Int64}
 	}
 	st.Args, st.Result, st.Request = rawJSON(args), rawJSON(result), rawJSON(request)
 	if score.Valid {

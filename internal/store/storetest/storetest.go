@@ -98,6 +98,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WorkflowClaimExpired", testWorkflowClaimExpired},
 		{"WorkflowClaimConcurrent", testWorkflowClaimConcurrent},
 		{"WorkflowList", testWorkflowList},
+		{"CompletionUsage", testCompletionUsage},
 		{"ApprovalLifecycle", testApprovalLifecycle},
 		{"ApprovalDecideConcurrent", testApprovalDecideConcurrent},
 		{"ApprovalCancelWaiting", testApprovalCancelWaiting},

@@ -25,7 +25,7 @@ func newWorkflow(tenant, agentName, owner string, i int) *workflow.Workflow {
 		ID: ids.NewAt(ids.Workflow, start), Tenant: tenant, Agent: agentName, AgentVersion: "1",
 		Status: workflow.Running, Goal: fmt.Sprintf("goal %d", i), Context: json.RawMessage(`{"ticket": 42, "tags": ["a"]}`),
 		Caller:       workflow.Caller{Sub: "user-1", ClientID: "cli-1", Tenant: tenant, Scopes: []string{"agents:invoke", "tools:call"}},
-		MaxToolCalls: 10, RequestID: fmt.Sprintf("req_%d", i), TraceID: fmt.Sprintf("trace-%d", i),
+		MaxToolCalls: 10, MaxLLMTokens: 5000, RequestID: fmt.Sprintf("req_%d", i), TraceID: fmt.Sprintf("trace-%d", i),
 		StartedAt: start, Deadline: start.Add(5 * time.Minute),
 		Owner: owner, LeaseUntil: base.Add(time.Hour),
 	}
@@ -137,7 +137,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	// Completions.
 	comps := map[int]json.RawMessage{1: json.RawMessage(`{"content": "a"}`), 2: json.RawMessage(`{"content": "b"}`)}
 	for n, c := range comps {
-		must(t, s.RecordCompletion(ctx, "replica-a", w.ID, n, c), "record completion")
+		must(t, s.RecordCompletion(ctx, "replica-a", completion(w, n, string(c))), "record completion")
 	}
 	gotComps, err := s.Completions(ctx, w.ID)
 	must(t, err, "completions")
