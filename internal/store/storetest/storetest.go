@@ -99,6 +99,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WorkflowClaimConcurrent", testWorkflowClaimConcurrent},
 		{"WorkflowList", testWorkflowList},
 		{"CompletionUsage", testCompletionUsage},
+		{"RecordUsage", testRecordUsage},
 		{"ApprovalLifecycle", testApprovalLifecycle},
 		{"ApprovalDecideConcurrent", testApprovalDecideConcurrent},
 		{"ApprovalCancelWaiting", testApprovalCancelWaiting},

@@ -135,3 +135,35 @@ func testCompletionUsage(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("completion steps (-want +got):\n%s", diff)
 	}
 }
+
+// testRecordUsage: completions made outside any workflow (a live what-if
+// replay's, a judge's) count in the tenant's usage and budgets, added to
+// those of workflows on the same day, agent and model.
+func testRecordUsage(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	wf := create(t, s, newWorkflow("acme", "triage", "replica-a", 0))
+	c := completion(wf, 1, `{"request_sha256": "h1", "response": {"message": {"role": "assistant"}}}`)
+	c.Model, c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.CreatedAt = "gpt", 100, 10, 0.5, "USD", base
+	must(t, s.RecordCompletion(ctx, "replica-a", c), "record completion")
+	for _, u := range []workflow.UsageRecord{
+		{Tenant: "acme", Agent: "triage", Model: "gpt", InputTokens: 40, OutputTokens: 4, Cost: 0.25, Currency: "USD", At: base.Add(time.Hour)},
+		{Tenant: "acme", Agent: "(judge)", Model: "gpt", InputTokens: 7, OutputTokens: 3, At: base},
+		{Tenant: "globex", Agent: "triage", Model: "gpt", InputTokens: 1000, OutputTokens: 1, At: base},
+	} {
+		must(t, s.RecordUsage(ctx, u), "record usage")
+	}
+	n, err := s.TokensToday(ctx, "acme", "gpt", base)
+	must(t, err, "tokens today")
+	if n != 164 {
+		t.Errorf("TokensToday = %d, want 164: the workflow's 110, the replay's 44 and the judge's 10", n)
+	}
+	got, err := s.Usage(ctx, "acme", workflow.UsageQuery{Since: base, Until: base, GroupBy: workflow.GroupByAgent})
+	must(t, err, "usage")
+	want := []workflow.UsageGroup{
+		{Key: "(judge)", InputTokens: 7, OutputTokens: 3, Completions: 1},
+		{Key: "triage", InputTokens: 140, OutputTokens: 14, Completions: 2, Cost: []workflow.Cost{{Amount: 0.75, Currency: "USD"}}},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty(), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("Usage by agent (-want +got):\n%s", diff)
+	}
+}
