@@ -79,8 +79,8 @@ func TestCLIWhatIfReplay(t *testing.T) {
 	before := asked.Load()
 
 	out := e.ok("replay", id, "--target", "refunds@2")
-	// The strict conversation was never recorded: its plan step is unrecorded.
-	if !strings.Contains(out, "added  decide  -         unrecorded") || asked.Load() != before {
+	// The strict conversation was never recorded: its completion is unrecorded.
+	if !strings.Contains(out, "changed  decide  ok        unrecorded") || asked.Load() != before {
 		t.Errorf("recorded replay asked the model %d times:\n%s", asked.Load()-before, out)
 	}
 	out = e.ok("replay", id, "--target", "refunds@2", "--llm", "live")
