@@ -132,11 +132,13 @@ func outputLine(w io.Writer, doc map[string]any) error {
 	if !ok || out == nil {
 		return nil
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "output: %s\n", b)
+	_, err := fmt.Fprintf(w, "output: %s", b.String())
 	return err
 }
 
@@ -225,7 +227,7 @@ func (c *cli) invokeCommand() *cobra.Command {
 		Use:   "invoke AGENT[@VERSION]",
 		Short: "Invoke an agent with a goal, and print its steps",
 		Long: `Invokes an agent (its default version, or name@version) and prints one line per
-step (a completion's: "completion  <model>  in=<n> out=<n>  <finish_reason>"),
+step (a completion's names its model, tokens in and out and finish reason),
 a summary and the workflow's output. With --stream each step's line is
 printed as the step happens; Ctrl-C then detaches from the stream without
 cancelling the workflow (agentplane workflows cancel stops it).

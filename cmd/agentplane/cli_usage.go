@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// completionLine is a completion's step on one line:
-// "completion  gpt-4o-mini  in=812 out=40  tool_calls".
+// completionLine is a completion's step on one line, aligned with the
+// other steps: "   1  solve                    ok               completion
+// gpt-4o-mini  in=812 out=40  tool_calls".
 func completionLine(ev map[string]any) string {
-	s := fmt.Sprintf("completion  %s  in=%s out=%s  %s", field(ev, "model"), orDash(field(ev, "input_tokens")),
-		orDash(field(ev, "output_tokens")), field(ev, "finish_reason"))
+	s := fmt.Sprintf("%4s  %-24s %-16s completion %s  in=%s out=%s  %s", field(ev, "step"), field(ev, "action"), field(ev, "status"),
+		field(ev, "model"), orDash(field(ev, "input_tokens")), orDash(field(ev, "output_tokens")), field(ev, "finish_reason"))
 	if e := field(ev, "error"); e != "" {
 		s += "  error: " + e
 	}

@@ -256,7 +256,7 @@ func hasRow(table, row string) bool {
 func TestCompletionLine(t *testing.T) {
 	ev := map[string]any{"step": 2, "action": "solve", "status": "ok", "model": "gpt-4o-mini", "input_tokens": 812,
 		"output_tokens": 40, "finish_reason": "tool_calls"}
-	if got := stepLine(ev); got != "completion  gpt-4o-mini  in=812 out=40  tool_calls" {
+	if got := stepLine(ev); got != "   2  solve                    ok               completion gpt-4o-mini  in=812 out=40  tool_calls" {
 		t.Errorf("stepLine = %q", got)
 	}
 }

@@ -303,7 +303,11 @@ func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 	if s.History != len(s.Workflows) {
 		fmt.Fprintf(&b, " (%d of them invoked just now)", len(s.Workflows))
 	}
-	b.WriteString(".\n\n")
+	b.WriteString(".\n")
+	if s.Model != "" {
+		fmt.Fprintf(&b, "%s, an LLM agent on model %s, is deployed in two versions with %d workflows of version 1.\n", Assistant, s.Model, len(s.Assisted))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Paste into another terminal (use `go run ./cmd/agentplane` for `agentplane` if it is not installed):\n\n")
 	fmt.Fprintf(&b, "  export AGENTPLANE_URL=%s\n  export AGENTPLANE_TOKEN=%s\n\n", baseURL, token)
 	fmt.Fprintf(&b, "  # 1. watch an agent's steps stream in\n")

@@ -59,7 +59,6 @@ func newModelServer(t *testing.T) *modelServer {
 	return m
 }
 
-
 // withModel gives the server a runner whose default model is served by ms.
 func withModel(t *testing.T, ms *modelServer) option {
 	return func(_ *httpapi.Config, d *httpapi.Deps) {

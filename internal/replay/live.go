@@ -65,10 +65,7 @@ func (m Mode) Check() []problem.FieldError {
 func (m Mode) Live() bool { return m.LLM == LLMLive }
 
 // Cost is what tokens cost, in one currency.
-type Cost struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
-}
+type Cost = workflow.Cost
 
 // Models requests a what-if replay's completions from the target version's
 // models now. The server implements it over the model registry, the

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -61,6 +62,14 @@ type UsageQuery struct {
 type Cost struct {
 	Amount   float64 `json:"amount"`
 	Currency string  `json:"currency"`
+}
+
+// MarshalJSON writes the amount rounded to a billionth: sums of prices
+// per token carry floating-point noise below that.
+func (c Cost) MarshalJSON() ([]byte, error) {
+	type plain Cost
+	c.Amount = math.Round(c.Amount*1e9) / 1e9
+	return json.Marshal(plain(c))
 }
 
 // UsageGroup is the usage of one agent, model or day (Key); Cost has one
