@@ -105,9 +105,10 @@ func checksTable(w io.Writer, doc map[string]any) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tPASS RATE\tGATE\tPASSED\tFAILED\tERRORED\t")
 	for _, c := range checks {
-		rate, _ := c["pass_rate"].(float64)
+		// Documents are decoded with json.Number: read the numbers from their text.
+		rate, _ := strconv.ParseFloat(field(c, "pass_rate"), 64)
 		gate, mark := "-", ""
-		if g, ok := c["gate"].(float64); ok {
+		if g, err := strconv.ParseFloat(field(c, "gate"), 64); err == nil {
 			gate = fmt.Sprintf("%.1f%%", g*100)
 			if rate < g {
 				mark = "under the gate"

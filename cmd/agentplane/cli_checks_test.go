@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,9 @@ func TestCLIDatasetsChecksJUnit(t *testing.T) {
 	if code != exitChanged || !strings.Contains(out, "verdict: failed") || !strings.Contains(errs, "failed its checks") {
 		t.Fatalf("replay --batch with a failing check: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
+	if !regexp.MustCompile(`(?m)^finished\s+100\.0%\s+-\s`).MatchString(out) {
+		t.Errorf("the checks table lacks finished at a 100.0%% pass rate, ungated:\n%s", out)
+	}
 	raw, err := os.ReadFile(junit)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +107,9 @@ func TestCLIDatasetsChecksJUnit(t *testing.T) {
 		"--check", "expected_outcome", "--check", "outcome_unchanged", "--gate", "expected_outcome=0.5")
 	if code != 0 || !strings.Contains(out, "verdict: passed") {
 		t.Errorf("replay --batch with a gate met: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if !regexp.MustCompile(`(?m)^expected_outcome\s+\d+\.\d%\s+50\.0%\s`).MatchString(out) {
+		t.Errorf("the checks table lacks expected_outcome's gate of 50.0%%:\n%s", out)
 	}
 	for _, bad := range [][]string{
 		{"--gate", "expected_outcome=2"},
