@@ -244,7 +244,9 @@ type Side struct {
 	Status    string          `json:"status"`
 	Steps     []StepView      `json:"steps"`
 	ToolCalls []CallView      `json:"tool_calls"`
-	Usage     *agent.Usage    `json:"usage"`
+	// Usage is the side's completions, tokens and cost (null when the
+	// replay kept no usage).
+	Usage *Usage `json:"usage"`
 }
 
 // StepView is a step as checks see it.
@@ -464,6 +466,10 @@ func CaseOf(wf *workflow.Workflow, rp *Replay, expected *Expectation) Case {
 		Original: Side{Outcome: wf.Outcome, Output: wf.Output, Status: wf.Status, Steps: []StepView{}, ToolCalls: []CallView{}},
 		Replay: Side{Outcome: rp.ReplayOutcome, Output: rp.ReplayOutput, Status: rp.ReplayStatus, Steps: []StepView{},
 			ToolCalls: []CallView{}},
+	}
+	if rp.Usage != (Usages{}) {
+		orig, repl := rp.Usage.Original, rp.Usage.Replay
+		k.Original.Usage, k.Replay.Usage = &orig, &repl
 	}
 	for _, e := range rp.Steps {
 		if e.Original != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 func TestCompileChecksNamesBadFields(t *testing.T) {
@@ -202,5 +203,29 @@ func TestModelJudge(t *testing.T) {
 	}
 	if _, err := j.Judge(t.Context(), JudgeRequest{Tenant: "globex", Model: "judge-1"}); !problem.Is(err, problem.NotFound) {
 		t.Errorf("another tenant's judge: %v", err)
+	}
+}
+
+// TestChecksReadUsage: a check may bound what the replay's completions cost
+// against the original's, from the usage CaseOf takes from the replay.
+func TestChecksReadUsage(t *testing.T) {
+	c, err := CompileChecks(Spec{Checks: []CheckSpec{
+		{Name: "tokens", Expr: "replay.usage.input_tokens + replay.usage.output_tokens <= 1.2 * double(original.usage.input_tokens + original.usage.output_tokens)"},
+		{Name: "cost", Expr: "replay.usage.cost.amount <= original.usage.cost.amount"},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usd := func(a float64) *Cost { return &Cost{Amount: a, Currency: "USD"} }
+	rp := &Replay{Usage: Usages{
+		Original: Usage{InputTokens: 100, OutputTokens: 20, Completions: 2, Cost: usd(0.002)},
+		Replay:   Usage{InputTokens: 130, OutputTokens: 30, Completions: 3, Cost: usd(0.0015)},
+	}}
+	got := map[string]string{}
+	for _, r := range c.Run(t.Context(), CaseOf(&workflow.Workflow{}, rp, nil)) {
+		got[r.Name] = r.Result()
+	}
+	if diff := cmp.Diff(map[string]string{"tokens": ResultFailed, "cost": ResultPassed}, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
 	}
 }

@@ -25,19 +25,8 @@ type BatchPage struct {
 	// Failed are the batch's replays that failed a check, in batch
 	// order, at most MaxBatchRows of them (a batch with checks).
 	Failed []*replay.Replay
-	// Usage is the tokens and cost of both sides, when the batch
-	// carries them (live batches).
-	Usage *UsageChange
 	// Link returns the signed link of a replay's page.
 	Link func(replayID string) string
-}
-
-// UsageChange is the tokens and cost of a batch's original runs and of
-// its replays.
-type UsageChange struct {
-	OriginalTokens, ReplayTokens int64
-	// Costs are in US dollars; nil when a model has no price.
-	OriginalCost, ReplayCost *float64
 }
 
 // RenderBatch writes the HTML report page of a batch; nothing is written
@@ -172,14 +161,16 @@ func newBatchView(p BatchPage) batchView {
 		v.FailedRows = append(v.FailedRows, row)
 	}
 	v.FailedCapped = len(v.FailedRows) >= MaxBatchRows
-	if u := p.Usage; u != nil {
-		v.Usage = &usageView{OriginalTokens: fmt.Sprint(u.OriginalTokens), ReplayTokens: fmt.Sprint(u.ReplayTokens),
-			TokenChange: signed(float64(u.ReplayTokens-u.OriginalTokens), "%+.0f")}
-		if u.OriginalCost != nil && u.ReplayCost != nil {
-			v.Usage.OriginalCost, v.Usage.ReplayCost = fmt.Sprintf("$%.4f", *u.OriginalCost), fmt.Sprintf("$%.4f", *u.ReplayCost)
-			v.Usage.CostChange = signed(*u.ReplayCost-*u.OriginalCost, "%+.4f")
-			if *u.OriginalCost > 0 {
-				v.Usage.CostChange += fmt.Sprintf(" (%+.0f%%)", (*u.ReplayCost-*u.OriginalCost)*100 / *u.OriginalCost)
+	// A live batch's replays asked their models now: their tokens and
+	// cost beside the original runs' say what the change costs.
+	if u := p.Batch.Usage; p.Batch.Live() {
+		o, r := u.Original.InputTokens+u.Original.OutputTokens, u.Replay.InputTokens+u.Replay.OutputTokens
+		v.Usage = &usageView{OriginalTokens: fmt.Sprint(o), ReplayTokens: fmt.Sprint(r), TokenChange: signed(float64(r-o), "%+.0f")}
+		if oc, rc := u.Original.Cost, u.Replay.Cost; oc != nil && rc != nil && oc.Currency == rc.Currency {
+			v.Usage.OriginalCost, v.Usage.ReplayCost = fmt.Sprintf("%.4f %s", oc.Amount, oc.Currency), fmt.Sprintf("%.4f %s", rc.Amount, rc.Currency)
+			v.Usage.CostChange = signed(rc.Amount-oc.Amount, "%+.4f")
+			if oc.Amount > 0 {
+				v.Usage.CostChange += fmt.Sprintf(" (%+.0f%%)", (rc.Amount-oc.Amount)*100/oc.Amount)
 			}
 		}
 	}

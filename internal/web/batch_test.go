@@ -24,11 +24,14 @@ func TestRenderBatchChecks(t *testing.T) {
 		Checks: []replay.CheckResult{{Name: "outcome_unchanged", Passed: true},
 			{Name: "<b>odd</b>", Error: "evaluate: no such key: x"},
 			{Name: "judge", Score: &score, Reason: "skipped the <script> step"}}}
-	origCost, replayCost := 0.02, 0.03
+	b.Mode = replay.Mode{LLM: replay.LLMLive}
+	b.Usage = replay.Usages{
+		Original: replay.Usage{InputTokens: 1000, OutputTokens: 200, Completions: 4, Cost: &replay.Cost{Amount: 0.02, Currency: "USD"}},
+		Replay:   replay.Usage{InputTokens: 800, OutputTokens: 100, Completions: 3, Cost: &replay.Cost{Amount: 0.03, Currency: "USD"}},
+	}
 	var out strings.Builder
 	err := RenderBatch(&out, BatchPage{Batch: b, Failed: []*replay.Replay{failed},
-		Usage: &UsageChange{OriginalTokens: 1200, ReplayTokens: 900, OriginalCost: &origCost, ReplayCost: &replayCost},
-		Link:  func(id string) string { return "/replays/" + id + "?sig=x" }})
+		Link: func(id string) string { return "/replays/" + id + "?sig=x" }})
 	if err != nil {
 		t.Fatal(err)
 	}
