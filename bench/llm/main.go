@@ -28,6 +28,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -50,6 +51,9 @@ type options struct {
 	repo        string
 	binary      string
 	limit       time.Duration
+	// cpuProfile, when set, receives the server's CPU profile of the
+	// in-flight phase.
+	cpuProfile string
 }
 
 func main() { benchserver.Main("bench/llm", run) }
@@ -63,10 +67,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of one size")
+	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile while the workflows are in flight to this file (go tool pprof reads it)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -196,10 +201,10 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	}))
 	defer svc.Close()
 	m := &model{latency: o.latency, times: make(map[string][]time.Time, n)}
-	ms := httptest.NewUnstartedServer(m)
-	ms.Config.MaxHeaderBytes = 1 << 16
-	ms.Start()
-	defer ms.Close()
+	modelSrv := httptest.NewUnstartedServer(m)
+	modelSrv.Config.MaxHeaderBytes = 1 << 16
+	modelSrv.Start()
+	defer modelSrv.Close()
 	debugAddr, err := benchserver.FreeAddr()
 	if err != nil {
 		return res, err
@@ -207,7 +212,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	sc := benchserver.Config{Binary: bin, Data: data, Args: []string{
 		"--debug-addr", debugAddr, "--allow-private-networks",
 		"--max-running", strconv.Itoa(n), "--rate-limit", "1000000", "--rate-limit-burst", "1000000",
-		"--llm-base-url", ms.URL + "/v1", "--llm-model", "scripted", "--workflow-timeout", "10m",
+		"--llm-base-url", modelSrv.URL + "/v1", "--llm-model", "scripted", "--workflow-timeout", "10m",
 	}}
 	srv, stop, err := benchserver.StartOn(ctx, sc, store, o.databaseURL)
 	if err != nil {
@@ -230,7 +235,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 		return res, fmt.Errorf("deploy bench@1: %d %s %v", st, body, err)
 	}
 	// One workflow first, so the figures hold no first-use costs.
-	if err := invoke(ctx, srv, "warm"); err != nil {
+	if err := invoke(ctx, srv, "w99999999"); err != nil {
 		return res, err
 	}
 	m.mu.Lock()
@@ -259,6 +264,12 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 		}
 		peakG <- peak
 	}()
+	profiled := make(chan error, 1)
+	if o.cpuProfile != "" {
+		go func() { profiled <- cpuProfile(ctx, debugAddr, 2*o.latency, o.cpuProfile) }()
+	} else {
+		profiled <- nil
+	}
 	fmt.Fprintf(stderr, "%s: %d LLM workflows at once, the model answering after %s …\n", store, n, o.latency)
 	sent := make([]time.Time, n)
 	done := make([]time.Time, n)
@@ -291,11 +302,14 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	if firstErr != nil {
 		return res, firstErr
 	}
+	if err := <-profiled; err != nil {
+		return res, err
+	}
 	res.completions, res.tool = m.requests.Load(), tools.Load()
 	if res.completions != int64(2*n) || res.tool != int64(n) {
 		return res, fmt.Errorf("the model answered %d completions and the tool %d calls; want %d and %d", res.completions, res.tool, 2*n, n)
 	}
-	var overheads, gaps []time.Duration
+	var overheads, gaps, heads, tails []time.Duration
 	m.mu.Lock()
 	for i := range n {
 		t := m.times["w"+strconv.Itoa(i)]
@@ -306,10 +320,14 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 		modelTime := t[1].Sub(t[0]) + t[3].Sub(t[2])
 		overheads = append(overheads, (done[i].Sub(sent[i])-modelTime)/2)
 		gaps = append(gaps, t[2].Sub(t[1]))
+		heads = append(heads, t[0].Sub(sent[i]))
+		tails = append(tails, done[i].Sub(t[3]))
 	}
 	m.mu.Unlock()
 	res.overhead50, res.overhead99 = percentile(overheads, 0.50), percentile(overheads, 0.99)
 	res.gap50, res.gap99 = percentile(gaps, 0.50), percentile(gaps, 0.99)
+	fmt.Fprintf(stderr, "%s: invoke→first request p50 %s p99 %s; last answer→response p50 %s p99 %s\n", store,
+		ms(percentile(heads, 0.5)), ms(percentile(heads, 0.99)), ms(percentile(tails, 0.5)), ms(percentile(tails, 0.99)))
 	return res, srv.Exited()
 }
 
@@ -336,6 +354,29 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// cpuProfile writes the server's CPU profile of the next d to file.
+func cpuProfile(ctx context.Context, addr string, d time.Duration, file string) error {
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // goroutines reads the server's goroutine count from its debug listener.
