@@ -807,22 +807,31 @@ func (r *Runner) LiveCompletion(ctx context.Context, tenant, agentName string, r
 // completion is the record of a new completion: the request and response
 // whole, the usage the provider reported and its cost at m's price.
 func (e *recorder) completion(step, n int, m *model.Model, hash string, req agent.ChatRequest, resp agent.ChatResponse) (*Completion, error) {
-	data, err := json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Request: &req, Response: resp})
-	if err != nil {
-		return nil, fmt.Errorf("encode completion: %w", err)
-	}
 	c := &Completion{
 		WorkflowID: e.wf.ID, N: n, Step: step, Tenant: e.wf.Tenant, Agent: e.wf.Agent, AgentVersion: e.wf.AgentVersion,
 		Model: m.Name, ProviderModel: cmp.Or(resp.Model, m.Model), FinishReason: resp.FinishReason,
-		CreatedAt: e.r.opts.Now().UTC(), Data: data,
+		CreatedAt: e.r.opts.Now().UTC(),
 	}
 	if resp.Usage != nil {
 		c.InputTokens, c.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
 	}
+	// The record carries its step and cost beside the exchange, so a
+	// replay reading the history alone has them.
+	rec := struct {
+		agent.RecordedCompletion
+		Step int   `json:"step"`
+		Cost *Cost `json:"cost,omitempty"`
+	}{RecordedCompletion: agent.RecordedCompletion{RequestSHA256: hash, Request: &req, Response: resp}, Step: step}
 	if m.Price != nil {
 		c.Cost = m.Price.Cost(c.InputTokens, c.OutputTokens)
 		c.Currency = cmp.Or(m.Price.Currency, model.DefaultCurrency)
+		rec.Cost = &Cost{Amount: c.Cost, Currency: c.Currency}
 	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode completion: %w", err)
+	}
+	c.Data = data
 	return c, nil
 }
 
