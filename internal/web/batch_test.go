@@ -41,6 +41,7 @@ func TestRenderBatchChecks(t *testing.T) {
 		`<td class="pass-rate">50%</td>`, `≥ 75% <strong>missed</strong>`,
 		`href="/replays/rpl_1?sig=x"`, `<li data-check="judge"><code>judge</code> (score 0.25): skipped the &lt;script&gt; step</li>`,
 		`no such key: x`, `&lt;b&gt;odd&lt;/b&gt;`,
+		`id="batch-mode">dry runs, completions requested live, tool answers from the record<`,
 		`id="tokens-change">-300<`, `id="cost-change">&#43;0.0100 (&#43;50%)<`,
 	} {
 		if !strings.Contains(page, want) {
