@@ -160,7 +160,7 @@ func answer(req chatRequest) (*modelCall, string) {
 	merchant, _ := find(txn, "merchant").(string)
 	name, _ := find(cust, "name").(string)
 	risky := amount > 1000 && risk > 0.5
-	_, opened := results["OpenCase"]
+	opening, opened := results["OpenCase"]
 	if fn, ok := offered["OpenCase"]; ok && risky && !opened && strings.Contains(system, CaseInstruction) {
 		return &modelCall{fn, map[string]any{"transactionId": tx, "queue": "fraud-review",
 			"reason": fmt.Sprintf("amount %.2f, customer risk %.2f", amount, risk)}}, ""
@@ -173,6 +173,9 @@ func answer(req chatRequest) (*modelCall, string) {
 		summary += fmt.Sprintf(" by %s (risk score %.2f)", name, risk)
 	}
 	switch {
+	case opened && opening == nil:
+		// The call had no answer (a dry-run replay does not make it).
+		return nil, summary + ". I asked for a fraud case to be opened for it; it was not confirmed."
 	case opened:
 		return nil, summary + ". I opened a fraud case for it."
 	case risky:
