@@ -120,6 +120,31 @@ func TestPlanToolCallThenAnswer(t *testing.T) {
 	}
 }
 
+// TestPlanUserMessage: the first user message holds the goal, the context
+// when there is one, and the prompt when it says more than the goal.
+func TestPlanUserMessage(t *testing.T) {
+	const def = `{"model": "gpt-4o-mini", "tools": ["payments"], "steps": [{"action": "solve", "plan": {"prompt": %q}}]}`
+	for _, tc := range []struct {
+		prompt string
+		ctx    map[string]any
+		want   string
+	}{
+		{"goal", nil, "Goal: Is tx_1 fraud?"},
+		{"goal", map[string]any{"id": "tx_1"}, "Goal: Is tx_1 fraud?\n\nContext: {\"id\":\"tx_1\"}"},
+		{"'Be brief.'", nil, "Goal: Is tx_1 fraud?\n\nBe brief."},
+	} {
+		p := mustCompile(t, parseDef(t, fmt.Sprintf(def, tc.prompt)))
+		llm := &scripted{script: []reply{says("no", 1, 1)}}
+		in := Input{Goal: "Is tx_1 fraud?", Context: tc.ctx, Caller: Caller{Scopes: []string{"tool:*"}}}
+		if _, _, err := p.Execute(context.Background(), in, NewEnv(fraudEnv("1"), llm, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if got := llm.reqs[0].Messages[1].Content; got != tc.want {
+			t.Errorf("prompt %s, context %v: user message %q, want %q", tc.prompt, tc.ctx, got, tc.want)
+		}
+	}
+}
+
 // TestPlanMakesTheGoodCallsOfAnAnswer: an answer with a valid and an
 // invalid call makes the valid one and tells the model about the other.
 func TestPlanMakesTheGoodCallsOfAnAnswer(t *testing.T) {

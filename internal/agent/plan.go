@@ -379,9 +379,19 @@ func (r *runner) systemPrompt(lp *llmParams) (string, error) {
 	return text, nil
 }
 
+// userPrompt is the first user message: the goal, the context when there
+// is one, and the step's prompt when it says more than the goal.
 func (r *runner) userPrompt(prompt string) string {
-	ctxJSON, _ := json.Marshal(r.act.context)
-	return fmt.Sprintf("Goal: %s\n\nContext: %s\n\n%s", r.in.Goal, ctxJSON, prompt)
+	var b strings.Builder
+	b.WriteString("Goal: " + r.in.Goal)
+	if len(r.act.context) > 0 {
+		ctxJSON, _ := json.Marshal(r.act.context)
+		b.WriteString("\n\nContext: " + string(ctxJSON))
+	}
+	if prompt != "" && prompt != r.in.Goal {
+		b.WriteString("\n\n" + prompt)
+	}
+	return b.String()
 }
 
 // cloneRequest copies the message list so a Completer that keeps the
