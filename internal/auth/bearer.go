@@ -30,7 +30,11 @@ const (
 	ScopeModelsRead  = "models:read"
 	ScopeModelsWrite = "models:write"
 	ScopeUsageRead   = "usage:read"
-	ScopeAllTools    = "tool:*"
+	// ScopeSchedulesRead and ScopeSchedulesWrite read and manage the
+	// tenant's schedules.
+	ScopeSchedulesRead  = "schedules:read"
+	ScopeSchedulesWrite = "schedules:write"
+	ScopeAllTools       = "tool:*"
 )
 
 // EndpointScopes lists the endpoint scopes, in the order of SPEC §2.
@@ -38,6 +42,7 @@ var EndpointScopes = []string{
 	ScopeToolsWrite, ScopeToolsRead, ScopeAgentsWrite, ScopeAgentsRead,
 	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeMCPUse, ScopeAuditRead,
 	ScopeModelsRead, ScopeModelsWrite, ScopeUsageRead,
+	ScopeSchedulesWrite, ScopeSchedulesRead,
 }
 
 // Require returns nil when p holds scope, else an InsufficientScope error

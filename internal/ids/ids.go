@@ -18,6 +18,7 @@ const (
 	Workflow = "wf_"
 	Replay   = "rpl_"
 	Batch    = "rpb_"
+	Schedule = "sch_"
 	Audit    = "aud_"
 	Request  = "req_"
 	Client   = "cli_"

@@ -34,6 +34,10 @@ type StartRequest struct {
 	RequestID    string
 	TraceID      string
 	ReplayOf     string
+	// ScheduleID and DueAt, when set, name the schedule and due time the
+	// workflow is started for (Workflow.ScheduleID, ScheduledFor).
+	ScheduleID string
+	DueAt      time.Time
 	// Record, when not nil, is the starting request's audit record, offered
 	// to the workflow's end (see RequestRecord).
 	Record *RequestRecord
@@ -155,6 +159,7 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 		MaxToolCalls: maxCalls, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
+		ScheduleID: req.ScheduleID, ScheduledFor: req.DueAt,
 	}, nil
 }
 

@@ -58,6 +58,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 			return nil
 		}, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
 			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`, row...)
+		claimScheduled(tx, w) // schedules.go
 		tx.Audit(rec)
 		return nil
 	})

@@ -45,6 +45,9 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 		if err != nil {
 			return fmt.Errorf("insert workflow: %w", err)
 		}
+		if err := claimScheduled(ctx, tx, w); err != nil { // schedules.go
+			return err
+		}
 		return appendAudit(ctx, tx, rec)
 	})
 }
