@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -31,6 +32,7 @@ type Store interface {
 	workflow.Store
 	replay.Store
 	replay.BatchStore
+	schedule.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -100,6 +102,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"BatchLifecycle", testBatchLifecycle},
 		{"BatchLeases", testBatchLeases},
 		{"ListBatches", testListBatches},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleClaims", testScheduleClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
