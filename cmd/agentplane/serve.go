@@ -21,6 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/web"
 )
@@ -217,6 +218,12 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		batches.Run(ctx)
 	}()
 
+	// Every replica runs the scheduler; the store's claims make each due
+	// time start one workflow across replicas (docs/schedules.md).
+	scheduler := &schedule.Scheduler{Store: st, Runner: runner, Logger: logger}
+	background.Go(func() { scheduler.Run(ctx) })
+	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
+
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
 	if err != nil {
 		return fmt.Errorf("--viewer-ttl: %w", err)
@@ -253,6 +260,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Batches:     batches,
 		BatchStore:  st,
 		Viewer:      viewer,
+		Schedules:   schedules,
 	})
 
 	ln, err := net.Listen("tcp", c.issuer.addr)

@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -25,6 +26,7 @@ type store interface {
 	workflow.Store
 	replay.Store
 	replay.BatchStore
+	schedule.Store
 	Close() error
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/telemetry"
@@ -129,6 +130,8 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Batches:     batches,
 		BatchStore:  db,
 		Viewer:      viewer,
+		Schedules: &schedule.Service{Store: db, Versions: db, MaxToolCalls: 100, Now: time.Now,
+			Scheduler: &schedule.Scheduler{Store: db, Runner: runner}},
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

@@ -77,6 +77,15 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/approvals", scope: auth.ScopeWorkflowsApprove, action: "approval.list", resource: "approval", h: s.handleListApprovals},
 		{pattern: "POST /v1/workflows/{id}/approvals/{step}", scope: auth.ScopeWorkflowsApprove, action: "workflow.decide", resource: "workflow", idempotent: true, h: s.handleDecide},
 
+		{pattern: "POST /v1/schedules", scope: auth.ScopeSchedulesWrite, action: "schedule.create", resource: "schedule", idempotent: true, h: s.handleCreateSchedule},
+		{pattern: "GET /v1/schedules", scope: auth.ScopeSchedulesRead, action: "schedule.list", resource: "schedule", h: s.handleListSchedules},
+		{pattern: "GET /v1/schedules/{id}", scope: auth.ScopeSchedulesRead, action: "schedule.read", resource: "schedule", h: s.handleGetSchedule},
+		{pattern: "PUT /v1/schedules/{id}", scope: auth.ScopeSchedulesWrite, action: "schedule.update", resource: "schedule", h: s.handleUpdateSchedule},
+		{pattern: "DELETE /v1/schedules/{id}", scope: auth.ScopeSchedulesWrite, action: "schedule.delete", resource: "schedule", h: s.handleDeleteSchedule},
+		{pattern: "POST /v1/schedules/{id}/pause", scope: auth.ScopeSchedulesWrite, action: "schedule.pause", resource: "schedule", idempotent: true, h: s.handlePauseSchedule(true)},
+		{pattern: "POST /v1/schedules/{id}/resume", scope: auth.ScopeSchedulesWrite, action: "schedule.resume", resource: "schedule", idempotent: true, h: s.handlePauseSchedule(false)},
+		{pattern: "POST /v1/schedules/{id}/trigger", scope: auth.ScopeSchedulesWrite, action: "schedule.trigger", resource: "schedule", idempotent: true, h: s.handleTriggerSchedule},
+
 		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, h: s.handleReplay},
 		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
 		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},

@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/web"
@@ -85,6 +86,8 @@ type Deps struct {
 	BatchStore replay.BatchStore
 	Viewer     *web.Signer
 	Now        func() time.Time
+	// Schedules manages schedules (nil: the schedule routes answer 503).
+	Schedules *schedule.Service
 }
 
 // Server is agentplane's HTTP API.
