@@ -19,6 +19,7 @@ const (
 	Replay   = "rpl_"
 	Batch    = "rpb_"
 	Schedule = "sch_"
+	Webhook  = "whk_"
 	Audit    = "aud_"
 	Request  = "req_"
 	Client   = "cli_"

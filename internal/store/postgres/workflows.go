@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -154,6 +155,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 			w.ID, owner, w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), w.FinishedAt, time.Time{})
 		tx.notify(changeChanged, w.ID)
 		tx.Audit(recs...)
+		queueWebhookEvent(tx, webhook.Finished(w)) // webhooks.go: the outbox
 		return nil
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -33,6 +34,7 @@ type Store interface {
 	replay.Store
 	replay.BatchStore
 	schedule.Store
+	webhook.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -104,6 +106,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ListBatches", testListBatches},
 		{"ScheduleCRUD", testScheduleCRUD},
 		{"ScheduleClaims", testScheduleClaims},
+		{"WebhookOutbox", testWebhookOutbox},
+		{"WebhookCRUD", testWebhookCRUD},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
