@@ -40,8 +40,12 @@ type Deliverer struct {
 	HTTP *http.Client
 	// Owner names this replica in leases; default a new id.
 	Owner string
-	// Timeout bounds an attempt (DefaultTimeout); the lease is twice it.
+	// Timeout bounds an attempt (DefaultTimeout); Lease is how long a
+	// claimed delivery is held (default twice Timeout and 5 s).
 	Timeout time.Duration
+	Lease   time.Duration
+	// Backoff is the wait after a failed attempt n (default Backoff).
+	Backoff func(n int) time.Duration
 	// Tick is how often Run looks for due deliveries (DefaultTick).
 	Tick time.Duration
 	// Batch is how many deliveries one pass claims (default 16).
@@ -59,6 +63,12 @@ func (d *Deliverer) init() {
 		}
 		if d.Timeout <= 0 {
 			d.Timeout = DefaultTimeout
+		}
+		if d.Lease <= 0 {
+			d.Lease = 2*d.Timeout + 5*time.Second
+		}
+		if d.Backoff == nil {
+			d.Backoff = Backoff
 		}
 		if d.Tick <= 0 {
 			d.Tick = DefaultTick
@@ -111,7 +121,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 	d.init()
 	now := d.Now()
-	batch, err := d.Store.ClaimDeliveries(ctx, d.Owner, now, now.Add(2*d.Timeout+5*time.Second), d.Batch)
+	batch, err := d.Store.ClaimDeliveries(ctx, d.Owner, now, now.Add(d.Lease), d.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -144,7 +154,7 @@ func (d *Deliverer) attempt(ctx context.Context, dl *Delivery) {
 	case now.Sub(dl.CreatedAt) >= RetryFor:
 		o.Status, o.Error = Failed, sendErr.Error()
 	default:
-		o.Status, o.Error, o.NextAttempt = Pending, sendErr.Error(), now.Add(Backoff(o.Attempts))
+		o.Status, o.Error, o.NextAttempt = Pending, sendErr.Error(), now.Add(d.Backoff(o.Attempts))
 	}
 	if _, err := d.Store.FinishAttempt(context.WithoutCancel(ctx), d.Owner, dl.ID, o); err != nil {
 		d.Logger.Warn("webhook attempt not recorded", "delivery", dl.ID, "error", err)
