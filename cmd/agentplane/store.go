@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -27,6 +28,7 @@ type store interface {
 	replay.Store
 	replay.BatchStore
 	schedule.Store
+	webhook.Store
 	Close() error
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
 	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -132,6 +133,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Viewer:      viewer,
 		Schedules: &schedule.Service{Store: db, Versions: db, MaxToolCalls: 100, Now: time.Now,
 			Scheduler: &schedule.Scheduler{Store: db, Runner: runner}},
+		Webhooks: &webhook.Service{Store: db, Versions: db, AllowHTTP: true, Now: time.Now},
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -88,6 +89,8 @@ type Deps struct {
 	Now        func() time.Time
 	// Schedules manages schedules (nil: the schedule routes answer 503).
 	Schedules *schedule.Service
+	// Webhooks manages webhooks (nil: the webhook routes answer 503).
+	Webhooks *webhook.Service
 }
 
 // Server is agentplane's HTTP API.
