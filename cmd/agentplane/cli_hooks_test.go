@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCLISchedules(t *testing.T) {
@@ -65,4 +68,58 @@ definition:
 // spaces between them.
 func has(out, want string) bool {
 	return strings.Contains(strings.Join(strings.Fields(out), " "), want)
+}
+
+func TestCLIWebhooks(t *testing.T) {
+	received := make(chan string, 10)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received <- r.Header.Get("webhook-id")
+	}))
+	t.Cleanup(rcv.Close)
+	data, addr := t.TempDir(), freeAddr(t)
+	srv := startChild(t, addr, "--data", data, "--allow-private-networks")
+	var tok bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", data, "--addr", addr, "--tenant", "acme", "--sub", "alice",
+		"--scope", "agents:write agents:invoke workflows:read webhooks:write webhooks:read"}, func(string) string { return "" }, &tok, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	alice := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: strings.TrimSpace(tok.String())}
+	alice.ok("agents", "deploy", alice.write("sweep.yaml", "name: sweep\ndefinition:\n  tools: []\n  steps:\n    - {action: note, set: {n: \"1\"}}\n  outcome: \"'swept'\"\n"))
+	out, hint, code := alice.run("webhooks", "create", "--url", rcv.URL, "--event", "workflow.completed")
+	if code != 0 || !has(out, "secret: whsec_") || !strings.Contains(hint, "shown this once") {
+		t.Fatalf("create: exit %d\n%s\n%s", code, out, hint)
+	}
+	id := strings.Fields(out)[1]
+	if out := alice.ok("webhooks", "list"); !strings.Contains(out, id) || strings.Contains(out, "whsec_") {
+		t.Errorf("list:\n%s", out)
+	}
+	alice.ok("invoke", "sweep", "--goal", "sweep")
+	var msg string
+	select {
+	case msg = <-received:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no delivery within 20 s")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !has(alice.ok("webhooks", "deliveries", id, "--status", "delivered"), msg) {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery %s not shown delivered", msg)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out := alice.ok("webhooks", "retry", id, msg); !strings.Contains(out, msg+" pending") {
+		t.Errorf("retry printed %q", out)
+	}
+	select {
+	case again := <-received:
+		if again != msg {
+			t.Errorf("resent with webhook-id %s, want %s", again, msg)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no resend within 20 s")
+	}
+	if out := alice.ok("webhooks", "rotate", id); !has(out, "secret: whsec_") {
+		t.Errorf("rotate printed %q", out)
+	}
+	alice.ok("webhooks", "delete", id)
 }
