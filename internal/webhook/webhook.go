@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -235,4 +236,37 @@ func Decided(a *workflow.Approval) *Event {
 // "msg_", the event's ULID and the webhook's.
 func DeliveryID(eventID, webhookID string) string {
 	return "msg_" + eventID + strings.TrimPrefix(webhookID, "whk_")
+}
+
+// replayData is the data of replay.completed: the replay without its steps.
+type replayData struct {
+	ReplayID         string    `json:"replay_id"`
+	WorkflowID       string    `json:"workflow_id"`
+	Target           string    `json:"target_agent_version"`
+	DryRun           bool      `json:"dry_run"`
+	OriginalVersion  string    `json:"original_agent_version"`
+	OriginalOutcome  string    `json:"original_outcome"`
+	ReplayOutcome    string    `json:"replay_outcome"`
+	ReplayError      string    `json:"replay_error,omitempty"`
+	Delta            any       `json:"delta"`
+	ReplayWorkflowID string    `json:"replay_workflow_id,omitempty"`
+	CreatedAt        time.Time `json:"created_at"`
+}
+
+// ReplayDone is the event of a stored replay: replay.completed, ordered
+// with the events of the workflow it replays.
+func ReplayDone(r *replay.Replay) *Event {
+	name, _, _ := strings.Cut(r.Target, "@")
+	return newEvent(r.Tenant, ReplayCompleted, name, r.WorkflowID, r.CreatedAt, replayData{
+		ReplayID: r.ID, WorkflowID: r.WorkflowID, Target: r.Target, DryRun: r.DryRun, OriginalVersion: r.OriginalVersion,
+		OriginalOutcome: r.OriginalOutcome, ReplayOutcome: r.ReplayOutcome, ReplayError: r.ReplayError, Delta: r.Delta,
+		ReplayWorkflowID: r.ReplayWorkflowID, CreatedAt: r.CreatedAt})
+}
+
+// BatchDone is the event of a replay batch that ended: replay_batch.completed,
+// for any final status (the data says which).
+func BatchDone(tenant, id, target, status, errMsg string, at time.Time) *Event {
+	name, _, _ := strings.Cut(target, "@")
+	return newEvent(tenant, ReplayBatchCompleted, name, id, at, map[string]any{
+		"batch_id": id, "target_agent_version": target, "status": status, "error": errMsg, "finished_at": at.UTC()})
 }

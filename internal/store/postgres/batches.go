@@ -270,7 +270,10 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 			return fmt.Errorf("finish replay batch: %w", err)
 		}
 		ok = tag.RowsAffected() == 1
-		return nil
+		if !ok {
+			return nil
+		}
+		return queueBatchEvent(ctx, tx, id, status, errMsg, at) // webhooks.go: the outbox
 	})
 	return ok, err
 }

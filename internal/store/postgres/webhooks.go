@@ -262,3 +262,13 @@ func scanDelivery(row pgx.Row) (*webhook.Delivery, error) {
 	}
 	return &d, nil
 }
+
+// queueBatchEvent queues the deliveries of a replay batch's end.
+func queueBatchEvent(ctx context.Context, tx *wtx, id, status, errMsg string, at time.Time) error {
+	var tenant, target string
+	if err := tx.QueryRow(ctx, `SELECT tenant, target FROM replay_batches WHERE id = $1`, id).Scan(&tenant, &target); err != nil {
+		return fmt.Errorf("read replay batch %s: %w", id, err)
+	}
+	queueWebhookEvent(tx, webhook.BatchDone(tenant, id, target, status, errMsg, at))
+	return nil
+}

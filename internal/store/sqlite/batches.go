@@ -252,7 +252,10 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 		}
 		n, err := res.RowsAffected()
 		ok = n == 1
-		return err
+		if err != nil || !ok {
+			return err
+		}
+		return queueBatchEvent(ctx, tx, id, status, errMsg, at) // webhooks.go: the outbox
 	})
 	return ok, err
 }

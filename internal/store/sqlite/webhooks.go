@@ -277,3 +277,12 @@ func scanDelivery(row scanner) (*webhook.Delivery, error) {
 	}
 	return &d, nil
 }
+
+// queueBatchEvent stores the deliveries of a replay batch's end.
+func queueBatchEvent(ctx context.Context, tx dbtx, id, status, errMsg string, at time.Time) error {
+	var tenant, target string
+	if err := tx.QueryRowContext(ctx, `SELECT tenant, target FROM replay_batches WHERE id = ?`, id).Scan(&tenant, &target); err != nil {
+		return fmt.Errorf("read replay batch %s: %w", id, err)
+	}
+	return queueWebhookEvent(ctx, tx, webhook.BatchDone(tenant, id, target, status, errMsg, at))
+}

@@ -108,6 +108,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ScheduleClaims", testScheduleClaims},
 		{"WebhookOutbox", testWebhookOutbox},
 		{"WebhookCRUD", testWebhookCRUD},
+		{"WebhookReplayEvents", testWebhookReplayEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -132,4 +133,22 @@ func testWebhookOutbox(t *testing.T, s Store, _ Hooks) {
 	}
 	_, err = s.RetryDelivery(ctx, "globex", all.ID, d.ID, retryAt, nil)
 	wantCode(t, err, problem.NotFound, "retry in another tenant")
+}
+
+func testWebhookReplayEvents(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := newWebhook(t, s, "acme", "triage", webhook.ReplayCompleted, webhook.ReplayBatchCompleted)
+	must(t, s.CreateReplay(ctx, newReplay("acme", "wf_a", "triage@2", 1), nil), "create replay")
+	b := replay.NewBatch("acme", "triage@2", 1, replay.Creator{Sub: "user-1"}, base)
+	must(t, s.CreateBatch(ctx, b, []string{"wf_a"}, "r", base.Add(time.Minute), nil), "create batch")
+	ok, err := s.FinishBatch(ctx, b.ID, replay.BatchCompleted, "", base.Add(time.Second))
+	must(t, err, "finish batch")
+	if !ok {
+		t.Fatal("batch not finished")
+	}
+	ds, err := s.Deliveries(ctx, "acme", w.ID, "", 10)
+	must(t, err, "deliveries")
+	if len(ds) != 2 || ds[0].Type != webhook.ReplayBatchCompleted || ds[0].OrderKey != b.ID || ds[1].Type != webhook.ReplayCompleted {
+		t.Fatalf("deliveries = %+v, want the batch's end then the replay's", ds)
+	}
 }
