@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -160,7 +161,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 	wf, err := s.Runner.Start(ctx, workflow.StartRequest{
 		Tenant: sch.Tenant, Agent: sch.AgentName(), Version: sch.AgentVersion(), Goal: sch.Goal,
 		Context: input, Caller: caller, MaxToolCalls: sch.MaxToolCalls,
-		ScheduleID: sch.ID, DueAt: due,
+		ScheduleID: sch.ID, DueAt: due, Created: s.runRecord(sch, due),
 	})
 	switch {
 	case err == nil:
@@ -182,4 +183,22 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 // it had not been triggered.
 func (s *Scheduler) Trigger(ctx context.Context, sch *Schedule) (*workflow.Workflow, error) {
 	return s.fire(ctx, sch, time.Time{}, true)
+}
+
+// runRecord builds the audit record of a run the schedule starts, written
+// with the workflow: it names the schedule, its creator (the actor) and
+// the due time (none for a trigger).
+func (s *Scheduler) runRecord(sch *Schedule, due time.Time) func(*workflow.Workflow) *audit.Record {
+	return func(wf *workflow.Workflow) *audit.Record {
+		details := map[string]any{"agent": wf.Agent, "agent_version": wf.AgentVersion}
+		if !due.IsZero() {
+			details["due_at"] = due.UTC().Format(time.RFC3339)
+		}
+		return &audit.Record{
+			Time: wf.StartedAt, Tenant: sch.Tenant, Action: "schedule.run",
+			Actor:    audit.Actor{Sub: sch.Creator.Sub, ClientID: sch.Creator.ClientID},
+			Resource: audit.Resource{Type: "schedule", ID: sch.ID}, Outcome: audit.Success,
+			WorkflowID: wf.ID, Details: audit.Details(details),
+		}
+	}
 }

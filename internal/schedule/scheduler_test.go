@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/store/postgres"
@@ -180,6 +181,13 @@ func TestEachDueTimeStartsOneWorkflowAcrossReplicas(t *testing.T) {
 		if id, err := b.db.ScheduleOf(t.Context(), wf.ID); err != nil || id != sch.ID {
 			t.Errorf("ScheduleOf(%s) = %q, %v; want %s", wf.ID, id, err, sch.ID)
 		}
+	}
+	recs, err := b.db.QueryAudit(t.Context(), "acme", audit.Filter{Action: "schedule.run", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 10 || recs[0].Actor.Sub != "alice" || recs[0].Resource.ID != sch.ID || recs[0].WorkflowID == "" {
+		t.Errorf("%d schedule.run records (first %+v), want 10 naming the schedule and its creator", len(recs), recs[0])
 	}
 	got, err := b.db.Schedule(t.Context(), "acme", sch.ID)
 	if err != nil {
