@@ -128,17 +128,24 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 
 // DeleteSchedule deletes a schedule and its runs.
 func (db *DB) DeleteSchedule(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	return db.deleteWithChildren(ctx, "schedules", "schedule_runs", "schedule_id", tenant, id, rec, scheduleNotFound(id))
+}
+
+// deleteWithChildren deletes the tenant's row id of table (schedules,
+// webhooks) and the rows of child whose column names it, appending rec;
+// notFound answers when the tenant has no such row.
+func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tenant, id string, rec *audit.Record, notFound error) error {
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM schedules WHERE tenant = $1 AND id = $2`, tenant, id)
+		tag, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE tenant = $1 AND id = $2`, tenant, id)
 		if err != nil {
-			return fmt.Errorf("delete schedule: %w", err)
+			return fmt.Errorf("delete from %s: %w", table, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return scheduleNotFound(id)
+			return notFound
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM schedule_runs WHERE schedule_id = $1`, id); err != nil {
-			return fmt.Errorf("delete schedule runs: %w", err)
+		if _, err := tx.Exec(ctx, `DELETE FROM `+child+` WHERE `+column+` = $1`, id); err != nil {
+			return fmt.Errorf("delete from %s: %w", child, err)
 		}
 		tx.Audit(rec)
 		return nil

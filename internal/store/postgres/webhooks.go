@@ -87,21 +87,7 @@ func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webho
 
 // DeleteWebhook deletes a webhook and its deliveries.
 func (db *DB) DeleteWebhook(ctx context.Context, tenant, id string, rec *audit.Record) error {
-	db.prepareAudit(rec)
-	return db.write(ctx, func(tx *wtx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM webhooks WHERE tenant = $1 AND id = $2`, tenant, id)
-		if err != nil {
-			return fmt.Errorf("delete webhook: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return webhookNotFound(id)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE webhook_id = $1`, id); err != nil {
-			return fmt.Errorf("delete deliveries: %w", err)
-		}
-		tx.Audit(rec)
-		return nil
-	})
+	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhookNotFound(id))
 }
 
 // RotateSecret makes secret the webhook's; the current one signs too until previousUntil.

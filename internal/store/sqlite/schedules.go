@@ -99,17 +99,24 @@ func (db *DB) schedules(ctx context.Context, query string, args ...any) ([]*sche
 		if err != nil {
 			return fmt.Errorf("list schedules: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			s, err := scanSchedule(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, s)
-		}
-		return rows.Err()
+		out, err = collect(rows, scanSchedule)
+		return err
 	})
 	return out, err
+}
+
+// collect scans every row with scan, closing rows.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // UpdateSchedule replaces a schedule's settings.
@@ -133,17 +140,24 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 
 // DeleteSchedule deletes a schedule and its runs.
 func (db *DB) DeleteSchedule(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	return db.deleteWithChildren(ctx, "schedules", "schedule_runs", "schedule_id", tenant, id, rec, scheduleNotFound(id))
+}
+
+// deleteWithChildren deletes the tenant's row id of table (schedules,
+// webhooks) and the rows of child whose column names it, appending rec;
+// notFound answers when the tenant has no such row.
+func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tenant, id string, rec *audit.Record, notFound error) error {
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM schedules WHERE tenant = ? AND id = ?`, tenant, id)
+		res, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tenant = ? AND id = ?`, tenant, id)
 		if err != nil {
-			return fmt.Errorf("delete schedule: %w", err)
+			return fmt.Errorf("delete from %s: %w", table, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return scheduleNotFound(id)
+			return notFound
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM schedule_runs WHERE schedule_id = ?`, id); err != nil {
-			return fmt.Errorf("delete schedule runs: %w", err)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+child+` WHERE `+column+` = ?`, id); err != nil {
+			return fmt.Errorf("delete from %s: %w", child, err)
 		}
 		return appendAudit(ctx, tx, rec)
 	})

@@ -84,35 +84,15 @@ func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webho
 		if err != nil {
 			return fmt.Errorf("list webhooks: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			w, err := scanWebhook(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, w)
-		}
-		return rows.Err()
+		out, err = collect(rows, scanWebhook)
+		return err
 	})
 	return out, err
 }
 
 // DeleteWebhook deletes a webhook and its deliveries.
 func (db *DB) DeleteWebhook(ctx context.Context, tenant, id string, rec *audit.Record) error {
-	db.prepareAudit(rec)
-	return db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM webhooks WHERE tenant = ? AND id = ?`, tenant, id)
-		if err != nil {
-			return fmt.Errorf("delete webhook: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return webhookNotFound(id)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE webhook_id = ?`, id); err != nil {
-			return fmt.Errorf("delete deliveries: %w", err)
-		}
-		return appendAudit(ctx, tx, rec)
-	})
+	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhookNotFound(id))
 }
 
 // RotateSecret makes secret the webhook's; the current one signs too until previousUntil.
@@ -141,23 +121,10 @@ func (db *DB) Deliveries(ctx context.Context, tenant, webhookID, status string, 
 		if err != nil {
 			return fmt.Errorf("list deliveries: %w", err)
 		}
-		out, err = collectDeliveries(rows)
+		out, err = collect(rows, scanDelivery)
 		return err
 	})
 	return out, err
-}
-
-func collectDeliveries(rows *sql.Rows) ([]*webhook.Delivery, error) {
-	defer rows.Close()
-	var out []*webhook.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
 }
 
 // RetryDelivery makes a delivery pending again, due at now.
@@ -196,7 +163,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time
 		if err != nil {
 			return fmt.Errorf("claim deliveries: %w", err)
 		}
-		out, err = collectDeliveries(rows)
+		out, err = collect(rows, scanDelivery)
 		return err
 	})
 	return out, err
