@@ -58,6 +58,11 @@ type Schedule struct {
 	NextDue time.Time `json:"next_due_at,omitzero"`
 }
 
+// NotFound is the error of a schedule the tenant does not have.
+func NotFound(id string) error {
+	return problem.New(problem.NotFound, "schedule %s not found", id)
+}
+
 // AgentName and AgentVersion split Agent.
 func (s *Schedule) AgentName() string {
 	name, _, _ := strings.Cut(s.Agent, "@")

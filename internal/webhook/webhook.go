@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -147,6 +148,11 @@ type Store interface {
 	// FinishAttempt records an attempt of a delivery owner leases and
 	// drops the lease; false when owner no longer held it.
 	FinishAttempt(ctx context.Context, owner, id string, o Outcome) (bool, error)
+}
+
+// NotFound is the error of a webhook the tenant does not have.
+func NotFound(id string) error {
+	return problem.New(problem.NotFound, "webhook %s not found", id)
 }
 
 // NewSecret is a new signing secret: whsec_ and the base64 of 32 random bytes.

@@ -21,10 +21,6 @@ const webhookColumns = `id, tenant, url, events, agent, description, secret, pre
 const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
 	last_status, last_error, created_at, delivered_at`
 
-func webhookNotFound(id string) error {
-	return problem.New(problem.NotFound, "webhook %s not found", id)
-}
-
 // queueWebhookEvent queues, in the transaction storing an event, its
 // delivery to each of the tenant's webhooks that subscribes to it: the
 // outbox. A nil event queues nothing.
@@ -64,7 +60,7 @@ func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook,
 		var err error
 		w, err = scanWebhook(q.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return webhookNotFound(id)
+			return webhook.NotFound(id)
 		}
 		return err
 	})
@@ -87,7 +83,7 @@ func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webho
 
 // DeleteWebhook deletes a webhook and its deliveries.
 func (db *DB) DeleteWebhook(ctx context.Context, tenant, id string, rec *audit.Record) error {
-	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhookNotFound(id))
+	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhook.NotFound(id))
 }
 
 // RotateSecret makes secret the webhook's; the current one signs too until previousUntil.
@@ -100,7 +96,7 @@ func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previ
 			return fmt.Errorf("rotate secret: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return webhookNotFound(id)
+			return webhook.NotFound(id)
 		}
 		tx.Audit(rec)
 		return nil

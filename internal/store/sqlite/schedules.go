@@ -19,10 +19,6 @@ const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.
 	s.overlap, s.paused, s.creator, s.created_at, s.updated_at,
 	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
 
-func scheduleNotFound(id string) error {
-	return problem.New(problem.NotFound, "schedule %s not found", id)
-}
-
 // claimScheduled stores, in a workflow's creation, the run of the schedule
 // that started it: the claim of its due time, which fails the creation
 // when another workflow claimed it first.
@@ -75,7 +71,7 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 		var err error
 		s, err = scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = ? AND s.id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
-			return scheduleNotFound(id)
+			return schedule.NotFound(id)
 		}
 		return err
 	})
@@ -132,7 +128,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 			return fmt.Errorf("update schedule: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return scheduleNotFound(s.ID)
+			return schedule.NotFound(s.ID)
 		}
 		return appendAudit(ctx, tx, rec)
 	})
@@ -140,7 +136,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 
 // DeleteSchedule deletes a schedule and its runs.
 func (db *DB) DeleteSchedule(ctx context.Context, tenant, id string, rec *audit.Record) error {
-	return db.deleteWithChildren(ctx, "schedules", "schedule_runs", "schedule_id", tenant, id, rec, scheduleNotFound(id))
+	return db.deleteWithChildren(ctx, "schedules", "schedule_runs", "schedule_id", tenant, id, rec, schedule.NotFound(id))
 }
 
 // deleteWithChildren deletes the tenant's row id of table (schedules,

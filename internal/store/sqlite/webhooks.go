@@ -19,10 +19,6 @@ const webhookColumns = `id, tenant, url, events, agent, description, secret, pre
 const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
 	last_status, last_error, created_at, delivered_at`
 
-func webhookNotFound(id string) error {
-	return problem.New(problem.NotFound, "webhook %s not found", id)
-}
-
 // queueWebhookEvent stores, in the transaction storing an event, its
 // delivery to each of the tenant's webhooks that subscribes to it: the
 // outbox. A nil event stores nothing.
@@ -69,7 +65,7 @@ func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook,
 		var err error
 		w, err = scanWebhook(q.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
-			return webhookNotFound(id)
+			return webhook.NotFound(id)
 		}
 		return err
 	})
@@ -92,7 +88,7 @@ func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webho
 
 // DeleteWebhook deletes a webhook and its deliveries.
 func (db *DB) DeleteWebhook(ctx context.Context, tenant, id string, rec *audit.Record) error {
-	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhookNotFound(id))
+	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhook.NotFound(id))
 }
 
 // RotateSecret makes secret the webhook's; the current one signs too until previousUntil.
@@ -105,7 +101,7 @@ func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previ
 			return fmt.Errorf("rotate secret: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return webhookNotFound(id)
+			return webhook.NotFound(id)
 		}
 		return appendAudit(ctx, tx, rec)
 	})
