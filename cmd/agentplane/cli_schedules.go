@@ -115,6 +115,6 @@ default) a due time starts nothing while the previous run is running or waiting.
 		},
 	}
 	cmd.AddCommand(create, listCmd, getCmd, post("pause", "Pause a schedule: no due time runs until it is resumed"),
-		post("resume", "Resume a schedule; the latest due time missed while paused runs at once"), trigger, del)
+		post("resume", "Resume a schedule from its next due time"), trigger, del)
 	return cmd
 }

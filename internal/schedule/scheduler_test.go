@@ -261,7 +261,7 @@ func TestAfterAnOutageOnlyTheLatestMissedTimeRuns(t *testing.T) {
 	}
 }
 
-func TestPausedSchedulesDoNotRunButTriggerDoes(t *testing.T) {
+func TestPausedSchedulesDoNotRunTriggerDoesAndResumeSkipsWhatWasMissed(t *testing.T) {
 	url, sch := setup(t, schedule.OverlapSkip)
 	api, c := &gate{}, &clock{}
 	r := newReplica(t, url, "replica-a", api, c)
@@ -285,5 +285,23 @@ func TestPausedSchedulesDoNotRunButTriggerDoes(t *testing.T) {
 	}
 	if n := len(runs(t, r)); n != 1 {
 		t.Fatalf("%d workflows after a trigger, want 1", n)
+	}
+	// Resuming skips what was missed while paused; the next due time runs.
+	svc := &schedule.Service{Store: r.db, Versions: r.db, Scheduler: r.sched, Now: c.now}
+	if _, err := svc.SetPaused(t.Context(), "acme", sch.ID, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runs(t, r)); n != 1 {
+		t.Fatalf("%d workflows right after resuming, want 1", n)
+	}
+	c.set(start.Add(6 * time.Minute))
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runs(t, r)); n != 2 {
+		t.Fatalf("%d workflows at the next due time, want 2", n)
 	}
 }

@@ -100,14 +100,28 @@ func (svc *Service) Update(ctx context.Context, tenant, id string, in Input, rec
 	return svc.withNext(s), nil
 }
 
-// SetPaused pauses or resumes a schedule. A resumed schedule runs its
-// latest due time missed while paused, as after an outage.
+// SetPaused pauses or resumes a schedule. Resuming skips the due times
+// missed while paused: the schedule runs again from its next due time.
 func (svc *Service) SetPaused(ctx context.Context, tenant, id string, paused bool, rec *audit.Record) (*Schedule, error) {
 	s, err := svc.Store.Schedule(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	s.Paused, s.UpdatedAt = paused, svc.Now().UTC()
+	now := svc.Now().UTC()
+	if s.Paused && !paused {
+		if t, errs := ParseTiming(s.Cron, s.Timezone); errs == nil {
+			after := s.LastDue
+			if after.Before(s.CreatedAt) {
+				after = s.CreatedAt
+			}
+			if missed := t.Latest(after, now); !missed.IsZero() {
+				if _, err := svc.Store.SkipDue(ctx, s.ID, missed); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	s.Paused, s.UpdatedAt = paused, now
 	if err := svc.Store.UpdateSchedule(ctx, s, rec); err != nil {
 		return nil, err
 	}
