@@ -21,8 +21,10 @@ import (
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 // serveConfig is everything `agentplane serve` is told.
@@ -224,6 +226,19 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		batches.Run(ctx)
 	}()
 
+	// Every replica runs the scheduler; the store's claims make each due
+	// time start one workflow across replicas (docs/schedules.md).
+	scheduler := &schedule.Scheduler{Store: st, Runner: runner, Logger: logger}
+	background.Go(func() { scheduler.Run(ctx) })
+	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
+
+	// Every replica sends due webhook deliveries from the outbox, through
+	// the outbound client (its address policy) without following redirects.
+	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger}
+	background.Go(func() { deliverer.Run(ctx) })
+	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, Now: time.Now,
+		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}
+
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
 	if err != nil {
 		return fmt.Errorf("--viewer-ttl: %w", err)
@@ -261,6 +276,8 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		BatchStore:  st,
 		Datasets:    st,
 		Viewer:      viewer,
+		Schedules:   schedules,
+		Webhooks:    webhooks,
 	})
 
 	ln, err := net.Listen("tcp", c.issuer.addr)

@@ -30,7 +30,15 @@ const (
 	ScopeModelsRead  = "models:read"
 	ScopeModelsWrite = "models:write"
 	ScopeUsageRead   = "usage:read"
-	ScopeAllTools    = "tool:*"
+	// ScopeSchedulesRead and ScopeSchedulesWrite read and manage the
+	// tenant's schedules.
+	ScopeSchedulesRead  = "schedules:read"
+	ScopeSchedulesWrite = "schedules:write"
+	// ScopeWebhooksRead and ScopeWebhooksWrite read and manage the
+	// tenant's webhooks and their deliveries.
+	ScopeWebhooksRead  = "webhooks:read"
+	ScopeWebhooksWrite = "webhooks:write"
+	ScopeAllTools      = "tool:*"
 )
 
 // EndpointScopes lists the endpoint scopes, in the order of SPEC §2.
@@ -38,6 +46,7 @@ var EndpointScopes = []string{
 	ScopeToolsWrite, ScopeToolsRead, ScopeAgentsWrite, ScopeAgentsRead,
 	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeMCPUse, ScopeAuditRead,
 	ScopeModelsRead, ScopeModelsWrite, ScopeUsageRead,
+	ScopeSchedulesWrite, ScopeSchedulesRead, ScopeWebhooksWrite, ScopeWebhooksRead,
 }
 
 // Require returns nil when p holds scope, else an InsufficientScope error

@@ -26,6 +26,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/telemetry"
@@ -36,6 +37,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
 	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -132,6 +134,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		BatchStore:  db,
 		Datasets:    db,
 		Viewer:      viewer,
+		Schedules: &schedule.Service{Store: db, Versions: db, MaxToolCalls: 100, Now: time.Now,
+			Scheduler: &schedule.Scheduler{Store: db, Runner: runner}},
+		Webhooks: &webhook.Service{Store: db, Versions: db, AllowHTTP: true, Now: time.Now},
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

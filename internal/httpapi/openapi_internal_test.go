@@ -19,7 +19,9 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -236,6 +238,20 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		name, schema string
 		v            any
 	}{
+		{"webhook, every field", "Webhook", webhookView{Webhook: &webhook.Webhook{ID: "whk_01J00000000000000000000000", URL: "https://h.example/in",
+			Events: []string{webhook.WorkflowCompleted}, Agent: "triage", Description: "d", CreatedAt: now, Secret: "whsec_x"}, Secret: "whsec_x"}},
+		{"webhook, fewest fields", "Webhook", webhookView{Webhook: &webhook.Webhook{ID: "whk_01J00000000000000000000000", URL: "https://h.example/in",
+			Events: []string{webhook.ApprovalDecided}, CreatedAt: now}}},
+		{"delivery, every field", "Delivery", &webhook.Delivery{ID: "msg_x", WebhookID: "whk_x", Type: webhook.WorkflowFailed, OrderKey: wf.ID,
+			Status: webhook.Pending, Attempts: 2, NextAttempt: now, LastStatus: 500, LastError: "answered 500", CreatedAt: now, DeliveredAt: now}},
+		{"delivery, fewest fields", "Delivery", &webhook.Delivery{ID: "msg_x", WebhookID: "whk_x", Type: webhook.WorkflowWaiting, Status: webhook.Pending, CreatedAt: now}},
+		{"schedule, every field", "Schedule", viewSchedule(&schedule.Schedule{ID: "sch_01J00000000000000000000000", Agent: "triage@2",
+			Cron: "0 9 * * 1-5", Timezone: "Europe/Paris", Goal: "sweep", Context: json.RawMessage(`{"q":1}`), MaxToolCalls: new(3),
+			Overlap: schedule.OverlapSkip, Creator: workflow.Caller{Sub: "alice", ClientID: "cli_1", Scopes: []string{"agents:invoke"}},
+			CreatedAt: now, UpdatedAt: now, LastDue: now, NextDue: now})},
+		{"schedule, fewest fields", "Schedule", viewSchedule(&schedule.Schedule{ID: "sch_01J00000000000000000000000", Agent: "triage",
+			Cron: "@every 1h", Timezone: "UTC", Goal: "sweep", Context: json.RawMessage(`{}`), Overlap: schedule.OverlapAllow, Paused: true,
+			Creator: workflow.Caller{Sub: "alice"}, CreatedAt: now, UpdatedAt: now})},
 		{"tool, every field", "Tool", fullTool},
 		{"tool, fewest fields", "Tool", viewTool(&tool.Tool{ID: "tool_01J00000000000000000000000", Name: "p", Type: tool.GraphQL,
 			Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SpecSHA256: strings.Repeat("0", 64), Revision: 1})},

@@ -84,6 +84,23 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/approvals", scope: auth.ScopeWorkflowsApprove, action: "approval.list", resource: "approval", h: s.handleListApprovals},
 		{pattern: "POST /v1/workflows/{id}/approvals/{step}", scope: auth.ScopeWorkflowsApprove, action: "workflow.decide", resource: "workflow", idempotent: true, h: s.handleDecide},
 
+		{pattern: "POST /v1/schedules", scope: auth.ScopeSchedulesWrite, action: "schedule.create", resource: "schedule", idempotent: true, h: s.handleCreateSchedule},
+		{pattern: "GET /v1/schedules", scope: auth.ScopeSchedulesRead, action: "schedule.list", resource: "schedule", h: s.handleListSchedules},
+		{pattern: "GET /v1/schedules/{id}", scope: auth.ScopeSchedulesRead, action: "schedule.read", resource: "schedule", h: s.handleGetSchedule},
+		{pattern: "PUT /v1/schedules/{id}", scope: auth.ScopeSchedulesWrite, action: "schedule.update", resource: "schedule", h: s.handleUpdateSchedule},
+		{pattern: "DELETE /v1/schedules/{id}", scope: auth.ScopeSchedulesWrite, action: "schedule.delete", resource: "schedule", h: s.handleDeleteSchedule},
+		{pattern: "POST /v1/schedules/{id}/pause", scope: auth.ScopeSchedulesWrite, action: "schedule.pause", resource: "schedule", idempotent: true, h: s.handlePauseSchedule(true)},
+		{pattern: "POST /v1/schedules/{id}/resume", scope: auth.ScopeSchedulesWrite, action: "schedule.resume", resource: "schedule", idempotent: true, h: s.handlePauseSchedule(false)},
+		{pattern: "POST /v1/schedules/{id}/trigger", scope: auth.ScopeSchedulesWrite, action: "schedule.trigger", resource: "schedule", idempotent: true, h: s.handleTriggerSchedule},
+
+		{pattern: "POST /v1/webhooks", scope: auth.ScopeWebhooksWrite, action: "webhook.create", resource: "webhook", idempotent: true, h: s.handleCreateWebhook},
+		{pattern: "GET /v1/webhooks", scope: auth.ScopeWebhooksRead, action: "webhook.list", resource: "webhook", h: s.handleListWebhooks},
+		{pattern: "GET /v1/webhooks/{id}", scope: auth.ScopeWebhooksRead, action: "webhook.read", resource: "webhook", h: s.handleGetWebhook},
+		{pattern: "DELETE /v1/webhooks/{id}", scope: auth.ScopeWebhooksWrite, action: "webhook.delete", resource: "webhook", h: s.handleDeleteWebhook},
+		{pattern: "GET /v1/webhooks/{id}/deliveries", scope: auth.ScopeWebhooksRead, action: "webhook.deliveries", resource: "webhook", h: s.handleListDeliveries},
+		{pattern: "POST /v1/webhooks/{id}/deliveries/{dlv}/retry", scope: auth.ScopeWebhooksWrite, action: "webhook.retry", resource: "webhook", idempotent: true, h: s.handleRetryDelivery},
+		{pattern: "POST /v1/webhooks/{id}/rotate-secret", scope: auth.ScopeWebhooksWrite, action: "webhook.rotate_secret", resource: "webhook", idempotent: true, h: s.handleRotateSecret},
+
 		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, h: s.handleReplay},
 		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
 		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},

@@ -19,9 +19,11 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -90,6 +92,10 @@ type Deps struct {
 	Datasets replay.DatasetStore
 	Viewer   *web.Signer
 	Now      func() time.Time
+	// Schedules manages schedules (nil: the schedule routes answer 503).
+	Schedules *schedule.Service
+	// Webhooks manages webhooks (nil: the webhook routes answer 503).
+	Webhooks *webhook.Service
 }
 
 // Server is agentplane's HTTP API.

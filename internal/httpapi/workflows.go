@@ -59,6 +59,8 @@ type workflowView struct {
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
 	ReplayOf     string          `json:"replay_of,omitempty"`
+	// ScheduleID names the schedule that started the workflow.
+	ScheduleID string `json:"schedule_id,omitempty"`
 }
 
 type callerView struct {
@@ -120,6 +122,9 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 	}
 	v, err := s.storedView(r, wf, true)
 	if err != nil {
+		return err
+	}
+	if v.ScheduleID, err = s.scheduleOf(r, wf.ID); err != nil { // schedules.go
 		return err
 	}
 	return writeJSON(w, http.StatusOK, v)

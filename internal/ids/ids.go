@@ -18,6 +18,8 @@ const (
 	Workflow = "wf_"
 	Replay   = "rpl_"
 	Batch    = "rpb_"
+	Schedule = "sch_"
+	Webhook  = "whk_"
 	Audit    = "aud_"
 	Request  = "req_"
 	Client   = "cli_"

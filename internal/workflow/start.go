@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -37,6 +38,13 @@ type StartRequest struct {
 	RequestID    string
 	TraceID      string
 	ReplayOf     string
+	// ScheduleID and DueAt, when set, name the schedule and due time the
+	// workflow is started for (Workflow.ScheduleID, ScheduledFor).
+	ScheduleID string
+	DueAt      time.Time
+	// Created, when set, builds an audit record written in the
+	// transaction that stores the workflow (a schedule's run).
+	Created func(wf *Workflow) *audit.Record
 	// Record, when not nil, is the starting request's audit record, offered
 	// to the workflow's end (see RequestRecord).
 	Record *RequestRecord
@@ -93,7 +101,11 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 		r.mu.Unlock()
 		return nil, problem.New(problem.Unavailable, "%v", err)
 	}
-	c.err = r.opts.Store.CreateWorkflow(ctx, &stored, nil)
+	var created *audit.Record
+	if req.Created != nil {
+		created = req.Created(&stored)
+	}
+	c.err = r.opts.Store.CreateWorkflow(ctx, &stored, created)
 	close(c.done)
 	r.mu.Lock()
 	delete(r.creating, wf.ID)
@@ -169,6 +181,7 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
+		ScheduleID: req.ScheduleID, ScheduledFor: req.DueAt,
 	}, nil
 }
 

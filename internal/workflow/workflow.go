@@ -82,6 +82,14 @@ type Workflow struct {
 	// Owner is the replica holding the lease until LeaseUntil.
 	Owner      string    `json:"-"`
 	LeaseUntil time.Time `json:"-"`
+
+	// ScheduleID names the schedule that started the workflow for its due
+	// time ScheduledFor (zero for a manual trigger). CreateWorkflow records
+	// the run and claims that due time in the same transaction (see
+	// internal/schedule): a second workflow for it is a problem.Conflict
+	// and is not stored.
+	ScheduleID   string    `json:"schedule_id,omitempty"`
+	ScheduledFor time.Time `json:"-"`
 }
 
 // Input is the engine input of the workflow: its goal, context, caller and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -42,6 +43,7 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		if err != nil {
 			return fmt.Errorf("insert approval: %w", err)
 		}
+		queueWebhookEvent(tx, webhook.Waiting(a)) // webhooks.go: the outbox
 		return nil
 	})
 }
@@ -93,6 +95,7 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 			return fmt.Errorf("record decision: %w", err)
 		}
 		tx.Audit(rec)
+		queueWebhookEvent(tx, webhook.Decided(a)) // webhooks.go: the outbox
 		return nil
 	})
 	if err != nil {

@@ -383,7 +383,7 @@ func (db *DB) FinishBatch(ctx context.Context, id, status, errMsg string, at tim
 		if _, err := tx.Exec(ctx, `DELETE FROM replay_batch_journal WHERE batch_id = $1`, id); err != nil {
 			return fmt.Errorf("drop replay batch journal: %w", err)
 		}
-		return nil
+		return queueBatchEvent(ctx, tx, id, status, errMsg, at) // webhooks.go: the outbox
 	})
 	return ok, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 var _ replay.Store = (*DB)(nil)
@@ -41,6 +42,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 			return fmt.Errorf("insert replay: %w", err)
 		}
 		tx.Audit(rec)
+		queueWebhookEvent(tx, webhook.ReplayDone(r)) // webhooks.go: the outbox
 		return nil
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -60,6 +61,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 			return nil
 		}, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
 			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`, row...)
+		claimScheduled(tx, w) // schedules.go
 		tx.Audit(rec)
 		return nil
 	})
@@ -177,6 +179,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 			w.ID, owner, w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), w.FinishedAt, time.Time{})
 		tx.notify(changeChanged, w.ID)
 		tx.Audit(recs...)
+		queueWebhookEvent(tx, webhook.Finished(w)) // webhooks.go: the outbox
 		return nil
 	})
 	if err != nil {

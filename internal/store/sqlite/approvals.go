@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -38,7 +39,7 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		if err != nil {
 			return fmt.Errorf("insert approval: %w", err)
 		}
-		return nil
+		return queueWebhookEvent(ctx, tx, webhook.Waiting(a)) // webhooks.go: the outbox
 	})
 }
 
@@ -85,6 +86,9 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, fmtTime(a.DecidedAt), a.Comment, a.TimedOut,
 			a.WorkflowID, a.Step); err != nil {
 			return fmt.Errorf("record decision: %w", err)
+		}
+		if err := queueWebhookEvent(ctx, tx, webhook.Decided(a)); err != nil { // webhooks.go: the outbox
+			return err
 		}
 		return appendAudit(ctx, tx, rec)
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 var _ replay.Store = (*DB)(nil)
@@ -36,6 +37,9 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 		}
 		if err != nil {
 			return fmt.Errorf("insert replay: %w", err)
+		}
+		if err := queueWebhookEvent(ctx, tx, webhook.ReplayDone(r)); err != nil { // webhooks.go: the outbox
+			return err
 		}
 		return appendAudit(ctx, tx, rec)
 	})

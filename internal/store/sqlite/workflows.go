@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -46,6 +47,9 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 		}
 		if err != nil {
 			return fmt.Errorf("insert workflow: %w", err)
+		}
+		if err := claimScheduled(ctx, tx, w); err != nil { // schedules.go
+			return err
 		}
 		return appendAudit(ctx, tx, rec)
 	})
@@ -176,6 +180,9 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 			WHERE id = ? AND status = 'running' AND owner = ?`,
 			w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), fmtTime(w.FinishedAt), noLease, w.ID, owner)
 		if err := leaseHeld(res, err, w.ID, "finish workflow"); err != nil {
+			return err
+		}
+		if err := queueWebhookEvent(ctx, tx, webhook.Finished(w)); err != nil { // webhooks.go: the outbox
 			return err
 		}
 		return appendAudit(ctx, tx, recs...)

@@ -18,7 +18,9 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -34,6 +36,8 @@ type Store interface {
 	replay.Store
 	replay.BatchStore
 	replay.DatasetStore
+	schedule.Store
+	webhook.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -114,6 +118,11 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"DatasetVersions", testDatasetVersions},
 		{"DatasetList", testDatasetList},
 		{"LiveBatch", testLiveBatch},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleClaims", testScheduleClaims},
+		{"WebhookOutbox", testWebhookOutbox},
+		{"WebhookCRUD", testWebhookCRUD},
+		{"WebhookReplayEvents", testWebhookReplayEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,162 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// scheduleView is a schedule as the API shows it.
+type scheduleView struct {
+	*schedule.Schedule
+	Creator creatorView `json:"creator"`
+}
+
+type creatorView struct {
+	Sub      string   `json:"sub"`
+	ClientID string   `json:"client_id,omitempty"`
+	Scopes   []string `json:"scopes"`
+}
+
+func viewSchedule(s *schedule.Schedule) scheduleView {
+	scopes := s.Creator.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return scheduleView{Schedule: s, Creator: creatorView{Sub: s.Creator.Sub, ClientID: s.Creator.ClientID, Scopes: scopes}}
+}
+
+func (s *Server) schedules() (*schedule.Service, error) {
+	if s.deps.Schedules == nil {
+		return nil, problem.New(problem.Unavailable, "schedules are not enabled on this server")
+	}
+	return s.deps.Schedules, nil
+}
+
+// scheduleOf is the schedule that started a workflow, "" when none did or
+// schedules are off.
+func (s *Server) scheduleOf(r *http.Request, workflowID string) (string, error) {
+	if s.deps.Schedules == nil {
+		return "", nil
+	}
+	return s.deps.Schedules.Store.ScheduleOf(r.Context(), workflowID)
+}
+
+func (s *Server) handleCreateSchedule(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	var in schedule.Input
+	if err := decodeJSON(r, &in); err != nil {
+		return err
+	}
+	p := principalOf(r)
+	creator := workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes}
+	sch, err := svc.Create(r.Context(), p.Tenant, creator, in, s.record(r, http.StatusCreated))
+	if err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.audited, info.resourceID = true, sch.ID
+	w.Header().Set("Location", "/v1/schedules/"+sch.ID)
+	return writeJSON(w, http.StatusCreated, viewSchedule(sch))
+}
+
+func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	all, err := svc.List(r.Context(), principalOf(r).Tenant)
+	if err != nil {
+		return err
+	}
+	views := make([]scheduleView, len(all))
+	for i, sch := range all {
+		views[i] = viewSchedule(sch)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"schedules": views})
+}
+
+func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	sch, err := svc.Get(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewSchedule(sch))
+}
+
+func (s *Server) handleUpdateSchedule(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	var in schedule.Input
+	if err := decodeJSON(r, &in); err != nil {
+		return err
+	}
+	sch, err := svc.Update(r.Context(), principalOf(r).Tenant, r.PathValue("id"), in, s.record(r, http.StatusOK))
+	if err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	return writeJSON(w, http.StatusOK, viewSchedule(sch))
+}
+
+func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := svc.Store.DeleteSchedule(r.Context(), principalOf(r).Tenant, id, s.record(r, http.StatusOK)); err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+func (s *Server) handlePauseSchedule(paused bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		svc, err := s.schedules()
+		if err != nil {
+			return err
+		}
+		sch, err := svc.SetPaused(r.Context(), principalOf(r).Tenant, r.PathValue("id"), paused, s.record(r, http.StatusOK))
+		if err != nil {
+			return err
+		}
+		infoFrom(r.Context()).audited = true
+		return writeJSON(w, http.StatusOK, viewSchedule(sch))
+	}
+}
+
+// handleTriggerSchedule starts the schedule's workflow now, as the
+// schedule's creator, and answers 202 with it running.
+func (s *Server) handleTriggerSchedule(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	wf, err := svc.Trigger(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.workflowID = wf.ID
+	info.details = map[string]any{"workflow_id": wf.ID}
+	w.Header().Set("Location", "/v1/workflows/"+wf.ID)
+	v, err := s.workflowView(r, wf, nil, true)
+	if err != nil {
+		return err
+	}
+	v.ScheduleID = wf.ScheduleID
+	return writeJSON(w, http.StatusAccepted, v)
+}

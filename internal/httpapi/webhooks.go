@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/webhook"
+)
+
+// webhookView is a webhook as the API shows it; Secret only in the
+// answers of create and rotate-secret.
+type webhookView struct {
+	*webhook.Webhook
+	Secret string `json:"secret,omitempty"`
+}
+
+func (s *Server) webhooks() (*webhook.Service, error) {
+	if s.deps.Webhooks == nil {
+		return nil, problem.New(problem.Unavailable, "webhooks are not enabled on this server")
+	}
+	return s.deps.Webhooks, nil
+}
+
+func (s *Server) handleCreateWebhook(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	var in webhook.Input
+	if err := decodeJSON(r, &in); err != nil {
+		return err
+	}
+	wh, err := svc.Create(r.Context(), principalOf(r).Tenant, in, s.record(r, http.StatusCreated))
+	if err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.audited, info.resourceID = true, wh.ID
+	w.Header().Set("Location", "/v1/webhooks/"+wh.ID)
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, http.StatusCreated, webhookView{Webhook: wh, Secret: wh.Secret})
+}
+
+func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	all, err := svc.Store.ListWebhooks(r.Context(), principalOf(r).Tenant)
+	if err != nil {
+		return err
+	}
+	views := make([]webhookView, len(all))
+	for i, wh := range all {
+		views[i] = webhookView{Webhook: wh}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": views})
+}
+
+func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	wh, err := svc.Store.Webhook(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, webhookView{Webhook: wh})
+}
+
+func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := svc.Store.DeleteWebhook(r.Context(), principalOf(r).Tenant, id, s.record(r, http.StatusOK)); err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	status := q.Get("status")
+	var errs []problem.FieldError
+	if status != "" && !slices.Contains([]string{webhook.Pending, webhook.Delivered, webhook.Failed}, status) {
+		errs = append(errs, problem.FieldError{Field: "status", Message: "must be pending, delivered or failed"})
+	}
+	limit, err := page.ParseSize("limit", q.Get("limit"))
+	if err != nil {
+		errs = append(errs, problem.As(err).Errors...)
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	tenant, id := principalOf(r).Tenant, r.PathValue("id")
+	if _, err := svc.Store.Webhook(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	ds, err := svc.Store.Deliveries(r.Context(), tenant, id, status, limit)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []*webhook.Delivery{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
+}
+
+func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	d, err := svc.Store.RetryDelivery(r.Context(), principalOf(r).Tenant, r.PathValue("id"), r.PathValue("dlv"),
+		s.deps.Now(), s.record(r, http.StatusOK))
+	if err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	return writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) handleRotateSecret(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	wh, err := svc.Rotate(r.Context(), principalOf(r).Tenant, r.PathValue("id"), s.record(r, http.StatusOK))
+	if err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, http.StatusOK, webhookView{Webhook: wh, Secret: wh.Secret})
+}

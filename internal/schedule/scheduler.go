@@ -1,0 +1,204 @@
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// Starter starts a workflow: *workflow.Runner.
+type Starter interface {
+	Start(ctx context.Context, req workflow.StartRequest) (*workflow.Workflow, error)
+}
+
+// DefaultTick is how often a Scheduler looks for due times.
+const DefaultTick = 5 * time.Second
+
+// Scheduler starts the workflows of every tenant's due schedules. Every
+// replica runs one; the store's claims make each due time start one
+// workflow across them.
+type Scheduler struct {
+	Store  Store
+	Runner Starter
+	// Now is the clock (time.Now when nil); Tick how often Run looks
+	// (DefaultTick when zero).
+	Now    func() time.Time
+	Tick   time.Duration
+	Logger *slog.Logger
+
+	mu      sync.Mutex
+	timings map[string]cachedTiming
+}
+
+type cachedTiming struct {
+	cron, tz string
+	t        *Timing
+}
+
+func (s *Scheduler) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s *Scheduler) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}
+
+// Run looks for due times every tick until ctx is done.
+func (s *Scheduler) Run(ctx context.Context) {
+	tick := s.Tick
+	if tick <= 0 {
+		tick = DefaultTick
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			s.logger().Warn("scheduler pass failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce starts, for each active schedule, a workflow for its latest due
+// time not yet claimed: after an outage, only the latest missed time runs.
+func (s *Scheduler) RunOnce(ctx context.Context) error {
+	all, err := s.Store.ActiveSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	live := make(map[string]bool, len(all))
+	for _, sch := range all {
+		live[sch.ID] = true
+		t := s.timing(sch)
+		if t == nil {
+			continue
+		}
+		after := sch.LastDue
+		if after.IsZero() || after.Before(sch.CreatedAt) {
+			after = sch.CreatedAt
+		}
+		due := t.Latest(after, now)
+		if due.IsZero() {
+			continue
+		}
+		if _, err := s.fire(ctx, sch, due, false); err != nil && ctx.Err() == nil {
+			s.logger().Warn("scheduled run not started", "schedule_id", sch.ID, "due", due, "error", err)
+		}
+	}
+	s.mu.Lock()
+	for id := range s.timings {
+		if !live[id] {
+			delete(s.timings, id)
+		}
+	}
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+// timing parses a schedule's timing once per change of it.
+func (s *Scheduler) timing(sch *Schedule) *Timing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.timings[sch.ID]; ok && c.cron == sch.Cron && c.tz == sch.Timezone {
+		return c.t
+	}
+	t, errs := ParseTiming(sch.Cron, sch.Timezone)
+	if len(errs) > 0 {
+		s.logger().Warn("schedule has an invalid timing", "schedule_id", sch.ID, "errors", errs)
+	}
+	if s.timings == nil {
+		s.timings = map[string]cachedTiming{}
+	}
+	s.timings[sch.ID] = cachedTiming{cron: sch.Cron, tz: sch.Timezone, t: t}
+	return t
+}
+
+// errAlreadyClaimed reports a due time another replica (or an earlier
+// pass) claimed.
+var errAlreadyClaimed = errors.New("due time already claimed")
+
+// fire starts the schedule's workflow for due, as its creator, unless the
+// due time is claimed already or, with overlap skip, the previous run is
+// still going (the due time is then claimed without a workflow). A due
+// time whose workflow cannot start (its agent was deleted, its context no
+// longer fits) is claimed without one too, so it is not tried again.
+func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manual bool) (*workflow.Workflow, error) {
+	if !manual && sch.Overlap != OverlapAllow {
+		busy, err := s.Store.Busy(ctx, sch.ID)
+		if err != nil {
+			return nil, err
+		}
+		if busy {
+			_, err := s.Store.SkipDue(ctx, sch.ID, due)
+			return nil, err
+		}
+	}
+	var input map[string]any
+	if err := json.Unmarshal(sch.Context, &input); err != nil {
+		input = map[string]any{}
+	}
+	// A manual run (due zero) is recorded as the schedule's without a due time.
+	caller := sch.Creator
+	caller.Tenant = sch.Tenant
+	wf, err := s.Runner.Start(ctx, workflow.StartRequest{
+		Tenant: sch.Tenant, Agent: sch.AgentName(), Version: sch.AgentVersion(), Goal: sch.Goal,
+		Context: input, Caller: caller, MaxToolCalls: sch.MaxToolCalls,
+		ScheduleID: sch.ID, DueAt: due, Created: s.runRecord(sch, due),
+	})
+	switch {
+	case err == nil:
+		return wf, nil
+	case problem.Is(err, problem.Conflict):
+		return nil, errAlreadyClaimed
+	case problem.Is(err, problem.ValidationFailed), problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
+		if !manual {
+			if _, serr := s.Store.SkipDue(ctx, sch.ID, due); serr != nil {
+				return nil, errors.Join(err, serr)
+			}
+		}
+	}
+	return nil, err
+}
+
+// Trigger starts a schedule's workflow now, whatever its timetable, pause
+// or overlap policy. It claims no due time: the timetable goes on as if
+// it had not been triggered.
+func (s *Scheduler) Trigger(ctx context.Context, sch *Schedule) (*workflow.Workflow, error) {
+	return s.fire(ctx, sch, time.Time{}, true)
+}
+
+// runRecord builds the audit record of a run the schedule starts, written
+// with the workflow: it names the schedule, its creator (the actor) and
+// the due time (none for a trigger).
+func (s *Scheduler) runRecord(sch *Schedule, due time.Time) func(*workflow.Workflow) *audit.Record {
+	return func(wf *workflow.Workflow) *audit.Record {
+		details := map[string]any{"agent": wf.Agent, "agent_version": wf.AgentVersion}
+		if !due.IsZero() {
+			details["due_at"] = due.UTC().Format(time.RFC3339)
+		}
+		return &audit.Record{
+			Time: wf.StartedAt, Tenant: sch.Tenant, Action: "schedule.run",
+			Actor:    audit.Actor{Sub: sch.Creator.Sub, ClientID: sch.Creator.ClientID},
+			Resource: audit.Resource{Type: "schedule", ID: sch.ID}, Outcome: audit.Success,
+			WorkflowID: wf.ID, Details: audit.Details(details),
+		}
+	}
+}

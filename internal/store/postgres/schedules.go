@@ -1,0 +1,213 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+var _ schedule.Store = (*DB)(nil)
+
+const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.context, s.max_tool_calls,
+	s.overlap, s.paused, s.creator, s.created_at, s.updated_at,
+	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
+
+// claimScheduled queues, in a workflow's creation, the run of the
+// schedule that started it: the claim of its due time, which fails the
+// creation when another workflow claimed it first.
+func claimScheduled(tx *wtx, w *workflow.Workflow) {
+	if w.ScheduleID == "" {
+		return
+	}
+	var due *time.Time
+	if !w.ScheduledFor.IsZero() {
+		d := micro(w.ScheduledFor)
+		due = &d
+	}
+	tx.Queue(func(err error) error {
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "schedule %s already started a workflow for %s", w.ScheduleID, w.ScheduledFor.UTC().Format(time.RFC3339))
+		}
+		return wrapErr("claim due time")(err)
+	}, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at) VALUES ($1, $2, $3, $4)`,
+		w.ScheduleID, due, w.ID, micro(w.StartedAt))
+}
+
+// CreateSchedule stores a new schedule.
+func (db *DB) CreateSchedule(ctx context.Context, s *schedule.Schedule, rec *audit.Record) error {
+	creator, err := json.Marshal(s.Creator)
+	if err != nil {
+		return err
+	}
+	s.CreatedAt, s.UpdatedAt = micro(s.CreatedAt), micro(s.UpdatedAt)
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *wtx) error {
+		tx.Queue(func(err error) error {
+			if isUnique(err) {
+				return problem.New(problem.Conflict, "schedule %s already exists", s.ID)
+			}
+			return wrapErr("insert schedule")(err)
+		}, `INSERT INTO schedules (id, tenant, agent, cron, timezone, goal, context, max_tool_calls, overlap,
+			paused, creator, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			s.ID, s.Tenant, s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap,
+			s.Paused, string(creator), s.CreatedAt, s.UpdatedAt)
+		tx.Audit(rec)
+		return nil
+	})
+}
+
+// Schedule returns a schedule of the tenant, or problem.NotFound.
+func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedule, error) {
+	var s *schedule.Schedule
+	err := db.read(ctx, func(q querier) error {
+		var err error
+		s, err = scanSchedule(q.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = $1 AND s.id = $2`, tenant, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return schedule.NotFound(id)
+		}
+		return err
+	})
+	return s, err
+}
+
+// ListSchedules returns the tenant's schedules, oldest first.
+func (db *DB) ListSchedules(ctx context.Context, tenant string) ([]*schedule.Schedule, error) {
+	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = $1 ORDER BY s.id`, tenant)
+}
+
+// ActiveSchedules returns every tenant's schedules that are not paused.
+func (db *DB) ActiveSchedules(ctx context.Context) ([]*schedule.Schedule, error) {
+	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
+}
+
+func (db *DB) schedules(ctx context.Context, sql string, args ...any) ([]*schedule.Schedule, error) {
+	var out []*schedule.Schedule
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("list schedules: %w", err)
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*schedule.Schedule, error) { return scanSchedule(row) })
+		return err
+	})
+	return out, err
+}
+
+// UpdateSchedule replaces a schedule's settings.
+func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *audit.Record) error {
+	s.UpdatedAt = micro(s.UpdatedAt)
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `UPDATE schedules SET agent = $3, cron = $4, timezone = $5, goal = $6, context = $7,
+			max_tool_calls = $8, overlap = $9, paused = $10, updated_at = $11 WHERE tenant = $1 AND id = $2`,
+			s.Tenant, s.ID, s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap,
+			s.Paused, s.UpdatedAt)
+		if err != nil {
+			return fmt.Errorf("update schedule: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return schedule.NotFound(s.ID)
+		}
+		tx.Audit(rec)
+		return nil
+	})
+}
+
+// DeleteSchedule deletes a schedule and its runs.
+func (db *DB) DeleteSchedule(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	return db.deleteWithChildren(ctx, "schedules", "schedule_runs", "schedule_id", tenant, id, rec, schedule.NotFound(id))
+}
+
+// deleteWithChildren deletes the tenant's row id of table (schedules,
+// webhooks) and the rows of child whose column names it, appending rec;
+// notFound answers when the tenant has no such row.
+func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tenant, id string, rec *audit.Record, notFound error) error {
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE tenant = $1 AND id = $2`, tenant, id)
+		if err != nil {
+			return fmt.Errorf("delete from %s: %w", table, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return notFound
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+child+` WHERE `+column+` = $1`, id); err != nil {
+			return fmt.Errorf("delete from %s: %w", child, err)
+		}
+		tx.Audit(rec)
+		return nil
+	})
+}
+
+// SkipDue claims a due time without a workflow.
+func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time) (bool, error) {
+	var claimed bool
+	err := db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at)
+			VALUES ($1, $2, '', $3) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, micro(due), db.now())
+		if err != nil {
+			return fmt.Errorf("skip due time: %w", err)
+		}
+		claimed = tag.RowsAffected() == 1
+		return nil
+	})
+	return claimed, err
+}
+
+// Busy reports whether a workflow the schedule started is running or waiting.
+func (db *DB) Busy(ctx context.Context, scheduleID string) (bool, error) {
+	var busy bool
+	err := db.read(ctx, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schedule_runs r JOIN workflows w ON w.id = r.workflow_id
+			WHERE r.schedule_id = $1 AND w.status IN ('running', 'waiting'))`, scheduleID).Scan(&busy)
+	})
+	return busy, err
+}
+
+// ScheduleOf returns the id of the schedule that started a workflow.
+func (db *DB) ScheduleOf(ctx context.Context, workflowID string) (string, error) {
+	var id string
+	err := db.read(ctx, func(q querier) error {
+		err := q.QueryRow(ctx, `SELECT schedule_id FROM schedule_runs WHERE workflow_id = $1 AND workflow_id <> ''`, workflowID).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	return id, err
+}
+
+func scanSchedule(row pgx.Row) (*schedule.Schedule, error) {
+	var (
+		s            schedule.Schedule
+		ctxJSON, cre []byte
+		maxCalls     *int
+		lastDue      *time.Time
+	)
+	err := row.Scan(&s.ID, &s.Tenant, &s.Agent, &s.Cron, &s.Timezone, &s.Goal, &ctxJSON, &maxCalls,
+		&s.Overlap, &s.Paused, &cre, &s.CreatedAt, &s.UpdatedAt, &lastDue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan schedule: %w", err)
+	}
+	s.Context, s.MaxToolCalls = rawJSON(ctxJSON), maxCalls
+	if err := json.Unmarshal(cre, &s.Creator); err != nil {
+		return nil, fmt.Errorf("decode schedule creator: %w", err)
+	}
+	if lastDue != nil {
+		s.LastDue = lastDue.UTC()
+	}
+	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	return &s, nil
+}

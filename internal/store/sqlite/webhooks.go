@@ -1,0 +1,251 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/webhook"
+)
+
+var _ webhook.Store = (*DB)(nil)
+
+const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at`
+
+const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
+	last_status, last_error, created_at, delivered_at`
+
+// queueWebhookEvent stores, in the transaction storing an event, its
+// delivery to each of the tenant's webhooks that subscribes to it: the
+// outbox. A nil event stores nothing.
+func queueWebhookEvent(ctx context.Context, tx dbtx, ev *webhook.Event) error {
+	if ev == nil {
+		return nil
+	}
+	at := fmtTime(ev.At)
+	_, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, tenant, webhook_id, event_type,
+			order_key, body, status, attempts, next_attempt_at, last_status, last_error, lease_owner, lease_until, created_at)
+		SELECT 'msg_' || ? || substr(w.id, 5), w.tenant, w.id, ?, ?, ?, 'pending', 0, ?, 0, '', '', ?, ?
+		FROM webhooks w WHERE w.tenant = ? AND EXISTS (SELECT 1 FROM json_each(w.events) e WHERE e.value = ?)
+			AND (w.agent = '' OR w.agent = ?)
+		ORDER BY w.id`,
+		ev.ID, ev.Type, ev.OrderKey, string(ev.Body), at, noLease, at, ev.Tenant, ev.Type, ev.Agent)
+	if err != nil {
+		return fmt.Errorf("queue webhook deliveries: %w", err)
+	}
+	return nil
+}
+
+// CreateWebhook stores a new webhook.
+func (db *DB) CreateWebhook(ctx context.Context, w *webhook.Webhook, rec *audit.Record) error {
+	events, err := json.Marshal(w.Events)
+	if err != nil {
+		return err
+	}
+	w.CreatedAt = micro(w.CreatedAt)
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret,
+			fmtTime(w.PreviousUntil), fmtTime(w.CreatedAt)); err != nil {
+			return fmt.Errorf("insert webhook: %w", err)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Webhook returns a webhook of the tenant, or problem.NotFound.
+func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook, error) {
+	var w *webhook.Webhook
+	err := db.query(ctx, func(q dbtx) error {
+		var err error
+		w, err = scanWebhook(q.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = ? AND id = ?`, tenant, id))
+		if err == sql.ErrNoRows {
+			return webhook.NotFound(id)
+		}
+		return err
+	})
+	return w, err
+}
+
+// ListWebhooks returns the tenant's webhooks, oldest first.
+func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webhook, error) {
+	var out []*webhook.Webhook
+	err := db.read(ctx, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = ? ORDER BY id`, tenant)
+		if err != nil {
+			return fmt.Errorf("list webhooks: %w", err)
+		}
+		out, err = collect(rows, scanWebhook)
+		return err
+	})
+	return out, err
+}
+
+// DeleteWebhook deletes a webhook and its deliveries.
+func (db *DB) DeleteWebhook(ctx context.Context, tenant, id string, rec *audit.Record) error {
+	return db.deleteWithChildren(ctx, "webhooks", "webhook_deliveries", "webhook_id", tenant, id, rec, webhook.NotFound(id))
+}
+
+// RotateSecret makes secret the webhook's; the current one signs too until previousUntil.
+func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previousUntil time.Time, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE webhooks SET previous_secret = secret, previous_until = ?, secret = ?
+			WHERE tenant = ? AND id = ?`, fmtTime(previousUntil), secret, tenant, id)
+		if err != nil {
+			return fmt.Errorf("rotate secret: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return webhook.NotFound(id)
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+// Deliveries lists a webhook's deliveries, newest first.
+func (db *DB) Deliveries(ctx context.Context, tenant, webhookID, status string, limit int) ([]*webhook.Delivery, error) {
+	var out []*webhook.Delivery
+	err := db.read(ctx, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+			WHERE tenant = ? AND webhook_id = ? AND (? = '' OR status = ?) ORDER BY seq DESC LIMIT ?`,
+			tenant, webhookID, status, status, limit)
+		if err != nil {
+			return fmt.Errorf("list deliveries: %w", err)
+		}
+		out, err = collect(rows, scanDelivery)
+		return err
+	})
+	return out, err
+}
+
+// RetryDelivery makes a delivery pending again, due at now.
+func (db *DB) RetryDelivery(ctx context.Context, tenant, webhookID, id string, now time.Time, rec *audit.Record) (*webhook.Delivery, error) {
+	db.prepareAudit(rec)
+	var d *webhook.Delivery
+	err := db.write(ctx, func(tx dbtx) error {
+		var err error
+		at := fmtTime(now)
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
+				created_at = CASE WHEN status = 'failed' THEN ? ELSE created_at END
+			WHERE tenant = ? AND webhook_id = ? AND id = ? RETURNING `+deliveryColumns, at, at, tenant, webhookID, id))
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "delivery %s of webhook %s not found", id, webhookID)
+		}
+		if err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, rec)
+	})
+	return d, err
+}
+
+// ClaimDeliveries leases due deliveries, each the first pending one of its
+// webhook and order key.
+func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time.Time, limit int) ([]*webhook.Delivery, error) {
+	var out []*webhook.Delivery
+	err := db.write(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?
+			WHERE seq IN (SELECT d.seq FROM webhook_deliveries d
+				WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.lease_until < ?
+					AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id
+						AND e.order_key = d.order_key AND e.status = 'pending' AND e.seq < d.seq)
+				ORDER BY d.seq LIMIT ?)
+			RETURNING `+deliveryColumns, owner, fmtTime(until), fmtTime(now), fmtTime(now), limit)
+		if err != nil {
+			return fmt.Errorf("claim deliveries: %w", err)
+		}
+		out, err = collect(rows, scanDelivery)
+		return err
+	})
+	return out, err
+}
+
+// FinishAttempt records an attempt and drops owner's lease.
+func (db *DB) FinishAttempt(ctx context.Context, owner, id string, o webhook.Outcome) (bool, error) {
+	var held bool
+	err := db.write(ctx, func(tx dbtx) error {
+		var delivered any
+		if o.Status == webhook.Delivered {
+			delivered = fmtTime(o.At)
+		}
+		next := o.NextAttempt
+		if o.Status != webhook.Pending {
+			next = o.At
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?,
+				last_status = ?, last_error = ?, delivered_at = ?, lease_owner = '', lease_until = ?
+			WHERE id = ? AND lease_owner = ? AND status = 'pending'`,
+			o.Status, o.Attempts, fmtTime(next), o.HTTPStatus, o.Error, delivered, noLease, id, owner)
+		if err != nil {
+			return fmt.Errorf("record attempt: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		held = n == 1
+		return nil
+	})
+	return held, err
+}
+
+func scanWebhook(row scanner) (*webhook.Webhook, error) {
+	var (
+		w                     webhook.Webhook
+		events, until, create string
+	)
+	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &events, &w.Agent, &w.Description, &w.Secret, &w.PreviousSecret, &until, &create)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(events), &w.Events); err != nil {
+		return nil, fmt.Errorf("decode webhook events: %w", err)
+	}
+	if w.PreviousUntil, err = parseTime(until); err != nil {
+		return nil, err
+	}
+	if w.CreatedAt, err = parseTime(create); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func scanDelivery(row scanner) (*webhook.Delivery, error) {
+	var (
+		d                   webhook.Delivery
+		body, next, created string
+		delivered           sql.NullString
+	)
+	err := row.Scan(&d.ID, &d.Seq, &d.Tenant, &d.WebhookID, &d.Type, &d.OrderKey, &body, &d.Status, &d.Attempts,
+		&next, &d.LastStatus, &d.LastError, &created, &delivered)
+	if err != nil {
+		return nil, err
+	}
+	d.Body = json.RawMessage(body)
+	if d.NextAttempt, err = parseTime(next); err != nil {
+		return nil, err
+	}
+	if d.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if delivered.Valid {
+		if d.DeliveredAt, err = parseTime(delivered.String); err != nil {
+			return nil, err
+		}
+	}
+	if d.Status != webhook.Pending {
+		d.NextAttempt = time.Time{}
+	}
+	return &d, nil
+}
+
+// queueBatchEvent stores the deliveries of a replay batch's end.
+func queueBatchEvent(ctx context.Context, tx dbtx, id, status, errMsg string, at time.Time) error {
+	var tenant, target string
+	if err := tx.QueryRowContext(ctx, `SELECT tenant, target FROM replay_batches WHERE id = ?`, id).Scan(&tenant, &target); err != nil {
+		return fmt.Errorf("read replay batch %s: %w", id, err)
+	}
+	return queueWebhookEvent(ctx, tx, webhook.BatchDone(tenant, id, target, status, errMsg, at))
+}

@@ -1,0 +1,110 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// Input is the body of POST /v1/webhooks.
+type Input struct {
+	URL         string   `json:"url"`
+	Events      []string `json:"events"`
+	Agent       string   `json:"agent"`
+	Description string   `json:"description"`
+}
+
+// Service creates webhooks and rotates their secrets for the API.
+type Service struct {
+	Store    Store
+	Versions agent.VersionStore
+	// CheckURL checks a URL against the outbound address policy (the
+	// outbound client's CheckURL); nil checks nothing more.
+	CheckURL func(raw string) error
+	// AllowHTTP allows http:// URLs (loopback and allowed private hosts,
+	// in demos and tests); otherwise https is required.
+	AllowHTTP bool
+	Now       func() time.Time
+}
+
+func (s *Service) check(ctx context.Context, tenant string, in *Input) error {
+	var errs []problem.FieldError
+	u, err := url.Parse(in.URL)
+	switch {
+	case in.URL == "" || err != nil || u.Host == "":
+		errs = append(errs, problem.FieldError{Field: "url", Message: "is required: an absolute https URL"})
+	case u.Scheme != "https" && !(s.AllowHTTP && u.Scheme == "http"):
+		errs = append(errs, problem.FieldError{Field: "url", Message: "must be https"})
+	case u.User != nil:
+		errs = append(errs, problem.FieldError{Field: "url", Message: "must not hold credentials"})
+	case s.CheckURL != nil:
+		if err := s.CheckURL(in.URL); err != nil {
+			errs = append(errs, problem.FieldError{Field: "url", Message: "is not allowed: " + problem.As(err).Detail})
+		}
+	}
+	if len(in.Events) == 0 {
+		errs = append(errs, problem.FieldError{Field: "events", Message: "is required: one or more of " + strings.Join(EventTypes, ", ")})
+	}
+	for i, e := range in.Events {
+		if !slices.Contains(EventTypes, e) {
+			errs = append(errs, problem.FieldError{Field: fmt.Sprintf("events[%d]", i), Message: fmt.Sprintf("%q is not an event; use one of %s", e, strings.Join(EventTypes, ", "))})
+		}
+	}
+	slices.Sort(in.Events)
+	in.Events = slices.Compact(in.Events)
+	if len(in.Description) > 1000 {
+		errs = append(errs, problem.FieldError{Field: "description", Message: "is at most 1000 characters"})
+	}
+	if in.Agent != "" && s.Versions != nil {
+		_, err := s.Versions.AgentVersion(ctx, tenant, in.Agent, "")
+		switch {
+		case problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
+			errs = append(errs, problem.FieldError{Field: "agent", Message: fmt.Sprintf("%q is not a deployed agent of this tenant", in.Agent)})
+		case err != nil:
+			return err
+		}
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	return nil
+}
+
+// Create stores a new webhook with a new secret, returned this once.
+func (s *Service) Create(ctx context.Context, tenant string, in Input, rec *audit.Record) (*Webhook, error) {
+	if err := s.check(ctx, tenant, &in); err != nil {
+		return nil, err
+	}
+	now := s.Now().UTC().Truncate(time.Microsecond)
+	w := &Webhook{ID: ids.NewAt(ids.Webhook, now), Tenant: tenant, URL: in.URL, Events: in.Events, Agent: in.Agent,
+		Description: in.Description, Secret: NewSecret(), CreatedAt: now}
+	if rec != nil {
+		rec.Resource = audit.Resource{Type: "webhook", ID: w.ID}
+	}
+	if err := s.Store.CreateWebhook(ctx, w, rec); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Rotate gives a webhook a new secret, returned this once; the old one
+// signs too for RetryFor.
+func (s *Service) Rotate(ctx context.Context, tenant, id string, rec *audit.Record) (*Webhook, error) {
+	secret := NewSecret()
+	if err := s.Store.RotateSecret(ctx, tenant, id, secret, s.Now().Add(RetryFor), rec); err != nil {
+		return nil, err
+	}
+	w, err := s.Store.Webhook(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
