@@ -27,7 +27,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms"}
+	args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms", "-repo", "../.."}
 	if err := run(ctx, args, os.Getenv, &out, &errOut); err != nil {
 		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errOut)
 	}
