@@ -86,10 +86,12 @@ func New(opts Options) *Client {
 		Proxy:             nil, // a proxy would dial on our behalf, past the check
 		DialContext:       c.dialContext(dialer),
 		ForceAttemptHTTP2: true,
-		// Many workflows call the same business API at once; keeping
-		// their connections saves a dial (and a TLS handshake) per call.
-		MaxIdleConns:          512,
-		MaxIdleConnsPerHost:   64,
+		// Many workflows call the same business API or model at once;
+		// keeping their connections saves a dial (and a TLS handshake)
+		// per call: a workflow's next completion reuses the connection
+		// of its last. Idle connections close after IdleConnTimeout.
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
