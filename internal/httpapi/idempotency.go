@@ -26,7 +26,7 @@ const maxIdempotencyKey = 255
 const defaultRunningLock = 30 * time.Second
 
 // storedHeaders are the response headers replayed with a stored response.
-var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id"}
+var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id", "Preference-Applied"}
 
 // idempotent runs h at most once per idempotency key (SPEC §5): a repeat of
 // the same request gets the stored response with Idempotent-Replayed: true.
