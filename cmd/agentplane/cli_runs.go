@@ -228,7 +228,7 @@ func preferAsyncHeader(h http.Header) http.Header {
 // startedTable shows a workflow started without waiting: its id, and the
 // command that follows it to its end.
 func startedTable(w io.Writer, doc map[string]any) error {
-	id := field(doc, "id")
+	id := field(doc, "workflow_id")
 	fmt.Fprintf(w, "workflow %s is %s\n", id, field(doc, "status"))
 	fmt.Fprintf(w, "follow it with: agentplane workflows events %s --follow\n", id)
 	return nil
