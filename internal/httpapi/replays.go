@@ -210,6 +210,9 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 		}
 	}
 	shown.OriginalCompletions, shown.Completions = hideMessages(p, rp.OriginalCompletions), hideMessages(p, rp.Completions)
+	if shown.Status == "" {
+		shown.Status = replay.StatusCompleted // made before replays had statuses
+	}
 	if shown.DryRun && shown.LLM == "" {
 		shown.Mode = shown.Mode.WithDefaults() // stored before replays had modes
 	}
