@@ -182,7 +182,9 @@ func (s *Server) repeat(w http.ResponseWriter, r *http.Request, e idempotency.En
 			}
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		infoFrom(r.Context()).details = map[string]any{"idempotent_replayed": true}
+		info := infoFrom(r.Context())
+		info.details = map[string]any{"idempotent_replayed": true}
+		info.workflowID = e.WorkflowID // "" unless the first request started one
 		w.WriteHeader(e.Status)
 		w.Write(e.Body)
 	}
