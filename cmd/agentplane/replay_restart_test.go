@@ -19,12 +19,7 @@ func TestARealReplaySurvivesAKilledServer(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	flags := []string{"--data", dir, "--allow-private-networks", "--workflow-lease", "1s"}
 	a := startChild(t, addr, flags...)
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
-		"tools:write agents:write agents:invoke workflows:read workflows:replay tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	tok := strings.TrimSpace(out.String())
+	tok := dataToken(t, dir, addr, "tools:write agents:write agents:invoke workflows:read workflows:replay tool:*")
 	api := newWriteAPI(t)
 	api.mu.Lock()
 	api.keys = append(api.keys, "before the replay") // so the write of the original is not held
@@ -88,4 +83,16 @@ func TestARealReplaySurvivesAKilledServer(t *testing.T) {
 	if nw["status"] != "completed" || nw["replay_of"] != wf["workflow_id"] {
 		t.Errorf("the replay's workflow: %v", nw)
 	}
+}
+
+// dataToken mints a token of tenant acme with scope, as `agentplane token`
+// does for the server on dir and addr.
+func dataToken(t *testing.T, dir, addr, scope string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope", scope},
+		func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out.String())
 }
