@@ -434,8 +434,8 @@ func replayTable(w io.Writer, doc map[string]any) error {
 	}
 	fmt.Fprintf(w, "replay %s of %s: %s -> %s (%s)\n", field(doc, "replay_id"), field(doc, "workflow_id"),
 		field(doc, "original_agent_version"), field(doc, "target_agent_version"), mode)
-	if st := field(doc, "status"); st != "" && st != "completed" {
-		fmt.Fprintf(w, "status: %s (read it again with: agentplane replays get %s)\n", st, field(doc, "replay_id"))
+	if field(doc, "status") == "running" {
+		fmt.Fprintf(w, "status: running (read it again with: agentplane replays get %s)\n", field(doc, "replay_id"))
 	}
 	fmt.Fprintf(w, "outcome: %s -> %s\n", field(doc, "original_outcome"), field(doc, "replay_outcome"))
 	if e := field(doc, "replay_error"); e != "" {

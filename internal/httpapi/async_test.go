@@ -5,10 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/replay"
 )
 
 // asyncPrefer asks for respond-async among other preferences, in another
@@ -179,5 +184,46 @@ func TestARealReplayWithRespondAsyncAnswers202(t *testing.T) {
 	dry := w.h.do("POST", "/v1/workflows/"+wfID+"/replay", tok, map[string]any{"target_agent_version": "fraud-triage@2"}, "Prefer", "respond-async")
 	if dry.Status != http.StatusCreated || dry.Header.Get("Preference-Applied") != "" {
 		t.Errorf("dry run with respond-async: %d %v", dry.Status, dry.Header)
+	}
+}
+
+func TestTheSweepCompletesReplaysLeftRunning(t *testing.T) {
+	var svc *replay.Service
+	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) { svc = d.Replays })
+	w := newFraudWorld(t, h)
+	w.amounts.Store("tx_1200", 1200.0)
+	w.deployVersion(t, "2", "txn.amount > 1000.0", "txn.amount > 5000.0")
+	tok := h.token("acme", replayScopes)
+	wfID := w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx_1200"}})["workflow_id"].(string)
+	done := w.replay(t, tok, wfID, replayBody)
+
+	// A replica stopped between the end of a replay's workflow and the
+	// replay's completion; another before it stored the workflow at all.
+	now := time.Now().UTC()
+	left := &replay.Replay{ID: ids.NewAt(ids.Replay, now), Tenant: "acme", WorkflowID: wfID, Target: "fraud-triage@2",
+		Status: replay.StatusRunning, ReplayWorkflowID: done.ReplayWorkflowID, OriginalOutcome: done.OriginalOutcome, CreatedAt: now}
+	old := now.Add(-10 * time.Minute)
+	orphan := &replay.Replay{ID: ids.NewAt(ids.Replay, old), Tenant: "acme", WorkflowID: wfID, Target: "fraud-triage@2",
+		Status: replay.StatusRunning, ReplayWorkflowID: ids.NewAt(ids.Workflow, old), CreatedAt: old}
+	for _, r := range []*replay.Replay{left, orphan} {
+		if err := h.DB.CreateReplay(t.Context(), r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := svc.CompleteRunning(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	h.do("GET", "/v1/replays/"+left.ID, tok, nil).json(t, &got)
+	want := map[string]any{}
+	for k, v := range done.Delta {
+		want[k] = float64(v)
+	}
+	if got["status"] != "completed" || got["replay_outcome"] != "cleared" || !cmp.Equal(got["delta"], want) {
+		t.Errorf("replay left running, after the sweep: %v %v %v; want completed, cleared, %v", got["status"], got["replay_outcome"], got["delta"], want)
+	}
+	h.do("GET", "/v1/replays/"+orphan.ID, tok, nil).json(t, &got)
+	if got["status"] != "failed" || !strings.Contains(got["replay_error"].(string), "was not started") {
+		t.Errorf("replay whose workflow was never stored, after the sweep: %v %v", got["status"], got["replay_error"])
 	}
 }
