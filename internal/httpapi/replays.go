@@ -78,6 +78,9 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 		if info.audited && r.Context().Err() != nil {
 			return nil // the client went away; the stored replay goes on
 		}
+		// The replay failed with its client still here (its workflow could
+		// not start): the key is not kept, so a retry replays again.
+		info.idemLinked = false
 		return err
 	}
 	info.audited, info.workflowID = true, rp.WorkflowID
