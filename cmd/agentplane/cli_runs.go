@@ -215,11 +215,30 @@ func (c *cli) stream(cmd *cobra.Command, req client.Request) error {
 	return err
 }
 
+// preferAsyncHeader adds Prefer: respond-async to h (a copy).
+func preferAsyncHeader(h http.Header) http.Header {
+	h = h.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Prefer", "respond-async")
+	return h
+}
+
+// startedTable shows a workflow started without waiting: its id, and the
+// command that follows it to its end.
+func startedTable(w io.Writer, doc map[string]any) error {
+	id := field(doc, "workflow_id")
+	fmt.Fprintf(w, "workflow %s is %s\n", id, field(doc, "status"))
+	fmt.Fprintf(w, "follow it with: agentplane workflows events %s --follow\n", id)
+	return nil
+}
+
 func (c *cli) invokeCommand() *cobra.Command {
 	var (
 		goal, contextFile, key string
 		pairs                  []string
-		stream                 bool
+		stream, async          bool
 		maxCalls               int
 		maxTokens              int64
 	)
@@ -230,18 +249,24 @@ func (c *cli) invokeCommand() *cobra.Command {
 step (a completion's names its model, tokens in and out and finish reason),
 a summary and the workflow's output. With --stream each step's line is
 printed as the step happens; Ctrl-C then detaches from the stream without
-cancelling the workflow (agentplane workflows cancel stops it).
+cancelling the workflow (agentplane workflows cancel stops it). With --async
+it does not wait: it prints the new workflow's id and the command that
+follows it (the server answers 202 to Prefer: respond-async).
 
 Exits 6 when the workflow ends failed, denied, limit_exceeded, timed_out or
 cancelled, and 0 when it ends with an outcome of its agent or waits for an
 approval.`,
 		Example: `  agentplane invoke fraud-triage --goal "triage tx_42" --context transaction_id=tx_42 --stream
-  agentplane invoke fraud-triage@2 --goal "triage" --context-file ctx.yaml -o json`,
+  agentplane invoke fraud-triage@2 --goal "triage" --context-file ctx.yaml -o json
+  agentplane invoke fraud-triage --goal "triage tx_42" --async`,
 		Args:              args(1, "an agent name, or name@version"),
 		ValidArgsFunction: c.complete("/v1/agents?limit=200", "agents", "name"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if goal == "" {
 				return usagef("--goal is required: what the agent should do")
+			}
+			if async && stream {
+				return usagef("--async and --stream exclude each other: --async returns at once, --stream follows the steps")
 			}
 			ctxv, err := parseContext(pairs, contextFile, cmd.InOrStdin())
 			if err != nil {
@@ -257,6 +282,11 @@ approval.`,
 			req := client.Request{Method: http.MethodPost, Path: "/v1/agents/" + url.PathEscape(a[0]) + "/invoke", Body: body, Header: idempotencyHeader(key)}
 			if stream {
 				return c.stream(cmd, req)
+			}
+			if async {
+				req.Header = preferAsyncHeader(req.Header)
+				_, err := c.send(cmd, req.Method, req.Path, req.Body, req.Header, startedTable)
+				return err
 			}
 			resp, err := c.send(cmd, req.Method, req.Path, req.Body, req.Header, workflowTable)
 			if err != nil {
@@ -274,6 +304,7 @@ approval.`,
 	cmd.Flags().StringArrayVar(&pairs, "context", nil, "a context value, key=value (repeatable; JSON values are parsed)")
 	cmd.Flags().StringVar(&contextFile, "context-file", "", "the context as a YAML or JSON object (- for standard input)")
 	cmd.Flags().BoolVar(&stream, "stream", false, "print each step as it happens")
+	cmd.Flags().BoolVar(&async, "async", false, "do not wait: print the workflow's id and how to follow it")
 	cmd.Flags().IntVar(&maxCalls, "max-tool-calls", 0, "most tool calls the workflow may make (server default 20)")
 	cmd.Flags().Int64Var(&maxTokens, "max-llm-tokens", 0, "most LLM tokens (input + output) the workflow's completions may use (default the agent's limits.max_llm_tokens)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key gets the same workflow")
@@ -403,6 +434,9 @@ func replayTable(w io.Writer, doc map[string]any) error {
 	}
 	fmt.Fprintf(w, "replay %s of %s: %s -> %s (%s)\n", field(doc, "replay_id"), field(doc, "workflow_id"),
 		field(doc, "original_agent_version"), field(doc, "target_agent_version"), mode)
+	if field(doc, "status") == "running" {
+		fmt.Fprintf(w, "status: running (read it again with: agentplane replays get %s)\n", field(doc, "replay_id"))
+	}
 	fmt.Fprintf(w, "outcome: %s -> %s\n", field(doc, "original_outcome"), field(doc, "replay_outcome"))
 	if e := field(doc, "replay_error"); e != "" {
 		fmt.Fprintf(w, "replay error: %s\n", e)

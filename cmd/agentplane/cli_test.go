@@ -211,6 +211,16 @@ func TestCLIQuickstart(t *testing.T) {
 	}
 	wf := strings.Fields(rest[3])[1]
 
+	// --async answers at once with the id and the command that follows it.
+	async := e.ok("invoke", "fraud-triage", "--goal", "triage tx_43", "--context", "transaction_id=tx_43", "--async")
+	if f := strings.Fields(async); len(f) < 4 || !strings.HasPrefix(f[1], "wf_") ||
+		!strings.Contains(async, "is running\nfollow it with: agentplane workflows events "+f[1]+" --follow\n") {
+		t.Errorf("invoke --async printed %q", async)
+	}
+	if _, errs, code := e.run("invoke", "fraud-triage", "--goal", "g", "--async", "--stream"); code != exitUsage || !strings.Contains(errs, "--async and --stream") {
+		t.Errorf("invoke --async --stream: exit %d %q", code, errs)
+	}
+
 	out := e.ok("replay", wf, "--target", "fraud-triage@2")
 	for _, want := range []string{"outcome: escalated -> cleared", "delta: 0 added, 2 changed, 0 removed, 0 tool calls changed",
 		"changed  fraud_score", "viewer: " + srv.base + "/replays/rpl_"} {

@@ -60,6 +60,10 @@ type serveConfig struct {
 	batchWorkers    int
 }
 
+// replaySweep is how often a replica looks for real replays left running
+// after their workflows ended (their replica stopped in between).
+const replaySweep = time.Minute
+
 func newServeCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var c serveConfig
 	cmd := &cobra.Command{
@@ -214,10 +218,13 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer background.Wait()
 	ctx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	background.Go(func() { runner.Run(ctx) })
-
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner,
-		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now}
+		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger}
+	// Whichever replica ends a real replay's workflow completes the replay;
+	// the sweep completes those a crash left running (docs/replay.md).
+	runner.OnFinish(replays.Finished)
+	background.Go(func() { runner.Run(ctx) })
+	background.Go(func() { replays.RunSweeper(ctx, replaySweep) })
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
 		Workers: c.batchWorkers, Logger: logger}
 	batchesDone := make(chan struct{})

@@ -106,6 +106,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		runner.Close(context.Background())
 	})
 	replays := &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db, Reader: runner}
+	runner.OnFinish(replays.Finished) // as cmd/agentplane wires it
 	batches := &replay.BatchRunner{Service: replays, Store: db, Owner: "harness", Lease: 2 * time.Second}
 	go batches.Run(runCtx)
 	viewer, err := web.LoadSigner(ctx, db, 0)

@@ -26,7 +26,7 @@ const maxIdempotencyKey = 255
 const defaultRunningLock = 30 * time.Second
 
 // storedHeaders are the response headers replayed with a stored response.
-var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id"}
+var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id", "Preference-Applied"}
 
 // idempotent runs h at most once per idempotency key (SPEC §5): a repeat of
 // the same request gets the stored response with Idempotent-Replayed: true.
@@ -182,7 +182,9 @@ func (s *Server) repeat(w http.ResponseWriter, r *http.Request, e idempotency.En
 			}
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		infoFrom(r.Context()).details = map[string]any{"idempotent_replayed": true}
+		info := infoFrom(r.Context())
+		info.details = map[string]any{"idempotent_replayed": true}
+		info.workflowID = e.WorkflowID // "" unless the first request started one
 		w.WriteHeader(e.Status)
 		w.Write(e.Body)
 	}

@@ -44,15 +44,21 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	info := infoFrom(r.Context())
 	info.resourceID = name
+	// A stream is itself an answer that does not wait for the end, so it
+	// wins over respond-async (docs/workflows.md).
+	async := !wantsStream(r, req) && prefers(r.Header, preferAsync)
 	var offered *workflow.RequestRecord
-	if wantsStream(r, req) {
+	switch {
+	case async:
+		// Answered at once with 202, the status the middleware records.
+	case wantsStream(r, req):
 		// Refused before the workflow starts: nothing runs unfollowed.
 		release, err := s.streams.acquire(p.Tenant)
 		if err != nil {
 			return err
 		}
 		defer release()
-	} else {
+	default:
 		// A sync invoke answers 200 once its workflow has ended: its record
 		// can be written with that end instead of in a transaction of its
 		// own. Built from what is known now (the execution runs on another
@@ -83,6 +89,14 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	w.Header().Set("Workflow-Id", wf.ID)
+	if async {
+		v, err := s.workflowView(r, wf, nil, true)
+		if err != nil {
+			return err
+		}
+		applyAsync(w, "/v1/workflows/"+wf.ID)
+		return writeJSON(w, http.StatusAccepted, v)
+	}
 	if wantsStream(r, req) {
 		return s.stream(w, r, p.Tenant, wf.ID, 0)
 	}

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -58,18 +60,86 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 			Detail: "a replay with dry_run false runs a real workflow, so it needs the scope agents:invoke too"}
 	}
 	info := infoFrom(r.Context())
-	rec := s.record(r, http.StatusCreated)
+	// respond-async applies to real replays only: a dry run is quick and
+	// answers as always (docs/replay.md).
+	async := !dryRun && prefers(r.Header, preferAsync)
+	status := http.StatusCreated
+	if async {
+		status = http.StatusAccepted
+	}
+	rec := s.record(r, status)
 	rp, err := s.deps.Replays.Replay(r.Context(), replay.Request{
 		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode,
 		Caller:    workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		RequestID: info.requestID, TraceID: info.traceID,
+		RequestID: info.requestID, TraceID: info.traceID, Async: async,
+		Stored: func(rp *replay.Replay) { s.replayStored(r, rp) },
 	}, rec)
 	if err != nil {
+		if info.audited && r.Context().Err() != nil {
+			return nil // the client went away; the stored replay goes on
+		}
+		// The replay failed with its client still here (its workflow could
+		// not start): the key is not kept, so a retry replays again.
+		info.idemLinked = false
 		return err
 	}
 	info.audited, info.workflowID = true, rp.WorkflowID
-	w.Header().Set("Location", "/v1/replays/"+rp.ID)
-	return writeJSON(w, http.StatusCreated, s.replayView(p, rp))
+	return s.answerReplay(w, r, rp, status)
+}
+
+// replayStored links the request's idempotency key to a real replay's new
+// workflow as soon as the replay is stored: a repeat of the request then
+// attaches to that replay (attachReplay) whatever becomes of this one.
+func (s *Server) replayStored(r *http.Request, rp *replay.Replay) {
+	info := infoFrom(r.Context())
+	info.audited, info.workflowID = true, rp.WorkflowID
+	k := info.idemKey
+	if k == nil {
+		return
+	}
+	if err := s.deps.Store.SetIdempotentWorkflow(context.WithoutCancel(r.Context()), *k, rp.ReplayWorkflowID); err != nil {
+		s.deps.Logger.Warn("link idempotency key to replay", "replay_id", rp.ID, "err", err)
+		return
+	}
+	info.idemLinked = true
+}
+
+// attachReplay answers a repeat of a real replay request whose first
+// request has not stored its answer (its client went away, or it still
+// waits): with the same replay, at once with respond-async, else once it
+// has completed.
+func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, e idempotency.Entry, _ []byte) error {
+	p := principalOf(r)
+	rp, err := s.deps.ReplayStore.ReplayOfWorkflow(r.Context(), e.WorkflowID)
+	if err == nil && rp.Tenant != p.Tenant {
+		err = replay.NotFound(e.WorkflowID)
+	}
+	if err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.workflowID = rp.WorkflowID
+	info.details = map[string]any{"idempotent_replayed": true, "replay_id": rp.ID}
+	w.Header().Set("Idempotent-Replayed", "true")
+	if prefers(r.Header, preferAsync) {
+		return s.answerReplay(w, r, rp, http.StatusAccepted)
+	}
+	if rp, err = s.deps.Replays.Await(r.Context(), rp); err != nil {
+		return err
+	}
+	return s.answerReplay(w, r, rp, http.StatusCreated)
+}
+
+// answerReplay writes rp with status: 202 with respond-async applied, or
+// 201.
+func (s *Server) answerReplay(w http.ResponseWriter, r *http.Request, rp *replay.Replay, status int) error {
+	loc := "/v1/replays/" + rp.ID
+	if status == http.StatusAccepted {
+		applyAsync(w, loc)
+	} else {
+		w.Header().Set("Location", loc)
+	}
+	return writeJSON(w, status, s.replayView(principalOf(r), rp))
 }
 
 func (s *Server) handleGetReplay(w http.ResponseWriter, r *http.Request) error {
@@ -143,6 +213,9 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 		}
 	}
 	shown.OriginalCompletions, shown.Completions = hideMessages(p, rp.OriginalCompletions), hideMessages(p, rp.Completions)
+	if shown.Status == "" {
+		shown.Status = replay.StatusCompleted // made before replays had statuses
+	}
 	if shown.DryRun && shown.LLM == "" {
 		shown.Mode = shown.Mode.WithDefaults() // stored before replays had modes
 	}

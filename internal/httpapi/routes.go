@@ -101,7 +101,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/webhooks/{id}/deliveries/{dlv}/retry", scope: auth.ScopeWebhooksWrite, action: "webhook.retry", resource: "webhook", idempotent: true, h: s.handleRetryDelivery},
 		{pattern: "POST /v1/webhooks/{id}/rotate-secret", scope: auth.ScopeWebhooksWrite, action: "webhook.rotate_secret", resource: "webhook", idempotent: true, h: s.handleRotateSecret},
 
-		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, h: s.handleReplay},
+		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, attach: s.attachReplay, h: s.handleReplay},
 		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
 		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},
 		{pattern: "POST /v1/replay-batches", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.create", resource: "replay_batch", idempotent: true, h: s.handleCreateBatch},

@@ -485,7 +485,7 @@ func (r *BatchRunner) addReplays(ctx context.Context, batchID string, group []Ba
 // again, the batch would run into the same panic.
 func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version, prog *agent.Program, it BatchItem) (rp *Replay, err error) {
 	now := r.Service.now()
-	rp = &Replay{ID: ids.NewAt(ids.Replay, now), Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
+	rp = &Replay{ID: ids.NewAt(ids.Replay, now), Status: StatusCompleted, Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
 		DryRun: true, Creator: b.Creator, CreatedAt: now}
 	defer func() {
 		if v := recover(); v != nil {

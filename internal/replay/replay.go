@@ -45,11 +45,23 @@ type Creator struct {
 	Scopes   []string `json:"scopes"`
 }
 
+// Statuses of a replay: a real one is running until its new workflow ends;
+// a dry run is stored completed.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	// StatusFailed is a real replay whose new workflow was never stored.
+	StatusFailed = "failed"
+)
+
 // Replay is a stored replay result.
 type Replay struct {
 	ID         string `json:"replay_id"`
 	Tenant     string `json:"-"`
 	WorkflowID string `json:"workflow_id"`
+	// Status is running, completed or failed (completed when stored before
+	// replays had statuses).
+	Status string `json:"status"`
 	// Target is the replayed version, name@version.
 	Target string `json:"target_agent_version"`
 	DryRun bool   `json:"dry_run"`
@@ -97,8 +109,19 @@ type ListFilter struct {
 
 // Store keeps replays.
 type Store interface {
-	// CreateReplay stores a replay and its audit record in one transaction.
+	// CreateReplay stores a replay and its audit record in one transaction,
+	// with a replay.completed webhook event unless the replay is running.
 	CreateReplay(ctx context.Context, r *Replay, rec *audit.Record) error
+	// CompleteReplay stores the outcome of a running replay (r with a final
+	// status) and queues its replay.completed event, in one transaction;
+	// false when it was no longer running (another replica completed it).
+	CompleteReplay(ctx context.Context, r *Replay) (bool, error)
+	// ReplayOfWorkflow returns the replay, of any tenant, whose new
+	// workflow is workflowID, or problem.NotFound.
+	ReplayOfWorkflow(ctx context.Context, workflowID string) (*Replay, error)
+	// RunningReplays returns up to limit replays of any tenant still
+	// running, oldest first.
+	RunningReplays(ctx context.Context, limit int) ([]*Replay, error)
 	// Replay returns a replay of the tenant, or problem.NotFound.
 	Replay(ctx context.Context, tenant, id string) (*Replay, error)
 	// ReplayByID returns a replay of any tenant (for signed viewer links,

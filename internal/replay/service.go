@@ -2,7 +2,9 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -40,6 +42,7 @@ type Service struct {
 	// Reader makes unrecorded reads (unrecorded_calls: read); nil skips them.
 	Reader Reader
 	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Request asks for one replay.
@@ -55,6 +58,12 @@ type Request struct {
 	Caller workflow.Caller
 	// MaxToolCalls bounds a real run (the original's when 0).
 	RequestID, TraceID string
+	// Async returns a real replay as soon as it is stored, running; it is
+	// completed when its new workflow ends.
+	Async bool
+	// Stored, when set, is called once a real replay is stored running,
+	// before its workflow starts (the HTTP layer links its idempotency key).
+	Stored func(r *Replay)
 }
 
 // ParseTarget splits name@version; both parts are required.
@@ -104,57 +113,212 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		Creator:   Creator{Sub: req.Caller.Sub, ClientID: req.Caller.ClientID, Scopes: req.Caller.Scopes},
 		CreatedAt: now,
 	}
-	if req.DryRun {
-		r.Mode = req.Mode.WithDefaults()
-		prog, err := s.Programs.Program(ctx, v)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.dryRun(ctx, wf, prog, r, nil); err != nil {
-			return nil, err
-		}
-	} else {
-		steps, err := s.Workflows.Steps(ctx, wf.ID, 0)
-		if err != nil {
-			return nil, err
-		}
-		var replayed []workflow.Step
-		nw, err := s.Runner.Start(ctx, workflow.StartRequest{
-			Tenant: req.Tenant, Agent: v.Name, Version: v.Version, Goal: wf.Goal, Context: wf.Input().Context,
-			Caller: req.Caller, MaxToolCalls: &wf.MaxToolCalls, RequestID: req.RequestID, TraceID: req.TraceID,
-			ReplayOf: wf.ID,
-		})
-		if problem.Is(err, problem.ValidationFailed) {
-			// The target's inputs refuse the original context: nothing ran.
-			r.ReplayOutcome, r.ReplayError = agent.OutcomeFailed, problem.As(err).Error()
-			replayed = []workflow.Step{}
-		} else if err != nil {
-			return nil, err
-		} else {
-			done, got, err := s.Runner.Finished(ctx, req.Tenant, nw.ID)
-			if err != nil {
-				return nil, err
-			}
-			r.ReplayWorkflowID, r.ReplayOutcome, replayed = done.ID, done.Outcome, got
-		}
-		r.Steps, r.Delta = Diff(steps, replayed)
-		if r.Usage, err = s.runUsage(ctx, wf.ID, r.ReplayWorkflowID); err != nil {
-			return nil, err
-		}
+	if !req.DryRun {
+		return s.realReplay(ctx, req, wf, v, r, rec)
 	}
-	if rec != nil {
-		rec.Resource = audit.Resource{Type: "replay", ID: r.ID}
-		rec.WorkflowID = wf.ID
-		rec.Details = audit.Details(map[string]any{
-			"workflow_id": wf.ID, "target_agent_version": r.Target, "dry_run": r.DryRun,
-			"original_outcome": r.OriginalOutcome, "replay_outcome": r.ReplayOutcome,
-			"replay_workflow_id": r.ReplayWorkflowID, "llm": r.LLM, "unrecorded_calls": r.UnrecordedCalls,
-		})
+	r.Status = StatusCompleted
+	r.Mode = req.Mode.WithDefaults()
+	prog, err := s.Programs.Program(ctx, v)
+	if err != nil {
+		return nil, err
 	}
+	if err := s.dryRun(ctx, wf, prog, r, nil); err != nil {
+		return nil, err
+	}
+	s.describe(rec, r)
 	if err := s.Store.CreateReplay(ctx, r, rec); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// describe fills in rec, the audit record of the request that made r.
+func (s *Service) describe(rec *audit.Record, r *Replay) {
+	if rec == nil {
+		return
+	}
+	rec.Resource = audit.Resource{Type: "replay", ID: r.ID}
+	rec.WorkflowID = r.WorkflowID
+	rec.Details = audit.Details(map[string]any{
+		"workflow_id": r.WorkflowID, "target_agent_version": r.Target, "dry_run": r.DryRun,
+		"original_outcome": r.OriginalOutcome, "replay_outcome": r.ReplayOutcome,
+		"replay_workflow_id": r.ReplayWorkflowID, "llm": r.LLM, "unrecorded_calls": r.UnrecordedCalls,
+	})
+}
+
+// realReplay runs a real new workflow for r. The replay is stored running,
+// naming the workflow's id, before the workflow is: whichever replica
+// finishes the workflow completes the replay (Finished), and one that
+// crashed in between leaves a running replay whose workflow does not exist,
+// which CompleteRunning fails. Unless req.Async, it waits for the end with
+// ctx; a ctx that ends first loses nothing (the replay completes anyway).
+func (s *Service) realReplay(ctx context.Context, req Request, wf *workflow.Workflow, v *agent.Version, r *Replay, rec *audit.Record) (*Replay, error) {
+	// Detached from the request: what is stored is finished whatever the
+	// client does.
+	bg := context.WithoutCancel(ctx)
+	r.Status, r.ReplayWorkflowID = StatusRunning, ids.NewAt(ids.Workflow, r.CreatedAt)
+	s.describe(rec, r)
+	if err := s.Store.CreateReplay(bg, r, rec); err != nil {
+		return nil, err
+	}
+	if req.Stored != nil {
+		req.Stored(r)
+	}
+	_, err := s.Runner.Start(bg, workflow.StartRequest{
+		ID: r.ReplayWorkflowID, Tenant: req.Tenant, Agent: v.Name, Version: v.Version, Goal: wf.Goal, Context: wf.Input().Context,
+		Caller: req.Caller, MaxToolCalls: &wf.MaxToolCalls, RequestID: req.RequestID, TraceID: req.TraceID,
+		ReplayOf: wf.ID,
+	})
+	if err != nil {
+		if problem.Is(err, problem.ValidationFailed) {
+			// The target's inputs refuse the original context: nothing ran.
+			c := *r
+			c.ReplayWorkflowID, c.ReplayOutcome, c.ReplayError = "", agent.OutcomeFailed, problem.As(err).Error()
+			return s.store(bg, &c, nil)
+		}
+		s.fail(bg, r, err)
+		return nil, err
+	}
+	if req.Async {
+		return r, nil
+	}
+	return s.Await(ctx, r)
+}
+
+// Await waits with ctx for the end of a real replay's workflow and returns
+// the replay completed. ctx bounds the wait only: the replay completes
+// when its workflow ends whether or not anyone waits.
+func (s *Service) Await(ctx context.Context, r *Replay) (*Replay, error) {
+	if r.Status != StatusRunning {
+		return r, nil
+	}
+	if _, _, err := s.Runner.Finished(ctx, r.Tenant, r.ReplayWorkflowID); err != nil {
+		return nil, err
+	}
+	return s.complete(context.WithoutCancel(ctx), r)
+}
+
+// fail ends a running replay whose workflow was not stored: failed, with
+// why. Logged nowhere: the caller returns err to its client.
+func (s *Service) fail(ctx context.Context, r *Replay, err error) {
+	c := *r
+	c.Status, c.ReplayOutcome, c.ReplayErrorCode = StatusFailed, agent.OutcomeFailed, "internal"
+	c.ReplayError = "its workflow " + r.ReplayWorkflowID + " was not started: " + err.Error()
+	_, _ = s.Store.CompleteReplay(ctx, &c)
+}
+
+// complete fills in a running replay from its new workflow once that has
+// ended; it returns the replay as stored (another replica may have
+// completed it first), or r when its workflow still runs.
+func (s *Service) complete(ctx context.Context, r *Replay) (*Replay, error) {
+	if r.Status != StatusRunning {
+		return r, nil
+	}
+	nw, err := s.Workflows.Workflow(ctx, r.Tenant, r.ReplayWorkflowID)
+	if err != nil {
+		return nil, err
+	}
+	if !nw.Done() {
+		return r, nil
+	}
+	replayed, err := s.Workflows.Steps(ctx, nw.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	c := *r
+	c.ReplayOutcome = nw.Outcome
+	return s.store(ctx, &c, replayed)
+}
+
+// store diffs a real replay's run (replayed, none when it did not start)
+// with the original and stores it completed.
+func (s *Service) store(ctx context.Context, r *Replay, replayed []workflow.Step) (*Replay, error) {
+	steps, err := s.Workflows.Steps(ctx, r.WorkflowID, 0)
+	if err != nil {
+		return nil, err
+	}
+	if replayed == nil {
+		replayed = []workflow.Step{}
+	}
+	r.Steps, r.Delta = Diff(steps, replayed)
+	if r.Usage, err = s.runUsage(ctx, r.WorkflowID, r.ReplayWorkflowID); err != nil {
+		return nil, err
+	}
+	r.Status = StatusCompleted
+	done, err := s.Store.CompleteReplay(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if !done {
+		return s.Store.Replay(ctx, r.Tenant, r.ID)
+	}
+	return r, nil
+}
+
+// Finished completes the replay whose new workflow wf just ended, if any:
+// the runner calls it wherever a workflow ends (Runner.OnFinish).
+func (s *Service) Finished(ctx context.Context, wf *workflow.Workflow) {
+	if wf.ReplayOf == "" {
+		return
+	}
+	r, err := s.Store.ReplayOfWorkflow(ctx, wf.ID)
+	if err != nil {
+		if !problem.Is(err, problem.NotFound) {
+			s.logger().Warn("replay of a finished workflow not found", "workflow_id", wf.ID, "err", err)
+		}
+		return
+	}
+	if _, err := s.complete(ctx, r); err != nil {
+		s.logger().Warn("replay not completed; the sweep retries", "replay_id", r.ID, "err", err)
+	}
+}
+
+// orphanAfter is how long a running replay may name a workflow that does
+// not exist before it is failed: its replica crashed before storing it.
+const orphanAfter = 5 * time.Minute
+
+// CompleteRunning completes the running replays whose workflows have
+// ended (their replica crashed between the workflow's end and the
+// replay's), and fails those whose workflow was never stored.
+func (s *Service) CompleteRunning(ctx context.Context) error {
+	rs, err := s.Store.RunningReplays(ctx, 100)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		_, err := s.complete(ctx, r)
+		if problem.Is(err, problem.NotFound) && s.now().Sub(r.CreatedAt) > orphanAfter {
+			s.fail(ctx, r, errors.New("the replica making it stopped first; replay again"))
+			continue
+		}
+		if err != nil && !problem.Is(err, problem.NotFound) {
+			return fmt.Errorf("complete replay %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// RunSweeper calls CompleteRunning every interval until ctx ends.
+func (s *Service) RunSweeper(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := s.CompleteRunning(ctx); err != nil && ctx.Err() == nil {
+			s.logger().Warn("running replays not swept", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
 }
 
 // runUsage is the usage of two workflows' recorded completions: the

@@ -37,5 +37,8 @@ func Decode(id string, creator, data []byte) (*Replay, error) {
 	if err := json.Unmarshal(creator, &r.Creator); err != nil {
 		return nil, fmt.Errorf("decode replay %s creator: %w", id, err)
 	}
+	if r.Status == "" {
+		r.Status = StatusCompleted // stored before replays had statuses
+	}
 	return &r, nil
 }

@@ -351,9 +351,14 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []
 	// subscribes too late for the hand-over reads the stored end instead.
 	r.mu.Lock()
 	delete(r.running, wf.ID)
+	hook := r.onFinish
 	r.mu.Unlock()
 	done := *wf
 	r.hub.finish(wf.ID, &ending{wf: &done, steps: steps})
+	if hook != nil {
+		ended := *wf
+		hook(context.WithoutCancel(ctx), &ended)
+	}
 }
 
 // panicError is a panic recovered in an execution or in one of its

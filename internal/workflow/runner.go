@@ -79,11 +79,22 @@ type Runner struct {
 	creating map[string]bool
 	wg       sync.WaitGroup
 	closing  bool
+	// onFinish is called after each workflow's end is stored here.
+	onFinish func(ctx context.Context, wf *Workflow)
 
 	// slots holds a token per execution running; queued counts those
 	// waiting for one.
 	slots  chan struct{}
 	queued atomic.Int64
+}
+
+// OnFinish has f called after the end of each workflow this runner
+// finishes is stored (and its waiters woken), on the execution's goroutine:
+// how a replay learns that its new workflow ended. Set it before Run.
+func (r *Runner) OnFinish(f func(ctx context.Context, wf *Workflow)) {
+	r.mu.Lock()
+	r.onFinish = f
+	r.mu.Unlock()
 }
 
 // Causes of stopping an execution without finishing its workflow.

@@ -38,6 +38,9 @@ type StartRequest struct {
 	RequestID    string
 	TraceID      string
 	ReplayOf     string
+	// ID, when set, is the new workflow's id (a wf_ id no workflow has):
+	// a real replay stores it with the replay before the workflow starts.
+	ID string
 	// ScheduleID and DueAt, when set, name the schedule and due time the
 	// workflow is started for (Workflow.ScheduleID, ScheduledFor).
 	ScheduleID string
@@ -175,8 +178,12 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 	if req.MaxLLMTokens != nil {
 		maxTokens = *req.MaxLLMTokens
 	}
+	id := req.ID
+	if id == "" {
+		id = ids.NewAt(ids.Workflow, now)
+	}
 	return &Workflow{
-		ID: ids.NewAt(ids.Workflow, now), Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
+		ID: id, Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
 		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
 		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),

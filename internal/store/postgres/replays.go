@@ -33,8 +33,9 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data)
+		_, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`, status, replay_workflow_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data, replayStatus(r), r.ReplayWorkflowID)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "replay %s already exists", r.ID)
 		}
@@ -42,9 +43,74 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 			return fmt.Errorf("insert replay: %w", err)
 		}
 		tx.Audit(rec)
-		queueWebhookEvent(tx, webhook.ReplayDone(r)) // webhooks.go: the outbox
+		if r.Status != replay.StatusRunning {
+			queueWebhookEvent(tx, webhook.ReplayDone(r)) // webhooks.go: the outbox
+		}
 		return nil
 	})
+}
+
+// replayStatus is r's status as stored: completed when unset.
+func replayStatus(r *replay.Replay) string {
+	if r.Status == "" {
+		return replay.StatusCompleted
+	}
+	return r.Status
+}
+
+// CompleteReplay stores the end of a running replay and queues its
+// replay.completed event; false when it was no longer running.
+func (db *DB) CompleteReplay(ctx context.Context, r *replay.Replay) (bool, error) {
+	_, data, err := r.Encode()
+	if err != nil {
+		return false, err
+	}
+	done := false
+	err = db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `UPDATE replays SET data = $1, status = $2, replay_workflow_id = $3
+			WHERE id = $4 AND status = 'running'`, data, replayStatus(r), r.ReplayWorkflowID, r.ID)
+		if err != nil {
+			return fmt.Errorf("complete replay: %w", err)
+		}
+		if done = tag.RowsAffected() == 1; done {
+			queueWebhookEvent(tx, webhook.ReplayDone(r))
+		}
+		return nil
+	})
+	return done, err
+}
+
+// ReplayOfWorkflow returns the replay whose new workflow is workflowID.
+func (db *DB) ReplayOfWorkflow(ctx context.Context, workflowID string) (*replay.Replay, error) {
+	var r *replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		var err error
+		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE replay_workflow_id = $1 AND replay_workflow_id <> '' LIMIT 1`, workflowID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.New(problem.NotFound, "no replay ran workflow %q", workflowID)
+		}
+		return err
+	})
+	return r, err
+}
+
+// RunningReplays returns up to limit running replays, oldest first.
+func (db *DB) RunningReplays(ctx context.Context, limit int) ([]*replay.Replay, error) {
+	var rs []*replay.Replay
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE status = 'running' ORDER BY id LIMIT $1`, limit)
+		if err != nil {
+			return fmt.Errorf("list running replays: %w", err)
+		}
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		if err != nil {
+			return fmt.Errorf("read running replays: %w", err)
+		}
+		return nil
+	})
+	return rs, err
 }
 
 // Replay returns a replay of the tenant, or problem.NotFound.

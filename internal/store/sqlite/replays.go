@@ -30,19 +30,86 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data)
+		_, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`, status, replay_workflow_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data, replayStatus(r), r.ReplayWorkflowID)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "replay %s already exists", r.ID)
 		}
 		if err != nil {
 			return fmt.Errorf("insert replay: %w", err)
 		}
-		if err := queueWebhookEvent(ctx, tx, webhook.ReplayDone(r)); err != nil { // webhooks.go: the outbox
-			return err
+		if r.Status != replay.StatusRunning {
+			if err := queueWebhookEvent(ctx, tx, webhook.ReplayDone(r)); err != nil { // webhooks.go: the outbox
+				return err
+			}
 		}
 		return appendAudit(ctx, tx, rec)
 	})
+}
+
+// replayStatus is r's status as stored: completed when unset.
+func replayStatus(r *replay.Replay) string {
+	if r.Status == "" {
+		return replay.StatusCompleted
+	}
+	return r.Status
+}
+
+// CompleteReplay stores the end of a running replay and queues its
+// replay.completed event; false when it was no longer running.
+func (db *DB) CompleteReplay(ctx context.Context, r *replay.Replay) (bool, error) {
+	_, data, err := r.Encode()
+	if err != nil {
+		return false, err
+	}
+	done := false
+	err = db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE replays SET data = ?, status = ?, replay_workflow_id = ?
+			WHERE id = ? AND status = 'running'`, data, replayStatus(r), r.ReplayWorkflowID, r.ID)
+		if err != nil {
+			return fmt.Errorf("complete replay: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("complete replay: %w", err)
+		}
+		if done = n == 1; !done {
+			return nil
+		}
+		return queueWebhookEvent(ctx, tx, webhook.ReplayDone(r))
+	})
+	return done, err
+}
+
+// ReplayOfWorkflow returns the replay whose new workflow is workflowID.
+func (db *DB) ReplayOfWorkflow(ctx context.Context, workflowID string) (*replay.Replay, error) {
+	var r *replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		var err error
+		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE replay_workflow_id = ? AND replay_workflow_id <> '' LIMIT 1`, workflowID))
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "no replay ran workflow %q", workflowID)
+		}
+		return err
+	})
+	return r, err
+}
+
+// RunningReplays returns up to limit running replays, oldest first.
+func (db *DB) RunningReplays(ctx context.Context, limit int) ([]*replay.Replay, error) {
+	var rs []*replay.Replay
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+replayColumns+` FROM replays
+			WHERE status = 'running' ORDER BY id LIMIT ?`, limit)
+		if err != nil {
+			return fmt.Errorf("list running replays: %w", err)
+		}
+		rs, err = scanReplays(rows)
+		return err
+	})
+	return rs, err
 }
 
 // Replay returns a replay of the tenant, or problem.NotFound.

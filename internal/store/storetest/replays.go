@@ -44,7 +44,7 @@ func newReplay(tenant, workflowID, target string, i int) *replay.Replay {
 	refused.Status, refused.Error, refused.Sent = "error", "denied by policy", false
 	refused.Request, refused.HTTPStatus, refused.Attempts = nil, 0, 0
 	return &replay.Replay{
-		ID: ids.NewAt(ids.Replay, at), Tenant: tenant, WorkflowID: workflowID, Target: target,
+		ID: ids.NewAt(ids.Replay, at), Tenant: tenant, WorkflowID: workflowID, Target: target, Status: replay.StatusCompleted,
 		OriginalVersion: "triage@1", OriginalOutcome: "routed", ReplayOutcome: "escalated",
 		Delta: replay.Delta{StepsAdded: 1, StepsChanged: 1, StepsRemoved: 1, ToolCallsChanged: 2},
 		Steps: []replay.Entry{

@@ -123,6 +123,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WebhookOutbox", testWebhookOutbox},
 		{"WebhookCRUD", testWebhookCRUD},
 		{"WebhookReplayEvents", testWebhookReplayEvents},
+		{"ReplayRunning", testReplayRunning},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -152,3 +152,62 @@ func testWebhookReplayEvents(t *testing.T, s Store, _ Hooks) {
 		t.Fatalf("deliveries = %+v, want the batch's end then the replay's", ds)
 	}
 }
+
+// testReplayRunning stores a real replay running (no replay.completed
+// event yet), finds it by its new workflow and among the running ones,
+// completes it once (queueing its event) and refuses a second completion.
+func testReplayRunning(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := newWebhook(t, s, "acme", "triage", webhook.ReplayCompleted)
+	done := newReplay("acme", "wf_a", "triage@2", 1)
+	must(t, s.CreateReplay(ctx, done, nil), "create completed replay")
+	r := newReplay("acme", "wf_a", "triage@2", 2)
+	r.Status, r.ReplayOutcome, r.Steps, r.Delta = replay.StatusRunning, "", nil, replay.Delta{}
+	must(t, s.CreateReplay(ctx, r, nil), "create running replay")
+
+	got, err := s.ReplayOfWorkflow(ctx, r.ReplayWorkflowID)
+	must(t, err, "replay of workflow")
+	if got.ID != r.ID || got.Status != replay.StatusRunning {
+		t.Errorf("ReplayOfWorkflow = %s %s, want %s running", got.ID, got.Status, r.ID)
+	}
+	_, err = s.ReplayOfWorkflow(ctx, "wf_nope")
+	wantCode(t, err, problem.NotFound, "replay of an unknown workflow")
+	running, err := s.RunningReplays(ctx, 10)
+	must(t, err, "running replays")
+	if ids := replayIDs(running); len(ids) != 1 || ids[0] != r.ID {
+		t.Errorf("RunningReplays = %v, want [%s]", ids, r.ID)
+	}
+	ds, err := s.Deliveries(ctx, "acme", w.ID, "", 10)
+	must(t, err, "deliveries")
+	if len(ds) != 1 {
+		t.Fatalf("%d deliveries before the running replay completed, want the completed replay's only", len(ds))
+	}
+
+	end := *r
+	end.Status, end.ReplayOutcome, end.Delta = replay.StatusCompleted, "escalated", replay.Delta{StepsAdded: 2}
+	ok, err := s.CompleteReplay(ctx, &end)
+	must(t, err, "complete replay")
+	if !ok {
+		t.Fatal("CompleteReplay of a running replay = false")
+	}
+	again := end
+	again.ReplayOutcome = "routed"
+	ok, err = s.CompleteReplay(ctx, &again)
+	must(t, err, "complete replay again")
+	if ok {
+		t.Error("a second CompleteReplay = true, want false: it was no longer running")
+	}
+	got, err = s.Replay(ctx, "acme", r.ID)
+	must(t, err, "replay")
+	if got.Status != replay.StatusCompleted || got.ReplayOutcome != "escalated" || got.Delta.StepsAdded != 2 {
+		t.Errorf("completed replay = %s %s %+v, want completed escalated with its delta", got.Status, got.ReplayOutcome, got.Delta)
+	}
+	if running, err = s.RunningReplays(ctx, 10); err != nil || len(running) != 0 {
+		t.Errorf("RunningReplays after completion = %v, %v; want none", replayIDs(running), err)
+	}
+	ds, err = s.Deliveries(ctx, "acme", w.ID, "", 10)
+	must(t, err, "deliveries")
+	if len(ds) != 2 || ds[0].Type != webhook.ReplayCompleted {
+		t.Fatalf("deliveries = %+v, want the completion of the running replay too", ds)
+	}
+}
