@@ -99,6 +99,7 @@ type result struct {
 	gap50, gap99      time.Duration
 	wall, ideal       time.Duration
 	peakRSS           int64
+	cpuPerWorkflow    time.Duration
 	peakGoroutines    int
 	completions, tool int64
 }
@@ -278,6 +279,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 		mu       sync.Mutex
 		firstErr error
 	)
+	cpuBefore := srv.CPU()
 	start := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -296,6 +298,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
+	res.cpuPerWorkflow = (srv.CPU() - cpuBefore) / time.Duration(n)
 	stopSampling()
 	res.peakGoroutines = <-peakG
 	res.peakRSS = srv.PeakRSS()
@@ -407,11 +410,12 @@ func printTable(w io.Writer, o options, rs []result) {
 	}
 	fmt.Fprintf(w, "LLM workflows in flight at once; the scripted model answers after %s; 2 completions + 1 tool call each\n", o.latency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\t")
+	fmt.Fprintln(tw, "store\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t\n", r.store, r.n,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t\n", r.store, r.n,
 			ms(r.overhead50), ms(r.overhead99), ms(r.gap50), ms(r.gap99),
-			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines)
+			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines,
+			ms(r.cpuPerWorkflow))
 	}
 	tw.Flush()
 }
