@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/webhook"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // serveConfig is everything `agentplane serve` is told.
@@ -220,9 +221,17 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer stopBackground()
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner,
 		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger}
+	// Every replica sends due webhook deliveries from the outbox, through
+	// the outbound client (its address policy) without following redirects.
+	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger}
 	// Whichever replica ends a real replay's workflow completes the replay;
-	// the sweep completes those a crash left running (docs/replay.md).
-	runner.OnFinish(replays.Finished)
+	// the sweep completes those a crash left running (docs/replay.md). A
+	// workflow's end has queued its webhook deliveries: send them now
+	// rather than at the deliverer's next tick.
+	runner.OnFinish(func(ctx context.Context, wf *workflow.Workflow) {
+		replays.Finished(ctx, wf)
+		deliverer.Wake()
+	})
 	background.Go(func() { runner.Run(ctx) })
 	background.Go(func() { replays.RunSweeper(ctx, replaySweep) })
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
@@ -239,9 +248,6 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	background.Go(func() { scheduler.Run(ctx) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 
-	// Every replica sends due webhook deliveries from the outbox, through
-	// the outbound client (its address policy) without following redirects.
-	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger}
 	background.Go(func() { deliverer.Run(ctx) })
 	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, Now: time.Now,
 		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}

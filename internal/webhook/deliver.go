@@ -54,10 +54,13 @@ type Deliverer struct {
 	Logger *slog.Logger
 
 	once sync.Once
+	// wake has Run look for due deliveries before its next tick.
+	wake chan struct{}
 }
 
 func (d *Deliverer) init() {
 	d.once.Do(func() {
+		d.wake = make(chan struct{}, 1)
 		if d.Owner == "" {
 			d.Owner = ids.New("dlv_")
 		}
@@ -111,7 +114,19 @@ func (d *Deliverer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-d.wake:
 		}
+	}
+}
+
+// Wake has Run look for due deliveries now rather than at its next tick:
+// this replica has just queued one (a workflow it ran ended). It never
+// blocks; wakes while a pass runs make one more pass.
+func (d *Deliverer) Wake() {
+	d.init()
+	select {
+	case d.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -296,3 +296,33 @@ func TestADeliveryFailsAfterADayOfRetries(t *testing.T) {
 		t.Fatalf("retried = %+v", r)
 	}
 }
+
+// TestWakeDeliversBeforeTheTick: a deliverer ticking once an hour sends a
+// delivery as soon as it is woken.
+func TestWakeDeliversBeforeTheTick(t *testing.T) {
+	rc := newReceiver(t)
+	w := newWorld(t, rc.srv.URL, webhook.WorkflowCompleted)
+	rc.secrets = []string{w.hook.Secret}
+	d := w.deliverer("replica-a")
+	d.Tick = time.Hour
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }() // its first pass finds nothing
+	defer func() { stop(); <-done }()
+	time.Sleep(50 * time.Millisecond)
+	id := w.run(t)
+	d.Wake()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rc.mu.Lock()
+		got := len(rc.order[id])
+		rc.mu.Unlock()
+		if got == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the woken deliverer sent nothing within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
