@@ -249,7 +249,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 
 	background.Go(func() { deliverer.Run(ctx) })
-	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, Now: time.Now,
+	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost, Now: time.Now,
 		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}
 
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -153,4 +154,19 @@ func defaultPort(scheme, port string) uint16 {
 		return 443
 	}
 	return 80
+}
+
+// IsAllowedHost reports whether the URL's host and port are one of the
+// --allow-private-host entries: a private endpoint the operator named, to
+// which plain http is acceptable (a webhook receiver on the same network).
+func (c *Client) IsAllowedHost(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	port := defaultPort(u.Scheme, u.Port())
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+		return c.allowedAddr(netip.AddrPortFrom(ip, port))
+	}
+	return c.allowedName(u.Hostname(), port)
 }

@@ -103,3 +103,23 @@ func TestParseAllowedHost(t *testing.T) {
 		}
 	}
 }
+
+func TestIsAllowedHost(t *testing.T) {
+	var hosts []AllowedHost
+	for _, s := range []string{"127.0.0.1:9000", "hooks.internal"} {
+		a, err := ParseAllowedHost(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, a)
+	}
+	c := New(Options{AllowHosts: hosts})
+	for raw, want := range map[string]bool{
+		"http://127.0.0.1:9000/hooks": true, "http://127.0.0.1:9001/hooks": false, "http://127.0.0.2:9000/": false,
+		"http://hooks.internal/x": true, "https://HOOKS.internal:8443/x": true, "http://other.internal/": false, "::": false,
+	} {
+		if got := c.IsAllowedHost(raw); got != want {
+			t.Errorf("IsAllowedHost(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}

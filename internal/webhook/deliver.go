@@ -48,7 +48,7 @@ type Deliverer struct {
 	Backoff func(n int) time.Duration
 	// Tick is how often Run looks for due deliveries (DefaultTick).
 	Tick time.Duration
-	// Batch is how many deliveries one pass claims (default 16).
+	// Batch is how many deliveries one pass claims (default 128).
 	Batch  int
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -77,7 +77,7 @@ func (d *Deliverer) init() {
 			d.Tick = DefaultTick
 		}
 		if d.Batch <= 0 {
-			d.Batch = 16
+			d.Batch = 128
 		}
 		if d.Now == nil {
 			d.Now = time.Now

@@ -29,9 +29,11 @@ type Service struct {
 	// CheckURL checks a URL against the outbound address policy (the
 	// outbound client's CheckURL); nil checks nothing more.
 	CheckURL func(raw string) error
-	// AllowHTTP allows http:// URLs (loopback and allowed private hosts,
-	// in demos and tests); otherwise https is required.
+	// AllowHTTP allows http:// URLs (loopback and private addresses, in
+	// demos and tests); otherwise https is required, except for the hosts
+	// HTTPHost accepts (--allow-private-host entries).
 	AllowHTTP bool
+	HTTPHost  func(raw string) bool
 	Now       func() time.Time
 }
 
@@ -41,8 +43,8 @@ func (s *Service) check(ctx context.Context, tenant string, in *Input) error {
 	switch {
 	case in.URL == "" || err != nil || u.Host == "":
 		errs = append(errs, problem.FieldError{Field: "url", Message: "is required: an absolute https URL"})
-	case u.Scheme != "https" && !(s.AllowHTTP && u.Scheme == "http"):
-		errs = append(errs, problem.FieldError{Field: "url", Message: "must be https"})
+	case u.Scheme != "https" && !(u.Scheme == "http" && (s.AllowHTTP || s.HTTPHost != nil && s.HTTPHost(in.URL))):
+		errs = append(errs, problem.FieldError{Field: "url", Message: "must be https (http only to a host the server allows with --allow-private-host)"})
 	case u.User != nil:
 		errs = append(errs, problem.FieldError{Field: "url", Message: "must not hold credentials"})
 	case s.CheckURL != nil:
