@@ -17,7 +17,7 @@ func TestPlainHTTPOnlyToAllowedHosts(t *testing.T) {
 	svc := &webhook.Service{Store: db, Versions: db, Now: time.Now,
 		HTTPHost: func(raw string) bool { return strings.HasPrefix(raw, "http://hooks.internal:9000/") }}
 	for url, ok := range map[string]bool{
-		"https://hooks.example.com/agentplane": true,
+		"https://hooks.example.com/agentplane":  true,
 		"http://hooks.internal:9000/agentplane": true,
 		"http://hooks.example.com/agentplane":   false,
 	} {
