@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -278,4 +279,35 @@ func TestErrorCodes(t *testing.T) {
 		t.Errorf("a call that gets no slot within its time: %q, want rate_limited", code)
 	}
 	wg.Wait()
+}
+
+func TestRetriesAreVisibleInTheTrace(t *testing.T) {
+	exp := spanExporter()
+	_, get, _ := billingOps()
+	api := newRecorder(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	tl := limitedTool(api.URL, &tool.Limits{Retries: &tool.RetryLimits{Max: 2}})
+	tl.Name = "traced"
+	if _, err := newExecutor(t, Options{}).Call(context.Background(), tool.CallRequest{Tool: tl, Operation: get, Args: map[string]any{"customer_id": "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, line := range spanText(exp.GetSpans()) {
+		if strings.HasPrefix(line, "tool.call traced.") {
+			found = true
+			for _, want := range []string{"agentplane.tool.attempts=2", "event retry agentplane.tool.attempt=1 http.response.status_code=503 error.type=upstream_error"} {
+				if !strings.Contains(line, want) {
+					t.Errorf("the call's span lacks %q:\n%s", want, line)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no span of the call")
+	}
 }
