@@ -97,7 +97,7 @@ The file is written with mode 0600.`,
 
 func toolTable(w io.Writer, t map[string]any) error {
 	vertical(w, t, "id", "name", "type", "operations", "scope_required", "base_url", "spec_url", "policy_class",
-		"side_effects", "idempotency_support", "auth.type", "revision", "indexed_at", "warnings")
+		"side_effects", "idempotency_support", "auth.type", "limits", "operation_limits", "revision", "indexed_at", "warnings")
 	return nil
 }
 
@@ -320,7 +320,8 @@ func (c *cli) currentRegistration(cmd *cobra.Command, id string) (map[string]any
 		return nil, err
 	}
 	body := map[string]any{}
-	for _, k := range []string{"name", "type", "spec_url", "endpoint_url", "policy_class", "side_effects", "idempotency_support"} {
+	for _, k := range []string{"name", "type", "spec_url", "endpoint_url", "policy_class", "side_effects", "idempotency_support",
+		"limits", "operation_limits"} {
 		if v, ok := t[k]; ok && v != nil {
 			body[k] = v
 		}

@@ -91,7 +91,13 @@ func stepLine(ev map[string]any) string {
 		}
 	}
 	if e := field(ev, "error"); e != "" {
+		if c := field(ev, "error_code"); c != "" {
+			e += " (" + c + ")"
+		}
 		what = append(what, "error: "+e)
+	}
+	if n := field(ev, "attempts"); n != "" && n != "1" && n != "0" {
+		what = append(what, "attempts="+n)
 	}
 	return fmt.Sprintf("%4s  %-24s %-16s %s", field(ev, "step"), field(ev, "action"), field(ev, "status"), strings.Join(what, "  "))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
+	"github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -168,7 +169,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	limiter, closeLimiter, err := newLimiter(ctx, c.redisURL)
+	limiter, toolLimiter, closeLimiter, err := newLimiter(ctx, c.redisURL)
 	if err != nil {
 		return err
 	}
@@ -199,6 +200,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		verifier = auth.NewEmbeddedVerifier(st, authCfg)
 	}
 
+	reg := prometheus.NewRegistry()
+	metrics := telemetry.NewMetrics(reg)
+	c.tools.limiter, c.tools.metrics = toolLimiter, metrics
 	parts, err := newToolParts(c.tools, st)
 	if err != nil {
 		return err
@@ -207,8 +211,6 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	metrics := telemetry.NewMetrics(reg)
 	runner, err := newRunner(c.run, st, parts, models, metrics, logger)
 	if err != nil {
 		return err
@@ -383,17 +385,18 @@ func rateLimits(c serveConfig) (ratelimit.Policy, error) {
 	}, nil
 }
 
-// newLimiter returns the Redis limiter when a URL is set, else the in-process one.
-func newLimiter(ctx context.Context, redisURL string) (ratelimit.Limiter, func(), error) {
+// newLimiter returns the Redis limiters of tenants and of tools' calls
+// when a URL is set, else the in-process ones.
+func newLimiter(ctx context.Context, redisURL string) (ratelimit.Limiter, call.Limiter, func(), error) {
 	if redisURL == "" {
 		l := ratelimit.NewMemory()
-		return l, func() { l.Close() }, nil
+		return l, call.NewMemoryLimiter(), func() { l.Close() }, nil
 	}
 	client, err := ratelimit.ConnectRedis(ctx, redisURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, nil, nil, fmt.Errorf("--redis-url: %w", err)
 	}
-	return ratelimit.NewRedis(client, "agentplane:"), func() { client.Close() }, nil
+	return ratelimit.NewRedis(client, "agentplane:"), call.NewRedisLimiter(client, "agentplane:", 0), func() { client.Close() }, nil
 }
 
 // purgeIdempotency deletes expired idempotency keys every few minutes.

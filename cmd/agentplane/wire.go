@@ -32,6 +32,10 @@ type toolFlags struct {
 	secretRefAllow   []string
 	specMaxBytes     int64
 	toolTimeout      time.Duration
+	// limiter shares tools' limits (Redis with --redis-url) and metrics
+	// observes their calls; serve sets both, not flags.
+	limiter call.Limiter
+	metrics call.Metrics
 }
 
 func (f *toolFlags) register(fs *pflag.FlagSet) {
@@ -121,7 +125,7 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 		MaxSpecBytes: int(f.specMaxBytes),
 		Now:          time.Now,
 	}
-	exec := call.New(call.Options{Client: out, Secrets: resolver, Timeout: f.toolTimeout})
+	exec := call.New(call.Options{Client: out, Secrets: resolver, Timeout: f.toolTimeout, Limiter: f.limiter, Metrics: f.metrics})
 	svc.Calls = exec
 	return &toolParts{service: svc, executor: exec, client: out, resolver: resolver, policy: policy}, nil
 }

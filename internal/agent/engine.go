@@ -154,6 +154,8 @@ type CallResult struct {
 	Status string
 	Result json.RawMessage
 	Err    string
+	// ErrorCode is the stable cause of an error status (tool.Code*).
+	ErrorCode string
 }
 
 // ToolCaller makes tool calls. step is the number of the step event the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/agentplane/agentplane/internal/tool"
 )
 
 // runner holds the state of one execution.
@@ -362,6 +364,8 @@ type callOutcome struct {
 	value  any
 	result json.RawMessage
 	errMsg string
+	// errCode is the stable cause of an error status (tool.Code*).
+	errCode string
 	// end is set when the call ends the run.
 	end *ending
 }
@@ -420,17 +424,20 @@ func (r *runner) toolCall(s *cstep, t target, args map[string]any, callID string
 		if len(res.Result) > 0 {
 			if err := json.Unmarshal(res.Result, &out.value); err != nil {
 				out.status, out.value = StatusError, nil
-				out.errMsg = "the result is not JSON"
+				out.errMsg, out.errCode = "the result is not JSON", tool.CodeUpstream
 				out.result = nil
 			}
 		}
 		if res.Status == StatusError && out.errMsg == "" {
 			out.errMsg = orDefault(res.Err, "the call failed")
 		}
+		if out.status == StatusError && out.errCode == "" {
+			out.errCode = orDefault(res.ErrorCode, tool.CodeInternal)
+		}
 	default:
 		return callOutcome{}, fmt.Errorf("call %s.%s at step %d: unknown result status %q", t.tool, t.op.ID, r.step+1, res.Status)
 	}
-	ev.Status, ev.Result, ev.Error = out.status, out.result, out.errMsg
+	ev.Status, ev.Result, ev.Error, ev.ErrorCode = out.status, out.result, out.errMsg, out.errCode
 	if out.status == StatusError && !s.continueError {
 		out.end = failed("%s (%s): %s.%s: %s", s.field, s.action, t.tool, t.op.ID, out.errMsg)
 	}

@@ -222,7 +222,10 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		EndpointURL: "https://api.example", BaseURL: "https://api.example", PolicyClass: "financial", SideEffects: []string{"create"},
 		IdempotencySupport: true, SpecSHA256: strings.Repeat("a", 64), Revision: 2, OperationCount: 1, IndexedAt: now, CreatedAt: now, UpdatedAt: now,
 		Auth: tool.Auth{Type: tool.AuthOAuth2, SecretsRef: "env://TOOL_X", ClientID: "c", TokenURL: "https://x.example/token", Scopes: []string{"a"},
-			Header: "X-Key", In: "header", Name: "key"}})
+			Header: "X-Key", In: "header", Name: "key"},
+		Limits: &tool.Limits{Rate: "50/s", Concurrency: 8, Timeout: "10s", Retries: &tool.RetryLimits{Max: 3, On: []int{429, 503}},
+			Circuit: &tool.CircuitLimits{Failures: 5, Window: "30s", OpenFor: "30s"}},
+		OperationLimits: map[string]tool.Limits{"listPets": {Rate: "600/m"}}})
 	fullTool.OperationList = []opSummary{{ID: "listPets", Kind: tool.Read, Summary: "List"}}
 	schema := json.RawMessage(`{"type":"object"}`)
 	ops := []tool.Operation{

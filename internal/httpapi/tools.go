@@ -9,25 +9,27 @@ import (
 
 // toolView is a tool as the API shows it: the seed's five fields, SPEC's extras.
 type toolView struct {
-	ID                 string      `json:"id"`
-	Name               string      `json:"name"`
-	Type               string      `json:"type"`
-	Operations         int         `json:"operations"`
-	IndexedAt          string      `json:"indexed_at"`
-	ScopeRequired      string      `json:"scope_required"`
-	SpecURL            string      `json:"spec_url,omitempty"`
-	EndpointURL        string      `json:"endpoint_url,omitempty"`
-	BaseURL            string      `json:"base_url,omitempty"`
-	Auth               authView    `json:"auth"`
-	PolicyClass        string      `json:"policy_class"`
-	SideEffects        []string    `json:"side_effects"`
-	IdempotencySupport bool        `json:"idempotency_support"`
-	SpecSHA256         string      `json:"spec_sha256"`
-	Revision           int         `json:"revision"`
-	CreatedAt          string      `json:"created_at"`
-	UpdatedAt          string      `json:"updated_at"`
-	OperationList      []opSummary `json:"operation_list,omitempty"`
-	Warnings           []string    `json:"warnings,omitempty"`
+	ID                 string                 `json:"id"`
+	Name               string                 `json:"name"`
+	Type               string                 `json:"type"`
+	Operations         int                    `json:"operations"`
+	IndexedAt          string                 `json:"indexed_at"`
+	ScopeRequired      string                 `json:"scope_required"`
+	SpecURL            string                 `json:"spec_url,omitempty"`
+	EndpointURL        string                 `json:"endpoint_url,omitempty"`
+	BaseURL            string                 `json:"base_url,omitempty"`
+	Auth               authView               `json:"auth"`
+	PolicyClass        string                 `json:"policy_class"`
+	SideEffects        []string               `json:"side_effects"`
+	IdempotencySupport bool                   `json:"idempotency_support"`
+	Limits             *tool.Limits           `json:"limits,omitempty"`
+	OperationLimits    map[string]tool.Limits `json:"operation_limits,omitempty"`
+	SpecSHA256         string                 `json:"spec_sha256"`
+	Revision           int                    `json:"revision"`
+	CreatedAt          string                 `json:"created_at"`
+	UpdatedAt          string                 `json:"updated_at"`
+	OperationList      []opSummary            `json:"operation_list,omitempty"`
+	Warnings           []string               `json:"warnings,omitempty"`
 }
 
 // authView shows how a tool authenticates; secrets_ref is a reference, not a secret.
@@ -59,6 +61,7 @@ func viewTool(t *tool.Tool) toolView {
 		Auth: authView{Type: t.Auth.Type, SecretsRef: t.Auth.SecretsRef, ClientID: t.Auth.ClientID,
 			TokenURL: t.Auth.TokenURL, Scopes: t.Auth.Scopes, Header: t.Auth.Header, In: t.Auth.In, Name: t.Auth.Name},
 		PolicyClass: t.PolicyClass, SideEffects: t.SideEffects, IdempotencySupport: t.IdempotencySupport,
+		Limits: t.Limits, OperationLimits: t.OperationLimits,
 		SpecSHA256: t.SpecSHA256, Revision: t.Revision,
 		CreatedAt: t.CreatedAt.UTC().Format(timeFormat), UpdatedAt: t.UpdatedAt.UTC().Format(timeFormat),
 		Warnings: t.Warnings,

@@ -239,7 +239,7 @@ func (e *Env) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallR
 	s := q[0]
 	e.calls[key] = q[1:]
 	e.served[step] = s
-	return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
+	return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error, ErrorCode: s.ErrorCode}, nil
 }
 
 // goLive makes e request what live says, loading the completions its

@@ -38,6 +38,8 @@ type Metrics struct {
 
 	llmTokens   *prometheus.CounterVec
 	llmDuration *prometheus.HistogramVec
+
+	tools toolMetrics
 }
 
 // llmBuckets are the bounds of a model's request durations: completions take
@@ -73,6 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Time to get a completion from a model, retries and their waits included, by registered model name.",
 		Buckets: llmBuckets,
 	}, []string{"model"}))
+	m.tools = newToolMetrics(reg)
 	register(reg, collectors.NewGoCollector())
 	register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

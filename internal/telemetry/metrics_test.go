@@ -137,3 +137,39 @@ func TestMetricsCountLLMTokensByModelAndDirection(t *testing.T) {
 		t.Errorf("LLM metrics (-want +got):\n%s", diff)
 	}
 }
+
+func TestMetricsPerTool(t *testing.T) {
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	srv := httptest.NewServer(metrics.Handler())
+	t.Cleanup(srv.Close)
+
+	metrics.ObserveToolCall("tool_a", "", 1, 20*time.Millisecond)
+	metrics.ObserveToolCall("tool_a", "upstream_error", 3, time.Second)
+	metrics.ObserveToolCall("tool_a", "circuit_open", 0, 0)
+	metrics.ObserveToolSlotWait("tool_a", 5*time.Millisecond)
+	metrics.SetToolCircuit("tool_a", 2)
+	var none *telemetry.Metrics
+	none.ObserveToolCall("tool_a", "", 1, time.Second) // records nothing, and does not panic
+
+	var got []string
+	for line := range strings.Lines(get(t, "GET", srv.URL, nil)) {
+		for _, p := range []string{"agentplane_tool_calls_total{", "agentplane_tool_errors_total{", "agentplane_tool_retries_total{",
+			"agentplane_tool_circuit_state{", "agentplane_tool_slot_wait_seconds_count{", "agentplane_tool_call_duration_seconds_count{"} {
+			if strings.HasPrefix(line, p) {
+				got = append(got, strings.TrimSpace(line))
+			}
+		}
+	}
+	want := []string{
+		`agentplane_tool_call_duration_seconds_count{tool="tool_a"} 3`,
+		`agentplane_tool_calls_total{tool="tool_a"} 3`,
+		`agentplane_tool_circuit_state{circuit="tool_a"} 2`,
+		`agentplane_tool_errors_total{code="circuit_open",tool="tool_a"} 1`,
+		`agentplane_tool_errors_total{code="upstream_error",tool="tool_a"} 1`,
+		`agentplane_tool_retries_total{tool="tool_a"} 2`,
+		`agentplane_tool_slot_wait_seconds_count{tool="tool_a"} 1`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tool metrics (-want +got):\n%s", diff)
+	}
+}

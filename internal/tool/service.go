@@ -32,6 +32,10 @@ type Registration struct {
 	// OperationKinds overrides the read/write kind the importer inferred,
 	// per operation id, where its rule misreads a name.
 	OperationKinds map[string]string `json:"operation_kinds,omitempty"`
+	// Limits and OperationLimits protect the backing API (rate,
+	// concurrency, timeout, retries, circuit).
+	Limits          *Limits           `json:"limits,omitempty"`
+	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
 }
 
 // Fetcher fetches specification documents through the hardened client.
@@ -177,6 +181,7 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 			add("operation_kinds."+id, "must be read or write, not %q", k)
 		}
 	}
+	validateLimits(reg, add)
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
@@ -317,6 +322,9 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 	if err := overrideKinds(spec.Operations, reg.OperationKinds); err != nil {
 		return nil, 0, err
 	}
+	if err := checkOperationLimits(spec.Operations, reg.OperationLimits); err != nil {
+		return nil, 0, err
+	}
 	sum := sha256.Sum256(src.Data)
 	t.Name, t.Type, t.SpecURL, t.EndpointURL = reg.Name, reg.Type, reg.SpecURL, reg.EndpointURL
 	t.Auth, t.PolicyClass, t.SideEffects = *reg.Auth, reg.PolicyClass, reg.SideEffects
@@ -324,6 +332,10 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 		t.SideEffects = []string{}
 	}
 	t.IdempotencySupport = reg.IdempotencySupport
+	t.Limits, t.OperationLimits = nil, reg.OperationLimits
+	if !reg.Limits.IsZero() {
+		t.Limits = reg.Limits
+	}
 	t.SpecSHA256 = hex.EncodeToString(sum[:])
 	t.OperationCount = len(spec.Operations)
 	t.IndexedAt, t.UpdatedAt = now, now

@@ -56,22 +56,26 @@ type Auth struct {
 
 // Tool is a registered API.
 type Tool struct {
-	ID                 string    `json:"id"`
-	Tenant             string    `json:"-"`
-	Name               string    `json:"name"`
-	Type               string    `json:"type"`
-	SpecURL            string    `json:"spec_url,omitempty"`
-	EndpointURL        string    `json:"endpoint_url,omitempty"`
-	Auth               Auth      `json:"auth"`
-	PolicyClass        string    `json:"policy_class"`
-	SideEffects        []string  `json:"side_effects"`
-	IdempotencySupport bool      `json:"idempotency_support"`
-	SpecSHA256         string    `json:"spec_sha256"`
-	Revision           int       `json:"revision"`
-	OperationCount     int       `json:"operations"`
-	IndexedAt          time.Time `json:"indexed_at"`
-	CreatedAt          time.Time `json:"created_at"`
-	UpdatedAt          time.Time `json:"updated_at"`
+	ID                 string   `json:"id"`
+	Tenant             string   `json:"-"`
+	Name               string   `json:"name"`
+	Type               string   `json:"type"`
+	SpecURL            string   `json:"spec_url,omitempty"`
+	EndpointURL        string   `json:"endpoint_url,omitempty"`
+	Auth               Auth     `json:"auth"`
+	PolicyClass        string   `json:"policy_class"`
+	SideEffects        []string `json:"side_effects"`
+	IdempotencySupport bool     `json:"idempotency_support"`
+	// Limits protect the backing API; OperationLimits override them per
+	// operation id.
+	Limits          *Limits           `json:"limits,omitempty"`
+	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
+	SpecSHA256      string            `json:"spec_sha256"`
+	Revision        int               `json:"revision"`
+	OperationCount  int               `json:"operations"`
+	IndexedAt       time.Time         `json:"indexed_at"`
+	CreatedAt       time.Time         `json:"created_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
 	// BaseURL is where calls go: EndpointURL if set, else the spec's server.
 	BaseURL string `json:"base_url,omitempty"`
 	// TokenURL found in the spec (OpenAPI oauth2 client credentials).

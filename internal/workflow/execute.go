@@ -479,7 +479,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		if err := sameCall(step, s, c); err != nil {
 			return agent.CallResult{}, err
 		}
-		return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error}, nil
+		return agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error, ErrorCode: s.ErrorCode}, nil
 	}
 	if e.h.intents[step] {
 		return agent.CallResult{}, &interruptedError{tool: c.Tool, operation: c.Operation, step: step}
@@ -488,7 +488,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	switch {
 	case problem.Is(err, problem.NotFound):
 		// The program names what is no longer registered: the step fails.
-		return agent.CallResult{Status: agent.StatusError, Err: err.Error()}, nil
+		return agent.CallResult{Status: agent.StatusError, Err: err.Error(), ErrorCode: tool.CodeInvalidArguments}, nil
 	case err != nil:
 		return agent.CallResult{}, e.pause(ctx, err)
 	}
@@ -547,7 +547,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	}
 	e.calls[step] = &callRecord{res: res, audit: tool.CallAuditRecord(ctx, req, res, err, start)}
 	if err != nil {
-		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err)}, nil
+		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err), ErrorCode: tool.ErrorCode(err)}, nil
 	}
 	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, nil
 }

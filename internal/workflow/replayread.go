@@ -43,7 +43,7 @@ func (r *Runner) Read(ctx context.Context, wf *Workflow, c agent.ToolCall) (agen
 	case err != nil && ctx.Err() != nil:
 		return agent.CallResult{}, res, ctx.Err()
 	case err != nil:
-		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err)}, res, nil
+		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err), ErrorCode: tool.ErrorCode(err)}, res, nil
 	}
 	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, res, nil
 }

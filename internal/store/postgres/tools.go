@@ -16,7 +16,7 @@ import (
 
 const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
 	idempotency_support, spec_sha256, revision, operation_count, base_url, spec_token_url,
-	indexed_at, created_at, updated_at`
+	indexed_at, created_at, updated_at, limits`
 
 // CreateTool stores t and its operations; problem.Conflict when the name is taken.
 func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
@@ -27,7 +27,7 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO tools (`+toolColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, row...)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
 		}
@@ -56,7 +56,7 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		tag, err := tx.Exec(ctx, `UPDATE tools SET name = $3, type = $4, spec_url = $5,
 			endpoint_url = $6, auth = $7, policy_class = $8, side_effects = $9, idempotency_support = $10,
 			spec_sha256 = $11, revision = $12, operation_count = $13, base_url = $14, spec_token_url = $15,
-			indexed_at = $16, created_at = $17, updated_at = $18
+			indexed_at = $16, created_at = $17, updated_at = $18, limits = $19
 			WHERE id = $1 AND tenant = $2`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
@@ -332,19 +332,24 @@ func toolRow(t *tool.Tool) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode side effects: %w", err)
 	}
+	limitsJSON, err := t.EncodeLimits()
+	if err != nil {
+		return nil, err
+	}
 	return []any{t.ID, t.Tenant, t.Name, t.Type, t.SpecURL, t.EndpointURL, string(authJSON), t.PolicyClass,
 		string(effectsJSON), t.IdempotencySupport, t.SpecSHA256, t.Revision, t.OperationCount, t.BaseURL,
-		t.SpecTokenURL, t.IndexedAt, t.CreatedAt, t.UpdatedAt}, nil
+		t.SpecTokenURL, t.IndexedAt, t.CreatedAt, t.UpdatedAt, string(limitsJSON)}, nil
 }
 
 func scanTool(row pgx.Row) (*tool.Tool, error) {
 	var (
 		t                     tool.Tool
 		authJSON, effectsJSON []byte
+		limitsJSON            []byte
 	)
 	err := row.Scan(&t.ID, &t.Tenant, &t.Name, &t.Type, &t.SpecURL, &t.EndpointURL, &authJSON, &t.PolicyClass,
 		&effectsJSON, &t.IdempotencySupport, &t.SpecSHA256, &t.Revision, &t.OperationCount, &t.BaseURL,
-		&t.SpecTokenURL, &t.IndexedAt, &t.CreatedAt, &t.UpdatedAt)
+		&t.SpecTokenURL, &t.IndexedAt, &t.CreatedAt, &t.UpdatedAt, &limitsJSON)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
@@ -353,6 +358,9 @@ func scanTool(row pgx.Row) (*tool.Tool, error) {
 	}
 	if err := json.Unmarshal(authJSON, &t.Auth); err != nil {
 		return nil, fmt.Errorf("decode tool auth: %w", err)
+	}
+	if err := t.DecodeLimits(limitsJSON); err != nil {
+		return nil, err
 	}
 	if err := json.Unmarshal(effectsJSON, &t.SideEffects); err != nil {
 		return nil, fmt.Errorf("decode side effects: %w", err)

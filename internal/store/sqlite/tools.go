@@ -16,7 +16,7 @@ import (
 
 const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
 	idempotency_support, spec_sha256, revision, operation_count, base_url, spec_token_url,
-	indexed_at, created_at, updated_at`
+	indexed_at, created_at, updated_at, limits`
 
 // CreateTool stores t and its operations; problem.Conflict when the name is taken.
 func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
@@ -27,7 +27,7 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tools (`+toolColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
 		}
@@ -55,7 +55,7 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 		res, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?, type = ?, spec_url = ?,
 			endpoint_url = ?, auth = ?, policy_class = ?, side_effects = ?, idempotency_support = ?,
 			spec_sha256 = ?, revision = ?, operation_count = ?, base_url = ?, spec_token_url = ?,
-			indexed_at = ?, created_at = ?, updated_at = ?
+			indexed_at = ?, created_at = ?, updated_at = ?, limits = ?
 			WHERE id = ? AND tenant = ?`, append(row[2:], t.ID, t.Tenant)...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
@@ -339,20 +339,25 @@ func toolRow(t *tool.Tool) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode side effects: %w", err)
 	}
+	limitsJSON, err := t.EncodeLimits()
+	if err != nil {
+		return nil, err
+	}
 	return []any{t.ID, t.Tenant, t.Name, t.Type, t.SpecURL, t.EndpointURL, string(authJSON), t.PolicyClass,
 		string(effectsJSON), t.IdempotencySupport, t.SpecSHA256, t.Revision, t.OperationCount, t.BaseURL,
-		t.SpecTokenURL, fmtTime(t.IndexedAt), fmtTime(t.CreatedAt), fmtTime(t.UpdatedAt)}, nil
+		t.SpecTokenURL, fmtTime(t.IndexedAt), fmtTime(t.CreatedAt), fmtTime(t.UpdatedAt), string(limitsJSON)}, nil
 }
 
 func scanTool(s scanner) (*tool.Tool, error) {
 	var (
 		t                        tool.Tool
 		authJSON, effectsJSON    string
+		limitsJSON               string
 		indexed, created, update string
 	)
 	err := s.Scan(&t.ID, &t.Tenant, &t.Name, &t.Type, &t.SpecURL, &t.EndpointURL, &authJSON, &t.PolicyClass,
 		&effectsJSON, &t.IdempotencySupport, &t.SpecSHA256, &t.Revision, &t.OperationCount, &t.BaseURL,
-		&t.SpecTokenURL, &indexed, &created, &update)
+		&t.SpecTokenURL, &indexed, &created, &update, &limitsJSON)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -361,6 +366,9 @@ func scanTool(s scanner) (*tool.Tool, error) {
 	}
 	if err := json.Unmarshal([]byte(authJSON), &t.Auth); err != nil {
 		return nil, fmt.Errorf("decode tool auth: %w", err)
+	}
+	if err := t.DecodeLimits([]byte(limitsJSON)); err != nil {
+		return nil, err
 	}
 	if err := json.Unmarshal([]byte(effectsJSON), &t.SideEffects); err != nil {
 		return nil, fmt.Errorf("decode side effects: %w", err)

@@ -22,7 +22,11 @@ func newTool(tenant, name string) *tool.Tool {
 		PolicyClass: "standard", SideEffects: []string{"create", "update"}, IdempotencySupport: true,
 		SpecSHA256: "ab12", Revision: 1, OperationCount: 3, BaseURL: "https://api.example.com/v1",
 		SpecTokenURL: "https://auth.example.com/token",
-		IndexedAt:    base, CreatedAt: base, UpdatedAt: base,
+		Limits: &tool.Limits{Rate: "50/s", Concurrency: 8, Timeout: "10s",
+			Retries: &tool.RetryLimits{Max: 3, On: []int{429, 503}},
+			Circuit: &tool.CircuitLimits{Failures: 5, Window: "30s", OpenFor: "30s"}},
+		OperationLimits: map[string]tool.Limits{"createPet": {Concurrency: 1}},
+		IndexedAt:       base, CreatedAt: base, UpdatedAt: base,
 	}
 }
 

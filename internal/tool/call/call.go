@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -61,6 +62,11 @@ type Options struct {
 	Audit audit.Store
 	// Now is the clock of audit records; default time.Now.
 	Now func() time.Time
+	// Limiter shares tools' rate and concurrency limits; default in process.
+	// A RedisLimiter shares them across replicas.
+	Limiter Limiter
+	// Metrics, when set, receives per-tool observations.
+	Metrics Metrics
 }
 
 // Error is a call that failed at or on the way to the API: an error status,
@@ -68,6 +74,9 @@ type Options struct {
 type Error struct {
 	// Status is the API's HTTP status, 0 when no answer arrived.
 	Status int
+	// Code is the stable error_code when the status and cause do not tell
+	// it (circuit_open, rate_limited, timeout); see ErrorCode.
+	Code string
 	// Retryable says whether repeating the call later may succeed.
 	Retryable bool
 	Msg       string
@@ -79,12 +88,31 @@ func (e *Error) Error() string { return e.Msg }
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrorCode is the stable error_code of the failure (tool.Code*).
+func (e *Error) ErrorCode() string {
+	switch {
+	case e.Code != "":
+		return e.Code
+	case errors.Is(e.Err, context.DeadlineExceeded):
+		return tool.CodeTimeout
+	case e.Status == http.StatusTooManyRequests:
+		return tool.CodeRateLimited
+	case e.Status != 0:
+		return tool.CodeUpstream
+	case e.Err != nil:
+		return tool.CodeTransport
+	}
+	return tool.CodeUpstream
+}
+
 // Executor calls tools' operations. It is safe for concurrent use.
 type Executor struct {
 	opts   Options
 	http   *http.Client
 	tokens *lru.Cache[tokenKey, *tokenEntry]
 	schema schemaCache
+	// breakers are the tools' circuits, this replica's own.
+	breakers breakers
 }
 
 // New returns an executor with opts, defaults filled in.
@@ -110,6 +138,9 @@ func New(opts Options) *Executor {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Limiter == nil {
+		opts.Limiter = NewMemoryLimiter()
+	}
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = DefaultCacheSize
 	}
@@ -125,7 +156,7 @@ func New(opts Options) *Executor {
 		return checked(r, via)
 	}
 	tokens, _ := lru.New[tokenKey, *tokenEntry](opts.CacheSize) // errors only for a size under 1
-	return &Executor{opts: opts, http: hc, tokens: tokens, schema: newSchemaCache(opts.CacheSize)}
+	return &Executor{opts: opts, http: hc, tokens: tokens, schema: newSchemaCache(opts.CacheSize), breakers: breakers{metrics: opts.Metrics}}
 }
 
 // Forget drops what the executor keeps of a tool (its OAuth tokens, and with
@@ -139,6 +170,7 @@ func (e *Executor) Forget(toolID string) {
 		}
 	}
 	e.schema.forget(toolID)
+	e.breakers.forget(toolID)
 }
 
 var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/tool/call")
@@ -159,14 +191,25 @@ func (e *Executor) Call(ctx context.Context, req tool.CallRequest) (tool.CallRes
 			attribute.String("agentplane.tool.operation", req.Operation.ID),
 		))
 	defer span.End()
-	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	lim := req.Tool.EffectiveLimits(req.Operation.ID)
+	timeout := e.opts.Timeout
+	if lim != nil && lim.Timeout > 0 {
+		timeout = lim.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	start := e.opts.Now()
-	res, err := e.call(ctx, req)
+	res, err := e.call(ctx, req, lim)
 	res.Duration = e.opts.Now().Sub(start)
+	span.SetAttributes(attribute.Int("agentplane.tool.attempts", res.Attempts))
+	code := tool.ErrorCode(err)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", code))
+	}
+	if e.opts.Metrics != nil {
+		e.opts.Metrics.ObserveToolCall(req.Tool.ID, code, res.Attempts, res.Duration)
 	}
 	if res.Status != 0 {
 		span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
@@ -177,9 +220,18 @@ func (e *Executor) Call(ctx context.Context, req tool.CallRequest) (tool.CallRes
 	return res, err
 }
 
-func (e *Executor) call(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
+func (e *Executor) call(ctx context.Context, req tool.CallRequest, lim *tool.Effective) (tool.CallResult, error) {
 	if req.Operation.MCP != nil {
-		return e.callMCP(ctx, req)
+		if lim == nil {
+			return e.callMCP(ctx, req)
+		}
+		done, err := e.enter(ctx, req.Tool, lim)
+		if err != nil {
+			return tool.CallResult{}, err
+		}
+		res, err := e.callMCP(ctx, req)
+		done(res.Status, err)
+		return res, err
 	}
 	p, err := e.prepare(req)
 	if err != nil {
@@ -197,7 +249,14 @@ func (e *Executor) call(ctx context.Context, req tool.CallRequest) (tool.CallRes
 		return res, err
 	}
 	safe := req.Operation.Kind == tool.Read || (req.Tool.IdempotencySupport && req.IdempotencyKey != "")
+	span := trace.SpanFromContext(ctx)
 	for {
+		var done func(int, error)
+		if lim != nil {
+			if done, err = e.enter(ctx, req.Tool, lim); err != nil {
+				return res, err
+			}
+		}
 		res.Attempts++
 		a, err := e.send(ctx, p, auth)
 		res.Status = a.status
@@ -209,10 +268,16 @@ func (e *Executor) call(ctx context.Context, req tool.CallRequest) (tool.CallRes
 				auth.token.invalidate()
 			}
 		}
-		wait, again := e.retryWait(ctx, err, a, safe, res.Attempts)
+		if done != nil {
+			done(a.status, err)
+		}
+		wait, again := e.retryWait(ctx, err, a, safe, res.Attempts, lim)
 		if !again {
 			return res, err
 		}
+		span.AddEvent("retry", trace.WithAttributes(attribute.Int("agentplane.tool.attempt", res.Attempts),
+			attribute.Int("http.response.status_code", a.status), attribute.String("error.type", tool.ErrorCode(err)),
+			attribute.Int64("agentplane.tool.retry_wait_ms", wait.Milliseconds())))
 		if err := sleep(ctx, wait); err != nil {
 			return res, err
 		}
@@ -244,14 +309,32 @@ func retryableStatus(status int) bool {
 }
 
 // retryWait says whether to retry after err and how long to wait first.
-func (e *Executor) retryWait(ctx context.Context, err error, a answer, safe bool, attempts int) (time.Duration, bool) {
+func (e *Executor) retryWait(ctx context.Context, err error, a answer, safe bool, attempts int, lim *tool.Effective) (time.Duration, bool) {
 	var ce *Error
-	if err == nil || !safe || attempts > e.opts.Retries || ctx.Err() != nil || !errors.As(err, &ce) || !ce.Retryable {
+	if err == nil || !safe || ctx.Err() != nil || !errors.As(err, &ce) {
 		return 0, false
 	}
-	wait := e.opts.Backoff << (2 * (attempts - 1))
+	retries, retryable, longest := e.opts.Retries, ce.Retryable, maxRetryAfter
+	if lim != nil && lim.Retries != nil {
+		retries = lim.Retries.Max
+		if ce.Status != 0 {
+			on := lim.Retries.On
+			if len(on) == 0 {
+				on = tool.DefaultRetryOn
+			}
+			retryable = slices.Contains(on, ce.Status)
+		}
+	}
+	if lim != nil {
+		// A tool with limits waits as long as its own time allows.
+		longest = max(longest, lim.Timeout)
+	}
+	if attempts > retries || !retryable {
+		return 0, false
+	}
+	wait := backoff(e.opts.Backoff, attempts)
 	if a.retryAfter > 0 {
-		if a.retryAfter > maxRetryAfter {
+		if a.retryAfter > longest {
 			return 0, false
 		}
 		wait = a.retryAfter
