@@ -157,6 +157,9 @@ type stepView struct {
 	Action, Kind, Status       string
 	Tool, Call, Score, Queue   string
 	Outcome, Error, HTTPStatus string
+	// ErrorCode is the stable cause of a failed step (timeout,
+	// circuit_open, llm_error, …; docs/workflows.md).
+	ErrorCode string
 	Args, Request, Result      string
 	// Reason and the decision belong to approve steps.
 	Reason, DecidedBy, Comment     string
@@ -211,7 +214,7 @@ func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *
 	}
 	v := &stepView{
 		Side: side, Step: s.Step, Action: s.Action, Kind: s.Kind, Status: s.Status,
-		Tool: s.Tool, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error,
+		Tool: s.Tool, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error, ErrorCode: s.ErrorCode,
 		HasCall: s.Operation != "",
 		Changed: make(map[string]bool, len(changed)),
 		Failed:  failedStatus[s.Status],

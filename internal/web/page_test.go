@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // fixtureReplay is testdata/replay.json: one step of each kind; the risk and
@@ -193,5 +194,17 @@ func TestRefusedLinkPageSaysHowToGetAFreshLink(t *testing.T) {
 				t.Errorf("%s %s (expired %v): page lacks %q", tc.kind, tc.id, tc.expired, w)
 			}
 		}
+	}
+}
+
+// TestRenderReplayErrorCode: a failed step shows its error and its stable code.
+func TestRenderReplayErrorCode(t *testing.T) {
+	failedCall := &workflow.Step{Step: 1, Action: "fetch", Kind: "call", Status: "error", Tool: "orders", Operation: "getOrder",
+		Error: "the circuit of orders is open", ErrorCode: "circuit_open"}
+	r := &replay.Replay{ID: "rpl_1", WorkflowID: "wf_1", OriginalOutcome: "failed", ReplayOutcome: "failed",
+		Steps: []replay.Entry{{Kind: replay.Same, Original: failedCall, Replay: failedCall}}}
+	page := render(t, ReplayPage{Replay: r, Agent: "refunds", Tools: NewTools("orders")})
+	if !strings.Contains(page, `the circuit of orders is open <code class="error-code">circuit_open</code>`) {
+		t.Errorf("the page lacks the step's error code")
 	}
 }
