@@ -159,8 +159,8 @@ type stepView struct {
 	Outcome, Error, HTTPStatus string
 	// ErrorCode is the stable cause of a failed step (timeout,
 	// circuit_open, llm_error, …; docs/workflows.md).
-	ErrorCode string
-	Args, Request, Result      string
+	ErrorCode             string
+	Args, Request, Result string
 	// Reason and the decision belong to approve steps.
 	Reason, DecidedBy, Comment     string
 	DecidedAt, DecidedAtISO        string
