@@ -38,10 +38,17 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	if err != nil {
 		return err
 	}
+	var key any // NULL: no key
+	if w.IdempotencyKey != "" {
+		key = w.IdempotencyKey
+	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`, idem_key, idem_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
+		if isUnique(err) && key != nil && strings.Contains(err.Error(), "idem_key") {
+			return workflow.KeyTaken()
+		}
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
 		}
@@ -219,6 +226,27 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 			WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
 			return workflowNotFound(id)
+		}
+		return err
+	})
+	return w, err
+}
+
+// WorkflowByKey returns the workflow of the tenant created with the
+// idempotency key key.
+func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.Workflow, error) {
+	var w *workflow.Workflow
+	err := db.query(ctx, func(tx dbtx) error {
+		row := tx.QueryRowContext(ctx, `SELECT `+workflowColumns+`, idem_key, idem_hash FROM workflows
+			WHERE tenant = ? AND idem_key = ?`, tenant, key)
+		var err error
+		var k, hash string
+		w, err = scanWorkflow(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &k, &hash)...) }))
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "no workflow was created with this idempotency key")
+		}
+		if err == nil {
+			w.IdempotencyKey, w.RequestHash = k, hash
 		}
 		return err
 	})
