@@ -111,10 +111,11 @@ func KeyTaken() error {
 	return problem.Wrap(problem.Conflict, ErrKeyTaken, "a workflow was already created with this Idempotency-Key")
 }
 
-// IdempotencyKey is the stored key of a request's idempotency key: one per
-// principal of a tenant (the tenant is a column of its own).
-func IdempotencyKey(principal, key string) string {
-	return principal + "\n" + key
+// IdempotencyKey is the stored form of a request's idempotency key, scoped
+// as SPEC §5 says: to its principal and concrete path (the tenant is a
+// column of its own).
+func IdempotencyKey(principal, path, key string) string {
+	return principal + "\n" + path + "\n" + key
 }
 
 // Input is the engine input of the workflow: its goal, context, caller and

@@ -358,7 +358,7 @@ func written(s *workflow.Step, recs ...*audit.Record) workflow.StepWrite {
 // finds the workflow with the request's hash.
 func testWorkflowKeys(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
-	key := workflow.IdempotencyKey("user-1", "k-1")
+	key := workflow.IdempotencyKey("user-1", "/v1/agents/triage/invoke", "k-1")
 	w := newWorkflow("acme", "triage", "rep-a", 1)
 	w.IdempotencyKey, w.RequestHash = key, "hash-1"
 	must(t, s.CreateWorkflow(ctx, w, record("acme", "agent.invoke", 1)), "create with a key")
@@ -386,7 +386,7 @@ func testWorkflowKeys(t *testing.T, s Store, _ Hooks) {
 	create(t, s, other)
 	create(t, s, newWorkflow("acme", "triage", "rep-a", 4))
 	create(t, s, newWorkflow("acme", "triage", "rep-a", 5))
-	_, err = s.WorkflowByKey(ctx, "acme", workflow.IdempotencyKey("user-2", "k-1"))
+	_, err = s.WorkflowByKey(ctx, "acme", workflow.IdempotencyKey("user-2", "/v1/agents/triage/invoke", "k-1"))
 	wantCode(t, err, problem.NotFound, "another principal's key")
 
 	// Concurrent creations with one key: exactly one is stored.
@@ -397,7 +397,7 @@ func testWorkflowKeys(t *testing.T, s Store, _ Hooks) {
 		go func() {
 			defer wg.Done()
 			c := newWorkflow("acme", "triage", "rep-c", 10+i)
-			c.IdempotencyKey = workflow.IdempotencyKey("user-1", "race")
+			c.IdempotencyKey = workflow.IdempotencyKey("user-1", "/v1/agents/triage/invoke", "race")
 			errs[i] = s.CreateWorkflow(ctx, c, nil)
 		}()
 	}
