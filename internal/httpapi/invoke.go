@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
@@ -52,12 +53,12 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	info := infoFrom(r.Context())
 	hash := fingerprint(body)
 	if key != "" {
-		wf, err := s.deps.Workflows.WorkflowByKey(r.Context(), p.Tenant, key)
-		if err == nil {
-			return s.attachInvoke(w, r, body, hash, wf)
-		}
-		if problem.As(err).Code != problem.NotFound {
+		wf, err := s.keyedWorkflow(r, key, s.cfg.InvokeIdempotencyTTL)
+		if err != nil {
 			return err
+		}
+		if wf != nil {
+			return s.attachInvoke(w, r, body, hash, wf)
 		}
 	}
 	var req invokeRequest
@@ -119,6 +120,24 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		return s.stream(w, r, p.Tenant, wf.ID, 0)
 	}
 	return s.respondFinished(w, r, p.Tenant, wf.ID)
+}
+
+// keyedWorkflow returns the workflow of the caller's tenant created with
+// the stored idempotency key key, nil if none was or if it started longer
+// than ttl ago (its key is then taken off it, for a new workflow to take).
+func (s *Server) keyedWorkflow(r *http.Request, key string, ttl time.Duration) (*workflow.Workflow, error) {
+	tenant := principalOf(r).Tenant
+	wf, err := s.deps.Workflows.WorkflowByKey(r.Context(), tenant, key)
+	if problem.Is(err, problem.NotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if expiry := s.deps.Now().Add(-ttl); wf.StartedAt.Before(expiry) {
+		return nil, s.deps.Workflows.ExpireKey(r.Context(), tenant, key, expiry)
+	}
+	return wf, nil
 }
 
 // invokeKey is the stored form of an invoke's idempotency key (header or

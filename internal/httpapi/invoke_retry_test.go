@@ -160,3 +160,30 @@ func TestASyncInvokesRecordIsWrittenOnce(t *testing.T) {
 		t.Error("the chain does not verify")
 	}
 }
+
+// TestAnInvokeKeyLapsesAfterItsTTL checks that an invoke's key, kept with
+// its workflow, is honoured for Config.InvokeIdempotencyTTL (7 days) and
+// then starts a new workflow.
+func TestAnInvokeKeyLapsesAfterItsTTL(t *testing.T) {
+	var skew atomic.Int64
+	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
+		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	w := newFraudWorld(t, h)
+	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-ttl"}, "idempotency_key": "week"}
+	first := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body)
+	skew.Store(int64(6 * 24 * time.Hour))
+	within := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body)
+	skew.Store(int64(8 * 24 * time.Hour))
+	after := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body)
+	if first.Status != 200 || within.Status != 200 || after.Status != 200 {
+		t.Fatalf("statuses %d %d %d", first.Status, within.Status, after.Status)
+	}
+	id := first.Header.Get("Workflow-Id")
+	if within.Header.Get("Workflow-Id") != id || within.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("a repeat after 6 days: workflow %q (replayed %q), want %s", within.Header.Get("Workflow-Id"), within.Header.Get("Idempotent-Replayed"), id)
+	}
+	if got := after.Header.Get("Workflow-Id"); got == id || got == "" || after.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("a repeat after 8 days: workflow %q (replayed %q), want a new one", got, after.Header.Get("Idempotent-Replayed"))
+	}
+}

@@ -222,7 +222,7 @@ func outcomeOf(status int) string {
 // route, limits its body, applies idempotency to POSTs, then runs the handler.
 func (s *Server) serveRoute(rt *route) http.Handler {
 	h := s.adapt(rt.h)
-	if rt.idempotent {
+	if rt.idempotent && !rt.ownKeys {
 		h = s.idempotent(h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -67,8 +67,8 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	key = workflow.IdempotencyKey(principalOf(r).ID(), r.URL.Path, key)
 	hash := fingerprint(body)
-	wf, err := s.deps.Workflows.WorkflowByKey(r.Context(), principalOf(r).Tenant, key)
-	if problem.Is(err, problem.NotFound) {
+	wf, err := s.keyedWorkflow(r, key, s.cfg.IdempotencyTTL)
+	if err == nil && wf == nil {
 		err = s.replay(w, r, req, key, hash)
 		if !errors.Is(err, workflow.ErrKeyTaken) {
 			return err

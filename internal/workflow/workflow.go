@@ -249,6 +249,10 @@ type Store interface {
 	// WorkflowByKey returns the workflow of the tenant created with the
 	// IdempotencyKey key, or a problem.NotFound.
 	WorkflowByKey(ctx context.Context, tenant, key string) (*Workflow, error)
+	// ExpireKey takes the idempotency key key off the tenant's workflow
+	// that has it if that workflow started before before: the key is no
+	// longer honoured and a new workflow may take it.
+	ExpireKey(ctx context.Context, tenant, key string, before time.Time) error
 	// Steps returns the workflow's steps with Seq > afterSeq, in order.
 	Steps(ctx context.Context, workflowID string, afterSeq int) ([]Step, error)
 	// ListWorkflows returns the tenant's workflows, newest first.

@@ -251,6 +251,17 @@ func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.
 	return w, nil
 }
 
+// ExpireKey takes key off the tenant's workflow that has it if it
+// started before before.
+func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Time) error {
+	_, err := db.pool.Exec(ctx, `UPDATE workflows SET idem_key = NULL
+		WHERE tenant = $1 AND idem_key = $2 AND started_at < $3`, tenant, key, before)
+	if err != nil && unreachable(err) {
+		return problem.Wrap(problem.Unavailable, err, "the database is unreachable")
+	}
+	return err
+}
+
 // Steps returns the workflow's steps after afterSeq, in order.
 func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+stepColumns+` FROM workflow_steps

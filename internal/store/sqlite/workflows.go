@@ -253,6 +253,16 @@ func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.
 	return w, err
 }
 
+// ExpireKey takes key off the tenant's workflow that has it if it
+// started before before.
+func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Time) error {
+	return db.write(ctx, func(tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE workflows SET idem_key = NULL
+			WHERE tenant = ? AND idem_key = ? AND started_at < ?`, tenant, key, fmtTime(before))
+		return err
+	})
+}
+
 // Steps returns the workflow's steps after afterSeq, in order.
 func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
 	var steps []workflow.Step

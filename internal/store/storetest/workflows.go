@@ -389,6 +389,18 @@ func testWorkflowKeys(t *testing.T, s Store, _ Hooks) {
 	_, err = s.WorkflowByKey(ctx, "acme", workflow.IdempotencyKey("user-2", "/v1/agents/triage/invoke", "k-1"))
 	wantCode(t, err, problem.NotFound, "another principal's key")
 
+	// An expired key is taken off its workflow (not before), and may be
+	// taken again.
+	must(t, s.ExpireKey(ctx, "acme", key, w.StartedAt), "expire before the start")
+	_, err = s.WorkflowByKey(ctx, "acme", key)
+	must(t, err, "the key of a workflow started at the expiry")
+	must(t, s.ExpireKey(ctx, "acme", key, w.StartedAt.Add(time.Second)), "expire")
+	_, err = s.WorkflowByKey(ctx, "acme", key)
+	wantCode(t, err, problem.NotFound, "an expired key")
+	again := newWorkflow("acme", "triage", "rep-a", 6)
+	again.IdempotencyKey = key
+	create(t, s, again)
+
 	// Concurrent creations with one key: exactly one is stored.
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
