@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -74,12 +75,13 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	// wins over respond-async (docs/workflows.md).
 	stream := wantsStream(r, req)
 	async := !stream && prefers(r.Header, preferAsync)
+	release := func() {}
 	if stream {
 		// Refused before the workflow starts: nothing runs unfollowed.
-		release, err := s.streams.acquire(p.Tenant)
-		if err != nil {
+		if release, err = s.streams.acquire(p.Tenant); err != nil {
 			return err
 		}
+		release = sync.OnceFunc(release)
 		defer release()
 	}
 	start := workflow.StartRequest{
@@ -101,7 +103,9 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	wf, err := s.deps.Runner.Start(r.Context(), start)
 	if errors.Is(err, workflow.ErrKeyTaken) {
-		// A repeat that came while the first was being created.
+		// A repeat that came while the first was being created: it
+		// attaches as any repeat does, its stream counted there.
+		release()
 		if wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), p.Tenant, key); err != nil {
 			return err
 		}

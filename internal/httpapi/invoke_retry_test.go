@@ -187,3 +187,34 @@ func TestAnInvokeKeyLapsesAfterItsTTL(t *testing.T) {
 		t.Errorf("a repeat after 8 days: workflow %q (replayed %q), want a new one", got, after.Header.Get("Idempotent-Replayed"))
 	}
 }
+
+// TestConcurrentInvokesWithOneKeyShareAWorkflow sends the same keyed invoke
+// at once from several clients: one workflow is created
+// and every request answers with it, none with a 409 or a 500.
+func TestConcurrentInvokesWithOneKeyShareAWorkflow(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-race"}, "idempotency_key": "race"}
+	got := make(chan response, 8)
+	for range 8 {
+		go func() { got <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
+	}
+	ids := map[string]int{}
+	for range 8 {
+		r := <-got
+		if r.Status != 200 {
+			t.Fatalf("a concurrent repeat: %d %s", r.Status, r.Body)
+		}
+		ids[r.Header.Get("Workflow-Id")]++
+	}
+	if len(ids) != 1 {
+		t.Fatalf("workflows answered %v, want one", ids)
+	}
+	var page struct {
+		Workflows []map[string]any `json:"workflows"`
+	}
+	h.do("GET", "/v1/workflows", w.admin, nil).json(t, &page)
+	if len(page.Workflows) != 1 {
+		t.Errorf("%d workflows stored, want 1", len(page.Workflows))
+	}
+}
