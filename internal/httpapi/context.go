@@ -5,10 +5,8 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/web"
-	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // reqInfo is what the middleware chain learns about a request, filled in as it
@@ -31,20 +29,8 @@ type reqInfo struct {
 	// transaction of its mutation.
 	audited bool
 	problem *problem.Error
-	// idemKey is the request's idempotency key, when it has one.
-	idemKey *idempotency.Key
-	// idemLinked is set once idemKey is linked to the workflow the request
-	// started, so repeats can attach to it.
-	idemLinked bool
 	// resourceMetadata is the RFC 9728 metadata URL a 401 names (/mcp).
 	resourceMetadata string
-	// unfinished is set when the answer was cut short after it began (a
-	// stream that failed before its workflow's end): it is not the answer
-	// to keep for repeats.
-	unfinished bool
-	// offered is the request's record offered to the end of the workflow
-	// it waits for (a sync invoke); see workflow.RequestRecord.
-	offered *workflow.RequestRecord
 }
 
 type infoKey struct{}

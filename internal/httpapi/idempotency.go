@@ -21,8 +21,7 @@ const maxIdempotencyKey = 255
 
 // defaultRunningLock is how long a running request blocks repeats of its
 // key without renewing its lock (Config.IdempotencyLock) before it is
-// presumed dead (its process crashed) and a repeat may run instead. A key
-// linked to a workflow is not bound by it: repeats attach to the workflow.
+// presumed dead (its process crashed) and a repeat may run instead.
 const defaultRunningLock = 30 * time.Second
 
 // storedHeaders are the response headers replayed with a stored response.
@@ -30,10 +29,11 @@ var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id", "Prefere
 
 // idempotent runs h at most once per idempotency key (SPEC §5): a repeat of
 // the same request gets the stored response with Idempotent-Replayed: true.
-func (s *Server) idempotent(rt *route, h http.Handler) http.Handler {
+// (Invoke and real replays keep their keys with the workflows they create.)
+func (s *Server) idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
-		if key == "" && !rt.bodyKey {
+		if key == "" {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -43,21 +43,11 @@ func (s *Server) idempotent(rt *route, h http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if rt.bodyKey {
-			if key, err = bodyIdempotencyKey(key, body); err != nil {
-				writeProblem(w, r, err)
-				return
-			}
-			if key == "" {
-				h.ServeHTTP(w, r)
-				return
-			}
-		}
 		if len(key) > maxIdempotencyKey {
 			writeProblem(w, r, problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey))
 			return
 		}
-		s.runOnce(w, r, rt, key, body, h)
+		s.runOnce(w, r, key, body, h)
 	})
 }
 
@@ -76,50 +66,30 @@ func bodyIdempotencyKey(header string, body []byte) (string, error) {
 	return *b.Key, nil
 }
 
-func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, rt *route, key string, body []byte, h http.Handler) {
+func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, body []byte, h http.Handler) {
 	p := principalOf(r)
 	now := s.deps.Now()
-	ttl := s.cfg.IdempotencyTTL
-	if rt.bodyKey {
-		ttl = s.cfg.InvokeIdempotencyTTL
-	}
 	k := idempotency.Key{Tenant: p.Tenant, Principal: p.ID(), Method: r.Method, Path: r.URL.Path, Key: key}
 	e, created, err := s.deps.Store.BeginIdempotent(r.Context(), idempotency.Entry{
 		Key: k, Fingerprint: fingerprint(body), State: idempotency.Running,
-		CreatedAt: now, ExpiresAt: now.Add(ttl), LockedUntil: now.Add(s.cfg.IdempotencyLock),
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.IdempotencyTTL), LockedUntil: now.Add(s.cfg.IdempotencyLock),
 	})
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
 	if !created {
-		fp := fingerprint(body)
-		if e.Fingerprint == fp && e.State == idempotency.Running && e.WorkflowID != "" && rt.attach != nil {
-			s.adapt(func(w http.ResponseWriter, r *http.Request) error {
-				return rt.attach(w, r, e, body)
-			}).ServeHTTP(w, r)
-			return
-		}
-		s.repeat(w, r, e, fp)
+		s.repeat(w, r, e, fingerprint(body))
 		return
 	}
 	info := infoFrom(r.Context())
-	info.idemKey = &k
-
 	rec := &recordingWriter{ResponseWriter: w}
 	stop := s.keepLocked(r.Context(), k)
 	h.ServeHTTP(rec, r)
 	stop()
-	keep := rec.started() && storable(rec.status) && !rec.overflow
-	if info.idemLinked && (!keep || info.unfinished || r.Context().Err() != nil) {
-		// The client went away, the answer was cut short, or it is not
-		// kept: the key stays running, linked to the workflow, so a repeat
-		// attaches to the workflow and gets its result.
-		return
-	}
 	// Detached from the request: a client gone away must not leave the key running.
 	ctx := context.WithoutCancel(r.Context())
-	if keep {
+	if rec.started() && storable(rec.status) && !rec.overflow {
 		hdr := http.Header{}
 		for _, name := range storedHeaders {
 			if v := w.Header().Get(name); v != "" {

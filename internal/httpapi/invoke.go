@@ -1,14 +1,16 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
-	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -32,95 +34,169 @@ func wantsStream(r *http.Request, req invokeRequest) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
+// handleInvoke starts a workflow, or, for a repeat of an invoke with the
+// same idempotency key, attaches to the workflow the first one created: the
+// key is stored with the workflow, so a repeat finds it whatever became of
+// the first request's connection (SPEC §4 "Asynchronous invocations").
 func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
-	var req invokeRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := requireJSON(r); err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	key, err := invokeKey(r, body)
+	if err != nil {
 		return err
 	}
 	p := principalOf(r)
+	info := infoFrom(r.Context())
+	hash := fingerprint(body)
+	if key != "" {
+		wf, err := s.keyedWorkflow(r, key, s.cfg.InvokeIdempotencyTTL)
+		if err != nil {
+			return err
+		}
+		if wf != nil {
+			return s.attachInvoke(w, r, body, hash, wf)
+		}
+	}
+	var req invokeRequest
+	if err := jsonbody.Decode(body, &req); err != nil {
+		return err
+	}
 	name, version, err := splitRef(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
 	info.resourceID = name
 	// A stream is itself an answer that does not wait for the end, so it
 	// wins over respond-async (docs/workflows.md).
-	async := !wantsStream(r, req) && prefers(r.Header, preferAsync)
-	var offered *workflow.RequestRecord
-	switch {
-	case async:
-		// Answered at once with 202, the status the middleware records.
-	case wantsStream(r, req):
+	stream := wantsStream(r, req)
+	async := !stream && prefers(r.Header, preferAsync)
+	release := func() {}
+	if stream {
 		// Refused before the workflow starts: nothing runs unfollowed.
-		release, err := s.streams.acquire(p.Tenant)
-		if err != nil {
+		if release, err = s.streams.acquire(p.Tenant); err != nil {
 			return err
 		}
+		release = sync.OnceFunc(release)
 		defer release()
-	default:
-		// A sync invoke answers 200 once its workflow has ended: its record
-		// can be written with that end instead of in a transaction of its
-		// own. Built from what is known now (the execution runs on another
-		// goroutine), with the workflow's id.
-		snap := *info
-		offered = workflow.NewRequestRecord(func(workflowID string) *audit.Record {
-			c := snap
-			c.workflowID = workflowID
-			return s.recordOf(r, &c, http.StatusOK)
-		})
-		info.offered = offered
 	}
-	wf, err := s.deps.Runner.Start(r.Context(), workflow.StartRequest{
+	start := workflow.StartRequest{
 		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
 		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
 		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.requestID, TraceID: info.traceID,
-		Record: offered,
-	})
+		IdempotencyKey: key, RequestHash: hash,
+	}
+	if async {
+		// The answer is 202 whatever follows the creation, so the
+		// request's record is written in the transaction that creates the
+		// workflow.
+		snap := *info
+		start.Created = func(wf *workflow.Workflow) *audit.Record {
+			c := snap
+			c.workflowID = wf.ID
+			return s.recordOf(r, &c, http.StatusAccepted)
+		}
+	}
+	wf, err := s.deps.Runner.Start(r.Context(), start)
+	if errors.Is(err, workflow.ErrKeyTaken) {
+		// A repeat that came while the first was being created: it
+		// attaches as any repeat does, its stream counted there.
+		release()
+		if wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), p.Tenant, key); err != nil {
+			return err
+		}
+		return s.attachInvoke(w, r, body, hash, wf)
+	}
 	if err != nil {
 		return err
 	}
 	info.workflowID = wf.ID
-	if k := info.idemKey; k != nil {
-		if err := s.deps.Store.SetIdempotentWorkflow(context.WithoutCancel(r.Context()), *k, wf.ID); err != nil {
-			s.deps.Logger.Warn("link idempotency key to workflow", "workflow_id", wf.ID, "err", err)
-		} else {
-			info.idemLinked = true
-		}
-	}
 	w.Header().Set("Workflow-Id", wf.ID)
-	if async {
-		v, err := s.workflowView(r, wf, nil, true)
-		if err != nil {
-			return err
-		}
-		applyAsync(w, "/v1/workflows/"+wf.ID)
-		return writeJSON(w, http.StatusAccepted, v)
-	}
-	if wantsStream(r, req) {
+	switch {
+	case async:
+		info.audited = true
+		return s.respondAccepted(w, r, wf)
+	case stream:
 		return s.stream(w, r, p.Tenant, wf.ID, 0)
 	}
 	return s.respondFinished(w, r, p.Tenant, wf.ID)
 }
 
-// attachInvoke answers a repeat of a still-running invoke by attaching to
-// its workflow: a sync repeat waits for it, a stream follows it.
-func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, e idempotency.Entry, body []byte) error {
+// keyedWorkflow returns the workflow of the caller's tenant created with
+// the stored idempotency key key, nil if none was or if it started longer
+// than ttl ago (its key is then taken off it, for a new workflow to take).
+func (s *Server) keyedWorkflow(r *http.Request, key string, ttl time.Duration) (*workflow.Workflow, error) {
+	tenant := principalOf(r).Tenant
+	wf, err := s.deps.Workflows.WorkflowByKey(r.Context(), tenant, key)
+	if problem.Is(err, problem.NotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if expiry := s.deps.Now().Add(-ttl); wf.StartedAt.Before(expiry) {
+		return nil, s.deps.Workflows.ExpireKey(r.Context(), tenant, key, expiry)
+	}
+	return wf, nil
+}
+
+// invokeKey is the stored form of an invoke's idempotency key (header or
+// body field), "" when it has none.
+func invokeKey(r *http.Request, body []byte) (string, error) {
+	key, err := bodyIdempotencyKey(r.Header.Get("Idempotency-Key"), body)
+	if err != nil || key == "" {
+		return "", err
+	}
+	if len(key) > maxIdempotencyKey {
+		return "", problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
+	}
+	return workflow.IdempotencyKey(principalOf(r).ID(), r.URL.Path, key), nil
+}
+
+// attachInvoke answers a repeat of an invoke with the workflow the first
+// one created: at once with respond-async, by its events with a stream,
+// else once it has ended. A repeat with another body is refused.
+func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, body []byte, hash string, wf *workflow.Workflow) error {
+	if wf.RequestHash != hash {
+		return problem.New(problem.IdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request; use a new key for a new request")
+	}
 	var req invokeRequest
-	_ = json.Unmarshal(body, &req)
+	_ = json.Unmarshal(body, &req) // it decoded when the workflow was created
 	p := principalOf(r)
-	infoFrom(r.Context()).workflowID = e.WorkflowID
-	w.Header().Set("Workflow-Id", e.WorkflowID)
+	info := infoFrom(r.Context())
+	info.resourceID, info.workflowID = wf.Agent, wf.ID
+	info.details = map[string]any{"idempotent_replayed": true}
+	w.Header().Set("Workflow-Id", wf.ID)
 	w.Header().Set("Idempotent-Replayed", "true")
-	if wantsStream(r, req) {
+	switch {
+	case wantsStream(r, req):
 		release, err := s.streams.acquire(p.Tenant)
 		if err != nil {
 			return err
 		}
 		defer release()
-		return s.stream(w, r, p.Tenant, e.WorkflowID, 0)
+		return s.stream(w, r, p.Tenant, wf.ID, 0)
+	case prefers(r.Header, preferAsync):
+		return s.respondAccepted(w, r, wf)
 	}
-	return s.respondFinished(w, r, p.Tenant, e.WorkflowID)
+	return s.respondFinished(w, r, p.Tenant, wf.ID)
+}
+
+// respondAccepted answers 202 with the workflow as it is.
+func (s *Server) respondAccepted(w http.ResponseWriter, r *http.Request, wf *workflow.Workflow) error {
+	v, err := s.workflowView(r, wf, nil, true)
+	if err != nil {
+		// Still 202, as the record written with the workflow says: the
+		// view lacks only the usage a later GET shows.
+		s.deps.Logger.Warn("workflow usage not read", "workflow_id", wf.ID, "err", err)
+	}
+	applyAsync(w, "/v1/workflows/"+wf.ID)
+	return writeJSON(w, http.StatusAccepted, v)
 }
 
 // respondFinished waits for the workflow and answers with it.
@@ -153,7 +229,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 				return nil // the client went away, or the server drains
 			}
 			info := infoFrom(r.Context())
-			info.unfinished = true
 			pe := problem.As(err)
 			doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
 			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed,

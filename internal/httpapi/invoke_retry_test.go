@@ -126,11 +126,10 @@ func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 	}
 }
 
-// TestASyncInvokesRecordIsWrittenWithTheEnd checks that a sync invoke's
-// own record is written once, in the transaction that stores its
-// workflow's end (right after workflow.finish in the chain), saying what
-// was answered, and that the chain verifies.
-func TestASyncInvokesRecordIsWrittenWithTheEnd(t *testing.T) {
+// TestASyncInvokesRecordIsWrittenOnce checks that a sync invoke's own
+// record is written once, after its workflow's end, saying what was
+// answered, and that the chain verifies.
+func TestASyncInvokesRecordIsWrittenOnce(t *testing.T) {
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin,
@@ -150,8 +149,8 @@ func TestASyncInvokesRecordIsWrittenWithTheEnd(t *testing.T) {
 	reader := h.token("acme", "audit:read")
 	var ends auditPage
 	h.do("GET", "/v1/audit/query?action=workflow.finish&workflow_id="+id, reader, nil).json(t, &ends)
-	if len(ends.Records) != 1 || ends.Records[0].Seq+1 != rec.Seq {
-		t.Errorf("workflow.finish records %+v; want one, right before the invoke's (seq %d)", ends.Records, rec.Seq)
+	if len(ends.Records) != 1 || ends.Records[0].Seq > rec.Seq {
+		t.Errorf("workflow.finish records %+v; want one, before the invoke's (seq %d)", ends.Records, rec.Seq)
 	}
 	var rep struct {
 		OK bool `json:"ok"`
@@ -159,5 +158,63 @@ func TestASyncInvokesRecordIsWrittenWithTheEnd(t *testing.T) {
 	h.do("GET", "/v1/audit/verify", reader, nil).json(t, &rep)
 	if !rep.OK {
 		t.Error("the chain does not verify")
+	}
+}
+
+// TestAnInvokeKeyLapsesAfterItsTTL checks that an invoke's key, kept with
+// its workflow, is honoured for Config.InvokeIdempotencyTTL (7 days) and
+// then starts a new workflow.
+func TestAnInvokeKeyLapsesAfterItsTTL(t *testing.T) {
+	var skew atomic.Int64
+	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
+		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	w := newFraudWorld(t, h)
+	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-ttl"}, "idempotency_key": "week"}
+	first := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body)
+	skew.Store(int64(6 * 24 * time.Hour))
+	within := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body)
+	skew.Store(int64(8 * 24 * time.Hour))
+	after := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body)
+	if first.Status != 200 || within.Status != 200 || after.Status != 200 {
+		t.Fatalf("statuses %d %d %d", first.Status, within.Status, after.Status)
+	}
+	id := first.Header.Get("Workflow-Id")
+	if within.Header.Get("Workflow-Id") != id || within.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("a repeat after 6 days: workflow %q (replayed %q), want %s", within.Header.Get("Workflow-Id"), within.Header.Get("Idempotent-Replayed"), id)
+	}
+	if got := after.Header.Get("Workflow-Id"); got == id || got == "" || after.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("a repeat after 8 days: workflow %q (replayed %q), want a new one", got, after.Header.Get("Idempotent-Replayed"))
+	}
+}
+
+// TestConcurrentInvokesWithOneKeyShareAWorkflow sends the same keyed invoke
+// at once from several clients: one workflow is created
+// and every request answers with it, none with a 409 or a 500.
+func TestConcurrentInvokesWithOneKeyShareAWorkflow(t *testing.T) {
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-race"}, "idempotency_key": "race"}
+	got := make(chan response, 8)
+	for range 8 {
+		go func() { got <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
+	}
+	ids := map[string]int{}
+	for range 8 {
+		r := <-got
+		if r.Status != 200 {
+			t.Fatalf("a concurrent repeat: %d %s", r.Status, r.Body)
+		}
+		ids[r.Header.Get("Workflow-Id")]++
+	}
+	if len(ids) != 1 {
+		t.Fatalf("workflows answered %v, want one", ids)
+	}
+	var page struct {
+		Workflows []map[string]any `json:"workflows"`
+	}
+	h.do("GET", "/v1/workflows", w.admin, nil).json(t, &page)
+	if len(page.Workflows) != 1 {
+		t.Errorf("%d workflows stored, want 1", len(page.Workflows))
 	}
 }

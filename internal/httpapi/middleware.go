@@ -53,8 +53,14 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
+	switch {
+	case status != 0:
+	case r.Context().Err() != nil:
+		// The client went away before any answer (a sync invoke whose
+		// workflow goes on): it got no status, and its record says so.
+		status = StatusClientClosed
+	default:
+		status = http.StatusOK // net/http answers 200 to a handler that wrote nothing
 	}
 	elapsed := s.deps.Now().Sub(start)
 	pattern := "unmatched"
@@ -68,6 +74,11 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	s.logRequest(r, info, status, elapsed, sw.written)
 	discardBody(r, body)
 }
+
+// StatusClientClosed is the status logged and audited for a request whose
+// client went away before any answer was sent (nginx's 499): no status
+// reached it.
+const StatusClientClosed = 499
 
 // Limits of a request's headers. Over MaxHeaderBytes a request is answered
 // 431 with a problem document. The http.Server reads up to
@@ -142,12 +153,6 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.D
 // audit appends the request's record unless its handler already stored it
 // with the mutation it made.
 func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
-	if info.offered != nil && info.offered.Release() {
-		if status == http.StatusOK {
-			return // written with the end of the workflow it waited for
-		}
-		// The end's transaction recorded 200; this record says what was answered.
-	}
 	if info.audited || s.deps.Store == nil {
 		return
 	}
@@ -217,8 +222,8 @@ func outcomeOf(status int) string {
 // route, limits its body, applies idempotency to POSTs, then runs the handler.
 func (s *Server) serveRoute(rt *route) http.Handler {
 	h := s.adapt(rt.h)
-	if rt.idempotent {
-		h = s.idempotent(rt, h)
+	if rt.idempotent && !rt.ownKeys {
+		h = s.idempotent(h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())

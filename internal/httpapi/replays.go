@@ -1,12 +1,14 @@
 package httpapi
 
 import (
-	"context"
+	"bytes"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -33,11 +35,56 @@ type replayView struct {
 	ViewerURL string `json:"viewer_url"`
 }
 
+// handleReplay makes a replay. A dry run's Idempotency-Key keeps its
+// response as any POST's does; a real replay's key is stored with the new
+// workflow it creates, so a repeat finds that replay whatever became of the
+// first request's connection.
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
-	var req replayRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := requireJSON(r); err != nil {
 		return err
 	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req replayRequest
+	if err := jsonbody.Decode(body, &req); err != nil {
+		return err
+	}
+	if req.DryRun == nil || *req.DryRun {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.idempotent(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+			return s.replay(w, r, req, "", "")
+		})).ServeHTTP(w, r)
+		return nil
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return s.replay(w, r, req, "", "")
+	}
+	if len(key) > maxIdempotencyKey {
+		return problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
+	}
+	key = workflow.IdempotencyKey(principalOf(r).ID(), r.URL.Path, key)
+	hash := fingerprint(body)
+	wf, err := s.keyedWorkflow(r, key, s.cfg.IdempotencyTTL)
+	if err == nil && wf == nil {
+		err = s.replay(w, r, req, key, hash)
+		if !errors.Is(err, workflow.ErrKeyTaken) {
+			return err
+		}
+		// A repeat that came while the first was being created.
+		wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), principalOf(r).Tenant, key)
+	}
+	if err != nil {
+		return err
+	}
+	return s.attachReplay(w, r, wf, hash)
+}
+
+// replay makes the replay req asks for; key and hash are a real replay's
+// stored idempotency key and request hash, or "".
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayRequest, key, hash string) error {
 	id := r.PathValue("id")
 	var errs []problem.FieldError
 	if req.TargetAgentVersion == "" {
@@ -72,48 +119,29 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode,
 		Caller:    workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
 		RequestID: info.requestID, TraceID: info.traceID, Async: async,
-		Stored: func(rp *replay.Replay) { s.replayStored(r, rp) },
+		Stored:         func(rp *replay.Replay) { info.audited, info.workflowID = true, rp.WorkflowID },
+		IdempotencyKey: key, RequestHash: hash,
 	}, rec)
 	if err != nil {
 		if info.audited && r.Context().Err() != nil {
 			return nil // the client went away; the stored replay goes on
 		}
-		// The replay failed with its client still here (its workflow could
-		// not start): the key is not kept, so a retry replays again.
-		info.idemLinked = false
 		return err
 	}
 	info.audited, info.workflowID = true, rp.WorkflowID
 	return s.answerReplay(w, r, rp, status)
 }
 
-// replayStored links the request's idempotency key to a real replay's new
-// workflow as soon as the replay is stored: a repeat of the request then
-// attaches to that replay (attachReplay) whatever becomes of this one.
-func (s *Server) replayStored(r *http.Request, rp *replay.Replay) {
-	info := infoFrom(r.Context())
-	info.audited, info.workflowID = true, rp.WorkflowID
-	k := info.idemKey
-	if k == nil {
-		return
+// attachReplay answers a repeat of a real replay request with the replay
+// the first one made (found through its new workflow wf): at once with
+// respond-async, else once it has completed. A repeat with another body is
+// refused.
+func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, wf *workflow.Workflow, hash string) error {
+	if wf.RequestHash != hash {
+		return problem.New(problem.IdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request; use a new key for a new request")
 	}
-	if err := s.deps.Store.SetIdempotentWorkflow(context.WithoutCancel(r.Context()), *k, rp.ReplayWorkflowID); err != nil {
-		s.deps.Logger.Warn("link idempotency key to replay", "replay_id", rp.ID, "err", err)
-		return
-	}
-	info.idemLinked = true
-}
-
-// attachReplay answers a repeat of a real replay request whose first
-// request has not stored its answer (its client went away, or it still
-// waits): with the same replay, at once with respond-async, else once it
-// has completed.
-func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, e idempotency.Entry, _ []byte) error {
-	p := principalOf(r)
-	rp, err := s.deps.ReplayStore.ReplayOfWorkflow(r.Context(), e.WorkflowID)
-	if err == nil && rp.Tenant != p.Tenant {
-		err = replay.NotFound(e.WorkflowID)
-	}
+	rp, err := s.deps.ReplayStore.ReplayOfWorkflow(r.Context(), wf.ID)
 	if err != nil {
 		return err
 	}

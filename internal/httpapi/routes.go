@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"net/http"
-
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/web"
 )
 
@@ -24,16 +21,15 @@ type route struct {
 	// action and resource name the audit record of each request.
 	action   string
 	resource string
-	// idempotent routes honour Idempotency-Key (every POST but the token endpoint).
+	// idempotent routes honour Idempotency-Key (every POST but the token
+	// endpoint), with a stored response unless ownKeys.
 	idempotent bool
-	// bodyKey: the JSON body's idempotency_key field is a key too (invoke).
-	bodyKey bool
+	// ownKeys: the handler keeps the keys itself, with the workflows it
+	// creates (invoke, replay).
+	ownKeys bool
 	// noAudit: requests are not audited one by one (health and metrics probes).
 	noAudit bool
-	// attach answers a repeat of a still-running request of this route
-	// whose key is linked to a workflow (invoke).
-	attach func(w http.ResponseWriter, r *http.Request, e idempotency.Entry, body []byte) error
-	h      handlerFunc
+	h       handlerFunc
 }
 
 func (s *Server) routeTable() []route {
@@ -74,7 +70,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/agents/{id}", scope: auth.ScopeAgentsRead, action: "agent.read", resource: "agent", h: s.handleGetAgent},
 		{pattern: "GET /v1/agents/{id}/versions", scope: auth.ScopeAgentsRead, action: "agent.versions", resource: "agent", h: s.handleListVersions},
 		{pattern: "PUT /v1/agents/{id}/default", scope: auth.ScopeAgentsWrite, action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
-		{pattern: "POST /v1/agents/{id}/invoke", scope: auth.ScopeAgentsInvoke, action: "agent.invoke", resource: "agent", idempotent: true, bodyKey: true, attach: s.attachInvoke, h: s.handleInvoke},
+		{pattern: "POST /v1/agents/{id}/invoke", scope: auth.ScopeAgentsInvoke, action: "agent.invoke", resource: "agent", idempotent: true, ownKeys: true, h: s.handleInvoke},
 
 		{pattern: "GET /v1/workflows", scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.handleListWorkflows},
 		{pattern: "GET /v1/workflows/{id}", scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
@@ -101,7 +97,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/webhooks/{id}/deliveries/{dlv}/retry", scope: auth.ScopeWebhooksWrite, action: "webhook.retry", resource: "webhook", idempotent: true, h: s.handleRetryDelivery},
 		{pattern: "POST /v1/webhooks/{id}/rotate-secret", scope: auth.ScopeWebhooksWrite, action: "webhook.rotate_secret", resource: "webhook", idempotent: true, h: s.handleRotateSecret},
 
-		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, attach: s.attachReplay, h: s.handleReplay},
+		{pattern: "POST /v1/workflows/{id}/replay", scope: auth.ScopeWorkflowsReplay, action: "workflow.replay", resource: "workflow", idempotent: true, ownKeys: true, h: s.handleReplay},
 		{pattern: "GET /v1/replays", scope: auth.ScopeWorkflowsReplay, action: "replay.list", resource: "replay", h: s.handleListReplays},
 		{pattern: "GET /v1/replays/{id}", scope: auth.ScopeWorkflowsReplay, action: "replay.read", resource: "replay", h: s.handleGetReplay},
 		{pattern: "POST /v1/replay-batches", scope: auth.ScopeWorkflowsReplay, action: "replay_batch.create", resource: "replay_batch", idempotent: true, h: s.handleCreateBatch},

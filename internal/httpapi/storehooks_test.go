@@ -2,11 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // hookedStore is the server's store telling a test what the server did
@@ -17,6 +19,23 @@ type hookedStore struct {
 	begun chan idempotency.Entry
 	// extended receives the new LockedUntil of each renewed lock.
 	extended chan time.Time
+	// found receives each workflow the server found by an idempotency key.
+	found chan *workflow.Workflow
+}
+
+// hookedWorkflows is the server's workflow store telling a hookedStore
+// which workflows it found by their keys.
+type hookedWorkflows struct {
+	workflow.Store
+	found chan<- *workflow.Workflow
+}
+
+func (s hookedWorkflows) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.Workflow, error) {
+	wf, err := s.Store.WorkflowByKey(ctx, tenant, key)
+	if err == nil {
+		tell(s.found, wf)
+	}
+	return wf, err
 }
 
 // hookStore wraps the harness's store. Each channel holds a hundred calls;
@@ -24,9 +43,11 @@ type hookedStore struct {
 func hookStore(s *hookedStore) option {
 	s.begun = make(chan idempotency.Entry, 100)
 	s.extended = make(chan time.Time, 100)
+	s.found = make(chan *workflow.Workflow, 100)
 	return func(_ *httpapi.Config, d *httpapi.Deps) {
 		s.Store = d.Store
 		d.Store = s
+		d.Workflows = hookedWorkflows{Store: d.Workflows, found: s.found}
 	}
 }
 
@@ -66,25 +87,25 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// waitAttached waits until the server has found key running and linked to
-// a workflow: the request that found it attaches to that workflow.
+// waitAttached waits until the server has found the workflow alice's
+// invoke created with key: the request that found it attaches to it.
 func waitAttached(t *testing.T, s *hookedStore, key string) {
 	t.Helper()
 	for {
-		e := receive(t, s.begun, "repeat of key "+key)
-		if e.Key.Key == key && e.State == idempotency.Running && e.WorkflowID != "" {
+		wf := receive(t, s.found, "repeat of key "+key)
+		if strings.HasSuffix(wf.IdempotencyKey, "\n"+key) {
 			return
 		}
 	}
 }
 
 // waitLinked waits until alice's invoke of fraud-triage with key has
-// linked the key to its workflow, so a repeat can attach to it.
+// created its workflow, so a repeat can attach to it.
 func waitLinked(t *testing.T, h *harness, key string) {
 	t.Helper()
-	k := idempotency.Key{Tenant: "acme", Principal: "alice", Method: "POST", Path: "/v1/agents/fraud-triage/invoke", Key: key}
+	k := workflow.IdempotencyKey("alice", "/v1/agents/fraud-triage/invoke", key)
 	waitFor(t, func() bool {
-		e, created, err := h.DB.BeginIdempotent(t.Context(), idempotency.Entry{Key: k, Fingerprint: "peek", CreatedAt: time.Now()})
-		return err == nil && !created && e.WorkflowID != ""
+		_, err := h.DB.WorkflowByKey(t.Context(), "acme", k)
+		return err == nil
 	})
 }

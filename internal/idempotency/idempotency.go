@@ -33,8 +33,9 @@ type Entry struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	// WorkflowID links an invoke to the workflow it started, so repeats can
-	// attach to it (and a stream can replay its stored events).
+	// WorkflowID is set only in entries stored before invoke keys moved to
+	// their workflows (migration 0014): such a running entry is kept until
+	// it expires, as it was then.
 	WorkflowID string
 	CreatedAt  time.Time
 	// ExpiresAt is when the key stops being honoured.
@@ -63,8 +64,6 @@ type Store interface {
 	// no workflow, is replaced).
 	// It returns the existing entry and false, or e and true.
 	BeginIdempotent(ctx context.Context, e Entry) (Entry, bool, error)
-	// SetIdempotentWorkflow records the workflow a running invoke started.
-	SetIdempotentWorkflow(ctx context.Context, k Key, workflowID string) error
 	// CompleteIdempotent stores the response of a running entry.
 	CompleteIdempotent(ctx context.Context, k Key, status int, header http.Header, body []byte) error
 	// ReleaseIdempotent deletes a running entry whose response is not kept.

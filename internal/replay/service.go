@@ -62,8 +62,13 @@ type Request struct {
 	// completed when its new workflow ends.
 	Async bool
 	// Stored, when set, is called once a real replay is stored running,
-	// before its workflow starts (the HTTP layer links its idempotency key).
+	// with the request's record, before its workflow starts.
 	Stored func(r *Replay)
+	// IdempotencyKey and RequestHash, when set, are stored with a real
+	// replay's new workflow (workflow.StartRequest): a second real replay
+	// with the key is refused with workflow.ErrKeyTaken, and a repeat
+	// finds the replay through the workflow (Store.ReplayOfWorkflow).
+	IdempotencyKey, RequestHash string
 }
 
 // ParseTarget splits name@version; both parts are required.
@@ -167,7 +172,7 @@ func (s *Service) realReplay(ctx context.Context, req Request, wf *workflow.Work
 	_, err := s.Runner.Start(bg, workflow.StartRequest{
 		ID: r.ReplayWorkflowID, Tenant: req.Tenant, Agent: v.Name, Version: v.Version, Goal: wf.Goal, Context: wf.Input().Context,
 		Caller: req.Caller, MaxToolCalls: &wf.MaxToolCalls, RequestID: req.RequestID, TraceID: req.TraceID,
-		ReplayOf: wf.ID,
+		ReplayOf: wf.ID, IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash,
 	})
 	if err != nil {
 		if problem.Is(err, problem.ValidationFailed) {

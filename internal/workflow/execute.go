@@ -328,18 +328,7 @@ func (r *Runner) finish(ctx context.Context, wf *Workflow, steps []Step, last []
 		wf.Error = FailureDocument(wf.ID, detail, code)
 	}
 	rec := r.auditRecord(wf, "workflow.finish", outcomeOf(wf.Status), map[string]any{"status": wf.Status, "outcome": wf.Outcome})
-	recs := []*audit.Record{rec}
-	r.mu.Lock()
-	offered := r.records[wf.ID]
-	delete(r.records, wf.ID)
-	r.mu.Unlock()
-	if req := offered.claim(wf.ID); req != nil {
-		recs = append(recs, req)
-	}
-	err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, recs, last...)
-	if len(recs) > 1 {
-		offered.settle(err == nil)
-	}
+	err := r.opts.Store.FinishWorkflow(ctx, r.opts.Owner, wf, []*audit.Record{rec}, last...)
 	if err != nil {
 		r.opts.Logger.Error("workflow end not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)
 		return

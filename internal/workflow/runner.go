@@ -71,9 +71,6 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
-	// records are the waiting requests' records offered to workflows'
-	// ends, by workflow (see RequestRecord).
-	records map[string]*RequestRecord
 	// creating are the workflows executing here that Start is still
 	// storing: their leases are not renewed yet.
 	creating map[string]bool
@@ -145,8 +142,7 @@ func New(opts Options) *Runner {
 		opts.Logger = slog.Default()
 	}
 	_, shared := opts.Store.(ChangeFeed)
-	return &Runner{opts: opts, hub: newHub(), feed: newFeed(shared), running: map[string]context.CancelCauseFunc{},
-		records: map[string]*RequestRecord{}, creating: map[string]bool{}, slots: make(chan struct{}, opts.MaxRunning)}
+	return &Runner{opts: opts, hub: newHub(), feed: newFeed(shared), running: map[string]context.CancelCauseFunc{}, creating: map[string]bool{}, slots: make(chan struct{}, opts.MaxRunning)}
 }
 
 // Program returns the compiled program of a version, compiling it again
@@ -299,7 +295,6 @@ func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Prog
 		defer func() {
 			r.mu.Lock()
 			delete(r.running, wf.ID)
-			delete(r.records, wf.ID) // its end was not stored here
 			r.mu.Unlock()
 			cancel(nil)
 		}()

@@ -48,9 +48,12 @@ type StartRequest struct {
 	// Created, when set, builds an audit record written in the
 	// transaction that stores the workflow (a schedule's run).
 	Created func(wf *Workflow) *audit.Record
-	// Record, when not nil, is the starting request's audit record, offered
-	// to the workflow's end (see RequestRecord).
-	Record *RequestRecord
+	// IdempotencyKey, when set, is stored with the workflow, unique in its
+	// tenant (see Workflow.IdempotencyKey): Start then fails with
+	// ErrKeyTaken if another workflow has it. RequestHash identifies the
+	// request that carried it.
+	IdempotencyKey string
+	RequestHash    string
 }
 
 // Start validates an invocation and executes its workflow in the
@@ -88,9 +91,6 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	}
 	started, stored := *wf, *wf // the execution goes on changing wf
 	r.mu.Lock()
-	if req.Record != nil {
-		r.records[wf.ID] = req.Record
-	}
 	r.creating[wf.ID] = true
 	r.mu.Unlock()
 	// The execution begins while the workflow is stored: its reads go out
@@ -99,7 +99,6 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	c := &creation{done: make(chan struct{})}
 	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools, created: c}); err != nil {
 		r.mu.Lock()
-		delete(r.records, wf.ID)
 		delete(r.creating, wf.ID)
 		r.mu.Unlock()
 		return nil, problem.New(problem.Unavailable, "%v", err)
@@ -189,6 +188,7 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
 		ScheduleID: req.ScheduleID, ScheduledFor: req.DueAt,
+		IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash,
 	}, nil
 }
 

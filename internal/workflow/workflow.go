@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
 )
 
 // ErrLeaseLost is wrapped by Store writes made by an owner that no longer
@@ -90,6 +91,31 @@ type Workflow struct {
 	// and is not stored.
 	ScheduleID   string    `json:"schedule_id,omitempty"`
 	ScheduledFor time.Time `json:"-"`
+
+	// IdempotencyKey, when set, is the key of the request that created the
+	// workflow (see IdempotencyKey), unique in its tenant: CreateWorkflow
+	// refuses a second workflow with it (ErrKeyTaken), so a repeat of the
+	// request finds this one (Store.WorkflowByKey) and attaches to it.
+	// RequestHash identifies that request's body, so a repeat with another
+	// body is told the key is reused.
+	IdempotencyKey string `json:"-"`
+	RequestHash    string `json:"-"`
+}
+
+// ErrKeyTaken is wrapped by CreateWorkflow's error when another workflow of
+// the tenant has the workflow's IdempotencyKey.
+var ErrKeyTaken = errors.New("another workflow was created with this idempotency key")
+
+// KeyTaken is the error of a CreateWorkflow refused for ErrKeyTaken.
+func KeyTaken() error {
+	return problem.Wrap(problem.Conflict, ErrKeyTaken, "a workflow was already created with this Idempotency-Key")
+}
+
+// IdempotencyKey is the stored form of a request's idempotency key, scoped
+// as SPEC §5 says: to its principal and concrete path (the tenant is a
+// column of its own).
+func IdempotencyKey(principal, path, key string) string {
+	return principal + "\n" + path + "\n" + key
 }
 
 // Input is the engine input of the workflow: its goal, context, caller and
@@ -220,6 +246,13 @@ type Store interface {
 	FinishWorkflow(ctx context.Context, owner string, w *Workflow, recs []*audit.Record, last ...StepWrite) error
 	// Workflow returns a workflow of the tenant, or problem.NotFound.
 	Workflow(ctx context.Context, tenant, id string) (*Workflow, error)
+	// WorkflowByKey returns the workflow of the tenant created with the
+	// IdempotencyKey key, or a problem.NotFound.
+	WorkflowByKey(ctx context.Context, tenant, key string) (*Workflow, error)
+	// ExpireKey takes the idempotency key key off the tenant's workflow
+	// that has it if that workflow started before before: the key is no
+	// longer honoured and a new workflow may take it.
+	ExpireKey(ctx context.Context, tenant, key string, before time.Time) error
 	// Steps returns the workflow's steps with Seq > afterSeq, in order.
 	Steps(ctx context.Context, workflowID string, afterSeq int) ([]Step, error)
 	// ListWorkflows returns the tenant's workflows, newest first.

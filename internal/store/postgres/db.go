@@ -218,6 +218,13 @@ func isUnique(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
+// isUniqueOn reports whether err is a violation of the unique constraint
+// or index named name.
+func isUniqueOn(err error, name string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == name
+}
+
 // target runs migrations on the connection holding the advisory lock.
 type target struct{ conn *pgx.Conn }
 

@@ -87,15 +87,6 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 	return got, created, nil
 }
 
-// SetIdempotentWorkflow records the workflow a running invoke started.
-func (db *DB) SetIdempotentWorkflow(ctx context.Context, k idempotency.Key, workflowID string) error {
-	return db.write(ctx, func(tx *wtx) error {
-		tag, err := tx.Exec(ctx, `UPDATE idempotency_entries SET workflow_id = $6 WHERE `+idemKeyCond,
-			keyArgs(k, workflowID)...)
-		return entryUpdated(tag, err, k)
-	})
-}
-
 // CompleteIdempotent stores the response of a running entry.
 func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status int, header http.Header, body []byte) error {
 	h, err := encodeHeader(header)

@@ -49,9 +49,16 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	if err != nil {
 		return err
 	}
+	var key any // NULL: no key
+	if w.IdempotencyKey != "" {
+		key = w.IdempotencyKey
+	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		tx.Queue(func(err error) error {
+			if isUniqueOn(err, "workflows_idem_key") {
+				return workflow.KeyTaken()
+			}
 			if isUnique(err) {
 				return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
 			}
@@ -59,8 +66,9 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 				return fmt.Errorf("insert workflow: %w", err)
 			}
 			return nil
-		}, `INSERT INTO workflows (`+workflowColumns+`) VALUES ($1, $2, $3, $4, $5, $6,
-			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`, row...)
+		}, `INSERT INTO workflows (`+workflowColumns+`, idem_key, idem_hash) VALUES ($1, $2, $3, $4, $5, $6,
+			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
+			append(row, key, w.RequestHash)...)
 		claimScheduled(tx, w) // schedules.go
 		tx.Audit(rec)
 		return nil
@@ -222,6 +230,36 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 		return nil, problem.Wrap(problem.Unavailable, err, "the database is unreachable")
 	}
 	return w, err
+}
+
+// WorkflowByKey returns the workflow of the tenant created with the
+// idempotency key key.
+func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.Workflow, error) {
+	row := db.pool.QueryRow(ctx, `SELECT `+workflowColumns+`, idem_key, idem_hash FROM workflows
+		WHERE tenant = $1 AND idem_key = $2`, tenant, key)
+	var k, hash string
+	w, err := scanWorkflow(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &k, &hash)...) }))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, problem.New(problem.NotFound, "no workflow was created with this idempotency key")
+	case err != nil && unreachable(err):
+		return nil, problem.Wrap(problem.Unavailable, err, "the database is unreachable")
+	case err != nil:
+		return nil, err
+	}
+	w.IdempotencyKey, w.RequestHash = k, hash
+	return w, nil
+}
+
+// ExpireKey takes key off the tenant's workflow that has it if it
+// started before before.
+func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Time) error {
+	_, err := db.pool.Exec(ctx, `UPDATE workflows SET idem_key = NULL
+		WHERE tenant = $1 AND idem_key = $2 AND started_at < $3`, tenant, key, before)
+	if err != nil && unreachable(err) {
+		return problem.Wrap(problem.Unavailable, err, "the database is unreachable")
+	}
+	return err
 }
 
 // Steps returns the workflow's steps after afterSeq, in order.

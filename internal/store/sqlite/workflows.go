@@ -38,10 +38,17 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	if err != nil {
 		return err
 	}
+	var key any // NULL: no key
+	if w.IdempotencyKey != "" {
+		key = w.IdempotencyKey
+	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`, idem_key, idem_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
+		if isUnique(err) && key != nil && strings.Contains(err.Error(), "idem_key") {
+			return workflow.KeyTaken()
+		}
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "workflow %s already exists", w.ID)
 		}
@@ -223,6 +230,37 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 		return err
 	})
 	return w, err
+}
+
+// WorkflowByKey returns the workflow of the tenant created with the
+// idempotency key key.
+func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.Workflow, error) {
+	var w *workflow.Workflow
+	err := db.query(ctx, func(tx dbtx) error {
+		row := tx.QueryRowContext(ctx, `SELECT `+workflowColumns+`, idem_key, idem_hash FROM workflows
+			WHERE tenant = ? AND idem_key = ?`, tenant, key)
+		var err error
+		var k, hash string
+		w, err = scanWorkflow(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &k, &hash)...) }))
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "no workflow was created with this idempotency key")
+		}
+		if err == nil {
+			w.IdempotencyKey, w.RequestHash = k, hash
+		}
+		return err
+	})
+	return w, err
+}
+
+// ExpireKey takes key off the tenant's workflow that has it if it
+// started before before.
+func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Time) error {
+	return db.write(ctx, func(tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE workflows SET idem_key = NULL
+			WHERE tenant = ? AND idem_key = ? AND started_at < ?`, tenant, key, fmtTime(before))
+		return err
+	})
 }
 
 // Steps returns the workflow's steps after afterSeq, in order.

@@ -55,13 +55,12 @@ func testIdempotency(t *testing.T, s Store, _ Hooks) {
 		}
 	}
 
-	must(t, s.SetIdempotentWorkflow(ctx, e.Key, "wf_1"), "set workflow")
 	hdr := http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/tools/tool_1"}}
 	must(t, s.CompleteIdempotent(ctx, e.Key, 201, hdr, []byte(`{"id":"tool_1"}`)), "complete")
 	got, created, err = s.BeginIdempotent(ctx, repeat)
 	must(t, err, "begin after complete")
 	want := e
-	want.State, want.Status, want.Header, want.Body, want.WorkflowID = idempotency.Complete, 201, hdr, []byte(`{"id":"tool_1"}`), "wf_1"
+	want.State, want.Status, want.Header, want.Body = idempotency.Complete, 201, hdr, []byte(`{"id":"tool_1"}`)
 	if created {
 		t.Error("begin after complete created a new entry")
 	}
@@ -85,7 +84,6 @@ func testIdempotency(t *testing.T, s Store, _ Hooks) {
 
 	missing := entry("nope", base).Key
 	wantCode(t, s.CompleteIdempotent(ctx, missing, 200, nil, nil), problem.NotFound, "complete unknown key")
-	wantCode(t, s.SetIdempotentWorkflow(ctx, missing, "wf"), problem.NotFound, "set workflow of unknown key")
 }
 
 func testIdempotencyExpiryTakeover(t *testing.T, s Store, _ Hooks) {
@@ -120,23 +118,6 @@ func testIdempotencyExpiryTakeover(t *testing.T, s Store, _ Hooks) {
 	}
 	// Extending a complete entry, or a missing one, changes nothing.
 	must(t, s.ExtendIdempotent(ctx, idempotency.Key{Tenant: "acme", Key: "missing"}, base.Add(time.Hour)), "extend missing")
-
-	// A running entry linked to a workflow outlives LockedUntil, not
-	// ExpiresAt: repeats attach to the workflow however long it runs.
-	linked := entry("linked", base)
-	_, _, err = s.BeginIdempotent(ctx, linked)
-	must(t, err, "begin linked")
-	must(t, s.SetIdempotentWorkflow(ctx, linked.Key, "wf_1"), "link")
-	lateLinked := entry("linked", base.Add(time.Hour))
-	lateLinked.Fingerprint = "fp-late"
-	got, created, err = s.BeginIdempotent(ctx, lateLinked)
-	must(t, err, "begin linked past LockedUntil")
-	if created || got.WorkflowID != "wf_1" || got.Fingerprint != "fp-1" {
-		t.Errorf("begin linked past LockedUntil: created %v, entry %+v; want the linked running entry", created, got)
-	}
-	if _, created, _ := s.BeginIdempotent(ctx, entry("linked", base.Add(25*time.Hour))); !created {
-		t.Error("an expired linked entry was not replaced")
-	}
 
 	// A complete entry outlives LockedUntil, not ExpiresAt.
 	done := entry("done", base)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,4 +351,78 @@ func wantActions(t *testing.T, s Store, tenant string, want ...string) {
 // written is a step with its records, as a write stores them.
 func written(s *workflow.Step, recs ...*audit.Record) workflow.StepWrite {
 	return workflow.StepWrite{Step: s, Records: recs}
+}
+
+// testWorkflowKeys: an invoke's idempotency key is stored with its workflow
+// and the request's record in one transaction, is unique in its tenant, and
+// finds the workflow with the request's hash.
+func testWorkflowKeys(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	key := workflow.IdempotencyKey("user-1", "/v1/agents/triage/invoke", "k-1")
+	w := newWorkflow("acme", "triage", "rep-a", 1)
+	w.IdempotencyKey, w.RequestHash = key, "hash-1"
+	must(t, s.CreateWorkflow(ctx, w, record("acme", "agent.invoke", 1)), "create with a key")
+	got, err := s.WorkflowByKey(ctx, "acme", key)
+	must(t, err, "workflow by key")
+	if got.ID != w.ID || got.RequestHash != "hash-1" || got.IdempotencyKey != key {
+		t.Errorf("workflow by key = %s (hash %q, key %q), want %s (hash-1)", got.ID, got.RequestHash, got.IdempotencyKey, w.ID)
+	}
+
+	// A second workflow with the key is refused, with its record: neither is stored.
+	dup := newWorkflow("acme", "triage", "rep-b", 2)
+	dup.IdempotencyKey, dup.RequestHash = key, "hash-2"
+	err = s.CreateWorkflow(ctx, dup, record("acme", "agent.invoke", 2))
+	wantCode(t, err, problem.Conflict, "second workflow with the key")
+	if !errors.Is(err, workflow.ErrKeyTaken) {
+		t.Errorf("second workflow with the key: %v, want ErrKeyTaken", err)
+	}
+	_, err = s.Workflow(ctx, "acme", dup.ID)
+	wantCode(t, err, problem.NotFound, "the refused workflow")
+	wantActions(t, s, "acme", "agent.invoke")
+
+	// The key is per tenant and per principal; workflows without one are many.
+	other := newWorkflow("globex", "triage", "rep-a", 3)
+	other.IdempotencyKey = key
+	create(t, s, other)
+	create(t, s, newWorkflow("acme", "triage", "rep-a", 4))
+	create(t, s, newWorkflow("acme", "triage", "rep-a", 5))
+	_, err = s.WorkflowByKey(ctx, "acme", workflow.IdempotencyKey("user-2", "/v1/agents/triage/invoke", "k-1"))
+	wantCode(t, err, problem.NotFound, "another principal's key")
+
+	// An expired key is taken off its workflow (not before), and may be
+	// taken again.
+	must(t, s.ExpireKey(ctx, "acme", key, w.StartedAt), "expire before the start")
+	_, err = s.WorkflowByKey(ctx, "acme", key)
+	must(t, err, "the key of a workflow started at the expiry")
+	must(t, s.ExpireKey(ctx, "acme", key, w.StartedAt.Add(time.Second)), "expire")
+	_, err = s.WorkflowByKey(ctx, "acme", key)
+	wantCode(t, err, problem.NotFound, "an expired key")
+	again := newWorkflow("acme", "triage", "rep-a", 6)
+	again.IdempotencyKey = key
+	create(t, s, again)
+
+	// Concurrent creations with one key: exactly one is stored.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := newWorkflow("acme", "triage", "rep-c", 10+i)
+			c.IdempotencyKey = workflow.IdempotencyKey("user-1", "/v1/agents/triage/invoke", "race")
+			errs[i] = s.CreateWorkflow(ctx, c, nil)
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		} else if !errors.Is(err, workflow.ErrKeyTaken) {
+			t.Errorf("concurrent creation: %v, want nil or ErrKeyTaken", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d concurrent creations with one key stored, want 1", ok)
+	}
 }
