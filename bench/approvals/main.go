@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,7 +154,7 @@ func measure(ctx context.Context, o options, bin, tmp, store string, stderr io.W
 		return nil, err
 	}
 	take := func(phase string, waiting int, rate float64) error {
-		g, err := goroutines(ctx, debugAddr)
+		g, err := benchserver.Goroutines(ctx, debugAddr)
 		if err != nil {
 			return err
 		}
@@ -313,29 +312,6 @@ func parallel(ctx context.Context, o options, from, to int, progress io.Writer, 
 		return 0, firstErr
 	}
 	return float64(to-from) / time.Since(start).Seconds(), nil
-}
-
-// goroutines reads the server's goroutine count from its debug listener.
-func goroutines(ctx context.Context, addr string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/goroutine?debug=1", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
-	if err != nil {
-		return 0, err
-	}
-	// "goroutine profile: total 42"
-	total, ok := strings.CutPrefix(strings.TrimSpace(line), "goroutine profile: total ")
-	if !ok {
-		return 0, fmt.Errorf("unexpected goroutine profile: %q", line)
-	}
-	return strconv.Atoi(total)
 }
 
 // setup registers the tool service and deploys the agent.

@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -255,7 +254,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	go func() {
 		peak := 0
 		for sampling.Err() == nil {
-			if g, err := goroutines(sampling, debugAddr); err == nil {
+			if g, err := benchserver.Goroutines(sampling, debugAddr); err == nil {
 				peak = max(peak, g)
 			}
 			select {
@@ -380,28 +379,6 @@ func cpuProfile(ctx context.Context, addr string, d time.Duration, file string) 
 		return err
 	}
 	return f.Close()
-}
-
-// goroutines reads the server's goroutine count from its debug listener.
-func goroutines(ctx context.Context, addr string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/goroutine?debug=1", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
-	if err != nil {
-		return 0, err
-	}
-	total, ok := strings.CutPrefix(strings.TrimSpace(line), "goroutine profile: total ")
-	if !ok {
-		return 0, fmt.Errorf("unexpected goroutine profile: %q", line)
-	}
-	return strconv.Atoi(total)
 }
 
 func printTable(w io.Writer, o options, rs []result) {

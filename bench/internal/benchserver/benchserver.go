@@ -5,6 +5,7 @@
 package benchserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -467,4 +468,28 @@ func Workdir(ctx context.Context, name, binary, repo string, log io.Writer) (bin
 		return "", "", nil, err
 	}
 	return bin, dir, cleanup, nil
+}
+
+// Goroutines reads a server's goroutine count from its --debug-addr
+// listener's /debug/pprof/goroutine.
+func Goroutines(ctx context.Context, addr string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/goroutine?debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	// "goroutine profile: total 42"
+	total, ok := strings.CutPrefix(strings.TrimSpace(line), "goroutine profile: total ")
+	if !ok {
+		return 0, fmt.Errorf("unexpected goroutine profile: %q", line)
+	}
+	return strconv.Atoi(total)
 }
