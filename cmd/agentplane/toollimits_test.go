@@ -16,8 +16,10 @@ import (
 )
 
 // limitedAPI is a tool API with one read, recording when each request
-// arrived and finished and how many were in flight at once. A request
-// that finds hold set blocks until the test ends or its client goes.
+// arrived and finished and how many were in flight at once. Every fourth
+// request takes slow, the others fast, so calls pile up unless their
+// number in flight is limited. A request that finds hold set blocks until
+// the test ends or its client goes.
 type limitedAPI struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
@@ -26,6 +28,8 @@ type limitedAPI struct {
 	inFlight int
 	most     int
 	hold     bool
+	fast     time.Duration
+	slow     time.Duration
 	held     chan struct{} // a request is being held
 	end      chan struct{}
 }
@@ -35,8 +39,8 @@ const limitedSpec = `{"openapi": "3.0.3", "info": {"title": "books", "version": 
 
 const limitedAgent = `{"tools": ["%s"], "steps": [{"action": "fetch", "call": "%[1]s.getBalance"}], "outcome": "'fetched'"}`
 
-func newLimitedAPI(t *testing.T, work time.Duration) *limitedAPI {
-	a := &limitedAPI{held: make(chan struct{}, 1), end: make(chan struct{})}
+func newLimitedAPI(t *testing.T, fast, slow time.Duration) *limitedAPI {
+	a := &limitedAPI{fast: fast, slow: slow, held: make(chan struct{}, 1), end: make(chan struct{})}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/openapi.json" {
 			fmt.Fprintf(w, limitedSpec, "http://"+r.Host)
@@ -48,6 +52,10 @@ func newLimitedAPI(t *testing.T, work time.Duration) *limitedAPI {
 		a.most = max(a.most, a.inFlight)
 		hold := a.hold
 		a.hold = false
+		work := a.fast
+		if len(a.arrived)%4 == 0 {
+			work = a.slow
+		}
 		a.mu.Unlock()
 		if hold {
 			a.held <- struct{}{}
@@ -111,15 +119,22 @@ func registerLimited(t *testing.T, srv *child, tok, name string, api *limitedAPI
 	}
 }
 
+// invoke posts an invoke of agent to srv with the Prefer header prefer ("" for none).
+func invoke(srv *child, tok, agent, prefer string) (*http.Response, error) {
+	req, _ := http.NewRequest("POST", srv.base+"/v1/agents/"+agent+"/invoke", strings.NewReader(`{"goal": "read"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	if prefer != "" {
+		req.Header.Set("Prefer", prefer)
+	}
+	return http.DefaultClient.Do(req)
+}
+
 // invokeAsync starts agent on srv without waiting for it and returns the
 // workflow's id.
 func invokeAsync(t *testing.T, srv *child, tok, agent string) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", srv.base+"/v1/agents/"+agent+"/invoke", strings.NewReader(`{"goal": "read"}`))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "respond-async")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := invoke(srv, tok, agent, "respond-async")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +150,7 @@ func invokeAsync(t *testing.T, srv *child, tok, agent string) string {
 // 3 calls in flight and 20 a second: the tool never sees more.
 func TestTwoReplicasKeepAToolsLimitsUnderLoad(t *testing.T) {
 	a, b, tok := twoReplicas(t)
-	api := newLimitedAPI(t, 30*time.Millisecond)
+	api := newLimitedAPI(t, 30*time.Millisecond, 600*time.Millisecond)
 	registerLimited(t, a, tok, "books", api, map[string]any{"rate": "20/s", "concurrency": 3, "timeout": "30s"})
 
 	const workflows = 200
@@ -143,10 +158,7 @@ func TestTwoReplicasKeepAToolsLimitsUnderLoad(t *testing.T) {
 	for i := range workflows {
 		srv := []*child{a, b}[i%2]
 		wg.Go(func() {
-			req, _ := http.NewRequest("POST", srv.base+"/v1/agents/books/invoke", strings.NewReader(`{"goal": "read"}`))
-			req.Header.Set("Authorization", "Bearer "+tok)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := invoke(srv, tok, "books", "")
 			if err != nil {
 				t.Errorf("workflow %d: %v", i, err)
 				return
@@ -184,7 +196,7 @@ func TestTwoReplicasKeepAToolsLimitsUnderLoad(t *testing.T) {
 // dead replica's lease on the slot has run out, not before the kill.
 func TestAKilledReplicasSlotIsFreedWithinItsLease(t *testing.T) {
 	a, b, tok := twoReplicas(t)
-	api := newLimitedAPI(t, 0)
+	api := newLimitedAPI(t, 0, 0)
 	api.hold = true
 	registerLimited(t, a, tok, "gate", api, map[string]any{"concurrency": 1, "timeout": "30s"})
 
