@@ -101,6 +101,8 @@ func TestServeRefusesBadModelFlags(t *testing.T) {
 		{[]string{"--allow-private-host", "0x7f.1"}, "--allow-private-host"},
 		{[]string{"--llm-base-url", "https://llm.example/v1", "--llm-model", "m", "--llm-provider", "gemini"}, "provider"},
 		{[]string{"--llm-base-url", "https://me:pw@llm.example/v1", "--llm-model", "m"}, "base_url"},
+		{[]string{"--llm-model", "m"}, "--llm-base-url"},
+		{[]string{"--llm-base-url", "https://llm.example/v1", "--llm-model", "m", "--llm-api-key-ref", "env://AGENTPLANE_TEST_UNSET_KEY"}, "--llm-api-key-ref"},
 	} {
 		args := append([]string{"serve", "--data", t.TempDir(), "--addr", freeAddr(t)}, tc.args...)
 		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)

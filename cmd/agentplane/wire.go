@@ -143,6 +143,9 @@ type modelParts struct {
 // policies, and the server-wide model when --llm-base-url is set.
 func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) {
 	var def *model.Model
+	if f.llmBaseURL == "" && (f.llmModel != "" || f.llmAPIKeyRef != "" || f.llmProvider != model.OpenAI) {
+		return nil, fmt.Errorf("--llm-model, --llm-api-key-ref and --llm-provider define the server-wide model with --llm-base-url: give it too")
+	}
 	if f.llmBaseURL != "" {
 		if f.llmModel == "" {
 			return nil, fmt.Errorf("--llm-model is required with --llm-base-url")
@@ -168,9 +171,19 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 		if err != nil {
 			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
 		}
-		if opts.DefaultSecrets, err = secrets.NewResolver(secrets.Options{Policy: policy, VaultHTTPClient: parts.client.HTTPClient()}); err != nil {
+		r, err := secrets.NewResolver(secrets.Options{Policy: policy, VaultHTTPClient: parts.client.HTTPClient()})
+		if err != nil {
 			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
 		}
+		// Resolved once now, so a missing key stops serve rather than
+		// failing every plan step; each completion resolves it again, so
+		// a rotated key is picked up.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := r.Resolve(ctx, "", f.llmAPIKeyRef); err != nil {
+			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
+		}
+		opts.DefaultSecrets = r
 	}
 	pool := llm.NewClients(opts)
 	return workflow.New(workflow.Options{

@@ -73,7 +73,7 @@ func withModel(t *testing.T, ms *modelServer) option {
 			if name != model.DefaultName {
 				return nil, problem.New(problem.NotFound, "no model named %q", name)
 			}
-			return &model.Model{ID: llm.DefaultModelID, Name: name, Provider: model.OpenAI, BaseURL: ms.URL + "/v1",
+			return &model.Model{ID: model.DefaultID, Name: name, Provider: model.OpenAI, BaseURL: ms.URL + "/v1",
 				Model: "gpt-test", Timeout: 10 * time.Second, Revision: 1,
 				Price: &model.Price{InputPerMTok: 3, OutputPerMTok: 15, Currency: "USD"}}, nil
 		})

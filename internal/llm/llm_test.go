@@ -350,7 +350,7 @@ func TestDefaultModelSecretHasItsOwnResolver(t *testing.T) {
 		return "sk-server", k == "SERVER_LLM_KEY"
 	}})
 	m := testModel(model.OpenAI, srv)
-	m.ID, m.Name, m.Auth = DefaultModelID, model.DefaultName, model.Auth{Type: model.AuthBearer, SecretsRef: "env://SERVER_LLM_KEY"}
+	m.ID, m.Name, m.Auth = model.DefaultID, model.DefaultName, model.Auth{Type: model.AuthBearer, SecretsRef: "env://SERVER_LLM_KEY"}
 	if _, err := newClient(t, opts, m).Complete(context.Background(), conversation()); err != nil {
 		t.Fatal(err)
 	}

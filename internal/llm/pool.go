@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,9 +24,6 @@ import (
 // MaxRetries is how many times a failed request is sent again.
 const MaxRetries = 3
 
-// DefaultModelID is the id of the server-wide model the --llm-* flags define.
-const DefaultModelID = "mdl_default"
-
 // SecretResolver reads the value of a model's secrets_ref for its tenant,
 // checking the operator's policy first (*secrets.Resolver is one).
 type SecretResolver interface {
@@ -43,7 +41,7 @@ type Options struct {
 	// models whose auth is not none.
 	Secrets SecretResolver
 	// DefaultSecrets, when set, resolves the secret of the server-wide model
-	// (DefaultModelID), with tenant "": its reference is the operator's
+	// (model.DefaultID), with tenant "": its reference is the operator's
 	// --llm-api-key-ref, allowed for every tenant whatever the allow-list of
 	// tenants' references says.
 	DefaultSecrets SecretResolver
@@ -236,7 +234,7 @@ func (c *client) secret(ctx context.Context) (string, error) {
 		return "", &agent.LLMError{Message: fmt.Sprintf("model %s: auth %s needs a secrets_ref", c.model.Name, a.Type)}
 	}
 	res, tenant := c.pool.opts.Secrets, c.model.Tenant
-	if c.model.ID == DefaultModelID && c.pool.opts.DefaultSecrets != nil {
+	if c.model.ID == model.DefaultID && c.pool.opts.DefaultSecrets != nil {
 		res, tenant = c.pool.opts.DefaultSecrets, ""
 	}
 	if res == nil {
@@ -260,14 +258,11 @@ func (c *client) credentials(secret string) func(*http.Request) {
 	case model.AuthBearer:
 		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) }
 	case model.AuthAPIKey:
-		switch {
-		case a.Header != "":
-			return func(r *http.Request) { r.Header.Set(a.Header, secret) }
-		case c.model.Provider == model.Anthropic:
-			return func(r *http.Request) { r.Header.Set("X-Api-Key", secret) }
-		default:
-			return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) }
+		h := cmp.Or(a.Header, model.DefaultHeader(c.model.Provider))
+		if strings.EqualFold(h, "Authorization") {
+			return func(r *http.Request) { r.Header.Set(h, "Bearer "+secret) }
 		}
+		return func(r *http.Request) { r.Header.Set(h, secret) }
 	}
 	return nil
 }

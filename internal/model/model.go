@@ -33,6 +33,9 @@ const (
 // tenant may use it, and none may register a model of that name.
 const DefaultName = "default"
 
+// DefaultID is the id of the server-wide model.
+const DefaultID = "mdl_default"
+
 // Limits and defaults.
 const (
 	DefaultTimeout = 120 * time.Second

@@ -249,6 +249,6 @@ func ServerDefault(provider, baseURL, modelID, apiKeyRef string) (*Model, error)
 	if err != nil {
 		return nil, err
 	}
-	m.ID, m.Name, m.Revision = "mdl_default", DefaultName, 1
+	m.ID, m.Name, m.Revision = DefaultID, DefaultName, 1
 	return m, nil
 }

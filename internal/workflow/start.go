@@ -135,8 +135,6 @@ func (c *creation) wait() error {
 	return nil
 }
 
-// MaxLLMTokens is the largest max_llm_tokens an invocation may set.
-const MaxLLMTokens = 100_000_000
 
 // check validates an invocation's goal, max_tool_calls and max_llm_tokens before anything
 // is looked up, and returns its bound on tool calls.
@@ -152,9 +150,9 @@ func (r *Runner) check(req StartRequest) (int, error) {
 			errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", r.opts.MaxToolCalls)})
 		}
 	}
-	if n := req.MaxLLMTokens; n != nil && (*n < 1 || *n > MaxLLMTokens) {
+	if n := req.MaxLLMTokens; n != nil && (*n < 1 || *n > agent.MaxLLMTokensLimit) {
 		errs = append(errs, problem.FieldError{Field: "max_llm_tokens", Message: fmt.Sprintf(
-			"must be from 1 to %d; leave it out for the agent's limits.max_llm_tokens", MaxLLMTokens)})
+			"must be from 1 to %d; leave it out for the agent's limits.max_llm_tokens", agent.MaxLLMTokensLimit)})
 	}
 	if len(errs) > 0 {
 		return 0, problem.Validation(errs...)
