@@ -749,6 +749,10 @@ func (r *Runner) request(ctx context.Context, tenant string, req agent.ChatReque
 	m, err := r.opts.Models.Model(ctx, tenant, name)
 	switch {
 	case problem.Is(err, problem.NotFound):
+		if name == model.DefaultName {
+			// The registry says how the server-wide model is defined.
+			return nil, agent.ChatResponse{}, fmt.Errorf("model %q: %s", name, problem.As(err).Detail)
+		}
 		return nil, agent.ChatResponse{}, fmt.Errorf("model %q is not registered: register it (POST /v1/models) or name another in the agent definition", name)
 	case err != nil:
 		return nil, agent.ChatResponse{}, &storeError{fmt.Errorf("model %s: %w", name, err)}
