@@ -140,7 +140,7 @@ func TestDailyBudgetStopsBeforeTheRequest(t *testing.T) {
 
 // TestAnUnregisteredModelFailsTheRun checks the error of a completion whose
 // model is gone by the time it is requested (the version compiled while it
-// was there).
+// was there): for the server-wide model, the registry's own words.
 func TestAnUnregisteredModelFailsTheRun(t *testing.T) {
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
@@ -155,7 +155,7 @@ func TestAnUnregisteredModelFailsTheRun(t *testing.T) {
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: &ledger{},
 		Models: vanishing, LLM: m, Owner: "replica-a"})
 	wf := run(t, r, "planned")
-	if wf.Status != workflow.Failed || !strings.Contains(failureDetail(t, wf), `model "default" is not registered`) || m.count() != 0 {
+	if wf.Status != workflow.Failed || !strings.Contains(failureDetail(t, wf), `model "default": no model named`) || m.count() != 0 {
 		t.Errorf("workflow %s, detail %q, %d requests; want failed naming the model, none sent", wf.Status, failureDetail(t, wf), m.count())
 	}
 }
