@@ -91,15 +91,21 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 		if t == nil {
 			continue
 		}
+		// Only times due since the schedule last changed: a PUT (a new
+		// cron, or a paused schedule resumed by its whole body) never
+		// starts a run for a time that passed before it.
 		after := sch.LastDue
-		if after.IsZero() || after.Before(sch.CreatedAt) {
-			after = sch.CreatedAt
+		for _, t := range []time.Time{sch.CreatedAt, sch.UpdatedAt} {
+			if after.Before(t) {
+				after = t
+			}
 		}
 		due := t.Latest(after, now)
 		if due.IsZero() {
 			continue
 		}
-		if _, err := s.fire(ctx, sch, due, false); err != nil && ctx.Err() == nil {
+		// Another replica claiming the same due time first is the normal race.
+		if _, err := s.fire(ctx, sch, due, false); err != nil && ctx.Err() == nil && !errors.Is(err, errAlreadyClaimed) {
 			s.logger().Warn("scheduled run not started", "schedule_id", sch.ID, "due", due, "error", err)
 		}
 	}

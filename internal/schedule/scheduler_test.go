@@ -117,7 +117,7 @@ func setup(t *testing.T, overlap string) (url string, sch *schedule.Schedule) {
 	sch = &schedule.Schedule{ID: ids.NewAt(ids.Schedule, start), Tenant: "acme", Agent: "sweep", Cron: "@every 1m",
 		Timezone: "UTC", Goal: "sweep the queue", Context: json.RawMessage(`{"queue": "billing"}`), Overlap: overlap,
 		Creator:   workflow.Caller{Sub: "alice", ClientID: "cli_alice", Scopes: []string{"agents:invoke", "tool:gate"}},
-		CreatedAt: start.Add(-time.Second), UpdatedAt: start}
+		CreatedAt: start.Add(-time.Second), UpdatedAt: start.Add(-time.Second)}
 	if err := db.CreateSchedule(ctx, sch, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -303,5 +303,41 @@ func TestPausedSchedulesDoNotRunTriggerDoesAndResumeSkipsWhatWasMissed(t *testin
 	}
 	if n := len(runs(t, r)); n != 2 {
 		t.Fatalf("%d workflows at the next due time, want 2", n)
+	}
+}
+
+// TestAChangedScheduleStartsNoRunForATimeBeforeTheChange: a schedule
+// replaced (PUT) after a due time passed does not start a run for it; the
+// next due time after the change runs.
+func TestAChangedScheduleStartsNoRunForATimeBeforeTheChange(t *testing.T) {
+	url, sch := setup(t, schedule.OverlapAllow)
+	api, c := &gate{}, &clock{}
+	r := newReplica(t, url, "replica-a", api, c)
+	c.set(start)
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Changed 90 minutes later, while no replica was looking.
+	got, err := r.db.Schedule(t.Context(), "acme", sch.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.UpdatedAt = start.Add(90*time.Minute + 10*time.Second)
+	if err := r.db.UpdateSchedule(t.Context(), got, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.set(start.Add(90*time.Minute + 20*time.Second))
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runs(t, r)); n != 1 {
+		t.Fatalf("%d workflows, want 1: the time due before the change is not run", n)
+	}
+	c.set(start.Add(91*time.Minute + 5*time.Second))
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runs(t, r)); n != 2 {
+		t.Fatalf("%d workflows, want 2: the first due time after the change runs", n)
 	}
 }
