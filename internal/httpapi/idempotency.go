@@ -25,7 +25,9 @@ const maxIdempotencyKey = 255
 const defaultRunningLock = 30 * time.Second
 
 // storedHeaders are the response headers replayed with a stored response.
-var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id", "Preference-Applied"}
+// Cache-Control keeps a repeat of an answer holding a secret (a webhook's)
+// out of caches, as the first answer was.
+var storedHeaders = []string{"Content-Type", "Location", "Workflow-Id", "Cache-Control"}
 
 // idempotent runs h at most once per idempotency key (SPEC §5): a repeat of
 // the same request gets the stored response with Idempotent-Replayed: true.

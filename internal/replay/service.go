@@ -297,7 +297,9 @@ func (s *Service) CompleteRunning(ctx context.Context) error {
 			continue
 		}
 		if err != nil && !problem.Is(err, problem.NotFound) {
-			return fmt.Errorf("complete replay %s: %w", r.ID, err)
+			// One replay that cannot be completed must not hold up the
+			// others behind it: the next sweep tries it again.
+			s.logger().Warn("running replay not completed", "replay_id", r.ID, "error", err)
 		}
 	}
 	return nil

@@ -183,7 +183,7 @@ func (e *Executor) enter(ctx context.Context, t *tool.Tool, l *tool.Effective) (
 	refuse := func(what string) (func(int, error), error) {
 		report(errExcluded)
 		return nil, &Error{Code: tool.CodeRateLimited, Msg: fmt.Sprintf(
-			"the call of tool %q got no %s within its time: the tool's limits allow fewer calls than the workflows make; raise them or the workflow's timeout", t.Name, what)}
+			"the call of tool %q got no %s within its time: the tool's limits allow fewer calls than the workflows make; raise them or the tool's limits.timeout", t.Name, what)}
 	}
 	if l.Rate > 0 {
 		if err := e.opts.Limiter.Wait(ctx, l.RateKey, l.Rate, l.Per); err != nil {
