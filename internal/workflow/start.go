@@ -135,7 +135,6 @@ func (c *creation) wait() error {
 	return nil
 }
 
-
 // check validates an invocation's goal, max_tool_calls and max_llm_tokens before anything
 // is looked up, and returns its bound on tool calls.
 func (r *Runner) check(req StartRequest) (int, error) {
