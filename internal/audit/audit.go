@@ -158,19 +158,43 @@ type Store interface {
 	ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(Record) error) (int, error)
 }
 
-// Report is the result of verifying a chain.
+// ActionCheckpoint is the action of the record a trim of the chain appends
+// before it removes old records: its details (Checkpoint) name the last
+// record removed, so the chain stays verifiable from there.
+const ActionCheckpoint = "audit.checkpoint"
+
+// Checkpoint is the details of an audit.checkpoint record.
+type Checkpoint struct {
+	ThroughSeq  int64  `json:"through_seq"`
+	ThroughHash string `json:"through_hash"`
+	Removed     int64  `json:"removed"`
+}
+
+// Report is the result of verifying a chain. AnchoredAtSeq is the seq the
+// verification started after: 0 from the chain's start, else the last
+// record removed by retention, named by the checkpoint that anchors the
+// oldest remaining record.
 type Report struct {
 	OK             bool   `json:"ok"`
 	RecordsChecked int64  `json:"records_checked"`
 	FirstBadSeq    *int64 `json:"first_bad_seq"`
+	AnchoredAtSeq  int64  `json:"anchored_at_seq"`
 }
 
-// Verify recomputes the tenant's chain from the start: every record must
-// follow the previous one's seq and hash, and hash to its stored hash.
+// Verify recomputes the tenant's chain: every record must follow the
+// previous one's seq and hash, and hash to its stored hash. It starts at
+// the chain's start (genesis) or, when retention removed the oldest
+// records, at the checkpoint record naming the last one removed; that
+// checkpoint is itself checked on the way. Records missing at the start
+// with no such checkpoint make the first missing seq bad.
 func Verify(ctx context.Context, s Store, tenant string) (Report, error) {
 	const batch = 5000
 	var rep Report
-	prev, seq := Genesis, int64(0)
+	prev, seq, err := anchor(ctx, s, tenant)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.AnchoredAtSeq = seq
 	for {
 		bad := false
 		n, err := s.ScanAudit(ctx, tenant, seq, batch, func(r Record) error {
@@ -198,6 +222,39 @@ func Verify(ctx context.Context, s Store, tenant string) (Report, error) {
 			rep.OK = true
 			return rep, nil
 		}
+	}
+}
+
+// anchor finds where verification starts: genesis when the chain's oldest
+// record is its first, else the seq and hash named by the checkpoint whose
+// through_seq is just before the oldest record. Checkpoints are read newest
+// first, a page at a time; there are few (one per trim still kept).
+func anchor(ctx context.Context, s Store, tenant string) (string, int64, error) {
+	var first int64
+	if _, err := s.ScanAudit(ctx, tenant, 0, 1, func(r Record) error { first = r.Seq; return nil }); err != nil {
+		return "", 0, fmt.Errorf("scan audit chain: %w", err)
+	}
+	if first <= 1 {
+		return Genesis, 0, nil
+	}
+	f := Filter{Action: ActionCheckpoint, Limit: MaxLimit}
+	for {
+		recs, err := s.QueryAudit(ctx, tenant, f)
+		if err != nil {
+			return "", 0, fmt.Errorf("find audit checkpoints: %w", err)
+		}
+		for _, r := range recs {
+			var cp Checkpoint
+			if json.Unmarshal(r.Details, &cp) == nil && cp.ThroughSeq == first-1 && r.Seq > cp.ThroughSeq {
+				return cp.ThroughHash, cp.ThroughSeq, nil
+			}
+		}
+		if len(recs) < f.Limit {
+			// Nothing anchors the oldest record: the records before it
+			// are missing, so verification from genesis finds them.
+			return Genesis, 0, nil
+		}
+		f.BeforeSeq = recs[len(recs)-1].Seq
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/webhook"
@@ -38,6 +39,7 @@ type Store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	retention.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -125,6 +127,10 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WebhookCRUD", testWebhookCRUD},
 		{"WebhookReplayEvents", testWebhookReplayEvents},
 		{"ReplayRunning", testReplayRunning},
+		{"RetentionSweep", testRetentionSweep},
+		{"DeleteWorkflow", testDeleteWorkflow},
+		{"RetentionLease", testRetentionLease},
+		{"AuditTrim", testAuditTrim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
