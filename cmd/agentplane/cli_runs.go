@@ -318,7 +318,7 @@ approval.`,
 }
 
 func (c *cli) workflowsCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "workflows", Short: "Read, follow and cancel workflows"}
+	cmd := &cobra.Command{Use: "workflows", Short: "Read, follow, cancel and delete workflows"}
 	completeWF := c.complete("/v1/workflows?limit=50", "workflows", "workflow_id")
 
 	filters := []string{"agent", "status", "outcome"}
@@ -408,7 +408,25 @@ ends; Ctrl-C detaches without cancelling it.`,
 			return err
 		},
 	}
-	cmd.AddCommand(listCmd, getCmd, events, cancel)
+	del := &cobra.Command{
+		Use:   "delete WORKFLOW",
+		Short: "Delete a finished workflow now, with its steps, completions, replays and keys",
+		Long: `Deletes a finished workflow with everything recorded of it, and prints what was
+removed. A running or waiting workflow is refused (cancel it first). Needs the
+workflows:delete scope. Finished workflows also go by themselves after the
+server's --retention.`,
+		Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			_, err := c.send(cmd, http.MethodDelete, "/v1/workflows/"+url.PathEscape(a[0]), nil, nil, func(w io.Writer, doc map[string]any) error {
+				fmt.Fprintf(w, "deleted %s: %s workflows, %s steps, %s completions, %s replays, %s idempotency records\n",
+					field(doc, "id"), field(doc, "workflows"), field(doc, "steps"), field(doc, "completions"),
+					field(doc, "replays"), field(doc, "idempotency_records"))
+				return nil
+			})
+			return err
+		},
+	}
+	cmd.AddCommand(listCmd, getCmd, events, cancel, del)
 	return cmd
 }
 

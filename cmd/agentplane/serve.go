@@ -21,6 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool/call"
@@ -35,6 +36,7 @@ type serveConfig struct {
 	issuer issuerFlags
 	tools  toolFlags
 	run    runFlags
+	keep   retentionFlags
 
 	oidcIssuer  string
 	audience    string
@@ -89,6 +91,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	c.store.register(f)
 	c.tools.register(f)
 	c.run.register(f)
+	c.keep.register(f)
 	f.StringVar(&c.issuer.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&c.issuer.publicURL, "public-url", "", "public base URL of the server, for links and the token issuer (default http://<addr>)")
 	f.StringVar(&c.oidcIssuer, "oidc-issuer", "", "external OpenID Connect issuer URL; turns the embedded issuer off")
@@ -146,6 +149,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// workflow by a tenth under load (docs/performance.md).
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(c.gcPercent)
+	}
+	keep, err := c.keep.policy()
+	if err != nil {
+		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -251,6 +258,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 
 	background.Go(func() { deliverer.Run(ctx) })
+	// Every replica runs the sweeper; the store's lease lets one sweep at a
+	// time (docs/retention.md).
+	deleted := retention.NewDeletedCounter(reg)
+	sweeper := &retention.Sweeper{Store: st, Policy: keep, Owner: runner.Owner(), Logger: logger, Deleted: deleted}
+	background.Go(func() { sweeper.Run(ctx) })
 	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost, Now: time.Now,
 		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}
 
@@ -293,6 +305,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Viewer:      viewer,
 		Schedules:   schedules,
 		Webhooks:    webhooks,
+		Retention:   &retention.Service{Store: st, Deleted: deleted},
 	})
 
 	ln, err := net.Listen("tcp", c.issuer.addr)

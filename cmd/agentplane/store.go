@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
@@ -32,6 +33,7 @@ type store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	retention.Store
 	Close() error
 }
 

@@ -22,6 +22,8 @@ const (
 	// of its own besides.
 	ScopeWorkflowsApprove = "workflows:approve"
 	ScopeAuditRead        = "audit:read"
+	// ScopeWorkflowsDelete deletes a finished workflow with its history.
+	ScopeWorkflowsDelete = "workflows:delete"
 	// ScopeMCPUse reaches the tenant's MCP server; each call there needs
 	// its own scopes besides (agents:invoke, tool:<name>).
 	ScopeMCPUse = "mcp:use"
@@ -46,7 +48,7 @@ var EndpointScopes = []string{
 	ScopeToolsWrite, ScopeToolsRead, ScopeAgentsWrite, ScopeAgentsRead,
 	ScopeAgentsInvoke, ScopeWorkflowsRead, ScopeWorkflowsReplay, ScopeWorkflowsApprove, ScopeMCPUse, ScopeAuditRead,
 	ScopeModelsRead, ScopeModelsWrite, ScopeUsageRead,
-	ScopeSchedulesWrite, ScopeSchedulesRead, ScopeWebhooksWrite, ScopeWebhooksRead,
+	ScopeSchedulesWrite, ScopeSchedulesRead, ScopeWebhooksWrite, ScopeWebhooksRead, ScopeWorkflowsDelete,
 }
 
 // Require returns nil when p holds scope, else an InsufficientScope error

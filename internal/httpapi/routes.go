@@ -75,6 +75,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/workflows", scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.handleListWorkflows},
 		{pattern: "GET /v1/workflows/{id}", scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
 		{pattern: "GET /v1/workflows/{id}/events", scope: auth.ScopeWorkflowsRead, action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
+		{pattern: "DELETE /v1/workflows/{id}", scope: auth.ScopeWorkflowsDelete, action: "workflow.delete", resource: "workflow", h: s.handleDeleteWorkflow},
 		{pattern: "POST /v1/workflows/{id}/cancel", scope: auth.ScopeAgentsInvoke, action: "workflow.cancel", resource: "workflow", idempotent: true, h: s.handleCancelWorkflow},
 		{pattern: "GET /v1/usage", scope: auth.ScopeUsageRead, action: "usage.read", resource: "usage", h: s.handleUsage},
 		{pattern: "GET /v1/approvals", scope: auth.ScopeWorkflowsApprove, action: "approval.list", resource: "approval", h: s.handleListApprovals},

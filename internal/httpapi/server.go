@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -96,6 +97,9 @@ type Deps struct {
 	Schedules *schedule.Service
 	// Webhooks manages webhooks (nil: the webhook routes answer 503).
 	Webhooks *webhook.Service
+	// Retention deletes workflows on request (nil: DELETE
+	// /v1/workflows/{id} answers 503).
+	Retention *retention.Service
 }
 
 // Server is agentplane's HTTP API.

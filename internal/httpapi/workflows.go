@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -232,4 +233,27 @@ func (s *Server) handleCancelWorkflow(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	return writeJSON(w, http.StatusOK, v)
+}
+
+// handleDeleteWorkflow deletes one finished workflow now, with everything
+// recorded of it; the record and the answer carry the counts.
+func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) error {
+	if s.deps.Retention == nil {
+		return problem.New(problem.Unavailable, "workflow deletion is not enabled on this server")
+	}
+	id := r.PathValue("id")
+	rec := s.record(r, http.StatusOK)
+	c, err := s.deps.Retention.Delete(r.Context(), principalOf(r).Tenant, id, rec)
+	if err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.audited, info.resourceID = true, id
+	return writeJSON(w, http.StatusOK, deletedWorkflow{ID: id, Deleted: true, Counts: c})
+}
+
+type deletedWorkflow struct {
+	ID      string `json:"id"`
+	Deleted bool   `json:"deleted"`
+	retention.Counts
 }
