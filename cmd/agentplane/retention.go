@@ -15,11 +15,13 @@ type retentionFlags struct {
 	workflows string
 	tenants   []string
 	audit     string
+	every     time.Duration
 }
 
 func (f *retentionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.workflows, "retention", "0", "how long finished workflows are kept, with their steps, completions, replays and keys: days (90d) or a duration (720h), at least 1h; 0 keeps them forever")
 	fs.StringSliceVar(&f.tenants, "tenant-retention", nil, "a tenant's own --retention, tenant=retention (acme=30d; acme=0 keeps acme's forever), repeatable or comma-separated")
+	fs.DurationVar(&f.every, "retention-interval", retention.DefaultEvery, "how often a replica tries to take the retention lease and sweep")
 	fs.StringVar(&f.audit, "audit-retention", "0", "how long audit records are kept: days (365d) or a duration, at least 1h; older ones are removed behind an audit.checkpoint record that keeps the chain verifiable; 0 keeps them forever")
 }
 
@@ -27,6 +29,9 @@ func (f *retentionFlags) register(fs *pflag.FlagSet) {
 func (f *retentionFlags) policy() (retention.Policy, error) {
 	var p retention.Policy
 	var err error
+	if f.every < time.Second {
+		return p, fmt.Errorf("--retention-interval must be at least 1s, not %s", f.every)
+	}
 	if p.Default, err = retention.ParseDuration(f.workflows); err != nil {
 		return p, fmt.Errorf("--retention: %w", err)
 	}

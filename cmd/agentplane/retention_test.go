@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRetentionFlagsRefuseBadValues: a retention shorter than an hour, or
@@ -21,6 +22,7 @@ func TestRetentionFlagsRefuseBadValues(t *testing.T) {
 		{[]string{"--tenant-retention", "acme"}, "--tenant-retention: \"acme\" is not tenant=retention (acme=30d)"},
 		{[]string{"--tenant-retention", "acme=2s"}, "--tenant-retention: tenant \"acme\": \"2s\" is shorter"},
 		{[]string{"--tenant-retention", "acme=30d", "--tenant-retention", "acme=0"}, "tenant \"acme\" is given twice"},
+		{[]string{"--retention-interval", "10ms"}, "--retention-interval must be at least 1s"},
 	} {
 		args := append([]string{"serve", "--data", t.TempDir()}, tc.args...)
 		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)
@@ -28,7 +30,7 @@ func TestRetentionFlagsRefuseBadValues(t *testing.T) {
 			t.Errorf("%v: %v, want an error containing %q", tc.args, err, tc.want)
 		}
 	}
-	f := retentionFlags{workflows: "90d", tenants: []string{"acme=30d", "globex=0"}, audit: "8760h"}
+	f := retentionFlags{workflows: "90d", tenants: []string{"acme=30d", "globex=0"}, audit: "8760h", every: time.Minute}
 	p, err := f.policy()
 	if err != nil || p.Default.Hours() != 90*24 || p.Tenants["acme"].Hours() != 30*24 || p.Tenants["globex"] != 0 || p.Audit.Hours() != 8760 {
 		t.Errorf("policy of %+v: %+v, %v", f, p, err)

@@ -261,7 +261,8 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// Every replica runs the sweeper; the store's lease lets one sweep at a
 	// time (docs/retention.md).
 	deleted := retention.NewDeletedCounter(reg)
-	sweeper := &retention.Sweeper{Store: st, Policy: keep, Owner: runner.Owner(), Logger: logger, Deleted: deleted}
+	sweeper := &retention.Sweeper{Store: st, Policy: keep, Owner: runner.Owner(),
+		Every: c.keep.every, Logger: logger, Deleted: deleted}
 	background.Go(func() { sweeper.Run(ctx) })
 	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost, Now: time.Now,
 		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}
