@@ -107,7 +107,7 @@ func TestEngine(t *testing.T) {
 	if e.steps != agentSteps || e.perStep <= 0 || e.roundTrips != 50 || e.roundTripP50 <= 0 || e.roundTripP99 < e.roundTripP50 {
 		t.Errorf("engine result %+v", e)
 	}
-	if got := svc.hits.Load(); got != 100 { // 50 warm-up GETs + 50 timed
+	if got := svc.Hits.Load(); got != 100 { // 50 warm-up GETs + 50 timed
 		t.Errorf("tool service saw %d GETs, want 100", got)
 	}
 }

@@ -1,86 +1,31 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
+	"github.com/agentplane/agentplane/bench/internal/invokeload"
 )
 
 // toolService is the loopback API the agent's steps call.
-type toolService struct {
-	*httptest.Server
-	hits atomic.Int64
-}
+type toolService = invokeload.ToolService
 
-// thingSpec is the tool service's OpenAPI document; %s is its base URL.
-const thingSpec = `{"openapi": "3.0.3", "info": {"title": "things", "version": "1"},
- "servers": [{"url": "%s"}],
- "paths": {"/things/{id}": {"get": {"operationId": "getThing", "summary": "Read a thing",
-   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
-   "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object",
-     "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}}}}}}}}}}}`
+func startToolService() *toolService { return invokeload.StartToolService() }
 
-// agentName and agentDefinition are the benchmarked agent: three sequential
-// calls of svc.getThing with different arguments, then a literal outcome.
+// The benchmarked agent (see invokeload).
 const (
-	agentName       = "bench-three-calls"
-	agentOutcome    = "done"
-	agentSteps      = 3
-	agentDefinition = `{
-  "tools": ["svc"],
-  "steps": [
-    {"action": "get_a", "call": "svc.getThing", "args": {"id": "'a'"}, "save_as": "a"},
-    {"action": "get_b", "call": "svc.getThing", "args": {"id": "'b'"}, "save_as": "b"},
-    {"action": "get_c", "call": "svc.getThing", "args": {"id": "'c'"}, "save_as": "c"}
-  ],
-  "outcome": "'done'"
-}`
+	agentName       = invokeload.AgentName
+	agentOutcome    = invokeload.AgentOutcome
+	agentSteps      = invokeload.AgentSteps
+	agentDefinition = invokeload.AgentDefinition
 )
-
-func startToolService() *toolService {
-	s := &toolService{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := strings.CutPrefix(r.URL.Path, "/things/")
-		if !ok || r.Method != http.MethodGet {
-			http.NotFound(w, r)
-			return
-		}
-		s.hits.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(thingBody(id))
-	}))
-	return s
-}
-
-// thingBody is the service's answer for id; the agent's three are made once,
-// so the load generator spends its CPU on requests, not on encoding.
-func thingBody(id string) []byte {
-	if b, ok := thingBodies[id]; ok {
-		return b
-	}
-	b, _ := json.Marshal(map[string]any{"id": id, "ok": true})
-	return b
-}
-
-var thingBodies = map[string][]byte{
-	"a": []byte(`{"id":"a","ok":true}`),
-	"b": []byte(`{"id":"b","ok":true}`),
-	"c": []byte(`{"id":"c","ok":true}`),
-}
-
-func (s *toolService) spec() string { return fmt.Sprintf(thingSpec, s.URL) }
 
 // client talks to one server with the benchmark's token.
 type client struct {
@@ -109,69 +54,16 @@ func (c *client) do(ctx context.Context, method, path string, body any) (int, []
 // setup registers the tool service and deploys the agent.
 func (c *client) setup(ctx context.Context, svc *toolService) error {
 	c.svc = svc
-	reg := map[string]any{"name": "svc", "type": "openapi", "spec": svc.spec()}
-	if st, body, err := c.do(ctx, "POST", "/v1/tools", reg); err != nil || st != http.StatusCreated {
-		return fmt.Errorf("register tool: %d %s %v", st, body, err)
-	}
-	dep := map[string]any{"name": agentName, "definition": json.RawMessage(agentDefinition)}
-	if st, body, err := c.do(ctx, "POST", "/v1/agents", dep); err != nil || st != http.StatusCreated {
-		return fmt.Errorf("deploy agent: %d %s %v", st, body, err)
-	}
-	return nil
-}
-
-// invokeBody is the body of every invocation.
-var invokeBody = []byte(`{"goal": "bench", "context": {}}`)
-
-// invokeAnswer is what the benchmark checks of a sync invocation.
-type invokeAnswer struct {
-	WorkflowID string `json:"workflow_id"`
-	Status     string `json:"status"`
-	Outcome    string `json:"outcome"`
-	Steps      []struct {
-		Step   int    `json:"step"`
-		Status string `json:"status"`
-	} `json:"steps"`
+	return invokeload.Setup(ctx, c.srv, svc)
 }
 
 // invoke runs the agent once, synchronously, and checks the answer.
 func (c *client) invoke(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", c.srv.BaseURL()+"/v1/agents/"+agentName+"/invoke", bytes.NewReader(invokeBody))
-	if err != nil {
-		return err
+	id, err := invokeload.Invoke(ctx, c.http, c.srv)
+	if err == nil {
+		c.lastWorkflow.Store(id)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.srv.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	return c.check(resp.StatusCode, data)
-}
-
-func (c *client) check(status int, data []byte) error {
-	if status != http.StatusOK {
-		return fmt.Errorf("status %d: %.300s", status, data)
-	}
-	var a invokeAnswer
-	if err := json.Unmarshal(data, &a); err != nil {
-		return fmt.Errorf("answer: %w", err)
-	}
-	if a.Status != "completed" || a.Outcome != agentOutcome || len(a.Steps) != agentSteps {
-		return fmt.Errorf("workflow %s: status %q, outcome %q, %d steps: %.300s", a.WorkflowID, a.Status, a.Outcome, len(a.Steps), data)
-	}
-	for i, s := range a.Steps {
-		if s.Step != i+1 || s.Status != "ok" {
-			return fmt.Errorf("workflow %s: step %d is %d with status %q", a.WorkflowID, i+1, s.Step, s.Status)
-		}
-	}
-	c.lastWorkflow.Store(a.WorkflowID)
-	return nil
+	return err
 }
 
 // checkStored reads the last workflow back: its steps must be in the store.
@@ -184,7 +76,7 @@ func (c *client) checkStored(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read back workflow %s: %w", id, err)
 	}
-	if err := c.check(st, body); err != nil {
+	if _, err := invokeload.Check(st, body); err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}
 	return nil
@@ -241,7 +133,7 @@ func (c *client) load(ctx context.Context, store string, n, conc int, limit time
 		mu   sync.Mutex
 		wg   sync.WaitGroup
 	)
-	hits0 := c.svc.hits.Load()
+	hits0 := c.svc.Hits.Load()
 	var cpu0 time.Duration
 	if cpu != nil {
 		cpu0 = cpu()
@@ -283,7 +175,7 @@ func (c *client) load(ctx context.Context, store string, n, conc int, limit time
 	if wal != nil {
 		res.wal = walSince(ctx, wal, wal0)
 	}
-	if hits := c.svc.hits.Load() - hits0; res.errors == 0 && hits != int64(agentSteps*res.count) {
+	if hits := c.svc.Hits.Load() - hits0; res.errors == 0 && hits != int64(agentSteps*res.count) {
 		res.errors = 1
 		res.firstError = fmt.Sprintf("the tool service saw %d calls for %d workflows of %d steps", hits, res.count, agentSteps)
 	}
