@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"strings"
@@ -34,5 +35,42 @@ func TestRetentionFlagsRefuseBadValues(t *testing.T) {
 	p, err := f.policy()
 	if err != nil || p.Default.Hours() != 90*24 || p.Tenants["acme"].Hours() != 30*24 || p.Tenants["globex"] != 0 || p.Audit.Hours() != 8760 {
 		t.Errorf("policy of %+v: %+v, %v", f, p, err)
+	}
+}
+
+// TestCLIWorkflowsDelete deletes a finished workflow through the CLI
+// against a real server started with a retention.
+func TestCLIWorkflowsDelete(t *testing.T) {
+	data, addr := t.TempDir(), freeAddr(t)
+	srv := startChild(t, addr, "--data", data, "--retention", "90d", "--tenant-retention", "acme=30d", "--audit-retention", "365d")
+	var tok bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", data, "--addr", addr, "--tenant", "acme", "--sub", "alice",
+		"--scope", "agents:write agents:invoke workflows:read workflows:delete"}, func(string) string { return "" }, &tok, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	alice := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: strings.TrimSpace(tok.String())}
+	alice.ok("agents", "deploy", alice.write("note.yaml", `name: note
+definition:
+  tools: []
+  steps:
+    - {action: note, set: {n: "1"}}
+  outcome: "'noted'"
+`))
+	out := alice.ok("invoke", "note", "--goal", "g")
+	wf := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "wf_") {
+			wf = strings.TrimRight(f, ":,")
+			break
+		}
+	}
+	if wf == "" {
+		t.Fatalf("invoke printed:\n%s", out)
+	}
+	if out := alice.ok("workflows", "delete", wf); !strings.HasPrefix(out, "deleted "+wf+": 1 workflows, 1 steps") {
+		t.Errorf("delete printed %q", out)
+	}
+	if _, errs, code := alice.run("workflows", "get", wf); code == 0 || !strings.Contains(errs, "no workflow") {
+		t.Errorf("get after delete: exit %d, %s", code, errs)
 	}
 }
