@@ -14,7 +14,7 @@ import (
 // Sweeper defaults.
 const (
 	DefaultEvery      = time.Minute
-	DefaultBatch      = 200
+	DefaultBatch      = 100
 	DefaultAuditBatch = 2000
 	DefaultPause      = 20 * time.Millisecond
 	leaseName         = "retention"
@@ -25,9 +25,10 @@ var SystemActor = audit.Actor{Sub: "agentplane:retention"}
 
 // Sweeper deletes what Policy no longer keeps, every Every, on the one
 // replica holding the store's "retention" lease. Each batch is one short
-// transaction of at most Batch workflows (AuditBatch audit records) and
-// batches are Pause apart, so a sweep of a large backlog shares the
-// database with the requests being served rather than holding it.
+// transaction of at most Batch workflows (AuditBatch audit records), and
+// after each the sweeper waits as long as it took (at least Pause), so a
+// sweep of a large backlog takes at most half of the database's writing
+// time and shares it with the requests being served.
 type Sweeper struct {
 	Store  Store
 	Policy Policy
@@ -138,6 +139,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	res.Held = true
 	for _, sc := range s.Policy.scopes(s.Now()) {
 		for {
+			t0 := time.Now()
 			got, err := s.Store.SweepWorkflows(ctx, sc, s.Batch, s.sweepRecord(sc))
 			if err != nil {
 				return res, fmt.Errorf("sweep workflows: %w", err)
@@ -151,7 +153,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			if n < int64(s.Batch) {
 				break
 			}
-			if held, err := s.next(ctx); err != nil || !held {
+			if held, err := s.next(ctx, time.Since(t0)); err != nil || !held {
 				return res, err
 			}
 		}
@@ -166,6 +168,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	before := s.Now().Add(-s.Policy.Audit)
 	for _, tenant := range tenants {
 		for {
+			t0 := time.Now()
 			n, err := s.Store.TrimAudit(ctx, tenant, before, s.AuditBatch, checkpointRecord)
 			if err != nil {
 				return res, fmt.Errorf("trim the audit chain of %q: %w", tenant, err)
@@ -177,7 +180,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			if n < int64(s.AuditBatch) {
 				break
 			}
-			if held, err := s.next(ctx); err != nil || !held {
+			if held, err := s.next(ctx, time.Since(t0)); err != nil || !held {
 				return res, err
 			}
 		}
@@ -185,13 +188,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// next pauses between batches and renews the lease.
-func (s *Sweeper) next(ctx context.Context) (bool, error) {
-	if s.Pause > 0 {
+// next pauses after a batch that took took, as long again (at least
+// Pause), and renews the lease.
+func (s *Sweeper) next(ctx context.Context, took time.Duration) (bool, error) {
+	if pause := max(s.Pause, took); pause > 0 {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(s.Pause):
+		case <-time.After(pause):
 		}
 	}
 	return s.renew(ctx)
