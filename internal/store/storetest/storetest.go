@@ -94,6 +94,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AgentList", testAgentList},
 		{"AgentToolInUse", testAgentToolInUse},
 		{"AgentConcurrentDeploy", testAgentConcurrentDeploy},
+		{"AgentArchiveVersion", testAgentArchiveVersion},
+		{"AgentArchiveWhole", testAgentArchiveWhole},
 		{"WorkflowLifecycle", testWorkflowLifecycle},
 		{"WorkflowAppendSteps", testWorkflowAppendSteps},
 		{"WorkflowFinishWithLastSteps", testWorkflowFinishWithLastSteps},
