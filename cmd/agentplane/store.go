@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -32,6 +33,7 @@ type store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	auth.RevocationStore
 	Close() error
 }
 

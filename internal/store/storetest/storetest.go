@@ -28,6 +28,7 @@ import (
 type Store interface {
 	audit.Store
 	auth.Store
+	auth.RevocationStore
 	idempotency.Store
 	tool.Store
 	model.Store
@@ -84,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
 		{"SigningKeys", testSigningKeys},
 		{"Clients", testClients},
+		{"ClientRevocation", testClientRevocation},
 		{"ServerSecrets", testServerSecrets},
 		{"AgentDeploy", testAgentDeploy},
 		{"AgentAutoVersion", testAgentAutoVersion},
