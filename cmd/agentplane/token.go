@@ -271,6 +271,7 @@ Revoking a revoked client changes nothing. The revocation is audited
 			defer st.Close()
 			rec := &audit.Record{
 				Time: time.Now(), Actor: audit.Actor{Sub: "cli"},
+				Action: "client.revoke", Resource: audit.Resource{Type: "client", ID: args[0]},
 				Outcome: audit.Success, RequestID: ids.New(ids.Request),
 			}
 			c, err := auth.RevokeClient(ctx, st, args[0], time.Now(), rec)
