@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentplane/agentplane/internal/client"
+	"github.com/agentplane/agentplane/internal/problem"
 )
 
 // Exit codes of the command-line client.
@@ -61,6 +62,9 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &u):
 		return exitUsage
+	case problem.Is(err, problem.NotFound):
+		// An operator command's store lookup (clients revoke).
+		return exitNotFound
 	case errors.As(err, &p):
 		switch p.Status {
 		case http.StatusNotFound:

@@ -201,6 +201,7 @@ flags override the file's fields.
 		},
 	}
 	pageFlags(listCmd)
+	listCmd.Flags().Bool("archived", false, "list archived agents too")
 
 	getCmd := &cobra.Command{
 		Use: "get TOOL", Short: "Show a tool (by name or id)", Args: args(1, "a tool name or id"), ValidArgsFunction: completeTool,
@@ -358,7 +359,7 @@ func versionTable(w io.Writer, v map[string]any) error {
 }
 
 func (c *cli) agentsCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "agents", Short: "Deploy agent versions and choose the default"}
+	cmd := &cobra.Command{Use: "agents", Short: "Deploy agent versions, choose the default and archive them"}
 	completeAgent := c.complete("/v1/agents?limit=200", "agents", "name")
 
 	var promote bool
@@ -407,8 +408,12 @@ version (without one, the server numbers the version). - reads standard input.`,
 	listCmd := &cobra.Command{
 		Use: "list", Short: "List the tenant's agents", Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.get(cmd, "/v1/agents"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "agents"), "NAME\tDEFAULT\tLATEST\tVERSIONS\tUPDATED", "name", "default_version", "latest_version", "versions", "updated_at")
+			archived := ""
+			if all, _ := cmd.Flags().GetBool("archived"); all {
+				archived = "true"
+			}
+			return c.get(cmd, "/v1/agents"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor"), "archived", archived), func(w io.Writer, doc map[string]any) error {
+				rows(w, list(doc, "agents"), "NAME\tDEFAULT\tLATEST\tVERSIONS\tUPDATED\tARCHIVED", "name", "default_version", "latest_version", "versions", "updated_at", "archived_at")
 				c.nextPage(doc)
 				return nil
 			})
@@ -438,7 +443,7 @@ version (without one, the server numbers the version). - reads standard input.`,
 		Use: "versions AGENT", Short: "List an agent's versions", Args: args(1, "an agent name"), ValidArgsFunction: completeAgent,
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return c.get(cmd, "/v1/agents/"+url.PathEscape(a[0])+"/versions"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
-				rows(w, list(doc, "versions"), "VERSION\tDEFAULT\tTOOLS\tDEPLOYED\tDESCRIPTION", "version", "default", "tools", "deployed_at", "description")
+				rows(w, list(doc, "versions"), "VERSION\tDEFAULT\tTOOLS\tDEPLOYED\tARCHIVED\tDESCRIPTION", "version", "default", "tools", "deployed_at", "archived_at", "description")
 				c.nextPage(doc)
 				return nil
 			})
@@ -462,7 +467,29 @@ version (without one, the server numbers the version). - reads standard input.`,
 			return err
 		},
 	}
-	cmd.AddCommand(deploy, listCmd, getCmd, versions, promoteCmd)
+	archiveCmd := &cobra.Command{
+		Use:   "archive AGENT[@VERSION]",
+		Short: "Archive a version, or every version of an agent: its history stays, it can no longer run",
+		Long: `Archives a version (AGENT@VERSION) or the whole agent (AGENT): it can no longer
+be invoked or replayed against, its workflows and replays stay readable, and
+it no longer holds its tools and models, which can then be deleted. Refused
+for the default version, while a workflow of it is running or waiting, and
+while a schedule invokes it (docs/agents.md).`,
+		Args: args(1, "an agent name, or name@version"), ValidArgsFunction: completeAgent,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			_, err := c.send(cmd, http.MethodDelete, "/v1/agents/"+url.PathEscape(a[0]), nil, nil,
+				func(w io.Writer, doc map[string]any) error {
+					if n := field(doc, "versions_archived"); n != "" {
+						fmt.Fprintf(w, "archived agent %s (%s versions archived now)\n", field(doc, "name"), n)
+						return nil
+					}
+					fmt.Fprintf(w, "archived %s\n", field(doc, "ref"))
+					return nil
+				})
+			return err
+		},
+	}
+	cmd.AddCommand(deploy, listCmd, getCmd, versions, promoteCmd, archiveCmd)
 	return cmd
 }
 

@@ -62,6 +62,7 @@ type serveConfig struct {
 	demo            bool
 	viewerTTL       time.Duration
 	batchWorkers    int
+	revocationTTL   time.Duration
 }
 
 // replaySweep is how often a replica looks for real replays left running
@@ -111,6 +112,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "how long a client may take to send a request, headers and body (a response, such as an event stream, is not bounded)")
 	f.StringVar(&c.debugAddr, "debug-addr", "", "address of a separate listener serving Go's /debug/pprof profiles (off when empty; keep it private)")
 	f.IntVar(&c.batchWorkers, "replay-batch-workers", 0, "workflows a replay batch replays at once (default: the number of CPUs)")
+	f.DurationVar(&c.revocationTTL, "revocation-ttl", auth.DefaultRevocationTTL, "how long a replica trusts the client revocation list it read (1s to 30s): a revoked client's tokens stop working within it")
 	f.DurationVar(&c.viewerTTL, "viewer-ttl", web.DefaultTTL, "how long a signed viewer link (viewer_url) stays valid, at most 168h")
 	f.BoolVar(&c.demo, "demo", false, "start three example APIs on loopback, register them as tools, deploy a fraud-triage agent in two versions, run a few invocations and print how to try them (allows private networks; logs warnings only unless --log-level is set)")
 	f.IntVar(&c.maxProcs, "max-procs", 0, "CPUs the Go runtime runs the server's goroutines on at once, when GOMAXPROCS is unset (0: every CPU it may use); fewer leave CPUs to a database on the same machine and spare the runtime's wake-ups")
@@ -131,6 +133,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	}
 	if c.readTimeout <= 0 {
 		return fmt.Errorf("--read-timeout must be positive, not %s", c.readTimeout)
+	}
+	if c.revocationTTL < time.Second || c.revocationTTL > auth.DefaultRevocationTTL {
+		return fmt.Errorf("--revocation-ttl must be from 1s to %s, not %s", auth.DefaultRevocationTTL, c.revocationTTL)
 	}
 	if c.maxStreams < 1 {
 		return fmt.Errorf("--max-streams-per-tenant must be at least 1, not %d", c.maxStreams)
@@ -274,6 +279,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 
 	// One signature check per token a minute, not one per request.
 	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
+	// A revoked client's tokens are refused within --revocation-ttl,
+	// whatever the cache above remembers.
+	verifier = auth.NewRevokingVerifier(verifier, st, c.revocationTTL, time.Now)
 
 	telemetry.RegisterExecutions(reg, runner.Executions)
 	srv := httpapi.NewServer(httpapi.Config{

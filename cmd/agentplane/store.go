@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -34,6 +35,7 @@ type store interface {
 	schedule.Store
 	webhook.Store
 	retention.Store
+	auth.RevocationStore
 	Close() error
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -166,8 +167,124 @@ client-credentials grant. The secret is printed once and stored only as a hash.`
 	create.Flags().StringVar(&name, "name", "", "a name to recognise the client by")
 	create.Example = `  eval "$(agentplane clients create --tenant acme --scope 'tools:read agents:invoke' -o env)"   # sets CLIENT_ID and CLIENT_SECRET`
 	bindEnv(create, getenv)
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, newClientsListCommand(getenv, stdout), newClientsRevokeCommand(getenv, stdout))
 	return cmd
+}
+
+// clientView is a client as clients list and revoke print it: never its
+// secret or the secret's hash.
+type clientView struct {
+	ClientID  string   `json:"client_id"`
+	Tenant    string   `json:"tenant"`
+	Name      string   `json:"name"`
+	Scopes    []string `json:"scopes"`
+	CreatedAt string   `json:"created_at"`
+	RevokedAt *string  `json:"revoked_at"`
+}
+
+func viewClient(c auth.Client) clientView {
+	v := clientView{ClientID: c.ID, Tenant: c.Tenant, Name: c.Name, Scopes: c.Scopes,
+		CreatedAt: c.CreatedAt.UTC().Format(time.RFC3339)}
+	if c.RevokedAt != nil {
+		at := c.RevokedAt.UTC().Format(time.RFC3339)
+		v.RevokedAt = &at
+	}
+	return v
+}
+
+// printClients prints clients as a table or, with -o json, as {clients: [...]}.
+func printClients(cmd *cobra.Command, stdout io.Writer, cs []auth.Client) error {
+	views := make([]clientView, len(cs))
+	for i, c := range cs {
+		views[i] = viewClient(c)
+	}
+	switch out, _ := cmd.Flags().GetString("output"); out {
+	case "json":
+		return json.NewEncoder(stdout).Encode(map[string]any{"clients": views})
+	case "table", "":
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLIENT_ID\tTENANT\tNAME\tSCOPES\tCREATED\tREVOKED")
+		for _, v := range views {
+			revoked := "-"
+			if v.RevokedAt != nil {
+				revoked = *v.RevokedAt
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Tenant, v.Name, strings.Join(v.Scopes, " "), v.CreatedAt, revoked)
+		}
+		return tw.Flush()
+	default:
+		return usagef("-o %q: clients list and revoke print table or json", out)
+	}
+}
+
+func newClientsListCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var (
+		sf     storeFlags
+		tenant string
+	)
+	list := &cobra.Command{
+		Use:   "list [--tenant T]",
+		Short: "List OAuth clients with their tenant, scopes, creation and revocation (never secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			cs, err := st.ListClients(ctx, tenant)
+			if err != nil {
+				return err
+			}
+			return printClients(cmd, stdout, cs)
+		},
+	}
+	sf.register(list.Flags())
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's clients (default: every tenant's)")
+	bindEnv(list, getenv)
+	return list
+}
+
+func newClientsRevokeCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var sf storeFlags
+	revoke := &cobra.Command{
+		Use:   "revoke CLIENT_ID",
+		Short: "Revoke a client: it gets no new token and its tokens stop working within 30 s",
+		Long: `Adds the client to the revocation list in the store. The token endpoint refuses
+it at once (invalid_client); every replica refuses its unexpired tokens (401)
+once its copy of the list is older than --revocation-ttl (30 s at most).
+Revoking a revoked client changes nothing. The revocation is audited
+(client.revoke) in the client's tenant's chain.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("clients revoke takes one CLIENT_ID (agentplane clients list shows them)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rec := &audit.Record{
+				Time: time.Now(), Actor: audit.Actor{Sub: "cli"},
+				Action: "client.revoke", Resource: audit.Resource{Type: "client", ID: args[0]},
+				Outcome: audit.Success, RequestID: ids.New(ids.Request),
+			}
+			c, err := auth.RevokeClient(ctx, st, args[0], time.Now(), rec)
+			if err != nil {
+				return err
+			}
+			return printClients(cmd, stdout, []auth.Client{c})
+		},
+	}
+	sf.register(revoke.Flags())
+	revoke.Example = `  agentplane clients revoke cl_01J0EXAMPLE   # exit code 3 when there is no such client`
+	bindEnv(revoke, getenv)
+	return revoke
 }
 
 func newKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {

@@ -30,6 +30,10 @@ type Version struct {
 	DeployedAt time.Time `json:"deployed_at"`
 	// Default reports whether invoke without @version runs this version.
 	Default bool `json:"default"`
+	// ArchivedAt is when the version was archived (nil while live): an
+	// archived version keeps its history but can no longer be invoked or
+	// replayed against, and no longer holds its tools and models.
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // Ref is name@version.
@@ -45,6 +49,8 @@ type Agent struct {
 	Description    string    `json:"description,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+	// ArchivedAt is when the whole agent was archived (nil while live).
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // VersionStore keeps agents and their versions, always within one tenant.
@@ -62,8 +68,15 @@ type VersionStore interface {
 	// AgentVersion returns one version ("" = the default), or
 	// problem.AgentVersionNotFound (problem.NotFound when the agent does not exist).
 	AgentVersion(ctx context.Context, tenant, name, version string) (*Version, error)
-	// ListAgents returns agents ordered by name, after the given name.
+	// ListAgents returns the live agents ordered by name, after the given name.
 	ListAgents(ctx context.Context, tenant, after string, limit int) ([]*Agent, error)
+	// ListAllAgents is ListAgents with the archived agents too.
+	ListAllAgents(ctx context.Context, tenant, after string, limit int) ([]*Agent, error)
 	// ListVersions returns an agent's versions, newest first.
 	ListVersions(ctx context.Context, tenant, name string) ([]*Version, error)
+	// ArchiveVersion archives one version (see Archiver).
+	ArchiveVersion(ctx context.Context, tenant, name, version string, rec *audit.Record) error
+	// ArchiveAgent archives every version of an agent and the agent itself
+	// and returns how many versions it archived now (see Archiver).
+	ArchiveAgent(ctx context.Context, tenant, name string, rec *audit.Record) (int, error)
 }

@@ -304,3 +304,14 @@ func Details(v any) json.RawMessage {
 	}
 	return b
 }
+
+// AddDetail returns the details object d with key set to v (d unchanged
+// when it is not an object).
+func AddDetail(d json.RawMessage, key string, v any) json.RawMessage {
+	m := map[string]any{}
+	if len(d) > 0 && json.Unmarshal(d, &m) != nil {
+		return d
+	}
+	m[key] = v
+	return Details(m)
+}

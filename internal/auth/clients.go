@@ -108,5 +108,8 @@ func (i *Issuer) authenticateClient(ctx context.Context, id, secret string) (Cli
 	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 || err != nil {
 		return Client{}, invalidClient("client authentication failed")
 	}
+	if c.RevokedAt != nil {
+		return Client{}, invalidClient("the client is revoked")
+	}
 	return c, nil
 }

@@ -75,6 +75,9 @@ type Client struct {
 	SecretHash string
 	Scopes     []string
 	CreatedAt  time.Time
+	// RevokedAt is when the client was revoked (nil while it is not): it
+	// gets no new token and its tokens are refused.
+	RevokedAt *time.Time
 }
 
 // Store keeps the embedded issuer's keys, OAuth clients and server secrets.

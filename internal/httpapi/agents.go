@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/page"
@@ -20,6 +21,7 @@ type versionView struct {
 	Tools       []string        `json:"tools"`
 	DeployedAt  string          `json:"deployed_at"`
 	Definition  json.RawMessage `json:"definition,omitempty"`
+	ArchivedAt  *string         `json:"archived_at,omitempty"`
 }
 
 func viewVersion(v *agent.Version, withDefinition bool) versionView {
@@ -31,24 +33,36 @@ func viewVersion(v *agent.Version, withDefinition bool) versionView {
 	if withDefinition {
 		vv.Definition = v.Definition
 	}
+	vv.ArchivedAt = formatOptional(v.ArchivedAt)
 	return vv
 }
 
 type agentView struct {
-	ID             string `json:"id"`
-	Name           string `json:"name"`
-	DefaultVersion string `json:"default_version"`
-	LatestVersion  string `json:"latest_version"`
-	Versions       int    `json:"versions"`
-	Description    string `json:"description,omitempty"`
-	CreatedAt      string `json:"created_at"`
-	UpdatedAt      string `json:"updated_at"`
+	ID             string  `json:"id"`
+	Name           string  `json:"name"`
+	DefaultVersion string  `json:"default_version"`
+	LatestVersion  string  `json:"latest_version"`
+	Versions       int     `json:"versions"`
+	Description    string  `json:"description,omitempty"`
+	CreatedAt      string  `json:"created_at"`
+	UpdatedAt      string  `json:"updated_at"`
+	ArchivedAt     *string `json:"archived_at,omitempty"`
 }
 
 func viewAgent(a *agent.Agent) agentView {
 	return agentView{ID: a.Name, Name: a.Name, DefaultVersion: a.DefaultVersion, LatestVersion: a.LatestVersion,
 		Versions: a.Versions, Description: a.Description,
-		CreatedAt: a.CreatedAt.UTC().Format(timeFormat), UpdatedAt: a.UpdatedAt.UTC().Format(timeFormat)}
+		CreatedAt: a.CreatedAt.UTC().Format(timeFormat), UpdatedAt: a.UpdatedAt.UTC().Format(timeFormat),
+		ArchivedAt: formatOptional(a.ArchivedAt)}
+}
+
+// formatOptional formats a time that may be unset.
+func formatOptional(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(timeFormat)
+	return &s
 }
 
 func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error {
@@ -125,22 +139,30 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	agents, err := s.deps.Agents.ListAgents(r.Context(), principalOf(r).Tenant, q.Get("cursor"), limit)
+	list := s.deps.Agents.ListAgents
+	switch q.Get("archived") {
+	case "", "false":
+	case "true":
+		list = s.deps.Agents.ListAllAgents
+	default:
+		return problem.Field("archived", "must be true (archived agents too) or false (live agents only, the default)")
+	}
+	agents, err := list(r.Context(), principalOf(r).Tenant, q.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
-	list := struct {
+	doc := struct {
 		Agents     []agentView `json:"agents"`
 		NextCursor *string     `json:"next_cursor"`
 	}{Agents: make([]agentView, len(agents))}
 	for i, a := range agents {
-		list.Agents[i] = viewAgent(a)
+		doc.Agents[i] = viewAgent(a)
 	}
 	if len(agents) == limit {
 		c := agents[len(agents)-1].Name
-		list.NextCursor = &c
+		doc.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return writeJSON(w, http.StatusOK, doc)
 }
 
 func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) error {
@@ -183,4 +205,39 @@ func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	return writeJSON(w, http.StatusOK, viewVersion(v, false))
+}
+
+// handleArchiveAgent archives a version (name@version) or a whole agent
+// (name) and answers with what it archived (docs/agents.md).
+func (s *Server) handleArchiveAgent(w http.ResponseWriter, r *http.Request) error {
+	tenant := principalOf(r).Tenant
+	name, version, err := splitRef(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	rec := s.record(r, http.StatusOK)
+	if version != "" {
+		if err := s.deps.Agents.ArchiveVersion(r.Context(), tenant, name, version, rec); err != nil {
+			return err
+		}
+		infoFrom(r.Context()).audited = true
+		v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, version)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, viewVersion(v, false))
+	}
+	n, err := s.deps.Agents.ArchiveAgent(r.Context(), tenant, name, rec)
+	if err != nil {
+		return err
+	}
+	infoFrom(r.Context()).audited = true
+	a, err := s.deps.Agents.Agent(r.Context(), tenant, name)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, struct {
+		agentView
+		VersionsArchived int `json:"versions_archived"`
+	}{viewAgent(a), n})
 }

@@ -162,6 +162,9 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	if err := v.CheckLive(); err != nil {
+		return err
+	}
 	var (
 		wfs []string
 		ds  *replay.Dataset

@@ -69,6 +69,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/agents", scope: auth.ScopeAgentsRead, action: "agent.list", resource: "agent", h: s.handleListAgents},
 		{pattern: "GET /v1/agents/{id}", scope: auth.ScopeAgentsRead, action: "agent.read", resource: "agent", h: s.handleGetAgent},
 		{pattern: "GET /v1/agents/{id}/versions", scope: auth.ScopeAgentsRead, action: "agent.versions", resource: "agent", h: s.handleListVersions},
+		{pattern: "DELETE /v1/agents/{id}", scope: auth.ScopeAgentsWrite, action: "agent.archive", resource: "agent", h: s.handleArchiveAgent},
 		{pattern: "PUT /v1/agents/{id}/default", scope: auth.ScopeAgentsWrite, action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
 		{pattern: "POST /v1/agents/{id}/invoke", scope: auth.ScopeAgentsInvoke, action: "agent.invoke", resource: "agent", idempotent: true, ownKeys: true, h: s.handleInvoke},
 

@@ -20,6 +20,7 @@ const (
 	InsufficientScope     Code = "insufficient-scope"
 	NotFound              Code = "not-found"
 	AgentVersionNotFound  Code = "agent-version-not-found"
+	AgentVersionArchived  Code = "agent-version-archived"
 	MethodNotAllowed      Code = "method-not-allowed"
 	Conflict              Code = "conflict"
 	IdempotencyKeyInUse   Code = "idempotency-key-in-use"
@@ -60,6 +61,7 @@ var Kinds = []Kind{
 	{InsufficientScope, http.StatusForbidden, "Insufficient scope", "The token is valid but lacks the scope this endpoint needs; the WWW-Authenticate header names it."},
 	{NotFound, http.StatusNotFound, "Not found", "No such resource exists in the caller's tenant."},
 	{AgentVersionNotFound, http.StatusNotFound, "Agent version not found", "The agent exists in no version of that name, or the agent does not exist."},
+	{AgentVersionArchived, http.StatusConflict, "Agent version archived", "The agent version (or the whole agent) was archived: its history stays readable, but it can no longer be invoked or replayed against. Deploy a new version or name a live one."},
 	{MethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", "The resource does not support this HTTP method; the Allow header lists those it does."},
 	{Conflict, http.StatusConflict, "Conflict", "The request conflicts with the current state: a name already taken, a version already deployed, a resource still in use."},
 	{IdempotencyKeyInUse, http.StatusConflict, "Idempotency key in use", "A request with the same idempotency key is still executing. Retry after the Retry-After interval."},

@@ -372,6 +372,9 @@ func (r *BatchRunner) target(ctx context.Context, b *Batch) (*agent.Version, *ag
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := v.CheckLive(); err != nil {
+		return nil, nil, err
+	}
 	prog, err := r.Service.Programs.Program(ctx, v)
 	if err != nil {
 		return nil, nil, err

@@ -111,6 +111,9 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := v.CheckLive(); err != nil {
+		return nil, err
+	}
 	now := s.now()
 	r := &Replay{
 		ID: ids.NewAt(ids.Replay, now), Tenant: req.Tenant, WorkflowID: wf.ID, Target: v.Ref(), DryRun: req.DryRun,

@@ -44,12 +44,14 @@ func (svc *Service) check(ctx context.Context, s *Schedule, in Input) error {
 		errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", max(1, svc.MaxToolCalls))})
 	}
 	if !hasField(errs, "agent") {
-		_, err := svc.Versions.AgentVersion(ctx, s.Tenant, s.AgentName(), s.AgentVersion())
+		v, err := svc.Versions.AgentVersion(ctx, s.Tenant, s.AgentName(), s.AgentVersion())
 		switch {
 		case problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
 			errs = append(errs, problem.FieldError{Field: "agent", Message: fmt.Sprintf("%q is not a deployed agent or version of this tenant (GET /v1/agents lists them)", s.Agent)})
 		case err != nil:
 			return err
+		case v.ArchivedAt != nil:
+			errs = append(errs, problem.FieldError{Field: "agent", Message: fmt.Sprintf("%q is archived: name a live agent or version (GET /v1/agents lists them)", s.Agent)})
 		}
 	}
 	if len(errs) > 0 {

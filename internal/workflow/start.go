@@ -68,6 +68,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := v.CheckLive(); err != nil {
+		return nil, err
+	}
 	prog, tools, err := r.program(ctx, v)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,14 +23,14 @@ var _ agent.VersionStore = (*DB)(nil)
 // highest seq. The caller appends the rest of the WHERE clause.
 const agentQuery = `SELECT a.name, a.default_version, a.created_at, a.updated_at,
 		(SELECT count(*) FROM agent_versions c WHERE c.tenant = a.tenant AND c.name = a.name),
-		l.version, l.description
+		l.version, l.description, a.archived_at
 	FROM agents a JOIN agent_versions l ON l.tenant = a.tenant AND l.name = a.name
 		AND l.seq = (SELECT max(seq) FROM agent_versions m WHERE m.tenant = a.tenant AND m.name = a.name)
 	WHERE a.tenant = $1 AND `
 
 // versionQuery selects versions with whether each is its agent's default.
 const versionQuery = `SELECT v.version, v.description, v.definition, v.tools, v.deployed_at,
-		v.version = a.default_version
+		v.version = a.default_version, v.archived_at
 	FROM agent_versions v JOIN agents a ON a.tenant = v.tenant AND a.name = v.name
 	WHERE v.tenant = $1 AND v.name = $2 `
 
@@ -56,15 +57,16 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 	err = db.write(ctx, func(tx *wtx) error {
 		version = v.Version
 		var (
-			def string
-			top *string
-			seq int
+			def      string
+			archived *time.Time
+			top      *string
+			seq      int
 		)
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO agents (tenant, name, default_version, created_at, updated_at)
 			VALUES ($1, $2, '', $3, $3) ON CONFLICT (tenant, name) DO NOTHING`, v.Tenant, v.Name, v.DeployedAt)
-		b.Queue(`SELECT default_version FROM agents WHERE tenant = $1 AND name = $2 FOR UPDATE`, v.Tenant, v.Name).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&def) })
+		b.Queue(`SELECT default_version, archived_at FROM agents WHERE tenant = $1 AND name = $2 FOR UPDATE`, v.Tenant, v.Name).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&def, &archived) })
 		b.Queue(`SELECT
 				(SELECT version FROM agent_versions WHERE tenant = $1 AND name = $2 AND version ~ '^[0-9]+$'
 				 ORDER BY length(ltrim(version, '0')) DESC, ltrim(version, '0') DESC LIMIT 1),
@@ -91,13 +93,16 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 				version = incDecimal(*top)
 			}
 		}
-		isDefault = promote || def == ""
+		// A deployment revives an archived agent with this version as
+		// its default.
+		isDefault = promote || def == "" || archived != nil
 
 		b = &pgx.Batch{}
 		b.Queue(`INSERT INTO agent_versions (tenant, name, version, seq, description, definition, tools, deployed_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			v.Tenant, v.Name, version, seq, v.Description, string(v.Definition), string(toolsJSON), v.DeployedAt)
-		b.Queue(`UPDATE agents SET default_version = CASE WHEN $3 THEN $4 ELSE default_version END, updated_at = $5
+		b.Queue(`UPDATE agents SET default_version = CASE WHEN $3 THEN $4 ELSE default_version END, updated_at = $5,
+				archived_at = NULL
 			WHERE tenant = $1 AND name = $2`, v.Tenant, v.Name, isDefault, version, v.DeployedAt)
 		if len(tools) > 0 {
 			b.Queue(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name)
@@ -140,13 +145,13 @@ func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec 
 	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE agents SET default_version = $3, updated_at = $4
 			WHERE tenant = $1 AND name = $2
-			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = $1 AND name = $2 AND version = $3)`,
+			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = $1 AND name = $2 AND version = $3 AND archived_at IS NULL)`,
 			tenant, name, version, now)
 		if err != nil {
 			return fmt.Errorf("set default version: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return missingVersion(ctx, tx, tenant, name, version)
+			return missingLiveVersion(ctx, tx, tenant, name, version)
 		}
 		tx.Audit(rec)
 		return nil
@@ -183,12 +188,22 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 	return v, err
 }
 
-// ListAgents returns agents ordered by name, after the given name.
+// ListAgents returns the live agents ordered by name, after the given name.
 func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
+	return db.listAgents(ctx, tenant, after, limit, `a.archived_at IS NULL AND `)
+}
+
+// ListAllAgents returns agents, archived ones too, ordered by name, after
+// the given name.
+func (db *DB) ListAllAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
+	return db.listAgents(ctx, tenant, after, limit, "")
+}
+
+func (db *DB) listAgents(ctx context.Context, tenant, after string, limit int, live string) ([]*agent.Agent, error) {
 	limit = page.Size(limit)
 	var as []*agent.Agent
 	err := db.read(ctx, func(tx querier) error {
-		rows, err := tx.Query(ctx, agentQuery+`a.name > $2 ORDER BY a.name LIMIT $3`, tenant, after, limit)
+		rows, err := tx.Query(ctx, agentQuery+live+`a.name > $2 ORDER BY a.name LIMIT $3`, tenant, after, limit)
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
 		}
@@ -245,21 +260,21 @@ func agentNotFound(name string) error {
 
 func scanAgent(row pgx.Row, tenant string) (*agent.Agent, error) {
 	a := agent.Agent{Tenant: tenant}
-	err := row.Scan(&a.Name, &a.DefaultVersion, &a.CreatedAt, &a.UpdatedAt, &a.Versions, &a.LatestVersion, &a.Description)
+	err := row.Scan(&a.Name, &a.DefaultVersion, &a.CreatedAt, &a.UpdatedAt, &a.Versions, &a.LatestVersion, &a.Description, &a.ArchivedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scan agent: %w", err)
 	}
-	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	a.CreatedAt, a.UpdatedAt, a.ArchivedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC(), utcPtr(a.ArchivedAt)
 	return &a, nil
 }
 
 func scanVersion(row pgx.Row, tenant, name string) (*agent.Version, error) {
 	v := agent.Version{Tenant: tenant, Name: name}
 	var def, tools []byte
-	err := row.Scan(&v.Version, &v.Description, &def, &tools, &v.DeployedAt, &v.Default)
+	err := row.Scan(&v.Version, &v.Description, &def, &tools, &v.DeployedAt, &v.Default, &v.ArchivedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
@@ -270,6 +285,6 @@ func scanVersion(row pgx.Row, tenant, name string) (*agent.Version, error) {
 	if err := json.Unmarshal(tools, &v.Tools); err != nil {
 		return nil, fmt.Errorf("decode agent version tools: %w", err)
 	}
-	v.DeployedAt = v.DeployedAt.UTC()
+	v.DeployedAt, v.ArchivedAt = v.DeployedAt.UTC(), utcPtr(v.ArchivedAt)
 	return &v, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -98,20 +99,12 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 	var c auth.Client
 	err := db.read(ctx, func(tx querier) error {
-		var scopes []byte
-		err := tx.QueryRow(ctx, `SELECT id, tenant, name, secret_hash, scopes, created_at
-			FROM oauth_clients WHERE id = $1`, id).Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &c.CreatedAt)
+		var err error
+		c, err = scanClient(tx.QueryRow(ctx, clientQuery+`WHERE c.id = $1`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return problem.New(problem.NotFound, "no client with id %q", id)
 		}
-		if err != nil {
-			return fmt.Errorf("load client: %w", err)
-		}
-		c.CreatedAt = c.CreatedAt.UTC()
-		if err := json.Unmarshal(scopes, &c.Scopes); err != nil {
-			return fmt.Errorf("decode client scopes: %w", err)
-		}
-		return nil
+		return err
 	})
 	return c, err
 }
@@ -131,4 +124,80 @@ func (db *DB) ServerSecret(ctx context.Context, name string, value []byte) ([]by
 		return nil
 	})
 	return got, err
+}
+
+// clientQuery selects clients with when they were revoked (NULL when not).
+const clientQuery = `SELECT c.id, c.tenant, c.name, c.secret_hash, c.scopes, c.created_at, r.revoked_at
+	FROM oauth_clients c LEFT JOIN revoked_clients r ON r.client_id = c.id `
+
+func scanClient(row pgx.Row) (auth.Client, error) {
+	var (
+		c      auth.Client
+		scopes []byte
+	)
+	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &c.CreatedAt, &c.RevokedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, err
+	}
+	if err != nil {
+		return c, fmt.Errorf("load client: %w", err)
+	}
+	c.CreatedAt, c.RevokedAt = c.CreatedAt.UTC(), utcPtr(c.RevokedAt)
+	if err := json.Unmarshal(scopes, &c.Scopes); err != nil {
+		return c, fmt.Errorf("decode client scopes: %w", err)
+	}
+	return c, nil
+}
+
+// ListClients returns the clients of a tenant ("" = every tenant),
+// ordered by tenant and id.
+func (db *DB) ListClients(ctx context.Context, tenant string) ([]auth.Client, error) {
+	var cs []auth.Client
+	err := db.read(ctx, func(tx querier) error {
+		rows, err := tx.Query(ctx, clientQuery+`WHERE $1 = '' OR c.tenant = $1 ORDER BY c.tenant, c.id`, tenant)
+		if err != nil {
+			return fmt.Errorf("list clients: %w", err)
+		}
+		cs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (auth.Client, error) { return scanClient(row) })
+		return err
+	})
+	return cs, err
+}
+
+// RevokeClient adds a client to the revocation list, appending rec in the
+// same transaction; problem.NotFound for an unknown client. A client
+// revoked already keeps its first revocation, and rec is not appended.
+func (db *DB) RevokeClient(ctx context.Context, id string, at time.Time, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO revoked_clients (client_id, tenant, revoked_at)
+			SELECT id, tenant, $2 FROM oauth_clients WHERE id = $1 ON CONFLICT (client_id) DO NOTHING`, id, micro(at))
+		if err != nil {
+			return fmt.Errorf("revoke client: %w", err)
+		}
+		if tag.RowsAffected() > 0 {
+			tx.Audit(rec)
+			return nil
+		}
+		var one int
+		err = tx.QueryRow(ctx, `SELECT 1 FROM oauth_clients WHERE id = $1`, id).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.New(problem.NotFound, "no client with id %q (agentplane clients list shows them)", id)
+		}
+		return err
+	})
+}
+
+// RevokedClients returns the ids of every revoked client.
+func (db *DB) RevokedClients(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := db.read(ctx, func(tx querier) error {
+		rows, err := tx.Query(ctx, `SELECT client_id FROM revoked_clients`)
+		if err != nil {
+			return fmt.Errorf("load revoked clients: %w", err)
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
 }

@@ -88,7 +88,7 @@ func (db *DB) DeleteModel(ctx context.Context, tenant, name string, rec *audit.R
 		err = tx.QueryRow(ctx, `SELECT agent, version FROM agent_version_models
 			WHERE tenant = $1 AND model = $2 ORDER BY agent, version LIMIT 1`, tenant, name).Scan(&agent, &version)
 		if err == nil {
-			return problem.New(problem.Conflict, "model %q is used by agent %q version %q", name, agent, version)
+			return problem.New(problem.Conflict, "model %q is used by agent %q version %q: archive that version first (DELETE /v1/agents/%s@%s)", name, agent, version, agent, version)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("check model use: %w", err)

@@ -95,7 +95,7 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 		err = tx.QueryRow(ctx, `SELECT agent, version FROM agent_version_tools
 			WHERE tenant = $1 AND tool_name = $2 ORDER BY agent, version LIMIT 1`, tenant, name).Scan(&agent, &version)
 		if err == nil {
-			return problem.New(problem.Conflict, "tool %q is used by agent %q version %q", name, agent, version)
+			return problem.New(problem.Conflict, "tool %q is used by agent %q version %q: archive that version first (DELETE /v1/agents/%s@%s)", name, agent, version, agent, version)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("check tool use: %w", err)

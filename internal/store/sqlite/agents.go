@@ -21,14 +21,14 @@ var _ agent.VersionStore = (*DB)(nil)
 // highest seq. The caller appends the rest of the WHERE clause.
 const agentQuery = `SELECT a.name, a.default_version, a.created_at, a.updated_at,
 		(SELECT count(*) FROM agent_versions c WHERE c.tenant = a.tenant AND c.name = a.name),
-		l.version, l.description
+		l.version, l.description, a.archived_at
 	FROM agents a JOIN agent_versions l ON l.tenant = a.tenant AND l.name = a.name
 		AND l.seq = (SELECT max(seq) FROM agent_versions m WHERE m.tenant = a.tenant AND m.name = a.name)
 	WHERE a.tenant = ? AND `
 
 // versionQuery selects versions with whether each is its agent's default.
 const versionQuery = `SELECT v.version, v.description, v.definition, v.tools, v.deployed_at,
-		v.version = a.default_version
+		v.version = a.default_version, v.archived_at
 	FROM agent_versions v JOIN agents a ON a.tenant = v.tenant AND a.name = v.name
 	WHERE v.tenant = ? AND v.name = ? `
 
@@ -52,9 +52,9 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 	var isDefault bool
 	err = db.write(ctx, func(tx dbtx) error {
 		version, isDefault = v.Version, promote
-		var def string
-		err := tx.QueryRowContext(ctx, `SELECT default_version FROM agents WHERE tenant = ? AND name = ?`,
-			v.Tenant, v.Name).Scan(&def)
+		var def, archived string
+		err := tx.QueryRowContext(ctx, `SELECT default_version, archived_at FROM agents WHERE tenant = ? AND name = ?`,
+			v.Tenant, v.Name).Scan(&def, &archived)
 		first := err == sql.ErrNoRows
 		if err != nil && !first {
 			return fmt.Errorf("load agent: %w", err)
@@ -81,8 +81,11 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 			isDefault = true
 			_, err = tx.ExecContext(ctx, `INSERT INTO agents (tenant, name, default_version, created_at, updated_at)
 				VALUES (?, ?, ?, ?, ?)`, v.Tenant, v.Name, version, deployed, deployed)
-		case promote:
-			_, err = tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
+		case promote, archived != "":
+			// A deployment revives an archived agent with this version
+			// as its default.
+			isDefault = true
+			_, err = tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?, archived_at = ''
 				WHERE tenant = ? AND name = ?`, version, deployed, v.Tenant, v.Name)
 		default:
 			_, err = tx.ExecContext(ctx, `UPDATE agents SET updated_at = ? WHERE tenant = ? AND name = ?`,
@@ -151,13 +154,13 @@ func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec 
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
 			WHERE tenant = ? AND name = ?
-			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = ? AND name = ? AND version = ?)`,
+			  AND EXISTS (SELECT 1 FROM agent_versions WHERE tenant = ? AND name = ? AND version = ? AND archived_at = '')`,
 			version, now, tenant, name, tenant, name, version)
 		if err != nil {
 			return fmt.Errorf("set default version: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, missingVersion(ctx, tx, tenant, name, version))
+			return errors.Join(err, missingLiveVersion(ctx, tx, tenant, name, version))
 		}
 		return appendAudit(ctx, tx, rec)
 	})
@@ -193,12 +196,22 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 	return v, err
 }
 
-// ListAgents returns agents ordered by name, after the given name.
+// ListAgents returns the live agents ordered by name, after the given name.
 func (db *DB) ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
+	return db.listAgents(ctx, tenant, after, limit, `a.archived_at = '' AND `)
+}
+
+// ListAllAgents returns agents, archived ones too, ordered by name, after
+// the given name.
+func (db *DB) ListAllAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error) {
+	return db.listAgents(ctx, tenant, after, limit, "")
+}
+
+func (db *DB) listAgents(ctx context.Context, tenant, after string, limit int, live string) ([]*agent.Agent, error) {
 	limit = page.Size(limit)
 	var as []*agent.Agent
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, agentQuery+`a.name > ? ORDER BY a.name LIMIT ?`, tenant, after, limit)
+		rows, err := tx.QueryContext(ctx, agentQuery+live+`a.name > ? ORDER BY a.name LIMIT ?`, tenant, after, limit)
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
 		}
@@ -264,8 +277,8 @@ func agentNotFound(name string) error {
 
 func scanAgent(s scanner, tenant string) (*agent.Agent, error) {
 	a := agent.Agent{Tenant: tenant}
-	var created, updated string
-	err := s.Scan(&a.Name, &a.DefaultVersion, &created, &updated, &a.Versions, &a.LatestVersion, &a.Description)
+	var created, updated, archived string
+	err := s.Scan(&a.Name, &a.DefaultVersion, &created, &updated, &a.Versions, &a.LatestVersion, &a.Description, &archived)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -278,13 +291,16 @@ func scanAgent(s scanner, tenant string) (*agent.Agent, error) {
 	if a.UpdatedAt, err = parseTime(updated); err != nil {
 		return nil, err
 	}
+	if a.ArchivedAt, err = parseOptionalTime(archived); err != nil {
+		return nil, err
+	}
 	return &a, nil
 }
 
 func scanVersion(s scanner, tenant, name string) (*agent.Version, error) {
 	v := agent.Version{Tenant: tenant, Name: name}
-	var def, tools, deployed string
-	err := s.Scan(&v.Version, &v.Description, &def, &tools, &deployed, &v.Default)
+	var def, tools, deployed, archived string
+	err := s.Scan(&v.Version, &v.Description, &def, &tools, &deployed, &v.Default, &archived)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}
@@ -296,6 +312,9 @@ func scanVersion(s scanner, tenant, name string) (*agent.Version, error) {
 		return nil, fmt.Errorf("decode agent version tools: %w", err)
 	}
 	if v.DeployedAt, err = parseTime(deployed); err != nil {
+		return nil, err
+	}
+	if v.ArchivedAt, err = parseOptionalTime(archived); err != nil {
 		return nil, err
 	}
 	return &v, nil

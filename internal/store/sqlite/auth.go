@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
@@ -96,19 +98,11 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 	var c auth.Client
 	err := db.query(ctx, func(tx dbtx) error {
-		var scopes, created string
-		err := tx.QueryRowContext(ctx, `SELECT id, tenant, name, secret_hash, scopes, created_at
-			FROM oauth_clients WHERE id = ?`, id).Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &created)
+		var err error
+		c, err = scanClient(tx.QueryRowContext(ctx, clientQuery+`WHERE c.id = ?`, id))
 		if err == sql.ErrNoRows {
 			return problem.New(problem.NotFound, "no client with id %q", id)
 		}
-		if err != nil {
-			return fmt.Errorf("load client: %w", err)
-		}
-		if err := json.Unmarshal([]byte(scopes), &c.Scopes); err != nil {
-			return fmt.Errorf("decode client scopes: %w", err)
-		}
-		c.CreatedAt, err = parseTime(created)
 		return err
 	})
 	return c, err
@@ -129,4 +123,96 @@ func (db *DB) ServerSecret(ctx context.Context, name string, value []byte) ([]by
 		return nil
 	})
 	return got, err
+}
+
+// clientQuery selects clients with when they were revoked (” when not).
+const clientQuery = `SELECT c.id, c.tenant, c.name, c.secret_hash, c.scopes, c.created_at, coalesce(r.revoked_at, '')
+	FROM oauth_clients c LEFT JOIN revoked_clients r ON r.client_id = c.id `
+
+func scanClient(s scanner) (auth.Client, error) {
+	var (
+		c                        auth.Client
+		scopes, created, revoked string
+	)
+	err := s.Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &created, &revoked)
+	if err == sql.ErrNoRows {
+		return c, err
+	}
+	if err != nil {
+		return c, fmt.Errorf("load client: %w", err)
+	}
+	if err := json.Unmarshal([]byte(scopes), &c.Scopes); err != nil {
+		return c, fmt.Errorf("decode client scopes: %w", err)
+	}
+	if c.CreatedAt, err = parseTime(created); err != nil {
+		return c, err
+	}
+	c.RevokedAt, err = parseOptionalTime(revoked)
+	return c, err
+}
+
+// ListClients returns the clients of a tenant ("" = every tenant),
+// ordered by tenant and id.
+func (db *DB) ListClients(ctx context.Context, tenant string) ([]auth.Client, error) {
+	var cs []auth.Client
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, clientQuery+`WHERE ? = '' OR c.tenant = ? ORDER BY c.tenant, c.id`, tenant, tenant)
+		if err != nil {
+			return fmt.Errorf("list clients: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			c, err := scanClient(rows)
+			if err != nil {
+				return err
+			}
+			cs = append(cs, c)
+		}
+		return rows.Err()
+	})
+	return cs, err
+}
+
+// RevokeClient adds a client to the revocation list, appending rec in the
+// same transaction; problem.NotFound for an unknown client. A client
+// revoked already keeps its first revocation, and rec is not appended.
+func (db *DB) RevokeClient(ctx context.Context, id string, at time.Time, rec *audit.Record) error {
+	db.prepareAudit(rec)
+	return db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO revoked_clients (client_id, tenant, revoked_at)
+			SELECT id, tenant, ? FROM oauth_clients WHERE id = ? ON CONFLICT (client_id) DO NOTHING`, fmtTime(at), id)
+		if err != nil {
+			return fmt.Errorf("revoke client: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return errors.Join(err, appendAudit(ctx, tx, rec))
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM oauth_clients WHERE id = ?`, id).Scan(&one)
+		if err == sql.ErrNoRows {
+			return problem.New(problem.NotFound, "no client with id %q (agentplane clients list shows them)", id)
+		}
+		return err
+	})
+}
+
+// RevokedClients returns the ids of every revoked client.
+func (db *DB) RevokedClients(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT client_id FROM revoked_clients`)
+		if err != nil {
+			return fmt.Errorf("load revoked clients: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("load revoked clients: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	return ids, err
 }

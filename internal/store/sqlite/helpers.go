@@ -72,3 +72,15 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// parseOptionalTime reads a time stored as ” when unset.
+func parseOptionalTime(s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := parseTime(s)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}

@@ -143,7 +143,7 @@ func testModelDeleteInUse(t *testing.T, s Store, _ Hooks) {
 
 	err := s.DeleteModel(ctx, "acme", "gpt", record("acme", "model.delete", 1))
 	wantCode(t, err, problem.Conflict, "delete a model an agent version names")
-	if want := `model "gpt" is used by agent "triage" version "1"`; problem.As(err).Detail != want {
+	if want := `model "gpt" is used by agent "triage" version "1": archive that version first (DELETE /v1/agents/triage@1)`; problem.As(err).Detail != want {
 		t.Errorf("conflict = %q, want it to say %q", err, want)
 	}
 	must(t, s.DeleteModel(ctx, "acme", "claude", nil), "delete a model only another tenant's agent names")

@@ -29,6 +29,7 @@ import (
 type Store interface {
 	audit.Store
 	auth.Store
+	auth.RevocationStore
 	idempotency.Store
 	tool.Store
 	model.Store
@@ -86,6 +87,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
 		{"SigningKeys", testSigningKeys},
 		{"Clients", testClients},
+		{"ClientRevocation", testClientRevocation},
 		{"ServerSecrets", testServerSecrets},
 		{"AgentDeploy", testAgentDeploy},
 		{"AgentAutoVersion", testAgentAutoVersion},
@@ -96,6 +98,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AgentList", testAgentList},
 		{"AgentToolInUse", testAgentToolInUse},
 		{"AgentConcurrentDeploy", testAgentConcurrentDeploy},
+		{"AgentArchiveVersion", testAgentArchiveVersion},
+		{"AgentArchiveWhole", testAgentArchiveWhole},
 		{"WorkflowLifecycle", testWorkflowLifecycle},
 		{"WorkflowAppendSteps", testWorkflowAppendSteps},
 		{"WorkflowFinishWithLastSteps", testWorkflowFinishWithLastSteps},

@@ -1,0 +1,133 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// DefaultRevocationTTL is how long a replica trusts the revocation list it
+// loaded: a revoked client's tokens stop working on every replica within it
+// (SPEC §4 "Data lifecycle and governance": at most 30 s).
+const DefaultRevocationTTL = 30 * time.Second
+
+// RevocationStore keeps the OAuth clients' revocation list.
+type RevocationStore interface {
+	// ListClients returns the clients of a tenant ("" = every tenant),
+	// ordered by tenant and id, with RevokedAt set for revoked ones.
+	ListClients(ctx context.Context, tenant string) ([]Client, error)
+	// RevokeClient adds the client to the revocation list at at, appending
+	// rec in the same transaction; problem.NotFound for an unknown client.
+	// A client revoked already stays as it was and rec is not appended.
+	RevokeClient(ctx context.Context, id string, at time.Time, rec *audit.Record) error
+	// RevokedClients returns the ids of every revoked client.
+	RevokedClients(ctx context.Context) ([]string, error)
+}
+
+// RevokeClient revokes a client: the token endpoint refuses it at once and
+// every replica refuses its tokens within its RevokingVerifier's ttl. rec,
+// when not nil, is appended to the client's tenant's chain with the
+// revocation; its empty Tenant, Action and Resource are filled in here. It
+// returns the client as revoked (its first revocation when it was revoked
+// already).
+func RevokeClient(ctx context.Context, store interface {
+	Store
+	RevocationStore
+}, id string, at time.Time, rec *audit.Record) (Client, error) {
+	c, err := store.Client(ctx, id)
+	if problem.Is(err, problem.NotFound) {
+		return Client{}, problem.New(problem.NotFound, "no client with id %q (agentplane clients list shows them)", id)
+	}
+	if err != nil {
+		return Client{}, err
+	}
+	if c.RevokedAt != nil {
+		return c, nil
+	}
+	if rec != nil {
+		if rec.Tenant == "" {
+			rec.Tenant = c.Tenant
+		}
+		if rec.Action == "" {
+			rec.Action = "client.revoke"
+		}
+		if rec.Resource.ID == "" {
+			rec.Resource = audit.Resource{Type: "client", ID: c.ID}
+		}
+	}
+	if err := store.RevokeClient(ctx, id, at, rec); err != nil {
+		return Client{}, fmt.Errorf("revoke client: %w", err)
+	}
+	return store.Client(ctx, id)
+}
+
+// RevokingVerifier refuses the tokens of revoked clients. It keeps the
+// store's revocation list in memory and loads it again once it is older
+// than ttl, so a revocation reaches every replica within ttl. When the
+// list cannot be loaded the tokens of clients are refused (503) rather
+// than trusted on a list older than ttl.
+type RevokingVerifier struct {
+	next  Verifier
+	store interface {
+		RevokedClients(ctx context.Context) ([]string, error)
+	}
+	ttl time.Duration
+	now func() time.Time
+
+	mu       sync.Mutex
+	revoked  map[string]bool
+	loadedAt time.Time
+}
+
+// NewRevokingVerifier wraps next; ttl ≤ 0 means DefaultRevocationTTL.
+func NewRevokingVerifier(next Verifier, store interface {
+	RevokedClients(ctx context.Context) ([]string, error)
+}, ttl time.Duration, now func() time.Time) *RevokingVerifier {
+	if ttl <= 0 {
+		ttl = DefaultRevocationTTL
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &RevokingVerifier{next: next, store: store, ttl: ttl, now: now}
+}
+
+// TTL is how long a loaded revocation list is trusted.
+func (v *RevokingVerifier) TTL() time.Duration { return v.ttl }
+
+// Verify verifies raw with next and refuses it when its client is revoked.
+func (v *RevokingVerifier) Verify(ctx context.Context, raw string) (Principal, error) {
+	p, err := v.next.Verify(ctx, raw)
+	if err != nil || p.ClientID == "" {
+		return p, err
+	}
+	revoked, err := v.isRevoked(ctx, p.ClientID)
+	if err != nil {
+		return Principal{}, problem.Wrap(problem.Unavailable, err, "the client revocation list cannot be read; retry shortly")
+	}
+	if revoked {
+		return Principal{}, unauthenticated("the token's client is revoked", nil)
+	}
+	return p, nil
+}
+
+func (v *RevokingVerifier) isRevoked(ctx context.Context, clientID string) (bool, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if now := v.now(); v.revoked == nil || !now.Before(v.loadedAt.Add(v.ttl)) {
+		ids, err := v.store.RevokedClients(ctx)
+		if err != nil {
+			return false, err
+		}
+		v.revoked = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			v.revoked[id] = true
+		}
+		v.loadedAt = now
+	}
+	return v.revoked[clientID], nil
+}
