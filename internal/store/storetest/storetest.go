@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -38,6 +39,7 @@ type Store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	siem.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -79,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AuditConcurrent", testAuditConcurrent},
 		{"AuditTamper", testAuditTamper},
 		{"AuditUnstorableText", testAuditUnstorableText},
+		{"AuditSinks", testAuditSinks},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyExpiryTakeover", testIdempotencyExpiryTakeover},
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
