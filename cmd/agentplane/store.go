@@ -13,6 +13,7 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -32,6 +33,7 @@ type store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	siem.Store
 	Close() error
 }
 

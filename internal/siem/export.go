@@ -22,11 +22,12 @@ type Scanner interface {
 }
 
 // Batch is records of one tenant as OCSF events, one JSON line each, and
-// the seq of the last.
+// the seqs of the first and the last (LastSeq is the cursor it started
+// after when it holds none).
 type Batch struct {
-	Tenant  string
-	Lines   [][]byte
-	LastSeq int64
+	Tenant            string
+	Lines             [][]byte
+	FirstSeq, LastSeq int64
 }
 
 // Read maps up to limit of the tenant's records after afterSeq, in seq
@@ -42,6 +43,9 @@ func (m Mapper) Read(ctx context.Context, s Scanner, tenant string, afterSeq int
 		line, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("encode audit record %d: %w", r.Seq, err)
+		}
+		if len(b.Lines) == 0 {
+			b.FirstSeq = r.Seq
 		}
 		b.Lines = append(b.Lines, line)
 		b.LastSeq = r.Seq
