@@ -156,7 +156,7 @@ type HTTPResponse struct {
 
 // Unmapped holds what OCSF 1.4.0 has no attribute for: the record's place
 // in its hash chain (OCSF has no integrity fields for a log chain), its
-// outcome and workflow.
+// outcome, workflow and details.
 type Unmapped struct {
 	Seq        int64  `json:"seq"`
 	Hash       string `json:"hash"`
@@ -164,6 +164,9 @@ type Unmapped struct {
 	Outcome    string `json:"outcome"`
 	WorkflowID string `json:"workflow_id,omitempty"`
 	TraceID    string `json:"trace_id,omitempty"`
+	// Details are the record's details (never a secret or a body): a
+	// workflow step's action and status, a tool call's operation.
+	Details json.RawMessage `json:"details,omitempty"`
 }
 
 // Mapper turns audit records into OCSF events for one product version.
@@ -198,7 +201,7 @@ func (m Mapper) Event(r audit.Record) (Event, error) {
 			LogName: "audit", Product: Product{Name: "agentplane", VendorName: "agentplane", Version: m.Version},
 		},
 		Unmapped: Unmapped{Seq: r.Seq, Hash: r.Hash, PrevHash: r.PrevHash, Outcome: r.Outcome,
-			WorkflowID: r.WorkflowID, TraceID: r.TraceID},
+			WorkflowID: r.WorkflowID, TraceID: r.TraceID, Details: r.Details},
 	}
 	if r.Status != 0 {
 		e.StatusCode = strconv.Itoa(r.Status)
