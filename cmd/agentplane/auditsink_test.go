@@ -279,3 +279,22 @@ func TestRsyslogReceivesEveryAuditRecordInOrderAcrossRestarts(t *testing.T) {
 		t.Errorf("/metrics has no lag of the sink")
 	}
 }
+
+func TestServeRefusesABadAuditSink(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--audit-sink", "udp://siem.example:514"}, `--audit-sink "udp://siem.example:514": unknown scheme "udp": use one of syslog+tcp, syslog+tls, https`},
+		{[]string{"--audit-sink", "syslog+tcp://127.0.0.1:514"}, "loopback"},
+		{[]string{"--audit-sink", "https://siem.example/ingest"}, "--audit-sink-secret-ref"},
+		{[]string{"--audit-sink-ca-file", "ca.pem"}, "give it too"},
+		{[]string{"--audit-sink", "syslog+tls://siem.example:6514", "--audit-sink-ca-file", "/nonexistent/ca.pem"}, "--audit-sink-ca-file"},
+	} {
+		args := append([]string{"serve", "--data", t.TempDir(), "--addr", freeAddr(t)}, tc.args...)
+		err := run(t.Context(), args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want it to say %q", tc.args, err, tc.want)
+		}
+	}
+}
