@@ -22,11 +22,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/siem"
+	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 )
 
@@ -163,7 +165,46 @@ func inOrder(t *testing.T, tenant string, seqs []int64, n int64) {
 	}
 }
 
-func appendN(t *testing.T, db *sqlite.DB, tenant string, n int) {
+// gauge is the value of a metric with one series.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no single series of %s", name)
+	return 0
+}
+
+// store is a real store of either engine.
+type store interface {
+	siem.Store
+	AppendAudit(ctx context.Context, recs ...*audit.Record) error
+}
+
+// engines open a new store of each engine (PostgreSQL when
+// AGENTPLANE_TEST_DATABASE_URL is set).
+var engines = []struct {
+	name string
+	open func(t *testing.T) store
+}{
+	{"sqlite", func(t *testing.T) store { return sqlite.NewTestDB(t) }},
+	{"postgres", func(t *testing.T) store {
+		db, err := postgres.Open(t.Context(), postgres.NewTestDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}},
+}
+
+func appendN(t *testing.T, db store, tenant string, n int) {
 	t.Helper()
 	for i := range n {
 		rec := &audit.Record{Tenant: tenant, Actor: audit.Actor{Sub: "alice"}, Action: "tool.read", Outcome: audit.Success,
@@ -203,7 +244,12 @@ func drain(t *testing.T, p *siem.Pusher, s siem.Sink) error {
 }
 
 func TestSyslogSinkDeliversEveryChainInOrderAcrossAReceiverRestart(t *testing.T) {
-	db := sqlite.NewTestDB(t)
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { syslogAcrossRestart(t, e.open(t)) })
+	}
+}
+
+func syslogAcrossRestart(t *testing.T, db store) {
 	rcv := listen(t, "127.0.0.1:0", nil)
 	addr := rcv.ln.Addr().String()
 	sink, err := siem.ParseSink(t.Context(), "syslog+tcp://"+addr, options(loopback(t)))
@@ -211,7 +257,8 @@ func TestSyslogSinkDeliversEveryChainInOrderAcrossAReceiverRestart(t *testing.T)
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	p := &siem.Pusher{Store: db, Batch: 7, Owner: "replica-a"}
+	reg := prometheus.NewRegistry()
+	p := &siem.Pusher{Store: db, Batch: 7, Owner: "replica-a", Metrics: siem.NewMetrics(reg)}
 
 	appendN(t, db, "acme", 20)
 	appendN(t, db, "globex", 3)
@@ -228,6 +275,9 @@ func TestSyslogSinkDeliversEveryChainInOrderAcrossAReceiverRestart(t *testing.T)
 	if err := drain(t, p, sink); err == nil {
 		t.Fatal("a pass to a stopped receiver succeeded")
 	}
+	if lag := gauge(t, reg, "agentplane_audit_sink_lag_records"); lag != 5 {
+		t.Errorf("lag while the receiver is down: %v, want 5", lag)
+	}
 	cursors, err := db.SinkCursors(t.Context(), sink.Name())
 	if err != nil || cursors["acme"] != 20 {
 		t.Fatalf("cursor after a failed pass: %v (%v), want acme at 20", cursors, err)
@@ -236,6 +286,9 @@ func TestSyslogSinkDeliversEveryChainInOrderAcrossAReceiverRestart(t *testing.T)
 	back := listen(t, addr, nil)
 	if err := drain(t, p, sink); err != nil {
 		t.Fatal(err)
+	}
+	if lag := gauge(t, reg, "agentplane_audit_sink_lag_records"); lag != 0 {
+		t.Errorf("lag once caught up: %v, want 0", lag)
 	}
 	got = seqsByTenant(back.events(t))
 	if len(got["acme"]) == 0 || got["acme"][0] != 21 {
