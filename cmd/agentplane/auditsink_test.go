@@ -269,6 +269,28 @@ func TestRsyslogReceivesEveryAuditRecordInOrderAcrossRestarts(t *testing.T) {
 	repeats := waitReceived(t, syslog, facts, chain, 60*time.Second)
 	t.Logf("rsyslog received the %d records of acme's chain in order (%d sent twice after a failure)", len(chain), repeats)
 
+	// The CLI exports the same chain, page after page, and resumes from
+	// the cursor it printed.
+	e := &cliEnv{t: t, url: b.base, config: t.TempDir(), dir: t.TempDir(), token: tok}
+	stdout, stderr, code := e.run("audit", "export", "--limit", "7")
+	if code != 0 {
+		t.Fatalf("audit export: exit %d: %s", code, stderr)
+	}
+	var lines []json.RawMessage
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		lines = append(lines, json.RawMessage(l))
+	}
+	if got, repeats := received(t, facts, lines, "acme", chain); got != len(chain) || repeats != 0 {
+		t.Fatalf("audit export printed %d of the %d records (%d twice)", got, len(chain), repeats)
+	}
+	cursor := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(stderr), "next cursor:"))
+	more := e.ok("audit", "export", "--cursor", cursor)
+	var first siem.Event
+	if err := json.Unmarshal([]byte(strings.SplitN(more, "\n", 2)[0]), &first); err != nil || first.API.Operation != "audit.export" ||
+		first.Metadata.Sequence != int64(len(lines))+1 {
+		t.Errorf("export from the printed cursor %q starts with %+v (%v), want the first export's own record, seq %d", cursor, first, err, len(lines)+1)
+	}
+
 	resp, err := http.Get(b.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
