@@ -153,15 +153,16 @@ func (p *Pusher) run(ctx context.Context, s Sink) {
 	}
 }
 
-// Pass takes or renews the sink's lease and, holding it, delivers one
-// batch of each tenant whose chain is ahead of the sink's cursor, moving
-// the cursor after each. more says some tenant had more than a batch.
+// Pass takes or renews the sink's lease, sets the sink's lag and, holding
+// the lease, delivers one batch of each tenant whose chain is ahead of the
+// sink's cursor, moving the cursor after each. more says some tenant had
+// more than a batch.
 func (p *Pusher) Pass(ctx context.Context, s Sink) (more bool, err error) {
 	p.defaults()
 	name := s.Name()
 	now := p.Now()
 	held, err := p.Store.ClaimSink(ctx, name, p.Owner, now, now.Add(p.Lease))
-	if err != nil || !held {
+	if err != nil {
 		return false, err
 	}
 	heads, err := p.Store.AuditHeads(ctx)
@@ -180,7 +181,10 @@ func (p *Pusher) Pass(ctx context.Context, s Sink) (more bool, err error) {
 			behind = append(behind, tenant)
 		}
 	}
-	p.setLag(name, lag)
+	p.setLag(name, lag) // on every replica, holding the lease or not
+	if !held {
+		return false, nil
+	}
 	slices.Sort(behind)
 	deadline := now.Add(p.Lease / 2)
 	for _, tenant := range behind {
