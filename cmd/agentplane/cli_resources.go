@@ -494,7 +494,7 @@ while a schedule invokes it (docs/agents.md).`,
 }
 
 func (c *cli) auditCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "audit", Short: "Query and verify the tenant's audit log"}
+	cmd := &cobra.Command{Use: "audit", Short: "Query, verify and export the tenant's audit log"}
 	// The filters of GET /v1/audit/query, each with its own help.
 	filters := []struct{ name, help string }{
 		{"actor", "only records of this subject (a person's sub, or a client's id)"},
@@ -571,7 +571,7 @@ func (c *cli) auditCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(q, verify)
+	cmd.AddCommand(q, verify, c.auditExportCommand())
 	return cmd
 }
 

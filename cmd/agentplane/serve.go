@@ -37,6 +37,7 @@ type serveConfig struct {
 	tools  toolFlags
 	run    runFlags
 	keep   retentionFlags
+	sinks  auditSinkFlags
 
 	oidcIssuer  string
 	audience    string
@@ -93,6 +94,7 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	c.tools.register(f)
 	c.run.register(f)
 	c.keep.register(f)
+	c.sinks.register(f)
 	f.StringVar(&c.issuer.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&c.issuer.publicURL, "public-url", "", "public base URL of the server, for links and the token issuer (default http://<addr>)")
 	f.StringVar(&c.oidcIssuer, "oidc-issuer", "", "external OpenID Connect issuer URL; turns the embedded issuer off")
@@ -269,6 +271,15 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	sweeper := &retention.Sweeper{Store: st, Policy: keep, Owner: runner.Owner(),
 		Every: c.keep.every, Logger: logger, Deleted: deleted}
 	background.Go(func() { sweeper.Run(ctx) })
+	// Every replica runs the audit sinks' pusher; a lease per sink has one
+	// push it at a time (docs/audit.md).
+	auditPusher, err := newAuditPusher(ctx, c.sinks, st, parts, reg, runner.Owner(), logger)
+	if err != nil {
+		return err
+	}
+	if auditPusher != nil {
+		background.Go(func() { auditPusher.Run(ctx) })
+	}
 	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost, Now: time.Now,
 		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}
 

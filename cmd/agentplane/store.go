@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -36,6 +37,7 @@ type store interface {
 	webhook.Store
 	retention.Store
 	auth.RevocationStore
+	siem.Store
 	Close() error
 }
 

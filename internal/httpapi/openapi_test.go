@@ -512,6 +512,8 @@ func TestConformAudit(t *testing.T) {
 		call{name: "bad post query", method: "POST", path: "/v1/audit/query", pattern: "POST /v1/audit/query", token: tok,
 			body: map[string]any{"outcome": "maybe", "limit": 5000}, status: 422},
 		call{name: "verify", method: "GET", path: "/v1/audit/verify", pattern: "GET /v1/audit/verify", token: tok, status: 200},
+		call{name: "export", method: "GET", path: "/v1/audit/export?format=ocsf&limit=2", pattern: "GET /v1/audit/export", token: tok, status: 200},
+		call{name: "export other format", method: "GET", path: "/v1/audit/export?format=cef", pattern: "GET /v1/audit/export", token: tok, status: 422},
 	)
 }
 

@@ -119,5 +119,6 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
 		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},
 		{pattern: "GET /v1/audit/verify", scope: auth.ScopeAuditRead, action: "audit.verify", resource: "audit", h: handleAuditVerify(d.Store)},
+		{pattern: "GET /v1/audit/export", scope: auth.ScopeAuditRead, action: "audit.export", resource: "audit", h: handleAuditExport(d.Store, s.cfg.Version)},
 	}
 }

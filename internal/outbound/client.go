@@ -60,6 +60,7 @@ type Options struct {
 type Client struct {
 	opts      Options
 	transport http.RoundTripper
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New returns a client with opts, defaults filled in.
@@ -82,9 +83,10 @@ func New(opts Options) *Client {
 		KeepAlive:      30 * time.Second,
 		ControlContext: c.control,
 	}
+	c.dial = c.dialContext(dialer)
 	base := &http.Transport{
 		Proxy:             nil, // a proxy would dial on our behalf, past the check
-		DialContext:       c.dialContext(dialer),
+		DialContext:       c.dial,
 		ForceAttemptHTTP2: true,
 		// Many workflows call the same business API or model at once;
 		// keeping their connections saves a dial (and a TLS handshake)
@@ -100,6 +102,12 @@ func New(opts Options) *Client {
 	// records the full URL, and a query parameter may be an API key.
 	c.transport = otelhttp.NewTransport(credentialTransport{base: base})
 	return c
+}
+
+// DialContext dials a TCP connection under the address policy, as every
+// request of the client does: for protocols other than HTTP (syslog).
+func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.dial(ctx, network, addr)
 }
 
 // Options returns the client's options with defaults filled in.

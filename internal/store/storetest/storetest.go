@@ -20,6 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -41,6 +42,7 @@ type Store interface {
 	schedule.Store
 	webhook.Store
 	retention.Store
+	siem.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -82,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AuditConcurrent", testAuditConcurrent},
 		{"AuditTamper", testAuditTamper},
 		{"AuditUnstorableText", testAuditUnstorableText},
+		{"AuditSinks", testAuditSinks},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyExpiryTakeover", testIdempotencyExpiryTakeover},
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
