@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -38,6 +39,7 @@ type Store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	redact.KeyStore
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -85,6 +87,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"SigningKeys", testSigningKeys},
 		{"Clients", testClients},
 		{"ServerSecrets", testServerSecrets},
+		{"RedactionKeys", testRedactionKeys},
 		{"AgentDeploy", testAgentDeploy},
 		{"AgentAutoVersion", testAgentAutoVersion},
 		{"AgentVersionConflict", testAgentVersionConflict},
