@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/store/postgres"
@@ -32,6 +33,7 @@ type store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	redact.KeyStore
 	Close() error
 }
 

@@ -48,6 +48,12 @@ func (m *Masker) Fields(doc any, root string, fields []string) any {
 	if m == nil {
 		return doc
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fields(doc, root, fields)
+}
+
+func (m *Masker) fields(doc any, root string, fields []string) any {
 	for _, f := range fields {
 		r, tokens, err := parseField(f)
 		if err != nil || r != root {
@@ -102,20 +108,26 @@ func (m *Masker) Strings(v any, detect []string) any {
 	if m == nil {
 		return v
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.strings(v, detect)
+}
+
+func (m *Masker) strings(v any, detect []string) any {
 	switch x := v.(type) {
 	case string:
-		return m.Text(x, detect)
+		return m.text(x, detect)
 	case map[string]any:
 		for k, e := range x {
-			nk := m.Text(k, detect)
+			nk := m.text(k, detect)
 			if nk != k {
 				delete(x, k)
 			}
-			x[nk] = m.Strings(e, detect)
+			x[nk] = m.strings(e, detect)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = m.Strings(e, detect)
+			x[i] = m.strings(e, detect)
 		}
 	}
 	return v
@@ -142,16 +154,18 @@ func (m *Masker) JSON(raw json.RawMessage, root string, fields, detect []string)
 	if m == nil || len(raw) == 0 {
 		return raw
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	before := m.masked
 	v, ok := Decode(raw)
 	if !ok {
-		s := m.Text(string(raw), detect)
+		s := m.text(string(raw), detect)
 		if m.masked == before {
 			return raw
 		}
 		return json.RawMessage(s)
 	}
-	v = m.Strings(m.Fields(v, root, fields), detect)
+	v = m.strings(m.fields(v, root, fields), detect)
 	if m.masked == before {
 		return raw
 	}

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -187,8 +188,9 @@ func (s *Service) key(ctx context.Context, tenant string) ([]byte, error) {
 // Masker masks the values of one tenant's workflow. It remembers the
 // values it masked by field or header, to mask them wherever they appear
 // later (a URL's path, the model's conversation, the output). A nil
-// Masker masks nothing. It is not safe for concurrent use.
+// Masker masks nothing. It is safe for concurrent use.
 type Masker struct {
+	mu    sync.Mutex
 	key   []byte
 	base  []string
 	known map[string]string
@@ -241,6 +243,12 @@ func (m *Masker) Text(s string, detect []string) string {
 	if m == nil || s == "" {
 		return s
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.text(s, detect)
+}
+
+func (m *Masker) text(s string, detect []string) string {
 	locs := tokenRE.FindAllStringIndex(s, -1)
 	if locs == nil {
 		return m.plain(s, detect)
@@ -281,6 +289,8 @@ func (m *Masker) Headers(h map[string][]string, names, detect []string) {
 	if m == nil {
 		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for name, vals := range h {
 		named := slices.ContainsFunc(names, func(n string) bool { return http.CanonicalHeaderKey(n) == http.CanonicalHeaderKey(name) })
 		for i, v := range vals {
@@ -290,8 +300,44 @@ func (m *Masker) Headers(h map[string][]string, names, detect []string) {
 				vals[i] = tok
 				m.masked++
 			} else {
-				vals[i] = m.Text(v, detect)
+				vals[i] = m.text(v, detect)
 			}
 		}
 	}
+}
+
+// URL masks a URL's path segments and query values, each unescaped
+// first (an e-mail address in a query is sent as jane%40example.com);
+// what does not parse is masked as text.
+func (m *Masker) URL(raw string, detect []string) string {
+	if m == nil || raw == "" {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return m.Text(raw, detect)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.masked
+	segs := strings.Split(u.Path, "/")
+	for i := range segs {
+		segs[i] = m.text(segs[i], detect)
+	}
+	q := u.Query()
+	for _, vs := range q {
+		for i := range vs {
+			vs[i] = m.text(vs[i], detect)
+		}
+	}
+	u.User = nil
+	frag := m.text(u.Fragment, detect)
+	if m.masked == before {
+		return raw
+	}
+	u.Path, u.RawPath, u.Fragment, u.RawFragment = strings.Join(segs, "/"), "", frag, ""
+	if u.RawQuery != "" {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

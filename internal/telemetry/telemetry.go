@@ -66,6 +66,7 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 	tpOpts := []sdktrace.TracerProviderOption{
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
+		sdktrace.WithSpanProcessor(RedactingProcessor()),
 	}
 	exporterOpts, export, err := otlpOptions(getenv)
 	if err != nil {
