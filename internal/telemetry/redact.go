@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -10,47 +11,81 @@ import (
 	"github.com/agentplane/agentplane/internal/redact"
 )
 
-// RedactingProcessor masks the string attributes a span starts with
-// (url.full of an outgoing call, a completion's input messages) by the
-// masker its parent context carries: a workflow's, for its tool calls and
-// completions. Attributes set later are masked where they are set.
-func RedactingProcessor() sdktrace.SpanProcessor { return redacting{} }
+// RedactingProcessor hands next the spans that end with their attributes,
+// status and event attributes masked by the masker their parent context
+// carried when they started (a workflow's, for its tool calls and
+// completions): an outgoing call's url.full, set by the HTTP
+// instrumentation after the span starts, included.
+func RedactingProcessor(next sdktrace.SpanProcessor) sdktrace.SpanProcessor {
+	return &redacting{next: next}
+}
 
-type redacting struct{}
+type redacting struct {
+	next   sdktrace.SpanProcessor
+	scopes sync.Map // trace.SpanID → *redact.Scope
+}
 
-func (redacting) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
-	if !redact.InContext(ctx) {
+func (p *redacting) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	if sc := redact.ScopeOf(ctx); sc != nil {
+		p.scopes.Store(s.SpanContext().SpanID(), sc)
+	}
+	p.next.OnStart(ctx, s)
+}
+
+func (p *redacting) OnEnd(s sdktrace.ReadOnlySpan) {
+	v, ok := p.scopes.LoadAndDelete(s.SpanContext().SpanID())
+	if !ok {
+		p.next.OnEnd(s)
 		return
 	}
-	for _, kv := range s.Attributes() {
+	sc := v.(*redact.Scope)
+	m := &maskedSpan{ReadOnlySpan: s, attrs: maskAttrs(sc, s.Attributes()), status: s.Status()}
+	m.status.Description = sc.Text(m.status.Description)
+	for _, ev := range s.Events() {
+		ev.Attributes = maskAttrs(sc, ev.Attributes)
+		m.events = append(m.events, ev)
+	}
+	p.next.OnEnd(m)
+}
+
+func (p *redacting) Shutdown(ctx context.Context) error   { return p.next.Shutdown(ctx) }
+func (p *redacting) ForceFlush(ctx context.Context) error { return p.next.ForceFlush(ctx) }
+
+// maskedSpan is an ended span as exported: masked copies of what it holds.
+type maskedSpan struct {
+	sdktrace.ReadOnlySpan
+	attrs  []attribute.KeyValue
+	status sdktrace.Status
+	events []sdktrace.Event
+}
+
+func (m *maskedSpan) Attributes() []attribute.KeyValue { return m.attrs }
+func (m *maskedSpan) Status() sdktrace.Status          { return m.status }
+func (m *maskedSpan) Events() []sdktrace.Event         { return m.events }
+
+// maskAttrs masks the string attributes of kvs, into a copy.
+func maskAttrs(sc *redact.Scope, kvs []attribute.KeyValue) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, len(kvs))
+	for i, kv := range kvs {
 		switch kv.Value.Type() {
 		case attribute.STRING:
-			v := kv.Value.AsString()
-			if m := maskAttr(ctx, v); m != v {
-				s.SetAttributes(attribute.String(string(kv.Key), m))
-			}
+			kv = attribute.String(string(kv.Key), maskAttr(sc, kv.Value.AsString()))
 		case attribute.STRINGSLICE:
-			vs, changed := kv.Value.AsStringSlice(), false
-			for i, v := range vs {
-				if m := maskAttr(ctx, v); m != v {
-					vs[i], changed = m, true
-				}
+			vs := kv.Value.AsStringSlice()
+			for j := range vs {
+				vs[j] = maskAttr(sc, vs[j])
 			}
-			if changed {
-				s.SetAttributes(attribute.StringSlice(string(kv.Key), vs))
-			}
+			kv = attribute.StringSlice(string(kv.Key), vs)
 		}
+		out[i] = kv
 	}
+	return out
 }
 
 // maskAttr masks a URL as one (its escaped parts unescaped), else text.
-func maskAttr(ctx context.Context, v string) string {
+func maskAttr(sc *redact.Scope, v string) string {
 	if strings.Contains(v, "://") && !strings.ContainsAny(v, " \n") {
-		return redact.URLIn(ctx, v)
+		return sc.URL(v)
 	}
-	return redact.TextIn(ctx, v)
+	return sc.Text(v)
 }
-
-func (redacting) OnEnd(sdktrace.ReadOnlySpan)      {}
-func (redacting) Shutdown(context.Context) error   { return nil }
-func (redacting) ForceFlush(context.Context) error { return nil }
