@@ -51,11 +51,13 @@ const customersSpec = `{"openapi": "3.0.3", "info": {"title": "customers", "vers
     "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object"}}}},
     "responses": {"200": {"description": "ok"}}}}}}`
 
-// customersAgent reads the customer, looks up its orders by e-mail and
-// writes a note carrying every value; its output repeats some of them.
+// customersAgent reads the customer, looks up its orders by e-mail (and
+// the orders of the address the goal names) and writes a note carrying
+// every value; its output repeats some of them.
 const customersAgent = `{"tools": ["customers"], "steps": [
   {"action": "fetch", "call": "customers.getCustomer", "args": {"id": "'42'"}, "save_as": "c"},
   {"action": "orders", "call": "customers.findOrders", "args": {"email": "c.email"}},
+  {"action": "asker", "call": "customers.findOrders", "args": {"email": "goal"}},
   {"action": "note", "call": "customers.createNote", "args": {"X-Customer-Tax": "c.tax_id", "email": "c.email",
     "card": "c.card", "iban": "c.iban", "text": "'call ' + c.phone"}}
  ], "output": "{'email': c.email, 'tax': c.tax_id, 'card': c.card}", "outcome": "'noted'"}`
@@ -160,7 +162,7 @@ func redactedRun(t *testing.T, srv *child, tok string, api *customersAPI, hooks,
 	if code, body := srv.do("POST", "/v1/agents", tok, map[string]any{"name": "notes", "definition": json.RawMessage(customersAgent)}); code != 201 {
 		t.Fatalf("deploy: %d %v", code, body)
 	}
-	code, wf := srv.do("POST", "/v1/agents/notes/invoke", tok, map[string]any{"goal": "note the customer"})
+	code, wf := srv.do("POST", "/v1/agents/notes/invoke", tok, map[string]any{"goal": "ops@example.org"})
 	if code != 200 || wf["status"] != "completed" {
 		t.Fatalf("invoke: %d %v", code, wf)
 	}

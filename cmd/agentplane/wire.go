@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/redact"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -200,4 +201,16 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
 		Redact: &redact.Service{Keys: st, Detect: detect},
 	}), nil
+}
+
+// replayMasks has replays compare calls and requests masked the way the
+// runner masked the workflows they replay.
+type replayMasks struct{ r *workflow.Runner }
+
+func (m replayMasks) Masking(ctx context.Context, tenant string, tools []string) (replay.Masking, error) {
+	mk, err := m.r.Masking(ctx, tenant, tools)
+	if err != nil {
+		return nil, err
+	}
+	return mk, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -141,4 +142,45 @@ func (e *recorder) maskResult(res agent.Result) agent.Result {
 	}
 	res.Error = e.maskText(res.Error)
 	return res
+}
+
+// Masking masks calls and completion requests of a tenant's replay the
+// way a workflow calling tools masked them before storing (see
+// replay.Masking); tools are the names of the tools the history called,
+// at their current revision.
+func (r *Runner) Masking(ctx context.Context, tenant string, tools []string) (*ReplayMasking, error) {
+	e := &recorder{r: r, wf: &Workflow{Tenant: tenant}, tools: map[string]*tool.Tool{}}
+	for _, name := range tools {
+		t, err := r.opts.Tools.ToolByName(ctx, tenant, name)
+		switch {
+		case err == nil:
+			e.tools[name] = t
+		case !problem.Is(err, problem.NotFound):
+			return nil, fmt.Errorf("tool %s: %w", name, err)
+		}
+	}
+	if err := e.masking(ctx); err != nil {
+		return nil, fmt.Errorf("redaction key: %w", err)
+	}
+	return &ReplayMasking{e: e}, nil
+}
+
+// ReplayMasking is what Runner.Masking returns.
+type ReplayMasking struct{ e *recorder }
+
+// Args returns args masked as a call of toolName stores them.
+func (m *ReplayMasking) Args(toolName string, args map[string]any) map[string]any {
+	if m.e.mask == nil {
+		return args
+	}
+	v, ok := redact.Decode(m.e.maskArgs(toolName, args))
+	if out, isMap := v.(map[string]any); ok && isMap {
+		return out
+	}
+	return args
+}
+
+// RequestHash is the hash a completion of req is recorded under.
+func (m *ReplayMasking) RequestHash(req agent.ChatRequest) (string, error) {
+	return RequestHash(m.e.mask, m.e.detect, req)
 }
