@@ -236,7 +236,8 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	ctx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner,
-		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger}
+		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger,
+		Masks: replayMasks{runner}}
 	// Every replica sends due webhook deliveries from the outbox, through
 	// the outbound client (its address policy) without following redirects.
 	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
@@ -38,6 +39,7 @@ type store interface {
 	retention.Store
 	auth.RevocationStore
 	siem.Store
+	redact.KeyStore
 	Close() error
 }
 

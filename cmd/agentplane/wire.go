@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -12,6 +13,8 @@ import (
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/redact"
+	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -55,6 +58,7 @@ type runFlags struct {
 	defaultToolCalls int
 	maxToolCalls     int
 	maxRunning       int
+	redactDetect     string
 	llmBaseURL       string
 	llmModel         string
 	llmAPIKeyRef     string
@@ -69,6 +73,7 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.defaultToolCalls, "default-tool-calls", 20, "max_tool_calls when an invocation does not say")
 	fs.IntVar(&f.maxToolCalls, "max-tool-calls", 100, "largest max_tool_calls an invocation may ask for")
 	fs.IntVar(&f.maxRunning, "max-running", 1000, "workflow executions running at once on this server; further ones queue until one ends")
+	fs.StringVar(&f.redactDetect, "redact-detect", "", "detectors run over every tool's calls, masking what they find before it is stored: comma-separated, of "+strings.Join(redact.Detectors, ", "))
 	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "API root of the server-wide model \"default\" every tenant may use, and of plan steps (off when empty)")
 	fs.StringVar(&f.llmModel, "llm-model", "", "the provider's model id of the server-wide model (required with --llm-base-url)")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
@@ -185,10 +190,27 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 		}
 		opts.DefaultSecrets = r
 	}
+	detect, err := redact.ParseDetectors(f.redactDetect)
+	if err != nil {
+		return nil, fmt.Errorf("--redact-detect: %w", err)
+	}
 	pool := llm.NewClients(opts)
 	return workflow.New(workflow.Options{
 		Store: st, Versions: st, Tools: st, Caller: parts.executor, Models: models.lookup, LLM: pool,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
+		Redact: &redact.Service{Keys: st, Detect: detect},
 	}), nil
+}
+
+// replayMasks has replays compare calls and requests masked the way the
+// runner masked the workflows they replay.
+type replayMasks struct{ r *workflow.Runner }
+
+func (m replayMasks) Masking(ctx context.Context, tenant string, tools []string) (replay.Masking, error) {
+	mk, err := m.r.Masking(ctx, tenant, tools)
+	if err != nil {
+		return nil, err
+	}
+	return mk, nil
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -24,6 +25,7 @@ type toolView struct {
 	IdempotencySupport bool                   `json:"idempotency_support"`
 	Limits             *tool.Limits           `json:"limits,omitempty"`
 	OperationLimits    map[string]tool.Limits `json:"operation_limits,omitempty"`
+	Redact             *redact.Config         `json:"redact,omitempty"`
 	SpecSHA256         string                 `json:"spec_sha256"`
 	Revision           int                    `json:"revision"`
 	CreatedAt          string                 `json:"created_at"`
@@ -61,7 +63,7 @@ func viewTool(t *tool.Tool) toolView {
 		Auth: authView{Type: t.Auth.Type, SecretsRef: t.Auth.SecretsRef, ClientID: t.Auth.ClientID,
 			TokenURL: t.Auth.TokenURL, Scopes: t.Auth.Scopes, Header: t.Auth.Header, In: t.Auth.In, Name: t.Auth.Name},
 		PolicyClass: t.PolicyClass, SideEffects: t.SideEffects, IdempotencySupport: t.IdempotencySupport,
-		Limits: t.Limits, OperationLimits: t.OperationLimits,
+		Limits: t.Limits, OperationLimits: t.OperationLimits, Redact: t.Redact,
 		SpecSHA256: t.SpecSHA256, Revision: t.Revision,
 		CreatedAt: t.CreatedAt.UTC().Format(timeFormat), UpdatedAt: t.UpdatedAt.UTC().Format(timeFormat),
 		Warnings: t.Warnings,

@@ -167,7 +167,7 @@ func (c *client) Complete(ctx context.Context, req agent.ChatRequest) (resp agen
 	start := time.Now()
 	ctx, span := c.startSpan(ctx, req)
 	defer func() {
-		c.endSpan(span, resp, err)
+		c.endSpan(ctx, span, resp, err)
 		var in, out int64
 		if resp.Usage != nil {
 			in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	masking "github.com/agentplane/agentplane/internal/redact"
 )
 
 // Attribute keys of the OpenTelemetry GenAI semantic conventions.
@@ -52,7 +53,7 @@ func (c *client) startSpan(ctx context.Context, req agent.ChatRequest) (context.
 }
 
 // endSpan records the completion's outcome and ends the span.
-func (c *client) endSpan(span trace.Span, resp agent.ChatResponse, err error) {
+func (c *client) endSpan(ctx context.Context, span trace.Span, resp agent.ChatResponse, err error) {
 	defer span.End()
 	if err != nil {
 		errType := "error"
@@ -68,7 +69,7 @@ func (c *client) endSpan(span trace.Span, resp agent.ChatResponse, err error) {
 			errType = "canceled"
 		}
 		span.SetAttributes(keyErrorType.String(errType))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, masking.TextIn(ctx, err.Error()))
 		return
 	}
 	attrs := []attribute.KeyValue{keyResponseModel.String(resp.Model), keyResponseID.String(resp.ID)}
@@ -80,7 +81,7 @@ func (c *client) endSpan(span trace.Span, resp agent.ChatResponse, err error) {
 	}
 	if c.pool.opts.CaptureContent {
 		out := []agent.ChatMessage{resp.Message}
-		attrs = append(attrs, keyOutput.String(contentJSON(out, resp.FinishReason)))
+		attrs = append(attrs, keyOutput.String(masking.TextIn(ctx, contentJSON(out, resp.FinishReason))))
 	}
 	span.SetAttributes(attrs...)
 }

@@ -535,6 +535,17 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	}
 	agentName, _, _ := strings.Cut(r.Target, "@")
 	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Agent: agentName, Models: s.Models, Reader: s.Reader, Journal: j}
+	if s.Masks != nil {
+		var tools []string
+		for _, st := range steps {
+			if st.Tool != "" && !slices.Contains(tools, st.Tool) {
+				tools = append(tools, st.Tool)
+			}
+		}
+		if live.Mask, err = s.Masks.Masking(ctx, wf.Tenant, tools); err != nil {
+			return err
+		}
+	}
 	run, err := Rerun(ctx, prog, &History{Workflow: wf, Steps: steps, Completions: comps}, live)
 	if errors.Is(err, ErrBadHistory) {
 		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)

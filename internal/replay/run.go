@@ -54,6 +54,17 @@ type Live struct {
 	// Journal, when set, keeps each live completion as it arrives and
 	// serves those kept by an earlier attempt.
 	Journal Journal
+	// Mask, when set, masks calls and requests before they are compared
+	// with a masked history.
+	Mask Masking
+}
+
+// Masking masks what a replay compares with a history whose values were
+// masked (docs/redaction.md): a call's arguments and a completion's
+// request, the way the original workflow masked them before storing.
+type Masking interface {
+	Args(tool string, args map[string]any) map[string]any
+	RequestHash(req agent.ChatRequest) (string, error)
 }
 
 // DryRun runs prog on the history's goal, context, caller scopes and
@@ -116,6 +127,9 @@ func Rerun(ctx context.Context, prog *agent.Program, h *History, live *Live) (*R
 type Env struct {
 	wf   *workflow.Workflow
 	live *Live
+	// mask, when set, masks calls and requests before they are compared
+	// with the record.
+	mask Masking
 	// journaled are the completions an earlier attempt kept, by number and
 	// request hash; kept are this run's live completions, in order.
 	journaled map[string]Completion
@@ -216,7 +230,11 @@ func recordedKey(s *workflow.Step) (string, error) {
 
 // Call implements agent.ToolCaller.
 func (e *Env) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
-	args, err := agent.CanonicalArgs(c.Args)
+	compared := c.Args
+	if e.mask != nil {
+		compared = e.mask.Args(c.Tool, c.Args)
+	}
+	args, err := agent.CanonicalArgs(compared)
 	if err != nil {
 		return agent.CallResult{}, err
 	}
@@ -248,7 +266,7 @@ func (e *Env) goLive(ctx context.Context, live *Live) error {
 	if live == nil {
 		return nil
 	}
-	e.live = live
+	e.live, e.mask = live, live.Mask
 	if live.Mode.Live() && live.Models == nil {
 		return errors.New("live replays need the server's model service, and this server has none")
 	}
@@ -270,7 +288,7 @@ func journalKey(n int, hash string) string { return strconv.Itoa(n) + "/" + hash
 
 // Complete implements agent.Completer.
 func (e *Env) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
-	hash, err := req.Hash()
+	hash, err := e.requestHash(req)
 	if err != nil {
 		return agent.ChatResponse{}, err
 	}
@@ -344,4 +362,12 @@ func (e *Env) step(ev agent.Event) workflow.Step {
 		s.HTTPStatus, s.Attempts, s.Sent = sent.Status, sent.Attempts, true
 	}
 	return s
+}
+
+// requestHash is the hash a completion of req is recorded under.
+func (e *Env) requestHash(req agent.ChatRequest) (string, error) {
+	if e.mask != nil {
+		return e.mask.RequestHash(req)
+	}
+	return req.Hash()
 }

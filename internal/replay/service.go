@@ -41,8 +41,16 @@ type Service struct {
 	Models Models
 	// Reader makes unrecorded reads (unrecorded_calls: read); nil skips them.
 	Reader Reader
+	// Masks masks what a dry run compares with a masked history; nil
+	// compares as it is.
+	Masks  Masks
 	Now    func() time.Time
 	Logger *slog.Logger
+}
+
+// Masks makes the Masking of a tenant's history that called tools.
+type Masks interface {
+	Masking(ctx context.Context, tenant string, tools []string) (Masking, error)
 }
 
 // Request asks for one replay.

@@ -76,7 +76,8 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		if err != nil {
 			return nil, fmt.Errorf("create otlp trace exporter: %w", err)
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+		// Spans are masked as they end, before the batch holds them.
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(RedactingProcessor(sdktrace.NewBatchSpanProcessor(exp))))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 

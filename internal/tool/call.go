@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/redact"
 )
 
 // CallRequest is one call of an operation; package call executes it.
@@ -88,7 +89,7 @@ func CallAuditRecord(ctx context.Context, req CallRequest, res CallResult, callE
 			Type:       req.Tool.Type,
 			Kind:       req.Operation.Kind,
 			Method:     res.Request.Method,
-			URL:        URLWithoutQuery(res.Request.URL),
+			URL:        redact.URLIn(ctx, URLWithoutQuery(res.Request.URL)),
 			DurationMS: res.Duration.Milliseconds(),
 			Attempts:   res.Attempts,
 		}),

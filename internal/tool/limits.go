@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 )
 
 // Limits protect a tool's backing API (SPEC §4 "Protecting the backing
@@ -238,15 +239,19 @@ func (t *Tool) EffectiveLimits(op string) *Effective {
 	return e
 }
 
-// storedLimits is how stores keep a tool's limits: one JSON column.
+// storedLimits is how stores keep a tool's limits and redaction: one
+// JSON column (named limits), kept in revision snapshots too, so a
+// workflow on an earlier revision calls and masks as it started.
 type storedLimits struct {
 	Limits          *Limits           `json:"limits,omitempty"`
 	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
+	Redact          *redact.Config    `json:"redact,omitempty"`
 }
 
-// EncodeLimits is t's limits and operation limits as the JSON a store keeps.
+// EncodeLimits is t's limits, operation limits and redaction as the JSON
+// a store keeps.
 func (t *Tool) EncodeLimits() ([]byte, error) {
-	data, err := json.Marshal(storedLimits{Limits: t.Limits, OperationLimits: t.OperationLimits})
+	data, err := json.Marshal(storedLimits{Limits: t.Limits, OperationLimits: t.OperationLimits, Redact: t.Redact})
 	if err != nil {
 		return nil, fmt.Errorf("encode tool limits: %w", err)
 	}
@@ -261,6 +266,6 @@ func (t *Tool) DecodeLimits(data []byte) error {
 			return fmt.Errorf("decode tool limits: %w", err)
 		}
 	}
-	t.Limits, t.OperationLimits = s.Limits, s.OperationLimits
+	t.Limits, t.OperationLimits, t.Redact = s.Limits, s.OperationLimits, s.Redact
 	return nil
 }

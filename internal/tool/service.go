@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 )
 
 // Registration is the body of POST and PUT /v1/tools.
@@ -36,6 +37,9 @@ type Registration struct {
 	// concurrency, timeout, retries, circuit).
 	Limits          *Limits           `json:"limits,omitempty"`
 	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
+	// Redact names what of the tool's calls is masked before it is stored
+	// or sent on; a change applies to workflows started after it.
+	Redact *redact.Config `json:"redact,omitempty"`
 }
 
 // Fetcher fetches specification documents through the hardened client.
@@ -182,6 +186,7 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 		}
 	}
 	validateLimits(reg, add)
+	reg.Redact.Validate("redact", add)
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
@@ -335,6 +340,10 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 	t.Limits, t.OperationLimits = nil, reg.OperationLimits
 	if !reg.Limits.IsZero() {
 		t.Limits = reg.Limits
+	}
+	t.Redact = nil
+	if !reg.Redact.IsZero() {
+		t.Redact = reg.Redact
 	}
 	t.SpecSHA256 = hex.EncodeToString(sum[:])
 	t.OperationCount = len(spec.Operations)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/redact"
 )
 
 // Kinds of specification.
@@ -70,12 +71,15 @@ type Tool struct {
 	// operation id.
 	Limits          *Limits           `json:"limits,omitempty"`
 	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
-	SpecSHA256      string            `json:"spec_sha256"`
-	Revision        int               `json:"revision"`
-	OperationCount  int               `json:"operations"`
-	IndexedAt       time.Time         `json:"indexed_at"`
-	CreatedAt       time.Time         `json:"created_at"`
-	UpdatedAt       time.Time         `json:"updated_at"`
+	// Redact is what of the tool's calls is masked before it is stored or
+	// sent on; a workflow masks by the revision it started with.
+	Redact         *redact.Config `json:"redact,omitempty"`
+	SpecSHA256     string         `json:"spec_sha256"`
+	Revision       int            `json:"revision"`
+	OperationCount int            `json:"operations"`
+	IndexedAt      time.Time      `json:"indexed_at"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
 	// BaseURL is where calls go: EndpointURL if set, else the spec's server.
 	BaseURL string `json:"base_url,omitempty"`
 	// TokenURL found in the spec (OpenAPI oauth2 client credentials).

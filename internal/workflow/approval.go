@@ -315,6 +315,7 @@ func (e *recorder) Approve(_ context.Context, step int, req agent.ApprovalReques
 			return agent.Decision{}, fmt.Errorf("the approval at step %d was cancelled", step)
 		}
 	}
+	req.Reason = e.maskText(req.Reason)
 	e.asked = &asked{step: step, req: req}
 	return agent.Decision{Status: agent.StatusWaitingApproval}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/gowebpki/jcs"
 	"go.opentelemetry.io/otel"
@@ -99,6 +100,16 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 			rec.tools[t.Name] = t
 		}
 	}
+	if err := rec.masking(ctx); err != nil {
+		// Nothing is stored unmasked: the workflow waits for its key.
+		_ = rec.pause(ctx, fmt.Errorf("redaction key: %w", err))
+		if err := j.wait(); err == nil {
+			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
+				r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
+			}
+		}
+		return
+	}
 	run := prog.Run(ctx, wf.Input(), agent.NewEnv(rec, rec, rec))
 
 	var runErr error
@@ -148,7 +159,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		r.suspend(store, wf, steps, last, rec.asked)
 		return
 	}
-	r.finish(store, wf, steps, last, run.Result(), runErr)
+	r.finish(store, wf, steps, last, rec.maskResult(run.Result()), runErr)
 }
 
 // journal stores an execution's steps, each as soon as it can without
@@ -453,6 +464,10 @@ type recorder struct {
 	last  time.Time
 	// asked is the approval the execution paused at, if it did.
 	asked *asked
+	// mask masks what is stored; detect are the detectors of text no one
+	// tool owns.
+	mask   *redact.Masker
+	detect []string
 }
 
 // callRecord is what a real call sent and received.
@@ -465,6 +480,10 @@ type callRecord struct {
 func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
 	if step <= len(e.h.steps) {
 		s := &e.h.steps[step-1]
+		// The record holds the arguments masked: so is the call made again.
+		if v, ok := redact.Decode(e.maskArgs(c.Tool, c.Args)); ok && e.mask != nil {
+			c.Args, _ = v.(map[string]any)
+		}
 		if err := sameCall(step, s, c); err != nil {
 			return agent.CallResult{}, err
 		}
@@ -510,6 +529,11 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		Actor: audit.Actor{Sub: e.wf.Caller.Sub, ClientID: e.wf.Caller.ClientID},
 	}
 	callID := cmp.Or(c.CallID, req.IdempotencyKey)
+	// The arguments' masked values are known before the call, so that the
+	// spans reporting on it hold their masked forms.
+	e.maskArgs(c.Tool, c.Args)
+	_, _, detect := e.redaction(c.Tool)
+	ctx = redact.NewContext(ctx, e.mask, detect)
 	ctx, span := tracer.Start(ctx, "execute_tool "+c.Tool+"."+c.Operation, trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.Tool), attribute.String("gen_ai.tool.call.id", callID),
@@ -518,8 +542,9 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	start := e.r.opts.Now()
 	res, err := e.r.opts.Caller.Call(ctx, req)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, e.mask.Text(err.Error(), detect))
 	}
+	stored := e.maskCall(c.Tool, res)
 	// A call that failed as the execution stopped may not have reached
 	// the tool; one that succeeded did, and is recorded like any other.
 	// One that was sent and cut short by a cancel or the deadline is
@@ -530,11 +555,11 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		if !ended || res.Attempts == 0 {
 			return agent.CallResult{}, ctx.Err()
 		}
-		e.calls[step] = &callRecord{res: res, audit: tool.CallAuditRecord(ctx, req, res, err, start)}
+		e.calls[step] = &callRecord{res: stored, audit: tool.CallAuditRecord(ctx, req, stored, err, start)}
 		return agent.CallResult{Status: agent.StatusCancelled,
 			Err: why + " while the call was in flight: the request was sent and no answer was received"}, nil
 	}
-	e.calls[step] = &callRecord{res: res, audit: tool.CallAuditRecord(ctx, req, res, err, start)}
+	e.calls[step] = &callRecord{res: stored, audit: tool.CallAuditRecord(ctx, req, stored, err, start)}
 	if err != nil {
 		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err), ErrorCode: tool.ErrorCode(err)}, nil
 	}
@@ -696,7 +721,7 @@ func (r *Runner) operation(ctx context.Context, tenant string, t *tool.Tool, opI
 // through that model today have reached its daily budget, and recorded
 // (with its usage) before use.
 func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
-	hash, err := req.Hash()
+	hash, err := RequestHash(e.mask, e.detect, req)
 	if err != nil {
 		return agent.ChatResponse{}, err
 	}
@@ -710,7 +735,7 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 		}
 		return rc.Response, nil
 	}
-	m, resp, err := e.r.request(ctx, e.wf.Tenant, req, e.j.flush)
+	m, resp, err := e.r.request(redact.NewContext(ctx, e.mask, e.detect), e.wf.Tenant, req, e.j.flush)
 	var se *storeError
 	if errors.As(err, &se) {
 		return agent.ChatResponse{}, e.pause(ctx, se.err)
@@ -829,7 +854,7 @@ func (e *recorder) completion(step, n int, m *model.Model, hash string, req agen
 	if err != nil {
 		return nil, fmt.Errorf("encode completion: %w", err)
 	}
-	c.Data = data
+	c.Data = e.maskJSON(data)
 	return c, nil
 }
 
@@ -855,6 +880,7 @@ func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 		recs = append(recs, c.audit)
 		delete(e.calls, ev.Step)
 	}
+	e.maskStep(s, ev, recs)
 	return s, recs
 }
 

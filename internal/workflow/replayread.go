@@ -6,6 +6,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -35,10 +36,21 @@ func (r *Runner) Read(ctx context.Context, wf *Workflow, c agent.ToolCall) (agen
 	if op.Kind != tool.Read {
 		return unrecorded, tool.CallResult{}, nil
 	}
+	// The replay keeps what the read answered: masked, as a workflow's
+	// history is, and so is what its program sees (its recorded answers
+	// are masked too).
+	e := &recorder{r: r, wf: wf, tools: map[string]*tool.Tool{t.Name: t}}
+	if err := e.masking(ctx); err != nil {
+		return agent.CallResult{}, tool.CallResult{}, err
+	}
+	e.maskArgs(c.Tool, c.Args)
+	_, _, detect := e.redaction(c.Tool)
+	ctx = redact.NewContext(ctx, e.mask, detect)
 	res, err := r.opts.Caller.Call(ctx, tool.CallRequest{
 		Tenant: wf.Tenant, Tool: t, Operation: op, Args: c.Args, WorkflowID: wf.ID, RequestID: wf.RequestID,
 		Actor: audit.Actor{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID},
 	})
+	res = e.maskCall(c.Tool, res)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return agent.CallResult{}, res, ctx.Err()

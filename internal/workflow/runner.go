@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -57,8 +58,11 @@ type Options struct {
 	// (default 1,000); further ones queue, holding their leases, until one
 	// ends.
 	MaxRunning int
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Redact masks what workflows store and report (the tenant's key,
+	// the operator's detectors); nil masks nothing.
+	Redact *redact.Service
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Runner starts, executes, resumes and follows workflows.

@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/schedule"
@@ -43,6 +44,7 @@ type Store interface {
 	webhook.Store
 	retention.Store
 	siem.Store
+	redact.KeyStore
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -92,6 +94,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"Clients", testClients},
 		{"ClientRevocation", testClientRevocation},
 		{"ServerSecrets", testServerSecrets},
+		{"RedactionKeys", testRedactionKeys},
 		{"AgentDeploy", testAgentDeploy},
 		{"AgentAutoVersion", testAgentAutoVersion},
 		{"AgentVersionConflict", testAgentVersionConflict},

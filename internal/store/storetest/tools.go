@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -26,7 +27,9 @@ func newTool(tenant, name string) *tool.Tool {
 			Retries: &tool.RetryLimits{Max: 3, On: []int{429, 503}},
 			Circuit: &tool.CircuitLimits{Failures: 5, Window: "30s", OpenFor: "30s"}},
 		OperationLimits: map[string]tool.Limits{"createPet": {Concurrency: 1}},
-		IndexedAt:       base, CreatedAt: base, UpdatedAt: base,
+		Redact: &redact.Config{Fields: []string{"/response/body/owner/email"}, Headers: []string{"X-Customer"},
+			Detect: []string{redact.IBAN}},
+		IndexedAt: base, CreatedAt: base, UpdatedAt: base,
 	}
 }
 

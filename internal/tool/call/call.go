@@ -23,6 +23,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -205,7 +206,7 @@ func (e *Executor) Call(ctx context.Context, req tool.CallRequest) (tool.CallRes
 	span.SetAttributes(attribute.Int("agentplane.tool.attempts", res.Attempts))
 	code := tool.ErrorCode(err)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, redact.TextIn(ctx, err.Error()))
 		span.SetAttributes(attribute.String("error.type", code))
 	}
 	if e.opts.Metrics != nil {
