@@ -954,6 +954,12 @@ type errRPC struct {
 
 func (e *errRPC) Error() string { return e.msg }
 
+// noAgent is the error of a JSON-RPC request to an agent that does not
+// exist: a 404 problem, as for any path that leads nowhere.
+type noAgent struct{ err error }
+
+func (e *noAgent) Error() string { return e.err.Error() }
+
 // handleA2ARPC serves the JSON-RPC binding: every answer, error or not, is
 // a JSON-RPC response (200), but for an agent that does not exist (404).
 func (s *Server) handleA2ARPC(w http.ResponseWriter, r *http.Request) error {
@@ -962,8 +968,9 @@ func (s *Server) handleA2ARPC(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		return nil
 	}
-	if problem.Is(err, problem.AgentVersionNotFound) {
-		return err
+	var na *noAgent
+	if errors.As(err, &na) {
+		return na.err
 	}
 	if sw, ok := w.(interface{ started() bool }); ok && sw.started() {
 		return err
@@ -1011,6 +1018,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 		info.details = map[string]any{"a2a_method": msg.Method}
 	}
 	v, err := s.a2aAgent(r)
+	if problem.Is(err, problem.NotFound) || problem.Is(err, problem.AgentVersionNotFound) {
+		return &noAgent{err}
+	}
 	if err != nil {
 		return err
 	}
