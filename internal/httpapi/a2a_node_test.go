@@ -1,8 +1,10 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,7 +12,8 @@ import (
 )
 
 // A2AJSNodeModulesEnv names the node_modules directory holding the npm
-// @a2a-js/sdk package (.ci/run installs @a2a-js/sdk@1.3.0).
+// @a2a-js/sdk package and express (.ci/run installs @a2a-js/sdk@1.3.0 and
+// express@5).
 const A2AJSNodeModulesEnv = "AGENTPLANE_TEST_A2A_JS_NODE_MODULES"
 
 // a2aJSNodeModules is the SDK's node_modules, or a skip (a failure under CI=1).
@@ -20,9 +23,9 @@ func a2aJSNodeModules(t *testing.T) (node, modules string) {
 	node, err := exec.LookPath("node")
 	if modules == "" || err != nil {
 		if os.Getenv("CI") == "1" {
-			t.Fatalf("CI=1 needs node and %s (npm install --prefix DIR @a2a-js/sdk@1.3.0; DIR/node_modules)", A2AJSNodeModulesEnv)
+			t.Fatalf("CI=1 needs node and %s (npm install --prefix DIR @a2a-js/sdk@1.3.0 express@5; DIR/node_modules)", A2AJSNodeModulesEnv)
 		}
-		t.Skipf("node or %s missing: npm install --prefix DIR @a2a-js/sdk@1.3.0 and set %s=DIR/node_modules", A2AJSNodeModulesEnv, A2AJSNodeModulesEnv)
+		t.Skipf("node or %s missing: npm install --prefix DIR @a2a-js/sdk@1.3.0 express@5 and set %s=DIR/node_modules", A2AJSNodeModulesEnv, A2AJSNodeModulesEnv)
 	}
 	return node, modules
 }
@@ -48,33 +51,16 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node: %v\n%s\n%s", err, out, stderr.String())
 	}
-	type task struct {
-		ID     string `json:"id"`
-		Status struct {
-			State   string `json:"state"`
-			Message *struct {
-				Parts []struct {
-					Text string `json:"text"`
-				} `json:"parts"`
-			} `json:"message"`
-		} `json:"status"`
-		Artifacts []struct {
-			Parts []struct {
-				Data map[string]any `json:"data"`
-			} `json:"parts"`
-		} `json:"artifacts"`
-		Metadata map[string]any `json:"metadata"`
-	}
 	var steps []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var r struct {
-			Step           string   `json:"step"`
-			Binding        string   `json:"binding"`
-			Status         int      `json:"status"`
-			Name           string   `json:"name"`
-			Bindings       []string `json:"bindings"`
-			Task           task     `json:"task"`
-			DecisionStatus int      `json:"decision_status"`
+			Step           string      `json:"step"`
+			Binding        string      `json:"binding"`
+			Status         int         `json:"status"`
+			Name           string      `json:"name"`
+			Bindings       []string    `json:"bindings"`
+			Task           a2aTaskJSON `json:"task"`
+			DecisionStatus int         `json:"decision_status"`
 			Events         []struct {
 				Kind  string `json:"kind"`
 				Event struct {
@@ -129,5 +115,112 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	}
 	if strings.Join(steps, " ") != "card blocking stream blocking stream input_required approved cancel" {
 		t.Errorf("the session's steps: %v\n%s", steps, stderr.String())
+	}
+}
+
+// a2aJSServer starts the JS SDK's A2A agent of testdata/a2a_server.cjs and
+// returns its base URL.
+func a2aJSServer(t *testing.T, node, modules string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), node, "testdata/a2a_server.cjs")
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	port, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		t.Fatalf("the JS A2A server did not start: %q %v\n%s", line, err, stderr.String())
+	}
+	return "http://127.0.0.1:" + port
+}
+
+// TestA2AToolWithTheJSSDKServer registers the JS SDK's A2A agent as a tool
+// of type a2a: its skills are operations, a call is recorded with the
+// remote task, a task that asks for input is a step error with its own
+// error_code, and a dry-run replay sends it nothing.
+func TestA2AToolWithTheJSSDKServer(t *testing.T) {
+	node, modules := a2aJSNodeModules(t)
+	remote := a2aJSServer(t, node, modules)
+	requests := func() int {
+		r, err := http.Get(remote + "/requests")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var n struct{ Requests int }
+		json.NewDecoder(r.Body).Decode(&n)
+		return n.Requests
+	}
+	h := newHarness(t)
+	admin := h.token("acme", adminScopes+" workflows:replay")
+
+	r := h.do("POST", "/v1/tools", admin, map[string]any{"name": "greeter", "type": "a2a", "spec_url": remote + "/.well-known/agent-card.json"})
+	var tl struct {
+		ID         string `json:"id"`
+		Operations int    `json:"operations"`
+	}
+	r.json(t, &tl)
+	if r.Status != 201 || tl.Operations != 2 {
+		t.Fatalf("register: %d %s; want 201 with 2 operations", r.Status, r.Body)
+	}
+	var ops struct {
+		Operations []struct{ ID, Kind, Summary string }
+	}
+	h.do("GET", "/v1/tools/"+tl.ID+"/operations", admin, nil).json(t, &ops)
+	kinds := map[string]string{}
+	for _, o := range ops.Operations {
+		kinds[o.ID] = o.Kind + " " + o.Summary
+	}
+	if kinds["greet"] != "write Greet someone" || kinds["ask"] != "write Ask back" {
+		t.Errorf("operations: %v", kinds)
+	}
+	if r := h.do("POST", "/v1/tools", admin, map[string]any{"name": "inline", "type": "a2a", "spec": "{}"}); r.Status != 422 {
+		t.Errorf("an inline card: %d %s", r.Status, r.Body)
+	}
+
+	def := `{"tools": ["greeter"], "steps": [
+	  {"action": "greet", "call": "greeter.greet", "args": {"message": "goal", "data": "{'name': context.name}"}, "save_as": "greeting"},
+	  {"action": "ask", "call": "greeter.ask", "args": {"message": "'and then?'"}, "on_error": "continue"}],
+	 "outcome": "'greeted'", "output": "greeting.artifacts[0].parts[0].data"}`
+	if r := h.do("POST", "/v1/agents", admin, map[string]any{"name": "caller", "definition": json.RawMessage(def)}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	r = h.do("POST", "/v1/agents/caller/invoke", admin, map[string]any{"goal": "say hello", "context": map[string]any{"name": "Ada"}})
+	var wf struct {
+		WorkflowID string         `json:"workflow_id"`
+		Outcome    string         `json:"outcome"`
+		Output     map[string]any `json:"output"`
+		Steps      []struct {
+			Status    string `json:"status"`
+			ErrorCode string `json:"error_code"`
+			Error     string `json:"error"`
+		} `json:"steps"`
+	}
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "greeted" || wf.Output["greeting"] != "hello Ada" || len(wf.Steps) != 2 ||
+		wf.Steps[0].Status != "ok" || wf.Steps[1].Status != "error" || wf.Steps[1].ErrorCode != "input_required" ||
+		!strings.Contains(wf.Steps[1].Error, "which language?") {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	detail := h.do("GET", "/v1/workflows/"+wf.WorkflowID, admin, nil)
+	if !strings.Contains(string(detail.Body), `"method":"SendMessage"`) || !strings.Contains(string(detail.Body), `TASK_STATE_COMPLETED`) {
+		t.Errorf("the history does not hold the SendMessage and its task: %s", detail.Body)
+	}
+
+	before := requests()
+	rp := h.do("POST", "/v1/workflows/"+wf.WorkflowID+"/replay", admin, map[string]any{"target_agent_version": "caller@1"})
+	if rp.Status != 201 || !strings.Contains(string(rp.Body), `"replay_outcome":"greeted"`) || !strings.Contains(string(rp.Body), `"steps_changed":0`) {
+		t.Errorf("replay: %d %s", rp.Status, rp.Body)
+	}
+	if got := requests() - before; got != 0 {
+		t.Errorf("the dry-run replay sent %d requests to the remote A2A agent", got)
 	}
 }

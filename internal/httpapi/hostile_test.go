@@ -178,6 +178,8 @@ func TestHostileInput(t *testing.T) {
 		add(hostile{name: "ssrf " + u, method: "POST", path: "/v1/tools", token: strictTok, on: strict,
 			body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": u}, status: 422, code: problem.URLNotAllowed})
 	}
+	add(hostile{name: "ssrf a2a card", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+		body: map[string]any{"name": "ssrf", "type": "a2a", "spec_url": "http://169.254.169.254/.well-known/agent-card.json"}, status: 422, code: problem.URLNotAllowed})
 	add(hostile{name: "ssrf gopher", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
 		body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": "gopher://127.0.0.1:6379/_INFO"}, status: 422, code: problem.ValidationFailed})
 	register("secret ref outside the allow-list", "openapi", map[string]any{"spec": minimalOpenAPI,
