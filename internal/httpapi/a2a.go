@@ -312,7 +312,8 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 	case m.Role != "" && m.Role != "ROLE_USER":
 		return nil, release, problem.Field("message.role", "must be ROLE_USER")
 	case req.Configuration != nil && len(req.Configuration.PushConfig) > 0 && string(req.Configuration.PushConfig) != "null":
-		return nil, release, problem.New(problem.A2APushNotSupported, "this agent does not send push notifications")
+		return nil, release, problem.New(problem.A2AUnsupportedOperation,
+			"configuration.taskPushNotificationConfig is not taken: create the task's config with CreateTaskPushNotificationConfig once SendMessage (with returnImmediately) has answered its id")
 	}
 	in, err := messageInput(m)
 	if err != nil {
@@ -604,8 +605,9 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 	return out, nil
 }
 
-// errPushNotSupported answers every push-notification method.
-var errPushNotSupported = problem.New(problem.A2APushNotSupported, "this agent does not send push notifications (capabilities.pushNotifications is false)")
+// errPushNotSupported answers the push-notification methods on a server
+// without webhooks.
+var errPushNotSupported = problem.New(problem.A2APushNotSupported, "this server does not send push notifications (capabilities.pushNotifications is false)")
 
 // --- The agent card ---
 
@@ -678,7 +680,7 @@ func (s *Server) a2aCardOf(v *agent.Version, def agent.Definition) a2aCard {
 			{URL: url, ProtocolBinding: "HTTP+JSON", ProtocolVersion: a2aVersion},
 		},
 		Provider:             &a2aProvider{URL: s.cfg.PublicURL, Organization: "agentplane"},
-		Capabilities:         a2aCapabilities{Streaming: true},
+		Capabilities:         a2aCapabilities{Streaming: true, PushNotifications: s.deps.Webhooks != nil},
 		SecuritySchemes:      map[string]any{"agentplane": scheme},
 		SecurityRequirements: []map[string]any{{"schemes": map[string]any{"agentplane": map[string]any{"list": []string{auth.ScopeAgentsInvoke}}}}},
 		DefaultInputModes:    in, DefaultOutputModes: out,
@@ -1057,9 +1059,25 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 			return err
 		}
 		res, err = c.listTasks(p)
-	case "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
-		"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
-		return errPushNotSupported
+	case "CreateTaskPushNotificationConfig":
+		var p a2aPushConfig
+		if err := rpcParams(msg.Params, &p); err != nil {
+			return err
+		}
+		res, err = c.createPushConfig(p)
+	case "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
+		var p a2aPushRequest
+		if err := rpcParams(msg.Params, &p); err != nil {
+			return err
+		}
+		switch msg.Method {
+		case "GetTaskPushNotificationConfig":
+			res, err = c.getPushConfig(p)
+		case "DeleteTaskPushNotificationConfig":
+			res, err = c.deletePushConfig(p)
+		default:
+			res, err = c.listPushConfigs(p)
+		}
 	case "GetExtendedAgentCard":
 		return errNoExtendedCard
 	default:

@@ -4,11 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 // A2AJSNodeModulesEnv names the node_modules directory holding the npm
@@ -39,8 +47,21 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	w := newFraudWorld(t, h)
 	deployRefunds(t, w)
 	w.amounts.Store("tx-big", 900.0)
+	var (
+		mu       sync.Mutex
+		received []*http.Request
+		bodies   [][]byte
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		received, bodies = append(received, r), append(bodies, b)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
 	args, _ := json.Marshal(map[string]string{
-		"server": h.URL, "token": h.tokenFor("alice", "agents:invoke tool:*"),
+		"server": h.URL, "token": h.tokenFor("alice", "agents:invoke tool:*"), "hook": hook.URL,
 		"approver": h.tokenFor("bob", "workflows:approve approve:refunds"),
 	})
 	cmd := exec.CommandContext(t.Context(), node, "testdata/a2a_client.cjs", string(args))
@@ -52,6 +73,7 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 		t.Fatalf("node: %v\n%s\n%s", err, out, stderr.String())
 	}
 	var steps []string
+	var pushToken, pushTask string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var r struct {
 			Step           string      `json:"step"`
@@ -61,6 +83,11 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 			Bindings       []string    `json:"bindings"`
 			Task           a2aTaskJSON `json:"task"`
 			DecisionStatus int         `json:"decision_status"`
+			ID             string      `json:"id"`
+			TaskID         string      `json:"task_id"`
+			URL            string      `json:"url"`
+			Token          string      `json:"token"`
+			Listed         int         `json:"listed"`
 			Events         []struct {
 				Kind  string `json:"kind"`
 				Event struct {
@@ -103,6 +130,11 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 			if r.Task.Status.State != "TASK_STATE_INPUT_REQUIRED" || r.Task.Status.Message == nil || r.Task.Status.Message.Parts[0].Text != "Refund of 900" {
 				t.Errorf("approval: %s", line)
 			}
+		case "push_config":
+			pushToken, pushTask = r.Token, r.TaskID
+			if r.ID == "" || r.URL != hook.URL || r.Listed != 1 {
+				t.Errorf("push config: %s", line)
+			}
 		case "approved":
 			if r.DecisionStatus != 200 || r.Task.Status.State != "TASK_STATE_COMPLETED" || r.Task.Metadata["outcome"] != "refunded" {
 				t.Errorf("after the decision: %s", line)
@@ -113,8 +145,38 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(steps, " ") != "card blocking stream blocking stream input_required approved cancel" {
-		t.Errorf("the session's steps: %v\n%s", steps, stderr.String())
+	if strings.Join(steps, " ") != "card blocking stream blocking stream input_required push_config approved cancel" {
+		t.Fatalf("the session's steps: %v\n%s", steps, stderr.String())
+	}
+
+	// The task's end reaches the config's URL through the webhook outbox,
+	// signed with the config's token: the receiver verifies it.
+	d := &webhook.Deliverer{Store: h.DB, Webhooks: h.DB, HTTP: http.DefaultClient, Timeout: 5 * time.Second}
+	if n, err := d.RunOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("deliverer sent %d, %v", n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(received) != 1 {
+		t.Fatalf("the receiver got %d deliveries", len(received))
+	}
+	verifier, err := standardwebhooks.NewWebhook(pushToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifier.Verify(bodies[0], received[0].Header); err != nil {
+		t.Errorf("the delivery does not verify with the config's token: %v", err)
+	}
+	var payload struct {
+		Type string `json:"type"`
+		Data struct {
+			WorkflowID string `json:"workflow_id"`
+			Outcome    string `json:"outcome"`
+		} `json:"data"`
+	}
+	json.Unmarshal(bodies[0], &payload)
+	if payload.Type != "workflow.completed" || payload.Data.WorkflowID != pushTask || payload.Data.Outcome != "refunded" {
+		t.Errorf("the delivery: %s", bodies[0])
 	}
 }
 

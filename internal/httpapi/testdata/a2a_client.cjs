@@ -55,6 +55,12 @@ async function main() {
   const r = await client("refunds", "JSONRPC");
   const waiting = taskJSON(await r.sendMessage(message("js-approve", "refund tx-big", { transaction_id: "tx-big" })));
   out({ step: "input_required", task: waiting });
+  // A push-notification config: its token, a Standard Webhooks secret the
+  // receiver holds, signs the deliveries.
+  const token = "whsec_" + require("crypto").randomBytes(32).toString("base64");
+  const cfg = await r.createTaskPushNotificationConfig({ tenant: "", id: "", taskId: waiting.id, url: args.hook, token });
+  const listed = await r.listTaskPushNotificationConfig({ tenant: "", taskId: waiting.id, pageSize: 0, pageToken: "" });
+  out({ step: "push_config", id: cfg.id, task_id: cfg.taskId, url: cfg.url, token, listed: listed.configs.length });
   const decided = await authed(args.approver)(args.server + "/v1/workflows/" + waiting.id + "/approvals/refund_approval", {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ decision: "approve" }) });
   let task;
