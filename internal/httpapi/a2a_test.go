@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,33 @@ func TestA2APublicCard(t *testing.T) {
 		if r := h.do("GET", "/a2a/greeter/.well-known/agent-card.json"+q, "", nil); r.Status != 401 {
 			t.Errorf("public card of another tenant %q: %d", q, r.Status)
 		}
+	}
+}
+
+// TestA2ASubscribeResumes follows a task again from an event id, as a
+// client that lost its stream does.
+func TestA2ASubscribeResumes(t *testing.T) {
+	h := newHarness(t)
+	newFraudWorld(t, h)
+	tok := h.token("acme", "agents:invoke tool:*")
+	r := h.do("POST", "/a2a/fraud-triage/message:stream", tok, map[string]any{
+		"message": a2aMessage("sub-1", "triage tx-30", map[string]any{"transaction_id": "tx-30"})})
+	first := parseSSE(t, "stream", r.Body)
+	if len(first) != 6 {
+		t.Fatalf("stream of %d events: %s", len(first), r.Body)
+	}
+	taskID := r.Header.Get("Workflow-Id")
+	// After the first step's event: the task, then the rest.
+	r = h.do("POST", "/a2a/fraud-triage/tasks/"+taskID+":subscribe", tok, nil, "Last-Event-ID", strconv.Itoa(first[1].id))
+	again := parseSSE(t, "resumed", r.Body)
+	if r.Status != 200 || len(again) != len(first)-1 || again[0].id != first[1].id {
+		t.Fatalf("resumed: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(again[0].data, `"task":`) || !strings.Contains(again[1].data, `"fraud_score"`) || !strings.Contains(again[len(again)-1].data, "TASK_STATE_COMPLETED") {
+		t.Errorf("resumed events: %s", r.Body)
+	}
+	// Without Last-Event-ID an ended task has nothing to follow.
+	if r := h.do("GET", "/a2a/fraud-triage/tasks/"+taskID+":subscribe", tok, nil); r.Status != 400 {
+		t.Errorf("subscribe to an ended task: %d %s", r.Status, r.Body)
 	}
 }
