@@ -324,35 +324,37 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 	canon, _ := json.Marshal(map[string]any{"goal": in.Goal, "context": in.Context, "taskId": m.TaskID})
 	hash := fingerprint(canon)
 	key := workflow.IdempotencyKey(p.ID(), "/a2a/"+c.agent, m.MessageID)
+	if stream {
+		// Counted before anything starts, a repeat's stream too, as invoke's.
+		if release, err = c.s.streams.acquire(p.Tenant); err != nil {
+			return nil, func() {}, err
+		}
+	}
+	fail := func(err error) (*workflow.Workflow, func(), error) {
+		release()
+		return nil, func() {}, err
+	}
+	reused := problem.New(problem.IdempotencyKeyReused,
+		"this messageId was sent with a different message; use a new messageId for a new message")
 	if wf, err = c.s.keyedWorkflow(r, key, c.s.cfg.InvokeIdempotencyTTL); err != nil {
-		return nil, release, err
+		return fail(err)
 	}
 	info := infoFrom(r.Context())
 	if wf != nil {
 		if wf.RequestHash != hash {
-			return nil, release, problem.New(problem.IdempotencyKeyReused,
-				"this messageId was sent with a different message; use a new messageId for a new message")
+			return fail(reused)
 		}
 		info.details = map[string]any{"idempotent_replayed": true}
 	} else {
 		if m.TaskID != "" {
-			return nil, release, c.continueTask(m.TaskID)
-		}
-		if stream {
-			if release, err = c.s.streams.acquire(p.Tenant); err != nil {
-				return nil, func() {}, err
-			}
+			return fail(c.continueTask(m.TaskID))
 		}
 		var taken bool
-		wf, taken, err = c.s.startInvoke(r, startRequest(r, c.agent, "", in, key, hash))
-		if err != nil {
-			release()
-			return nil, func() {}, err
+		if wf, taken, err = c.s.startInvoke(r, startRequest(r, c.agent, "", in, key, hash)); err != nil {
+			return fail(err)
 		}
 		if taken && wf.RequestHash != hash {
-			release()
-			return nil, func() {}, problem.New(problem.IdempotencyKeyReused,
-				"this messageId was sent with a different message; use a new messageId for a new message")
+			return fail(reused)
 		}
 	}
 	info.workflowID = wf.ID
