@@ -489,7 +489,18 @@ while a schedule invokes it (docs/agents.md).`,
 			return err
 		},
 	}
-	cmd.AddCommand(deploy, listCmd, getCmd, versions, promoteCmd, archiveCmd)
+	cardCmd := &cobra.Command{
+		Use: "card AGENT", Short: "Print the A2A agent card of an agent's default version", Args: args(1, "an agent name"),
+		ValidArgsFunction: completeAgent,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return c.get(cmd, "/a2a/"+url.PathEscape(a[0])+"/.well-known/agent-card.json", func(w io.Writer, doc map[string]any) error {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(doc)
+			})
+		},
+	}
+	cmd.AddCommand(deploy, listCmd, getCmd, versions, promoteCmd, archiveCmd, cardCmd)
 	return cmd
 }
 

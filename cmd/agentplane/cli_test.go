@@ -178,6 +178,10 @@ func TestCLIQuickstart(t *testing.T) {
 	if out := e.ok("agents", "get", "fraud-triage"); !strings.Contains(out, "threshold 1000") || strings.Contains(out, "threshold 5000") {
 		t.Errorf("agents get shows another description than the default version's:\n%s", out)
 	}
+	// The A2A card is the default version's.
+	if out := e.ok("agents", "card", "fraud-triage"); !strings.Contains(out, `"protocolBinding": "JSONRPC"`) || !strings.Contains(out, `"version": "1"`) {
+		t.Errorf("agents card:\n%s", out)
+	}
 
 	// The streamed invoke prints its first step before the workflow ends.
 	cmd := e.command("invoke", "fraud-triage", "--goal", "triage tx_42", "--context", "transaction_id=tx_42", "--stream")

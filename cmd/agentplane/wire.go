@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/a2atool"
 	"github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
 	"github.com/agentplane/agentplane/internal/tool/mcptool"
@@ -123,6 +124,7 @@ func newToolParts(f toolFlags, st store) (*toolParts, error) {
 			tool.GraphQL: graphql.Importer{},
 			tool.SOAP:    &soap.Importer{Fetch: fetchImport},
 			tool.MCP:     mcptool.Importer{},
+			tool.A2A:     a2atool.Importer{},
 		},
 		MCPLister:    mcptool.Lister{HTTP: out.HTTPClient(), MaxBytes: f.specMaxBytes},
 		Introspector: introspect,

@@ -45,6 +45,14 @@ type Definition struct {
 	Outcome      string            `json:"outcome,omitempty"`
 	Output       string            `json:"output,omitempty"`
 	MaxSteps     int               `json:"max_steps,omitempty"`
+	// A2A sets how the version is served over A2A (docs/a2a.md).
+	A2A *A2AOptions `json:"a2a,omitempty"`
+}
+
+// A2AOptions are a version's A2A settings.
+type A2AOptions struct {
+	// PublicCard serves the agent card without a bearer token.
+	PublicCard bool `json:"public_card,omitempty"`
 }
 
 // Limits bound every run of a version unless the invocation says otherwise.

@@ -31,6 +31,7 @@ import (
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/a2atool"
 	toolcall "github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
 	"github.com/agentplane/agentplane/internal/tool/mcptool"
@@ -83,7 +84,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 				data, _, err := out.Fetch(ctx, url)
 				return data, err
 			}},
-			tool.MCP: mcptool.Importer{},
+			tool.MCP: mcptool.Importer{}, tool.A2A: a2atool.Importer{},
 		},
 		MCPLister: mcptool.Lister{HTTP: out.HTTPClient(), MaxBytes: 32 << 20},
 		Introspector: tool.IntrospectorFunc(func(ctx context.Context, endpoint string) ([]byte, error) {

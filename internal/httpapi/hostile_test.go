@@ -178,6 +178,8 @@ func TestHostileInput(t *testing.T) {
 		add(hostile{name: "ssrf " + u, method: "POST", path: "/v1/tools", token: strictTok, on: strict,
 			body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": u}, status: 422, code: problem.URLNotAllowed})
 	}
+	add(hostile{name: "ssrf a2a card", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+		body: map[string]any{"name": "ssrf", "type": "a2a", "spec_url": "http://169.254.169.254/.well-known/agent-card.json"}, status: 422, code: problem.URLNotAllowed})
 	add(hostile{name: "ssrf gopher", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
 		body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": "gopher://127.0.0.1:6379/_INFO"}, status: 422, code: problem.ValidationFailed})
 	register("secret ref outside the allow-list", "openapi", map[string]any{"spec": minimalOpenAPI,
@@ -445,4 +447,158 @@ func deepSchema(depth int) string {
 	return `{"openapi": "3.0.3", "info": {"title": "deep", "version": "1"}, "servers": [{"url": "http://127.0.0.1:1"}],
  "paths": {"/x": {"post": {"operationId": "postX", "requestBody": {"content": {"application/json": {"schema": ` + s + `}}},
  "responses": {"200": {"description": "ok"}}}}}}`
+}
+
+// TestHostileA2A sends the A2A endpoints what an A2A client should not:
+// each gets the protocol's own error (a JSON-RPC error on that binding, a
+// problem document carrying the google.rpc.Status on HTTP+JSON), never a
+// 500.
+func TestHostileA2A(t *testing.T) {
+	h := newHarness(t, manyAnonymous)
+	w := newFraudWorld(t, h)
+	tok := h.token("acme", "agents:invoke tool:*")
+	other := h.token("globex", "agents:invoke tool:*")
+	rep := h.rpc(t, "fraud-triage", tok, "SendMessage", map[string]any{"message": a2aMessage("h-1", "triage", map[string]any{"transaction_id": "tx-1"})})
+	var sent struct {
+		Task a2aTaskJSON `json:"task"`
+	}
+	json.Unmarshal(rep.Result, &sent)
+	taskID := sent.Task.ID
+	if taskID == "" {
+		t.Fatalf("SendMessage: %s %+v", rep.Result, rep.Error)
+	}
+	// The other tenant has an agent of the same name, and asks for acme's task.
+	if r := h.do("POST", "/v1/agents", h.token("globex", adminScopes), map[string]any{"name": "fraud-triage",
+		"definition": json.RawMessage(`{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'done'"}`)}); r.Status != 201 {
+		t.Fatalf("deploy for globex: %d %s", r.Status, r.Body)
+	}
+	_ = w
+
+	send := func(params string) string {
+		return `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": ` + params + `}`
+	}
+	msg := func(parts string) string {
+		return send(`{"message": {"messageId": "m-x", "role": "ROLE_USER", "parts": ` + parts + `}}`)
+	}
+	big := strings.Repeat("g", 8001)
+	for _, c := range []struct {
+		name    string
+		token   string
+		body    string
+		headers []string
+		code    int
+	}{
+		{"not JSON", tok, `{"jsonrpc": "2.0", "id": 1, "method": `, nil, -32700},
+		{"raw NUL", tok, msg("[{\"text\": \"a\x00b\"}]"), nil, -32700},
+		{"escaped NUL", tok, msg(`[{"text": "a\u0000b"}]`), nil, -32700},
+		{"invalid UTF-8", tok, msg("[{\"text\": \"a\xff\xfeb\"}]"), nil, -32700},
+		{"100,000-deep JSON", tok, strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000), nil, -32700},
+		{"an array", tok, `[1, 2]`, nil, -32600},
+		{"jsonrpc 1.0", tok, `{"jsonrpc": "1.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}`, nil, -32600},
+		{"id an object", tok, `{"jsonrpc": "2.0", "id": {}, "method": "GetTask", "params": {"id": "x"}}`, nil, -32600},
+		{"no method", tok, `{"jsonrpc": "2.0", "id": 1, "params": {}}`, nil, -32600},
+		{"unknown method", tok, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}`, nil, -32601},
+		{"params an array", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": ["x"]}`, nil, -32602},
+		{"message a string", tok, send(`{"message": "hello"}`), nil, -32602},
+		{"parts an object", tok, msg(`{"text": "hi"}`), nil, -32602},
+		{"an unknown member", tok, send(`{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "t"}]}, "extra": 1}`), nil, -32602},
+		{"no message", tok, send(`{}`), nil, -32602},
+		{"no messageId", tok, send(`{"message": {"role": "ROLE_USER", "parts": [{"text": "t"}]}}`), nil, -32602},
+		{"role agent", tok, send(`{"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "t"}]}}`), nil, -32602},
+		{"no text part", tok, msg(`[{"data": {"transaction_id": "tx-1"}}]`), nil, -32602},
+		{"no parts", tok, msg(`[]`), nil, -32602},
+		{"a data part not an object", tok, msg(`[{"text": "t"}, {"data": [1]}]`), nil, -32602},
+		{"two data parts", tok, msg(`[{"text": "t"}, {"data": {}}, {"data": {}}]`), nil, -32602},
+		{"a file part", tok, msg(`[{"text": "t"}, {"url": "https://example.com/f.pdf"}]`), nil, -32005},
+		{"a goal past 8,000 characters", tok, msg(`[{"text": "` + big + `"}, {"data": {"transaction_id": "tx-1"}}]`), nil, -32602},
+		{"a 2 MiB part", tok, msg(`[{"text": "` + strings.Repeat("a", 2<<20) + `"}]`), nil, -32602},
+		{"A2A-Version 0.3", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "` + taskID + `"}}`, []string{"A2A-Version", "0.3"}, -32009},
+		{"A2A-Version 2.0", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "` + taskID + `"}}`, []string{"A2A-Version", "2.0"}, -32009},
+		{"another tenant's task", other, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "` + taskID + `"}}`, nil, -32001},
+		{"another tenant's task, cancelled", other, `{"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": "` + taskID + `"}}`, nil, -32001},
+		{"another tenant's task, subscribed", other, `{"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "` + taskID + `"}}`, nil, -32001},
+		{"another tenant's task, continued", other, send(`{"message": {"messageId": "m-o", "role": "ROLE_USER", "taskId": "` + taskID + `", "parts": [{"text": "t"}]}}`), nil, -32001},
+		{"a task id of nothing", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "wf_nothing"}}`, nil, -32001},
+		{"no task id", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}}`, nil, -32602},
+		{"cancel an ended task", tok, `{"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": "` + taskID + `"}}`, nil, -32002},
+		{"subscribe to an ended task", tok, `{"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "` + taskID + `"}}`, nil, -32004},
+		{"a message to an ended task", tok, send(`{"message": {"messageId": "m-e", "role": "ROLE_USER", "taskId": "` + taskID + `", "parts": [{"text": "t"}]}}`), nil, -32004},
+		{"a push config to a file URL", tok, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "` + taskID + `", "url": "file:///etc/passwd"}}`, nil, -32602},
+		{"a push config with a token not a secret", tok, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "` + taskID + `", "url": "https://example.com/hook", "token": "hunter2"}}`, nil, -32602},
+		{"a push config with authentication", tok, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "` + taskID + `", "url": "https://example.com/hook", "authentication": {"scheme": "Bearer"}}}`, nil, -32602},
+		{"a push config of another tenant's task", other, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "` + taskID + `", "url": "https://example.com/hook"}}`, nil, -32001},
+		{"a push config of nothing", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTaskPushNotificationConfig", "params": {"taskId": "` + taskID + `", "id": "whk_nothing"}}`, nil, -32001},
+		{"a push config inline", tok, send(`{"message": {"messageId": "m-p", "role": "ROLE_USER", "parts": [{"text": "t"}]}, "configuration": {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}}`), nil, -32004},
+		{"a page size of a million", tok, `{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"pageSize": 1000000}}`, nil, -32602},
+		{"a state not a state", tok, `{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": "DONE"}}`, nil, -32602},
+		{"a reused message id", tok, send(`{"message": {"messageId": "h-1", "role": "ROLE_USER", "parts": [{"text": "other goal"}]}}`), nil, -32602},
+	} {
+		r := h.do("POST", "/a2a/fraud-triage", c.token, c.body, c.headers...)
+		var got rpcReply
+		if r.Status != 200 || json.Unmarshal(r.Body, &got) != nil || got.Error == nil {
+			t.Errorf("%s: %d %.300s, want a JSON-RPC error %d", c.name, r.Status, r.Body, c.code)
+			continue
+		}
+		if got.Error.Code != c.code || got.Error.Message == "" {
+			t.Errorf("%s: error %d %q, want %d", c.name, got.Error.Code, got.Error.Message, c.code)
+		}
+	}
+
+	// HTTP+JSON: problem documents that carry the binding's error.
+	for _, c := range []struct {
+		name, method, path string
+		token              string
+		body               string
+		headers            []string
+		status             int
+		code               problem.Code
+		reason             string
+	}{
+		{"another tenant's task", "GET", "/a2a/fraud-triage/tasks/" + taskID, other, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
+		{"another tenant's task, cancelled", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":cancel", other, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
+		{"another agent's task", "GET", "/a2a/nobody/tasks/" + taskID, tok, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
+		{"an unknown task verb", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":explode", tok, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
+		{"A2A-Version 0.3", "GET", "/a2a/fraud-triage/tasks/" + taskID, tok, "", []string{"A2A-Version", "0.3"}, 400, problem.A2AVersionNotSupported, "VERSION_NOT_SUPPORTED"},
+		{"A2A-Version parameter 9.9", "GET", "/a2a/fraud-triage/tasks/" + taskID + "?A2A-Version=9.9", tok, "", nil, 400, problem.A2AVersionNotSupported, "VERSION_NOT_SUPPORTED"},
+		{"not JSON", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": `, nil, 400, problem.MalformedRequest, ""},
+		{"no text part", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {}}]}}`, nil, 422, problem.ValidationFailed, ""},
+		{"a file part", "POST", "/a2a/fraud-triage/message:stream", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "t"}, {"raw": "AAAA"}]}}`, nil, 400, problem.A2AContentTypeNotSupported, "CONTENT_TYPE_NOT_SUPPORTED"},
+		{"a 2 MiB part", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "` + strings.Repeat("a", 2<<20) + `"}]}}`, nil, 413, problem.PayloadTooLarge, ""},
+		{"cancel an ended task", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":cancel", tok, "", nil, 400, problem.A2ATaskNotCancelable, "TASK_NOT_CANCELABLE"},
+		{"a page size of zero", "GET", "/a2a/fraud-triage/tasks?pageSize=0", tok, "", nil, 422, problem.ValidationFailed, ""},
+		{"a push config to an http URL", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"url": "gopher://example.com/hook"}`, nil, 422, problem.ValidationFailed, ""},
+		{"a push config of another task", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"taskId": "wf_other", "url": "https://example.com/hook"}`, nil, 422, problem.ValidationFailed, ""},
+		{"another tenant's push configs", "GET", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", other, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
+		{"the extended card", "GET", "/a2a/fraud-triage/extendedAgentCard", tok, "", nil, 400, problem.A2AUnsupportedOperation, "UNSUPPORTED_OPERATION"},
+		{"an agent of nothing over JSON-RPC", "POST", "/a2a/nobody", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}`, nil, 404, problem.NotFound, ""},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		r := h.do(c.method, c.path, c.token, body, c.headers...)
+		if r.Status != c.status {
+			t.Errorf("%s: %d %.300s, want %d", c.name, r.Status, r.Body, c.status)
+			continue
+		}
+		var doc struct {
+			problem.Document
+			Error struct {
+				Code    int `json:"code"`
+				Details []struct {
+					Reason string `json:"reason"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(r.Body, &doc); err != nil || doc.Code != c.code || doc.Detail == "" {
+			t.Errorf("%s: %.300s, want a problem %s", c.name, r.Body, c.code)
+			continue
+		}
+		if c.reason != "" && c.path != "/a2a/nobody" && (len(doc.Error.Details) != 1 || doc.Error.Details[0].Reason != c.reason || doc.Error.Code != c.status) {
+			t.Errorf("%s: error member %+v, want reason %s", c.name, doc.Error, c.reason)
+		}
+	}
+	if r := h.do("GET", "/a2a/fraud-triage/tasks/"+taskID, tok, nil); r.Status != 200 {
+		t.Fatalf("the task after the hostile input: %d", r.Status)
+	}
 }

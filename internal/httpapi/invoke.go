@@ -84,12 +84,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		release = sync.OnceFunc(release)
 		defer release()
 	}
-	start := workflow.StartRequest{
-		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
-		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.requestID, TraceID: info.traceID,
-		IdempotencyKey: key, RequestHash: hash,
-	}
+	start := startRequest(r, name, version, req, key, hash)
 	if async {
 		// The answer is 202 whatever follows the creation, so the
 		// request's record is written in the transaction that creates the
@@ -101,18 +96,15 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 			return s.recordOf(r, &c, http.StatusAccepted)
 		}
 	}
-	wf, err := s.deps.Runner.Start(r.Context(), start)
-	if errors.Is(err, workflow.ErrKeyTaken) {
+	wf, taken, err := s.startInvoke(r, start)
+	if err != nil {
+		return err
+	}
+	if taken {
 		// A repeat that came while the first was being created: it
 		// attaches as any repeat does, its stream counted there.
 		release()
-		if wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), p.Tenant, key); err != nil {
-			return err
-		}
 		return s.attachInvoke(w, r, body, hash, wf)
-	}
-	if err != nil {
-		return err
 	}
 	info.workflowID = wf.ID
 	w.Header().Set("Workflow-Id", wf.ID)
@@ -124,6 +116,31 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		return s.stream(w, r, p.Tenant, wf.ID, 0)
 	}
 	return s.respondFinished(w, r, p.Tenant, wf.ID)
+}
+
+// startRequest is the start of the workflow of an invocation of the agent
+// name@version by r's caller, keyed by key and hash when key is not "".
+func startRequest(r *http.Request, name, version string, req invokeRequest, key, hash string) workflow.StartRequest {
+	p := principalOf(r)
+	info := infoFrom(r.Context())
+	return workflow.StartRequest{
+		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
+		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
+		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.requestID, TraceID: info.traceID,
+		IdempotencyKey: key, RequestHash: hash,
+	}
+}
+
+// startInvoke starts the workflow of an invocation. One that loses the race
+// for its idempotency key to a request with the same key gets that
+// request's workflow instead, with taken set.
+func (s *Server) startInvoke(r *http.Request, start workflow.StartRequest) (wf *workflow.Workflow, taken bool, err error) {
+	wf, err = s.deps.Runner.Start(r.Context(), start)
+	if errors.Is(err, workflow.ErrKeyTaken) {
+		wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), start.Tenant, start.IdempotencyKey)
+		return wf, err == nil, err
+	}
+	return wf, false, err
 }
 
 // keyedWorkflow returns the workflow of the caller's tenant created with

@@ -73,6 +73,22 @@ func (s *Server) routeTable() []route {
 		{pattern: "PUT /v1/agents/{id}/default", scope: auth.ScopeAgentsWrite, action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
 		{pattern: "POST /v1/agents/{id}/invoke", scope: auth.ScopeAgentsInvoke, action: "agent.invoke", resource: "agent", idempotent: true, ownKeys: true, h: s.handleInvoke},
 
+		// Each agent's A2A server (docs/a2a.md): the card, the JSON-RPC
+		// binding and the HTTP+JSON binding. Messages are invokes: their
+		// messageId is the idempotency key, kept with the workflow.
+		{pattern: "GET /a2a/{agent}/.well-known/agent-card.json", public: true, action: "a2a.card", resource: "agent", h: s.handleA2ACard},
+		{pattern: "POST /a2a/{agent}", scope: auth.ScopeAgentsInvoke, action: "a2a.request", resource: "agent", idempotent: true, ownKeys: true, h: s.handleA2ARPC},
+		{pattern: "POST /a2a/{agent}/message:send", scope: auth.ScopeAgentsInvoke, action: "a2a.send", resource: "agent", idempotent: true, ownKeys: true, h: s.handleA2ASend(false)},
+		{pattern: "POST /a2a/{agent}/message:stream", scope: auth.ScopeAgentsInvoke, action: "a2a.stream", resource: "agent", idempotent: true, ownKeys: true, h: s.handleA2ASend(true)},
+		{pattern: "GET /a2a/{agent}/tasks", scope: auth.ScopeAgentsInvoke, action: "a2a.task_list", resource: "agent", h: s.adaptA2A(s.handleA2AListTasks)},
+		{pattern: "GET /a2a/{agent}/tasks/{task}", scope: auth.ScopeAgentsInvoke, action: "a2a.task_read", resource: "agent", h: s.adaptA2A(s.handleA2ATask)},
+		{pattern: "POST /a2a/{agent}/tasks/{task}", scope: auth.ScopeAgentsInvoke, action: "a2a.task_update", resource: "agent", idempotent: true, ownKeys: true, h: s.adaptA2A(s.handleA2ATask)},
+		{pattern: "POST /a2a/{agent}/tasks/{task}/pushNotificationConfigs", scope: auth.ScopeAgentsInvoke, action: "a2a.push_config_create", resource: "agent", idempotent: true, h: s.adaptA2A(s.handleA2APushConfigs)},
+		{pattern: "GET /a2a/{agent}/tasks/{task}/pushNotificationConfigs", scope: auth.ScopeAgentsInvoke, action: "a2a.push_config_list", resource: "agent", h: s.adaptA2A(s.handleA2APushConfigs)},
+		{pattern: "GET /a2a/{agent}/tasks/{task}/pushNotificationConfigs/{config}", scope: auth.ScopeAgentsInvoke, action: "a2a.push_config_read", resource: "agent", h: s.adaptA2A(s.handleA2APushConfigs)},
+		{pattern: "DELETE /a2a/{agent}/tasks/{task}/pushNotificationConfigs/{config}", scope: auth.ScopeAgentsInvoke, action: "a2a.push_config_delete", resource: "agent", h: s.adaptA2A(s.handleA2APushConfigs)},
+		{pattern: "GET /a2a/{agent}/extendedAgentCard", scope: auth.ScopeAgentsInvoke, action: "a2a.extended_card", resource: "agent", h: s.handleA2AUnsupported(errNoExtendedCard)},
+
 		{pattern: "GET /v1/workflows", scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.handleListWorkflows},
 		{pattern: "GET /v1/workflows/{id}", scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleGetWorkflow},
 		{pattern: "GET /v1/workflows/{id}/events", scope: auth.ScopeWorkflowsRead, action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},

@@ -38,6 +38,12 @@ const (
 	RateLimited           Code = "rate-limited"
 	Internal              Code = "internal"
 	Unavailable           Code = "unavailable"
+	// The A2A errors of the HTTP+JSON binding (docs/a2a.md).
+	A2AVersionNotSupported     Code = "a2a-version-not-supported"
+	A2AUnsupportedOperation    Code = "a2a-unsupported-operation"
+	A2ATaskNotCancelable       Code = "a2a-task-not-cancelable"
+	A2APushNotSupported        Code = "a2a-push-notification-not-supported"
+	A2AContentTypeNotSupported Code = "a2a-content-type-not-supported"
 	// WorkflowFailed is never a response status: it is the error member of
 	// a failed workflow and of its stream's complete event.
 	WorkflowFailed Code = "workflow-failed"
@@ -79,6 +85,11 @@ var Kinds = []Kind{
 	{RateLimited, http.StatusTooManyRequests, "Rate limited", "The tenant or client is over its request rate. Retry after the Retry-After interval."},
 	{Internal, http.StatusInternalServerError, "Internal error", "The server failed unexpectedly. The request_id identifies the failure in the server's logs."},
 	{WorkflowFailed, http.StatusUnprocessableEntity, "Workflow failed", "The workflow could not complete: a step failed, a tool answered with an error, the workflow timed out, or the server stopped while a call that is unsafe to repeat was in flight (interrupted). The detail says which; the workflow's steps show where."},
+	{A2AVersionNotSupported, http.StatusBadRequest, "A2A version not supported", "The A2A-Version header (or parameter) names a protocol version this server does not speak; it speaks 1.0."},
+	{A2AUnsupportedOperation, http.StatusBadRequest, "A2A operation not supported", "The A2A operation, or a part of it, is not supported: a message to a task that has ended, a subscription to a finished task, a decision sent as a message."},
+	{A2ATaskNotCancelable, http.StatusBadRequest, "A2A task not cancelable", "The task has already ended; it cannot be canceled."},
+	{A2AContentTypeNotSupported, http.StatusBadRequest, "A2A content type not supported", "The message has a part of a kind this agent does not take: it takes text parts (the goal) and one data part (the context)."},
+	{A2APushNotSupported, http.StatusBadRequest, "A2A push notifications not supported", "This agent does not send push notifications."},
 	{Unavailable, http.StatusServiceUnavailable, "Service unavailable", "The service cannot serve the request right now: storage is down or the server is shutting down."},
 }
 

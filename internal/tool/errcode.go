@@ -24,6 +24,11 @@ const (
 	// CodeInvalidArguments: the arguments do not fit the operation; the
 	// call was not sent.
 	CodeInvalidArguments = "invalid_arguments"
+	// CodeInputRequired and CodeAuthRequired: a remote A2A agent's task
+	// stopped for input (TASK_STATE_INPUT_REQUIRED) or authentication
+	// (TASK_STATE_AUTH_REQUIRED) a tool call cannot give.
+	CodeInputRequired = "input_required"
+	CodeAuthRequired  = "auth_required"
 	// CodeInternal: anything else, agentplane's own failure.
 	CodeInternal = "internal"
 )

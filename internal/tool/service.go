@@ -100,7 +100,7 @@ var (
 	classRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 	authKind = []string{AuthNone, AuthOAuth2, AuthAPIKey, AuthBearer, AuthBasic}
 	effects  = []string{"create", "update", "delete", "external"}
-	specKind = []string{OpenAPI, GraphQL, SOAP, MCP}
+	specKind = []string{OpenAPI, GraphQL, SOAP, MCP, A2A}
 )
 
 // maxKindOverrides bounds operation_kinds: more than any document indexed here.
@@ -118,9 +118,9 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 		add("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
 	}
 	if reg.Type == "" {
-		add("type", "is required: one of openapi, graphql, soap, mcp")
+		add("type", "is required: one of openapi, graphql, soap, mcp, a2a")
 	} else if !slices.Contains(specKind, reg.Type) {
-		add("type", "must be one of openapi, graphql, soap, mcp")
+		add("type", "must be one of openapi, graphql, soap, mcp, a2a")
 	}
 	switch {
 	case reg.SpecURL == "" && reg.Spec == "":
@@ -134,6 +134,9 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 	}
 	if reg.Type == MCP && reg.SpecURL == "" && reg.Spec != "" {
 		add("spec_url", "an mcp tool is its server: give spec_url, the server's Streamable HTTP endpoint")
+	}
+	if reg.Type == A2A && reg.SpecURL == "" && reg.Spec != "" {
+		add("spec_url", "an a2a tool is its agent: give spec_url, the URL of its agent card")
 	}
 	if s.MaxSpecBytes > 0 && len(reg.Spec) > s.MaxSpecBytes {
 		return problem.New(problem.SpecTooLarge, "the inline spec is %d bytes, over the %d byte limit", len(reg.Spec), s.MaxSpecBytes)

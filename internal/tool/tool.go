@@ -22,6 +22,9 @@ const (
 	// MCP is an MCP server reached over Streamable HTTP: its tools are the
 	// operations.
 	MCP = "mcp"
+	// A2A is a remote A2A agent, registered by its agent card: its skills
+	// are the operations.
+	A2A = "a2a"
 )
 
 // Authentication schemes of a tool's backing API.
@@ -105,6 +108,7 @@ type Operation struct {
 	GraphQL *GraphQLBinding `json:"graphql,omitempty"`
 	SOAP    *SOAPBinding    `json:"soap,omitempty"`
 	MCP     *MCPBinding     `json:"mcp,omitempty"`
+	A2A     *A2ABinding     `json:"a2a,omitempty"`
 }
 
 // ArgumentNames are the names a call of the operation may pass, the ones
@@ -135,6 +139,12 @@ func (op *Operation) ArgumentNames() []string {
 // tool's base URL.
 type MCPBinding struct {
 	Name string `json:"name"`
+}
+
+// A2ABinding is how to call a remote A2A agent's skill: a blocking
+// SendMessage to the JSON-RPC endpoint at the tool's base URL.
+type A2ABinding struct {
+	Skill string `json:"skill"`
 }
 
 // HTTPBinding is how to call an OpenAPI operation.

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"slices"
@@ -20,6 +21,11 @@ type Input struct {
 	Events      []string `json:"events"`
 	Agent       string   `json:"agent"`
 	Description string   `json:"description"`
+	// WorkflowID limits the webhook to one workflow's events (an A2A
+	// push-notification config); Secret, when set, is its signing secret
+	// (the config's token). Neither is a field of POST /v1/webhooks.
+	WorkflowID string `json:"-"`
+	Secret     string `json:"-"`
 }
 
 // Service creates webhooks and rotates their secrets for the API.
@@ -62,6 +68,12 @@ func (s *Service) check(ctx context.Context, tenant string, in *Input) error {
 	}
 	slices.Sort(in.Events)
 	in.Events = slices.Compact(in.Events)
+	if in.Secret != "" {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(in.Secret, SecretPrefix))
+		if !strings.HasPrefix(in.Secret, SecretPrefix) || err != nil || len(key) < 24 || len(key) > 64 {
+			errs = append(errs, problem.FieldError{Field: "token", Message: "must be a Standard Webhooks secret: whsec_ and the base64 of 24 to 64 random bytes"})
+		}
+	}
 	if len(in.Description) > 1000 {
 		errs = append(errs, problem.FieldError{Field: "description", Message: "is at most 1000 characters"})
 	}
@@ -87,7 +99,10 @@ func (s *Service) Create(ctx context.Context, tenant string, in Input, rec *audi
 	}
 	now := s.Now().UTC().Truncate(time.Microsecond)
 	w := &Webhook{ID: ids.NewAt(ids.Webhook, now), Tenant: tenant, URL: in.URL, Events: in.Events, Agent: in.Agent,
-		Description: in.Description, Secret: NewSecret(), CreatedAt: now}
+		Description: in.Description, Secret: in.Secret, WorkflowID: in.WorkflowID, CreatedAt: now}
+	if w.Secret == "" {
+		w.Secret = NewSecret()
+	}
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "webhook", ID: w.ID}
 	}

@@ -62,11 +62,14 @@ const RetryFor = 24 * time.Hour
 
 // Webhook is a tenant's endpoint and the events it receives.
 type Webhook struct {
-	ID          string    `json:"id"`
-	Tenant      string    `json:"-"`
-	URL         string    `json:"url"`
-	Events      []string  `json:"events"`
-	Agent       string    `json:"agent,omitempty"`
+	ID     string   `json:"id"`
+	Tenant string   `json:"-"`
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	Agent  string   `json:"agent,omitempty"`
+	// WorkflowID, when set, limits the webhook to that workflow's events:
+	// it is an A2A task's push-notification config (docs/a2a.md).
+	WorkflowID  string    `json:"workflow_id,omitempty"`
 	Description string    `json:"description,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	// Secret signs deliveries; PreviousSecret, until PreviousUntil, signs

@@ -16,7 +16,7 @@ import (
 
 var _ webhook.Store = (*DB)(nil)
 
-const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at`
+const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at, workflow_id`
 
 const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
 	last_status, last_error, created_at, delivered_at`
@@ -32,6 +32,7 @@ func queueWebhookEvent(tx *wtx, ev *webhook.Event) {
 			order_key, body, status, attempts, next_attempt_at, last_status, last_error, lease_owner, lease_until, created_at)
 		SELECT 'msg_' || $1 || substr(w.id, 5), w.tenant, w.id, $2, $3, $4, 'pending', 0, $5, 0, '', '', $6, $5
 		FROM webhooks w WHERE w.tenant = $7 AND w.events @> jsonb_build_array($2::text) AND (w.agent = '' OR w.agent = $8)
+			AND (w.workflow_id = '' OR w.workflow_id = $3)
 		ORDER BY w.id`,
 		ev.ID, ev.Type, ev.OrderKey, string(ev.Body), micro(ev.At), time.Time{}, ev.Tenant, ev.Agent)
 }
@@ -46,8 +47,8 @@ func (db *DB) CreateWebhook(ctx context.Context, w *webhook.Webhook, rec *audit.
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		tx.Queue(wrapErr("insert webhook"), `INSERT INTO webhooks (`+webhookColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret, micro(w.PreviousUntil), w.CreatedAt)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret, micro(w.PreviousUntil), w.CreatedAt, w.WorkflowID)
 		tx.Audit(rec)
 		return nil
 	})
@@ -212,7 +213,7 @@ func scanWebhook(row pgx.Row) (*webhook.Webhook, error) {
 		events []byte
 	)
 	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &events, &w.Agent, &w.Description, &w.Secret, &w.PreviousSecret,
-		&w.PreviousUntil, &w.CreatedAt)
+		&w.PreviousUntil, &w.CreatedAt, &w.WorkflowID)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 
 var _ webhook.Store = (*DB)(nil)
 
-const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at`
+const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at, workflow_id`
 
 const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
 	last_status, last_error, created_at, delivered_at`
@@ -31,9 +31,9 @@ func queueWebhookEvent(ctx context.Context, tx dbtx, ev *webhook.Event) error {
 			order_key, body, status, attempts, next_attempt_at, last_status, last_error, lease_owner, lease_until, created_at)
 		SELECT 'msg_' || ? || substr(w.id, 5), w.tenant, w.id, ?, ?, ?, 'pending', 0, ?, 0, '', '', ?, ?
 		FROM webhooks w WHERE w.tenant = ? AND EXISTS (SELECT 1 FROM json_each(w.events) e WHERE e.value = ?)
-			AND (w.agent = '' OR w.agent = ?)
+			AND (w.agent = '' OR w.agent = ?) AND (w.workflow_id = '' OR w.workflow_id = ?)
 		ORDER BY w.id`,
-		ev.ID, ev.Type, ev.OrderKey, string(ev.Body), at, noLease, at, ev.Tenant, ev.Type, ev.Agent)
+		ev.ID, ev.Type, ev.OrderKey, string(ev.Body), at, noLease, at, ev.Tenant, ev.Type, ev.Agent, ev.OrderKey)
 	if err != nil {
 		return fmt.Errorf("queue webhook deliveries: %w", err)
 	}
@@ -49,9 +49,9 @@ func (db *DB) CreateWebhook(ctx context.Context, w *webhook.Webhook, rec *audit.
 	w.CreatedAt = micro(w.CreatedAt)
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret,
-			fmtTime(w.PreviousUntil), fmtTime(w.CreatedAt)); err != nil {
+			fmtTime(w.PreviousUntil), fmtTime(w.CreatedAt), w.WorkflowID); err != nil {
 			return fmt.Errorf("insert webhook: %w", err)
 		}
 		return appendAudit(ctx, tx, rec)
@@ -196,7 +196,7 @@ func scanWebhook(row scanner) (*webhook.Webhook, error) {
 		w                     webhook.Webhook
 		events, until, create string
 	)
-	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &events, &w.Agent, &w.Description, &w.Secret, &w.PreviousSecret, &until, &create)
+	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &events, &w.Agent, &w.Description, &w.Secret, &w.PreviousSecret, &until, &create, &w.WorkflowID)
 	if err != nil {
 		return nil, err
 	}

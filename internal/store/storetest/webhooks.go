@@ -56,6 +56,13 @@ func testWebhookOutbox(t *testing.T, s Store, _ Hooks) {
 	elsewhere := newWebhook(t, s, "globex", "", webhook.WorkflowCompleted)
 
 	a, b := newWorkflow("acme", "triage", "o", 1), newWorkflow("acme", "triage", "o", 2)
+	// A webhook of one workflow (an A2A push config) gets b's events only.
+	onlyB := &webhook.Webhook{ID: ids.New(ids.Webhook), Tenant: "acme", URL: "https://hooks.example/task", WorkflowID: b.ID,
+		Events: []string{webhook.WorkflowCompleted, webhook.WorkflowFailed}, Secret: webhook.NewSecret(), CreatedAt: base}
+	must(t, s.CreateWebhook(ctx, onlyB, nil), "create a workflow's webhook")
+	if got, err := s.Webhook(ctx, "acme", onlyB.ID); err != nil || got.WorkflowID != b.ID {
+		t.Fatalf("a workflow's webhook reads back as %+v, %v", got, err)
+	}
 	create(t, s, a)
 	create(t, s, b)
 	finish(t, s, "o", a)
@@ -69,7 +76,13 @@ func testWebhookOutbox(t *testing.T, s Store, _ Hooks) {
 			t.Errorf("webhook %s (agent %q, tenant %s) got %d deliveries", w.ID, w.Agent, w.Tenant, len(ds))
 		}
 	}
-	ds, err := s.Deliveries(ctx, "acme", all.ID, webhook.Pending, 10)
+	ds, err := s.Deliveries(ctx, "acme", onlyB.ID, "", 10)
+	must(t, err, "deliveries of a workflow's webhook")
+	if len(ds) != 1 || ds[0].OrderKey != b.ID || ds[0].Type != webhook.WorkflowFailed {
+		t.Errorf("a workflow's webhook got %+v, want b's failure only", ds)
+	}
+	must(t, s.DeleteWebhook(ctx, "acme", onlyB.ID, nil), "delete a workflow's webhook")
+	ds, err = s.Deliveries(ctx, "acme", all.ID, webhook.Pending, 10)
 	must(t, err, "deliveries")
 	if len(ds) != 2 || ds[0].Type != webhook.WorkflowFailed || ds[1].Type != webhook.WorkflowCompleted || ds[1].OrderKey != a.ID {
 		t.Fatalf("deliveries = %+v, want b's failure then a's completion (newest first)", ds)

@@ -21,6 +21,8 @@ func (e *Executor) prepare(req tool.CallRequest) (*prepared, error) {
 		return prepareGraphQL(req.Tool, op, req.Args)
 	case op.SOAP != nil:
 		return prepareSOAP(req.Tool, op, req.Args)
+	case op.A2A != nil:
+		return prepareA2A(req)
 	default:
 		return nil, fmt.Errorf("operation %s of tool %s has no binding", op.ID, req.Tool.ID)
 	}

@@ -265,6 +265,9 @@ func (e *Executor) call(ctx context.Context, req tool.CallRequest, lim *tool.Eff
 			body, fault := p.read(a.contentType, a.body)
 			res.Body = body
 			err = answerError(a.status, a.statusText, fault)
+			if ce, ok := err.(*Error); ok && p.code != "" {
+				ce.Code = p.code
+			}
 			if a.status == http.StatusUnauthorized && auth != nil && auth.token != nil {
 				auth.token.invalidate()
 			}

@@ -29,6 +29,9 @@ type prepared struct {
 	// read turns an answer's body into the result's JSON and, when the API
 	// reported a failure in it (GraphQL errors, a SOAP Fault), says what.
 	read func(contentType string, body []byte) (json.RawMessage, string)
+	// code, set by read, is the error_code of the failure it reported
+	// when its kind has one of its own.
+	code string
 }
 
 // sensitiveHeaders never appear in a recorded request.
