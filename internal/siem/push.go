@@ -17,7 +17,7 @@ import (
 const (
 	DefaultTick      = time.Second
 	DefaultLease     = 30 * time.Second
-	DefaultBatch     = 500
+	DefaultBatch     = 2000
 	firstPushBackoff = time.Second
 	maxPushBackoff   = 30 * time.Second
 )
