@@ -28,8 +28,35 @@ var (
 	ipv6RE = regexp.MustCompile(`(?:[0-9A-Fa-f]{0,4}:){2,6}\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}`)
 )
 
+// mayHold reports whether s has what a match of kind needs (an @, enough
+// digits, a dot or colon): most strings have not, and skip the pattern.
+func mayHold(kind, s string) bool {
+	digits := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			digits++
+		}
+	}
+	switch kind {
+	case Email:
+		return strings.IndexByte(s, '@') > 0
+	case PaymentCard:
+		return digits >= 13
+	case IBAN:
+		return digits >= 4 && len(s) >= 15
+	case Phone:
+		return digits >= 7
+	case IPAddress:
+		return digits >= 1 && strings.ContainsAny(s, ".:")
+	}
+	return false
+}
+
 // detect masks what the detector kind finds in s.
 func (m *Masker) detect(kind, s string) string {
+	if !mayHold(kind, s) {
+		return s
+	}
 	var (
 		re    *regexp.Regexp
 		check func(s string, start, end int) (norm string, ok bool)

@@ -156,6 +156,9 @@ func (m *Masker) JSON(raw json.RawMessage, root string, fields, detect []string)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(detect) == 0 && len(m.known) == 0 && !rooted(fields, root) {
+		return raw // nothing could be masked: the common case costs no decoding
+	}
 	before := m.masked
 	v, ok := Decode(raw)
 	if !ok {
@@ -176,4 +179,14 @@ func (m *Masker) JSON(raw json.RawMessage, root string, fields, detect []string)
 		return raw
 	}
 	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// rooted reports whether a field pointer is rooted at root.
+func rooted(fields []string, root string) bool {
+	for _, f := range fields {
+		if r, _, err := parseField(f); err == nil && r == root {
+			return true
+		}
+	}
+	return false
 }

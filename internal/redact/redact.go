@@ -223,6 +223,12 @@ func (m *Masker) Detectors(extra ...[]string) []string {
 	return out
 }
 
+func (m *Masker) nothingKnown() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.known) == 0
+}
+
 // remember has value masked as token wherever it appears in text later.
 func (m *Masker) remember(value, token string) {
 	if len([]rune(value)) < minKnown || len(m.known) >= maxKnown {
@@ -241,6 +247,9 @@ func (m *Masker) remember(value, token string) {
 // nothing.
 func (m *Masker) Text(s string, detect []string) string {
 	if m == nil || s == "" {
+		return s
+	}
+	if len(detect) == 0 && m.nothingKnown() {
 		return s
 	}
 	m.mu.Lock()
