@@ -916,8 +916,8 @@ func (s *Server) handleA2AListTasks(w http.ResponseWriter, r *http.Request) erro
 	return writeJSON(w, http.StatusOK, res)
 }
 
-// handleA2AUnsupported answers push-notification configs and the extended
-// card, which this agent does not offer.
+// handleA2AUnsupported answers an operation this agent does not offer
+// (the extended card) with err, once the agent is known.
 func (s *Server) handleA2AUnsupported(err error) handlerFunc {
 	return s.adaptA2A(func(w http.ResponseWriter, r *http.Request) error {
 		if _, err := s.a2aAgent(r); err != nil {
