@@ -93,11 +93,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var results []result
 	for _, store := range o.stores {
 		r, err := measure(ctx, o, bin, tmp+"/"+store, store, svc, stderr)
+		if r.deletedWorkflows > 0 || len(r.base) > 0 {
+			results = append(results, r) // what was measured, even when it failed
+		}
 		if err != nil {
 			printTable(stdout, results)
 			return fmt.Errorf("%s: %w", store, err)
 		}
-		results = append(results, r)
 	}
 	printTable(stdout, results)
 	return nil

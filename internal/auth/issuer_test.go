@@ -237,7 +237,7 @@ func TestDiscovery(t *testing.T) {
 		IDTokenSigningAlgValuesSupported:  []string{"ES256"},
 		ScopesSupported: []string{
 			"tools:write", "tools:read", "agents:write", "agents:read", "agents:invoke",
-			"workflows:read", "workflows:replay", "workflows:approve", "mcp:use", "audit:read", "models:read", "models:write", "usage:read", "schedules:write", "schedules:read", "webhooks:write", "webhooks:read", "tool:*",
+			"workflows:read", "workflows:replay", "workflows:approve", "mcp:use", "audit:read", "models:read", "models:write", "usage:read", "schedules:write", "schedules:read", "webhooks:write", "webhooks:read", "workflows:delete", "tool:*",
 		},
 		SubjectTypesSupported: []string{"public"},
 	}

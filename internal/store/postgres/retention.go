@@ -29,17 +29,25 @@ var retentionDeletes = func() []string {
 var replaysOf = strings.ReplaceAll(retention.ReplaysOf, "{p}", "$1")
 
 // deleteWorkflows removes the workflows ids and what refers to them (see
-// retention.Deletes) in tx.
-func deleteWorkflows(ctx context.Context, tx *wtx, ids []string) (retention.Counts, error) {
+// retention.Deletes) in tx: every statement in one round trip.
+func deleteWorkflows(_ context.Context, tx *wtx, ids []string) (retention.Counts, error) {
 	var c retention.Counts
 	for i, q := range retentionDeletes {
-		tag, err := tx.Exec(ctx, q, ids)
-		if err != nil {
-			return c, fmt.Errorf("delete workflows (%s): %w", retention.Deletes[i].Field, err)
-		}
-		if n := c.Count(retention.Deletes[i].Field); n != nil {
-			*n = tag.RowsAffected()
-		}
+		field := retention.Deletes[i].Field
+		n := c.Count(field)
+		tx.queued = append(tx.queued, queuedStmt{sql: q, args: []any{ids}, read: func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			if err != nil {
+				return fmt.Errorf("delete workflows (%s): %w", field, err)
+			}
+			if n != nil {
+				*n = tag.RowsAffected()
+			}
+			return nil
+		}})
+	}
+	if err := tx.flush(); err != nil {
+		return retention.Counts{}, err
 	}
 	return c, nil
 }
@@ -98,7 +106,7 @@ func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int,
 	if sc.Tenant == "" {
 		where, arg = "tenant <> ALL($2::text[])", append([]string{}, sc.Except...)
 	}
-	err := db.background(ctx, func(tx *wtx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		out = map[string]retention.Counts{}
 		rows, err := tx.Query(ctx, `SELECT id, tenant FROM workflows w
 			WHERE status NOT IN ('running', 'waiting') AND finished_at < $1 AND `+where+`
@@ -131,17 +139,6 @@ func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int,
 		return nil
 	})
 	return out, err
-}
-
-// background runs a retention transaction on a connection of its own
-// rather than through the group-committed writers: a sweep batch takes
-// tens of milliseconds, which would hold a writer, and every request's
-// write queued behind it, that long.
-func (db *DB) background(ctx context.Context, fn func(tx *wtx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return db.runTx(fn)
 }
 
 // TakeLease gives owner the named lease until until when it is free, lapsed
@@ -190,7 +187,7 @@ func (db *DB) AuditTenants(ctx context.Context) ([]string, error) {
 // keeps whatever records are removed.
 func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp retention.CheckpointRecord) (int64, error) {
 	var removed int64
-	err := db.background(ctx, func(tx *wtx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		removed = 0
 		rows, err := tx.Query(ctx, `SELECT seq, hash, time FROM audit_records WHERE tenant = $1
 			ORDER BY seq LIMIT $2`, tenant, limit)
