@@ -36,6 +36,7 @@ type Counts struct {
 	DatasetItems       int64 `json:"dataset_items"`
 	WebhookDeliveries  int64 `json:"webhook_deliveries"`
 	ScheduleRuns       int64 `json:"schedule_runs_unlinked"`
+	PushConfigs        int64 `json:"push_configs"`
 }
 
 // Add adds o to c.
@@ -52,6 +53,7 @@ func (c *Counts) Add(o Counts) {
 	c.DatasetItems += o.DatasetItems
 	c.WebhookDeliveries += o.WebhookDeliveries
 	c.ScheduleRuns += o.ScheduleRuns
+	c.PushConfigs += o.PushConfigs
 }
 
 // Fields lists each count with its JSON name, in the order above: what a
@@ -63,6 +65,7 @@ func (c *Counts) Fields() []Field {
 		{"idempotency_records", &c.IdempotencyRecords}, {"batch_items", &c.BatchItems},
 		{"journal_entries", &c.JournalEntries}, {"dataset_items", &c.DatasetItems},
 		{"webhook_deliveries", &c.WebhookDeliveries}, {"schedule_runs_unlinked", &c.ScheduleRuns},
+		{"push_configs", &c.PushConfigs},
 	}
 }
 
@@ -226,6 +229,9 @@ var Deletes = []struct{ Field, SQL string }{
 	{"journal_entries", `DELETE FROM replay_batch_journal WHERE workflow_id IN (` + IDs + `)`},
 	{"webhook_deliveries", `DELETE FROM webhook_deliveries WHERE order_key <> '' AND order_key IN (` + IDs + `)`},
 	{"schedule_runs_unlinked", `UPDATE schedule_runs SET workflow_id = '' WHERE workflow_id <> '' AND workflow_id IN (` + IDs + `)`},
+	// An A2A task's push-notification configs are webhooks of that one
+	// workflow (docs/a2a.md): they go with it.
+	{"push_configs", `DELETE FROM webhooks WHERE workflow_id <> '' AND workflow_id IN (` + IDs + `)`},
 	{"workflows", `DELETE FROM workflows WHERE id IN (` + IDs + `)`},
 }
 
