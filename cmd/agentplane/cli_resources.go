@@ -201,7 +201,6 @@ flags override the file's fields.
 		},
 	}
 	pageFlags(listCmd)
-	listCmd.Flags().Bool("archived", false, "list archived agents too")
 
 	getCmd := &cobra.Command{
 		Use: "get TOOL", Short: "Show a tool (by name or id)", Args: args(1, "a tool name or id"), ValidArgsFunction: completeTool,
@@ -420,6 +419,7 @@ version (without one, the server numbers the version). - reads standard input.`,
 		},
 	}
 	pageFlags(listCmd)
+	listCmd.Flags().Bool("archived", false, "list archived agents too")
 
 	getCmd := &cobra.Command{
 		Use: "get AGENT[@VERSION]", Short: "Show an agent and its default version, or one version", Args: args(1, "an agent name, or name@version"),

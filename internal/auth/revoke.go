@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -78,7 +79,14 @@ type RevokingVerifier struct {
 	ttl time.Duration
 	now func() time.Time
 
-	mu       sync.Mutex
+	// list is the copy of the revocation list requests read without a
+	// lock; mu serialises loading a new one.
+	list atomic.Pointer[revocationList]
+	mu   sync.Mutex
+}
+
+// revocationList is the revocation list as loaded at loadedAt.
+type revocationList struct {
 	revoked  map[string]bool
 	loadedAt time.Time
 }
@@ -116,18 +124,23 @@ func (v *RevokingVerifier) Verify(ctx context.Context, raw string) (Principal, e
 }
 
 func (v *RevokingVerifier) isRevoked(ctx context.Context, clientID string) (bool, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if now := v.now(); v.revoked == nil || !now.Before(v.loadedAt.Add(v.ttl)) {
-		ids, err := v.store.RevokedClients(ctx)
-		if err != nil {
-			return false, err
+	fresh := func(l *revocationList) bool { return l != nil && v.now().Before(l.loadedAt.Add(v.ttl)) }
+	l := v.list.Load()
+	if !fresh(l) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if l = v.list.Load(); !fresh(l) { // not loaded meanwhile by another request
+			now := v.now()
+			ids, err := v.store.RevokedClients(ctx)
+			if err != nil {
+				return false, err
+			}
+			l = &revocationList{revoked: make(map[string]bool, len(ids)), loadedAt: now}
+			for _, id := range ids {
+				l.revoked[id] = true
+			}
+			v.list.Store(l)
 		}
-		v.revoked = make(map[string]bool, len(ids))
-		for _, id := range ids {
-			v.revoked[id] = true
-		}
-		v.loadedAt = now
 	}
-	return v.revoked[clientID], nil
+	return l.revoked[clientID], nil
 }

@@ -9,14 +9,14 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
-// revocationList is a revocation store whose list the test changes.
-type revocationList struct {
+// revokedIDs is a revocation store whose list the test changes.
+type revokedIDs struct {
 	ids   []string
 	err   error
 	loads int
 }
 
-func (l *revocationList) RevokedClients(context.Context) ([]string, error) {
+func (l *revokedIDs) RevokedClients(context.Context) ([]string, error) {
 	l.loads++
 	return l.ids, l.err
 }
@@ -32,11 +32,11 @@ func TestRevokingVerifierRefusesWithinTTL(t *testing.T) {
 	if DefaultRevocationTTL > 30*time.Second || DefaultRevocationTTL <= 0 {
 		t.Fatalf("DefaultRevocationTTL = %s: SPEC §4 bounds it at 30 s", DefaultRevocationTTL)
 	}
-	if v := NewRevokingVerifier(clientVerifier{}, &revocationList{}, 0, nil); v.TTL() != DefaultRevocationTTL {
+	if v := NewRevokingVerifier(clientVerifier{}, &revokedIDs{}, 0, nil); v.TTL() != DefaultRevocationTTL {
 		t.Errorf("ttl 0 gave %s, want the default %s", v.TTL(), DefaultRevocationTTL)
 	}
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	list := &revocationList{}
+	list := &revokedIDs{}
 	v := NewRevokingVerifier(clientVerifier{}, list, 5*time.Second, func() time.Time { return now })
 	ctx := context.Background()
 

@@ -13,7 +13,7 @@ import (
 func TestArchiveAVersionThenTheAgent(t *testing.T) {
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
-	tok := h.token("acme", adminScopes+" workflows:replay audit:read")
+	tok := h.token("acme", adminScopes+" workflows:replay audit:read schedules:write")
 	w.deployVersion(t, "2")
 	ctx := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-1"}}
 	first := w.invoke(t, tok, ctx)
@@ -69,6 +69,18 @@ func TestArchiveAVersionThenTheAgent(t *testing.T) {
 		409, "agent-version-archived", "fraud-triage@1")
 	wantProblem(h.do("PUT", "/v1/agents/fraud-triage/default", tok, map[string]any{"version": "1"}), 409, "agent-version-archived", "fraud-triage@1")
 	rep := w.replay(t, tok, wf1, map[string]any{"target_agent_version": "fraud-triage@2"})
+	if r := h.do("POST", "/v1/schedules", tok, map[string]any{"agent": "fraud-triage@1", "cron": "@daily", "goal": "g"}); r.Status != 422 ||
+		!strings.Contains(string(r.Body), "archived") {
+		t.Errorf("a schedule of an archived version: %d %s, want 422 saying it is archived", r.Status, r.Body)
+	}
+	// A schedule of the live default holds the whole agent until it goes.
+	r = h.do("POST", "/v1/schedules", tok, map[string]any{"agent": "fraud-triage", "cron": "@daily", "goal": "g"})
+	var sch struct{ ID string }
+	r.json(t, &sch)
+	wantProblem(h.do("DELETE", "/v1/agents/fraud-triage", tok, nil), 409, "conflict", sch.ID)
+	if r := h.do("DELETE", "/v1/schedules/"+sch.ID, tok, nil); r.Status != 200 {
+		t.Fatalf("delete the schedule: %d %s", r.Status, r.Body)
+	}
 
 	// History stays readable: the workflow, its replay, the version.
 	for _, path := range []string{"/v1/workflows/" + wf1, "/v1/replays/" + rep.ReplayID, "/v1/agents/fraud-triage@1"} {
