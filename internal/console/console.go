@@ -159,18 +159,18 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"ms":  FormatMS,
-	"pretty": func(raw json.RawMessage) string {
-		if len(raw) == 0 {
-			return ""
-		}
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return string(raw)
-		}
-		return buf.String()
-	},
+	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ms":     FormatMS,
+	"pretty": Pretty,
+}
+
+// Pretty is JSON indented for reading (as it came when it is not JSON).
+func Pretty(raw []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
 }
 
 // FormatMS writes a duration in milliseconds as people read it.
