@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -100,4 +101,16 @@ func SessionSecret(r *http.Request) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// MintLink stores a one-time sign-in link for the session g describes
+// (Tenant, Subject, ClientID, Scopes, SessionExpiresAt, Next, CreatedAt,
+// ExpiresAt) and returns its address under base.
+func MintLink(ctx context.Context, st Store, base string, g Grant) (string, error) {
+	secret := RandomToken()
+	g.IDHash, g.Kind = Hash(secret), GrantLink
+	if err := st.CreateConsoleGrant(ctx, g); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(base, "/") + "/console/signin?link=" + secret, nil
 }

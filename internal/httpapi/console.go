@@ -279,15 +279,15 @@ func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) 
 	if limit := now.Add(console.MaxSession); sessionEnd.IsZero() || sessionEnd.After(limit) {
 		sessionEnd = limit
 	}
-	secret := console.RandomToken()
-	g := console.Grant{IDHash: console.Hash(secret), Kind: console.GrantLink, Tenant: p.Tenant, Subject: p.Subject,
-		ClientID: p.ClientID, Scopes: p.Scopes, SessionExpiresAt: sessionEnd, Next: req.Next, CreatedAt: now, ExpiresAt: now.Add(console.LinkTTL)}
-	if err := s.deps.Store.CreateConsoleGrant(r.Context(), g); err != nil {
+	g := console.Grant{Tenant: p.Tenant, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes,
+		SessionExpiresAt: sessionEnd, Next: req.Next, CreatedAt: now, ExpiresAt: now.Add(console.LinkTTL)}
+	link, err := console.MintLink(r.Context(), s.deps.Store, s.cfg.PublicURL, g)
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, http.StatusCreated, linkResponse{
-		URL:       strings.TrimSuffix(s.cfg.PublicURL, "/") + "/console/signin?link=" + secret,
+		URL:       link,
 		ExpiresAt: g.ExpiresAt.UTC().Format(timeFormat), SessionExpiresAt: sessionEnd.UTC().Format(timeFormat),
 	})
 }
