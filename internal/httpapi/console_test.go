@@ -124,3 +124,58 @@ func between(s, before, after string) string {
 	v, _, _ := strings.Cut(rest, after)
 	return v
 }
+
+// TestConsoleCancelIsTheAPICall: a reader without agents:invoke sees a
+// waiting workflow without the cancel button; with it, the console's form
+// cancels through the API's route, audited as workflow.cancel.
+func TestConsoleCancelIsTheAPICall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	deployRefunds(t, w)
+	w.amounts.Store("t-big", 900.0)
+	alice := h.tokenFor("alice", "agents:invoke workflows:read audit:read tool:*")
+	if r := h.do("POST", "/v1/agents/refunds/invoke", alice, map[string]any{"goal": "refund t-big",
+		"context": map[string]any{"transaction_id": "t-big"}}, "Prefer", "respond-async"); r.Status != 202 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	a := pendingApproval(t, h, h.tokenFor("bob", "workflows:approve"))
+	page := "/console/workflows/" + a.WorkflowID
+
+	reader := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, h.tokenFor("carol", "workflows:read")))
+	if status, body := consoletest.Get(t, reader, h.URL+page); status != 200 || strings.Contains(body, "/cancel") {
+		t.Errorf("without agents:invoke: %d, cancel form shown = %v", status, strings.Contains(body, "/cancel"))
+	}
+
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, alice))
+	_, body := consoletest.Get(t, c, h.URL+page)
+	if !strings.Contains(body, `action="`+page+`/cancel"`) {
+		t.Fatalf("with agents:invoke the cancel form is missing:\n%s", body)
+	}
+	form := url.Values{"csrf": {between(body, `name="csrf" value="`, `"`)}, "idempotency_key": {"cancel-1"}, "return": {page}}
+	resp, err := c.PostForm(h.URL+page+"/cancel", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != page {
+		t.Fatalf("cancel: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	var wf struct {
+		Status string `json:"status"`
+	}
+	h.do("GET", "/v1/workflows/"+a.WorkflowID, alice, nil).json(t, &wf)
+	if wf.Status != "cancelled" {
+		t.Errorf("after the console's cancel the workflow is %s", wf.Status)
+	}
+	var recs struct {
+		Records []struct {
+			Details map[string]any `json:"details"`
+			Status  int            `json:"status"`
+		} `json:"records"`
+	}
+	h.do("GET", "/v1/audit/query?action=workflow.cancel&resource_id="+a.WorkflowID, alice, nil).json(t, &recs)
+	if len(recs.Records) != 1 || recs.Records[0].Details["via"] != "console" || recs.Records[0].Status != 303 {
+		t.Errorf("audit of the console's cancel: %+v", recs.Records)
+	}
+}
