@@ -124,7 +124,7 @@ func (s *Server) consoleAction(rt *route, h http.Handler) http.Handler {
 // console's home: never a link elsewhere.
 func returnPath(p string) string {
 	u, err := url.Parse(p)
-	if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(u.Path, console.Path) || strings.HasPrefix(p, "//") {
+	if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(u.Path, console.Path) || strings.Contains(u.Path, "..") || strings.HasPrefix(p, "//") {
 		return console.Path
 	}
 	return u.RequestURI()
