@@ -22,7 +22,7 @@ func (c *cli) addClientCommands(root *cobra.Command) {
 		&cobra.Group{ID: "operator", Title: "Operator commands (run on the server's machine):"})
 	for _, cmd := range []*cobra.Command{c.loginCommand(), c.toolsCommand(), c.modelsCommand(), c.agentsCommand(), c.invokeCommand(),
 		c.workflowsCommand(), c.usageCommand(), c.approvalsCommand(), c.replayCommand(), c.replaysCommand(), c.batchesCommand(), c.datasetsCommand(),
-		c.operationsCommand(), c.auditCommand(), c.schedulesCommand(), c.webhooksCommand()} {
+		c.operationsCommand(), c.auditCommand(), c.schedulesCommand(), c.webhooksCommand(), c.consoleCommand()} {
 		cmd.GroupID = "client"
 		root.AddCommand(cmd)
 	}

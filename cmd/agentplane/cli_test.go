@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/console/consoletest"
 )
 
 // cliAPI is a loopback tool API for the client's tests: a transaction
@@ -512,8 +514,9 @@ func TestDemo(t *testing.T) {
 			t.Errorf("workflows list %v:\n%s", args, out)
 		}
 	}
-	if out := e.ok("workflows", "list", "--agent", "fraud-triage"); strings.Count(out, "wf_") != 6 {
-		t.Errorf("want the 6 seeded workflows:\n%s", out)
+	// The 6 seeded workflows and the refund left waiting for the console.
+	if out := e.ok("workflows", "list", "--agent", "fraud-triage"); strings.Count(out, "wf_") != 7 || strings.Count(out, "waiting") != 1 {
+		t.Errorf("want the 6 seeded workflows and a waiting refund:\n%s", out)
 	}
 	out := e.ok("invoke", "fraud-triage", "--goal", "triage tx_1003", "--context", "transaction_id=tx_1003", "--stream")
 	for _, want := range []string{"fetch_customer", "customers.customer", "open_case", "cases.OpenCase", "outcome escalated"} {
@@ -604,6 +607,27 @@ func TestDemo(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the approved workflow did not finish:\n%s", out)
 		}
+	}
+	// The console link signs in as the demo's approver, on the approvals
+	// page with the refund the demo left waiting; agentplane console
+	// prints a fresh link of the client's own.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(ready, "/console/signin?link=") && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ready = srv.output()
+	}
+	c := consoletest.SignInHTTP(t, grab("agentplane console makes new ones):"))
+	if status, page := consoletest.Get(t, c, srv.base+"/console/approvals"); status != 200 ||
+		!strings.Contains(page, "Refund of 680 EUR on tx_1007") || !strings.Contains(page, "demo-approver") {
+		t.Errorf("the demo's console link: %d\n%s", status, page)
+	}
+	out = e.ok("console", "--no-open", "--page", "workflows")
+	link := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, srv.base+"/console/signin?link=") {
+			link = f
+		}
+	}
+	if status, page := consoletest.Get(t, consoletest.SignInHTTP(t, link), srv.base+"/console/workflows"); status != 200 || !strings.Contains(page, "demo · demo") {
+		t.Errorf("agentplane console printed %q; its session's page: %d", out, status)
 	}
 	if out := e.ok("audit", "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Errorf("audit verify: %q", out)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/client"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/demo"
 )
 
@@ -19,7 +21,7 @@ const demoDelay = 300 * time.Millisecond
 // at baseURL through its API with a token of the demo tenant, then prints
 // the ready block on stdout. The demo's LLM agent uses model, or the demo
 // model when model is "". The caller closes the APIs.
-func startDemo(ctx context.Context, issuer *auth.Issuer, baseURL, publicURL, model string, stdout io.Writer) (*demo.APIs, error) {
+func startDemo(ctx context.Context, issuer *auth.Issuer, st console.Store, baseURL, publicURL, model string, stdout io.Writer) (*demo.APIs, error) {
 	tok, err := issuer.Mint(ctx, auth.MintRequest{Tenant: demo.Tenant, Subject: "demo", Scopes: demo.Scopes, TTL: 12 * time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("demo: mint its token: %w", err)
@@ -44,5 +46,39 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, baseURL, publicURL, mod
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	demo.Ready(stdout, publicURL, tok, approver, seeded)
+	if err := demoConsole(ctx, cl, st, publicURL, stdout); err != nil {
+		apis.Close()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	return apis, nil
+}
+
+// demoLinkTTL is how long the demo's console link may be opened: unlike
+// agentplane console's 60 seconds, long enough to read the ready block
+// first. It still signs in once.
+const demoLinkTTL = time.Hour
+
+// demoConsole leaves a refund waiting for approval (invoked by the demo's
+// user, so a second person must decide it) and prints a console link that
+// signs in as the demo's approver and opens the approvals page: a person
+// can decide it and follow its workflow with no command at all.
+func demoConsole(ctx context.Context, cl *client.Client, st console.Store, publicURL string, stdout io.Writer) error {
+	_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents/fraud-triage@2/invoke",
+		Header: http.Header{"Prefer": {"respond-async"}},
+		Body: map[string]any{"goal": "refund tx_1007: the customer asks for their money back",
+			"context": map[string]any{"transaction_id": "tx_1007", "refund_requested": true}}})
+	if err != nil {
+		return fmt.Errorf("invoke the waiting refund: %w", err)
+	}
+	now := time.Now()
+	link, err := console.MintLink(ctx, st, publicURL, console.Grant{Tenant: demo.Tenant, Subject: "demo-approver",
+		Scopes: demo.ApproverScopes, SessionExpiresAt: now.Add(12 * time.Hour), Next: "/console/approvals",
+		CreatedAt: now, ExpiresAt: now.Add(demoLinkTTL)})
+	if err != nil {
+		return fmt.Errorf("console link: %w", err)
+	}
+	fmt.Fprintf(stdout, "Or, with no command at all, open the web console as the demo's approver (the link\n"+
+		"signs in once, within an hour; agentplane console makes new ones):\n\n  %s\n\n"+
+		"A refund of tx_1007 waits in Approvals: approve it, then open its workflow and watch it finish.\n\n", link)
+	return nil
 }

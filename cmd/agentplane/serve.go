@@ -356,7 +356,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		if c.run.llmBaseURL != "" {
 			model = "default" // the server-wide model --llm-base-url defines
 		}
-		apis, err := startDemo(ctx, issuer, "http://"+ln.Addr().String(), c.issuer.issuerURL(), model, stdout)
+		apis, err := startDemo(ctx, issuer, st, "http://"+ln.Addr().String(), c.issuer.issuerURL(), model, stdout)
 		if err != nil {
 			hs.Close()
 			return err

@@ -18,6 +18,7 @@ const (
 	MalformedRequest      Code = "malformed-request"
 	Unauthenticated       Code = "unauthenticated"
 	InsufficientScope     Code = "insufficient-scope"
+	CSRFTokenInvalid      Code = "csrf-token-invalid"
 	NotFound              Code = "not-found"
 	AgentVersionNotFound  Code = "agent-version-not-found"
 	AgentVersionArchived  Code = "agent-version-archived"
@@ -65,6 +66,7 @@ var Kinds = []Kind{
 	{MalformedRequest, http.StatusBadRequest, "Malformed request", "The body is not valid JSON, has unknown fields or has values of the wrong type."},
 	{Unauthenticated, http.StatusUnauthorized, "Unauthenticated", "The bearer token is missing, expired or invalid. Obtain a new access token and retry."},
 	{InsufficientScope, http.StatusForbidden, "Insufficient scope", "The token is valid but lacks the scope this endpoint needs; the WWW-Authenticate header names it."},
+	{CSRFTokenInvalid, http.StatusForbidden, "CSRF token invalid", "A console form came without its session's CSRF token, or with another one. Reload the page and send the form again."},
 	{NotFound, http.StatusNotFound, "Not found", "No such resource exists in the caller's tenant."},
 	{AgentVersionNotFound, http.StatusNotFound, "Agent version not found", "The agent exists in no version of that name, or the agent does not exist."},
 	{AgentVersionArchived, http.StatusConflict, "Agent version archived", "The agent version (or the whole agent) was archived: its history stays readable, but it can no longer be invoked or replayed against. Deploy a new version or name a live one."},

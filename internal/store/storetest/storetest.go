@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -45,6 +46,7 @@ type Store interface {
 	retention.Store
 	siem.Store
 	redact.KeyStore
+	console.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -141,6 +143,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"DeleteWorkflow", testDeleteWorkflow},
 		{"RetentionLease", testRetentionLease},
 		{"AuditTrim", testAuditTrim},
+		{"ConsoleGrants", testConsoleGrants},
+		{"ConsoleSessions", testConsoleSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
