@@ -318,6 +318,16 @@ func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.
 
 // ListWorkflows returns the tenant's workflows matching f, newest first.
 func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
+	query, args := listWorkflowsQuery(tenant, f)
+	rows, err := db.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", unavailable(err))
+	}
+	return collectWorkflows(rows)
+}
+
+// listWorkflowsQuery is ListWorkflows' query and its arguments.
+func listWorkflowsQuery(tenant string, f workflow.ListFilter) (string, []any) {
 	limit := page.Size(f.Limit)
 	where := []string{"tenant = $1"}
 	args := []any{tenant}
@@ -340,6 +350,9 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if !f.Until.IsZero() {
 		add("started_at <= $%d", f.Until)
 	}
+	if f.Version != "" {
+		add("agent_version = $%d", f.Version)
+	}
 	for _, w := range f.Words {
 		add(`goal ILIKE $%d ESCAPE '\'`, "%"+likeEscape(w)+"%")
 	}
@@ -351,12 +364,8 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 		add("id < $%d", f.Before)
 	}
 	args = append(args, limit)
-	rows, err := db.pool.Query(ctx, `SELECT `+workflowColumns+` FROM workflows
-		WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", unavailable(err))
-	}
-	return collectWorkflows(rows)
+	return `SELECT ` + workflowColumns + ` FROM workflows
+		WHERE ` + strings.Join(where, " AND ") + fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
 }
 
 func workflowNotFound(id string) error {
@@ -476,4 +485,20 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// ListWorkflowsPlan is PostgreSQL's plan for ListWorkflows(tenant, f), the
+// lines of EXPLAIN: for tests and the console benchmark, which check that
+// each filter the console offers walks an index.
+func (db *DB) ListWorkflowsPlan(ctx context.Context, tenant string, f workflow.ListFilter) ([]string, error) {
+	query, args := listWorkflowsQuery(tenant, f)
+	rows, err := db.pool.Query(ctx, `EXPLAIN `+query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("explain list workflows: %w", unavailable(err))
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("explain list workflows: %w", err)
+	}
+	return plan, nil
 }

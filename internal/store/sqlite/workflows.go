@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
@@ -335,6 +336,21 @@ func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.
 
 // ListWorkflows returns the tenant's workflows matching f, newest first.
 func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
+	query, args := listWorkflowsQuery(tenant, f)
+	var wfs []*workflow.Workflow
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("list workflows: %w", err)
+		}
+		wfs, err = collectWorkflows(rows)
+		return err
+	})
+	return wfs, err
+}
+
+// listWorkflowsQuery is ListWorkflows' query and its arguments.
+func listWorkflowsQuery(tenant string, f workflow.ListFilter) (string, []any) {
 	limit := page.Size(f.Limit)
 	where := []string{"tenant = ?"}
 	args := []any{tenant}
@@ -357,8 +373,16 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if !f.Until.IsZero() {
 		add("started_at <= ?", fmtTime(f.Until))
 	}
+	if f.Version != "" {
+		add("agent_version = ?", f.Version)
+	}
+	if q := goalQuery(f.Words); q != "" {
+		add("rowid IN (SELECT rowid FROM workflow_goals WHERE workflow_goals MATCH ?)", q)
+	}
 	for _, w := range f.Words {
-		add(`goal LIKE ? ESCAPE '\'`, "%"+likeEscape(w)+"%") // LIKE is case-insensitive for ASCII
+		if utf8.RuneCountInString(w) < trigram {
+			add(`goal LIKE ? ESCAPE '\'`, "%"+likeEscape(w)+"%") // LIKE is case-insensitive for ASCII
+		}
 	}
 	for _, k := range sortedKeys(f.Context) {
 		path := `$."` + strings.ReplaceAll(k, `"`, `\"`) + `"`
@@ -369,17 +393,24 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if f.Before != "" {
 		add("id < ?", f.Before)
 	}
-	var wfs []*workflow.Workflow
-	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+workflowColumns+` FROM workflows
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
-		if err != nil {
-			return fmt.Errorf("list workflows: %w", err)
+	return `SELECT ` + workflowColumns + ` FROM workflows
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(args, limit)
+}
+
+// trigram is the length of the shortest word the goal index can find.
+const trigram = 3
+
+// goalQuery is an FTS5 query on workflow_goals (a trigram index) matching
+// the goals holding every word of at least three characters as a substring,
+// in any case; "" when no word is that long.
+func goalQuery(words []string) string {
+	var phrases []string
+	for _, w := range words {
+		if utf8.RuneCountInString(w) >= trigram {
+			phrases = append(phrases, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
 		}
-		wfs, err = collectWorkflows(rows)
-		return err
-	})
-	return wfs, err
+	}
+	return strings.Join(phrases, " AND ")
 }
 
 func workflowNotFound(id string) error {
@@ -508,4 +539,29 @@ func rawJSON(s sql.NullString) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(s.String)
+}
+
+// ListWorkflowsPlan is SQLite's plan for ListWorkflows(tenant, f), one line
+// per step of EXPLAIN QUERY PLAN: for tests and the console benchmark, which
+// check that each filter the console offers walks an index.
+func (db *DB) ListWorkflowsPlan(ctx context.Context, tenant string, f workflow.ListFilter) ([]string, error) {
+	query, args := listWorkflowsQuery(tenant, f)
+	var plan []string
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+		if err != nil {
+			return fmt.Errorf("explain list workflows: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				return fmt.Errorf("scan plan: %w", err)
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	})
+	return plan, err
 }

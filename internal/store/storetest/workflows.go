@@ -186,6 +186,12 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		if i == 6 {
 			w.Context = json.RawMessage(`{"ticket": "T-6", "vip": true, "amount": 12.5}`)
 		}
+		if i%4 == 2 {
+			w.AgentVersion = "2"
+		}
+		if i == 4 {
+			w.Goal = `Erstatte "Größe" zurück: a 2x "quoted" goal`
+		}
 		create(t, s, w)
 		switch i % 4 {
 		case 0:
@@ -230,6 +236,18 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		{"a word with LIKE's wildcards", workflow.ListFilter{Words: []string{"100%", "order_3"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 3 })},
 		{"a wildcard matches only itself", workflow.ListFilter{Words: []string{"order_"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
 		{"no word matches", workflow.ListFilter{Words: []string{"refund", "shipment"}}, nil},
+		{"a word of two characters", workflow.ListFilter{Words: []string{"2X"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 4 })},
+		{"a word of one character", workflow.ListFilter{Words: []string{"%"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
+		{"short and long words", workflow.ListFilter{Words: []string{"to", "order_6"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
+		{"a word with quotes", workflow.ListFilter{Words: []string{`"quoted"`}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 4 })},
+		{"a word with a quote inside", workflow.ListFilter{Words: []string{`2x"quo`}}, nil},
+		{"a word beyond ASCII", workflow.ListFilter{Words: []string{"größe"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 4 })},
+		{"a word that is an FTS operator", workflow.ListFilter{Words: []string{"AND", "NOT"}}, nil},
+		{"a word that is the middle of another", workflow.ListFilter{Words: []string{"efun"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
+		{"version", workflow.ListFilter{Agent: "triage", Version: "2"}, pick(func(i int, _ *workflow.Workflow) bool { return i%4 == 2 })},
+		{"version of another agent", workflow.ListFilter{Agent: "billing", Version: "2"}, nil},
+		{"version and words", workflow.ListFilter{Agent: "triage", Version: "1", Words: []string{"refund"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 0 })},
+		{"words before a cursor", workflow.ListFilter{Words: []string{"refund"}, Before: all[6].ID}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 && i < 6 })},
 		{"context number", workflow.ListFilter{Context: map[string]string{"ticket": "42"}}, pick(func(i int, _ *workflow.Workflow) bool { return i != 6 })},
 		{"context string", workflow.ListFilter{Context: map[string]string{"ticket": "T-6"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
 		{"context boolean and decimal", workflow.ListFilter{Context: map[string]string{"vip": "true", "amount": "12.5"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
