@@ -318,12 +318,70 @@ func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.
 
 // ListWorkflows returns the tenant's workflows matching f, newest first.
 func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
-	query, args := listWorkflowsQuery(tenant, f)
-	rows, err := db.pool.Query(ctx, query, args...)
+	var wfs []*workflow.Workflow
+	err := db.listTx(ctx, tenant, f, func(tx pgx.Tx, query string, args []any) error {
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("list workflows: %w", unavailable(err))
+		}
+		wfs, err = collectWorkflows(rows)
+		return err
+	})
+	return wfs, err
+}
+
+// denseMatches is how many of a tenant's workflows must hold the goal words
+// for a list to walk the workflows newest first, checking each goal, rather
+// than start from the trigram index's matches and sort them: a page of a
+// word that common fills after a few hundred goals, and sorting fewer
+// matches than this is cheap. The planner, left alone, walks even for rare
+// words (it prices ILIKE far below what it costs on a goal).
+const denseMatches = 500
+
+// listTx runs fn with ListWorkflows' query and its arguments in a read-only
+// transaction. With goal words, the tenant's matches are counted first,
+// through the trigram index, up to denseMatches; when fewer, index scans
+// (walks) are turned off for the transaction, so the planner fetches the
+// matches through the trigram index and sorts them.
+func (db *DB) listTx(ctx context.Context, tenant string, f workflow.ListFilter, fn func(tx pgx.Tx, query string, args []any) error) error {
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", unavailable(err))
+		return fmt.Errorf("list workflows: %w", unavailable(err))
 	}
-	return collectWorkflows(rows)
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if len(f.Words) > 0 {
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_indexscan = off`); err != nil {
+			return fmt.Errorf("list workflows: %w", unavailable(err))
+		}
+		query, args := goalMatchesQuery(tenant, f.Words)
+		var n int
+		if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+			return fmt.Errorf("count goal matches: %w", unavailable(err))
+		}
+		if n >= denseMatches {
+			if _, err := tx.Exec(ctx, `SET LOCAL enable_indexscan = on`); err != nil {
+				return fmt.Errorf("list workflows: %w", unavailable(err))
+			}
+		}
+	}
+	query, args := listWorkflowsQuery(tenant, f)
+	if err := fn(tx, query, args); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// goalMatchesQuery counts the tenant's workflows whose goal holds every
+// word, up to denseMatches.
+func goalMatchesQuery(tenant string, words []string) (string, []any) {
+	where := []string{"tenant = $1"}
+	args := []any{tenant}
+	for _, w := range words {
+		args = append(args, "%"+likeEscape(w)+"%")
+		where = append(where, fmt.Sprintf(`goal ILIKE $%d ESCAPE '\'`, len(args)))
+	}
+	args = append(args, denseMatches)
+	return fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM workflows WHERE %s LIMIT $%d) m`, strings.Join(where, " AND "), len(args)), args
 }
 
 // listWorkflowsQuery is ListWorkflows' query and its arguments.
@@ -491,14 +549,14 @@ func deref(p *int64) int64 {
 // lines of EXPLAIN: for tests and the console benchmark, which check that
 // each filter the console offers walks an index.
 func (db *DB) ListWorkflowsPlan(ctx context.Context, tenant string, f workflow.ListFilter) ([]string, error) {
-	query, args := listWorkflowsQuery(tenant, f)
-	rows, err := db.pool.Query(ctx, `EXPLAIN `+query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("explain list workflows: %w", unavailable(err))
-	}
-	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("explain list workflows: %w", err)
-	}
-	return plan, nil
+	var plan []string
+	err := db.listTx(ctx, tenant, f, func(tx pgx.Tx, query string, args []any) error {
+		rows, err := tx.Query(ctx, `EXPLAIN `+query, args...)
+		if err != nil {
+			return fmt.Errorf("explain list workflows: %w", unavailable(err))
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return plan, err
 }

@@ -289,6 +289,66 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
+// testWorkflowListDenseWords lists goal words held by more goals than a
+// store may look up one by one before walking newest first (stores switch
+// plans at a few hundred): both plans give the same pages.
+func testWorkflowListDenseWords(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	const n = 560
+	var refunds, chargebacks []string // newest first
+	for i := range n {
+		w := newWorkflow("acme", "triage", "replica-a", i)
+		w.Goal = fmt.Sprintf("Refund order %d to the customer", i)
+		if i%10 == 3 {
+			w.Goal += ", a chargeback is open"
+			chargebacks = append([]string{w.ID}, chargebacks...)
+		}
+		create(t, s, w)
+		refunds = append([]string{w.ID}, refunds...)
+	}
+	create(t, s, newWorkflow("globex", "triage", "replica-a", n))
+	all := func(f workflow.ListFilter) []string {
+		var ids []string
+		f.Limit = 200
+		for range 10 {
+			page, err := s.ListWorkflows(ctx, "acme", f)
+			must(t, err, "page")
+			ids = append(ids, workflowIDs(page)...)
+			if len(page) < f.Limit {
+				break
+			}
+			f.Before = page[len(page)-1].ID
+		}
+		return ids
+	}
+	tests := []struct {
+		name  string
+		words []string
+		want  []string
+	}{
+		{"a word in every goal", []string{"REFUND"}, refunds},
+		{"a word in every goal and a short one", []string{"refund", "to"}, refunds},
+		{"a common word and a rare one", []string{"refund", "chargeback"}, chargebacks},
+		{"a rare word", []string{"chargeback"}, chargebacks},
+		{"a common word and a missing one", []string{"refund", "shipment"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, all(workflow.ListFilter{Words: tc.words})); diff != "" {
+				t.Errorf("workflows with %q (-want +got):\n%s", tc.words, diff)
+			}
+		})
+	}
+	first, err := s.ListWorkflows(ctx, "acme", workflow.ListFilter{Words: []string{"refund"}, Limit: 3})
+	must(t, err, "first page")
+	if diff := cmp.Diff(refunds[:3], workflowIDs(first)); diff != "" {
+		t.Errorf("first page (-want +got):\n%s", diff)
+	}
+	if got, err := s.ListWorkflows(ctx, "globex", workflow.ListFilter{Words: []string{"chargeback"}}); err != nil || len(got) != 0 {
+		t.Errorf("another tenant lists %v, %v; want none", workflowIDs(got), err)
+	}
+}
+
 // testWorkflowFinishWithLastSteps stores a workflow's last steps with its
 // end in one write: all land, the steps' records before the end's; an
 // owner that lost the lease stores none of them.
