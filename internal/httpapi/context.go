@@ -31,6 +31,16 @@ type reqInfo struct {
 	problem *problem.Error
 	// resourceMetadata is the RFC 9728 metadata URL a 401 names (/mcp).
 	resourceMetadata string
+	// session is the console session's secret, for its CSRF token.
+	session string
+}
+
+// addDetail adds a detail to the request's audit record.
+func (i *reqInfo) addDetail(k string, v any) {
+	if i.details == nil {
+		i.details = map[string]any{}
+	}
+	i.details[k] = v
 }
 
 type infoKey struct{}

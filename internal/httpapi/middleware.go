@@ -225,6 +225,9 @@ func (s *Server) serveRoute(rt *route) http.Handler {
 	if rt.idempotent && !rt.ownKeys {
 		h = s.idempotent(h)
 	}
+	if rt.form != nil {
+		h = s.consoleAction(rt, h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
 		info.route = rt
@@ -274,6 +277,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error 
 			info.signedTools = tools
 		}
 		return nil
+	}
+	if rt.console {
+		return s.admitConsole(w, r, rt)
 	}
 	raw, ok := auth.BearerToken(r)
 	if !ok {

@@ -52,6 +52,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	if info != nil {
 		info.problem = pe
 	}
+	if info.route != nil && info.route.console {
+		writeConsoleProblem(w, r, pe, doc.Status)
+		return
+	}
 	var link *refusedLink
 	if errors.As(err, &link) && acceptsHTML(r) {
 		web.PageHeaders(w.Header())

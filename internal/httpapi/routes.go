@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"net/url"
+
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/web"
 )
 
@@ -29,7 +32,16 @@ type route struct {
 	ownKeys bool
 	// noAudit: requests are not audited one by one (health and metrics probes).
 	noAudit bool
-	h       handlerFunc
+	// console routes are the web console's (console.go): authenticated by
+	// the session cookie rather than a bearer token, each POST also by the
+	// session's CSRF token; their errors are pages.
+	console bool
+	// same names the API route a console action is: the row takes that
+	// route's scope, audit action, idempotency and handler; form turns the
+	// submitted form into that handler's JSON body.
+	same string
+	form func(url.Values) (any, error)
+	h    handlerFunc
 }
 
 func (s *Server) routeTable() []route {
@@ -113,6 +125,21 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /replays/{id}", public: true, signed: web.KindReplay, action: "replay.view", resource: "replay", h: s.handleReplayPage},
 		{pattern: "GET /replay-batches/{id}", public: true, signed: web.KindBatch, action: "replay_batch.view", resource: "replay_batch", h: s.handleBatchPage},
 		{pattern: "GET " + web.AssetsPath + "{file}", public: true, noAudit: true, h: handleAssets},
+
+		// The web console. Pages need the scope of the API reads they show
+		// and are audited as those reads; actions are the API routes named.
+		{pattern: "POST /v1/console/links", action: "console.link", resource: "console", h: s.handleCreateSignInLink},
+		{pattern: "GET /console/signin", public: true, console: true, action: "console.signin", resource: "console", h: s.handleSignIn},
+		{pattern: "POST /console/signout", console: true, action: "console.signout", resource: "console", h: s.handleSignOut},
+		{pattern: "GET " + console.AssetsPath + "{file}", public: true, noAudit: true, h: handleConsoleAssets},
+		{pattern: "GET /console/{$}", console: true, action: "console.home", resource: "console", h: s.handleConsoleHome},
+		{pattern: "GET /console/workflows", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.handleConsoleWorkflows},
+		{pattern: "GET /console/workflows/{id}", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleConsoleWorkflow},
+		{pattern: "GET /console/workflows/{id}/events", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
+		{pattern: "POST /console/workflows/{id}/cancel", console: true, same: "POST /v1/workflows/{id}/cancel", form: formNone},
+		{pattern: "POST /console/workflows/{id}/replay", console: true, same: "POST /v1/workflows/{id}/replay", form: formReplay},
+		{pattern: "GET /console/approvals", console: true, scope: auth.ScopeWorkflowsApprove, action: "approval.list", resource: "approval", h: s.handleConsoleApprovals},
+		{pattern: "POST /console/workflows/{id}/approvals/{step}", console: true, same: "POST /v1/workflows/{id}/approvals/{step}", form: formDecide},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
 		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},

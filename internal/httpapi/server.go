@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -32,6 +33,7 @@ type Store interface {
 	audit.Store
 	auth.Store
 	idempotency.Store
+	console.Store
 	Ping(ctx context.Context) error
 }
 
@@ -115,6 +117,9 @@ type Server struct {
 	mcpStatic *mcp.Server
 	// streams caps each tenant's open event streams.
 	streams *streamLimit
+	// oidc signs people in to the console through an OpenID Connect
+	// provider; nil without one.
+	oidc *consoleOIDC
 }
 
 // NewServer builds the handler of the whole API.
@@ -143,7 +148,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256),
 		streams: newStreamLimit(cfg.MaxStreamsPerTenant)}
 	s.mcp = s.newMCPHandler()
-	s.routes = s.routeTable()
+	s.routes = withSame(s.routeTable())
 	for i := range s.routes {
 		rt := &s.routes[i]
 		s.mux.Handle(rt.pattern, s.serveRoute(rt))

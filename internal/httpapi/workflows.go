@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -131,7 +132,32 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	f, err := parseWorkflowFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
+	if err != nil {
+		return err
+	}
+	list := struct {
+		Workflows  []workflowSummary `json:"workflows"`
+		NextCursor *string           `json:"next_cursor"`
+	}{Workflows: make([]workflowSummary, 0, len(wfs))}
+	now := s.deps.Now()
+	for _, wf := range wfs {
+		list.Workflows = append(list.Workflows, summarize(wf, now))
+	}
+	if len(wfs) == f.Limit {
+		c := wfs[len(wfs)-1].ID
+		list.NextCursor = &c
+	}
+	return writeJSON(w, http.StatusOK, list)
+}
+
+// parseWorkflowFilter reads a workflow list's filters from its query
+// (the API's and the console's).
+func parseWorkflowFilter(q url.Values) (workflow.ListFilter, error) {
 	f := workflow.ListFilter{Agent: q.Get("agent"), Version: q.Get("version"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor")}
 	var errs []problem.FieldError
 	if f.Version != "" {
@@ -185,25 +211,9 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 		errs = append(errs, problem.FieldError{Field: "status", Message: "must be running, waiting, completed, failed or cancelled"})
 	}
 	if len(errs) > 0 {
-		return problem.Validation(errs...)
+		return f, problem.Validation(errs...)
 	}
-	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
-	if err != nil {
-		return err
-	}
-	list := struct {
-		Workflows  []workflowSummary `json:"workflows"`
-		NextCursor *string           `json:"next_cursor"`
-	}{Workflows: make([]workflowSummary, 0, len(wfs))}
-	now := s.deps.Now()
-	for _, wf := range wfs {
-		list.Workflows = append(list.Workflows, summarize(wf, now))
-	}
-	if len(wfs) == f.Limit {
-		c := wfs[len(wfs)-1].ID
-		list.NextCursor = &c
-	}
-	return writeJSON(w, http.StatusOK, list)
+	return f, nil
 }
 
 func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) error {

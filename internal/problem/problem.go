@@ -18,6 +18,7 @@ const (
 	MalformedRequest      Code = "malformed-request"
 	Unauthenticated       Code = "unauthenticated"
 	InsufficientScope     Code = "insufficient-scope"
+	CSRFTokenInvalid      Code = "csrf-token-invalid"
 	NotFound              Code = "not-found"
 	AgentVersionNotFound  Code = "agent-version-not-found"
 	MethodNotAllowed      Code = "method-not-allowed"
@@ -58,6 +59,7 @@ var Kinds = []Kind{
 	{MalformedRequest, http.StatusBadRequest, "Malformed request", "The body is not valid JSON, has unknown fields or has values of the wrong type."},
 	{Unauthenticated, http.StatusUnauthorized, "Unauthenticated", "The bearer token is missing, expired or invalid. Obtain a new access token and retry."},
 	{InsufficientScope, http.StatusForbidden, "Insufficient scope", "The token is valid but lacks the scope this endpoint needs; the WWW-Authenticate header names it."},
+	{CSRFTokenInvalid, http.StatusForbidden, "CSRF token invalid", "A console form came without its session's CSRF token, or with another one. Reload the page and send the form again."},
 	{NotFound, http.StatusNotFound, "Not found", "No such resource exists in the caller's tenant."},
 	{AgentVersionNotFound, http.StatusNotFound, "Agent version not found", "The agent exists in no version of that name, or the agent does not exist."},
 	{MethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", "The resource does not support this HTTP method; the Allow header lists those it does."},

@@ -108,3 +108,14 @@ func messageViewOf(m agent.ChatMessage) messageView {
 	}
 	return v
 }
+
+// Turn is one completion of a conversation as the pages show it: the
+// messages new to the model, its answer, its tokens and cost.
+type Turn = completionView
+
+// Conversation shows completions as turns, for the replay viewer and the
+// console alike; a completion that holds calls of a tool tools does not
+// show is left without its messages.
+func Conversation(cs []replay.Completion, tools Tools) []Turn {
+	return completionViews(cs, tools)
+}

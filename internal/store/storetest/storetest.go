@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -38,6 +39,7 @@ type Store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	console.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -126,6 +128,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WebhookCRUD", testWebhookCRUD},
 		{"WebhookReplayEvents", testWebhookReplayEvents},
 		{"ReplayRunning", testReplayRunning},
+		{"ConsoleGrants", testConsoleGrants},
+		{"ConsoleSessions", testConsoleSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

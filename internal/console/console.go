@@ -1,0 +1,242 @@
+// Package console is the web console's presentation: its templates and
+// static files, embedded in the binary, the layout every page shares (the
+// nav, the sign-out form, the CSRF token of each form), and the sign-in
+// records it keeps in the store (one-time links, pending OpenID Connect
+// logins, sessions). Its pages load nothing but the console's own
+// stylesheet and scripts, so they work under ContentSecurityPolicy. The
+// routes and handlers are in internal/httpapi, next to the API handlers
+// whose code every console action calls.
+package console
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+// Path is where the console is mounted; AssetsPath serves its static files.
+const (
+	Path       = "/console/"
+	AssetsPath = "/console/assets/"
+)
+
+// ContentSecurityPolicy is the CSP of every console page: scripts, styles,
+// fetches and event streams from this server only, never inline.
+const ContentSecurityPolicy = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"
+
+// Headers sets the headers a console page is served with: never cached,
+// never sent as a referrer, nothing loaded from elsewhere.
+func Headers(h http.Header) {
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+}
+
+// assetVersion is a digest of the static files, so their links change
+// with them and a browser may cache each version for good.
+var assetVersion = func() string {
+	sum := sha256.New()
+	err := fs.WalkDir(files, "static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(path)
+		sum.Write(b)
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(sum.Sum(nil)[:6])
+}()
+
+// Asset returns the versioned link of a static file.
+func Asset(name string) string { return AssetsPath + name + "?v=" + assetVersion }
+
+// Assets serves the static files; mount it at "GET "+AssetsPath+"{file}".
+func Assets() http.Handler {
+	static, err := fs.Sub(files, "static")
+	if err != nil {
+		panic(err)
+	}
+	fileServer := http.FileServerFS(static)
+	return http.StripPrefix(strings.TrimSuffix(AssetsPath, "/"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if st, err := fs.Stat(static, name); name == "" || strings.Contains(name, "/") || err != nil || st.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if r.URL.Query().Get("v") == assetVersion {
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		fileServer.ServeHTTP(w, r)
+	}))
+}
+
+// NavItem is one entry of the nav: shown to a user who holds Scope.
+type NavItem struct {
+	Key, Label, Path, Scope string
+}
+
+// Nav lists the console's pages in the order the nav shows them. A page
+// is added here, with its route in internal/httpapi's route table.
+var Nav = []NavItem{
+	{Key: "workflows", Label: "Workflows", Path: "/console/workflows", Scope: "workflows:read"},
+	{Key: "approvals", Label: "Approvals", Path: "/console/approvals", Scope: "workflows:approve"},
+}
+
+// User is the signed-in person a page is rendered for.
+type User struct {
+	Subject, ClientID, Tenant string
+	Scopes                    []string
+	// CSRF is the token every form of the session carries.
+	CSRF string
+}
+
+// Has reports whether the user holds scope: a page shows an action only
+// to a user who may take it.
+func (u *User) Has(scope string) bool { return u != nil && slices.Contains(u.Scopes, scope) }
+
+// Name is how the page names the user.
+func (u *User) Name() string {
+	if u.Subject != "" {
+		return u.Subject
+	}
+	return u.ClientID
+}
+
+// Page is what the layout needs of every page; Data is the page's own.
+type Page struct {
+	Title string
+	// Nav is the Key of the page's nav entry.
+	Nav  string
+	User *User
+	// Live asks the page's script to keep the page current (its URL is
+	// fetched again, or an event stream followed, see console.js).
+	Live string
+	Data any
+}
+
+// NavFor returns the nav entries the page's user may open.
+func (p Page) NavFor() []NavItem {
+	var out []NavItem
+	for _, n := range Nav {
+		if p.User.Has(n.Scope) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+var funcs = template.FuncMap{
+	"asset": Asset,
+	// newKey is a fresh Idempotency-Key for a form: a repeated submission
+	// of one rendered form is one action.
+	"newKey": func() string { return RandomToken()[:32] },
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ms":     FormatMS,
+	"pretty": Pretty,
+}
+
+// Pretty is JSON indented for reading (as it came when it is not JSON).
+func Pretty(raw []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// FormatMS writes a duration in milliseconds as people read it.
+func FormatMS(ms int64) string {
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%d ms", ms)
+	case ms < 60_000:
+		return fmt.Sprintf("%.1f s", float64(ms)/1000)
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+}
+
+// pages holds each page's template set: the layout and partials with the
+// page's own file, so every page defines "content" for the layout.
+var pages = func() map[string]*template.Template {
+	base := template.Must(template.New("").Funcs(funcs).ParseFS(files, "templates/_*.html"))
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if strings.HasPrefix(name, "_") {
+			continue
+		}
+		out[name] = template.Must(template.Must(base.Clone()).ParseFS(files, n))
+	}
+	return out
+}()
+
+// Render writes page p with the template templates/<name>.html inside the
+// layout; nothing is written on error.
+func Render(w io.Writer, name string, p Page) error {
+	t, ok := pages[name]
+	if !ok {
+		return fmt.Errorf("no console template %q", name)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		return fmt.Errorf("render console page %s: %w", name, err)
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// RandomToken is a new 256-bit secret, hex.
+func RandomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Hash is how a secret (a link's token, a session's id) is kept in the
+// store: hex(SHA-256), so the store never holds a usable secret.
+func Hash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// CSRFToken is the CSRF token of the session whose cookie holds id: keyed
+// by the session's secret, so it needs no storage and differs per session.
+func CSRFToken(id string) string {
+	sum := sha256.Sum256([]byte("agentplane console csrf\x00" + id))
+	return hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,406 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// The web console's routes sit in the route table beside the API's (see
+// routes.go): console rows authenticate by the session cookie instead of a
+// bearer token, every POST of theirs also by the session's CSRF token, and
+// their errors are pages. A console action names, in its row's same, the
+// API route it is: it takes that row's scope, audit action, idempotency and
+// handler, so the console adds no second path into the domain; its row's
+// form turns the submitted form into that handler's JSON body.
+
+// maxFormBytes bounds a console form.
+const maxFormBytes = 64 << 10
+
+// withSame fills each console action's row from the API row it names.
+func withSame(routes []route) []route {
+	byPattern := map[string]route{}
+	for _, rt := range routes {
+		byPattern[rt.pattern] = rt
+	}
+	for i := range routes {
+		rt := &routes[i]
+		if rt.same == "" {
+			continue
+		}
+		api, ok := byPattern[rt.same]
+		if !ok {
+			panic("console route " + rt.pattern + " names no API route " + rt.same)
+		}
+		rt.scope, rt.action, rt.resource, rt.h = api.scope, api.action, api.resource, api.h
+		rt.idempotent, rt.ownKeys = api.idempotent, api.ownKeys
+	}
+	return routes
+}
+
+// admitConsole authenticates a console request by its session, checks the
+// CSRF token of a POST, then the rate limit and the route's scope, as
+// admit does for a bearer token.
+func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route) error {
+	info := infoFrom(r.Context())
+	info.addDetail("via", "console")
+	secret, ok := console.SessionSecret(r)
+	if !ok {
+		if err := s.limitIP(w, r); err != nil {
+			return err
+		}
+		return problem.New(problem.Unauthenticated, "not signed in to the console")
+	}
+	sess, err := s.deps.Store.ConsoleSession(r.Context(), console.Hash(secret), s.deps.Now())
+	if problem.Is(err, problem.NotFound) {
+		if err := s.limitIP(w, r); err != nil {
+			return err
+		}
+		return problem.New(problem.Unauthenticated, "the console session has ended; sign in again")
+	}
+	if err != nil {
+		return err
+	}
+	p := auth.Principal{Subject: sess.Subject, ClientID: sess.ClientID, Tenant: sess.Tenant, Scopes: sess.Scopes, ExpiresAt: sess.ExpiresAt}
+	info.principal, info.session = &p, secret
+	if err := s.limitTenant(w, r, p.Tenant); err != nil {
+		return err
+	}
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			return problem.Wrap(problem.MalformedRequest, err, "the form could not be read")
+		}
+		want := console.CSRFToken(secret)
+		if got := r.PostForm.Get("csrf"); subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return problem.New(problem.CSRFTokenInvalid, "the form's CSRF token is not this session's; reload the page and send it again")
+		}
+	}
+	if rt.scope != "" && !p.Has(rt.scope) {
+		return &problem.Error{Code: problem.InsufficientScope, Scope: rt.scope,
+			Detail: "this page needs the scope " + rt.scope}
+	}
+	return nil
+}
+
+// consoleAction turns a console form into the request its API handler
+// takes: the form's fields as the JSON body, its idempotency_key as the
+// Idempotency-Key header. A success answers 303 to the form's return page;
+// a problem is shown as a page (writeProblem).
+func (s *Server) consoleAction(rt *route, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := rt.form(r.PostForm)
+		if err != nil {
+			writeProblem(w, r, err)
+			return
+		}
+		b := []byte{}
+		if body != nil {
+			if b, err = json.Marshal(body); err != nil {
+				writeProblem(w, r, err)
+				return
+			}
+			r.Header.Set("Content-Type", "application/json")
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		if key := r.PostForm.Get("idempotency_key"); key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		h.ServeHTTP(&redirectWriter{ResponseWriter: w, to: returnPath(r.PostForm.Get("return"))}, r)
+	})
+}
+
+// returnPath is a form's return page when it is a console path, else the
+// console's home: never a link elsewhere.
+func returnPath(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(u.Path, console.Path) || strings.HasPrefix(p, "//") {
+		return console.Path
+	}
+	return u.RequestURI()
+}
+
+// redirectWriter answers a successful response with 303 See Other to the
+// return page, dropping its JSON body; errors pass through.
+type redirectWriter struct {
+	http.ResponseWriter
+	to       string
+	redirect bool
+}
+
+func (rw *redirectWriter) WriteHeader(status int) {
+	if status >= 400 {
+		rw.ResponseWriter.WriteHeader(status)
+		return
+	}
+	rw.redirect = true
+	h := rw.Header()
+	h.Del("Content-Type")
+	h.Del("Content-Length")
+	h.Set("Location", rw.to)
+	h.Set("Cache-Control", "no-store")
+	rw.ResponseWriter.WriteHeader(http.StatusSeeOther)
+}
+
+func (rw *redirectWriter) Write(b []byte) (int, error) {
+	if rw.redirect {
+		return len(b), nil
+	}
+	return rw.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (rw *redirectWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// consoleUser is the signed-in user of a console request, nil when none.
+func consoleUser(r *http.Request) *console.User {
+	info := infoFrom(r.Context())
+	if info.principal == nil || info.session == "" {
+		return nil
+	}
+	p := info.principal
+	return &console.User{Subject: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes, CSRF: console.CSRFToken(info.session)}
+}
+
+// renderConsole writes a console page with status 200.
+func renderConsole(w http.ResponseWriter, r *http.Request, name string, p console.Page) error {
+	p.User = consoleUser(r)
+	var buf bytes.Buffer
+	if err := console.Render(&buf, name, p); err != nil {
+		return err
+	}
+	console.Headers(w.Header())
+	w.WriteHeader(http.StatusOK)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// errorPage is what the console's error page shows.
+type errorPage struct {
+	Detail, RequestID string
+	SignIn, OIDC      bool
+}
+
+// writeConsoleProblem shows a problem of a console route as a page; a GET
+// that is not signed in goes to the sign-in page instead.
+func writeConsoleProblem(w http.ResponseWriter, r *http.Request, pe *problem.Error, status int) {
+	info := infoFrom(r.Context())
+	if pe.Code == problem.Unauthenticated && r.Method == http.MethodGet && info.route != nil && !info.route.public {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, "/console/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	title := http.StatusText(status)
+	for _, k := range problem.Kinds {
+		if k.Code == pe.Code {
+			title = k.Title
+		}
+	}
+	p := console.Page{Title: title, User: consoleUser(r), Data: errorPage{Detail: pe.Detail, RequestID: info.requestID,
+		SignIn: pe.Code == problem.Unauthenticated}}
+	var buf bytes.Buffer
+	if err := console.Render(&buf, "error", p); err != nil {
+		buf.Reset()
+		buf.WriteString("<!doctype html><title>" + strconv.Itoa(status) + "</title><p>" + strconv.Itoa(status) + "</p>")
+	}
+	console.Headers(w.Header())
+	w.WriteHeader(status)
+	buf.WriteTo(w)
+}
+
+// secureCookies reports whether the console's cookie must be Secure: the
+// request came over https, or the server's public URL is https (behind a
+// proxy that ends TLS).
+func (s *Server) secureCookies(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(s.cfg.PublicURL, "https://")
+}
+
+// startSession makes a session for p, until expires at the latest, and
+// sets its cookie.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, p auth.Principal, expires time.Time) error {
+	now := s.deps.Now()
+	if limit := now.Add(console.MaxSession); expires.IsZero() || expires.After(limit) {
+		expires = limit
+	}
+	if !expires.After(now) {
+		return problem.New(problem.Unauthenticated, "the token behind this sign-in has expired")
+	}
+	secret := console.RandomToken()
+	sess := console.Session{IDHash: console.Hash(secret), Tenant: p.Tenant, Subject: p.Subject, ClientID: p.ClientID,
+		Scopes: p.Scopes, CreatedAt: now, ExpiresAt: expires}
+	if err := s.deps.Store.CreateConsoleSession(r.Context(), sess); err != nil {
+		return err
+	}
+	info := infoFrom(r.Context())
+	info.principal, info.session = &p, secret
+	http.SetCookie(w, console.SessionCookie(secret, expires, s.secureCookies(r)))
+	return nil
+}
+
+// linkRequest is the optional body of POST /v1/console/links.
+type linkRequest struct {
+	// Next is the console page the link opens (default the console's home).
+	Next string `json:"next,omitempty"`
+}
+
+// linkResponse is the answer of POST /v1/console/links.
+type linkResponse struct {
+	URL              string `json:"url"`
+	ExpiresAt        string `json:"expires_at"`
+	SessionExpiresAt string `json:"session_expires_at"`
+}
+
+// handleCreateSignInLink mints a one-time sign-in link for the caller's
+// identity, tenant and scopes, valid for console.LinkTTL; the session it
+// makes ends no later than the caller's token.
+func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) error {
+	var req linkRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+	}
+	if req.Next != "" && returnPath(req.Next) != req.Next {
+		return problem.Field("next", "must be a console path, such as /console/approvals")
+	}
+	p := principalOf(r)
+	now := s.deps.Now()
+	sessionEnd := p.ExpiresAt
+	if limit := now.Add(console.MaxSession); sessionEnd.IsZero() || sessionEnd.After(limit) {
+		sessionEnd = limit
+	}
+	secret := console.RandomToken()
+	g := console.Grant{IDHash: console.Hash(secret), Kind: console.GrantLink, Tenant: p.Tenant, Subject: p.Subject,
+		ClientID: p.ClientID, Scopes: p.Scopes, SessionExpiresAt: sessionEnd, Next: req.Next, CreatedAt: now, ExpiresAt: now.Add(console.LinkTTL)}
+	if err := s.deps.Store.CreateConsoleGrant(r.Context(), g); err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, http.StatusCreated, linkResponse{
+		URL:       strings.TrimSuffix(s.cfg.PublicURL, "/") + "/console/signin?link=" + secret,
+		ExpiresAt: g.ExpiresAt.UTC().Format(timeFormat), SessionExpiresAt: sessionEnd.UTC().Format(timeFormat),
+	})
+}
+
+// signInPage is what the sign-in page shows.
+type signInPage struct {
+	Refused string
+	OIDC    bool
+}
+
+// handleSignIn redeems a one-time link (?link=) into a session, or shows
+// how to sign in. A link that is unknown, used or expired is refused with
+// a page that says which.
+func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	link := q.Get("link")
+	if link == "" {
+		if secret, ok := console.SessionSecret(r); ok {
+			if _, err := s.deps.Store.ConsoleSession(r.Context(), console.Hash(secret), s.deps.Now()); err == nil {
+				http.Redirect(w, r, returnPath(q.Get("next")), http.StatusSeeOther)
+				return nil
+			}
+		}
+		return renderConsole(w, r, "signin", console.Page{Title: "Sign in", Data: signInPage{OIDC: s.oidc != nil}})
+	}
+	now := s.deps.Now()
+	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), console.GrantLink, console.Hash(link), now)
+	refused := ""
+	status := http.StatusGone
+	switch {
+	case problem.Is(err, problem.NotFound):
+		refused, status = "This sign-in link is not valid. Run agentplane console for a new one.", http.StatusNotFound
+	case err != nil:
+		return err
+	case !first:
+		refused = "This sign-in link was already used: each link signs in once. Run agentplane console for a new one."
+	case !now.Before(g.ExpiresAt):
+		refused = "This sign-in link has expired: links work for 60 seconds. Run agentplane console for a new one."
+	}
+	info := infoFrom(r.Context())
+	if refused != "" {
+		if err == nil {
+			info.tenant = g.Tenant
+		}
+		info.addDetail("refused", refused)
+		info.problem = &problem.Error{Code: problem.Unauthenticated, Detail: refused}
+		var buf bytes.Buffer
+		if err := console.Render(&buf, "signin", console.Page{Title: "Sign in", Data: signInPage{Refused: refused, OIDC: s.oidc != nil}}); err != nil {
+			return err
+		}
+		console.Headers(w.Header())
+		w.WriteHeader(status)
+		_, err := buf.WriteTo(w)
+		return err
+	}
+	p := auth.Principal{Subject: g.Subject, ClientID: g.ClientID, Tenant: g.Tenant, Scopes: g.Scopes}
+	if err := s.startSession(w, r, p, g.SessionExpiresAt); err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, returnPath(g.Next), http.StatusSeeOther)
+	return nil
+}
+
+// handleSignOut ends the session and removes its cookie.
+func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) error {
+	if err := s.deps.Store.DeleteConsoleSession(r.Context(), console.Hash(infoFrom(r.Context()).session)); err != nil {
+		return err
+	}
+	http.SetCookie(w, console.ClearCookie(s.secureCookies(r)))
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+	return nil
+}
+
+// handleConsoleHome opens the first page of the nav the user may see.
+func (s *Server) handleConsoleHome(w http.ResponseWriter, r *http.Request) error {
+	for _, n := range (console.Page{User: consoleUser(r)}).NavFor() {
+		http.Redirect(w, r, n.Path, http.StatusSeeOther)
+		return nil
+	}
+	return renderConsole(w, r, "error", console.Page{Title: "Nothing to show",
+		Data: errorPage{Detail: "Your scopes open none of the console's pages."}})
+}
+
+func handleConsoleAssets(w http.ResponseWriter, r *http.Request) error {
+	console.Assets().ServeHTTP(w, r)
+	return nil
+}
+
+// formValue reads one form field, bounded.
+func formValue(f url.Values, name string, max int) (string, error) {
+	v := f.Get(name)
+	if len(v) > max {
+		return "", problem.Field(name, "must be at most %d characters", max)
+	}
+	return v, nil
+}
+
+// Forms of the console's actions: each returns the JSON body of the API
+// route the action is.
+
+func formNone(url.Values) (any, error) { return nil, nil }
+
+func formDecide(f url.Values) (any, error) {
+	comment, err := formValue(f, "comment", 4000)
+	if err != nil {
+		return nil, err
+	}
+	return decideRequest{Decision: f.Get("decision"), Comment: comment}, nil
+}
+
+func formReplay(f url.Values) (any, error) {
+	dry := f.Get("dry_run") == "true"
+	return replayRequest{TargetAgentVersion: f.Get("version"), DryRun: &dry}, nil
+}

@@ -1,0 +1,247 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/web"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// The console's pages: each reads through the same store calls and views
+// as the API route it is audited as.
+
+// localTime is the value of an <input type="datetime-local">, read as UTC.
+const localTime = "2006-01-02T15:04"
+
+// workflowsPage is the workflow list's data.
+type workflowsPage struct {
+	Filter   workflowsFilter
+	Statuses []string
+	Rows     []*workflow.Workflow
+	Next     string
+}
+
+// workflowsFilter is the filters as the reader typed them.
+type workflowsFilter struct {
+	Agent, Status, Outcome, Since, Until, Q string
+}
+
+func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	shown := workflowsFilter{Agent: q.Get("agent"), Status: q.Get("status"), Outcome: q.Get("outcome"),
+		Since: q.Get("since"), Until: q.Get("until"), Q: q.Get("q")}
+	api := url.Values{}
+	for k, vs := range q {
+		if v := strings.TrimSpace(vs[0]); v != "" {
+			api.Set(k, v)
+		}
+	}
+	for _, k := range []string{"since", "until"} {
+		if t, err := time.Parse(localTime, api.Get(k)); err == nil {
+			api.Set(k, t.UTC().Format(time.RFC3339))
+		}
+	}
+	f, err := parseWorkflowFilter(api)
+	if err != nil {
+		return err
+	}
+	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
+	if err != nil {
+		return err
+	}
+	data := workflowsPage{Filter: shown, Rows: wfs,
+		Statuses: []string{"", workflow.Running, workflow.Waiting, workflow.Completed, workflow.Failed, workflow.Cancelled}}
+	if len(wfs) == f.Limit {
+		next := url.Values{}
+		for k, vs := range q {
+			next[k] = vs
+		}
+		next.Set("cursor", wfs[len(wfs)-1].ID)
+		data.Next = "/console/workflows?" + next.Encode()
+	}
+	live := ""
+	for _, wf := range wfs {
+		if !wf.Done() {
+			live = "poll"
+		}
+	}
+	return renderConsole(w, r, "workflows", console.Page{Title: "Workflows", Nav: "workflows", Live: live, Data: data})
+}
+
+// workflowPage is one workflow's data.
+type workflowPage struct {
+	*workflow.Workflow
+	DurationMS   int64
+	Finished     bool
+	Invoker      string
+	Usage        *usageLine
+	Output       string
+	Error        string
+	Steps        []stepLine
+	Conversation []web.Turn
+	Approvals    []*workflow.Approval
+	Replays      []replayLine
+	Versions     []string
+}
+
+type usageLine struct {
+	InputTokens, OutputTokens int64
+	Completions               int
+	Cost                      string
+}
+
+// stepLine is a step with its bar on the timeline: BarX and BarW are its
+// start and length in thousandths of the workflow's duration.
+type stepLine struct {
+	workflow.Step
+	Hidden                bool
+	Args, Request, Result string
+	BarX, BarW            int64
+}
+
+type replayLine struct {
+	*replay.Replay
+	Viewer string
+}
+
+func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) error {
+	p := principalOf(r)
+	wf, err := s.deps.Workflows.Workflow(r.Context(), p.Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	steps, err := s.deps.Workflows.Steps(r.Context(), wf.ID, 0)
+	if err != nil {
+		return err
+	}
+	now := s.deps.Now()
+	data := workflowPage{Workflow: wf, DurationMS: wf.DurationMS(now), Finished: wf.Done(), Invoker: wf.Caller.Sub,
+		Output: pretty(wf.Output), Error: pretty(wf.Error)}
+	if data.Invoker == "" {
+		data.Invoker = wf.Caller.ClientID
+	}
+	total := max(data.DurationMS, 1)
+	for _, st := range steps {
+		line := stepLine{Step: st}
+		if st.Tool != "" && !p.CanUseTool(st.Tool) {
+			line.Hidden = true
+		} else {
+			line.Args, line.Request, line.Result = pretty(st.Args), pretty(st.Request), pretty(st.Result)
+		}
+		if !st.StartedAt.IsZero() {
+			line.BarX = min(999, max(0, st.StartedAt.Sub(wf.StartedAt).Milliseconds()*1000/total))
+		}
+		line.BarW = min(1000-line.BarX, max(4, st.DurationMS*1000/total))
+		data.Steps = append(data.Steps, line)
+	}
+	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)
+	if err != nil {
+		return err
+	}
+	if len(comps) > 0 {
+		u := workflowUsage(comps)
+		data.Usage = &usageLine{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Completions: u.Completions}
+		if u.Cost != nil {
+			data.Usage.Cost = fmt.Sprintf("%.4f %s", u.Cost.Amount, u.Cost.Currency)
+		}
+		data.Conversation = web.Conversation(replayCompletions(comps, steps, p.CanUseTool), web.NewTools(toolsOf(p)...))
+	}
+	if data.Approvals, err = s.deps.Workflows.WorkflowApprovals(r.Context(), wf.ID); err != nil {
+		return err
+	}
+	if p.Has("workflows:replay") {
+		rps, err := s.deps.ReplayStore.ListReplays(r.Context(), p.Tenant, replay.ListFilter{WorkflowID: wf.ID, Limit: 20})
+		if err != nil {
+			return err
+		}
+		for _, rp := range rps {
+			data.Replays = append(data.Replays, replayLine{Replay: rp, Viewer: s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p))})
+		}
+		vs, err := s.deps.Agents.ListVersions(r.Context(), p.Tenant, wf.Agent)
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			data.Versions = append(data.Versions, v.Version)
+		}
+	}
+	live := ""
+	if !wf.Done() {
+		live = "sse:/console/workflows/" + url.PathEscape(wf.ID) + "/events"
+	}
+	return renderConsole(w, r, "workflow", console.Page{Title: "Workflow " + wf.ID, Nav: "workflows", Live: live, Data: data})
+}
+
+// replayCompletions are a workflow's completions as the conversation view
+// reads them; a completion after a call of a tool the reader may not use
+// keeps no messages.
+func replayCompletions(comps []workflow.Completion, steps []workflow.Step, canUse func(string) bool) []replay.Completion {
+	out := make([]replay.Completion, 0, len(comps))
+	for _, c := range comps {
+		rc := replay.Completion{N: c.N, Step: c.Step}
+		if c.Currency != "" {
+			rc.Cost = &workflow.Cost{Amount: c.Cost, Currency: c.Currency}
+		}
+		if dec, err := agent.DecodeCompletion(c.Data); err == nil {
+			rc.Request, rc.Response = dec.Request, dec.Response
+		}
+		for _, st := range steps {
+			if st.Tool != "" && (c.Step == 0 || st.Step < c.Step) && !canUse(st.Tool) {
+				rc.MessagesHidden = true
+			}
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// pretty is JSON indented for reading; "" for none.
+func pretty(raw []byte) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	return console.Pretty(raw)
+}
+
+// approvalsPage is the approvals list's data.
+type approvalsPage struct {
+	Decided bool
+	Rows    []*workflow.Approval
+	Next    string
+}
+
+func (s *Server) handleConsoleApprovals(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := workflow.ApprovalFilter{Status: workflow.ApprovalPending, Agent: q.Get("agent"), After: q.Get("cursor"), Limit: 50}
+	decided := q.Get("status") == "decided"
+	if decided {
+		f.Status = "decided"
+	}
+	if _, _, ok := workflow.ParseApprovalCursor(f.After); f.After != "" && !ok {
+		f.After = ""
+	}
+	as, err := s.deps.Workflows.Approvals(r.Context(), principalOf(r).Tenant, f)
+	if err != nil {
+		return err
+	}
+	data := approvalsPage{Decided: decided, Rows: as}
+	if len(as) == f.Limit {
+		next := url.Values{"cursor": {workflow.ApprovalCursor(as[len(as)-1])}}
+		if decided {
+			next.Set("status", "decided")
+		}
+		data.Next = "/console/approvals?" + next.Encode()
+	}
+	live := ""
+	if !decided {
+		live = "poll"
+	}
+	return renderConsole(w, r, "approvals", console.Page{Title: "Approvals", Nav: "approvals", Live: live, Data: data})
+}

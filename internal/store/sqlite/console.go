@@ -1,0 +1,147 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+var _ console.Store = (*DB)(nil)
+
+// consoleKeep is how long used or expired grants are kept before a new
+// grant sweeps them, so a reused link is told it was used, not unknown.
+const consoleKeep = time.Hour
+
+// CreateConsoleGrant stores g, dropping grants expired over an hour ago.
+func (db *DB) CreateConsoleGrant(ctx context.Context, g console.Grant) error {
+	scopes, err := json.Marshal(append([]string{}, g.Scopes...))
+	if err != nil {
+		return fmt.Errorf("encode grant scopes: %w", err)
+	}
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_grants WHERE expires_at < ?`, fmtTime(g.CreatedAt.Add(-consoleKeep))); err != nil {
+			return fmt.Errorf("sweep console grants: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO console_grants (id_hash, kind, tenant, subject, client_id, scopes,
+			session_expires_at, verifier, nonce, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			g.IDHash, g.Kind, g.Tenant, g.Subject, g.ClientID, string(scopes), fmtTime(g.SessionExpiresAt),
+			g.Verifier, g.Nonce, g.Next, fmtTime(g.CreatedAt), fmtTime(g.ExpiresAt))
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "a console grant with this id exists")
+		}
+		if err != nil {
+			return fmt.Errorf("insert console grant: %w", err)
+		}
+		return nil
+	})
+}
+
+// RedeemConsoleGrant marks a grant used and returns it; first is false
+// when it had been used already.
+func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now time.Time) (console.Grant, bool, error) {
+	var (
+		g     console.Grant
+		first bool
+	)
+	err := db.write(ctx, func(tx dbtx) error {
+		var (
+			scopes                   string
+			sessionExp, created, exp string
+			used                     sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, `SELECT id_hash, kind, tenant, subject, client_id, scopes, session_expires_at,
+			verifier, nonce, next, created_at, expires_at, used_at FROM console_grants WHERE id_hash = ? AND kind = ?`, idHash, kind).
+			Scan(&g.IDHash, &g.Kind, &g.Tenant, &g.Subject, &g.ClientID, &scopes, &sessionExp,
+				&g.Verifier, &g.Nonce, &g.Next, &created, &exp, &used)
+		if errors.Is(err, sql.ErrNoRows) {
+			return problem.New(problem.NotFound, "no such sign-in link or login")
+		}
+		if err != nil {
+			return fmt.Errorf("load console grant: %w", err)
+		}
+		if err := json.Unmarshal([]byte(scopes), &g.Scopes); err != nil {
+			return fmt.Errorf("decode grant scopes: %w", err)
+		}
+		for _, t := range []struct {
+			s   string
+			out *time.Time
+		}{{sessionExp, &g.SessionExpiresAt}, {created, &g.CreatedAt}, {exp, &g.ExpiresAt}} {
+			if *t.out, err = parseTime(t.s); err != nil {
+				return err
+			}
+		}
+		if used.Valid {
+			return nil
+		}
+		first = true
+		if _, err := tx.ExecContext(ctx, `UPDATE console_grants SET used_at = ? WHERE id_hash = ?`, fmtTime(now), idHash); err != nil {
+			return fmt.Errorf("use console grant: %w", err)
+		}
+		return nil
+	})
+	return g, first, err
+}
+
+// CreateConsoleSession stores s, dropping expired sessions.
+func (db *DB) CreateConsoleSession(ctx context.Context, s console.Session) error {
+	scopes, err := json.Marshal(append([]string{}, s.Scopes...))
+	if err != nil {
+		return fmt.Errorf("encode session scopes: %w", err)
+	}
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at < ?`, fmtTime(s.CreatedAt)); err != nil {
+			return fmt.Errorf("sweep console sessions: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO console_sessions (id_hash, tenant, subject, client_id, scopes, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.IDHash, s.Tenant, s.Subject, s.ClientID, string(scopes), fmtTime(s.CreatedAt), fmtTime(s.ExpiresAt))
+		if isUnique(err) {
+			return problem.New(problem.Conflict, "a console session with this id exists")
+		}
+		if err != nil {
+			return fmt.Errorf("insert console session: %w", err)
+		}
+		return nil
+	})
+}
+
+// ConsoleSession returns an unexpired session, or problem.NotFound.
+func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) (console.Session, error) {
+	var s console.Session
+	err := db.query(ctx, func(q dbtx) error {
+		var scopes, created, exp string
+		err := q.QueryRowContext(ctx, `SELECT id_hash, tenant, subject, client_id, scopes, created_at, expires_at
+			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, fmtTime(now)).
+			Scan(&s.IDHash, &s.Tenant, &s.Subject, &s.ClientID, &scopes, &created, &exp)
+		if errors.Is(err, sql.ErrNoRows) {
+			return problem.New(problem.NotFound, "no such session, or it has expired")
+		}
+		if err != nil {
+			return fmt.Errorf("load console session: %w", err)
+		}
+		if err := json.Unmarshal([]byte(scopes), &s.Scopes); err != nil {
+			return fmt.Errorf("decode session scopes: %w", err)
+		}
+		if s.CreatedAt, err = parseTime(created); err != nil {
+			return err
+		}
+		s.ExpiresAt, err = parseTime(exp)
+		return err
+	})
+	return s, err
+}
+
+// DeleteConsoleSession ends a session.
+func (db *DB) DeleteConsoleSession(ctx context.Context, idHash string) error {
+	return db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE id_hash = ?`, idHash); err != nil {
+			return fmt.Errorf("delete console session: %w", err)
+		}
+		return nil
+	})
+}
