@@ -47,7 +47,7 @@ func TestConsoleAgentPages(t *testing.T) {
 		`<h2 id="definition-title">Version 1 (default)</h2>`,
 		"score_it.score: context.amount &gt; 1000.0 ? 0.9 : 0.1",
 		"financial: allow args.amount &lt;= 1000.0",
-		`<button type="submit" aria-label="Make version 2 the default">Make default</button>`,
+		`<button type="submit">Make default<span class="visually-hidden">: version 2</span></button>`,
 	} {
 		if status != 200 || !strings.Contains(page, want) {
 			t.Errorf("agent page (%d) lacks %s", status, want)
