@@ -24,8 +24,15 @@ const localTime = "2006-01-02T15:04"
 type workflowsPage struct {
 	Filter   workflowsFilter
 	Statuses []string
-	Rows     []*workflow.Workflow
+	Rows     []workflowRow
 	Next     string
+}
+
+// workflowRow is a workflow of the list, its duration measured up to now
+// while it runs.
+type workflowRow struct {
+	*workflow.Workflow
+	DurationMS int64
 }
 
 // workflowsFilter is the filters as the reader typed them.
@@ -56,7 +63,7 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	data := workflowsPage{Filter: shown, Rows: wfs,
+	data := workflowsPage{Filter: shown,
 		Statuses: []string{"", workflow.Running, workflow.Waiting, workflow.Completed, workflow.Failed, workflow.Cancelled}}
 	if len(wfs) == f.Limit {
 		next := url.Values{}
@@ -67,7 +74,9 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 		data.Next = "/console/workflows?" + next.Encode()
 	}
 	live := ""
+	now := s.deps.Now()
 	for _, wf := range wfs {
+		data.Rows = append(data.Rows, workflowRow{Workflow: wf, DurationMS: wf.DurationMS(now)})
 		if !wf.Done() {
 			live = "poll"
 		}
@@ -101,6 +110,8 @@ type usageLine struct {
 // start and length in thousandths of the workflow's duration.
 type stepLine struct {
 	workflow.Step
+	// N is the step's number (Step is the step itself).
+	N                     int
 	Hidden                bool
 	Args, Request, Result string
 	BarX, BarW            int64
@@ -129,7 +140,7 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 	}
 	total := max(data.DurationMS, 1)
 	for _, st := range steps {
-		line := stepLine{Step: st}
+		line := stepLine{Step: st, N: st.Step}
 		if st.Tool != "" && !p.CanUseTool(st.Tool) {
 			line.Hidden = true
 		} else {

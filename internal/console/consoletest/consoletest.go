@@ -121,8 +121,19 @@ func Tab(t *testing.T, browser context.Context) context.Context {
 func Run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s: %v (the tab shows %s)", what, err, describe(ctx))
 	}
+}
+
+// describe says where a tab is and what it shows, for a failure message.
+func describe(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + ': ' + (document.body ? document.body.innerText.slice(0, 600) : '')`))
+	if err != nil {
+		return "nothing that can be read: " + err.Error()
+	}
+	return v
 }
 
 // Eval evaluates a JavaScript expression in the tab's page.
