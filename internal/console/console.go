@@ -106,6 +106,8 @@ var Nav = []NavItem{
 	{Key: "agents", Label: "Agents", Path: "/console/agents", Scope: "agents:read"},
 	{Key: "tools", Label: "Tools", Path: "/console/tools", Scope: "tools:read"},
 	{Key: "usage", Label: "Models and usage", Path: "/console/usage", Scope: "usage:read"},
+	{Key: "schedules", Label: "Schedules", Path: "/console/schedules", Scope: "schedules:read"},
+	{Key: "webhooks", Label: "Webhooks", Path: "/console/webhooks", Scope: "webhooks:read"},
 	{Key: "audit", Label: "Audit", Path: "/console/audit", Scope: "audit:read"},
 }
 

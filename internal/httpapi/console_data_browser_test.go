@@ -12,8 +12,8 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// TestConsoleDataPagesInTheBrowser opens the agents, tools, usage and
-// audit pages in Chromium: each shows with no CSP violation or script
+// TestConsoleDataPagesInTheBrowser opens the agents, tools, usage, audit,
+// schedules and webhooks pages in Chromium: each shows with no CSP violation or script
 // error and no serious accessibility violation (axe-core). A reader picks
 // two versions and reads the changed expression; a replay whose score
 // changed links to the same diff from its viewer.
@@ -23,9 +23,17 @@ func TestConsoleDataPagesInTheBrowser(t *testing.T) {
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_1200", 1200.0)
 	w.deployVersion(t, "2", "txn.amount > 1000.0", "txn.amount > 5000.0")
-	tok := h.token("acme", replayScopes+" usage:read models:read")
+	tok := h.token("acme", replayScopes+" usage:read models:read schedules:read schedules:write webhooks:read webhooks:write")
 	wf := w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx_1200"}})
 	res := w.replay(t, tok, wf["workflow_id"].(string), map[string]any{"target_agent_version": "fraud-triage@2"})
+	if r := h.do("POST", "/v1/schedules", tok, map[string]any{"agent": "fraud-triage", "cron": "0 9 * * 1-5", "timezone": "Europe/Paris",
+		"goal": "triage the morning's first transaction", "context": map[string]any{"transaction_id": "tx_1200"}}); r.Status != 201 {
+		t.Fatalf("schedule: %d %s", r.Status, r.Body)
+	}
+	var wh struct {
+		ID string `json:"id"`
+	}
+	h.do("POST", "/v1/webhooks", tok, map[string]any{"url": "https://hooks.example.com/agentplane", "events": []string{"workflow.completed"}}).json(t, &wh)
 	now := time.Now().UTC()
 	for d, agentName := range []string{"fraud-triage", "fraud-triage", "refunds", "fraud-triage"} {
 		err := h.DB.RecordUsage(t.Context(), workflow.UsageRecord{Tenant: "acme", Agent: agentName, Model: "gpt-small",
@@ -44,12 +52,16 @@ func TestConsoleDataPagesInTheBrowser(t *testing.T) {
 		{"/console/usage", "console-usage.png", "figure.chart svg rect"},
 		{"/console/audit?resource_type=agent", "console-audit.png", "table.list"},
 		{"/console/audit/verify", "console-audit-verify.png", "#chain-state"},
+		{"/console/schedules", "console-schedules.png", "table.list"},
+		{"/console/webhooks", "console-webhooks.png", "table.list"},
+		{"/console/webhooks/" + wh.ID, "console-webhook.png", "#live"},
 	} {
 		consoletest.Run(t, tab, p.path, chromedp.Navigate(h.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
 		consoletest.NoProblems(t, tab, p.path)
 		consoletest.Axe(t, tab, p.path)
 		consoletest.Screenshot(t, tab, p.shot)
 	}
+	consoletest.Run(t, tab, "verify", chromedp.Navigate(h.URL+"/console/audit/verify"), chromedp.WaitVisible(chromedp.ID("chain-state")))
 	if state := consoletest.Eval[string](t, tab, `document.getElementById('chain-state').textContent`); state != "intact" {
 		t.Errorf("the chain's state reads %q", state)
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,13 +13,16 @@ import (
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// The console's pages of agents, tools, models and usage, and the audit
-// log: each reads through the same store calls as the API route it is
-// audited as, and its one action (promoting a version) is that route.
+// The console's pages of agents, tools, models and usage, schedules and
+// webhooks, and the audit log: each reads through the same store calls as
+// the API route it is audited as, and its actions (promoting a version,
+// pausing or resuming a schedule, retrying a delivery) are those routes.
 
 // agentsPage is the agent list's data.
 type agentsPage struct {
@@ -273,4 +277,69 @@ func (s *Server) handleConsoleAuditVerify(w http.ResponseWriter, r *http.Request
 		return err
 	}
 	return renderConsole(w, r, "audit", console.Page{Title: "Audit log: verify", Nav: "audit", Data: auditConsolePage{Verify: &rep}})
+}
+
+// schedulesPage is the schedules, by id.
+type schedulesPage struct {
+	Rows []*schedule.Schedule
+}
+
+func (s *Server) handleConsoleSchedules(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.schedules()
+	if err != nil {
+		return err
+	}
+	all, err := svc.List(r.Context(), principalOf(r).Tenant)
+	if err != nil {
+		return err
+	}
+	return renderConsole(w, r, "schedules", console.Page{Title: "Schedules", Nav: "schedules", Data: schedulesPage{Rows: all}})
+}
+
+// webhooksPage is the webhooks and, for the one opened, its latest
+// deliveries.
+type webhooksPage struct {
+	Rows       []*webhook.Webhook
+	Open       *webhook.Webhook
+	Status     string
+	Statuses   []string
+	Deliveries []*webhook.Delivery
+}
+
+func (s *Server) handleConsoleWebhooks(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	all, err := svc.Store.ListWebhooks(r.Context(), principalOf(r).Tenant)
+	if err != nil {
+		return err
+	}
+	return renderConsole(w, r, "webhooks", console.Page{Title: "Webhooks", Nav: "webhooks", Data: webhooksPage{Rows: all}})
+}
+
+func (s *Server) handleConsoleWebhook(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.webhooks()
+	if err != nil {
+		return err
+	}
+	tenant := principalOf(r).Tenant
+	wh, err := svc.Store.Webhook(r.Context(), tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	data := webhooksPage{Open: wh, Status: r.URL.Query().Get("status"), Statuses: []string{"", webhook.Pending, webhook.Delivered, webhook.Failed}}
+	if !slices.Contains(data.Statuses, data.Status) {
+		return problem.Field("status", "must be pending, delivered or failed")
+	}
+	if data.Deliveries, err = svc.Store.Deliveries(r.Context(), tenant, wh.ID, data.Status, 50); err != nil {
+		return err
+	}
+	live := ""
+	for _, d := range data.Deliveries {
+		if d.Status == webhook.Pending {
+			live = "poll"
+		}
+	}
+	return renderConsole(w, r, "webhooks", console.Page{Title: "Webhook " + wh.ID, Nav: "webhooks", Live: live, Data: data})
 }

@@ -2,11 +2,14 @@ package httpapi_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/console/consoletest"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 // scorer is an agent of no tools at a threshold; version 2 adds a step.
@@ -143,5 +146,101 @@ func TestConsoleAuditAndUsagePages(t *testing.T) {
 	}
 	if status, _ := consoletest.Get(t, c, h.URL+"/console/tools?q=anything"); status != 200 {
 		t.Errorf("tools search: %d", status)
+	}
+}
+
+// TestConsoleSchedulesAndWebhooks: pausing and resuming a schedule and
+// sending a delivery again from the console are the API's routes (their
+// audit actions); a reader without the write scopes sees no such button.
+func TestConsoleSchedulesAndWebhooks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	admin := h.token("acme", "agents:read agents:write agents:invoke workflows:read schedules:read schedules:write webhooks:read webhooks:write audit:read")
+	if r := h.do("POST", "/v1/agents", admin, scorer("1", "10.0", false)); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	var sch, wh struct {
+		ID string `json:"id"`
+	}
+	h.do("POST", "/v1/schedules", admin, map[string]any{"agent": "scorer", "cron": "@daily", "goal": "sweep the queue"}).json(t, &sch)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	t.Cleanup(rcv.Close)
+	h.do("POST", "/v1/webhooks", admin, map[string]any{"url": rcv.URL, "events": []string{"workflow.completed"}}).json(t, &wh)
+	if sch.ID == "" || wh.ID == "" {
+		t.Fatalf("schedule %q, webhook %q", sch.ID, wh.ID)
+	}
+	if r := h.do("POST", "/v1/agents/scorer/invoke", admin, map[string]any{"goal": "g", "context": map[string]any{"amount": 5}}); r.Status != 200 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	d := &webhook.Deliverer{Store: h.DB, Webhooks: h.DB, HTTP: http.DefaultClient, Timeout: time.Second}
+	if n, err := d.RunOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("deliverer sent %d, %v", n, err)
+	}
+
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, admin))
+	post := func(path, page string, form url.Values) {
+		t.Helper()
+		form.Set("csrf", between(page, `name="csrf" value="`, `"`))
+		resp, err := c.PostForm(h.URL+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("POST %s: %d", path, resp.StatusCode)
+		}
+	}
+	_, page := consoletest.Get(t, c, h.URL+"/console/schedules")
+	if !strings.Contains(page, "<code>"+sch.ID+"</code>") || !strings.Contains(page, ">Pause<") {
+		t.Fatalf("schedules page:\n%s", page)
+	}
+	post("/console/schedules/"+sch.ID+"/pause", page, url.Values{"return": {"/console/schedules"}})
+	var got struct {
+		Paused bool `json:"paused"`
+	}
+	h.do("GET", "/v1/schedules/"+sch.ID, admin, nil).json(t, &got)
+	if !got.Paused {
+		t.Error("the schedule is not paused after the console's pause")
+	}
+	_, page = consoletest.Get(t, c, h.URL+"/console/schedules")
+	post("/console/schedules/"+sch.ID+"/resume", page, url.Values{})
+	h.do("GET", "/v1/schedules/"+sch.ID, admin, nil).json(t, &got)
+	if got.Paused {
+		t.Error("the schedule is still paused after the console's resume")
+	}
+
+	_, page = consoletest.Get(t, c, h.URL+"/console/webhooks")
+	if !strings.Contains(page, `href="/console/webhooks/`+wh.ID+`"`) {
+		t.Fatalf("webhooks page:\n%s", page)
+	}
+	status, page := consoletest.Get(t, c, h.URL+"/console/webhooks/"+wh.ID+"?status=delivered")
+	dlv := between(page, `/deliveries/`, `/retry"`)
+	if status != 200 || dlv == "" || !strings.Contains(page, "<code>workflow.completed</code>") {
+		t.Fatalf("deliveries page (%d):\n%s", status, page)
+	}
+	post("/console/webhooks/"+wh.ID+"/deliveries/"+dlv+"/retry", page, url.Values{})
+	if n, err := d.RunOnce(t.Context()); err != nil || n != 1 {
+		t.Errorf("after sending again from the console the deliverer sent %d, %v; want 1", n, err)
+	}
+	if status, _ := consoletest.Get(t, c, h.URL+"/console/webhooks/"+wh.ID+"?status=lost"); status != http.StatusUnprocessableEntity {
+		t.Errorf("an unknown status: %d, want 422", status)
+	}
+	var audited struct {
+		Records []struct {
+			Action string `json:"action"`
+		} `json:"records"`
+	}
+	for _, action := range []string{"schedule.pause", "schedule.resume", "webhook.retry"} {
+		h.do("GET", "/v1/audit/query?action="+action, admin, nil).json(t, &audited)
+		if len(audited.Records) != 1 {
+			t.Errorf("%s audited %d times, want once", action, len(audited.Records))
+		}
+	}
+
+	reader := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, h.token("acme", "schedules:read webhooks:read")))
+	for _, path := range []string{"/console/schedules", "/console/webhooks/" + wh.ID} {
+		if _, page := consoletest.Get(t, reader, h.URL+path); strings.Contains(page, `method="post" action="/console/schedules/`) || strings.Contains(page, "/retry") {
+			t.Errorf("%s offers an action to a reader", path)
+		}
 	}
 }

@@ -148,6 +148,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /console/usage", console: true, scope: auth.ScopeUsageRead, action: "usage.read", resource: "usage", h: s.handleConsoleUsage},
 		{pattern: "GET /console/audit", console: true, scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: s.handleConsoleAudit},
 		{pattern: "GET /console/audit/verify", console: true, scope: auth.ScopeAuditRead, action: "audit.verify", resource: "audit", h: s.handleConsoleAuditVerify},
+		{pattern: "GET /console/schedules", console: true, scope: auth.ScopeSchedulesRead, action: "schedule.list", resource: "schedule", h: s.handleConsoleSchedules},
+		{pattern: "POST /console/schedules/{id}/pause", console: true, same: "POST /v1/schedules/{id}/pause", form: formNone},
+		{pattern: "POST /console/schedules/{id}/resume", console: true, same: "POST /v1/schedules/{id}/resume", form: formNone},
+		{pattern: "GET /console/webhooks", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.list", resource: "webhook", h: s.handleConsoleWebhooks},
+		{pattern: "GET /console/webhooks/{id}", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.deliveries", resource: "webhook", h: s.handleConsoleWebhook},
+		{pattern: "POST /console/webhooks/{id}/deliveries/{dlv}/retry", console: true, same: "POST /v1/webhooks/{id}/deliveries/{dlv}/retry", form: formNone},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
 		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},
