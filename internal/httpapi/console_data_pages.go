@@ -285,11 +285,7 @@ type schedulesPage struct {
 }
 
 func (s *Server) handleConsoleSchedules(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.schedules()
-	if err != nil {
-		return err
-	}
-	all, err := svc.List(r.Context(), principalOf(r).Tenant)
+	all, err := s.tenantSchedules(r)
 	if err != nil {
 		return err
 	}
@@ -307,11 +303,7 @@ type webhooksPage struct {
 }
 
 func (s *Server) handleConsoleWebhooks(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.webhooks()
-	if err != nil {
-		return err
-	}
-	all, err := svc.Store.ListWebhooks(r.Context(), principalOf(r).Tenant)
+	all, err := s.tenantWebhooks(r)
 	if err != nil {
 		return err
 	}
