@@ -330,19 +330,21 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	return wfs, err
 }
 
-// denseMatches is how many of a tenant's workflows must hold the goal words
-// for a list to walk the workflows newest first, checking each goal, rather
-// than start from the trigram index's matches and sort them: a page of a
-// word that common fills after a few hundred goals, and sorting fewer
-// matches than this is cheap. The planner, left alone, walks even for rare
-// words (it prices ILIKE far below what it costs on a goal).
-const denseMatches = 500
+// sampleRows is how many of the newest workflows (from the cursor) a list
+// with goal words looks at first: when a page of them hold the words, the
+// list walks newest first, checking each goal, and fills its page within
+// about that many rows; otherwise it fetches the matches through the
+// trigram index and sorts them. The planner, left alone, walks even for
+// rare words (it prices ILIKE far below what it costs on a goal), and
+// counting matches through the index is slow for common words, whose
+// trigrams match most rows.
+const sampleRows = 1000
 
 // listTx runs fn with ListWorkflows' query and its arguments in a read-only
-// transaction. With goal words, the tenant's matches are counted first,
-// through the trigram index, up to denseMatches; when fewer, index scans
-// (walks) are turned off for the transaction, so the planner fetches the
-// matches through the trigram index and sorts them.
+// transaction, planned for its words (see sampleRows): when the goal words
+// are rare among the newest workflows, index scans (walks) are turned off
+// for the transaction, so the planner fetches the matches through the
+// trigram index and sorts them.
 func (db *DB) listTx(ctx context.Context, tenant string, f workflow.ListFilter, fn func(tx pgx.Tx, query string, args []any) error) error {
 	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -351,17 +353,17 @@ func (db *DB) listTx(ctx context.Context, tenant string, f workflow.ListFilter, 
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if len(f.Words) > 0 {
 		// A generic plan (the statement cache's, after a few runs) knows
-		// nothing of the pattern and scans; each list is planned for its words.
-		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_indexscan = off`); err != nil {
+		// nothing of the pattern; each list is planned for its words.
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
 			return fmt.Errorf("list workflows: %w", unavailable(err))
 		}
-		query, args := goalMatchesQuery(tenant, f.Words)
+		query, args := goalSampleQuery(tenant, f)
 		var n int
 		if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil {
-			return fmt.Errorf("count goal matches: %w", unavailable(err))
+			return fmt.Errorf("sample goal matches: %w", unavailable(err))
 		}
-		if n >= denseMatches {
-			if _, err := tx.Exec(ctx, `SET LOCAL enable_indexscan = on`); err != nil {
+		if n < page.Size(f.Limit) {
+			if _, err := tx.Exec(ctx, `SET LOCAL enable_indexscan = off`); err != nil {
 				return fmt.Errorf("list workflows: %w", unavailable(err))
 			}
 		}
@@ -373,17 +375,22 @@ func (db *DB) listTx(ctx context.Context, tenant string, f workflow.ListFilter, 
 	return tx.Commit(ctx)
 }
 
-// goalMatchesQuery counts the tenant's workflows whose goal holds every
-// word, up to denseMatches.
-func goalMatchesQuery(tenant string, words []string) (string, []any) {
+// goalSampleQuery counts the workflows among the tenant's sampleRows newest
+// (before f's cursor) whose goal holds every word.
+func goalSampleQuery(tenant string, f workflow.ListFilter) (string, []any) {
 	where := []string{"tenant = $1"}
 	args := []any{tenant}
-	for _, w := range words {
-		args = append(args, "%"+likeEscape(w)+"%")
-		where = append(where, fmt.Sprintf(`goal ILIKE $%d ESCAPE '\'`, len(args)))
+	if f.Before != "" {
+		args = append(args, f.Before)
+		where = append(where, fmt.Sprintf("id < $%d", len(args)))
 	}
-	args = append(args, denseMatches)
-	return fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM workflows WHERE %s LIMIT $%d) m`, strings.Join(where, " AND "), len(args)), args
+	var match []string
+	for _, w := range f.Words {
+		args = append(args, "%"+likeEscape(w)+"%")
+		match = append(match, fmt.Sprintf(`goal ILIKE $%d ESCAPE '\'`, len(args)))
+	}
+	return fmt.Sprintf(`SELECT count(*) FROM (SELECT goal FROM workflows WHERE %s ORDER BY id DESC LIMIT %d) m WHERE %s`,
+		strings.Join(where, " AND "), sampleRows, strings.Join(match, " AND ")), args
 }
 
 // listWorkflowsQuery is ListWorkflows' query and its arguments.
