@@ -34,7 +34,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -482,18 +481,7 @@ func follow(ctx context.Context, srv *server, t int, id string, opened chan<- er
 }
 
 // latencies are the durations of the requests of one window.
-type latencies []time.Duration
-
-// p is the q-th percentile (nearest rank); 0 when there is none.
-func (l latencies) p(q float64) time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	i := int(q/100*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
+type latencies = benchserver.Latencies
 
 // unrelated sends GET /v1/tools from o.clients clients in a closed loop
 // for o.window and returns every request's latency.
@@ -611,7 +599,7 @@ func printTable(w io.Writer, rs []result) {
 			x = fmt.Sprintf("%.1f", r.xacts)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s / %s\t%s / %s\t%d / %d\t\n", r.store, r.followers, r.reads, x,
-			ms(r.alone.p(50)), ms(r.alone.p(99)), ms(r.followed.p(50)), ms(r.followed.p(99)), len(r.alone), len(r.followed))
+			ms(r.alone.P(50)), ms(r.alone.P(99)), ms(r.followed.P(50)), ms(r.followed.P(99)), len(r.alone), len(r.followed))
 	}
 	tw.Flush()
 }

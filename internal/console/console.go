@@ -103,6 +103,12 @@ type NavItem struct {
 var Nav = []NavItem{
 	{Key: "workflows", Label: "Workflows", Path: "/console/workflows", Scope: "workflows:read"},
 	{Key: "approvals", Label: "Approvals", Path: "/console/approvals", Scope: "workflows:approve"},
+	{Key: "agents", Label: "Agents", Path: "/console/agents", Scope: "agents:read"},
+	{Key: "tools", Label: "Tools", Path: "/console/tools", Scope: "tools:read"},
+	{Key: "usage", Label: "Models and usage", Path: "/console/usage", Scope: "usage:read"},
+	{Key: "schedules", Label: "Schedules", Path: "/console/schedules", Scope: "schedules:read"},
+	{Key: "webhooks", Label: "Webhooks", Path: "/console/webhooks", Scope: "webhooks:read"},
+	{Key: "audit", Label: "Audit", Path: "/console/audit", Scope: "audit:read"},
 }
 
 // User is the signed-in person a page is rendered for.

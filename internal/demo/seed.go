@@ -342,3 +342,10 @@ func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 	}
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout
 }
+
+// Versions are the agent versions Seed deploys, as POST /v1/agents bodies:
+// fraud-triage 1 and 2, then payments-assistant 1 and 2 on model.
+func Versions(model string) []map[string]any {
+	return []map[string]any{agent("1", 1000, 5000, 0), agent("2", 5000, 1000, 500),
+		assistant("1", model, assistantInstructions), assistant("2", model, assistantInstructions+" "+CaseInstruction)}
+}

@@ -575,9 +575,12 @@ func conformAgentsAndWorkflows(t *testing.T, h *harness) {
 		t.Errorf("streamed invoke: Content-Type %q", ct)
 	}
 	id := got["invoke"].Header.Get("Workflow-Id")
-	h.check(t,
+	listed := h.check(t,
 		call{name: "workflows", method: "GET", path: "/v1/workflows?agent=triage&status=completed", pattern: "GET /v1/workflows", token: tok, status: 200},
 		call{name: "bad filter", method: "GET", path: "/v1/workflows?status=sleeping", pattern: "GET /v1/workflows", token: tok, status: 422},
+		call{name: "workflows of a version", method: "GET", path: "/v1/workflows?agent=triage&version=2&q=the+TRANSACTION", pattern: "GET /v1/workflows", token: tok, status: 200},
+		call{name: "version without agent", method: "GET", path: "/v1/workflows?version=1", pattern: "GET /v1/workflows", token: tok, status: 422},
+		call{name: "version not a number", method: "GET", path: "/v1/workflows?agent=triage&version=v1", pattern: "GET /v1/workflows", token: tok, status: 422},
 		call{name: "workflow", method: "GET", path: "/v1/workflows/" + id, pattern: "GET /v1/workflows/{id}", token: tok, status: 200},
 		call{name: "no workflow", method: "GET", path: "/v1/workflows/wf_01J00000000000000000000000", pattern: "GET /v1/workflows/{id}", token: tok, status: 404},
 		call{name: "events", method: "GET", path: "/v1/workflows/" + id + "/events", pattern: "GET /v1/workflows/{id}/events", token: tok, status: 200},
@@ -585,6 +588,15 @@ func conformAgentsAndWorkflows(t *testing.T, h *harness) {
 			headers: []string{"Last-Event-ID", "1"}, status: 200},
 		call{name: "cancel finished", method: "POST", path: "/v1/workflows/" + id + "/cancel", pattern: "POST /v1/workflows/{id}/cancel", token: tok},
 	)
+	var ofVersion struct {
+		Workflows []struct {
+			ID string `json:"workflow_id"`
+		} `json:"workflows"`
+	}
+	listed["workflows of a version"].json(t, &ofVersion)
+	if len(ofVersion.Workflows) != 1 || ofVersion.Workflows[0].ID != id {
+		t.Errorf("workflows of triage@2 with the goal's words: %+v, want only %s", ofVersion.Workflows, id)
+	}
 
 	rtok := h.token("acme", "workflows:replay workflows:read")
 	got = h.check(t,

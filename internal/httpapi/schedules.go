@@ -65,12 +65,18 @@ func (s *Server) handleCreateSchedule(w http.ResponseWriter, r *http.Request) er
 	return writeJSON(w, http.StatusCreated, viewSchedule(sch))
 }
 
-func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) error {
+// tenantSchedules are the caller's tenant's schedules (the API's list and
+// the console's page).
+func (s *Server) tenantSchedules(r *http.Request) ([]*schedule.Schedule, error) {
 	svc, err := s.schedules()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	all, err := svc.List(r.Context(), principalOf(r).Tenant)
+	return svc.List(r.Context(), principalOf(r).Tenant)
+}
+
+func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) error {
+	all, err := s.tenantSchedules(r)
 	if err != nil {
 		return err
 	}

@@ -43,12 +43,18 @@ func (s *Server) handleCreateWebhook(w http.ResponseWriter, r *http.Request) err
 	return writeJSON(w, http.StatusCreated, webhookView{Webhook: wh, Secret: wh.Secret})
 }
 
-func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) error {
+// tenantWebhooks are the caller's tenant's webhooks (the API's list and
+// the console's page).
+func (s *Server) tenantWebhooks(r *http.Request) ([]*webhook.Webhook, error) {
 	svc, err := s.webhooks()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	all, err := svc.Store.ListWebhooks(r.Context(), principalOf(r).Tenant)
+	return svc.Store.ListWebhooks(r.Context(), principalOf(r).Tenant)
+}
+
+func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) error {
+	all, err := s.tenantWebhooks(r)
 	if err != nil {
 		return err
 	}

@@ -159,8 +159,15 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 // parseWorkflowFilter reads a workflow list's filters from its query
 // (the API's and the console's).
 func parseWorkflowFilter(q url.Values) (workflow.ListFilter, error) {
-	f := workflow.ListFilter{Agent: q.Get("agent"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor")}
+	f := workflow.ListFilter{Agent: q.Get("agent"), Version: q.Get("version"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor")}
 	var errs []problem.FieldError
+	if f.Version != "" {
+		if n, err := strconv.Atoi(f.Version); err != nil || n < 1 || strconv.Itoa(n) != f.Version {
+			errs = append(errs, problem.FieldError{Field: "version", Message: "must be a version number such as 3"})
+		} else if f.Agent == "" {
+			errs = append(errs, problem.FieldError{Field: "version", Message: "needs agent: a version number belongs to one agent"})
+		}
+	}
 	limit, err := page.ParseSize("limit", q.Get("limit"))
 	if err != nil {
 		errs = append(errs, problem.As(err).Errors...)

@@ -98,8 +98,10 @@ type matrixCell struct {
 }
 
 type batchRow struct {
-	WorkflowID, Link         string
-	OriginalVersion          string
+	WorkflowID, Link string
+	OriginalVersion  string
+	// DiffLink opens the console's diff of OriginalVersion and the target.
+	DiffLink                 string
 	OriginalOutcome, Outcome string
 	Error                    string
 	Delta                    replay.Delta
@@ -141,6 +143,7 @@ func newBatchView(p BatchPage) batchView {
 	}
 	for _, r := range p.Changed {
 		v.Rows = append(v.Rows, batchRow{WorkflowID: r.WorkflowID, Link: p.Link(r.ID), OriginalVersion: r.OriginalVersion,
+			DiffLink:        VersionDiffLink(r.OriginalVersion, b.Target),
 			OriginalOutcome: r.OriginalOutcome, Outcome: r.ReplayOutcome, Error: r.ReplayError, Delta: r.Delta})
 	}
 	v.MoreChanged = max(0, b.Changed-len(v.Rows))

@@ -30,7 +30,8 @@ func TestRenderBatchChecks(t *testing.T) {
 		Replay:   replay.Usage{InputTokens: 800, OutputTokens: 100, Completions: 3, Cost: &replay.Cost{Amount: 0.03, Currency: "USD"}},
 	}
 	var out strings.Builder
-	err := RenderBatch(&out, BatchPage{Batch: b, Failed: []*replay.Replay{failed},
+	changed := &replay.Replay{ID: "rpl_2", WorkflowID: "wf_2", OriginalVersion: "triage@1", OriginalOutcome: "cleared", ReplayOutcome: "escalated"}
+	err := RenderBatch(&out, BatchPage{Batch: b, Failed: []*replay.Replay{failed}, Changed: []*replay.Replay{changed},
 		Link: func(id string) string { return "/replays/" + id + "?sig=x" }})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestRenderBatchChecks(t *testing.T) {
 		`no such key: x`, `&lt;b&gt;odd&lt;/b&gt;`,
 		`id="batch-mode">dry runs, completions requested live, tool answers from the record<`,
 		`id="tokens-change">-300<`, `id="cost-change">&#43;0.0100 (&#43;50%)<`,
+		`<td><code>triage@1</code> <a class="version-diff" href="/console/agents/triage/diff?from=1&amp;to=2">diff</a></td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)

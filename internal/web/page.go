@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +88,17 @@ func Assets() http.Handler {
 	}))
 }
 
+// VersionDiffLink is the console's side-by-side diff of two versions of an
+// agent, each name@version; "" when they are one version or of two agents.
+func VersionDiffLink(from, to string) string {
+	name, fromV, ok1 := strings.Cut(from, "@")
+	toName, toV, ok2 := strings.Cut(to, "@")
+	if !ok1 || !ok2 || name != toName || fromV == toV {
+		return ""
+	}
+	return "/console/agents/" + url.PathEscape(name) + "/diff?" + url.Values{"from": {fromV}, "to": {toV}}.Encode()
+}
+
 // ReplayPage is what a replay's page shows.
 type ReplayPage struct {
 	Replay *replay.Replay
@@ -138,9 +150,12 @@ type replayView struct {
 	Created        string
 	CreatedISO     string
 	OutcomeChanged bool
-	Legend         []legendEntry
-	Rows           []rowView
-	Conversation   *conversationView
+	// DiffLink opens the console's diff of the two versions ("" when the
+	// replay ran the version the original did).
+	DiffLink     string
+	Legend       []legendEntry
+	Rows         []rowView
+	Conversation *conversationView
 }
 
 type legendEntry struct{ Kind, Label, About string }
@@ -188,6 +203,7 @@ func newReplayView(p ReplayPage) replayView {
 		Goal:           p.Goal,
 		Stylesheet:     AssetsPath + "viewer.css?v=" + assetVersion,
 		OutcomeChanged: r.OriginalOutcome != r.ReplayOutcome,
+		DiffLink:       VersionDiffLink(r.OriginalVersion, r.Target),
 		Legend:         kinds,
 	}
 	v.Created, v.CreatedISO = formatTime(r.CreatedAt)

@@ -82,6 +82,7 @@ func TestRenderReplay(t *testing.T) {
 		`&#34;refund_id&#34;: &#34;re_5521&#34;`, // a visible tool's response, indented
 		`&lt;b&gt;Ada&lt;/b&gt; &amp; co`,        // a body's markup, escaped
 		`href="/viewer/assets/viewer.css?v=` + assetVersion + `"`,
+		`<a id="version-diff" href="/console/agents/refunds/diff?from=3&amp;to=4">what changed between the versions</a>`,
 		// The added step that was not made keeps its own failure colour.
 		`<div class="step step-failed">
   <p class="head"><span class="side-name">Replay</span> <span class="num">#4</span> <strong class="action">notify_customer</strong>`,
@@ -103,6 +104,23 @@ func TestRenderReplay(t *testing.T) {
 	}
 	if m := regexp.MustCompile(`(src|href)="(https?:)?//[^"]*"`).FindString(page); m != "" {
 		t.Errorf("page loads %s", m)
+	}
+}
+
+func TestVersionDiffLink(t *testing.T) {
+	for _, tc := range []struct{ from, to, want string }{
+		{"refunds@3", "refunds@4", "/console/agents/refunds/diff?from=3&to=4"},
+		{"a b@1", "a b@2", "/console/agents/a%20b/diff?from=1&to=2"},
+		{"refunds@3", "refunds@3", ""},
+		{"refunds@3", "triage@4", ""},
+		{"", "refunds@4", ""},
+	} {
+		if got := VersionDiffLink(tc.from, tc.to); got != tc.want {
+			t.Errorf("VersionDiffLink(%q, %q) = %q, want %q", tc.from, tc.to, got, tc.want)
+		}
+	}
+	if page := render(t, ReplayPage{Replay: &replay.Replay{ID: "rpl_1", WorkflowID: "wf_1", OriginalVersion: "x@1", Target: "x@1"}}); strings.Contains(page, "version-diff") {
+		t.Error("a replay on the original's version links a diff")
 	}
 }
 

@@ -205,7 +205,9 @@ type LeaseStatus struct {
 
 // ListFilter selects workflows of one tenant.
 type ListFilter struct {
-	Agent   string
+	Agent string
+	// Version is the agent version (with Agent).
+	Version string
 	Status  string
 	Outcome string
 	Since   time.Time

@@ -318,6 +318,83 @@ func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.
 
 // ListWorkflows returns the tenant's workflows matching f, newest first.
 func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
+	var wfs []*workflow.Workflow
+	err := db.listTx(ctx, tenant, f, func(tx pgx.Tx, query string, args []any) error {
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("list workflows: %w", unavailable(err))
+		}
+		wfs, err = collectWorkflows(rows)
+		return err
+	})
+	return wfs, err
+}
+
+// sampleRows is how many of the newest workflows (from the cursor) a list
+// with goal words looks at first: when a page of them hold the words, the
+// list walks newest first, checking each goal, and fills its page within
+// about that many rows; otherwise it fetches the matches through the
+// trigram index and sorts them. The planner, left alone, walks even for
+// rare words (it prices ILIKE far below what it costs on a goal), and
+// counting matches through the index is slow for common words, whose
+// trigrams match most rows.
+const sampleRows = 1000
+
+// listTx runs fn with ListWorkflows' query and its arguments in a read-only
+// transaction, planned for its words (see sampleRows): when the goal words
+// are rare among the newest workflows, index scans (walks) are turned off
+// for the transaction, so the planner fetches the matches through the
+// trigram index and sorts them.
+func (db *DB) listTx(ctx context.Context, tenant string, f workflow.ListFilter, fn func(tx pgx.Tx, query string, args []any) error) error {
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("list workflows: %w", unavailable(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if len(f.Words) > 0 {
+		// A generic plan (the statement cache's, after a few runs) knows
+		// nothing of the pattern; each list is planned for its words.
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+			return fmt.Errorf("list workflows: %w", unavailable(err))
+		}
+		query, args := goalSampleQuery(tenant, f)
+		var n int
+		if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+			return fmt.Errorf("sample goal matches: %w", unavailable(err))
+		}
+		if n < page.Size(f.Limit) {
+			if _, err := tx.Exec(ctx, `SET LOCAL enable_indexscan = off`); err != nil {
+				return fmt.Errorf("list workflows: %w", unavailable(err))
+			}
+		}
+	}
+	query, args := listWorkflowsQuery(tenant, f)
+	if err := fn(tx, query, args); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// goalSampleQuery counts the workflows among the tenant's sampleRows newest
+// (before f's cursor) whose goal holds every word.
+func goalSampleQuery(tenant string, f workflow.ListFilter) (string, []any) {
+	where := []string{"tenant = $1"}
+	args := []any{tenant}
+	if f.Before != "" {
+		args = append(args, f.Before)
+		where = append(where, fmt.Sprintf("id < $%d", len(args)))
+	}
+	var match []string
+	for _, w := range f.Words {
+		args = append(args, "%"+likeEscape(w)+"%")
+		match = append(match, fmt.Sprintf(`goal ILIKE $%d ESCAPE '\'`, len(args)))
+	}
+	return fmt.Sprintf(`SELECT count(*) FROM (SELECT goal FROM workflows WHERE %s ORDER BY id DESC LIMIT %d) m WHERE %s`,
+		strings.Join(where, " AND "), sampleRows, strings.Join(match, " AND ")), args
+}
+
+// listWorkflowsQuery is ListWorkflows' query and its arguments.
+func listWorkflowsQuery(tenant string, f workflow.ListFilter) (string, []any) {
 	limit := page.Size(f.Limit)
 	where := []string{"tenant = $1"}
 	args := []any{tenant}
@@ -340,6 +417,9 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if !f.Until.IsZero() {
 		add("started_at <= $%d", f.Until)
 	}
+	if f.Version != "" {
+		add("agent_version = $%d", f.Version)
+	}
 	for _, w := range f.Words {
 		add(`goal ILIKE $%d ESCAPE '\'`, "%"+likeEscape(w)+"%")
 	}
@@ -351,12 +431,8 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 		add("id < $%d", f.Before)
 	}
 	args = append(args, limit)
-	rows, err := db.pool.Query(ctx, `SELECT `+workflowColumns+` FROM workflows
-		WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", unavailable(err))
-	}
-	return collectWorkflows(rows)
+	return `SELECT ` + workflowColumns + ` FROM workflows
+		WHERE ` + strings.Join(where, " AND ") + fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
 }
 
 func workflowNotFound(id string) error {
@@ -476,4 +552,20 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// ListWorkflowsPlan is PostgreSQL's plan for ListWorkflows(tenant, f), the
+// lines of EXPLAIN: for tests and the console benchmark, which check that
+// each filter the console offers walks an index.
+func (db *DB) ListWorkflowsPlan(ctx context.Context, tenant string, f workflow.ListFilter) ([]string, error) {
+	var plan []string
+	err := db.listTx(ctx, tenant, f, func(tx pgx.Tx, query string, args []any) error {
+		rows, err := tx.Query(ctx, `EXPLAIN `+query, args...)
+		if err != nil {
+			return fmt.Errorf("explain list workflows: %w", unavailable(err))
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return plan, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -470,4 +471,12 @@ func TestNewerDatabaseIsRefused(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "newer agentplane") {
 		t.Errorf("error %q does not say to run a newer agentplane", err)
 	}
+}
+
+// TestWorkflowListPlans checks that each filter of the console's workflow
+// list walks an index, goal words through the trigram index.
+func TestWorkflowListPlans(t *testing.T) {
+	t.Parallel()
+	tableScan := regexp.MustCompile(`^SCAN workflows$`)
+	storetest.CheckListPlans(t, NewTestDB(t), tableScan.MatchString, "workflow_goals")
 }

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
@@ -335,7 +337,35 @@ func (db *DB) Completions(ctx context.Context, workflowID string) (map[int]json.
 
 // ListWorkflows returns the tenant's workflows matching f, newest first.
 func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) ([]*workflow.Workflow, error) {
+	var wfs []*workflow.Workflow
+	err := db.query(ctx, func(tx dbtx) error {
+		query, args, err := listWorkflowsQuery(ctx, tx, tenant, f)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("list workflows: %w", err)
+		}
+		wfs, err = collectWorkflows(rows)
+		return err
+	})
+	return wfs, err
+}
+
+// denseMatches is how many of a tenant's workflows must hold the goal words
+// for a list to walk the workflows newest first, checking each goal, rather
+// than start from the goal index's matches and sort them: a page of a word
+// that common fills after a few hundred goals, and sorting fewer matches
+// than this is cheap.
+const denseMatches = 500
+
+// listWorkflowsQuery is ListWorkflows' query and its arguments. Goal words
+// of three characters or more are looked up in the goal index first, to
+// choose between the two plans (denseMatches).
+func listWorkflowsQuery(ctx context.Context, tx dbtx, tenant string, f workflow.ListFilter) (string, []any, error) {
 	limit := page.Size(f.Limit)
+	from := "workflows"
 	where := []string{"tenant = ?"}
 	args := []any{tenant}
 	add := func(cond string, v any) {
@@ -357,7 +387,27 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if !f.Until.IsZero() {
 		add("started_at <= ?", fmtTime(f.Until))
 	}
-	for _, w := range f.Words {
+	if f.Version != "" {
+		add("agent_version = ?", f.Version)
+	}
+	words := f.Words
+	if q := goalQuery(f.Words); q != "" {
+		var n int
+		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM workflow_goals
+			JOIN workflows ON workflows.rowid = workflow_goals.rowid
+			WHERE workflow_goals MATCH ? AND workflows.tenant = ? LIMIT ?)`, q, tenant, denseMatches).Scan(&n)
+		if err != nil {
+			return "", nil, fmt.Errorf("count goal matches: %w", err)
+		}
+		if n < denseMatches {
+			// Few matches: fetch them by rowid (NOT INDEXED keeps the
+			// planner from walking an index instead) and sort them.
+			from = "workflows NOT INDEXED"
+			add("rowid IN (SELECT rowid FROM workflow_goals WHERE workflow_goals MATCH ?)", q)
+			words = slices.DeleteFunc(slices.Clone(words), func(w string) bool { return utf8.RuneCountInString(w) >= trigram })
+		}
+	}
+	for _, w := range words {
 		add(`goal LIKE ? ESCAPE '\'`, "%"+likeEscape(w)+"%") // LIKE is case-insensitive for ASCII
 	}
 	for _, k := range sortedKeys(f.Context) {
@@ -369,17 +419,24 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 	if f.Before != "" {
 		add("id < ?", f.Before)
 	}
-	var wfs []*workflow.Workflow
-	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+workflowColumns+` FROM workflows
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
-		if err != nil {
-			return fmt.Errorf("list workflows: %w", err)
+	return `SELECT ` + workflowColumns + ` FROM ` + from + `
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(args, limit), nil
+}
+
+// trigram is the length of the shortest word the goal index can find.
+const trigram = 3
+
+// goalQuery is an FTS5 query on workflow_goals (a trigram index) matching
+// the goals holding every word of at least three characters as a substring,
+// in any case; "" when no word is that long.
+func goalQuery(words []string) string {
+	var phrases []string
+	for _, w := range words {
+		if utf8.RuneCountInString(w) >= trigram {
+			phrases = append(phrases, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
 		}
-		wfs, err = collectWorkflows(rows)
-		return err
-	})
-	return wfs, err
+	}
+	return strings.Join(phrases, " AND ")
 }
 
 func workflowNotFound(id string) error {
@@ -508,4 +565,32 @@ func rawJSON(s sql.NullString) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(s.String)
+}
+
+// ListWorkflowsPlan is SQLite's plan for ListWorkflows(tenant, f), one line
+// per step of EXPLAIN QUERY PLAN: for tests and the console benchmark, which
+// check that each filter the console offers walks an index.
+func (db *DB) ListWorkflowsPlan(ctx context.Context, tenant string, f workflow.ListFilter) ([]string, error) {
+	var plan []string
+	err := db.query(ctx, func(tx dbtx) error {
+		query, args, err := listWorkflowsQuery(ctx, tx, tenant, f)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+		if err != nil {
+			return fmt.Errorf("explain list workflows: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				return fmt.Errorf("scan plan: %w", err)
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	})
+	return plan, err
 }

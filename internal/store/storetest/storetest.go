@@ -116,6 +116,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WorkflowClaimExpired", testWorkflowClaimExpired},
 		{"WorkflowClaimConcurrent", testWorkflowClaimConcurrent},
 		{"WorkflowList", testWorkflowList},
+		{"WorkflowListDenseWords", testWorkflowListDenseWords},
 		{"WorkflowKeys", testWorkflowKeys},
 		{"CompletionUsage", testCompletionUsage},
 		{"RecordUsage", testRecordUsage},

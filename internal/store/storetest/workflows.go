@@ -186,6 +186,12 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		if i == 6 {
 			w.Context = json.RawMessage(`{"ticket": "T-6", "vip": true, "amount": 12.5}`)
 		}
+		if i%4 == 2 {
+			w.AgentVersion = "2"
+		}
+		if i == 4 {
+			w.Goal = `Erstatte "Größe" zurück: a 2x "quoted" goal`
+		}
 		create(t, s, w)
 		switch i % 4 {
 		case 0:
@@ -230,6 +236,18 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		{"a word with LIKE's wildcards", workflow.ListFilter{Words: []string{"100%", "order_3"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 3 })},
 		{"a wildcard matches only itself", workflow.ListFilter{Words: []string{"order_"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
 		{"no word matches", workflow.ListFilter{Words: []string{"refund", "shipment"}}, nil},
+		{"a word of two characters", workflow.ListFilter{Words: []string{"2X"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 4 })},
+		{"a word of one character", workflow.ListFilter{Words: []string{"%"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
+		{"short and long words", workflow.ListFilter{Words: []string{"to", "order_6"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
+		{"a word with quotes", workflow.ListFilter{Words: []string{`"quoted"`}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 4 })},
+		{"a word with a quote inside", workflow.ListFilter{Words: []string{`2x"quo`}}, nil},
+		{"a word beyond ASCII", workflow.ListFilter{Words: []string{"größe"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 4 })},
+		{"a word that is an FTS operator", workflow.ListFilter{Words: []string{"AND", "NOT"}}, nil},
+		{"a word that is the middle of another", workflow.ListFilter{Words: []string{"efun"}}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 })},
+		{"version", workflow.ListFilter{Agent: "triage", Version: "2"}, pick(func(i int, _ *workflow.Workflow) bool { return i%4 == 2 })},
+		{"version of another agent", workflow.ListFilter{Agent: "billing", Version: "2"}, nil},
+		{"version and words", workflow.ListFilter{Agent: "triage", Version: "1", Words: []string{"refund"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 0 })},
+		{"words before a cursor", workflow.ListFilter{Words: []string{"refund"}, Before: all[6].ID}, pick(func(i int, _ *workflow.Workflow) bool { return i%3 == 0 && i < 6 })},
 		{"context number", workflow.ListFilter{Context: map[string]string{"ticket": "42"}}, pick(func(i int, _ *workflow.Workflow) bool { return i != 6 })},
 		{"context string", workflow.ListFilter{Context: map[string]string{"ticket": "T-6"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
 		{"context boolean and decimal", workflow.ListFilter{Context: map[string]string{"vip": "true", "amount": "12.5"}}, pick(func(i int, _ *workflow.Workflow) bool { return i == 6 })},
@@ -267,6 +285,66 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("listed workflow (-want +got):\n%s", diff)
 	}
 	if got, err := s.ListWorkflows(ctx, "nobody", workflow.ListFilter{}); err != nil || len(got) != 0 {
+		t.Errorf("another tenant lists %v, %v; want none", workflowIDs(got), err)
+	}
+}
+
+// testWorkflowListDenseWords lists goal words held by more goals than a
+// store may look up one by one before walking newest first (stores switch
+// plans at a few hundred): both plans give the same pages.
+func testWorkflowListDenseWords(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	const n = 560
+	var refunds, chargebacks []string // newest first
+	for i := range n {
+		w := newWorkflow("acme", "triage", "replica-a", i)
+		w.Goal = fmt.Sprintf("Refund order %d to the customer", i)
+		if i%10 == 3 {
+			w.Goal += ", a chargeback is open"
+			chargebacks = append([]string{w.ID}, chargebacks...)
+		}
+		create(t, s, w)
+		refunds = append([]string{w.ID}, refunds...)
+	}
+	create(t, s, newWorkflow("globex", "triage", "replica-a", n))
+	all := func(f workflow.ListFilter) []string {
+		var ids []string
+		f.Limit = 200
+		for range 10 {
+			page, err := s.ListWorkflows(ctx, "acme", f)
+			must(t, err, "page")
+			ids = append(ids, workflowIDs(page)...)
+			if len(page) < f.Limit {
+				break
+			}
+			f.Before = page[len(page)-1].ID
+		}
+		return ids
+	}
+	tests := []struct {
+		name  string
+		words []string
+		want  []string
+	}{
+		{"a word in every goal", []string{"REFUND"}, refunds},
+		{"a word in every goal and a short one", []string{"refund", "to"}, refunds},
+		{"a common word and a rare one", []string{"refund", "chargeback"}, chargebacks},
+		{"a rare word", []string{"chargeback"}, chargebacks},
+		{"a common word and a missing one", []string{"refund", "shipment"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, all(workflow.ListFilter{Words: tc.words})); diff != "" {
+				t.Errorf("workflows with %q (-want +got):\n%s", tc.words, diff)
+			}
+		})
+	}
+	first, err := s.ListWorkflows(ctx, "acme", workflow.ListFilter{Words: []string{"refund"}, Limit: 3})
+	must(t, err, "first page")
+	if diff := cmp.Diff(refunds[:3], workflowIDs(first)); diff != "" {
+		t.Errorf("first page (-want +got):\n%s", diff)
+	}
+	if got, err := s.ListWorkflows(ctx, "globex", workflow.ListFilter{Words: []string{"chargeback"}}); err != nil || len(got) != 0 {
 		t.Errorf("another tenant lists %v, %v; want none", workflowIDs(got), err)
 	}
 }
