@@ -23,6 +23,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 //go:embed templates/*.html static/*
@@ -49,49 +51,14 @@ func Headers(h http.Header) {
 	h.Set("X-Frame-Options", "DENY")
 }
 
-// assetVersion is a digest of the static files, so their links change
-// with them and a browser may cache each version for good.
-var assetVersion = func() string {
-	sum := sha256.New()
-	err := fs.WalkDir(files, "static", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := files.ReadFile(path)
-		sum.Write(b)
-		return err
-	})
-	if err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(sum.Sum(nil)[:6])
-}()
+// static is the console's stylesheet and script, served at AssetsPath.
+var static = web.NewStatic(files, "static", AssetsPath)
 
 // Asset returns the versioned link of a static file.
-func Asset(name string) string { return AssetsPath + name + "?v=" + assetVersion }
+func Asset(name string) string { return static.Link(name) }
 
 // Assets serves the static files; mount it at "GET "+AssetsPath+"{file}".
-func Assets() http.Handler {
-	static, err := fs.Sub(files, "static")
-	if err != nil {
-		panic(err)
-	}
-	fileServer := http.FileServerFS(static)
-	return http.StripPrefix(strings.TrimSuffix(AssetsPath, "/"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := strings.TrimPrefix(r.URL.Path, "/")
-		if st, err := fs.Stat(static, name); name == "" || strings.Contains(name, "/") || err != nil || st.IsDir() {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if r.URL.Query().Get("v") == assetVersion {
-			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-		} else {
-			w.Header().Set("Cache-Control", "no-cache")
-		}
-		fileServer.ServeHTTP(w, r)
-	}))
-}
+func Assets() http.Handler { return static }
 
 // NavItem is one entry of the nav: shown to a user who holds Scope.
 type NavItem struct {

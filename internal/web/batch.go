@@ -111,7 +111,7 @@ func newBatchView(p BatchPage) batchView {
 	b := p.Batch
 	v := batchView{
 		Batch:      b,
-		Stylesheet: AssetsPath + "viewer.css?v=" + assetVersion,
+		Stylesheet: stylesheet,
 		Running:    b.Status == replay.BatchRunning,
 		Unchanged:  b.Done - b.Changed,
 	}

@@ -6,13 +6,10 @@ package web
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"html/template"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"slices"
@@ -36,16 +33,11 @@ const AssetsPath = "/viewer/assets/"
 // ContentSecurityPolicy is the CSP of every viewer page.
 const ContentSecurityPolicy = "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// assetVersion is a digest of the stylesheet, so its link changes with it
-// and a browser may cache each version for good.
-var assetVersion = func() string {
-	css, err := files.ReadFile("static/viewer.css")
-	if err != nil {
-		panic(err)
-	}
-	sum := sha256.Sum256(css)
-	return hex.EncodeToString(sum[:6])
-}()
+// static is the viewer's stylesheet, served at AssetsPath.
+var static = NewStatic(files, "static", AssetsPath)
+
+// stylesheet is the versioned link of the viewer's stylesheet.
+var stylesheet = static.Link("viewer.css")
 
 // PageHeaders sets the headers a viewer page is served with: never cached,
 // never sent as a referrer, no script, nothing loaded from elsewhere.
@@ -58,35 +50,10 @@ func PageHeaders(h http.Header) {
 }
 
 // HasAsset reports whether name is one of the viewer's static files.
-func HasAsset(name string) bool {
-	if !fs.ValidPath(name) || strings.Contains(name, "/") {
-		return false
-	}
-	st, err := fs.Stat(files, "static/"+name)
-	return err == nil && !st.IsDir()
-}
+func HasAsset(name string) bool { return static.Has(name) }
 
 // Assets serves the viewer's static files; mount it at "GET "+AssetsPath.
-func Assets() http.Handler {
-	static, err := fs.Sub(files, "static")
-	if err != nil {
-		panic(err)
-	}
-	files := http.FileServerFS(static)
-	return http.StripPrefix(strings.TrimSuffix(AssetsPath, "/"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if r.URL.Query().Get("v") == assetVersion {
-			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-		} else {
-			w.Header().Set("Cache-Control", "no-cache")
-		}
-		files.ServeHTTP(w, r)
-	}))
-}
+func Assets() http.Handler { return static }
 
 // VersionDiffLink is the console's side-by-side diff of two versions of an
 // agent, each name@version; "" when they are one version or of two agents.
@@ -128,7 +95,7 @@ func RenderRefusedLink(w io.Writer, kind, id string, expired bool) error {
 	v := struct {
 		Expired                   bool
 		What, Command, Stylesheet string
-	}{Expired: expired, Stylesheet: AssetsPath + "viewer.css?v=" + assetVersion,
+	}{Expired: expired, Stylesheet: stylesheet,
 		What: "replay viewer", Command: "agentplane replays get " + id}
 	if kind == KindBatch {
 		v.What, v.Command = "batch report", "agentplane batches get "+id
@@ -201,7 +168,7 @@ func newReplayView(p ReplayPage) replayView {
 		Replay:         r,
 		Agent:          p.Agent,
 		Goal:           p.Goal,
-		Stylesheet:     AssetsPath + "viewer.css?v=" + assetVersion,
+		Stylesheet:     stylesheet,
 		OutcomeChanged: r.OriginalOutcome != r.ReplayOutcome,
 		DiffLink:       VersionDiffLink(r.OriginalVersion, r.Target),
 		Legend:         kinds,

@@ -81,7 +81,7 @@ func TestRenderReplay(t *testing.T) {
 		`Bodies hidden: the link's creator did not hold <code>tool:mail</code>.`,
 		`&#34;refund_id&#34;: &#34;re_5521&#34;`, // a visible tool's response, indented
 		`&lt;b&gt;Ada&lt;/b&gt; &amp; co`,        // a body's markup, escaped
-		`href="/viewer/assets/viewer.css?v=` + assetVersion + `"`,
+		`href="` + stylesheet + `"`,
 		`<a id="version-diff" href="/console/agents/refunds/diff?from=3&amp;to=4">what changed between the versions</a>`,
 		// The added step that was not made keeps its own failure colour.
 		`<div class="step step-failed">
@@ -160,7 +160,7 @@ func TestAssets(t *testing.T) {
 		contentType string
 		cache       string
 	}{
-		{AssetsPath + "viewer.css?v=" + assetVersion, http.StatusOK, "text/css; charset=utf-8", "public, max-age=31536000, immutable"},
+		{stylesheet, http.StatusOK, "text/css; charset=utf-8", "public, max-age=31536000, immutable"},
 		{AssetsPath + "viewer.css", http.StatusOK, "text/css; charset=utf-8", "no-cache"},
 		{AssetsPath, http.StatusNotFound, "", ""},
 		{AssetsPath + "missing.css", http.StatusNotFound, "", ""},
