@@ -179,13 +179,18 @@ func TestTwoReplicasKeepAToolsLimitsUnderLoad(t *testing.T) {
 		t.Errorf("the tool saw %d requests (%d finished), at most %d at once; want %d, at most 3",
 			len(api.arrived), len(api.finished), api.most, workflows)
 	}
+	// The tool sees a request some time after the limiter let it go, and
+	// under -race on a loaded machine that delay varies by up to a few
+	// hundred milliseconds: a window of 800 ms holds at most the 21 a
+	// second allows (+1 for the edges) whatever the delays up to 200 ms,
+	// while two replicas each keeping 20/s would put about 32 in it.
 	for i := range api.arrived {
 		n := 0
-		for j := i; j < len(api.arrived) && api.arrived[j].Sub(api.arrived[i]) < time.Second; j++ {
+		for j := i; j < len(api.arrived) && api.arrived[j].Sub(api.arrived[i]) < 800*time.Millisecond; j++ {
 			n++
 		}
 		if n > 21 {
-			t.Fatalf("%d requests arrived within one second of request %d: over 20/s (+1 for the edges)", n, i)
+			t.Fatalf("%d requests arrived within 800 ms of request %d: over 20/s (+1 for the edges)", n, i)
 		}
 	}
 }
