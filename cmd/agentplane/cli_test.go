@@ -473,8 +473,8 @@ func TestDemo(t *testing.T) {
 	}
 	e := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: grab("export AGENTPLANE_TOKEN=")}
 	wf := grab("agentplane replay ")
-	if !strings.Contains(ready, "and 6 workflows make its history.") {
-		t.Errorf("the ready block does not count the 6 seeded workflows:\n%s", ready)
+	if !strings.Contains(ready, "and 7 workflows make its history, one a refund waiting for approval.") {
+		t.Errorf("the ready block does not count the 6 seeded workflows and the waiting refund:\n%s", ready)
 	}
 
 	// The example APIs listen on loopback only.

@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/client"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/demo"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // demoDelay is how long the demo's customer API takes to answer, so a
@@ -45,12 +46,46 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, st console.Store, baseU
 		apis.Close()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
+	if seeded.Waiting, err = waitingRefund(ctx, cl); err != nil {
+		apis.Close()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	seeded.History++ // counted before the refund was invoked
 	demo.Ready(stdout, publicURL, tok, approver, seeded)
-	if err := demoConsole(ctx, cl, st, publicURL, stdout); err != nil {
+	if err := demoConsole(ctx, st, publicURL, stdout); err != nil {
 		apis.Close()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	return apis, nil
+}
+
+// waitingRefund invokes a refund of tx_1007 and returns once it waits for
+// approval, so the ready block can say so. The demo's user invoked it, so a
+// second person must decide it: the demo's approver, through the console
+// link demoConsole prints.
+func waitingRefund(ctx context.Context, cl *client.Client) (string, error) {
+	var wf struct {
+		ID     string `json:"workflow_id"`
+		Status string `json:"status"`
+	}
+	_, err := cl.JSON(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents/fraud-triage@2/invoke",
+		Header: http.Header{"Prefer": {"respond-async"}},
+		Body: map[string]any{"goal": "refund tx_1007: the customer asks for their money back",
+			"context": map[string]any{"transaction_id": "tx_1007", "refund_requested": true}}}, &wf)
+	if err != nil {
+		return "", fmt.Errorf("invoke the waiting refund: %w", err)
+	}
+	// Its steps before the approval call the demo's APIs, each demoDelay
+	// slow: a few seconds at most.
+	for deadline := time.Now().Add(30 * time.Second); wf.Status != workflow.Waiting; time.Sleep(50 * time.Millisecond) {
+		if wf.Status != "" && wf.Status != workflow.Running || time.Now().After(deadline) {
+			return "", fmt.Errorf("the refund of tx_1007 (%s) is %s, not waiting for approval", wf.ID, wf.Status)
+		}
+		if _, err := cl.JSON(ctx, client.Request{Method: http.MethodGet, Path: "/v1/workflows/" + wf.ID}, &wf); err != nil {
+			return "", fmt.Errorf("read the waiting refund: %w", err)
+		}
+	}
+	return wf.ID, nil
 }
 
 // demoLinkTTL is how long the demo's console link may be opened: unlike
@@ -58,18 +93,10 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, st console.Store, baseU
 // first. It still signs in once.
 const demoLinkTTL = time.Hour
 
-// demoConsole leaves a refund waiting for approval (invoked by the demo's
-// user, so a second person must decide it) and prints a console link that
-// signs in as the demo's approver and opens the approvals page: a person
-// can decide it and follow its workflow with no command at all.
-func demoConsole(ctx context.Context, cl *client.Client, st console.Store, publicURL string, stdout io.Writer) error {
-	_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents/fraud-triage@2/invoke",
-		Header: http.Header{"Prefer": {"respond-async"}},
-		Body: map[string]any{"goal": "refund tx_1007: the customer asks for their money back",
-			"context": map[string]any{"transaction_id": "tx_1007", "refund_requested": true}}})
-	if err != nil {
-		return fmt.Errorf("invoke the waiting refund: %w", err)
-	}
+// demoConsole prints a console link that signs in as the demo's approver
+// and opens the approvals page: a person can decide the waiting refund and
+// follow its workflow with no command at all.
+func demoConsole(ctx context.Context, st console.Store, publicURL string, stdout io.Writer) error {
 	now := time.Now()
 	link, err := console.MintLink(ctx, st, publicURL, console.Grant{Tenant: demo.Tenant, Subject: "demo-approver",
 		Scopes: demo.ApproverScopes, SessionExpiresAt: now.Add(12 * time.Hour), Next: "/console/approvals",

@@ -129,6 +129,9 @@ type Seeded struct {
 	// same data included; HistoryMore says there are more than it counted.
 	History     int
 	HistoryMore bool
+	// Waiting is a fraud-triage workflow invoked after Seed that waits for
+	// a person's approval, counted in History; "" when there is none.
+	Waiting string
 }
 
 // Seed registers the APIs as tools (updating them when a previous run
@@ -300,8 +303,15 @@ func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 		history = "over " + history
 	}
 	fmt.Fprintf(&b, "fraud-triage 1 (the default) and 2 are deployed, and %s workflows make its history", history)
-	if s.History != len(s.Workflows) {
-		fmt.Fprintf(&b, " (%d of them invoked just now)", len(s.Workflows))
+	invoked := len(s.Workflows)
+	if s.Waiting != "" {
+		invoked++
+	}
+	if s.History != invoked {
+		fmt.Fprintf(&b, " (%d of them invoked just now)", invoked)
+	}
+	if s.Waiting != "" {
+		b.WriteString(", one a refund waiting for approval")
 	}
 	b.WriteString(".\n")
 	if s.Model != "" {

@@ -20,6 +20,8 @@ func TestReadyCountsTheWholeHistory(t *testing.T) {
 		{Seeded{Workflows: six, History: 6}, "and 6 workflows make its history.\n"},
 		{Seeded{Workflows: six, History: 17}, "and 17 workflows make its history (6 of them invoked just now).\n"},
 		{Seeded{Workflows: six, History: 2000, HistoryMore: true}, "and over 2000 workflows make its history (6 of them invoked just now).\n"},
+		{Seeded{Workflows: six, History: 7, Waiting: "wf_7"}, "and 7 workflows make its history, one a refund waiting for approval.\n"},
+		{Seeded{Workflows: six, History: 18, Waiting: "wf_7"}, "and 18 workflows make its history (7 of them invoked just now), one a refund waiting for approval.\n"},
 	} {
 		var b strings.Builder
 		Ready(&b, "http://127.0.0.1:8080", "tok", "approver", &tc.s)

@@ -116,7 +116,7 @@ func (s *Server) consoleAction(rt *route, h http.Handler) http.Handler {
 		if key := r.PostForm.Get("idempotency_key"); key != "" {
 			r.Header.Set("Idempotency-Key", key)
 		}
-		h.ServeHTTP(&redirectWriter{ResponseWriter: w, to: returnPath(r.PostForm.Get("return"))}, r)
+		h.ServeHTTP(&redirectWriter{ResponseWriter: w, to: returnPath(r.PostForm.Get("return")), info: infoFrom(r.Context())}, r)
 	})
 }
 
@@ -131,10 +131,13 @@ func returnPath(p string) string {
 }
 
 // redirectWriter answers a successful response with 303 See Other to the
-// return page, dropping its JSON body; errors pass through.
+// return page, dropping its JSON body; errors pass through. The request is
+// audited with the handler's own status: the redirect is the console's
+// presentation of the API call, not its result.
 type redirectWriter struct {
 	http.ResponseWriter
 	to       string
+	info     *reqInfo
 	redirect bool
 }
 
@@ -143,6 +146,7 @@ func (rw *redirectWriter) WriteHeader(status int) {
 		rw.ResponseWriter.WriteHeader(status)
 		return
 	}
+	rw.info.handlerStatus = status
 	rw.redirect = true
 	h := rw.Header()
 	h.Del("Content-Type")

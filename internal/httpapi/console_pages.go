@@ -35,14 +35,15 @@ type workflowRow struct {
 	DurationMS int64
 }
 
-// workflowsFilter is the filters as the reader typed them.
+// workflowsFilter is the filters as the reader typed them. Version is a
+// version number of Agent, as the API's filter takes it.
 type workflowsFilter struct {
-	Agent, Status, Outcome, Since, Until, Q string
+	Agent, Version, Status, Outcome, Since, Until, Q string
 }
 
 func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	shown := workflowsFilter{Agent: q.Get("agent"), Status: q.Get("status"), Outcome: q.Get("outcome"),
+	shown := workflowsFilter{Agent: q.Get("agent"), Version: q.Get("version"), Status: q.Get("status"), Outcome: q.Get("outcome"),
 		Since: q.Get("since"), Until: q.Get("until"), Q: q.Get("q")}
 	api := url.Values{}
 	for k, vs := range q {

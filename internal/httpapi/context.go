@@ -33,6 +33,9 @@ type reqInfo struct {
 	resourceMetadata string
 	// session is the console session's secret, for its CSRF token.
 	session string
+	// handlerStatus is the status the API handler of a console action
+	// answered, audited in place of the 303 the browser is sent.
+	handlerStatus int
 }
 
 // addDetail adds a detail to the request's audit record.

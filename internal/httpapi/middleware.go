@@ -159,6 +159,9 @@ func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
 	if info.route != nil && info.route.noAudit {
 		return
 	}
+	if info.handlerStatus != 0 {
+		status = info.handlerStatus // a console action: the API call's status, not its redirect
+	}
 	rec := s.record(r, status)
 	// Detached from the request: a client that went away is still audited.
 	if err := s.deps.Store.AppendAudit(context.WithoutCancel(r.Context()), rec); err != nil {
