@@ -115,17 +115,22 @@ func (s *Server) signInName() string {
 	return s.oidc.name
 }
 
+// admitOIDC marks a request of the provider's routes in the audit record
+// and limits it by client IP, as any unauthenticated request.
+func (s *Server) admitOIDC(w http.ResponseWriter, r *http.Request) error {
+	infoFrom(r.Context()).addDetail("via", "oidc")
+	if s.oidc == nil {
+		return problem.New(problem.NotFound, "sign-in through an identity provider is not configured on this server (serve --console-client-id)")
+	}
+	return s.limitIP(w, r)
+}
+
 // handleOIDCLogin starts a sign-in at the provider: it keeps the state,
 // nonce and PKCE verifier in the store (any replica may receive the
 // callback), ties the state to this browser with a short-lived cookie,
 // and redirects to the provider's authorization endpoint.
 func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) error {
-	info := infoFrom(r.Context())
-	info.addDetail("via", "oidc")
-	if s.oidc == nil {
-		return problem.New(problem.NotFound, "sign-in through an identity provider is not configured on this server (serve --console-client-id)")
-	}
-	if err := s.limitIP(w, r); err != nil {
+	if err := s.admitOIDC(w, r); err != nil {
 		return err
 	}
 	now := s.deps.Now()
@@ -150,11 +155,7 @@ func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) error {
 // subject and scopes, ending no later than either token.
 func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) error {
 	info := infoFrom(r.Context())
-	info.addDetail("via", "oidc")
-	if s.oidc == nil {
-		return problem.New(problem.NotFound, "sign-in through an identity provider is not configured on this server (serve --console-client-id)")
-	}
-	if err := s.limitIP(w, r); err != nil {
+	if err := s.admitOIDC(w, r); err != nil {
 		return err
 	}
 	// The state cookie is single use whatever the outcome.
