@@ -242,25 +242,52 @@ func newOIDCHarness(t *testing.T) (*harness, *codeFlowProvider) {
 	return h, p
 }
 
-// follow gets u with c (which does not follow redirects) and follows up to
-// five redirects, returning the last response's status, URL and body.
+// redirect gets u with c (which does not follow redirects) and returns
+// where the response redirects to, "" when it does not, and its status.
+func redirect(t *testing.T, c *http.Client, u string) (string, int) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		return "", resp.StatusCode
+	}
+	return loc.String(), resp.StatusCode
+}
+
+// follow gets u with c and follows up to five redirects, returning the
+// last response's status, URL and body.
 func follow(t *testing.T, c *http.Client, u string) (int, string, string) {
 	t.Helper()
 	for range 5 {
-		resp, err := c.Get(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		loc, err := resp.Location()
-		if err != nil {
+		loc, _ := redirect(t, c, u)
+		if loc == "" {
 			status, body := consoletest.Get(t, c, u)
 			return status, u, body
 		}
-		u = loc.String()
+		u = loc
 	}
 	t.Fatalf("more than five redirects, at %s", u)
 	return 0, "", ""
+}
+
+// toCallback starts a sign-in with c at the server at base and returns
+// the callback address the provider sends the browser back to.
+func toCallback(t *testing.T, c *http.Client, base string) *url.URL {
+	t.Helper()
+	u := base + "/console/oidc/login"
+	for _, step := range []string{"login", "the provider"} {
+		loc, status := redirect(t, c, u)
+		if loc == "" {
+			t.Fatalf("%s did not redirect: %d", step, status)
+		}
+		u = loc
+	}
+	callback, _ := url.Parse(u)
+	return callback
 }
 
 // TestConsoleOIDCSignIn signs in over HTTP through the provider: the
@@ -324,24 +351,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	refused := func(name string, change func(callback *url.URL), wantStatus int, want string) {
 		t.Helper()
 		c := consoletest.Client(t)
-		resp, err := c.Get(h.URL + "/console/oidc/login")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		authorize, err := resp.Location()
-		if err != nil {
-			t.Fatalf("%s: login did not redirect: %d", name, resp.StatusCode)
-		}
-		resp, err = c.Get(authorize.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		callback, err := resp.Location()
-		if err != nil {
-			t.Fatalf("%s: the provider did not redirect back: %d", name, resp.StatusCode)
-		}
+		callback := toCallback(t, c, h.URL)
 		if change != nil {
 			change(callback)
 		}
@@ -377,18 +387,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	// A callback replayed (with its state cookie put back) is refused: its
 	// state was redeemed.
 	c = consoletest.Client(t)
-	resp, err := c.Get(h.URL + "/console/oidc/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	authorize, _ := resp.Location()
-	resp, err = c.Get(authorize.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	callback, _ := resp.Location()
+	callback := toCallback(t, c, h.URL)
 	cbURL, _ := url.Parse(h.URL + httpapi.OIDCCallbackPath)
 	saved := c.Jar.Cookies(cbURL)
 	if status, _, _ := follow(t, c, callback.String()); status != 200 {
