@@ -1,233 +1,31 @@
 package httpapi_test
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/auth/oidctest"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/web/webtest"
 )
 
-// codeFlowProvider is an OpenID provider on loopback that implements the
-// authorization code flow with PKCE for one confidential client: discovery,
-// a JWKS, /authorize (which consents at once and redirects back with a
-// code) and /token (which checks the client secret, the redirect URI and
-// the code verifier against the challenge, then signs an ID token and an
-// access token).
-type codeFlowProvider struct {
-	t      *testing.T
-	srv    *httptest.Server
-	key    *rsa.PrivateKey
-	client string
-	secret string
-
-	mu sync.Mutex
-	// redirect is the client's registered redirect URI.
-	redirect string
-	// codes are the issued codes not yet exchanged.
-	codes map[string]pendingCode
-	// subject, tenant and scope are whom the next sign-in is for.
-	subject, tenant, scope string
-	// idAudience, when set, is the ID token's audience instead of the client.
-	idAudience string
-	// wrongChallenge records another challenge than the one sent, as if
-	// the verifier the client sends later were not its own.
-	wrongChallenge bool
-	// deny answers /authorize with error=access_denied.
-	deny bool
-	// accessExp is the lifetime of the access token.
-	accessExp time.Duration
-	lastExp   time.Time
-}
-
-type pendingCode struct {
-	challenge, nonce, redirect string
-}
-
-func newCodeFlowProvider(t *testing.T) *codeFlowProvider {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &codeFlowProvider{t: t, key: key, client: "agentplane-console", secret: "console-s3cret", codes: map[string]pendingCode{},
-		subject: "carol", tenant: "acme", scope: "workflows:read agents:read", accessExp: time.Hour}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		u := p.srv.URL
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer": u, "authorization_endpoint": u + "/authorize", "token_endpoint": u + "/token", "jwks_uri": u + "/jwks",
-			"response_types_supported": []string{"code"}, "subject_types_supported": []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"RS256"}, "code_challenge_methods_supported": []string{"S256"},
-			"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
-		})
-	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
-	})
-	mux.HandleFunc("GET /authorize", p.authorize)
-	mux.HandleFunc("POST /token", p.token)
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *codeFlowProvider) set(f func(p *codeFlowProvider)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f(p)
-}
-
-func (p *codeFlowProvider) authorize(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	bad := ""
-	switch {
-	case q.Get("client_id") != p.client:
-		bad = "unknown client_id"
-	case q.Get("redirect_uri") != p.redirect:
-		bad = "redirect_uri is not registered: " + q.Get("redirect_uri")
-	case q.Get("response_type") != "code":
-		bad = "response_type must be code"
-	case q.Get("code_challenge_method") != "S256" || len(q.Get("code_challenge")) != 43:
-		bad = "a S256 code_challenge is required"
-	case !slices.Contains(strings.Fields(q.Get("scope")), "openid"):
-		bad = "scope must include openid"
-	case q.Get("state") == "" || q.Get("nonce") == "":
-		bad = "state and nonce are required"
-	}
-	if bad != "" { // never redirect to an unverified redirect URI
-		http.Error(w, bad, http.StatusBadRequest)
-		return
-	}
-	back, _ := url.Parse(p.redirect)
-	v := url.Values{"state": {q.Get("state")}}
-	if p.deny {
-		v.Set("error", "access_denied")
-		v.Set("error_description", "the user declined")
-	} else {
-		code := randomHex(p.t)
-		challenge := q.Get("code_challenge")
-		if p.wrongChallenge {
-			challenge = s256(randomHex(p.t))
-		}
-		p.codes[code] = pendingCode{challenge: challenge, nonce: q.Get("nonce"), redirect: q.Get("redirect_uri")}
-		v.Set("code", code)
-	}
-	back.RawQuery = v.Encode()
-	http.Redirect(w, r, back.String(), http.StatusFound)
-}
-
-func (p *codeFlowProvider) token(w http.ResponseWriter, r *http.Request) {
-	fail := func(status int, code, desc string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": desc})
-	}
-	if err := r.ParseForm(); err != nil {
-		fail(400, "invalid_request", err.Error())
-		return
-	}
-	id, secret, ok := r.BasicAuth()
-	if ok {
-		id, _ = url.QueryUnescape(id)
-		secret, _ = url.QueryUnescape(secret)
-	} else {
-		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if id != p.client || subtle.ConstantTimeCompare([]byte(secret), []byte(p.secret)) != 1 {
-		fail(401, "invalid_client", "client authentication failed")
-		return
-	}
-	code := r.PostForm.Get("code")
-	pc, found := p.codes[code]
-	delete(p.codes, code)
-	switch {
-	case r.PostForm.Get("grant_type") != "authorization_code":
-		fail(400, "unsupported_grant_type", "only authorization_code")
-	case !found:
-		fail(400, "invalid_grant", "unknown or used code")
-	case r.PostForm.Get("redirect_uri") != pc.redirect:
-		fail(400, "invalid_grant", "redirect_uri differs from the authorization request's")
-	case s256(r.PostForm.Get("code_verifier")) != pc.challenge:
-		fail(400, "invalid_grant", "code_verifier does not match the code_challenge")
-	default:
-		now := time.Now()
-		aud := p.client
-		if p.idAudience != "" {
-			aud = p.idAudience
-		}
-		p.lastExp = now.Add(p.accessExp).Truncate(time.Second)
-		idToken := p.sign(map[string]any{"iss": p.srv.URL, "sub": p.subject, "aud": aud, "nonce": pc.nonce,
-			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}, "JWT")
-		access := p.sign(map[string]any{"iss": p.srv.URL, "sub": p.subject, "aud": auth.DefaultAudience, "tenant": p.tenant,
-			"scope": p.scope, "client_id": p.client, "iat": now.Unix(), "exp": p.lastExp.Unix()}, "at+jwt")
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "id_token": idToken, "token_type": "Bearer",
-			"expires_in": int(p.accessExp.Seconds())})
-	}
-}
-
-func (p *codeFlowProvider) sign(claims map[string]any, typ string) string {
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: p.key, KeyID: "k1"}},
-		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
-	if err != nil {
-		p.t.Error(err)
-		return ""
-	}
-	raw, err := jwt.Signed(signer).Claims(claims).Serialize()
-	if err != nil {
-		p.t.Error(err)
-	}
-	return raw
-}
-
-func s256(verifier string) string {
-	sum := sha256.Sum256([]byte(verifier))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
-}
-
-func randomHex(t *testing.T) string {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // withProvider runs the harness with p as its external issuer, for the
 // API's bearer tokens and the console's sign-in.
-func withProvider(t *testing.T, p *codeFlowProvider) option {
+func withProvider(t *testing.T, p *oidctest.Provider) option {
 	return func(_ *httpapi.Config, d *httpapi.Deps) {
-		v, err := auth.NewOIDCVerifier(t.Context(), p.srv.URL, auth.Config{})
+		v, err := auth.NewOIDCVerifier(t.Context(), p.URL, auth.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := httpapi.NewConsoleOIDC(t.Context(), httpapi.ConsoleOIDCConfig{Issuer: p.srv.URL, ClientID: p.client, ClientSecret: p.secret})
+		o, err := httpapi.NewConsoleOIDC(t.Context(), httpapi.ConsoleOIDCConfig{Issuer: p.URL, ClientID: p.ClientID, ClientSecret: p.ClientSecret})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,10 +33,10 @@ func withProvider(t *testing.T, p *codeFlowProvider) option {
 	}
 }
 
-func newOIDCHarness(t *testing.T) (*harness, *codeFlowProvider) {
-	p := newCodeFlowProvider(t)
+func newOIDCHarness(t *testing.T) (*harness, *oidctest.Provider) {
+	p := oidctest.New(t)
 	h := newHarness(t, withProvider(t, p))
-	p.set(func(p *codeFlowProvider) { p.redirect = h.URL + httpapi.OIDCCallbackPath })
+	p.Configure(func(o *oidctest.Options) { o.Redirect = h.URL + httpapi.OIDCCallbackPath })
 	return h, p
 }
 
@@ -300,7 +98,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	h, p := newOIDCHarness(t)
 
 	status, body := consoletest.Get(t, consoletest.Client(t), h.URL+"/console/signin")
-	host := strings.TrimPrefix(p.srv.URL, "http://")
+	host := strings.TrimPrefix(p.URL, "http://")
 	if status != 200 || !strings.Contains(body, "Sign in with "+host) {
 		t.Fatalf("sign-in page: %d, want a button naming %s:\n%s", status, host, body)
 	}
@@ -328,9 +126,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the session: %v", err)
 	}
-	p.mu.Lock()
-	exp := p.lastExp
-	p.mu.Unlock()
+	exp := p.LastAccessExpiry()
 	if sess.Tenant != "acme" || sess.Subject != "carol" || strings.Join(sess.Scopes, " ") != "workflows:read agents:read" {
 		t.Errorf("session = %+v", sess)
 	}
@@ -339,8 +135,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	}
 
 	// The provider's tokens work at the API too; the audit shows the sign-in.
-	auditor := p.sign(map[string]any{"iss": p.srv.URL, "sub": "auditor", "aud": auth.DefaultAudience, "tenant": "acme",
-		"scope": "audit:read", "exp": time.Now().Add(time.Minute).Unix()}, "at+jwt")
+	auditor := p.AccessToken("auditor", "acme", "audit:read")
 	r := h.do("GET", "/v1/audit/query?action=console.signin", auditor, nil)
 	if r.Status != 200 || !strings.Contains(string(r.Body), `"via":"oidc"`) || !strings.Contains(string(r.Body), `"carol"`) {
 		t.Errorf("audit of the sign-in: %d %s", r.Status, r.Body)
@@ -374,15 +169,15 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 		cb.RawQuery = q.Encode()
 	}, http.StatusUnauthorized, "state does not match")
 
-	p.set(func(p *codeFlowProvider) { p.wrongChallenge = true })
+	p.Configure(func(o *oidctest.Options) { o.WrongChallenge = true })
 	refused("a verifier the provider refuses", nil, http.StatusUnauthorized, "invalid_grant: code_verifier does not match the code_challenge")
-	p.set(func(p *codeFlowProvider) { p.wrongChallenge, p.idAudience = false, "another-client" })
+	p.Configure(func(o *oidctest.Options) { o.WrongChallenge, o.IDAudience = false, "another-client" })
 	refused("an ID token for another audience", nil, http.StatusUnauthorized, `audience &#34;agentplane-console&#34;`)
-	p.set(func(p *codeFlowProvider) { p.idAudience, p.deny = "", true })
+	p.Configure(func(o *oidctest.Options) { o.IDAudience, o.Deny = "", true })
 	refused("a refusal at the provider", nil, http.StatusUnauthorized, "access_denied: the user declined")
-	p.set(func(p *codeFlowProvider) { p.deny, p.tenant = false, "" })
+	p.Configure(func(o *oidctest.Options) { o.Deny, o.Tenant = false, "" })
 	refused("an access token without a tenant", nil, http.StatusUnauthorized, "has no tenant claim")
-	p.set(func(p *codeFlowProvider) { p.tenant = "acme" })
+	p.Configure(func(o *oidctest.Options) { o.Tenant = "acme" })
 
 	// A callback replayed (with its state cookie put back) is refused: its
 	// state was redeemed.
@@ -407,7 +202,7 @@ func TestConsoleOIDCInBrowser(t *testing.T) {
 	h, p := newOIDCHarness(t)
 	tab := consoletest.Tab(t, browser)
 	consoletest.Run(t, tab, "sign-in page", chromedp.Navigate(h.URL+"/console/signin"), chromedp.WaitVisible(chromedp.CSS("#oidc-signin")))
-	if label := consoletest.Eval[string](t, tab, `document.getElementById('oidc-signin').textContent`); label != "Sign in with "+strings.TrimPrefix(p.srv.URL, "http://") {
+	if label := consoletest.Eval[string](t, tab, `document.getElementById('oidc-signin').textContent`); label != "Sign in with "+strings.TrimPrefix(p.URL, "http://") {
 		t.Errorf("the button reads %q", label)
 	}
 	consoletest.NoProblems(t, tab, "sign-in page")
