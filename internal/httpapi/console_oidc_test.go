@@ -103,6 +103,16 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 		t.Fatalf("sign-in page: %d, want a button naming %s:\n%s", status, host, body)
 	}
 
+	// The provider is asked for openid and the scopes of the console's
+	// routes (docs/console.md lists them).
+	authorize, _ := redirect(t, consoletest.Client(t), h.URL+"/console/oidc/login")
+	au, _ := url.Parse(authorize)
+	const scopes = "openid agents:invoke agents:read agents:write audit:read schedules:read schedules:write tools:read " +
+		"usage:read webhooks:read webhooks:write workflows:approve workflows:read workflows:replay"
+	if got := au.Query().Get("scope"); got != scopes {
+		t.Errorf("scope asked for = %q, want %q", got, scopes)
+	}
+
 	c := consoletest.Client(t)
 	status, at, body := follow(t, c, h.URL+"/console/oidc/login?next=/console/agents")
 	if status != 200 || at != h.URL+"/console/agents" {
