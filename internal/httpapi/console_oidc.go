@@ -171,7 +171,7 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	state := q.Get("state")
 	cookie, err := r.Cookie(oidcStateCookie)
 	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(cookie.Value), []byte(state)) != 1 {
-		return refuse("This sign-in was not started from this browser (its state does not match). Start again from the sign-in page.")
+		return refuse("This sign-in was not started from this browser, or took longer than %d minutes (its state does not match). Start again from the sign-in page.", int(console.LoginTTL.Minutes()))
 	}
 	now := s.deps.Now()
 	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), console.GrantOIDC, console.Hash(state), now)
@@ -183,7 +183,7 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	case !first:
 		return refuse("This sign-in was already completed: each one works once. Start again from the sign-in page.")
 	case !now.Before(g.ExpiresAt):
-		return refuse("This sign-in took longer than %s at the identity provider. Start again from the sign-in page.", console.LoginTTL)
+		return refuse("This sign-in took longer than %d minutes at the identity provider. Start again from the sign-in page.", int(console.LoginTTL.Minutes()))
 	}
 	if code := q.Get("error"); code != "" {
 		return refuse("The identity provider refused the sign-in: %s.", providerText(code, q.Get("error_description")))
