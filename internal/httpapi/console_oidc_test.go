@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,9 +34,9 @@ func withProvider(t *testing.T, p *oidctest.Provider) option {
 	}
 }
 
-func newOIDCHarness(t *testing.T) (*harness, *oidctest.Provider) {
+func newOIDCHarness(t *testing.T, opts ...option) (*harness, *oidctest.Provider) {
 	p := oidctest.New(t)
-	h := newHarness(t, withProvider(t, p))
+	h := newHarness(t, append(opts, withProvider(t, p))...)
 	p.Configure(func(o *oidctest.Options) { o.Redirect = h.URL + httpapi.OIDCCallbackPath })
 	return h, p
 }
@@ -183,7 +184,9 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	refused("a verifier the provider refuses", nil, http.StatusUnauthorized, "invalid_grant: code_verifier does not match the code_challenge")
 	p.Configure(func(o *oidctest.Options) { o.WrongChallenge, o.IDAudience = false, "another-client" })
 	refused("an ID token for another audience", nil, http.StatusUnauthorized, `audience &#34;agentplane-console&#34;`)
-	p.Configure(func(o *oidctest.Options) { o.IDAudience, o.Deny = "", true })
+	p.Configure(func(o *oidctest.Options) { o.IDAudience, o.WrongNonce = "", true })
+	refused("an ID token of another sign-in", nil, http.StatusUnauthorized, "nonce does not match")
+	p.Configure(func(o *oidctest.Options) { o.WrongNonce, o.Deny = false, true })
 	refused("a refusal at the provider", nil, http.StatusUnauthorized, "access_denied: the user declined")
 	p.Configure(func(o *oidctest.Options) { o.Deny, o.Tenant = false, "" })
 	refused("an access token without a tenant", nil, http.StatusUnauthorized, "has no tenant claim")
@@ -202,6 +205,25 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	c2.Jar.SetCookies(cbURL, saved)
 	if status, body := consoletest.Get(t, c2, callback.String()); status != http.StatusUnauthorized || !strings.Contains(body, "already completed") {
 		t.Errorf("replayed callback: %d\n%s", status, body)
+	}
+}
+
+// TestConsoleOIDCSignInTooLate: a callback more than ten minutes after
+// its login is refused, however valid the code.
+func TestConsoleOIDCSignInTooLate(t *testing.T) {
+	var later atomic.Int64
+	h, p := newOIDCHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
+		d.Now = func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
+	})
+	c := consoletest.Client(t)
+	callback := toCallback(t, c, h.URL)
+	later.Store(int64(console.LoginTTL + time.Second))
+	status, body := consoletest.Get(t, c, callback.String())
+	if status != http.StatusUnauthorized || !strings.Contains(body, "took longer than 10 minutes") {
+		t.Errorf("a late callback: %d\n%s", status, body)
+	}
+	if p.Redeemed() != 0 {
+		t.Errorf("the late callback's code was exchanged")
 	}
 }
 

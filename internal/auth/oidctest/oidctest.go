@@ -37,6 +37,8 @@ type Options struct {
 	// WrongChallenge has /authorize record another challenge than the one
 	// sent, so that /token refuses the client's verifier.
 	WrongChallenge bool
+	// WrongNonce signs ID tokens with another nonce than the one asked for.
+	WrongNonce bool
 	// Deny answers /authorize with error=access_denied.
 	Deny bool
 	// AccessTTL is the access token's lifetime.
@@ -198,9 +200,13 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		if p.opts.IDAudience != "" {
 			aud = p.opts.IDAudience
 		}
+		nonce := pc.nonce
+		if p.opts.WrongNonce {
+			nonce = randomHex(p.t)
+		}
 		p.redeemed++
 		p.lastExp = now.Add(p.opts.AccessTTL).Truncate(time.Second)
-		idToken := p.sign(map[string]any{"iss": p.URL, "sub": p.opts.Subject, "aud": aud, "nonce": pc.nonce,
+		idToken := p.sign(map[string]any{"iss": p.URL, "sub": p.opts.Subject, "aud": aud, "nonce": nonce,
 			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}, "JWT")
 		access := p.sign(map[string]any{"iss": p.URL, "sub": p.opts.Subject, "aud": "agentplane", "tenant": p.opts.Tenant,
 			"scope": p.opts.Scope, "client_id": p.ClientID, "iat": now.Unix(), "exp": p.lastExp.Unix()}, "at+jwt")
