@@ -42,6 +42,10 @@ type serveConfig struct {
 	oidcIssuer  string
 	audience    string
 	tenantClaim string
+	// consoleClientID and consoleSecretRef are the console's client at
+	// the --oidc-issuer, for signing in through it.
+	consoleClientID  string
+	consoleSecretRef string
 
 	redisURL       string
 	rateLimit      int
@@ -64,6 +68,39 @@ type serveConfig struct {
 	viewerTTL       time.Duration
 	batchWorkers    int
 	revocationTTL   time.Duration
+}
+
+// checkConsoleClient refuses a console client that is half given or has
+// no --oidc-issuer to sign in at.
+func (c serveConfig) checkConsoleClient() error {
+	switch {
+	case c.consoleClientID == "" && c.consoleSecretRef == "":
+		return nil
+	case c.consoleClientID == "":
+		return fmt.Errorf("--console-client-secret-ref needs --console-client-id: give the console's client id at the --oidc-issuer")
+	case c.consoleSecretRef == "":
+		return fmt.Errorf("--console-client-id needs --console-client-secret-ref: give the reference (env://, file://, vault://) of the client's secret")
+	case c.oidcIssuer == "":
+		return fmt.Errorf("--console-client-id and --console-client-secret-ref sign in at an external issuer: give --oidc-issuer too")
+	}
+	return nil
+}
+
+// consoleOIDC is the console's sign-in through the --oidc-issuer, nil
+// without a console client.
+func (c serveConfig) consoleOIDC(ctx context.Context, parts *toolParts) (*httpapi.ConsoleOIDC, error) {
+	if c.consoleClientID == "" {
+		return nil, nil
+	}
+	_, secret, err := operatorSecret("--console-client-secret-ref", c.consoleSecretRef, parts.client.HTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	o, err := httpapi.NewConsoleOIDC(ctx, httpapi.ConsoleOIDCConfig{Issuer: c.oidcIssuer, ClientID: c.consoleClientID, ClientSecret: secret})
+	if err != nil {
+		return nil, fmt.Errorf("--oidc-issuer for the console: %w", err)
+	}
+	return o, nil
 }
 
 // replaySweep is how often a replica looks for real replays left running
@@ -98,6 +135,8 @@ replicas, point every one at the same PostgreSQL (--database-url) and Redis
 	f.StringVar(&c.issuer.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&c.issuer.publicURL, "public-url", "", "public base URL of the server, for links and the token issuer (default http://<addr>)")
 	f.StringVar(&c.oidcIssuer, "oidc-issuer", "", "external OpenID Connect issuer URL; turns the embedded issuer off")
+	f.StringVar(&c.consoleClientID, "console-client-id", "", "the console's OAuth client id at the --oidc-issuer: people sign in to the console there (authorization code with PKCE; register <public-url>/console/oidc/callback as its redirect URI)")
+	f.StringVar(&c.consoleSecretRef, "console-client-secret-ref", "", "secret reference (env://, file://, vault://) of the console's OAuth client secret at the --oidc-issuer")
 	f.StringVar(&c.audience, "audience", "agentplane", "audience every access token must name")
 	f.StringVar(&c.tenantClaim, "tenant-claim", "tenant", "JWT claim holding the caller's tenant")
 	f.StringVar(&c.redisURL, "redis-url", "", "Redis URL (redis://…) to share rate limits across replicas")
@@ -181,6 +220,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 
 	limits, err := rateLimits(c)
 	if err != nil {
+		return err
+	}
+	if err := c.checkConsoleClient(); err != nil {
 		return err
 	}
 	limiter, toolLimiter, closeLimiter, err := newLimiter(ctx, c.redisURL)
@@ -289,6 +331,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		return fmt.Errorf("--viewer-ttl: %w", err)
 	}
 
+	consoleOIDC, err := c.consoleOIDC(ctx, parts)
+	if err != nil {
+		return err
+	}
+
 	// One signature check per token a minute, not one per request.
 	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
 	// A revoked client's tokens are refused within --revocation-ttl,
@@ -327,6 +374,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Schedules:   schedules,
 		Webhooks:    webhooks,
 		Retention:   &retention.Service{Store: st, Deleted: deleted},
+		ConsoleOIDC: consoleOIDC,
 	})
 
 	ln, err := net.Listen("tcp", c.issuer.addr)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -172,23 +173,12 @@ func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) 
 func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger) (*workflow.Runner, error) {
 	opts := llm.Options{Outbound: parts.client, Secrets: parts.resolver, Metrics: metrics, CaptureContent: f.otelCaptureContent}
 	if models.def != nil && f.llmAPIKeyRef != "" {
-		// The server-wide model's reference is the operator's, outside
-		// the tenants' allow-list: a resolver of its own allows it.
-		policy, err := secrets.NewPolicy([]string{f.llmAPIKeyRef}, true)
-		if err != nil {
-			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
-		}
-		r, err := secrets.NewResolver(secrets.Options{Policy: policy, VaultHTTPClient: parts.client.HTTPClient()})
-		if err != nil {
-			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
-		}
 		// Resolved once now, so a missing key stops serve rather than
 		// failing every plan step; each completion resolves it again, so
 		// a rotated key is picked up.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := r.Resolve(ctx, "", f.llmAPIKeyRef); err != nil {
-			return nil, fmt.Errorf("--llm-api-key-ref: %w", err)
+		r, _, err := operatorSecret("--llm-api-key-ref", f.llmAPIKeyRef, parts.client.HTTPClient())
+		if err != nil {
+			return nil, err
 		}
 		opts.DefaultSecrets = r
 	}
@@ -203,6 +193,28 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
 		Redact: &redact.Service{Keys: st, Detect: detect},
 	}), nil
+}
+
+// operatorSecret resolves ref, the secret reference an operator gave in
+// flag: it is outside the tenants' allow-list, so a resolver of its own
+// allows it. The resolver is returned for later resolutions; the value is
+// never logged.
+func operatorSecret(flag, ref string, vault *http.Client) (*secrets.Resolver, string, error) {
+	policy, err := secrets.NewPolicy([]string{ref}, true)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", flag, err)
+	}
+	r, err := secrets.NewResolver(secrets.Options{Policy: policy, VaultHTTPClient: vault})
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", flag, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := r.Resolve(ctx, "", ref)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", flag, err)
+	}
+	return r, v, nil
 }
 
 // replayMasks has replays compare calls and requests masked the way the

@@ -211,7 +211,9 @@ func writeConsoleProblem(w http.ResponseWriter, r *http.Request, pe *problem.Err
 		}
 	}
 	p := console.Page{Title: title, User: consoleUser(r), Data: errorPage{Detail: pe.Detail, RequestID: info.requestID,
-		SignIn: pe.Code == problem.Unauthenticated}}
+		SignIn: pe.Code == problem.Unauthenticated,
+		// Only the provider's own routes refuse a sign-in when it is set up.
+		OIDC: strings.HasPrefix(r.URL.Path, oidcCookiePath)}}
 	var buf bytes.Buffer
 	if err := console.Render(&buf, "error", p); err != nil {
 		buf.Reset()
@@ -299,7 +301,10 @@ func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) 
 // signInPage is what the sign-in page shows.
 type signInPage struct {
 	Refused string
-	OIDC    bool
+	// OIDC names the identity provider people may sign in with ("" none).
+	OIDC string
+	// Next is the console page to open after signing in.
+	Next string
 }
 
 // handleSignIn redeems a one-time link (?link=) into a session, or shows
@@ -315,7 +320,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		}
-		return renderConsole(w, r, "signin", console.Page{Title: "Sign in", Data: signInPage{OIDC: s.oidc != nil}})
+		return renderConsole(w, r, "signin", console.Page{Title: "Sign in", Data: signInPage{OIDC: s.signInName(), Next: q.Get("next")}})
 	}
 	now := s.deps.Now()
 	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), console.GrantLink, console.Hash(link), now)
@@ -339,7 +344,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 		info.addDetail("refused", refused)
 		info.problem = &problem.Error{Code: problem.Unauthenticated, Detail: refused}
 		var buf bytes.Buffer
-		if err := console.Render(&buf, "signin", console.Page{Title: "Sign in", Data: signInPage{Refused: refused, OIDC: s.oidc != nil}}); err != nil {
+		if err := console.Render(&buf, "signin", console.Page{Title: "Sign in", Data: signInPage{Refused: refused, OIDC: s.signInName()}}); err != nil {
 			return err
 		}
 		console.Headers(w.Header())

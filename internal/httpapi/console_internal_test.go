@@ -54,8 +54,8 @@ func TestConsolePagesRender(t *testing.T) {
 			Replays:  []replayLine{{Replay: &replay.Replay{ID: "rpl_1", Target: "refunds@2", DryRun: true}, Viewer: "/replays/rpl_1"}},
 			Versions: []string{"1", "2"}},
 		"approvals": approvalsPage{Rows: []*workflow.Approval{approval}, Next: "/console/approvals?cursor=x"},
-		"signin":    signInPage{Refused: "used", OIDC: true},
-		"error":     errorPage{Detail: "d", RequestID: "req_1", SignIn: true},
+		"signin":    signInPage{Refused: "used", OIDC: "login.example.com", Next: "/console/approvals"},
+		"error":     errorPage{Detail: "d", RequestID: "req_1", SignIn: true, OIDC: true},
 	}
 	for name, data := range pages {
 		for _, u := range []*console.User{user, nil} {

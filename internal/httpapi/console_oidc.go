@@ -1,5 +1,252 @@
 package httpapi
 
-// consoleOIDC signs people in to the console through an OpenID Connect
-// provider (authorization code with PKCE).
-type consoleOIDC struct{}
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/problem"
+)
+
+// Where the OpenID Connect provider sends a person back, under the public
+// URL, and the cookie that ties the login to the browser that started it.
+const (
+	OIDCCallbackPath = "/console/oidc/callback"
+	oidcStateCookie  = "agentplane_oidc_state"
+	oidcCookiePath   = "/console/oidc/"
+	// oidcTimeout bounds the code exchange with the provider.
+	oidcTimeout = 10 * time.Second
+	// maxProviderText bounds what of a provider's error is shown.
+	maxProviderText = 300
+)
+
+// ConsoleOIDCConfig is the console's client at an OpenID Connect provider.
+type ConsoleOIDCConfig struct {
+	// Issuer is the provider's issuer URL (discovered at
+	// Issuer/.well-known/openid-configuration).
+	Issuer string
+	// ClientID and ClientSecret are the console's client; the ID token's
+	// audience must be ClientID.
+	ClientID, ClientSecret string
+	// HTTPClient makes discovery, JWKS and token requests (default: one
+	// with a 10 s timeout).
+	HTTPClient *http.Client
+}
+
+// ConsoleOIDC signs people in to the console through an OpenID Connect
+// provider (authorization code with PKCE). The access token it receives
+// is checked by the API's own verifier, so a session gets the tenant,
+// subject and scopes a bearer token of that provider gets.
+type ConsoleOIDC struct {
+	name     string
+	client   *http.Client
+	oauth    oauth2.Config
+	idTokens *oidc.IDTokenVerifier
+}
+
+// consoleOIDC is the type the server holds.
+type consoleOIDC = ConsoleOIDC
+
+// NewConsoleOIDC discovers cfg.Issuer and returns the console's sign-in
+// through it. The server it is given to sets the redirect URL (its public
+// URL + OIDCCallbackPath) and the scopes it asks for.
+func NewConsoleOIDC(ctx context.Context, cfg ConsoleOIDCConfig) (*ConsoleOIDC, error) {
+	if cfg.ClientID == "" || cfg.ClientSecret == "" {
+		return nil, errors.New("a console client id and secret are required")
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: oidcTimeout}
+	}
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, hc), cfg.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discover oidc issuer %s: %w", cfg.Issuer, err)
+	}
+	name := cfg.Issuer
+	if u, err := url.Parse(cfg.Issuer); err == nil && u.Host != "" {
+		name = u.Host
+	}
+	return &ConsoleOIDC{
+		name:   name,
+		client: hc,
+		oauth:  oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, Endpoint: provider.Endpoint()},
+		// The verifier keeps the discovery context for its JWKS requests.
+		idTokens: provider.VerifierContext(oidc.ClientContext(context.WithoutCancel(ctx), hc), &oidc.Config{ClientID: cfg.ClientID}),
+	}, nil
+}
+
+// forServer returns o with the server's redirect URL and the scopes its
+// console pages need.
+func (o *ConsoleOIDC) forServer(publicURL string, routes []route) *ConsoleOIDC {
+	c := *o
+	c.oauth.RedirectURL = strings.TrimSuffix(publicURL, "/") + OIDCCallbackPath
+	c.oauth.Scopes = append([]string{oidc.ScopeOpenID}, consoleScopes(routes)...)
+	return &c
+}
+
+// consoleScopes are the scopes the console's routes need, sorted.
+func consoleScopes(routes []route) []string {
+	var out []string
+	for _, rt := range routes {
+		if rt.console && rt.scope != "" && !slices.Contains(out, rt.scope) {
+			out = append(out, rt.scope)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// signInName is how the sign-in page names the provider ("" without one).
+func (s *Server) signInName() string {
+	if s.oidc == nil {
+		return ""
+	}
+	return s.oidc.name
+}
+
+// admitOIDC marks a request of the provider's routes in the audit record
+// and limits it by client IP, as any unauthenticated request.
+func (s *Server) admitOIDC(w http.ResponseWriter, r *http.Request) error {
+	infoFrom(r.Context()).addDetail("via", "oidc")
+	if s.oidc == nil {
+		return problem.New(problem.NotFound, "sign-in through an identity provider is not configured on this server (serve --console-client-id)")
+	}
+	return s.limitIP(w, r)
+}
+
+// handleOIDCLogin starts a sign-in at the provider: it keeps the state,
+// nonce and PKCE verifier in the store (any replica may receive the
+// callback), ties the state to this browser with a short-lived cookie,
+// and redirects to the provider's authorization endpoint.
+func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) error {
+	if err := s.admitOIDC(w, r); err != nil {
+		return err
+	}
+	now := s.deps.Now()
+	state, nonce, verifier := console.RandomToken(), console.RandomToken(), oauth2.GenerateVerifier()
+	g := console.Grant{IDHash: console.Hash(state), Kind: console.GrantOIDC, Verifier: verifier, Nonce: nonce,
+		Next: returnPath(r.URL.Query().Get("next")), CreatedAt: now, ExpiresAt: now.Add(console.LoginTTL)}
+	if err := s.deps.Store.CreateConsoleGrant(r.Context(), g); err != nil {
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Value: state, Path: oidcCookiePath, MaxAge: int(console.LoginTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(r)})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, s.oidc.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
+	return nil
+}
+
+// handleOIDCCallback finishes a sign-in: it checks the state against the
+// browser's cookie and the store, exchanges the code with the PKCE
+// verifier, verifies the ID token (signature, audience = the console's
+// client id, nonce), checks the access token as the API checks a bearer
+// token of the provider, and starts a session with that token's tenant,
+// subject and scopes, ending no later than either token.
+func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) error {
+	info := infoFrom(r.Context())
+	if err := s.admitOIDC(w, r); err != nil {
+		return err
+	}
+	// The state cookie is single use whatever the outcome.
+	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Path: oidcCookiePath, MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(r)})
+	w.Header().Set("Cache-Control", "no-store")
+	refuse := func(format string, args ...any) error {
+		detail := fmt.Sprintf(format, args...)
+		info.addDetail("refused", detail)
+		return problem.New(problem.Unauthenticated, "%s", detail)
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	cookie, err := r.Cookie(oidcStateCookie)
+	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(cookie.Value), []byte(state)) != 1 {
+		return refuse("This sign-in was not started from this browser, or took longer than %d minutes (its state does not match). Start again from the sign-in page.", int(console.LoginTTL.Minutes()))
+	}
+	now := s.deps.Now()
+	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), console.GrantOIDC, console.Hash(state), now)
+	switch {
+	case problem.Is(err, problem.NotFound):
+		return refuse("This sign-in is not one this server started. Start again from the sign-in page.")
+	case err != nil:
+		return err
+	case !first:
+		return refuse("This sign-in was already completed: each one works once. Start again from the sign-in page.")
+	case !now.Before(g.ExpiresAt):
+		return refuse("This sign-in took longer than %d minutes at the identity provider. Start again from the sign-in page.", int(console.LoginTTL.Minutes()))
+	}
+	if code := q.Get("error"); code != "" {
+		return refuse("The identity provider refused the sign-in: %s.", providerText(code, q.Get("error_description")))
+	}
+	code := q.Get("code")
+	if code == "" {
+		return refuse("The identity provider sent no authorization code. Start again from the sign-in page.")
+	}
+
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(r.Context(), s.oidc.client), oidcTimeout)
+	defer cancel()
+	tok, err := s.oidc.oauth.Exchange(ctx, code, oauth2.VerifierOption(g.Verifier))
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && re.ErrorCode != "" {
+			return refuse("The identity provider refused the authorization code: %s.", providerText(re.ErrorCode, re.ErrorDescription))
+		}
+		s.deps.Logger.Warn("oidc code exchange failed", "request_id", info.requestID, "err", err)
+		return problem.New(problem.Unavailable, "the identity provider could not be reached to finish the sign-in; try again")
+	}
+	rawID, _ := tok.Extra("id_token").(string)
+	if rawID == "" {
+		return refuse("The identity provider returned no ID token: the console's client must be allowed the openid scope.")
+	}
+	idToken, err := s.oidc.idTokens.Verify(ctx, rawID)
+	if err != nil {
+		s.deps.Logger.Info("oidc id token refused", "request_id", info.requestID, "err", err)
+		return refuse("The identity provider's ID token is not valid for this console (its signature, issuer, audience %q or expiry).", s.oidc.oauth.ClientID)
+	}
+	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(g.Nonce)) != 1 {
+		return refuse("The identity provider's ID token is not for this sign-in (its nonce does not match). Start again from the sign-in page.")
+	}
+	// The access token is checked as the API checks a bearer token: the
+	// session holds what a request with it would.
+	p, err := s.deps.Verifier.Verify(ctx, tok.AccessToken)
+	if err != nil {
+		return refuse("The identity provider's access token is not one this server accepts: %s.", problem.As(err).Detail)
+	}
+	if p.Subject != "" && p.Subject != idToken.Subject {
+		return refuse("The identity provider's access and ID tokens name different subjects.")
+	}
+	expires := idToken.Expiry
+	for _, t := range []time.Time{p.ExpiresAt, tok.Expiry} {
+		if !t.IsZero() && t.Before(expires) {
+			expires = t
+		}
+	}
+	if err := s.startSession(w, r, p, expires); err != nil {
+		return err
+	}
+	http.Redirect(w, r, returnPath(g.Next), http.StatusSeeOther)
+	return nil
+}
+
+// providerText is an error code and description a provider sent, bounded
+// and made safe to show and audit.
+func providerText(code, description string) string {
+	t := code
+	if description != "" {
+		t += ": " + description
+	}
+	if len(t) > maxProviderText {
+		t = t[:maxProviderText] + "…"
+	}
+	return audit.Text(strings.ToValidUTF8(t, ""))
+}

@@ -102,6 +102,9 @@ type Deps struct {
 	// Retention deletes workflows on request (nil: DELETE
 	// /v1/workflows/{id} answers 503).
 	Retention *retention.Service
+	// ConsoleOIDC signs people in to the console through an OpenID
+	// Connect provider (nil: only one-time links sign in).
+	ConsoleOIDC *ConsoleOIDC
 }
 
 // Server is agentplane's HTTP API.
@@ -153,6 +156,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 		streams: newStreamLimit(cfg.MaxStreamsPerTenant)}
 	s.mcp = s.newMCPHandler()
 	s.routes = withSame(s.routeTable())
+	if deps.ConsoleOIDC != nil {
+		s.oidc = deps.ConsoleOIDC.forServer(cfg.PublicURL, s.routes)
+	}
 	for i := range s.routes {
 		rt := &s.routes[i]
 		s.mux.Handle(rt.pattern, s.serveRoute(rt))
