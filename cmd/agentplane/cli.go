@@ -232,7 +232,11 @@ func (c *cli) show(body []byte, table func(w io.Writer, doc map[string]any) erro
 	if err := table(tw, doc); err != nil {
 		return err
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	c.nextPage(doc) // after the table, which the tab writer holds until now
+	return nil
 }
 
 // writeYAML writes v as one YAML document indented by two spaces.
@@ -338,7 +342,8 @@ func rows(w io.Writer, items []map[string]any, header string, fields ...string) 
 	}
 }
 
-// nextPage says how to get the next page of a list, on stderr.
+// nextPage says how to get the next page of a list, on stderr; show says
+// it after every table.
 func (c *cli) nextPage(doc map[string]any) {
 	if cur := field(doc, "next_cursor"); cur != "" {
 		fmt.Fprintf(c.stderr, "more: add --cursor %s\n", cur)

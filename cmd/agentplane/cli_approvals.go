@@ -30,7 +30,6 @@ deadline at which the step's on_timeout applies; decided ones with who decided.`
 				as := list(doc, "approvals")
 				rows(w, as, "WORKFLOW\tSTEP\tACTION\tSTATUS\tINVOKER\tDEADLINE\tDECIDED_BY\tREASON",
 					"workflow_id", "step", "action", "status", "invoker", "deadline", "decided_by", "reason")
-				c.nextPage(doc)
 				for _, a := range as {
 					if field(a, "status") == "pending" {
 						fmt.Fprintln(c.stderr, "decide with: agentplane approvals approve|deny WORKFLOW [STEP] [--comment TEXT]")

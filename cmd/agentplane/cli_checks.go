@@ -332,7 +332,6 @@ output?}: a batch's expected_outcome check and CEL checks (expected) use them.`,
 			return c.get(cmd, "/v1/datasets"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")),
 				func(w io.Writer, doc map[string]any) error {
 					rows(w, list(doc, "datasets"), "DATASET\tWORKFLOWS\tCREATED\tDESCRIPTION", "ref", "workflow_count", "created_at", "description")
-					c.nextPage(doc)
 					return nil
 				})
 		},

@@ -39,7 +39,6 @@ match first: words of what you want to do ("create an issue", "list pods").
 					return nil
 				}
 				rows(w, ops, "TOOL\tOPERATION\tKIND\tMETHOD\tPATH\tSUMMARY\tSCORE", "tool", "id", "kind", "method", "path", "summary", "score")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -62,7 +61,6 @@ func (c *cli) replaysCommand() *cobra.Command {
 				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "replays"), "REPLAY\tWORKFLOW\tFROM\tTO\tOUTCOME\tREPLAYED\tCREATED",
 					"replay_id", "workflow_id", "original_agent_version", "target_agent_version", "original_outcome", "replay_outcome", "created_at")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -92,7 +90,6 @@ func (c *cli) batchesCommand() *cobra.Command {
 				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "batches"), "BATCH\tTARGET\tSTATUS\tDONE\tTOTAL\tCHANGED\tCREATED",
 					"id", "target_agent_version", "status", "done", "total", "changed", "created_at")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -119,7 +116,6 @@ func (c *cli) batchesCommand() *cobra.Command {
 				"limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "replays"), "REPLAY\tWORKFLOW\tOUTCOME\tREPLAYED",
 					"replay_id", "workflow_id", "original_outcome", "replay_outcome")
-				c.nextPage(doc)
 				return nil
 			})
 		},

@@ -113,7 +113,6 @@ or with flags; flags override the file's fields.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.get(cmd, "/v1/models"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "models"), "NAME\tPROVIDER\tMODEL\tBASE URL\tREVISION", "name", "provider", "model", "base_url", "revision")
-				c.nextPage(doc)
 				return nil
 			})
 		},

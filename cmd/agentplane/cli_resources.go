@@ -195,7 +195,6 @@ flags override the file's fields.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.get(cmd, "/v1/tools"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "tools"), "ID\tNAME\tTYPE\tOPERATIONS\tPOLICY\tINDEXED", "id", "name", "type", "operations", "policy_class", "indexed_at")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -294,7 +293,6 @@ and re-indexes the description.`,
 					return nil
 				}
 				rows(w, ops, "OPERATION\tKIND\tMETHOD\tPATH\tSUMMARY\tSCORE", "id", "kind", "method", "path", "summary", "score")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -413,7 +411,6 @@ version (without one, the server numbers the version). - reads standard input.`,
 			}
 			return c.get(cmd, "/v1/agents"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor"), "archived", archived), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "agents"), "NAME\tDEFAULT\tLATEST\tVERSIONS\tUPDATED\tARCHIVED", "name", "default_version", "latest_version", "versions", "updated_at", "archived_at")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -444,7 +441,6 @@ version (without one, the server numbers the version). - reads standard input.`,
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return c.get(cmd, "/v1/agents/"+url.PathEscape(a[0])+"/versions"+query("limit", flagString(cmd, "limit"), "cursor", flagString(cmd, "cursor")), func(w io.Writer, doc map[string]any) error {
 				rows(w, list(doc, "versions"), "VERSION\tDEFAULT\tTOOLS\tDEPLOYED\tARCHIVED\tDESCRIPTION", "version", "default", "tools", "deployed_at", "archived_at", "description")
-				c.nextPage(doc)
 				return nil
 			})
 		},
@@ -536,7 +532,6 @@ func (c *cli) auditCommand() *cobra.Command {
 				}
 				rows(w, recs, "SEQ\tTIME\tACTOR\tACTION\tRESOURCE\tOUTCOME\tSTATUS",
 					"seq", "time", "actor.sub", "action", "resource.id", "outcome", "status")
-				c.nextPage(doc)
 				return nil
 			})
 		},

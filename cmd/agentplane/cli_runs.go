@@ -348,7 +348,6 @@ func (c *cli) workflowsCommand() *cobra.Command {
 				}
 				rows(w, wfs, "WORKFLOW\tAGENT\tVERSION\tSTATUS\tOUTCOME\tSTARTED\tMS\tGOAL",
 					"workflow_id", "agent", "agent_version", "status", "outcome", "started_at", "duration_ms", "goal")
-				c.nextPage(doc)
 				return nil
 			})
 		},

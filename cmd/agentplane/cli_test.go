@@ -518,6 +518,17 @@ func TestDemo(t *testing.T) {
 	if out := e.ok("workflows", "list", "--agent", "fraud-triage"); strings.Count(out, "wf_") != 7 || strings.Count(out, "waiting") != 1 {
 		t.Errorf("want the 6 seeded workflows and a waiting refund:\n%s", out)
 	}
+	// On a terminal, where both streams meet, the hint for the next page
+	// (stderr) comes after the whole table (stdout).
+	page := e.command("workflows", "list", "--agent", "fraud-triage", "--limit", "2")
+	var both bytes.Buffer
+	page.Stdout, page.Stderr = &both, &both
+	if err := page.Run(); err != nil {
+		t.Fatalf("workflows list --limit 2: %v\n%s", err, both.String())
+	}
+	if lines := strings.Split(strings.TrimSpace(both.String()), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[3], "more: add --cursor wf_") {
+		t.Errorf("workflows list --limit 2, stdout and stderr together:\n%s", both.String())
+	}
 	out := e.ok("invoke", "fraud-triage", "--goal", "triage tx_1003", "--context", "transaction_id=tx_1003", "--stream")
 	for _, want := range []string{"fetch_customer", "customers.customer", "open_case", "cases.OpenCase", "outcome escalated"} {
 		if !strings.Contains(out, want) {
