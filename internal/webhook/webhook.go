@@ -1,8 +1,10 @@
 // Package webhook sends a tenant's events to its HTTP endpoints under the
 // Standard Webhooks specification (https://www.standardwebhooks.com):
-// each delivery is a POST of {type, timestamp, data} with the headers
-// webhook-id, webhook-timestamp and webhook-signature ("v1," + base64
-// HMAC-SHA256 of "id.timestamp.body" under the endpoint's secret).
+// each delivery is a POST of {type, timestamp, data} (or what the
+// Deliverer's Format makes of it: an A2A push-notification config's
+// StreamResponse) with the headers webhook-id, webhook-timestamp and
+// webhook-signature ("v1," + base64 HMAC-SHA256 of "id.timestamp.body"
+// under the endpoint's secret).
 //
 // Deliveries are an outbox: the store writes them, one per matching
 // webhook, in the transaction that stores the event itself (a workflow's
