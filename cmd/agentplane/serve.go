@@ -281,8 +281,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger,
 		Masks: replayMasks{runner}}
 	// Every replica sends due webhook deliveries from the outbox, through
-	// the outbound client (its address policy) without following redirects.
-	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger}
+	// the outbound client (its address policy) without following redirects;
+	// an A2A push-notification config receives the A2A payload.
+	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger,
+		Format: httpapi.A2APushBody}
 	// Whichever replica ends a real replay's workflow completes the replay;
 	// the sweep completes those a crash left running (docs/replay.md). A
 	// workflow's end has queued its webhook deliveries: send them now

@@ -16,6 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
@@ -45,7 +46,11 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	node, modules := a2aJSNodeModules(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
-	deployRefunds(t, w)
+	// The refunds agent, with an output: the artifact a push notification carries.
+	def := strings.Replace(refundsDef, `"outcome": "'refunded'"`, `"outcome": "'refunded'", "output": "{'transaction': txn.id, 'amount': txn.amount}"`, 1)
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "refunds", "definition": json.RawMessage(def)}); r.Status != 201 {
+		t.Fatalf("deploy refunds: %d %s", r.Status, r.Body)
+	}
 	w.amounts.Store("tx-big", 900.0)
 	var (
 		mu       sync.Mutex
@@ -149,9 +154,10 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 		t.Fatalf("the session's steps: %v\n%s", steps, stderr.String())
 	}
 
-	// The task's end reaches the config's URL through the webhook outbox,
-	// signed with the config's token: the receiver verifies it.
-	d := &webhook.Deliverer{Store: h.DB, Webhooks: h.DB, HTTP: http.DefaultClient, Timeout: 5 * time.Second}
+	// The task's end reaches the config's URL through the webhook outbox as
+	// an A2A StreamResponse holding the task, signed with the config's
+	// token: the receiver verifies it.
+	d := &webhook.Deliverer{Store: h.DB, Webhooks: h.DB, HTTP: http.DefaultClient, Timeout: 5 * time.Second, Format: httpapi.A2APushBody}
 	if n, err := d.RunOnce(t.Context()); err != nil || n != 1 {
 		t.Fatalf("deliverer sent %d, %v", n, err)
 	}
@@ -167,16 +173,32 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	if err := verifier.Verify(bodies[0], received[0].Header); err != nil {
 		t.Errorf("the delivery does not verify with the config's token: %v", err)
 	}
-	var payload struct {
-		Type string `json:"type"`
-		Data struct {
-			WorkflowID string `json:"workflow_id"`
-			Outcome    string `json:"outcome"`
-		} `json:"data"`
+	if v := received[0].Header.Get("X-A2A-Notification-Token"); v != "" {
+		t.Errorf("the delivery carries the signing secret in X-A2A-Notification-Token")
 	}
-	json.Unmarshal(bodies[0], &payload)
-	if payload.Type != "workflow.completed" || payload.Data.WorkflowID != pushTask || payload.Data.Outcome != "refunded" {
-		t.Errorf("the delivery: %s", bodies[0])
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(bodies[0], &payload); err != nil || len(payload) != 1 || payload["task"] == nil {
+		t.Fatalf("the delivery is not a StreamResponse holding a task: %v %s", err, bodies[0])
+	}
+	// The SDK reads the body as a StreamResponse.
+	recv := exec.CommandContext(t.Context(), node, "testdata/a2a_push_receiver.cjs")
+	recv.Env = append(os.Environ(), "NODE_PATH="+modules)
+	recv.Stdin = bytes.NewReader(bodies[0])
+	read, err := recv.Output()
+	if err != nil {
+		t.Fatalf("the JS receiver: %v", err)
+	}
+	var got struct {
+		Case string      `json:"case"`
+		Task a2aTaskJSON `json:"task"`
+	}
+	if err := json.Unmarshal(read, &got); err != nil || got.Case != "task" {
+		t.Fatalf("the JS SDK reads the delivery as %s (%v)", read, err)
+	}
+	task := got.Task
+	if task.ID != pushTask || task.Status.State != "TASK_STATE_COMPLETED" || task.Metadata["outcome"] != "refunded" ||
+		len(task.Artifacts) != 1 || task.Artifacts[0].ArtifactID != "output" || task.Artifacts[0].Parts[0].Data["transaction"] != "tx-big" || task.Artifacts[0].Parts[0].Data["amount"] != 900.0 {
+		t.Errorf("the delivery, as the JS SDK reads it: %s\n%s", read, bodies[0])
 	}
 }
 

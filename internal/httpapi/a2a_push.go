@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/problem"
@@ -10,7 +11,8 @@ import (
 // An A2A task's push-notification configs are webhooks limited to its
 // workflow (docs/a2a.md): the outbox queues their deliveries with the
 // workflow's own writes, and the deliverer sends and signs them (Standard
-// Webhooks, the config's token the secret) as any webhook's.
+// Webhooks, the config's token the secret) as any webhook's, with the
+// body A2APushBody makes: the A2A StreamResponse of the event.
 
 // a2aPushConfig is a TaskPushNotificationConfig.
 type a2aPushConfig struct {
@@ -35,6 +37,22 @@ type a2aPushRequest struct {
 // a2aPushEvents are the events a config receives: the task's end and its
 // waits at approvals.
 var a2aPushEvents = []string{webhook.WorkflowCompleted, webhook.WorkflowFailed, webhook.WorkflowCancelled, webhook.WorkflowWaiting}
+
+// A2APushBody is the body of a delivery to wh: for an A2A task's
+// push-notification config (a webhook of one workflow) the StreamResponse
+// {"task": Task} of the queued event, the task as the event saw it, by
+// the mapping GetTask answers with; for any other webhook the queued body.
+func A2APushBody(wh *webhook.Webhook, body []byte) ([]byte, error) {
+	if wh.WorkflowID == "" {
+		return body, nil
+	}
+	ev, err := webhook.ReadWorkflowEvent(body)
+	if err != nil {
+		return nil, fmt.Errorf("push notification of task %s: %w", wh.WorkflowID, err)
+	}
+	t := a2aTaskOf(&ev.Workflow, ev.Reason, ev.At)
+	return marshal(a2aStreamResponse{Task: &t})
+}
 
 func (c *a2aCall) pushService() (*webhook.Service, error) {
 	if c.s.deps.Webhooks == nil {

@@ -46,6 +46,9 @@ type Deliverer struct {
 	Lease   time.Duration
 	// Backoff is the wait after a failed attempt n (default Backoff).
 	Backoff func(n int) time.Duration
+	// Format makes the body sent to wh from the body queued (and signs
+	// what it answers); nil sends the queued body.
+	Format func(wh *Webhook, body []byte) ([]byte, error)
 	// Tick is how often Run looks for due deliveries (DefaultTick).
 	Tick time.Duration
 	// Batch is how many deliveries one pass claims (default 128).
@@ -179,9 +182,16 @@ func (d *Deliverer) attempt(ctx context.Context, dl *Delivery) {
 // send POSTs a delivery and returns the answer's status: nil error for a
 // 2xx. The answer's body is read up to MaxResponseBytes and dropped.
 func (d *Deliverer) send(ctx context.Context, wh *Webhook, dl *Delivery) (int, error) {
+	body := []byte(dl.Body)
+	if d.Format != nil {
+		var err error
+		if body, err = d.Format(wh, body); err != nil {
+			return 0, fmt.Errorf("format: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(dl.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("build request: %w", err)
 	}
@@ -190,7 +200,7 @@ func (d *Deliverer) send(ctx context.Context, wh *Webhook, dl *Delivery) (int, e
 	req.Header.Set("User-Agent", "agentplane-webhooks")
 	req.Header.Set("webhook-id", dl.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-	req.Header.Set("webhook-signature", wh.Signatures(dl.ID, ts, dl.Body))
+	req.Header.Set("webhook-signature", wh.Signatures(dl.ID, ts, body))
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
 		var ue interface{ Timeout() bool }

@@ -3,6 +3,8 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -324,5 +326,77 @@ func TestWakeDeliversBeforeTheTick(t *testing.T) {
 			t.Fatal("the woken deliverer sent nothing within 5 s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFormatMakesTheSignedBody: a deliverer's Format makes the body each
+// webhook receives from the queued event (read back whole), the signature
+// covers that body, and a Format that fails is an attempt that failed.
+func TestFormatMakesTheSignedBody(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	var secret string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		v, err := standardwebhooks.NewWebhook(secret)
+		if err == nil {
+			err = v.Verify(body, r.Header)
+		}
+		if err != nil {
+			t.Errorf("the formatted body does not verify: %v", err)
+		}
+		mu.Lock()
+		bodies = append(bodies, string(body))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	w := newWorld(t, srv.URL, webhook.WorkflowWaiting, webhook.WorkflowCompleted)
+	secret = w.hook.Secret
+	id := w.run(t)
+	d := w.deliverer("r")
+	d.Format = func(wh *webhook.Webhook, body []byte) ([]byte, error) {
+		ev, err := webhook.ReadWorkflowEvent(body)
+		if err != nil {
+			return nil, err
+		}
+		return fmt.Appendf(nil, `{"hook":%q,"type":%q,"task":%q,"status":%q,"outcome":%q,"reason":%q}`,
+			wh.ID, ev.Type, ev.Workflow.ID, ev.Workflow.Status, ev.Workflow.Outcome, ev.Reason), nil
+	}
+	w.drain(t, d)
+	want := []string{
+		fmt.Sprintf(`{"hook":%q,"type":"workflow.waiting","task":%q,"status":"waiting","outcome":"","reason":"big"}`, w.hook.ID, id),
+		fmt.Sprintf(`{"hook":%q,"type":"workflow.completed","task":%q,"status":"completed","outcome":"refunded","reason":""}`, w.hook.ID, id),
+	}
+	if !slices.Equal(bodies, want) {
+		t.Errorf("bodies:\n%s\nwant\n%s", strings.Join(bodies, "\n"), strings.Join(want, "\n"))
+	}
+
+	w.run(t)
+	d.Format = func(*webhook.Webhook, []byte) ([]byte, error) { return nil, errors.New("no body") }
+	if _, err := d.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := w.db.Deliveries(t.Context(), "acme", w.hook.ID, webhook.Pending, 10)
+	must(t, err)
+	// The workflow's first event was tried once and waits for its retry;
+	// its second waits behind it.
+	if len(pending) != 2 || pending[1].Attempts != 1 || pending[1].LastError != "format: no body" || pending[0].Attempts != 0 || len(bodies) != 2 {
+		t.Errorf("after a Format error: %d pending, %d bodies sent", len(pending), len(bodies))
+		for _, p := range pending {
+			t.Logf("%+v", *p)
+		}
+	}
+}
+
+func TestReadWorkflowEventRefusesOtherEvents(t *testing.T) {
+	ev := webhook.BatchDone("acme", "rb_1", "refunds@2", "completed", "", time.Now())
+	if _, err := webhook.ReadWorkflowEvent(ev.Body); err == nil || !strings.Contains(err.Error(), "replay_batch.completed") {
+		t.Errorf("a batch event read as a workflow's: %v", err)
+	}
+	if _, err := webhook.ReadWorkflowEvent([]byte(`{`)); err == nil {
+		t.Error("a broken body read")
 	}
 }

@@ -1,8 +1,10 @@
 // Package webhook sends a tenant's events to its HTTP endpoints under the
 // Standard Webhooks specification (https://www.standardwebhooks.com):
-// each delivery is a POST of {type, timestamp, data} with the headers
-// webhook-id, webhook-timestamp and webhook-signature ("v1," + base64
-// HMAC-SHA256 of "id.timestamp.body" under the endpoint's secret).
+// each delivery is a POST of {type, timestamp, data} (or what the
+// Deliverer's Format makes of it: an A2A push-notification config's
+// StreamResponse) with the headers webhook-id, webhook-timestamp and
+// webhook-signature ("v1," + base64 HMAC-SHA256 of "id.timestamp.body"
+// under the endpoint's secret).
 //
 // Deliveries are an outbox: the store writes them, one per matching
 // webhook, in the transaction that stores the event itself (a workflow's
@@ -20,6 +22,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -234,6 +237,47 @@ func Finished(w *workflow.Workflow) *Event {
 // Waiting is the event of a workflow suspended at an approval.
 func Waiting(a *workflow.Approval) *Event {
 	return newEvent(a.Tenant, WorkflowWaiting, a.Agent, a.WorkflowID, a.RequestedAt, a)
+}
+
+// WorkflowEvent is the body of a workflow's event read back: the workflow
+// as the event saw it and, at an approval, the approval's reason.
+type WorkflowEvent struct {
+	Type     string
+	At       time.Time
+	Workflow workflow.Workflow
+	Reason   string
+}
+
+// ReadWorkflowEvent reads the body of a workflow event (Finished, Waiting).
+func ReadWorkflowEvent(body []byte) (*WorkflowEvent, error) {
+	var p struct {
+		Type      string          `json:"type"`
+		Timestamp time.Time       `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("event body: %w", err)
+	}
+	ev := &WorkflowEvent{Type: p.Type, At: p.Timestamp}
+	switch p.Type {
+	case WorkflowCompleted, WorkflowFailed, WorkflowCancelled:
+		var d workflowData
+		if err := json.Unmarshal(p.Data, &d); err != nil {
+			return nil, fmt.Errorf("%s data: %w", p.Type, err)
+		}
+		ev.Workflow = workflow.Workflow{ID: d.WorkflowID, Agent: d.Agent, AgentVersion: d.AgentVersion, Status: d.Status,
+			Outcome: d.Outcome, Output: d.Output, Error: d.Error, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, ScheduleID: d.ScheduleID}
+	case WorkflowWaiting:
+		var a workflow.Approval
+		if err := json.Unmarshal(p.Data, &a); err != nil {
+			return nil, fmt.Errorf("%s data: %w", p.Type, err)
+		}
+		ev.Workflow = workflow.Workflow{ID: a.WorkflowID, Agent: a.Agent, AgentVersion: a.AgentVersion, Status: workflow.Waiting}
+		ev.Reason = a.Reason
+	default:
+		return nil, fmt.Errorf("%q is not a workflow event", p.Type)
+	}
+	return ev, nil
 }
 
 // Decided is the event of an approval's decision.
