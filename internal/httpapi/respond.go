@@ -49,9 +49,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	pe := problem.As(err)
 	info := infoFrom(r.Context())
 	doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
-	if info != nil {
-		info.problem = pe
-	}
+	info.problem = pe
 	if info.route != nil && info.route.console {
 		writeConsoleProblem(w, r, pe, doc.Status)
 		return

@@ -26,6 +26,9 @@ import (
 // masking sets up e's masker: the tenant's key, and the detectors of text
 // that no one tool owns (the operator's and every tool's of the program).
 func (e *recorder) masking(ctx context.Context) error {
+	if !e.masks() {
+		return nil // nothing to mask: no masker (nil masks nothing), no key
+	}
 	m, err := e.r.opts.Redact.Masker(ctx, e.wf.Tenant)
 	if err != nil {
 		return err
@@ -39,6 +42,23 @@ func (e *recorder) masking(ctx context.Context) error {
 	}
 	e.detect = m.Detectors(lists...)
 	return nil
+}
+
+// masks reports whether the operator or a tool of the program asks for
+// redaction at all.
+func (e *recorder) masks() bool {
+	if e.r.opts.Redact == nil {
+		return false
+	}
+	if len(e.r.opts.Redact.Detect) > 0 {
+		return true
+	}
+	for _, t := range e.tools {
+		if !t.Redact.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // redaction is the tool's redaction and the detectors for its calls.

@@ -105,3 +105,40 @@ func TestAResumeComparesCallsMasked(t *testing.T) {
 		t.Errorf("stored steps hold %s", all)
 	}
 }
+
+// keyCounter counts the redaction keys asked of the store.
+type keyCounter struct {
+	redact.KeyStore
+	asked int
+}
+
+func (k *keyCounter) RedactionKey(ctx context.Context, tenant string, fresh []byte) ([]byte, error) {
+	k.asked++
+	return k.KeyStore.RedactionKey(ctx, tenant, fresh)
+}
+
+// TestNoRedactionNoMasker: with no detector of the operator's and no
+// tool asking for redaction, a workflow asks for no key and keeps its
+// values as they are; a detector of the operator's masks them.
+func TestNoRedactionNoMasker(t *testing.T) {
+	db := setup(t)
+	deploy(t, db, "planned", plannedAgent)
+	for _, tc := range []struct {
+		detect []string
+		masked bool
+	}{{nil, false}, {[]string{redact.Email}, true}} {
+		keys := &keyCounter{KeyStore: db}
+		ms := modelTable{model.DefaultName: {Model: "gpt-test"}}
+		r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: &owning{}, Models: ms, LLM: &scripted{},
+			Owner: "replica-a", Redact: &redact.Service{Keys: keys, Detect: tc.detect}})
+		wf := run(t, r, "planned")
+		steps, err := db.Steps(context.Background(), wf.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, _ := json.Marshal(steps)
+		if masked := !strings.Contains(string(all), ownerEmail); masked != tc.masked || (keys.asked > 0) != tc.masked {
+			t.Errorf("detect %v: steps masked %v, keys asked %d; want masked %v", tc.detect, masked, keys.asked, tc.masked)
+		}
+	}
+}
