@@ -39,21 +39,12 @@ type Counts struct {
 	PushConfigs        int64 `json:"push_configs"`
 }
 
-// Add adds o to c.
+// Add adds o to c, count by count.
 func (c *Counts) Add(o Counts) {
-	c.Workflows += o.Workflows
-	c.Steps += o.Steps
-	c.Completions += o.Completions
-	c.Intents += o.Intents
-	c.Approvals += o.Approvals
-	c.Replays += o.Replays
-	c.IdempotencyRecords += o.IdempotencyRecords
-	c.BatchItems += o.BatchItems
-	c.JournalEntries += o.JournalEntries
-	c.DatasetItems += o.DatasetItems
-	c.WebhookDeliveries += o.WebhookDeliveries
-	c.ScheduleRuns += o.ScheduleRuns
-	c.PushConfigs += o.PushConfigs
+	theirs := o.Fields()
+	for i, f := range c.Fields() {
+		*f.N += *theirs[i].N
+	}
 }
 
 // Fields lists each count with its JSON name, in the order above: what a

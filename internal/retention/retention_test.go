@@ -72,3 +72,12 @@ func TestOneReplicaSweepsAtATime(t *testing.T) {
 		t.Errorf("who swept (-want +got):\n%s", diff)
 	}
 }
+
+// TestCountsAdd: every count adds, the last one listed too.
+func TestCountsAdd(t *testing.T) {
+	a := retention.Counts{Workflows: 2, Steps: 6, PushConfigs: 1}
+	a.Add(retention.Counts{Workflows: 1, Steps: 3, Replays: 4, PushConfigs: 2})
+	if want := (retention.Counts{Workflows: 3, Steps: 9, Replays: 4, PushConfigs: 3}); a != want {
+		t.Errorf("sum %+v, want %+v", a, want)
+	}
+}
