@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -162,11 +161,14 @@ func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
 	if info.handlerStatus != 0 {
 		status = info.handlerStatus // a console action: the API call's status, not its redirect
 	}
-	rec := s.record(r, status)
-	// Detached from the request: a client that went away is still audited.
-	if err := s.deps.Store.AppendAudit(context.WithoutCancel(r.Context()), rec); err != nil {
-		s.deps.Logger.Error("audit append failed", "request_id", info.requestID, "err", err)
-	}
+	// The answer is made: the record goes with the store's next commit
+	// rather than a commit of its own that the connection's next request
+	// would wait for (docs/audit.md, "When a record is written").
+	s.deps.Store.AppendAuditLater(func(err error) {
+		if err != nil {
+			s.deps.Logger.Error("audit append failed", "request_id", info.requestID, "err", err)
+		}
+	}, s.record(r, status))
 }
 
 // record builds the audit record of a request with the given status.

@@ -32,6 +32,9 @@ import (
 // Store is what the HTTP layer needs from storage.
 type Store interface {
 	audit.Store
+	// AppendAuditLater appends records with the store's next commit and
+	// returns at once; done gets the outcome.
+	AppendAuditLater(done func(error), recs ...*audit.Record)
 	auth.Store
 	idempotency.Store
 	console.Store

@@ -11,8 +11,10 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrClosed answers writes made after Close.
@@ -23,11 +25,23 @@ type Write[F any] struct {
 	Ctx  context.Context
 	Fn   F
 	done chan error
+	// later is set on a write queued by Later: its caller does not wait,
+	// and later tells it how the write ended.
+	later func(error)
+	q     *Queue[F]
 }
 
 // Answer tells the caller how its write ended; a batch's commit function
 // answers every write of the batch exactly once.
-func (w *Write[F]) Answer(err error) { w.done <- err }
+func (w *Write[F]) Answer(err error) {
+	if w.later == nil {
+		w.done <- err
+		return
+	}
+	w.q.answered(w)
+	w.later(err)
+	close(w.done)
+}
 
 // Queue is the write queue and its committing goroutines.
 type Queue[F any] struct {
@@ -39,14 +53,27 @@ type Queue[F any] struct {
 	running  sync.WaitGroup
 	maxBatch int
 	commit   func(batch []*Write[F])
+
+	// Writes queued by Later: pending until a writer takes them, and
+	// unanswered until their batch is committed.
+	linger     time.Duration
+	mu         sync.Mutex
+	pending    []*Write[F]
+	unanswered []*Write[F]
+	timer      *time.Timer
+	kick       chan struct{}
 }
+
+// DefaultLinger is how long a write queued by Later waits for another
+// write to be committed with before it is committed on its own.
+const DefaultLinger = 10 * time.Millisecond
 
 // New starts a queue whose writers (at least one) call commit, each with
 // batches of up to maxBatch writes: the writes queued while it was busy.
 // commit is called by several goroutines at once when writers > 1.
 func New[F any](maxBatch, writers int, commit func(batch []*Write[F])) *Queue[F] {
 	q := &Queue[F]{writes: make(chan *Write[F]), closing: make(chan struct{}), stopped: make(chan struct{}),
-		maxBatch: max(1, maxBatch), commit: commit}
+		maxBatch: max(1, maxBatch), commit: commit, linger: DefaultLinger, kick: make(chan struct{}, 1)}
 	for range max(1, writers) {
 		q.running.Go(q.run)
 	}
@@ -76,17 +103,117 @@ func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 	return <-w.done
 }
 
+// Later queues fn to be committed with the next batch a writer takes, or in
+// a batch of its own once it has waited the linger (DefaultLinger), and
+// returns at once: a write nobody waits for (an audit record of a request
+// already answered) shares the commit of the next one somebody does. done
+// is called with its error once it is committed (or failed); after Close it
+// is called at once with ErrClosed. Flush waits for such writes, and Close
+// commits those still queued.
+func (q *Queue[F]) Later(fn F, done func(error)) {
+	w := &Write[F]{Ctx: context.Background(), Fn: fn, done: make(chan error), later: done, q: q}
+	q.mu.Lock()
+	select {
+	case <-q.closing:
+		q.mu.Unlock()
+		done(ErrClosed)
+		return
+	default:
+	}
+	q.pending = append(q.pending, w)
+	q.unanswered = append(q.unanswered, w)
+	if q.timer == nil {
+		q.timer = time.AfterFunc(q.linger, q.lingered)
+	}
+	q.mu.Unlock()
+}
+
+// Flush commits the writes queued by Later so far, if no batch has taken
+// them yet, and waits until they are committed or ctx ends: a read after
+// Flush sees them.
+func (q *Queue[F]) Flush(ctx context.Context) error {
+	q.mu.Lock()
+	wait := slices.Clone(q.unanswered)
+	q.mu.Unlock()
+	if len(wait) == 0 {
+		return nil
+	}
+	q.wake()
+	for _, w := range wait {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// wake has a writer commit the pending writes on their own.
+func (q *Queue[F]) wake() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// lingered wakes a writer for the pending writes once the first of them
+// has waited the linger.
+func (q *Queue[F]) lingered() {
+	q.mu.Lock()
+	q.timer = nil
+	q.mu.Unlock()
+	q.wake()
+}
+
+// takeLater moves up to n pending writes into batch.
+func (q *Queue[F]) takeLater(batch []*Write[F], n int) []*Write[F] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n = min(n, len(q.pending))
+	batch = append(batch, q.pending[:n]...)
+	q.pending = append(q.pending[:0], q.pending[n:]...)
+	switch {
+	case len(q.pending) > 0:
+		q.wake() // more than a batch: the next one takes them
+	case q.timer != nil:
+		q.timer.Stop()
+		q.timer = nil
+	}
+	return batch
+}
+
+// answered forgets w once its batch has answered it.
+func (q *Queue[F]) answered(w *Write[F]) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.unanswered, w); i >= 0 {
+		q.unanswered = slices.Delete(q.unanswered, i, i+1)
+	}
+}
+
 // Queued returns how many writes wait for a writer to take them.
 func (q *Queue[F]) Queued() int { return int(q.queued.Load()) }
 
 // Closing is closed once Close has been called.
 func (q *Queue[F]) Closing() <-chan struct{} { return q.closing }
 
-// Close stops the queue after the batches being committed; later writes
-// get ErrClosed.
+// Close stops the queue after the batches being committed and those
+// queued by Later; later writes get ErrClosed.
 func (q *Queue[F]) Close() {
-	q.once.Do(func() { close(q.closing) })
+	q.once.Do(func() {
+		q.mu.Lock()
+		close(q.closing)
+		q.mu.Unlock()
+	})
 	<-q.stopped
+	for {
+		batch := q.takeLater(nil, q.maxBatch)
+		if len(batch) == 0 {
+			return
+		}
+		q.commit(batch)
+	}
 }
 
 func (q *Queue[F]) run() {
@@ -94,7 +221,14 @@ func (q *Queue[F]) run() {
 	for {
 		select {
 		case w := <-q.writes:
-			batch = append(batch[:0], w)
+			// Writes queued by Later go first: their callers were
+			// answered before these writes were taken, so what they
+			// record (an audit chain's order) comes first.
+			batch = append(q.takeLater(batch[:0], q.maxBatch-1), w)
+		case <-q.kick:
+			if batch = q.takeLater(batch[:0], q.maxBatch); len(batch) == 0 {
+				continue
+			}
 		case <-q.closing:
 			return
 		}

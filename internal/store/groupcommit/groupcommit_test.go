@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -157,5 +158,142 @@ func waitQueued[F any](t *testing.T, q *Queue[F], n int) {
 		case <-deadline:
 			t.Fatalf("%d writes queued after 10 s, want %d", q.Queued(), n)
 		}
+	}
+}
+
+// recorder commits batches by recording their writes' values.
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]int
+}
+
+func (r *recorder) commit(batch []*Write[int]) {
+	r.mu.Lock()
+	var b []int
+	for _, w := range batch {
+		b = append(b, w.Fn)
+	}
+	r.batches = append(r.batches, b)
+	r.mu.Unlock()
+	for _, w := range batch {
+		w.Answer(nil)
+	}
+}
+
+func (r *recorder) seen() [][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.batches)
+}
+
+// TestLaterRidesWithTheNextWrite checks that a write queued by Later is
+// committed in the batch of the next write waited for, not on its own.
+func TestLaterRidesWithTheNextWrite(t *testing.T) {
+	var r recorder
+	q := New(8, 1, r.commit)
+	q.linger = time.Hour // only the next write can take it
+	defer q.Close()
+	var got []error
+	var mu sync.Mutex
+	done := func(err error) { mu.Lock(); got = append(got, err); mu.Unlock() }
+	q.Later(1, done)
+	q.Later(2, done)
+	if b := r.seen(); len(b) != 0 {
+		t.Fatalf("committed before any write: %v", b)
+	}
+	if err := q.Do(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if b := r.seen(); len(b) != 1 || !slices.Equal(b[0], []int{1, 2, 3}) {
+		t.Errorf("batches %v, want one [1 2 3]", b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != nil || got[1] != nil {
+		t.Errorf("done called with %v, want two nils", got)
+	}
+}
+
+// TestLaterAloneAfterLinger checks that a write queued by Later with no
+// other write to go with is committed once it has waited the linger, and
+// that Flush commits at once what Later queued.
+func TestLaterAloneAfterLinger(t *testing.T) {
+	var r recorder
+	q := New(8, 1, r.commit)
+	q.linger = 5 * time.Millisecond
+	defer q.Close()
+	committed := make(chan error, 1)
+	q.Later(1, func(err error) { committed <- err })
+	select {
+	case err := <-committed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lingering write was never committed")
+	}
+
+	q.linger = time.Hour
+	q.Later(2, func(error) {})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := r.seen(); len(b) != 2 || !slices.Equal(b[1], []int{2}) {
+		t.Errorf("batches %v, want [[1] [2]]", b)
+	}
+	if err := q.Flush(ctx); err != nil {
+		t.Errorf("flush with nothing queued: %v", err)
+	}
+}
+
+// TestLaterBeyondABatch checks that more Later writes than a batch holds
+// are all committed, in order, in batches of at most the limit.
+func TestLaterBeyondABatch(t *testing.T) {
+	var r recorder
+	q := New(3, 2, r.commit)
+	q.linger = time.Millisecond
+	defer q.Close()
+	for i := range 10 {
+		q.Later(i, func(error) {})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for _, b := range r.seen() {
+		if len(b) > 3 {
+			t.Errorf("batch of %d, limit 3", len(b))
+		}
+		all = append(all, b...)
+	}
+	slices.Sort(all)
+	if !slices.Equal(all, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Errorf("committed %v, want 0..9 once each", all)
+	}
+}
+
+// TestCloseCommitsLater checks that Close commits what Later queued and
+// that Later after Close answers ErrClosed.
+func TestCloseCommitsLater(t *testing.T) {
+	var r recorder
+	q := New(8, 1, r.commit)
+	q.linger = time.Hour
+	var first error = errors.New("not answered")
+	q.Later(1, func(err error) { first = err })
+	q.Close()
+	if first != nil {
+		t.Errorf("queued before Close: %v, want committed", first)
+	}
+	if b := r.seen(); len(b) != 1 || !slices.Equal(b[0], []int{1}) {
+		t.Errorf("batches %v, want [[1]]", b)
+	}
+	var after error
+	q.Later(2, func(err error) { after = err })
+	if !errors.Is(after, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", after)
 	}
 }

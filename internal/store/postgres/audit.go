@@ -29,6 +29,26 @@ func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
 	})
 }
 
+// AppendAuditLater appends records as AppendAudit does, but with the next
+// write committed, within groupcommit.DefaultLinger, and returns at once;
+// done gets the outcome. Reads of the audit log on this replica
+// (QueryAudit, ScanAudit) wait for them first.
+func (db *DB) AppendAuditLater(done func(error), recs ...*audit.Record) {
+	db.prepareAudit(recs...)
+	db.queue.Later(func(tx *wtx) error {
+		tx.Audit(recs...)
+		return nil
+	}, done)
+}
+
+// flushAudit waits for the records queued by AppendAuditLater so far.
+func (db *DB) flushAudit(ctx context.Context) error {
+	if err := db.queue.Flush(ctx); err != nil {
+		return fmt.Errorf("wait for queued audit records: %w", err)
+	}
+	return nil
+}
+
 // prepareAudit fills what a record needs before its chain is touched (see
 // audit.Prepare), with the store's clock.
 func (db *DB) prepareAudit(recs ...*audit.Record) { audit.Prepare(db.now, recs...) }
@@ -278,6 +298,9 @@ func (k *knownHeads) forget(tenants []string, moved bool) {
 
 // QueryAudit returns the tenant's records matching f, newest first.
 func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]audit.Record, error) {
+	if err := db.flushAudit(ctx); err != nil {
+		return nil, err
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = audit.DefaultLimit
@@ -350,6 +373,9 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 
 // ScanAudit calls fn on the tenant's records after afterSeq, in seq order.
 func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limit int, fn func(audit.Record) error) (int, error) {
+	if err := db.flushAudit(ctx); err != nil {
+		return 0, err
+	}
 	n := 0
 	err := db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT `+auditColumns+` FROM audit_records

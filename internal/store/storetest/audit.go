@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -254,6 +255,39 @@ func testAuditConcurrent(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("seqs (-want +got):\n%s", diff)
 	}
 	verifyOK(t, s, "acme", total)
+}
+
+// testAuditLater checks records appended later: each is in the chain
+// before the writes committed after it was queued, a query finds it without
+// any other write, and the chain stays whole.
+func testAuditLater(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	var mu sync.Mutex
+	var errs []error
+	done := func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+	s.AppendAuditLater(done, record("acme", "read", 0))
+	s.AppendAuditLater(done, record("acme", "read", 1), record("other", "read", 2))
+	tl := newTool("acme", "pets")
+	must(t, s.CreateTool(ctx, tl, petOps(), record("acme", "tool.create", 3)), "create tool")
+	s.AppendAuditLater(done, record("acme", "read", 4))
+
+	got, err := s.QueryAudit(ctx, "acme", audit.Filter{})
+	must(t, err, "query")
+	var actions []string
+	for _, r := range got {
+		actions = append(actions, fmt.Sprintf("%s %d", r.Action, r.Seq))
+	}
+	want := []string{"read 4", "tool.create 3", "read 2", "read 1"}
+	if diff := cmp.Diff(want, actions); diff != "" {
+		t.Errorf("records newest first (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	if len(errs) != 3 || errors.Join(errs...) != nil {
+		t.Errorf("done called with %v, want 3 nils", errs)
+	}
+	mu.Unlock()
+	verifyOK(t, s, "acme", 4)
+	verifyOK(t, s, "other", 1)
 }
 
 func testAuditTamper(t *testing.T, s Store, h Hooks) {

@@ -31,6 +31,8 @@ import (
 // Store is everything an engine's DB provides.
 type Store interface {
 	audit.Store
+	// AppendAuditLater appends records with the next write committed.
+	AppendAuditLater(done func(error), recs ...*audit.Record)
 	auth.Store
 	auth.RevocationStore
 	idempotency.Store
@@ -86,6 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AuditCursor", testAuditCursor},
 		{"AuditWithMutations", testAuditWithMutations},
 		{"AuditConcurrent", testAuditConcurrent},
+		{"AuditLater", testAuditLater},
 		{"AuditTamper", testAuditTamper},
 		{"AuditUnstorableText", testAuditUnstorableText},
 		{"AuditSinks", testAuditSinks},
