@@ -144,6 +144,15 @@ func (db *DB) RetryDelivery(ctx context.Context, tenant, webhookID, id string, n
 // ClaimDeliveries leases due deliveries, each the first pending one of its
 // webhook and order key.
 func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time.Time, limit int) ([]*webhook.Delivery, error) {
+	// Every workflow's end wakes the deliverer, most with nothing to send:
+	// a read finds out without a turn of a writer.
+	var due bool
+	if err := db.read(ctx, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+			WHERE status = 'pending' AND next_attempt_at <= $1 AND lease_until < $1)`, micro(now)).Scan(&due)
+	}); err != nil || !due {
+		return nil, err
+	}
 	var out []*webhook.Delivery
 	err := db.write(ctx, func(tx *wtx) error {
 		rows, err := tx.Query(ctx, `WITH due AS (

@@ -147,6 +147,15 @@ func (db *DB) RetryDelivery(ctx context.Context, tenant, webhookID, id string, n
 // ClaimDeliveries leases due deliveries, each the first pending one of its
 // webhook and order key.
 func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time.Time, limit int) ([]*webhook.Delivery, error) {
+	// Every workflow's end wakes the deliverer, most with nothing to send:
+	// a read finds out without a turn of the writer.
+	var due bool
+	if err := db.query(ctx, func(q dbtx) error {
+		return q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+			WHERE status = 'pending' AND next_attempt_at <= ? AND lease_until < ?)`, fmtTime(now), fmtTime(now)).Scan(&due)
+	}); err != nil || !due {
+		return nil, err
+	}
 	var out []*webhook.Delivery
 	err := db.write(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?
