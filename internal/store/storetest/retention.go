@@ -170,6 +170,17 @@ func testRetentionLease(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
+// testCommittedWrites: a committed write moves the count of committed
+// writes the retention sweeper paces itself by.
+func testCommittedWrites(t *testing.T, s Store, _ Hooks) {
+	before := s.CommittedWrites()
+	_, err := s.TakeLease(ctxOf(t), "retention", "a", base, base.Add(time.Minute))
+	must(t, err, "take lease")
+	if after := s.CommittedWrites(); after <= before {
+		t.Errorf("CommittedWrites() = %d after a write, %d before; want it to move", after, before)
+	}
+}
+
 // testAuditTrim removes old audit records behind checkpoints: the chain
 // still verifies from the checkpoint anchoring its oldest record, and a
 // record tampered with after it is still found.
