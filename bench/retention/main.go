@@ -30,6 +30,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
 	"github.com/agentplane/agentplane/bench/internal/invokeload"
 	"github.com/agentplane/agentplane/internal/ids"
@@ -259,7 +261,23 @@ func seed(ctx context.Context, sc benchserver.Config, n int) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(first, ctx.Err())
+	if err := errors.Join(first, ctx.Err()); err != nil || sc.DatabaseURL == "" {
+		return err
+	}
+	return analyze(ctx, sc.DatabaseURL)
+}
+
+// analyze gathers PostgreSQL's statistics of the seeded tables, as
+// autovacuum would after a bulk load (the benchmark's server may run without
+// it): the sweep's plans depend on them.
+func analyze(ctx context.Context, databaseURL string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `ANALYZE`)
+	return err
 }
 
 func seedOne(ctx context.Context, st workflow.Store, at time.Time) error {

@@ -66,6 +66,20 @@ type fakeStore struct {
 	requests  []int64 // writes others commit during each pause, in turn
 	pauses    []time.Duration
 	loseLease int // the renewal that finds the lease taken (0: none)
+	records   int64
+	trims     []int
+}
+
+func (f *fakeStore) AuditTenants(context.Context) ([]string, error) { return []string{"acme"}, nil }
+
+func (f *fakeStore) TrimAudit(_ context.Context, _ string, _ time.Time, limit int, _ CheckpointRecord) (Trimmed, error) {
+	f.trims = append(f.trims, limit)
+	n := min(int64(limit), f.records)
+	f.records -= n
+	took := time.Duration(n) * f.cost / 10
+	f.now = f.now.Add(took)
+	f.writes++
+	return Trimmed{Removed: n, Took: took}, nil
 }
 
 func (f *fakeStore) CommittedWrites() int64 { return f.writes }
@@ -76,20 +90,21 @@ func (f *fakeStore) TakeLease(context.Context, string, string, time.Time, time.T
 	return f.renewals != f.loseLease, nil
 }
 
-func (f *fakeStore) SweepWorkflows(_ context.Context, _ Scope, limit int, rec SweepRecord) (map[string]Counts, error) {
+func (f *fakeStore) SweepWorkflows(_ context.Context, _ Scope, limit int, rec SweepRecord) (Swept, error) {
 	f.asked = append(f.asked, limit)
 	n := min(int64(limit), f.left)
 	f.left -= n
-	f.now = f.now.Add(time.Duration(n) * f.cost)
+	took := time.Duration(n) * f.cost
+	f.now = f.now.Add(took)
 	f.writes++
 	if n == 0 {
-		return nil, nil
+		return Swept{}, nil
 	}
 	c := Counts{Workflows: n}
 	if r := rec("acme", c); r == nil || r.Action != ActionSweep {
-		return nil, nil
+		return Swept{}, nil
 	}
-	return map[string]Counts{"acme": c}, nil
+	return Swept{Counts: map[string]Counts{"acme": c}, Took: took}, nil
 }
 
 func (f *fakeStore) sleep(_ context.Context, d time.Duration) error {
@@ -162,5 +177,26 @@ func TestSweepStopsWhenTheLeaseIsLost(t *testing.T) {
 	res, err := f.sweeper().Sweep(t.Context())
 	if err != nil || res.Workflows.Workflows != 3 || len(f.asked) != 2 {
 		t.Errorf("Sweep: %+v, %v after %d batches; want 3 workflows in 2 batches", res, err, len(f.asked))
+	}
+}
+
+// TestTrimIsPacedTheSameWay: audit trims grow to the target as sweep
+// batches do, up to AuditBatch, and pause by load.
+func TestTrimIsPacedTheSameWay(t *testing.T) {
+	f := &fakeStore{now: time.Unix(1e9, 0), cost: 100 * time.Microsecond, records: 300, requests: []int64{1, 1, 1, 1, 1, 1, 1, 1, 1}}
+	s := f.sweeper()
+	s.Policy, s.AuditBatch = Policy{Audit: time.Hour}, 64
+	res, err := s.Sweep(t.Context())
+	if err != nil || res.AuditRecords != 300 {
+		t.Fatalf("Sweep: %+v, %v; want 300 records trimmed", res, err)
+	}
+	// 10 µs a record: 1, 2, …, 64 (0.64 ms, under half the target), 64, …
+	want := []int{1, 2, 4, 8, 16, 32, 64, 64, 64, 64}
+	if diff := cmp.Diff(want, f.trims); diff != "" {
+		t.Errorf("trim sizes (-want +got):\n%s", diff)
+	}
+	// The requests' writes of each pause are seen after the next trim.
+	if f.pauses[0] != time.Millisecond || f.pauses[6] != 4*640*time.Microsecond {
+		t.Errorf("pauses %v, want 1ms first and 2.56ms after the seventh trim", f.pauses)
 	}
 }

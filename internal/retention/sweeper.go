@@ -170,14 +170,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	pace := newPacer(s.Target, s.Batch, s.Share, s.Pause)
 	for _, sc := range s.Policy.scopes(s.Now()) {
 		for {
-			size, t0 := pace.size, s.Now()
+			size := pace.size
 			got, err := s.Store.SweepWorkflows(ctx, sc, size, s.sweepRecord(sc))
 			if err != nil {
 				return res, fmt.Errorf("sweep workflows: %w", err)
 			}
 			load.wrote()
 			var n int64
-			for _, c := range got {
+			for _, c := range got.Counts {
 				res.Workflows.Add(c)
 				Count(s.Deleted, c)
 				n += c.Workflows
@@ -186,7 +186,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			if n < int64(size) {
 				break
 			}
-			pause := pace.next(s.Now().Sub(t0), load.busy())
+			pause := pace.next(got.Took, load.busy())
 			if held, err := s.next(ctx, pause, load); err != nil || !held {
 				return res, err
 			}
@@ -203,11 +203,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	pace = newPacer(s.Target, s.AuditBatch, s.Share, s.Pause)
 	for _, tenant := range tenants {
 		for {
-			size, t0 := pace.size, s.Now()
-			n, err := s.Store.TrimAudit(ctx, tenant, before, size, checkpointRecord)
+			size := pace.size
+			trimmed, err := s.Store.TrimAudit(ctx, tenant, before, size, checkpointRecord)
 			if err != nil {
 				return res, fmt.Errorf("trim the audit chain of %q: %w", tenant, err)
 			}
+			n := trimmed.Removed
 			load.wrote()
 			res.AuditRecords += n
 			if s.Deleted != nil && n > 0 {
@@ -216,7 +217,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			if n < int64(size) {
 				break
 			}
-			pause := pace.next(s.Now().Sub(t0), load.busy())
+			pause := pace.next(trimmed.Took, load.busy())
 			if held, err := s.next(ctx, pause, load); err != nil || !held {
 				return res, err
 			}
