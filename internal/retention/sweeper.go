@@ -28,11 +28,12 @@ var SystemActor = audit.Actor{Sub: "agentplane:retention"}
 // Sweeper deletes what Policy no longer keeps, every Every, on the one
 // replica holding the store's "retention" lease, yielding to the requests
 // being served. Each batch is one transaction of at most Batch workflows
-// (AuditBatch audit records), sized so that it holds the store's writer
-// for about Target: halved after a batch over it, doubled after a full one
-// under half of it. After a batch the sweeper waits Pause, or, when the
-// store committed other writes since the previous batch (Writes), long
-// enough that its batches take Share of the writing time.
+// (AuditBatch audit records), sized so that its statements hold the
+// store's writer for about Target (Swept.Took): halved after a batch over
+// it, doubled after a full one under half of it. After a batch the sweeper
+// waits Pause, or, when the store committed other writes since the
+// previous batch (Writes, the sweeper's own left out), long enough that
+// its batches take Share of the writing time.
 type Sweeper struct {
 	Store  Store
 	Policy Policy
@@ -44,7 +45,8 @@ type Sweeper struct {
 	Every      time.Duration
 	Batch      int
 	AuditBatch int
-	// Target is how long a batch should take (DefaultTarget when 0).
+	// Target is how long a batch's statements should take (DefaultTarget
+	// when 0).
 	Target time.Duration
 	// Share is the part of the writing time batches take under load,
 	// over 0 and at most 1 (DefaultShare when 0).
