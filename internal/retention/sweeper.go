@@ -16,7 +16,7 @@ const (
 	DefaultEvery      = time.Minute
 	DefaultBatch      = 100
 	DefaultAuditBatch = 2000
-	DefaultTarget     = 5 * time.Millisecond
+	DefaultTarget     = 2 * time.Millisecond
 	DefaultShare      = 0.1
 	DefaultPause      = 2 * time.Millisecond
 	leaseName         = "retention"
