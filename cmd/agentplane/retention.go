@@ -35,7 +35,7 @@ func (f *retentionFlags) policy() (retention.Policy, error) {
 		return p, fmt.Errorf("--retention-interval must be at least 1s, not %s", f.every)
 	}
 	if !(f.share > 0 && f.share <= 1) {
-		return p, fmt.Errorf("--retention-share must be over 0 and at most 1 (0.1 is a tenth of the writing time), not %v", f.share)
+		return p, fmt.Errorf("--retention-share must be over 0 and at most 1 (0.05 is a twentieth of the writing time), not %v", f.share)
 	}
 	if p.Default, err = retention.ParseDuration(f.workflows); err != nil {
 		return p, fmt.Errorf("--retention: %w", err)

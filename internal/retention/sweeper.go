@@ -16,8 +16,8 @@ const (
 	DefaultEvery      = time.Minute
 	DefaultBatch      = 100
 	DefaultAuditBatch = 2000
-	DefaultTarget     = 2 * time.Millisecond
-	DefaultShare      = 0.1
+	DefaultTarget     = 5 * time.Millisecond
+	DefaultShare      = 0.05
 	DefaultPause      = 2 * time.Millisecond
 	leaseName         = "retention"
 )
