@@ -5,7 +5,7 @@
 // sweeps them, and measures the same load while it does, and the sweep's
 // rate, on SQLite and on PostgreSQL.
 //
-//	go run ./bench/retention [-store sqlite|postgres|both] [-n 100000] [-c 8] [-baseline 30s]
+//	go run ./bench/retention [-store sqlite|postgres|both] [-n 100000] [-c 8] [-baseline 30s] [-share 0.1]
 //
 // PostgreSQL runs in a fresh database created on the server named by
 // -database-url (default $AGENTPLANE_TEST_DATABASE_URL, else a local one) and
@@ -30,6 +30,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
 	"github.com/agentplane/agentplane/bench/internal/invokeload"
 	"github.com/agentplane/agentplane/internal/ids"
@@ -48,6 +50,7 @@ type options struct {
 	conc        int
 	baseline    time.Duration
 	limit       time.Duration
+	share       float64
 	databaseURL string
 	repo        string
 	binary      string
@@ -61,18 +64,19 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	conc := fs.Int("c", 8, "concurrent invocations of the load")
 	baseline := fs.Duration("baseline", 30*time.Second, "how long the load runs without a sweep")
 	limit := fs.Duration("limit", 15*time.Minute, "longest the sweep may take")
+	share := fs.Float64("share", 0, "the server's --retention-share (0: its default)")
 	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{n: *n, conc: *conc, baseline: *baseline, limit: *limit, repo: *repo, binary: *binary}
+	o := options{n: *n, conc: *conc, baseline: *baseline, limit: *limit, share: *share, repo: *repo, binary: *binary}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
 	}
-	if o.n < 1 || o.conc < 1 || o.conc > 256 || o.baseline <= 0 || o.limit <= 0 {
-		return options{}, errors.New("-n must be positive, -c from 1 to 256, -baseline and -limit positive")
+	if o.n < 1 || o.conc < 1 || o.conc > 256 || o.baseline <= 0 || o.limit <= 0 || o.share < 0 || o.share > 1 {
+		return options{}, errors.New("-n must be positive, -c from 1 to 256, -baseline and -limit positive, -share from 0 to 1")
 	}
 	o.databaseURL = stores.DatabaseURL(getenv)
 	return o, nil
@@ -90,6 +94,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer cleanup()
 	svc := invokeload.StartToolService()
 	defer svc.Close()
+	if o.share > 0 {
+		fmt.Fprintf(stdout, "--retention-share %g\n", o.share)
+	} else {
+		fmt.Fprintln(stdout, "--retention-share: the server's default")
+	}
 	var results []result
 	for _, store := range o.stores {
 		r, err := measure(ctx, o, bin, tmp+"/"+store, store, svc, stderr)
@@ -159,6 +168,9 @@ func measure(ctx context.Context, o options, bin, data, store string, svc *invok
 	// With the sweep: a retention of a day and the first pass a second
 	// after start.
 	sc.Args = []string{"--retention", "24h", "--retention-interval", "1s"}
+	if o.share > 0 {
+		sc.Args = append(sc.Args, "--retention-share", strconv.FormatFloat(o.share, 'g', -1, 64))
+	}
 	srv, err = benchserver.Start(ctx, sc)
 	if err != nil {
 		return res, err
@@ -249,7 +261,23 @@ func seed(ctx context.Context, sc benchserver.Config, n int) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(first, ctx.Err())
+	if err := errors.Join(first, ctx.Err()); err != nil || sc.DatabaseURL == "" {
+		return err
+	}
+	return analyze(ctx, sc.DatabaseURL)
+}
+
+// analyze gathers PostgreSQL's statistics of the seeded tables, as
+// autovacuum would after a bulk load (the benchmark's server may run without
+// it): the sweep's plans depend on them.
+func analyze(ctx context.Context, databaseURL string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `ANALYZE`)
+	return err
 }
 
 func seedOne(ctx context.Context, st workflow.Store, at time.Time) error {

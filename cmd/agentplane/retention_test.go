@@ -24,6 +24,9 @@ func TestRetentionFlagsRefuseBadValues(t *testing.T) {
 		{[]string{"--tenant-retention", "acme=2s"}, "--tenant-retention: tenant \"acme\": \"2s\" is shorter"},
 		{[]string{"--tenant-retention", "acme=30d", "--tenant-retention", "acme=0"}, "tenant \"acme\" is given twice"},
 		{[]string{"--retention-interval", "10ms"}, "--retention-interval must be at least 1s"},
+		{[]string{"--retention-share", "0"}, "--retention-share must be over 0 and at most 1"},
+		{[]string{"--retention-share", "1.5"}, "--retention-share must be over 0 and at most 1"},
+		{[]string{"--retention-share", "NaN"}, "--retention-share must be over 0 and at most 1"},
 	} {
 		args := append([]string{"serve", "--data", t.TempDir()}, tc.args...)
 		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)
@@ -31,7 +34,7 @@ func TestRetentionFlagsRefuseBadValues(t *testing.T) {
 			t.Errorf("%v: %v, want an error containing %q", tc.args, err, tc.want)
 		}
 	}
-	f := retentionFlags{workflows: "90d", tenants: []string{"acme=30d", "globex=0"}, audit: "8760h", every: time.Minute}
+	f := retentionFlags{workflows: "90d", tenants: []string{"acme=30d", "globex=0"}, audit: "8760h", every: time.Minute, share: 1}
 	p, err := f.policy()
 	if err != nil || p.Default.Hours() != 90*24 || p.Tenants["acme"].Hours() != 30*24 || p.Tenants["globex"] != 0 || p.Audit.Hours() != 8760 {
 		t.Errorf("policy of %+v: %+v, %v", f, p, err)

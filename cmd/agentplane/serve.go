@@ -313,8 +313,8 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// Every replica runs the sweeper; the store's lease lets one sweep at a
 	// time (docs/retention.md).
 	deleted := retention.NewDeletedCounter(reg)
-	sweeper := &retention.Sweeper{Store: st, Policy: keep, Owner: runner.Owner(),
-		Every: c.keep.every, Logger: logger, Deleted: deleted}
+	sweeper := &retention.Sweeper{Store: st, Writes: st, Policy: keep, Owner: runner.Owner(),
+		Every: c.keep.every, Share: c.keep.share, Logger: logger, Deleted: deleted}
 	background.Go(func() { sweeper.Run(ctx) })
 	// Every replica runs the audit sinks' pusher; a lease per sink has one
 	// push it at a time (docs/audit.md).

@@ -37,6 +37,7 @@ type store interface {
 	schedule.Store
 	webhook.Store
 	retention.Store
+	retention.WriteCounter
 	auth.RevocationStore
 	siem.Store
 	redact.KeyStore

@@ -75,6 +75,23 @@ type Scope struct {
 	Before time.Time
 }
 
+// Swept is what one sweep batch deleted.
+type Swept struct {
+	// Counts are by tenant.
+	Counts map[string]Counts
+	// Took is how long the batch's statements ran in the store's write
+	// transaction: how long it held the writer, not counting its wait for
+	// the writer nor the commit it shared with other writes.
+	Took time.Duration
+}
+
+// Trimmed is what one audit trim removed.
+type Trimmed struct {
+	Removed int64
+	// Took is as Swept's.
+	Took time.Duration
+}
+
 // SweepRecord builds the audit record of a sweep batch's deletions in one
 // tenant.
 type SweepRecord func(tenant string, c Counts) *audit.Record
@@ -95,8 +112,8 @@ type Store interface {
 	// SweepWorkflows deletes up to limit finished workflows of sc, oldest
 	// first, as DeleteWorkflow does, in one transaction that appends
 	// rec's record for each tenant it deleted from; it returns the counts
-	// by tenant.
-	SweepWorkflows(ctx context.Context, sc Scope, limit int, rec SweepRecord) (map[string]Counts, error)
+	// by tenant and how long its statements took.
+	SweepWorkflows(ctx context.Context, sc Scope, limit int, rec SweepRecord) (Swept, error)
 	// TakeLease gives owner the named lease until until when it is free,
 	// lapsed or owner's already, and reports whether owner holds it.
 	TakeLease(ctx context.Context, name, owner string, now, until time.Time) (bool, error)
@@ -106,8 +123,9 @@ type Store interface {
 	// in seq order, stopping at the first one not older than before. In
 	// one transaction it first appends cp's checkpoint, naming the last
 	// record removed, then removes; the chain's newest record is never
-	// removed. It returns how many it removed.
-	TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp CheckpointRecord) (int64, error)
+	// removed. It returns how many it removed and how long its statements
+	// took.
+	TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp CheckpointRecord) (Trimmed, error)
 }
 
 // MinRetention is the shortest retention accepted: anything shorter is

@@ -16,7 +16,9 @@ const (
 	DefaultEvery      = time.Minute
 	DefaultBatch      = 100
 	DefaultAuditBatch = 2000
-	DefaultPause      = 20 * time.Millisecond
+	DefaultTarget     = 5 * time.Millisecond
+	DefaultShare      = 0.05
+	DefaultPause      = 2 * time.Millisecond
 	leaseName         = "retention"
 )
 
@@ -24,22 +26,38 @@ const (
 var SystemActor = audit.Actor{Sub: "agentplane:retention"}
 
 // Sweeper deletes what Policy no longer keeps, every Every, on the one
-// replica holding the store's "retention" lease. Each batch is one short
-// transaction of at most Batch workflows (AuditBatch audit records), and
-// after each the sweeper waits as long as it took (at least Pause), so a
-// sweep of a large backlog takes at most half of the database's writing
-// time and shares it with the requests being served.
+// replica holding the store's "retention" lease, yielding to the requests
+// being served. Each batch is one transaction of at most Batch workflows
+// (AuditBatch audit records), sized so that its statements hold the
+// store's writer for about Target (Swept.Took): halved after a batch over
+// it, doubled after a full one under half of it. After a batch the sweeper
+// waits Pause, or, when the store committed other writes since the
+// previous batch (Writes, the sweeper's own left out), long enough that
+// its batches take Share of the writing time.
 type Sweeper struct {
 	Store  Store
 	Policy Policy
+	// Writes counts the store's committed writes; without it the sweeper
+	// always paces as under load.
+	Writes WriteCounter
 	// Owner names this replica in the lease.
 	Owner      string
 	Every      time.Duration
 	Batch      int
 	AuditBatch int
-	Pause      time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Target is how long a batch's statements should take (DefaultTarget
+	// when 0).
+	Target time.Duration
+	// Share is the part of the writing time batches take under load,
+	// over 0 and at most 1 (DefaultShare when 0).
+	Share float64
+	// Pause is the wait after a batch without load (DefaultPause when 0,
+	// none when negative).
+	Pause  time.Duration
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Sleep waits d or until ctx ends (a timer when nil).
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Deleted, when set, counts what is deleted by kind (a Counts field
 	// name, or audit_records).
 	Deleted *prometheus.CounterVec
@@ -81,11 +99,21 @@ func (s *Sweeper) defaults() {
 	if s.AuditBatch <= 0 {
 		s.AuditBatch = DefaultAuditBatch
 	}
-	if s.Pause < 0 {
-		s.Pause = 0
+	if s.Target <= 0 {
+		s.Target = DefaultTarget
 	}
+	if s.Share <= 0 || s.Share > 1 {
+		s.Share = DefaultShare
+	}
+	if s.Pause == 0 {
+		s.Pause = DefaultPause
+	}
+	s.Pause = max(s.Pause, 0)
 	if s.Now == nil {
 		s.Now = time.Now
+	}
+	if s.Sleep == nil {
+		s.Sleep = sleep
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
@@ -112,7 +140,8 @@ func (s *Sweeper) Run(ctx context.Context) {
 			s.Logger.Warn("retention sweep failed", "error", err)
 		}
 		if res.Workflows.Workflows > 0 || res.AuditRecords > 0 {
-			s.Logger.Info("retention sweep", "workflows", res.Workflows.Workflows, "audit_records", res.AuditRecords)
+			s.Logger.Info("retention sweep", "workflows", res.Workflows.Workflows, "audit_records", res.AuditRecords,
+				"batches", res.Batches)
 		}
 	}
 }
@@ -123,6 +152,8 @@ type Result struct {
 	Held         bool
 	Workflows    Counts
 	AuditRecords int64
+	// Batches is how many transactions deleted them.
+	Batches int
 }
 
 // Sweep runs one pass: it takes the lease (or returns, Held false, when
@@ -132,28 +163,33 @@ type Result struct {
 func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	s.defaults()
 	var res Result
-	held, err := s.renew(ctx)
+	load := newLoadMeter(s.Writes)
+	held, err := s.renew(ctx, load)
 	if err != nil || !held {
 		return res, err
 	}
 	res.Held = true
+	pace := newPacer(s.Target, s.Batch, s.Share, s.Pause)
 	for _, sc := range s.Policy.scopes(s.Now()) {
 		for {
-			t0 := time.Now()
-			got, err := s.Store.SweepWorkflows(ctx, sc, s.Batch, s.sweepRecord(sc))
+			size := pace.size
+			got, err := s.Store.SweepWorkflows(ctx, sc, size, s.sweepRecord(sc))
 			if err != nil {
 				return res, fmt.Errorf("sweep workflows: %w", err)
 			}
+			load.wrote()
 			var n int64
-			for _, c := range got {
+			for _, c := range got.Counts {
 				res.Workflows.Add(c)
 				Count(s.Deleted, c)
 				n += c.Workflows
 			}
-			if n < int64(s.Batch) {
+			res.Batches++
+			if n < int64(size) {
 				break
 			}
-			if held, err := s.next(ctx, time.Since(t0)); err != nil || !held {
+			pause := pace.next(got.Took, load.busy())
+			if held, err := s.next(ctx, pause, load); err != nil || !held {
 				return res, err
 			}
 		}
@@ -166,21 +202,25 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("list audit chains: %w", err)
 	}
 	before := s.Now().Add(-s.Policy.Audit)
+	pace = newPacer(s.Target, s.AuditBatch, s.Share, s.Pause)
 	for _, tenant := range tenants {
 		for {
-			t0 := time.Now()
-			n, err := s.Store.TrimAudit(ctx, tenant, before, s.AuditBatch, checkpointRecord)
+			size := pace.size
+			trimmed, err := s.Store.TrimAudit(ctx, tenant, before, size, checkpointRecord)
 			if err != nil {
 				return res, fmt.Errorf("trim the audit chain of %q: %w", tenant, err)
 			}
+			n := trimmed.Removed
+			load.wrote()
 			res.AuditRecords += n
 			if s.Deleted != nil && n > 0 {
 				s.Deleted.WithLabelValues("audit_records").Add(float64(n))
 			}
-			if n < int64(s.AuditBatch) {
+			if n < int64(size) {
 				break
 			}
-			if held, err := s.next(ctx, time.Since(t0)); err != nil || !held {
+			pause := pace.next(trimmed.Took, load.busy())
+			if held, err := s.next(ctx, pause, load); err != nil || !held {
 				return res, err
 			}
 		}
@@ -188,25 +228,34 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// next pauses after a batch that took took, as long again (at least
-// Pause), and renews the lease.
-func (s *Sweeper) next(ctx context.Context, took time.Duration) (bool, error) {
-	if pause := max(s.Pause, took); pause > 0 {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(pause):
+// next waits pause and renews the lease.
+func (s *Sweeper) next(ctx context.Context, pause time.Duration, load *loadMeter) (bool, error) {
+	if pause > 0 {
+		if err := s.Sleep(ctx, pause); err != nil {
+			return false, err
 		}
 	}
-	return s.renew(ctx)
+	return s.renew(ctx, load)
 }
 
-func (s *Sweeper) renew(ctx context.Context) (bool, error) {
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *Sweeper) renew(ctx context.Context, load *loadMeter) (bool, error) {
 	now := s.Now()
 	held, err := s.Store.TakeLease(ctx, leaseName, s.Owner, now, now.Add(2*s.Every))
 	if err != nil {
 		return false, fmt.Errorf("take the retention lease: %w", err)
 	}
+	load.wrote()
 	return held, nil
 }
 

@@ -47,6 +47,7 @@ func (w *Write[F]) Answer(err error) {
 type Queue[F any] struct {
 	writes   chan *Write[F]
 	queued   atomic.Int64
+	done     atomic.Int64
 	closing  chan struct{}
 	stopped  chan struct{}
 	once     sync.Once
@@ -100,7 +101,10 @@ func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 	if err != nil {
 		return err
 	}
-	return <-w.done
+	if err = <-w.done; err == nil {
+		q.done.Add(1)
+	}
+	return err
 }
 
 // Later queues fn to be committed with the next batch a writer takes, or in
@@ -191,6 +195,11 @@ func (q *Queue[F]) answered(w *Write[F]) {
 		q.unanswered = slices.Delete(q.unanswered, i, i+1)
 	}
 }
+
+// Committed returns how many writes Do has returned nil for: how many were
+// committed since New. A caller's own write is counted by the time its Do
+// returns.
+func (q *Queue[F]) Committed() int64 { return q.done.Load() }
 
 // Queued returns how many writes wait for a writer to take them.
 func (q *Queue[F]) Queued() int { return int(q.queued.Load()) }

@@ -297,3 +297,27 @@ func TestCloseCommitsLater(t *testing.T) {
 		t.Errorf("after Close: %v, want ErrClosed", after)
 	}
 }
+
+// TestCommittedCountsSucceededWrites: Committed counts the writes answered
+// nil, each by the time its Do returns, and not the failed ones.
+func TestCommittedCountsSucceededWrites(t *testing.T) {
+	q := New(8, 1, func(batch []*Write[bool]) {
+		for _, w := range batch {
+			if w.Fn {
+				w.Answer(nil)
+			} else {
+				w.Answer(errors.New("failed"))
+			}
+		}
+	})
+	defer q.Close()
+	for _, tc := range []struct {
+		ok   bool
+		want int64
+	}{{true, 1}, {false, 1}, {true, 2}} {
+		_ = q.Do(context.Background(), tc.ok)
+		if got := q.Committed(); got != tc.want {
+			t.Errorf("after a write that succeeded=%v Committed() = %d, want %d", tc.ok, got, tc.want)
+		}
+	}
+}

@@ -100,14 +100,16 @@ func (db *DB) DeleteWorkflow(ctx context.Context, tenant, id string, rec *audit.
 // see retention.Store. A workflow a replay of which is still running or
 // waiting is left for a later sweep; one another transaction holds is
 // skipped.
-func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int, rec retention.SweepRecord) (map[string]retention.Counts, error) {
-	var out map[string]retention.Counts
+func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int, rec retention.SweepRecord) (retention.Swept, error) {
+	var out retention.Swept
 	where, arg := "tenant = $2", any(sc.Tenant)
 	if sc.Tenant == "" {
 		where, arg = "tenant <> ALL($2::text[])", append([]string{}, sc.Except...)
 	}
 	err := db.write(ctx, func(tx *wtx) error {
-		out = map[string]retention.Counts{}
+		t0 := time.Now()
+		defer func() { out.Took = time.Since(t0) }()
+		out.Counts = map[string]retention.Counts{}
 		rows, err := tx.Query(ctx, `SELECT id, tenant FROM workflows w
 			WHERE status NOT IN ('running', 'waiting') AND finished_at < $1 AND `+where+`
 				AND NOT EXISTS (SELECT 1 FROM workflows r WHERE r.replay_of <> '' AND r.replay_of = w.id
@@ -131,7 +133,7 @@ func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int,
 			if err != nil {
 				return err
 			}
-			out[tenant] = c
+			out.Counts[tenant] = c
 			recs = append(recs, rec(tenant, c))
 		}
 		db.prepareAudit(recs...)
@@ -185,10 +187,12 @@ func (db *DB) AuditTenants(ctx context.Context) ([]string, error) {
 // before, at most limit, behind a checkpoint; see retention.Store. The
 // checkpoint is sealed at commit on the chain's head, which audit_heads
 // keeps whatever records are removed.
-func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp retention.CheckpointRecord) (int64, error) {
-	var removed int64
+func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp retention.CheckpointRecord) (retention.Trimmed, error) {
+	var out retention.Trimmed
 	err := db.write(ctx, func(tx *wtx) error {
-		removed = 0
+		t0 := time.Now()
+		defer func() { out.Took = time.Since(t0) }()
+		out.Removed = 0
 		rows, err := tx.Query(ctx, `SELECT seq, hash, time FROM audit_records WHERE tenant = $1
 			ORDER BY seq LIMIT $2`, tenant, limit)
 		if err != nil {
@@ -223,8 +227,8 @@ func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, li
 		rec := cp(tenant, through, hash, n)
 		db.prepareAudit(rec)
 		tx.Audit(rec)
-		removed = n
+		out.Removed = n
 		return nil
 	})
-	return removed, err
+	return out, err
 }

@@ -44,6 +44,10 @@ func (db *DB) write(ctx context.Context, fn func(tx *wtx) error) error {
 	return err
 }
 
+// CommittedWrites returns how many writes this replica has committed since
+// the store was opened (retention.WriteCounter).
+func (db *DB) CommittedWrites() int64 { return db.queue.Committed() }
+
 // commit runs the batch in one transaction. PostgreSQL aborts a
 // transaction at its first error, so when any write fails (a conflict, a
 // lost lease, a deadlock with another replica's batch) the batch is rolled

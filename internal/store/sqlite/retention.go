@@ -97,18 +97,20 @@ func (db *DB) DeleteWorkflow(ctx context.Context, tenant, id string, rec *audit.
 // SweepWorkflows deletes up to limit finished workflows of sc, oldest first;
 // see retention.Store. A workflow a replay of which is still running or
 // waiting is left for a later sweep.
-func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int, rec retention.SweepRecord) (map[string]retention.Counts, error) {
-	var out map[string]retention.Counts
+func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int, rec retention.SweepRecord) (retention.Swept, error) {
+	var out retention.Swept
 	where, args := "tenant = ?", []any{sc.Tenant}
 	if sc.Tenant == "" {
 		except, err := json.Marshal(append([]string{}, sc.Except...))
 		if err != nil {
-			return nil, fmt.Errorf("encode tenants: %w", err)
+			return out, fmt.Errorf("encode tenants: %w", err)
 		}
 		where, args = "tenant NOT IN (SELECT value FROM json_each(?))", []any{string(except)}
 	}
 	err := db.write(ctx, func(tx dbtx) error {
-		out = map[string]retention.Counts{}
+		t0 := time.Now()
+		defer func() { out.Took = time.Since(t0) }()
+		out.Counts = map[string]retention.Counts{}
 		rows, err := tx.QueryContext(ctx, `SELECT id, tenant FROM workflows w
 			WHERE status NOT IN ('running', 'waiting') AND finished_at < ? AND `+where+`
 				AND NOT EXISTS (SELECT 1 FROM workflows r WHERE r.replay_of <> '' AND r.replay_of = w.id
@@ -127,7 +129,7 @@ func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int,
 			if err != nil {
 				return err
 			}
-			out[tenant] = c
+			out.Counts[tenant] = c
 			recs = append(recs, rec(tenant, c))
 		}
 		db.prepareAudit(recs...)
@@ -197,10 +199,12 @@ func (db *DB) AuditTenants(ctx context.Context) ([]string, error) {
 
 // TrimAudit removes the oldest records of tenant's chain older than
 // before, at most limit, behind a checkpoint; see retention.Store.
-func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp retention.CheckpointRecord) (int64, error) {
-	var removed int64
+func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp retention.CheckpointRecord) (retention.Trimmed, error) {
+	var out retention.Trimmed
 	err := db.write(ctx, func(tx dbtx) error {
-		removed = 0
+		t0 := time.Now()
+		defer func() { out.Took = time.Since(t0) }()
+		out.Removed = 0
 		rows, err := tx.QueryContext(ctx, `SELECT seq, hash, time FROM (
 			SELECT * FROM (SELECT seq, hash, time FROM audit_records WHERE tenant = ? ORDER BY seq LIMIT ?)
 			UNION ALL SELECT * FROM (SELECT seq, hash, time FROM audit_tail WHERE tenant = ? ORDER BY seq LIMIT ?))
@@ -224,10 +228,10 @@ func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, li
 				return fmt.Errorf("remove audit records: %w", err)
 			}
 		}
-		removed = n
+		out.Removed = n
 		return nil
 	})
-	return removed, err
+	return out, err
 }
 
 // oldPrefix reads (seq, hash, time) rows in seq order and returns the seq

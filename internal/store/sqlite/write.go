@@ -136,3 +136,7 @@ func protect(tx dbtx, fn func(tx dbtx) error) (err error) {
 	}()
 	return fn(tx)
 }
+
+// CommittedWrites returns how many writes this store has committed since
+// it was opened (retention.WriteCounter).
+func (db *DB) CommittedWrites() int64 { return db.queue.Committed() }

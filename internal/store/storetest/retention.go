@@ -68,7 +68,8 @@ func testRetentionSweep(t *testing.T, s Store, _ Hooks) {
 	must(t, s.CreateReplay(ctx, r, replayRecord(r, 6)), "create replay")
 
 	// A batch of one takes the oldest.
-	got, err := s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: cutoff}, 1, sweepRecord)
+	swept, err := s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: cutoff}, 1, sweepRecord)
+	got := swept.Counts
 	must(t, err, "sweep one")
 	if got["acme"].Workflows != 1 || got["acme"].Replays != 1 || got["acme"].Steps != 1 || got["acme"].Completions != 1 {
 		t.Errorf("first sweep counts = %+v, want the one oldest workflow with its step, completion and replay", got)
@@ -78,7 +79,8 @@ func testRetentionSweep(t *testing.T, s Store, _ Hooks) {
 	wantCode(t, err, problem.NotFound, "replay of a swept workflow")
 	wantGone(t, s, a2, false)
 
-	got, err = s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: cutoff}, 100, sweepRecord)
+	swept, err = s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: cutoff}, 100, sweepRecord)
+	got = swept.Counts
 	must(t, err, "sweep acme")
 	if diff := cmp.Diff(map[string]int64{"acme": 1}, workflowsOf(got)); diff != "" {
 		t.Errorf("second sweep (-want +got):\n%s", diff)
@@ -91,7 +93,8 @@ func testRetentionSweep(t *testing.T, s Store, _ Hooks) {
 	wantGone(t, s, g1, false)
 
 	// Every tenant but acme: globex's old one goes.
-	got, err = s.SweepWorkflows(ctx, retention.Scope{Except: []string{"acme"}, Before: cutoff}, 100, sweepRecord)
+	swept, err = s.SweepWorkflows(ctx, retention.Scope{Except: []string{"acme"}, Before: cutoff}, 100, sweepRecord)
+	got = swept.Counts
 	must(t, err, "sweep the others")
 	if diff := cmp.Diff(map[string]int64{"globex": 1}, workflowsOf(got)); diff != "" {
 		t.Errorf("sweep of the other tenants (-want +got):\n%s", diff)
@@ -99,7 +102,8 @@ func testRetentionSweep(t *testing.T, s Store, _ Hooks) {
 	wantGone(t, s, g1, true)
 	wantGone(t, s, a3, false)
 
-	got, err = s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: cutoff}, 100, sweepRecord)
+	swept, err = s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: cutoff}, 100, sweepRecord)
+	got = swept.Counts
 	must(t, err, "sweep again")
 	if len(got) != 0 {
 		t.Errorf("a sweep with nothing to delete deleted %+v", got)
@@ -170,6 +174,17 @@ func testRetentionLease(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
+// testCommittedWrites: a committed write moves the count of committed
+// writes the retention sweeper paces itself by.
+func testCommittedWrites(t *testing.T, s Store, _ Hooks) {
+	before := s.CommittedWrites()
+	_, err := s.TakeLease(ctxOf(t), "retention", "a", base, base.Add(time.Minute))
+	must(t, err, "take lease")
+	if after := s.CommittedWrites(); after <= before {
+		t.Errorf("CommittedWrites() = %d after a write, %d before; want it to move", after, before)
+	}
+}
+
 // testAuditTrim removes old audit records behind checkpoints: the chain
 // still verifies from the checkpoint anchoring its oldest record, and a
 // record tampered with after it is still found.
@@ -185,7 +200,8 @@ func testAuditTrim(t *testing.T, s Store, h Hooks) {
 			Details: audit.Details(audit.Checkpoint{ThroughSeq: seq, ThroughHash: hash, Removed: n})}
 	}
 	// record(i) is i seconds after base: 1..5 are older than 5.5 s.
-	n, err := s.TrimAudit(ctx, "acme", base.Add(5500*time.Millisecond), 100, cp)
+	trimmed, err := s.TrimAudit(ctx, "acme", base.Add(5500*time.Millisecond), 100, cp)
+	n := trimmed.Removed
 	must(t, err, "trim")
 	if n != 5 {
 		t.Fatalf("trim removed %d records, want 5", n)
@@ -197,7 +213,8 @@ func testAuditTrim(t *testing.T, s Store, h Hooks) {
 	}
 	// A second trim in a batch of two: 6 and 7 go; the first checkpoint
 	// (seq 11) stays, and the second (12) anchors the chain.
-	n, err = s.TrimAudit(ctx, "acme", base.Add(time.Hour), 2, cp)
+	trimmed, err = s.TrimAudit(ctx, "acme", base.Add(time.Hour), 2, cp)
+	n = trimmed.Removed
 	must(t, err, "trim again")
 	if n != 2 {
 		t.Fatalf("second trim removed %d, want 2", n)
@@ -207,7 +224,8 @@ func testAuditTrim(t *testing.T, s Store, h Hooks) {
 	if diff := cmp.Diff(audit.Report{OK: true, RecordsChecked: 5, AnchoredAtSeq: 7}, rep); diff != "" {
 		t.Errorf("Verify after the second trim (-want +got):\n%s", diff)
 	}
-	n, err = s.TrimAudit(ctx, "acme", base, 100, cp)
+	trimmed, err = s.TrimAudit(ctx, "acme", base, 100, cp)
+	n = trimmed.Removed
 	must(t, err, "trim nothing")
 	if n != 0 {
 		t.Errorf("a trim with nothing old removed %d", n)

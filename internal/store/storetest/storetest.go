@@ -46,6 +46,7 @@ type Store interface {
 	schedule.Store
 	webhook.Store
 	retention.Store
+	retention.WriteCounter
 	siem.Store
 	redact.KeyStore
 	console.Store
@@ -146,6 +147,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"RetentionSweep", testRetentionSweep},
 		{"DeleteWorkflow", testDeleteWorkflow},
 		{"RetentionLease", testRetentionLease},
+		{"CommittedWrites", testCommittedWrites},
 		{"AuditTrim", testAuditTrim},
 		{"ConsoleGrants", testConsoleGrants},
 		{"ConsoleSessions", testConsoleSessions},
