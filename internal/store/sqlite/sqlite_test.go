@@ -480,3 +480,20 @@ func TestWorkflowListPlans(t *testing.T) {
 	tableScan := regexp.MustCompile(`^SCAN workflows$`)
 	storetest.CheckListPlans(t, NewTestDB(t), tableScan.MatchString, "workflow_goals")
 }
+
+// TestWriterCheckpointsLargeWAL checks that the writer's connection
+// checkpoints at walCheckpointPages, not SQLite's 1,000 (dsn).
+func TestWriterCheckpointsLargeWAL(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "agentplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var pages int
+	if err := db.wdb.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if pages != walCheckpointPages {
+		t.Errorf("wal_autocheckpoint = %d, want %d", pages, walCheckpointPages)
+	}
+}

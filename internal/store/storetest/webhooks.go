@@ -124,8 +124,13 @@ func testWebhookOutbox(t *testing.T, s Store, _ Hooks) {
 	if !held {
 		t.Fatal("the lease holder's attempt was refused")
 	}
+	// With nothing due a claim writes nothing: every workflow's end asks.
+	writes := s.CommittedWrites()
 	if got, _ := s.ClaimDeliveries(ctx, "r2", now.Add(time.Second), now.Add(time.Minute), 10); len(got) != 0 {
 		t.Fatalf("claimed a delivery before its next attempt: %+v", got)
+	}
+	if n := s.CommittedWrites() - writes; n != 0 {
+		t.Errorf("a claim with nothing due committed %d writes, want none", n)
 	}
 	got, err = s.ClaimDeliveries(ctx, "r2", retryAt, retryAt.Add(time.Minute), 10)
 	must(t, err, "claim at retry")
