@@ -45,15 +45,15 @@ func (w *Write[F]) Answer(err error) {
 
 // Queue is the write queue and its committing goroutines.
 type Queue[F any] struct {
-	writes   chan *Write[F]
-	queued   atomic.Int64
-	done     atomic.Int64
-	closing  chan struct{}
-	stopped  chan struct{}
-	once     sync.Once
-	running  sync.WaitGroup
-	maxBatch int
-	commit   func(batch []*Write[F])
+	writes    chan *Write[F]
+	queued    atomic.Int64
+	committed atomic.Int64
+	closing   chan struct{}
+	stopped   chan struct{}
+	once      sync.Once
+	running   sync.WaitGroup
+	maxBatch  int
+	commit    func(batch []*Write[F])
 
 	// Writes queued by Later: pending until a writer takes them, and
 	// unanswered until their batch is committed.
@@ -102,7 +102,7 @@ func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 		return err
 	}
 	if err = <-w.done; err == nil {
-		q.done.Add(1)
+		q.committed.Add(1)
 	}
 	return err
 }
@@ -199,7 +199,7 @@ func (q *Queue[F]) answered(w *Write[F]) {
 // Committed returns how many writes Do has returned nil for: how many were
 // committed since New. A caller's own write is counted by the time its Do
 // returns.
-func (q *Queue[F]) Committed() int64 { return q.done.Load() }
+func (q *Queue[F]) Committed() int64 { return q.committed.Load() }
 
 // Queued returns how many writes wait for a writer to take them.
 func (q *Queue[F]) Queued() int { return int(q.queued.Load()) }
