@@ -34,22 +34,22 @@ func TestArchiveAVersionThenTheAgent(t *testing.T) {
 	}
 
 	// A version with a running workflow is refused, naming the workflow.
-	w.gate = make(chan struct{})
-	before := w.payments.Load()
+	release := gate(t, w)
 	done := make(chan response, 1)
 	go func() {
 		done <- h.do("POST", "/v1/agents/fraud-triage@2/invoke", tok, ctx)
 	}()
-	waitFor(t, func() bool { return w.payments.Load() == before+1 })
+	// The execution begins while its workflow is stored: wait for the
+	// list to show it, not only for its first call.
 	var running struct {
 		Workflows []map[string]any `json:"workflows"`
 	}
-	h.do("GET", "/v1/workflows?status=running", tok, nil).json(t, &running)
-	if len(running.Workflows) != 1 {
-		t.Fatalf("running workflows: %v", running.Workflows)
-	}
+	waitFor(t, func() bool {
+		h.do("GET", "/v1/workflows?status=running", tok, nil).json(t, &running)
+		return len(running.Workflows) == 1
+	})
 	wantProblem(h.do("DELETE", "/v1/agents/fraud-triage@2", tok, nil), 409, "conflict", running.Workflows[0]["workflow_id"].(string))
-	close(w.gate)
+	release()
 	if r := <-done; r.Status != 200 {
 		t.Fatalf("the gated invoke: %d %s", r.Status, r.Body)
 	}

@@ -104,7 +104,7 @@ func TestRetentionSweepsOnlyExpiredWorkflowsWhileInvokesRun(t *testing.T) {
 	}
 
 	// A running workflow is never swept, nor deleted.
-	w.gate = make(chan struct{})
+	release := gate(t, w)
 	done := make(chan response, 1)
 	go func() {
 		done <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-run"}})
@@ -125,7 +125,7 @@ func TestRetentionSweepsOnlyExpiredWorkflowsWhileInvokesRun(t *testing.T) {
 	if r := h.do("DELETE", "/v1/workflows/"+running, deleter, nil); r.Status != 409 {
 		t.Errorf("DELETE of a running workflow: %d %s", r.Status, r.Body)
 	}
-	close(w.gate)
+	release()
 	<-done
 	if r := h.do("DELETE", "/v1/workflows/"+running, w.admin, nil); r.Status != 403 {
 		t.Errorf("DELETE without workflows:delete: %d", r.Status)

@@ -50,7 +50,7 @@ func TestAClientDisconnectDoesNotStopTheWorkflow(t *testing.T) {
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-8", 1500.0)
-	w.gate = make(chan struct{})
+	release := gate(t, w)
 
 	ctx, hangUp := context.WithCancel(context.Background())
 	body, _ := json.Marshal(map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-8"}, "stream": true})
@@ -64,7 +64,7 @@ func TestAClientDisconnectDoesNotStopTheWorkflow(t *testing.T) {
 	waitFor(t, func() bool { return w.payments.Load() == 1 })
 	hangUp() // the client goes away mid-workflow
 	resp.Body.Close()
-	close(w.gate)
+	release()
 
 	var wf map[string]any
 	waitFor(t, func() bool {

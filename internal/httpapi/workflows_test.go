@@ -404,7 +404,7 @@ func TestIdempotentInvokeAttachesToTheRunningWorkflow(t *testing.T) {
 	store := &hookedStore{}
 	h := newHarness(t, hookStore(store))
 	w := newFraudWorld(t, h)
-	w.gate = make(chan struct{})
+	release := gate(t, w)
 	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-7"}, "stream": true, "idempotency_key": "once"}
 	first := make(chan response, 1)
 	go func() { first <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body) }()
@@ -417,7 +417,7 @@ func TestIdempotentInvokeAttachesToTheRunningWorkflow(t *testing.T) {
 		repeat <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, body, "Idempotency-Key", "once")
 	}()
 	waitAttached(t, store, "once")
-	close(w.gate)
+	release()
 	a, b := <-first, <-repeat
 	if a.Status != 200 || b.Status != 200 || b.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("statuses %d %d (%v): %s %s", a.Status, b.Status, b.Header, a.Body, b.Body)
