@@ -39,16 +39,8 @@ func TestArchiveAVersionThenTheAgent(t *testing.T) {
 	go func() {
 		done <- h.do("POST", "/v1/agents/fraud-triage@2/invoke", tok, ctx)
 	}()
-	// The execution begins while its workflow is stored: wait for the
-	// list to show it, not only for its first call.
-	var running struct {
-		Workflows []map[string]any `json:"workflows"`
-	}
-	waitFor(t, func() bool {
-		h.do("GET", "/v1/workflows?status=running", tok, nil).json(t, &running)
-		return len(running.Workflows) == 1
-	})
-	wantProblem(h.do("DELETE", "/v1/agents/fraud-triage@2", tok, nil), 409, "conflict", running.Workflows[0]["workflow_id"].(string))
+	running := runningWorkflow(t, h, tok)
+	wantProblem(h.do("DELETE", "/v1/agents/fraud-triage@2", tok, nil), 409, "conflict", running)
 	release()
 	if r := <-done; r.Status != 200 {
 		t.Fatalf("the gated invoke: %d %s", r.Status, r.Body)

@@ -58,14 +58,7 @@ func TestCancelKeepsAWriteThatWasSent(t *testing.T) {
 	done := make(chan response, 1)
 	go func() { done <- h.do("POST", "/v1/agents/poster/invoke", admin, map[string]any{"goal": "pay rent"}) }()
 	<-arrived
-	var list struct {
-		Workflows []map[string]any `json:"workflows"`
-	}
-	h.do("GET", "/v1/workflows?status=running", admin, nil).json(t, &list)
-	if len(list.Workflows) != 1 {
-		t.Fatalf("running workflows: %v", list.Workflows)
-	}
-	id := list.Workflows[0]["workflow_id"].(string)
+	id := runningWorkflow(t, h, admin)
 	if c := h.do("POST", "/v1/workflows/"+id+"/cancel", admin, nil); c.Status != 200 {
 		t.Fatalf("cancel: %d %s", c.Status, c.Body)
 	}

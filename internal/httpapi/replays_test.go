@@ -231,8 +231,7 @@ func TestReplayValidation(t *testing.T) {
 	}
 
 	// A running workflow cannot be replayed yet.
-	gate := make(chan struct{})
-	w.gate = gate
+	release := gate(t, w)
 	calls := w.payments.Load()
 	started := make(chan string, 1)
 	go func() {
@@ -240,17 +239,8 @@ func TestReplayValidation(t *testing.T) {
 		started <- wf["workflow_id"].(string)
 	}()
 	waitFor(t, func() bool { return w.payments.Load() > calls })
-	r := h.do("GET", "/v1/workflows?status=running", tok, nil)
-	var list struct {
-		Workflows []map[string]any `json:"workflows"`
-	}
-	r.json(t, &list)
-	if len(list.Workflows) != 1 {
-		close(gate)
-		t.Fatalf("running workflows: %s", r.Body)
-	}
-	r = h.do("POST", "/v1/workflows/"+list.Workflows[0]["workflow_id"].(string)+"/replay", tok, map[string]any{"target_agent_version": "fraud-triage@1"})
-	close(gate)
+	r := h.do("POST", "/v1/workflows/"+runningWorkflow(t, h, tok)+"/replay", tok, map[string]any{"target_agent_version": "fraud-triage@1"})
+	release()
 	if r.Status != 409 || r.problem(t).Code != "workflow-not-replayable" {
 		t.Errorf("replay of a running workflow: %d %s, want 409 workflow-not-replayable", r.Status, r.Body)
 	}

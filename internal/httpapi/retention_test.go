@@ -109,14 +109,7 @@ func TestRetentionSweepsOnlyExpiredWorkflowsWhileInvokesRun(t *testing.T) {
 	go func() {
 		done <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-run"}})
 	}()
-	var list struct {
-		Workflows []map[string]any `json:"workflows"`
-	}
-	waitFor(t, func() bool {
-		h.do("GET", "/v1/workflows?status=running", w.admin, nil).json(t, &list)
-		return len(list.Workflows) == 1
-	})
-	running := list.Workflows[0]["workflow_id"].(string)
+	running := runningWorkflow(t, h, w.admin)
 	res, err = sweeperAt(h, retention.Policy{Default: time.Hour}, time.Now().Add(2*time.Hour)).Sweep(ctx)
 	if err != nil || res.Workflows.Workflows != int64(len(fresh)) {
 		t.Errorf("sweep of everything finished: %+v, %v; want the %d finished", res.Workflows, err, len(fresh))

@@ -379,14 +379,7 @@ func TestCancelStopsARunningWorkflow(t *testing.T) {
 		done <- h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-6"}})
 	}()
 	waitFor(t, func() bool { return w.payments.Load() == 1 })
-	var list struct {
-		Workflows []map[string]any `json:"workflows"`
-	}
-	h.do("GET", "/v1/workflows?status=running", w.admin, nil).json(t, &list)
-	if len(list.Workflows) != 1 {
-		t.Fatalf("running workflows: %v", list.Workflows)
-	}
-	id := list.Workflows[0]["workflow_id"].(string)
+	id := runningWorkflow(t, h, w.admin)
 	c := h.do("POST", "/v1/workflows/"+id+"/cancel", w.admin, nil)
 	var wf map[string]any
 	c.json(t, &wf)
@@ -437,6 +430,21 @@ func TestIdempotentInvokeAttachesToTheRunningWorkflow(t *testing.T) {
 	if c.Header.Get("Idempotent-Replayed") != "true" || string(c.Body) != string(a.Body) || w.payments.Load() != 1 {
 		t.Fatalf("repeat: %v %s (payments %d)", c.Header, c.Body, w.payments.Load())
 	}
+}
+
+// runningWorkflow waits until the tenant of tok has exactly one running
+// workflow listed and returns its id. A workflow's execution begins while
+// it is stored, so its first tool call can come before the list shows it.
+func runningWorkflow(t *testing.T, h *harness, tok string) string {
+	t.Helper()
+	var list struct {
+		Workflows []map[string]any `json:"workflows"`
+	}
+	waitFor(t, func() bool {
+		h.do("GET", "/v1/workflows?status=running", tok, nil).json(t, &list)
+		return len(list.Workflows) == 1
+	})
+	return list.Workflows[0]["workflow_id"].(string)
 }
 
 func waitFor(t *testing.T, cond func() bool) {
