@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,8 @@ type DB struct {
 	now  func() time.Time
 
 	queue *groupcommit.Queue[func(tx *wtx) error]
+	// alone counts the writes committed by writeAlone.
+	alone atomic.Int64
 	// writeTimeout bounds one write transaction.
 	writeTimeout time.Duration
 	// heads are the tenants whose audit chain head is known to exist.

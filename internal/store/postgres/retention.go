@@ -99,14 +99,15 @@ func (db *DB) DeleteWorkflow(ctx context.Context, tenant, id string, rec *audit.
 // SweepWorkflows deletes up to limit finished workflows of sc, oldest first;
 // see retention.Store. A workflow a replay of which is still running or
 // waiting is left for a later sweep; one another transaction holds is
-// skipped.
+// skipped. The batch is a transaction of its own (writeAlone), not grouped
+// with the requests' writes.
 func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int, rec retention.SweepRecord) (retention.Swept, error) {
 	var out retention.Swept
 	where, arg := "tenant = $2", any(sc.Tenant)
 	if sc.Tenant == "" {
 		where, arg = "tenant <> ALL($2::text[])", append([]string{}, sc.Except...)
 	}
-	err := db.write(ctx, func(tx *wtx) error {
+	err := db.writeAlone(ctx, func(tx *wtx) error {
 		t0 := time.Now()
 		defer func() { out.Took = time.Since(t0) }()
 		out.Counts = map[string]retention.Counts{}
@@ -186,10 +187,11 @@ func (db *DB) AuditTenants(ctx context.Context) ([]string, error) {
 // TrimAudit removes the oldest records of tenant's chain older than
 // before, at most limit, behind a checkpoint; see retention.Store. The
 // checkpoint is sealed at commit on the chain's head, which audit_heads
-// keeps whatever records are removed.
+// keeps whatever records are removed. Like a sweep batch, it is a
+// transaction of its own (writeAlone).
 func (db *DB) TrimAudit(ctx context.Context, tenant string, before time.Time, limit int, cp retention.CheckpointRecord) (retention.Trimmed, error) {
 	var out retention.Trimmed
-	err := db.write(ctx, func(tx *wtx) error {
+	err := db.writeAlone(ctx, func(tx *wtx) error {
 		t0 := time.Now()
 		defer func() { out.Took = time.Since(t0) }()
 		out.Removed = 0

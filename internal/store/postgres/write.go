@@ -44,9 +44,32 @@ func (db *DB) write(ctx context.Context, fn func(tx *wtx) error) error {
 	return err
 }
 
+// writeAlone runs fn as a transaction of its own on a pooled connection of
+// its own, beside the group-committed writes and never in one of their
+// batches: a long write (a retention batch) neither holds a writer nor
+// makes the requests' writes batched with it wait for its statements. Like
+// every write it seals its audit records at commit, locking its tenants'
+// chain heads last, so a batch that chains onto them waits for its commit
+// only. It is cancelled only before it starts, as a batched write is.
+func (db *DB) writeAlone(ctx context.Context, fn func(tx *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-db.queue.Closing():
+		return errClosed
+	default:
+	}
+	if err := db.runTx(fn); err != nil {
+		return err
+	}
+	db.alone.Add(1)
+	return nil
+}
+
 // CommittedWrites returns how many writes this replica has committed since
-// the store was opened (retention.WriteCounter).
-func (db *DB) CommittedWrites() int64 { return db.queue.Committed() }
+// the store was opened, batched or alone (retention.WriteCounter).
+func (db *DB) CommittedWrites() int64 { return db.queue.Committed() + db.alone.Load() }
 
 // commit runs the batch in one transaction. PostgreSQL aborts a
 // transaction at its first error, so when any write fails (a conflict, a

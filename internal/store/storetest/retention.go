@@ -33,6 +33,13 @@ func sweepRecord(tenant string, c retention.Counts) *audit.Record {
 		Resource: audit.Resource{Type: "workflow"}, Outcome: audit.Success, Details: audit.Details(c)}
 }
 
+// checkpoint is the audit.checkpoint record of a trim.
+func checkpoint(tenant string, seq int64, hash string, n int64) *audit.Record {
+	return &audit.Record{Tenant: tenant, Actor: audit.Actor{Sub: "agentplane"}, Action: audit.ActionCheckpoint,
+		Resource: audit.Resource{Type: "audit"}, Outcome: audit.Success,
+		Details: audit.Details(audit.Checkpoint{ThroughSeq: seq, ThroughHash: hash, Removed: n})}
+}
+
 // wantGone fails t unless w and everything recorded of it is gone; wantKept
 // unless it is all there.
 func wantGone(t *testing.T, s Store, w *workflow.Workflow, gone bool) {
@@ -174,14 +181,41 @@ func testRetentionLease(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
-// testCommittedWrites: a committed write moves the count of committed
-// writes the retention sweeper paces itself by.
+// testCommittedWrites: every committed write moves the count of committed
+// writes the retention sweeper paces itself by, by one, a sweep batch and
+// an audit trim as much as a lease (the sweeper leaves its own out by
+// counting them).
 func testCommittedWrites(t *testing.T, s Store, _ Hooks) {
-	before := s.CommittedWrites()
-	_, err := s.TakeLease(ctxOf(t), "retention", "a", base, base.Add(time.Minute))
-	must(t, err, "take lease")
-	if after := s.CommittedWrites(); after <= before {
-		t.Errorf("CommittedWrites() = %d after a write, %d before; want it to move", after, before)
+	ctx := ctxOf(t)
+	finishedAt(t, s, "acme", 1, base)
+	must(t, s.AppendAudit(ctx, record("acme", "a", 1)), "append")
+	writes := []struct {
+		name string
+		do   func() error
+	}{
+		{"take lease", func() error {
+			_, err := s.TakeLease(ctx, "retention", "a", base, base.Add(time.Minute))
+			return err
+		}},
+		{"sweep", func() error {
+			_, err := s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: base.Add(time.Hour)}, 10, sweepRecord)
+			return err
+		}},
+		{"sweep with nothing to delete", func() error {
+			_, err := s.SweepWorkflows(ctx, retention.Scope{Tenant: "acme", Before: base.Add(time.Hour)}, 10, sweepRecord)
+			return err
+		}},
+		{"trim audit", func() error {
+			_, err := s.TrimAudit(ctx, "acme", time.Now().Add(time.Hour), 1, checkpoint)
+			return err
+		}},
+	}
+	for _, w := range writes {
+		before := s.CommittedWrites()
+		must(t, w.do(), w.name)
+		if after := s.CommittedWrites(); after != before+1 {
+			t.Errorf("%s: CommittedWrites() = %d, %d before; want it one more", w.name, after, before)
+		}
 	}
 }
 
@@ -194,13 +228,8 @@ func testAuditTrim(t *testing.T, s Store, h Hooks) {
 		must(t, s.AppendAudit(ctx, record("acme", "a", i)), "append")
 	}
 	must(t, s.AppendAudit(ctx, record("globex", "a", 1)), "append other tenant")
-	cp := func(tenant string, seq int64, hash string, n int64) *audit.Record {
-		return &audit.Record{Tenant: tenant, Actor: audit.Actor{Sub: "agentplane"}, Action: audit.ActionCheckpoint,
-			Resource: audit.Resource{Type: "audit"}, Outcome: audit.Success,
-			Details: audit.Details(audit.Checkpoint{ThroughSeq: seq, ThroughHash: hash, Removed: n})}
-	}
 	// record(i) is i seconds after base: 1..5 are older than 5.5 s.
-	trimmed, err := s.TrimAudit(ctx, "acme", base.Add(5500*time.Millisecond), 100, cp)
+	trimmed, err := s.TrimAudit(ctx, "acme", base.Add(5500*time.Millisecond), 100, checkpoint)
 	n := trimmed.Removed
 	must(t, err, "trim")
 	if n != 5 {
@@ -213,7 +242,7 @@ func testAuditTrim(t *testing.T, s Store, h Hooks) {
 	}
 	// A second trim in a batch of two: 6 and 7 go; the first checkpoint
 	// (seq 11) stays, and the second (12) anchors the chain.
-	trimmed, err = s.TrimAudit(ctx, "acme", base.Add(time.Hour), 2, cp)
+	trimmed, err = s.TrimAudit(ctx, "acme", base.Add(time.Hour), 2, checkpoint)
 	n = trimmed.Removed
 	must(t, err, "trim again")
 	if n != 2 {
@@ -224,7 +253,7 @@ func testAuditTrim(t *testing.T, s Store, h Hooks) {
 	if diff := cmp.Diff(audit.Report{OK: true, RecordsChecked: 5, AnchoredAtSeq: 7}, rep); diff != "" {
 		t.Errorf("Verify after the second trim (-want +got):\n%s", diff)
 	}
-	trimmed, err = s.TrimAudit(ctx, "acme", base, 100, cp)
+	trimmed, err = s.TrimAudit(ctx, "acme", base, 100, checkpoint)
 	n = trimmed.Removed
 	must(t, err, "trim nothing")
 	if n != 0 {
