@@ -12,10 +12,20 @@ type WriteCounter interface {
 	CommittedWrites() int64
 }
 
+// Beside is implemented by a store whose sweep batches and audit trims are
+// transactions of their own beside the requests' writes, not holds of a
+// writer the requests' writes queue for (PostgreSQL). A batch's length then
+// delays no request's write, so the sweeper does not size batches to its
+// Target but always takes full ones (Batch, AuditBatch), paced by Share.
+type Beside interface {
+	SweepsBesideWrites() bool
+}
+
 // pacer sizes a sweep's batches to a time budget and spaces them by the
 // load: a batch holds the store's writer for about target at most, and
 // while other writes are committed between batches the sweep takes at most
-// share of the writing time.
+// share of the writing time. With no target (a store whose batches hold no
+// writer, see Beside) every batch is a full one.
 type pacer struct {
 	target   time.Duration
 	max      int
@@ -26,7 +36,11 @@ type pacer struct {
 }
 
 func newPacer(target time.Duration, maxSize int, share float64, minPause time.Duration) *pacer {
-	return &pacer{target: target, max: max(1, maxSize), share: share, minPause: minPause, size: 1}
+	p := &pacer{target: target, max: max(1, maxSize), share: share, minPause: minPause, size: 1}
+	if target <= 0 {
+		p.size = p.max
+	}
+	return p
 }
 
 // next takes a full batch just done (it deleted as many as it was asked),
@@ -38,6 +52,7 @@ func newPacer(target time.Duration, maxSize int, share float64, minPause time.Du
 // without it, minPause.
 func (p *pacer) next(took time.Duration, busy bool) time.Duration {
 	switch {
+	case p.target <= 0:
 	case took > p.target:
 		p.size = max(1, p.size/2)
 	case took < p.target/2:

@@ -29,6 +29,21 @@ func TestPacerSizesBatchesToTheTarget(t *testing.T) {
 	}
 }
 
+// TestPacerWithoutATargetTakesFullBatches: with no target (a store whose
+// batches hold no writer) every batch is a full one, however long the last
+// took, and the pause still follows the load.
+func TestPacerWithoutATargetTakesFullBatches(t *testing.T) {
+	p := newPacer(0, 100, 0.25, time.Millisecond)
+	for _, took := range []time.Duration{0, 50 * time.Millisecond, time.Second} {
+		if p.size != 100 {
+			t.Fatalf("size %d before a batch of %s, want 100", p.size, took)
+		}
+		if pause := p.next(took, true); pause != max(time.Millisecond, 3*took) {
+			t.Errorf("pause after a batch of %s under load = %s, want %s", took, pause, 3*took)
+		}
+	}
+}
+
 // TestPacerPausesByLoad: under load the pause makes batches share of the
 // time (at least the minimum pause); without it, the minimum pause.
 func TestPacerPausesByLoad(t *testing.T) {

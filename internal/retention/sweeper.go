@@ -30,7 +30,8 @@ var SystemActor = audit.Actor{Sub: "agentplane:retention"}
 // being served. Each batch is one transaction of at most Batch workflows
 // (AuditBatch audit records), sized so that its statements hold the
 // store's writer for about Target (Swept.Took): halved after a batch over
-// it, doubled after a full one under half of it. After a batch the sweeper
+// it, doubled after a full one under half of it; on a store whose batches
+// hold no writer (Beside), full. After a batch the sweeper
 // waits Pause, or, when the store committed other writes since the
 // previous batch (Writes, the sweeper's own left out), long enough that
 // its batches take Share of the writing time.
@@ -169,7 +170,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.Held = true
-	pace := newPacer(s.Target, s.Batch, s.Share, s.Pause)
+	target := s.Target
+	if b, ok := s.Store.(Beside); ok && b.SweepsBesideWrites() {
+		target = 0
+	}
+	pace := newPacer(target, s.Batch, s.Share, s.Pause)
 	for _, sc := range s.Policy.scopes(s.Now()) {
 		for {
 			size := pace.size
@@ -202,7 +207,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("list audit chains: %w", err)
 	}
 	before := s.Now().Add(-s.Policy.Audit)
-	pace = newPacer(s.Target, s.AuditBatch, s.Share, s.Pause)
+	pace = newPacer(target, s.AuditBatch, s.Share, s.Pause)
 	for _, tenant := range tenants {
 		for {
 			size := pace.size

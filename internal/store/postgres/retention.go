@@ -16,6 +16,8 @@ import (
 	"github.com/agentplane/agentplane/internal/retention"
 )
 
+var _ retention.Beside = (*DB)(nil)
+
 // retentionDeletes are retention.Deletes with the id set read from the
 // text[] $1.
 var retentionDeletes = func() []string {

@@ -67,6 +67,10 @@ func (db *DB) writeAlone(ctx context.Context, fn func(tx *wtx) error) error {
 	return nil
 }
 
+// SweepsBesideWrites reports that retention batches run beside the
+// requests' writes (writeAlone; retention.Beside).
+func (db *DB) SweepsBesideWrites() bool { return true }
+
 // CommittedWrites returns how many writes this replica has committed since
 // the store was opened, batched or alone (retention.WriteCounter).
 func (db *DB) CommittedWrites() int64 { return db.queue.Committed() + db.alone.Load() }
