@@ -169,6 +169,39 @@ func TestSweepYieldsToRequests(t *testing.T) {
 	}
 }
 
+// besideStore is a fakeStore whose batches run beside the writes.
+type besideStore struct{ *fakeStore }
+
+func (besideStore) SweepsBesideWrites() bool { return true }
+
+// TestSweepBesideTheWritesTakesFullBatches: on a store whose batches hold
+// no writer, every batch and trim asks for the most, however long the last
+// took, and the pauses still follow the load.
+func TestSweepBesideTheWritesTakesFullBatches(t *testing.T) {
+	f := &fakeStore{now: time.Unix(1e9, 0), cost: time.Millisecond, left: 250, records: 5000,
+		requests: []int64{1, 1, 1, 1, 1, 1}}
+	s := f.sweeper()
+	s.Store, s.Batch, s.AuditBatch = besideStore{f}, 100, 2000
+	s.Policy.Audit = time.Hour
+	if _, err := s.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{100, 100, 100}, f.asked); diff != "" {
+		t.Errorf("batch sizes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{2000, 2000, 2000}, f.trims); diff != "" {
+		t.Errorf("trim sizes (-want +got):\n%s", diff)
+	}
+	// Batches of 100 ms and trims of 200 ms at a share of 0.2: four times
+	// as long under load (the requests' writes of each pause are seen
+	// after the next batch), the minimum before.
+	ms := time.Millisecond
+	wantPauses := []time.Duration{ms, 4 * 100 * ms, 4 * 200 * ms, 4 * 200 * ms}
+	if diff := cmp.Diff(wantPauses, f.pauses); diff != "" {
+		t.Errorf("pauses (-want +got):\n%s", diff)
+	}
+}
+
 // TestSweepWithoutACounterAlwaysYields: with no write counter the sweep
 // paces every batch as under load.
 func TestSweepWithoutACounterAlwaysYields(t *testing.T) {
