@@ -168,9 +168,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 //   - The newest step is held until the execution next acts or ends, so a
 //     workflow's last step and its end cost one commit.
 //   - Before a read, the held step is released: written in the background
-//     while the read is made, and a step released while a write is in
-//     flight goes with the next one. A read is safe to make again, so it
-//     need not wait for the steps before it.
+//     while the read is made. A step released while a write is in flight
+//     waits for the execution's next release (or its end) to go with the
+//     step released then, one commit for both, or is written on its own
+//     once that write has been done for stepLinger. A read is safe to make
+//     again, so it need not wait for the steps before it.
 //   - Before a write or a planner request, every step is stored first.
 //   - The steps not yet written at the end are stored with it.
 //   - A new workflow's own storing, under way in Start as the execution
@@ -189,6 +191,10 @@ type journal struct {
 	mu sync.Mutex
 	// queued are released steps not yet being written, oldest first.
 	queued []StepWrite
+	// linger writes the queued steps once no write has been in flight for
+	// stepLinger (lingerFor in tests); nil when not set.
+	linger    *time.Timer
+	lingerFor time.Duration
 	// writing is closed when the write in flight ends; nil when none is.
 	writing chan struct{}
 	steps   []Step // stored, the history's included
@@ -219,6 +225,7 @@ func (j *journal) release() error {
 
 // writeQueued writes the queued steps in the background. j.mu is held.
 func (j *journal) writeQueued() {
+	j.stopLinger()
 	batch := j.queued
 	j.queued = nil
 	j.inFlight(func() error {
@@ -251,10 +258,33 @@ func (j *journal) inFlight(write func() error, steps []StepWrite) {
 		for _, sw := range steps {
 			j.steps = append(j.steps, *sw.Step)
 		}
-		if len(j.queued) > 0 {
-			j.writeQueued()
+		if len(j.queued) > 0 && j.linger == nil {
+			j.linger = time.AfterFunc(cmp.Or(j.lingerFor, stepLinger), j.lingered)
 		}
 	}()
+}
+
+// stepLinger is how long steps released while a write was in flight wait,
+// once it is done, for the execution's next release to be written with.
+const stepLinger = time.Millisecond
+
+// lingered writes the steps still queued once the linger has passed.
+func (j *journal) lingered() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.linger = nil
+	if j.writing == nil && len(j.queued) > 0 && j.err == nil {
+		j.writeQueued()
+	}
+}
+
+// stopLinger cancels the linger: the queued steps are being written or
+// taken. j.mu is held.
+func (j *journal) stopLinger() {
+	if j.linger != nil {
+		j.linger.Stop()
+		j.linger = nil
+	}
 }
 
 // wait returns once no write is in flight, with the first failure to store.
@@ -273,7 +303,21 @@ func (j *journal) wait() error {
 // flush stores every step, the held one included.
 func (j *journal) flush() error {
 	j.release()
-	return j.wait()
+	for {
+		if err := j.wait(); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		if len(j.queued) == 0 || j.err != nil {
+			err := j.err
+			j.mu.Unlock()
+			return err
+		}
+		if j.writing == nil {
+			j.writeQueued()
+		}
+		j.mu.Unlock()
+	}
 }
 
 // take returns the steps not yet written, to be stored with the
@@ -281,6 +325,7 @@ func (j *journal) flush() error {
 // stored before them.
 func (j *journal) take() (stored []Step, last []StepWrite, err error) {
 	j.mu.Lock()
+	j.stopLinger()
 	last, j.queued = j.queued, nil
 	j.mu.Unlock()
 	if j.newest != nil {

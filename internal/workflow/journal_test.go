@@ -123,6 +123,53 @@ func TestJournalWritesInTheBackgroundAndHandsTheRestToTheEnd(t *testing.T) {
 	}
 }
 
+// TestJournalStepsReleasedMeanwhileGoWithTheNextRelease checks that steps
+// released while a write is in flight wait for the execution's next
+// release and are written with its step, in one batch; or on their own
+// once the linger has passed.
+func TestJournalStepsReleasedMeanwhileGoWithTheNextRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		linger time.Duration
+		want   [][]int
+	}{
+		{"next release", time.Hour, [][]int{{1}, {2, 3}}},
+		{"linger", time.Millisecond, [][]int{{1}, {2}, {3}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &gatedSteps{gate: make(chan struct{})}
+			j := newJournal(st)
+			j.lingerFor = tc.linger
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(j.add(journalStep(1), nil))
+			must(j.release()) // step 1's write is in flight
+			must(j.add(journalStep(2), nil))
+			must(j.release()) // step 2 is queued behind it
+			close(st.gate)
+			eventually(t, "step 1's write", func() bool {
+				j.mu.Lock()
+				defer j.mu.Unlock()
+				return len(j.steps) >= 1
+			})
+			if tc.linger == time.Millisecond {
+				eventually(t, "step 2 written after the linger", func() bool { return len(st.written()) == 2 })
+			} else if got := st.written(); len(got) != 1 {
+				t.Fatalf("step 2 was written before the next release: %v", got)
+			}
+			must(j.add(journalStep(3), nil))
+			must(j.flush())
+			if diff := cmp.Diff(tc.want, st.written()); diff != "" {
+				t.Errorf("batches written (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestJournalFlushStoresEverything checks that flush, which comes before a
 // call unsafe to repeat, returns once every step is stored.
 func TestJournalFlushStoresEverything(t *testing.T) {

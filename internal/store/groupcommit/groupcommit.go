@@ -54,6 +54,8 @@ type Queue[F any] struct {
 	running   sync.WaitGroup
 	maxBatch  int
 	commit    func(batch []*Write[F])
+	// idle is work a writer does when no write waits (see Idle).
+	idle func() bool
 
 	// Writes queued by Later: pending until a writer takes them, and
 	// unanswered until their batch is committed.
@@ -72,15 +74,33 @@ const DefaultLinger = 10 * time.Millisecond
 // New starts a queue whose writers (at least one) call commit, each with
 // batches of up to maxBatch writes: the writes queued while it was busy.
 // commit is called by several goroutines at once when writers > 1.
-func New[F any](maxBatch, writers int, commit func(batch []*Write[F])) *Queue[F] {
+func New[F any](maxBatch, writers int, commit func(batch []*Write[F]), opts ...Option) *Queue[F] {
 	q := &Queue[F]{writes: make(chan *Write[F]), closing: make(chan struct{}), stopped: make(chan struct{}),
 		maxBatch: max(1, maxBatch), commit: commit, linger: DefaultLinger, kick: make(chan struct{}, 1)}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	q.idle = o.idle
 	for range max(1, writers) {
 		q.running.Go(q.run)
 	}
 	go func() { q.running.Wait(); close(q.stopped) }()
 	return q
 }
+
+// Option configures a Queue.
+type Option func(*options)
+
+type options struct{ idle func() bool }
+
+// Idle gives the writers work to do when no write waits for them: upkeep
+// that would otherwise hold up a batch somebody waits for (moving
+// records to their indexes, say). A writer with no write to take calls
+// work, and again for as long as it returns true (it did something); a
+// write queued meanwhile waits until work returns. work runs on the
+// writer's goroutine, so it may use what the commit function uses.
+func Idle(work func() bool) Option { return func(o *options) { o.idle = work } }
 
 // Do queues fn and returns its error once its batch is committed (or
 // failed), even if ctx is cancelled meanwhile, so a nil error always means
@@ -228,18 +248,25 @@ func (q *Queue[F]) Close() {
 func (q *Queue[F]) run() {
 	batch := make([]*Write[F], 0, q.maxBatch)
 	for {
-		select {
-		case w := <-q.writes:
+		w, got, closed := q.next(q.idle == nil)
+		if !got && !closed {
+			if q.idle() {
+				continue
+			}
+			w, got, closed = q.next(true)
+		}
+		switch {
+		case closed:
+			return
+		case w != nil:
 			// Writes queued by Later go first: their callers were
 			// answered before these writes were taken, so what they
 			// record (an audit chain's order) comes first.
 			batch = append(q.takeLater(batch[:0], q.maxBatch-1), w)
-		case <-q.kick:
+		default: // kicked
 			if batch = q.takeLater(batch[:0], q.maxBatch); len(batch) == 0 {
 				continue
 			}
-		case <-q.closing:
-			return
 		}
 	drain:
 		for len(batch) < q.maxBatch {
@@ -252,5 +279,30 @@ func (q *Queue[F]) run() {
 		}
 		q.commit(batch)
 		clear(batch)
+	}
+}
+
+// next takes a write, or a kick (w nil), waiting for one when block is
+// set; got is false when there was none or the queue is closing.
+func (q *Queue[F]) next(block bool) (w *Write[F], got, closed bool) {
+	if !block {
+		select {
+		case w = <-q.writes:
+			return w, true, false
+		case <-q.kick:
+			return nil, true, false
+		case <-q.closing:
+			return nil, false, true
+		default:
+			return nil, false, false
+		}
+	}
+	select {
+	case w = <-q.writes:
+		return w, true, false
+	case <-q.kick:
+		return nil, true, false
+	case <-q.closing:
+		return nil, false, true
 	}
 }

@@ -321,3 +321,59 @@ func TestCommittedCountsSucceededWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleWorkRunsBetweenWrites checks that a writer with no write to take
+// does its idle work, again while the work reports it did something, and
+// then waits without calling it; a write queued during the work is taken
+// once the work returns.
+func TestIdleWorkRunsBetweenWrites(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		calls   int
+		started = make(chan struct{})
+		release = make(chan struct{})
+	)
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls
+	}
+	q := New(8, 1, func(batch []*Write[string]) {
+		for _, w := range batch {
+			w.Answer(nil)
+		}
+	}, Idle(func() bool {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			close(started)
+			<-release
+			return true
+		}
+		return false
+	}))
+	defer q.Close()
+	<-started // nothing queued: the writer works
+	done := make(chan error, 1)
+	go func() { done <- q.Do(context.Background(), "write") }()
+	select {
+	case err := <-done:
+		t.Fatalf("the write was taken (%v) while the idle work ran", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); count() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no idle work after the write")
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n := count(); n != 2 {
+		t.Errorf("idle work called %d times, want 2 (once more after the write, which found nothing)", n)
+	}
+}

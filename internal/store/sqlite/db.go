@@ -42,8 +42,14 @@ var migrations embed.FS
 const DefaultMaxBatch = 256
 
 // DefaultAuditMove is how many audit records wait in the tail before the
-// writer moves them to the indexed table.
-const DefaultAuditMove = 256
+// writer moves them to the indexed table in the next batch it commits. A
+// writer with nothing to commit moves them sooner, from idleAuditMove
+// records on, in a transaction of its own (see moveIdle).
+const DefaultAuditMove = 1024
+
+// idleAuditMove is how many audit records in the tail make an idle writer
+// move them.
+const idleAuditMove = 64
 
 // walCheckpointPages is the WAL's size, in pages, that makes the writer
 // checkpoint it (see dsn).
@@ -134,7 +140,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	db.queue = groupcommit.New(o.maxBatch, 1, db.writeBatch)
+	db.queue = groupcommit.New(o.maxBatch, 1, db.writeBatch, groupcommit.Idle(db.moveIdle))
 	return db, nil
 }
 

@@ -105,6 +105,31 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 	answer()
 }
 
+// moveIdle moves the audit tail to the indexed table when the writer has
+// nothing else to do and the tail holds idleAuditMove records or more (or
+// auditMove, when that is fewer): moved in a batch somebody waits for,
+// they would hold up that batch (a few milliseconds for a few hundred
+// records). It reports whether it moved them.
+func (db *DB) moveIdle() bool {
+	if db.heads.tail < min(idleAuditMove, db.auditMove) {
+		return false
+	}
+	ctx := context.Background()
+	tx, err := db.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return false // the next batch moves them
+	}
+	if err := moveAudit(ctx, dbtx{tx: tx, stmts: db.wstmts, heads: db.heads, ctx: ctx}); err != nil {
+		tx.Rollback()
+		return false
+	}
+	if err := tx.Commit(); err != nil {
+		return false
+	}
+	db.heads.tail = 0
+	return true
+}
+
 // savepoint runs fn inside a savepoint of tx, rolling back to it when fn
 // fails (or panics). broken is set when the transaction itself is no longer
 // usable.
