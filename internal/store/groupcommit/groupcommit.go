@@ -108,7 +108,7 @@ func Idle(work func() bool) Option { return func(o *options) { o.idle = work } }
 // at once.
 func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 	w := &Write[F]{Ctx: ctx, Fn: fn, done: make(chan error, 1)}
-	q.queued.Add(1)
+	q.queued.Add(1) // the writer that takes w counts it off (see take)
 	var err error
 	select {
 	case q.writes <- w:
@@ -117,8 +117,8 @@ func (q *Queue[F]) Do(ctx context.Context, fn F) error {
 	case <-q.closing:
 		err = ErrClosed
 	}
-	q.queued.Add(-1)
 	if err != nil {
+		q.queued.Add(-1)
 		return err
 	}
 	if err = <-w.done; err == nil {
@@ -248,31 +248,29 @@ func (q *Queue[F]) Close() {
 func (q *Queue[F]) run() {
 	batch := make([]*Write[F], 0, q.maxBatch)
 	for {
-		w, got, closed := q.next(q.idle == nil)
-		if !got && !closed {
-			if q.idle() {
-				continue
-			}
-			w, got, closed = q.next(true)
+		// Idle work while no write waits to be taken and no kick to be
+		// answered; a write queued meanwhile waits for it.
+		if q.idle != nil && q.queued.Load() == 0 && len(q.kick) == 0 && q.idle() {
+			continue
 		}
-		switch {
-		case closed:
-			return
-		case w != nil:
+		select {
+		case w := <-q.writes:
 			// Writes queued by Later go first: their callers were
 			// answered before these writes were taken, so what they
 			// record (an audit chain's order) comes first.
-			batch = append(q.takeLater(batch[:0], q.maxBatch-1), w)
-		default: // kicked
+			batch = append(q.takeLater(batch[:0], q.maxBatch-1), q.take(w))
+		case <-q.kick:
 			if batch = q.takeLater(batch[:0], q.maxBatch); len(batch) == 0 {
 				continue
 			}
+		case <-q.closing:
+			return
 		}
 	drain:
 		for len(batch) < q.maxBatch {
 			select {
 			case w := <-q.writes:
-				batch = append(batch, w)
+				batch = append(batch, q.take(w))
 			default:
 				break drain
 			}
@@ -282,27 +280,8 @@ func (q *Queue[F]) run() {
 	}
 }
 
-// next takes a write, or a kick (w nil), waiting for one when block is
-// set; got is false when there was none or the queue is closing.
-func (q *Queue[F]) next(block bool) (w *Write[F], got, closed bool) {
-	if !block {
-		select {
-		case w = <-q.writes:
-			return w, true, false
-		case <-q.kick:
-			return nil, true, false
-		case <-q.closing:
-			return nil, false, true
-		default:
-			return nil, false, false
-		}
-	}
-	select {
-	case w = <-q.writes:
-		return w, true, false
-	case <-q.kick:
-		return nil, true, false
-	case <-q.closing:
-		return nil, false, true
-	}
+// take counts w off the writes waiting to be taken, as its writer takes it.
+func (q *Queue[F]) take(w *Write[F]) *Write[F] {
+	q.queued.Add(-1)
+	return w
 }

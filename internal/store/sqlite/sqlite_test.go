@@ -497,3 +497,32 @@ func TestWriterCheckpointsLargeWAL(t *testing.T) {
 		t.Errorf("wal_autocheckpoint = %d, want %d", pages, walCheckpointPages)
 	}
 }
+
+// TestIdleWriterMovesTheAuditTail checks that a writer with nothing to
+// commit moves the audit tail to the indexed table once idleAuditMove
+// records have gathered, far below the in-batch threshold, and that the
+// chain reads the same after.
+func TestIdleWriterMovesTheAuditTail(t *testing.T) {
+	t.Parallel()
+	db := NewTestDB(t)
+	ctx := t.Context()
+	recs := make([]*audit.Record, idleAuditMove)
+	for i := range recs {
+		recs[i] = auditRec("ten_a", fmt.Sprintf("test.%d", i))
+	}
+	if err := db.AppendAudit(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	count := func(table string) int {
+		var n int
+		if err := db.rdb.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	storetest.WaitUntil(t, "the tail moved", func() bool { return count("audit_tail") == 0 })
+	if n := count("audit_records"); n != idleAuditMove {
+		t.Errorf("%d records indexed, want %d", n, idleAuditMove)
+	}
+	verifyChain(t, db, "ten_a", idleAuditMove)
+}
