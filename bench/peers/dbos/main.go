@@ -7,6 +7,14 @@
 //
 //	cd bench/peers/dbos && go run . [-store postgres|sqlite] [-n 2000] [-c 1,16] [-warmup 200]
 //
+// The DBOS server runs in a process of its own, as agentplane does under
+// bench/invoke: this process starts the tool service and the load, then
+// itself again as the server (-serve-for), so every call crosses
+// processes as agentplane's do. -in-process runs all three in one
+// process, as this peer did before: its calls then wake goroutines of the
+// same Go runtime rather than another process, which on a small machine
+// is worth about 0.2 ms per call.
+//
 // On PostgreSQL (the default) it runs in a fresh database created on the
 // server named by -database-url (default $AGENTPLANE_TEST_DATABASE_URL) and
 // dropped at the end; on SQLite, in a file in a temporary directory removed
@@ -15,6 +23,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,6 +38,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -60,6 +70,10 @@ type options struct {
 	levels      []int
 	databaseURL string
 	duration    time.Duration
+	inProcess   bool
+	// serveFor is set in the server process: the tool service's URL. The
+	// server then runs DBOS on serveDB until it is signalled.
+	serveFor, serveDB string
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -71,10 +85,14 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	warmup := fs.Int("warmup", 200, "invocations before measuring")
 	duration := fs.Duration("duration", 2*time.Minute, "time limit of one concurrency level")
 	dbURL := fs.String("database-url", os.Getenv("AGENTPLANE_TEST_DATABASE_URL"), "PostgreSQL server to create the benchmark's database on")
+	inProcess := fs.Bool("in-process", false, "run DBOS in this process, beside the load and the tool service, rather than in a process of its own")
+	serveFor := fs.String("serve-for", "", "(started by the peer itself) be the DBOS server, calling the tool service at this URL")
+	serveDB := fs.String("serve-db", "", "(started by the peer itself) the DBOS system database of -serve-for")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{store: *store, n: *n, warmup: *warmup, databaseURL: *dbURL, duration: *duration}
+	o := options{store: *store, n: *n, warmup: *warmup, databaseURL: *dbURL, duration: *duration,
+		inProcess: *inProcess, serveFor: *serveFor, serveDB: *serveDB}
 	if o.store != "postgres" && o.store != "sqlite" {
 		return options{}, fmt.Errorf("-store: %q is neither postgres nor sqlite", o.store)
 	}
@@ -99,6 +117,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
+	if o.serveFor != "" {
+		return serve(ctx, o.serveDB, o.serveFor, stdout)
+	}
 	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id": %q, "ok": true}`, strings.TrimPrefix(r.URL.Path, "/things/"))
@@ -119,26 +140,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer func() { err = errors.Join(err, drop()) }()
 
-	dctx, err := dbos.NewContext(ctx, dbos.Config{AppName: "agentplane-peer", DatabaseURL: dbURL,
-		Logger: discardLogger()})
-	if err != nil {
-		return fmt.Errorf("dbos: %w", err)
+	var addr string
+	if o.inProcess {
+		app, err := startApp(ctx, dbURL, tools.URL, tools.Client())
+		if err != nil {
+			return err
+		}
+		defer app.stop()
+		addr = app.addr
+	} else {
+		srv, err := startServer(ctx, stderr, dbURL, tools.URL)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, srv.stop()) }()
+		addr = srv.addr
 	}
-	defer dbos.Shutdown(dctx, 10*time.Second)
-	wf := threeCalls(tools.URL, tools.Client())
-	dbos.RegisterWorkflow(dctx, wf)
-	if err := dbos.Launch(dctx); err != nil {
-		return fmt.Errorf("dbos launch: %w", err)
-	}
-
-	// The workflow is started by an HTTP handler, as agentplane's is.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: invokeHandler(dctx, wf), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
 
 	var wal *walProbe // PostgreSQL's WAL counters; none on SQLite
 	if o.store == "postgres" {
@@ -148,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		defer wal.conn.Close(context.Background())
 	}
 
-	cl := newClient("http://"+ln.Addr().String()+"/invoke", maxOf(o.levels))
+	cl := newClient("http://"+addr+"/invoke", maxOf(o.levels))
 	fmt.Fprintf(stderr, "dbos: warming up (%d invocations) …\n", o.warmup)
 	if w := cl.load(ctx, o.warmup, maxOf(o.levels), o.duration, nil); w.errors > 0 {
 		return fmt.Errorf("warm-up: %d of %d invocations failed (first: %s)", w.errors, w.count, w.firstError)
@@ -168,6 +185,116 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}
 	return ctx.Err()
+}
+
+// app is DBOS with the workflow registered and its HTTP server listening.
+type app struct {
+	addr string
+	stop func()
+}
+
+// startApp launches DBOS on the system database dbURL with the workflow
+// calling the tool service at tools through hc, and the HTTP server that
+// starts it, on a loopback port.
+func startApp(ctx context.Context, dbURL, tools string, hc *http.Client) (*app, error) {
+	dctx, err := dbos.NewContext(ctx, dbos.Config{AppName: "agentplane-peer", DatabaseURL: dbURL,
+		Logger: discardLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("dbos: %w", err)
+	}
+	wf := threeCalls(tools, hc)
+	dbos.RegisterWorkflow(dctx, wf)
+	if err := dbos.Launch(dctx); err != nil {
+		dbos.Shutdown(dctx, 10*time.Second)
+		return nil, fmt.Errorf("dbos launch: %w", err)
+	}
+	// The workflow is started by an HTTP handler, as agentplane's is.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		dbos.Shutdown(dctx, 10*time.Second)
+		return nil, err
+	}
+	srv := &http.Server{Handler: invokeHandler(dctx, wf), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return &app{addr: ln.Addr().String(), stop: func() {
+		srv.Close()
+		dbos.Shutdown(dctx, 10*time.Second)
+	}}, nil
+}
+
+// serve is the server process: it prints its address and runs until it
+// is signalled.
+func serve(ctx context.Context, dbURL, tools string, stdout io.Writer) error {
+	// The tool client of agentplane's server keeps up to 1,024 idle
+	// connections per host; so does this one.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 1024
+	a, err := startApp(ctx, dbURL, tools, &http.Client{Transport: tr})
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+	fmt.Fprintln(stdout, a.addr)
+	<-ctx.Done()
+	return nil
+}
+
+// server is the DBOS server process.
+type server struct {
+	addr string
+	cmd  *exec.Cmd
+}
+
+// startServer starts this program again as the DBOS server on dbURL,
+// calling the tool service at tools, and waits for its address.
+func startServer(ctx context.Context, stderr io.Writer, dbURL, tools string) (*server, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-serve-for", tools, "-serve-db", dbURL)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the DBOS server process: %w", err)
+	}
+	s := &server{cmd: cmd}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		line <- strings.TrimSpace(l)
+	}()
+	select {
+	case s.addr = <-line:
+	case <-time.After(time.Minute):
+	case <-ctx.Done():
+	}
+	if s.addr == "" {
+		return nil, errors.Join(errors.New("the DBOS server process printed no address"), s.stop())
+	}
+	return s, nil
+}
+
+// stop signals the server process and waits for it: DBOS shuts down and
+// closes its database before the database is dropped.
+func (s *server) stop() error {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.Exited() && exit.ExitCode() == 0 {
+			return nil
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		return errors.Join(errors.New("the DBOS server process did not stop within 30 s; killed"), <-done)
+	}
 }
 
 // thing is what the tool service answers.
