@@ -267,13 +267,17 @@ func startServer(ctx context.Context, stderr io.Writer, dbURL, tools string) (*s
 		l, _ := bufio.NewReader(out).ReadString('\n')
 		line <- strings.TrimSpace(l)
 	}()
+	var why error
 	select {
 	case s.addr = <-line:
+		why = errors.New("the DBOS server process ended without printing its address (its error is above)")
 	case <-time.After(time.Minute):
+		why = errors.New("the DBOS server process printed no address within a minute")
 	case <-ctx.Done():
+		why = ctx.Err()
 	}
 	if s.addr == "" {
-		return nil, errors.Join(errors.New("the DBOS server process printed no address"), s.stop())
+		return nil, errors.Join(why, s.stop())
 	}
 	return s, nil
 }
