@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/client"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/demo"
@@ -22,7 +23,7 @@ const demoDelay = 300 * time.Millisecond
 // at baseURL through its API with a token of the demo tenant, then prints
 // the ready block on stdout. The demo's LLM agent uses model, or the demo
 // model when model is "". The caller closes the APIs.
-func startDemo(ctx context.Context, issuer *auth.Issuer, st console.Store, baseURL, publicURL, model string, stdout io.Writer) (*demo.APIs, error) {
+func startDemo(ctx context.Context, issuer *auth.Issuer, st session.Store, baseURL, publicURL, model string, stdout io.Writer) (*demo.APIs, error) {
 	tok, err := issuer.Mint(ctx, auth.MintRequest{Tenant: demo.Tenant, Subject: "demo", Scopes: demo.Scopes, TTL: 12 * time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("demo: mint its token: %w", err)
@@ -96,9 +97,9 @@ const demoLinkTTL = time.Hour
 // demoConsole prints a console link that signs in as the demo's approver
 // and opens the approvals page: a person can decide the waiting refund and
 // follow its workflow with no command at all.
-func demoConsole(ctx context.Context, st console.Store, publicURL string, stdout io.Writer) error {
+func demoConsole(ctx context.Context, st session.Store, publicURL string, stdout io.Writer) error {
 	now := time.Now()
-	link, err := console.MintLink(ctx, st, publicURL, console.Grant{Tenant: demo.Tenant, Subject: "demo-approver",
+	link, err := console.MintLink(ctx, st, publicURL, session.Grant{Tenant: demo.Tenant, Subject: "demo-approver",
 		Scopes: demo.ApproverScopes, SessionExpiresAt: now.Add(12 * time.Hour), Next: "/console/approvals",
 		CreatedAt: now, ExpiresAt: now.Add(demoLinkTTL)})
 	if err != nil {

@@ -1,8 +1,9 @@
 // Package console is the web console's presentation: its templates and
 // static files, embedded in the binary, the layout every page shares (the
-// nav, the sign-out form, the CSRF token of each form), and the sign-in
-// records it keeps in the store (one-time links, pending OpenID Connect
-// logins, sessions). Its pages load nothing but the console's own
+// nav, the sign-out form, the CSRF token of each form), and the session
+// cookie; the sign-in records the stores keep (one-time links, pending
+// OpenID Connect logins, sessions) are internal/auth/session's. Its pages
+// load nothing but the console's own
 // stylesheet and scripts, so they work under ContentSecurityPolicy. The
 // routes and handlers are in internal/httpapi, next to the API handlers
 // whose code every console action calls.
@@ -198,13 +199,6 @@ func RandomToken() string {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	return hex.EncodeToString(b[:])
-}
-
-// Hash is how a secret (a link's token, a session's id) is kept in the
-// store: hex(SHA-256), so the store never holds a usable secret.
-func Hash(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
 }
 
 // CSRFToken is the CSRF token of the session whose cookie holds id: keyed

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -61,7 +62,7 @@ func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route)
 		}
 		return problem.New(problem.Unauthenticated, "not signed in to the console")
 	}
-	sess, err := s.deps.Store.ConsoleSession(r.Context(), console.Hash(secret), s.deps.Now())
+	sess, err := s.deps.Store.ConsoleSession(r.Context(), session.Hash(secret), s.deps.Now())
 	if problem.Is(err, problem.NotFound) {
 		if err := s.limitIP(w, r); err != nil {
 			return err
@@ -235,14 +236,14 @@ func (s *Server) secureCookies(r *http.Request) bool {
 // sets its cookie.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, p auth.Principal, expires time.Time) error {
 	now := s.deps.Now()
-	if limit := now.Add(console.MaxSession); expires.IsZero() || expires.After(limit) {
+	if limit := now.Add(session.MaxSession); expires.IsZero() || expires.After(limit) {
 		expires = limit
 	}
 	if !expires.After(now) {
 		return problem.New(problem.Unauthenticated, "the token behind this sign-in has expired")
 	}
 	secret := console.RandomToken()
-	sess := console.Session{IDHash: console.Hash(secret), Tenant: p.Tenant, Subject: p.Subject, ClientID: p.ClientID,
+	sess := session.Session{IDHash: session.Hash(secret), Tenant: p.Tenant, Subject: p.Subject, ClientID: p.ClientID,
 		Scopes: p.Scopes, CreatedAt: now, ExpiresAt: expires}
 	if err := s.deps.Store.CreateConsoleSession(r.Context(), sess); err != nil {
 		return err
@@ -267,7 +268,7 @@ type linkResponse struct {
 }
 
 // handleCreateSignInLink mints a one-time sign-in link for the caller's
-// identity, tenant and scopes, valid for console.LinkTTL; the session it
+// identity, tenant and scopes, valid for session.LinkTTL; the session it
 // makes ends no later than the caller's token.
 func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) error {
 	var req linkRequest
@@ -282,11 +283,11 @@ func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) 
 	p := principalOf(r)
 	now := s.deps.Now()
 	sessionEnd := p.ExpiresAt
-	if limit := now.Add(console.MaxSession); sessionEnd.IsZero() || sessionEnd.After(limit) {
+	if limit := now.Add(session.MaxSession); sessionEnd.IsZero() || sessionEnd.After(limit) {
 		sessionEnd = limit
 	}
-	g := console.Grant{Tenant: p.Tenant, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes,
-		SessionExpiresAt: sessionEnd, Next: req.Next, CreatedAt: now, ExpiresAt: now.Add(console.LinkTTL)}
+	g := session.Grant{Tenant: p.Tenant, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes,
+		SessionExpiresAt: sessionEnd, Next: req.Next, CreatedAt: now, ExpiresAt: now.Add(session.LinkTTL)}
 	link, err := console.MintLink(r.Context(), s.deps.Store, s.cfg.PublicURL, g)
 	if err != nil {
 		return err
@@ -315,7 +316,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	link := q.Get("link")
 	if link == "" {
 		if secret, ok := console.SessionSecret(r); ok {
-			if _, err := s.deps.Store.ConsoleSession(r.Context(), console.Hash(secret), s.deps.Now()); err == nil {
+			if _, err := s.deps.Store.ConsoleSession(r.Context(), session.Hash(secret), s.deps.Now()); err == nil {
 				http.Redirect(w, r, returnPath(q.Get("next")), http.StatusSeeOther)
 				return nil
 			}
@@ -323,7 +324,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 		return renderConsole(w, r, "signin", console.Page{Title: "Sign in", Data: signInPage{OIDC: s.signInName(), Next: q.Get("next")}})
 	}
 	now := s.deps.Now()
-	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), console.GrantLink, console.Hash(link), now)
+	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), session.GrantLink, session.Hash(link), now)
 	refused := ""
 	status := http.StatusGone
 	switch {
@@ -363,7 +364,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 
 // handleSignOut ends the session and removes its cookie.
 func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) error {
-	if err := s.deps.Store.DeleteConsoleSession(r.Context(), console.Hash(infoFrom(r.Context()).session)); err != nil {
+	if err := s.deps.Store.DeleteConsoleSession(r.Context(), session.Hash(infoFrom(r.Context()).session)); err != nil {
 		return err
 	}
 	http.SetCookie(w, console.ClearCookie(s.secureCookies(r)))

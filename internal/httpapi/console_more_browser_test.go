@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/web/webtest"
@@ -145,7 +145,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	}
 	refused(link, "already used", http.StatusGone)
 	late := consoletest.Link(t, h.URL, tok)
-	skew.Store(int64(console.LinkTTL + time.Second))
+	skew.Store(int64(session.LinkTTL + time.Second))
 	refused(late, "expired", http.StatusGone)
 	skew.Store(0)
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -135,12 +136,12 @@ func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := s.deps.Now()
 	state, nonce, verifier := console.RandomToken(), console.RandomToken(), oauth2.GenerateVerifier()
-	g := console.Grant{IDHash: console.Hash(state), Kind: console.GrantOIDC, Verifier: verifier, Nonce: nonce,
-		Next: returnPath(r.URL.Query().Get("next")), CreatedAt: now, ExpiresAt: now.Add(console.LoginTTL)}
+	g := session.Grant{IDHash: session.Hash(state), Kind: session.GrantOIDC, Verifier: verifier, Nonce: nonce,
+		Next: returnPath(r.URL.Query().Get("next")), CreatedAt: now, ExpiresAt: now.Add(session.LoginTTL)}
 	if err := s.deps.Store.CreateConsoleGrant(r.Context(), g); err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Value: state, Path: oidcCookiePath, MaxAge: int(console.LoginTTL.Seconds()),
+	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Value: state, Path: oidcCookiePath, MaxAge: int(session.LoginTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, s.oidc.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
@@ -171,10 +172,10 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	state := q.Get("state")
 	cookie, err := r.Cookie(oidcStateCookie)
 	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(cookie.Value), []byte(state)) != 1 {
-		return refuse("This sign-in was not started from this browser, or took longer than %d minutes (its state does not match). Start again from the sign-in page.", int(console.LoginTTL.Minutes()))
+		return refuse("This sign-in was not started from this browser, or took longer than %d minutes (its state does not match). Start again from the sign-in page.", int(session.LoginTTL.Minutes()))
 	}
 	now := s.deps.Now()
-	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), console.GrantOIDC, console.Hash(state), now)
+	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), session.GrantOIDC, session.Hash(state), now)
 	switch {
 	case problem.Is(err, problem.NotFound):
 		return refuse("This sign-in is not one this server started. Start again from the sign-in page.")
@@ -183,7 +184,7 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	case !first:
 		return refuse("This sign-in was already completed: each one works once. Start again from the sign-in page.")
 	case !now.Before(g.ExpiresAt):
-		return refuse("This sign-in took longer than %d minutes at the identity provider. Start again from the sign-in page.", int(console.LoginTTL.Minutes()))
+		return refuse("This sign-in took longer than %d minutes at the identity provider. Start again from the sign-in page.", int(session.LoginTTL.Minutes()))
 	}
 	if code := q.Get("error"); code != "" {
 		return refuse("The identity provider refused the sign-in: %s.", providerText(code, q.Get("error_description")))

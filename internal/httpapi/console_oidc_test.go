@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/auth/oidctest"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
@@ -133,7 +134,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 			secret = ck.Value
 		}
 	}
-	sess, err := h.DB.ConsoleSession(t.Context(), console.Hash(secret), time.Now())
+	sess, err := h.DB.ConsoleSession(t.Context(), session.Hash(secret), time.Now())
 	if err != nil {
 		t.Fatalf("the session: %v", err)
 	}
@@ -217,7 +218,7 @@ func TestConsoleOIDCSignInTooLate(t *testing.T) {
 	})
 	c := consoletest.Client(t)
 	callback := toCallback(t, c, h.URL)
-	later.Store(int64(console.LoginTTL + time.Second))
+	later.Store(int64(session.LoginTTL + time.Second))
 	status, body := consoletest.Get(t, c, callback.String())
 	if status != http.StatusUnauthorized || !strings.Contains(body, "took longer than 10 minutes") {
 		t.Errorf("a late callback: %d\n%s", status, body)

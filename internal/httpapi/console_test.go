@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
@@ -75,7 +76,7 @@ func TestConsoleExpiredLink(t *testing.T) {
 	clock := func() time.Time { return now }
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) { d.Now = func() time.Time { return clock() } })
 	link := consoletest.Link(t, h.URL, h.token("acme", "workflows:read"))
-	clock = func() time.Time { return now.Add(console.LinkTTL + time.Second) }
+	clock = func() time.Time { return now.Add(session.LinkTTL + time.Second) }
 	status, body := consoletest.Get(t, consoletest.Client(t), link)
 	if status != http.StatusGone || !strings.Contains(body, "expired") {
 		t.Errorf("expired link: %d %s", status, body)

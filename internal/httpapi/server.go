@@ -14,7 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -37,7 +37,7 @@ type Store interface {
 	AppendAuditLater(done func(error), recs ...*audit.Record)
 	auth.Store
 	idempotency.Store
-	console.Store
+	session.Store
 	Ping(ctx context.Context) error
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ replay.BatchStore = (*DB)(nil)
@@ -299,7 +300,7 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 				FROM v WHERE i.batch_id = $1 AND i.position = v.position AND i.workflow_id = v.workflow_id AND i.replay_id IS NULL
 				RETURNING i.replay_id
 			)
-			INSERT INTO replays (`+replayColumns+`)
+			INSERT INTO replays (`+sqlrow.ReplayColumns+`)
 			SELECT v.id, v.tenant, v.workflow_id, v.target, v.created_at, v.creator::json, v.data::json
 			FROM v JOIN taken ON taken.replay_id = v.id`,
 			batchID, positions, ids, tenants, workflows, targets, fromOutcomes, toOutcomes,
@@ -339,7 +340,7 @@ func (db *DB) BatchReplays(ctx context.Context, batchID string, changedOnly bool
 		if err != nil {
 			return fmt.Errorf("list batch replays: %w", err)
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return sqlrow.ScanReplay(row) })
 		if err != nil {
 			return fmt.Errorf("read batch replays: %w", err)
 		}
@@ -359,7 +360,7 @@ func (db *DB) FailedCheckReplays(ctx context.Context, batchID string, offset, li
 		if err != nil {
 			return fmt.Errorf("list batch replays that failed a check: %w", err)
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return sqlrow.ScanReplay(row) })
 		if err != nil {
 			return fmt.Errorf("read batch replays that failed a check: %w", err)
 		}

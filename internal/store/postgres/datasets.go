@@ -2,10 +2,8 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,11 +11,10 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ replay.DatasetStore = (*DB)(nil)
-
-const datasetColumns = `id, tenant, name, version, description, filter, workflow_count, creator, created_at`
 
 // CreateDataset stores version 1 of a new dataset.
 func (db *DB) CreateDataset(ctx context.Context, d *replay.Dataset, rec *audit.Record) error {
@@ -54,7 +51,7 @@ func (db *DB) insertDataset(ctx context.Context, d *replay.Dataset, rec *audit.R
 			d.Version = int(last) + 1
 		}
 		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO datasets (`+datasetColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		b.Queue(`INSERT INTO datasets (`+sqlrow.DatasetColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			d.ID, d.Tenant, d.Name, d.Version, d.Description, string(d.Filter), len(d.WorkflowIDs), creator, d.CreatedAt)
 		b.Queue(`INSERT INTO dataset_items (dataset_id, position, workflow_id, expected)
 			SELECT $1, p, w, NULLIF(e, '') FROM unnest($2::integer[], $3::text[], $4::text[]) AS u(p, w, e)`,
@@ -79,7 +76,7 @@ func (db *DB) Dataset(ctx context.Context, tenant, name string, version int) (*r
 	var d *replay.Dataset
 	err := db.read(ctx, func(q querier) error {
 		var err error
-		d, err = scanDataset(q.QueryRow(ctx, `SELECT `+datasetColumns+` FROM datasets
+		d, err = sqlrow.ScanDataset(q.QueryRow(ctx, `SELECT `+sqlrow.DatasetColumns+` FROM datasets
 			WHERE tenant = $1 AND name = $2 AND ($3 = 0 OR version = $3) ORDER BY version DESC LIMIT 1`, tenant, name, version))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return replay.DatasetNotFound(name, version)
@@ -110,41 +107,16 @@ func (db *DB) Dataset(ctx context.Context, tenant, name string, version int) (*r
 func (db *DB) ListDatasets(ctx context.Context, tenant string, f replay.DatasetListFilter) ([]*replay.Dataset, error) {
 	var ds []*replay.Dataset
 	err := db.read(ctx, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT DISTINCT ON (name) `+datasetColumns+` FROM datasets
+		rows, err := q.Query(ctx, `SELECT DISTINCT ON (name) `+sqlrow.DatasetColumns+` FROM datasets
 			WHERE tenant = $1 AND name > $2 ORDER BY name, version DESC LIMIT $3`, tenant, f.After, page.Size(f.Limit))
 		if err != nil {
 			return fmt.Errorf("list datasets: %w", err)
 		}
-		ds, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Dataset, error) { return scanDataset(row) })
+		ds, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Dataset, error) { return sqlrow.ScanDataset(row) })
 		if err != nil {
 			return fmt.Errorf("list datasets: %w", err)
 		}
 		return nil
 	})
 	return ds, err
-}
-
-func scanDataset(row pgx.Row) (*replay.Dataset, error) {
-	var (
-		d              replay.Dataset
-		version, count int32
-		filter         string
-		creator        []byte
-		created        time.Time
-	)
-	err := row.Scan(&d.ID, &d.Tenant, &d.Name, &version, &d.Description, &filter, &count, &creator, &created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan dataset: %w", err)
-	}
-	d.Version, d.WorkflowCount, d.CreatedAt = int(version), int(count), created.UTC()
-	if filter != "" {
-		d.Filter = json.RawMessage(filter)
-	}
-	if err := json.Unmarshal(creator, &d.Creator); err != nil {
-		return nil, fmt.Errorf("decode dataset creator: %w", err)
-	}
-	return &d, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,22 +11,20 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ model.Store = (*DB)(nil)
 
-const modelColumns = `id, tenant, name, provider, base_url, model, auth, headers, timeout_ns,
-	max_concurrency, price, daily_token_budget, revision, created_at, updated_at`
-
 // CreateModel stores m; problem.Conflict when its name is taken.
 func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record) error {
-	row, err := modelRow(m)
+	row, err := sqlrow.ModelValues(m, sqlrow.Timestamp)
 	if err != nil {
 		return err
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO models (`+modelColumns+`)
+		_, err := tx.Exec(ctx, `INSERT INTO models (`+sqlrow.ModelColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, row...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)
@@ -42,7 +39,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 
 // UpdateModel replaces the model of m's tenant and id at revision m.Revision-1.
 func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record) error {
-	row, err := modelRow(m)
+	row, err := sqlrow.ModelValues(m, sqlrow.Timestamp)
 	if err != nil {
 		return err
 	}
@@ -106,7 +103,7 @@ func (db *DB) ModelByName(ctx context.Context, tenant, name string) (*model.Mode
 	var m *model.Model
 	err := db.read(ctx, func(tx querier) error {
 		var err error
-		m, err = scanModel(tx.QueryRow(ctx, `SELECT `+modelColumns+` FROM models WHERE tenant = $1 AND name = $2`, tenant, name))
+		m, err = sqlrow.ScanModel(tx.QueryRow(ctx, `SELECT `+sqlrow.ModelColumns+` FROM models WHERE tenant = $1 AND name = $2`, tenant, name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return model.NotFound(name)
 		}
@@ -120,49 +117,16 @@ func (db *DB) ListModels(ctx context.Context, tenant string, opt model.ListOptio
 	limit := page.Size(opt.Limit)
 	var ms []*model.Model
 	err := db.read(ctx, func(tx querier) error {
-		rows, err := tx.Query(ctx, `SELECT `+modelColumns+` FROM models
+		rows, err := tx.Query(ctx, `SELECT `+sqlrow.ModelColumns+` FROM models
 			WHERE tenant = $1 AND name > $2 ORDER BY name COLLATE "C" LIMIT $3`, tenant, opt.After, limit)
 		if err != nil {
 			return fmt.Errorf("list models: %w", err)
 		}
-		ms, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*model.Model, error) { return scanModel(row) })
+		ms, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*model.Model, error) { return sqlrow.ScanModel(row) })
 		if err != nil {
 			return fmt.Errorf("list models: %w", err)
 		}
 		return nil
 	})
 	return ms, err
-}
-
-// modelRow is m's values in modelColumns order.
-func modelRow(m *model.Model) ([]any, error) {
-	auth, headers, price, err := model.EncodeColumns(m)
-	if err != nil {
-		return nil, err
-	}
-	return []any{m.ID, m.Tenant, m.Name, m.Provider, m.BaseURL, m.Model, string(auth), string(headers),
-		int64(m.Timeout), m.MaxConcurrency, string(price), m.DailyTokenBudget, m.Revision,
-		m.CreatedAt, m.UpdatedAt}, nil
-}
-
-func scanModel(row pgx.Row) (*model.Model, error) {
-	var (
-		m                 model.Model
-		auth, hdrs, price []byte
-		timeout           int64
-	)
-	err := row.Scan(&m.ID, &m.Tenant, &m.Name, &m.Provider, &m.BaseURL, &m.Model, &auth, &hdrs, &timeout,
-		&m.MaxConcurrency, &price, &m.DailyTokenBudget, &m.Revision, &m.CreatedAt, &m.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan model: %w", err)
-	}
-	m.Timeout = time.Duration(timeout)
-	if err := model.DecodeColumns(&m, auth, hdrs, price); err != nil {
-		return nil, err
-	}
-	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
-	return &m, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,12 +12,11 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 var _ replay.Store = (*DB)(nil)
-
-const replayColumns = `id, tenant, workflow_id, target, created_at, creator, data`
 
 // CreateReplay stores r and appends rec in the same transaction; r.CreatedAt
 // is set when zero and brought to the precision it is stored at.
@@ -33,7 +31,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO replays (`+replayColumns+`, status, replay_workflow_id)
+		_, err := tx.Exec(ctx, `INSERT INTO replays (`+sqlrow.ReplayColumns+`, status, replay_workflow_id)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt, creator, data, replayStatus(r), r.ReplayWorkflowID)
 		if isUnique(err) {
@@ -85,7 +83,7 @@ func (db *DB) ReplayOfWorkflow(ctx context.Context, workflowID string) (*replay.
 	var r *replay.Replay
 	err := db.read(ctx, func(q querier) error {
 		var err error
-		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays
+		r, err = sqlrow.ScanReplay(q.QueryRow(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE replay_workflow_id = $1 AND replay_workflow_id <> '' LIMIT 1`, workflowID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return problem.New(problem.NotFound, "no replay ran workflow %q", workflowID)
@@ -99,12 +97,12 @@ func (db *DB) ReplayOfWorkflow(ctx context.Context, workflowID string) (*replay.
 func (db *DB) RunningReplays(ctx context.Context, limit int) ([]*replay.Replay, error) {
 	var rs []*replay.Replay
 	err := db.read(ctx, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT `+replayColumns+` FROM replays
+		rows, err := q.Query(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE status = 'running' ORDER BY id LIMIT $1`, limit)
 		if err != nil {
 			return fmt.Errorf("list running replays: %w", err)
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return sqlrow.ScanReplay(row) })
 		if err != nil {
 			return fmt.Errorf("read running replays: %w", err)
 		}
@@ -118,7 +116,7 @@ func (db *DB) Replay(ctx context.Context, tenant, id string) (*replay.Replay, er
 	var r *replay.Replay
 	err := db.read(ctx, func(q querier) error {
 		var err error
-		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays
+		r, err = sqlrow.ScanReplay(q.QueryRow(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE tenant = $1 AND id = $2`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return replay.NotFound(id)
@@ -133,7 +131,7 @@ func (db *DB) ReplayByID(ctx context.Context, id string) (*replay.Replay, error)
 	var r *replay.Replay
 	err := db.read(ctx, func(q querier) error {
 		var err error
-		r, err = scanReplay(q.QueryRow(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id))
+		r, err = sqlrow.ScanReplay(q.QueryRow(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays WHERE id = $1`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return replay.NotFound(id)
 		}
@@ -162,39 +160,16 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 	args = append(args, page.Size(f.Limit))
 	var rs []*replay.Replay
 	err := db.read(ctx, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT `+replayColumns+` FROM replays
+		rows, err := q.Query(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
 		if err != nil {
 			return fmt.Errorf("list replays: %w", err)
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return scanReplay(row) })
+		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return sqlrow.ScanReplay(row) })
 		if err != nil {
 			return fmt.Errorf("read replays: %w", err)
 		}
 		return nil
 	})
 	return rs, err
-}
-
-// scanReplay reads a row of replayColumns: the replay from data, with the
-// columns data lacks (tenant, creator) or that are authoritative.
-func scanReplay(row pgx.Row) (*replay.Replay, error) {
-	var (
-		id, tenant, wfID, target string
-		created                  time.Time
-		creator, data            []byte
-	)
-	err := row.Scan(&id, &tenant, &wfID, &target, &created, &creator, &data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan replay: %w", err)
-	}
-	r, err := replay.Decode(id, creator, data)
-	if err != nil {
-		return nil, err
-	}
-	r.ID, r.Tenant, r.WorkflowID, r.Target, r.CreatedAt = id, tenant, wfID, target, created.UTC()
-	return r, nil
 }

@@ -11,22 +11,19 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
-	idempotency_support, spec_sha256, revision, operation_count, base_url, spec_token_url,
-	indexed_at, created_at, updated_at, limits`
-
 // CreateTool stores t and its operations; problem.Conflict when the name is taken.
 func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
-	row, err := toolRow(t)
+	row, err := sqlrow.ToolValues(t, sqlrow.Timestamp)
 	if err != nil {
 		return err
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO tools (`+toolColumns+`)
+		_, err := tx.Exec(ctx, `INSERT INTO tools (`+sqlrow.ToolColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
@@ -44,7 +41,7 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 
 // UpdateTool replaces t (same id and tenant) and its operations.
 func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
-	row, err := toolRow(t)
+	row, err := sqlrow.ToolValues(t, sqlrow.Timestamp)
 	if err != nil {
 		return err
 	}
@@ -119,7 +116,7 @@ func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 	var t *tool.Tool
 	err := db.read(ctx, func(tx querier) error {
 		var err error
-		t, err = scanTool(tx.QueryRow(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = $1 AND id = $2`, tenant, id))
+		t, err = sqlrow.ScanTool(tx.QueryRow(ctx, `SELECT `+sqlrow.ToolColumns+` FROM tools WHERE tenant = $1 AND id = $2`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return toolNotFound(id)
 		}
@@ -133,7 +130,7 @@ func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, 
 	var t *tool.Tool
 	err := db.read(ctx, func(tx querier) error {
 		var err error
-		t, err = scanTool(tx.QueryRow(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = $1 AND name = $2`, tenant, name))
+		t, err = sqlrow.ScanTool(tx.QueryRow(ctx, `SELECT `+sqlrow.ToolColumns+` FROM tools WHERE tenant = $1 AND name = $2`, tenant, name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return problem.New(problem.NotFound, "no tool named %q", name)
 		}
@@ -147,12 +144,12 @@ func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions
 	limit := page.Size(opt.Limit)
 	var ts []*tool.Tool
 	err := db.read(ctx, func(tx querier) error {
-		rows, err := tx.Query(ctx, `SELECT `+toolColumns+` FROM tools
+		rows, err := tx.Query(ctx, `SELECT `+sqlrow.ToolColumns+` FROM tools
 			WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, opt.After, limit)
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
-		ts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*tool.Tool, error) { return scanTool(row) })
+		ts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*tool.Tool, error) { return sqlrow.ScanTool(row) })
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
@@ -177,14 +174,7 @@ func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.
 		if err != nil {
 			return fmt.Errorf("query operations: %w", err)
 		}
-		ops, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (tool.Operation, error) {
-			var data []byte
-			var op tool.Operation
-			if err := row.Scan(&data); err != nil {
-				return op, err
-			}
-			return op, json.Unmarshal(data, &op)
-		})
+		ops, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (tool.Operation, error) { return sqlrow.ScanOperation(row) })
 		if err != nil {
 			return fmt.Errorf("query operations: %w", err)
 		}
@@ -231,8 +221,8 @@ func (db *DB) ToolRevision(ctx context.Context, tenant, name string, revision in
 	err := db.read(ctx, func(tx querier) error {
 		var data []byte
 		var err error
-		t, err = scanTool(withOperations{tx.QueryRow(ctx, `SELECT `+toolColumns+`, operations FROM tool_snapshots
-			WHERE tenant = $1 AND name = $2 AND revision = $3 ORDER BY updated_at DESC LIMIT 1`, tenant, name, revision), &data})
+		t, err = sqlrow.ScanTool(sqlrow.With(tx.QueryRow(ctx, `SELECT `+sqlrow.ToolColumns+`, operations FROM tool_snapshots
+			WHERE tenant = $1 AND name = $2 AND revision = $3 ORDER BY updated_at DESC LIMIT 1`, tenant, name, revision), &data))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return problem.New(problem.NotFound, "no snapshot of tool %q at revision %d", name, revision)
 		}
@@ -253,8 +243,8 @@ func (db *DB) ToolRevision(ctx context.Context, tenant, name string, revision in
 // snapshotTool keeps the revision of a tool an update is about to replace,
 // and drops its older snapshots that no unfinished workflow started with.
 func snapshotTool(ctx context.Context, tx *wtx, tenant, id string) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO tool_snapshots (`+toolColumns+`, operations)
-		SELECT `+toolColumns+`, COALESCE((SELECT json_agg(data ORDER BY op_id) FROM tool_operations
+	if _, err := tx.Exec(ctx, `INSERT INTO tool_snapshots (`+sqlrow.ToolColumns+`, operations)
+		SELECT `+sqlrow.ToolColumns+`, COALESCE((SELECT json_agg(data ORDER BY op_id) FROM tool_operations
 			WHERE tool_id = t.id), '[]')
 		FROM tools t WHERE t.tenant = $1 AND t.id = $2
 		ON CONFLICT DO NOTHING`, tenant, id); err != nil {
@@ -268,15 +258,6 @@ func snapshotTool(ctx context.Context, tx *wtx, tenant, id string) error {
 	}
 	return nil
 }
-
-// withOperations scans a snapshot row: a tool's columns, then its
-// operations into ops.
-type withOperations struct {
-	row pgx.Row
-	ops *[]byte
-}
-
-func (w withOperations) Scan(dest ...any) error { return w.row.Scan(append(dest, w.ops)...) }
 
 func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
 
@@ -304,69 +285,17 @@ func insertOperations(ctx context.Context, tx *wtx, t *tool.Tool, ops []tool.Ope
 			return problem.Field("spec", "operation id %q appears twice", op.ID)
 		}
 		seen[op.ID] = true
-		data, err := json.Marshal(op)
+		row, err := sqlrow.OperationValues(t, op)
 		if err != nil {
-			return fmt.Errorf("encode operation %q: %w", op.ID, err)
+			return err
 		}
-		rows = append(rows, []any{t.Tenant, t.ID, op.ID, op.Kind, op.Summary, op.Description, string(data)})
+		rows = append(rows, row)
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"tool_operations"},
-		[]string{"tenant", "tool_id", "op_id", "kind", "summary", "description", "data"}, pgx.CopyFromRows(rows))
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"tool_operations"}, sqlrow.OperationColumns, pgx.CopyFromRows(rows))
 	if err != nil {
 		return fmt.Errorf("insert operations: %w", err)
 	}
 	return nil
-}
-
-// toolRow is t's values in toolColumns order.
-func toolRow(t *tool.Tool) ([]any, error) {
-	authJSON, err := json.Marshal(t.Auth)
-	if err != nil {
-		return nil, fmt.Errorf("encode tool auth: %w", err)
-	}
-	effects := t.SideEffects
-	if effects == nil {
-		effects = []string{}
-	}
-	effectsJSON, err := json.Marshal(effects)
-	if err != nil {
-		return nil, fmt.Errorf("encode side effects: %w", err)
-	}
-	limitsJSON, err := t.EncodeLimits()
-	if err != nil {
-		return nil, err
-	}
-	return []any{t.ID, t.Tenant, t.Name, t.Type, t.SpecURL, t.EndpointURL, string(authJSON), t.PolicyClass,
-		string(effectsJSON), t.IdempotencySupport, t.SpecSHA256, t.Revision, t.OperationCount, t.BaseURL,
-		t.SpecTokenURL, t.IndexedAt, t.CreatedAt, t.UpdatedAt, string(limitsJSON)}, nil
-}
-
-func scanTool(row pgx.Row) (*tool.Tool, error) {
-	var (
-		t                     tool.Tool
-		authJSON, effectsJSON []byte
-		limitsJSON            []byte
-	)
-	err := row.Scan(&t.ID, &t.Tenant, &t.Name, &t.Type, &t.SpecURL, &t.EndpointURL, &authJSON, &t.PolicyClass,
-		&effectsJSON, &t.IdempotencySupport, &t.SpecSHA256, &t.Revision, &t.OperationCount, &t.BaseURL,
-		&t.SpecTokenURL, &t.IndexedAt, &t.CreatedAt, &t.UpdatedAt, &limitsJSON)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan tool: %w", err)
-	}
-	if err := json.Unmarshal(authJSON, &t.Auth); err != nil {
-		return nil, fmt.Errorf("decode tool auth: %w", err)
-	}
-	if err := t.DecodeLimits(limitsJSON); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(effectsJSON, &t.SideEffects); err != nil {
-		return nil, fmt.Errorf("decode side effects: %w", err)
-	}
-	t.IndexedAt, t.CreatedAt, t.UpdatedAt = t.IndexedAt.UTC(), t.CreatedAt.UTC(), t.UpdatedAt.UTC()
-	return &t, nil
 }
 
 // toolDeleted answers a deploy that lost a race with DeleteTool; name is

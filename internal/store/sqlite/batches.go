@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ replay.BatchStore = (*DB)(nil)
@@ -276,7 +277,7 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 			} else if n == 0 {
 				continue // replayed already
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO replays (`+sqlrow.ReplayColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 				r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), enc[i].creator, enc[i].data); err != nil {
 				return fmt.Errorf("insert replay: %w", err)
 			}

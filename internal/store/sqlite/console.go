@@ -8,18 +8,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
-var _ console.Store = (*DB)(nil)
+var _ session.Store = (*DB)(nil)
 
 // consoleKeep is how long used or expired grants are kept before a new
 // grant sweeps them, so a reused link is told it was used, not unknown.
 const consoleKeep = time.Hour
 
 // CreateConsoleGrant stores g, dropping grants expired over an hour ago.
-func (db *DB) CreateConsoleGrant(ctx context.Context, g console.Grant) error {
+func (db *DB) CreateConsoleGrant(ctx context.Context, g session.Grant) error {
 	scopes, err := json.Marshal(append([]string{}, g.Scopes...))
 	if err != nil {
 		return fmt.Errorf("encode grant scopes: %w", err)
@@ -44,9 +44,9 @@ func (db *DB) CreateConsoleGrant(ctx context.Context, g console.Grant) error {
 
 // RedeemConsoleGrant marks a grant used and returns it; first is false
 // when it had been used already.
-func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now time.Time) (console.Grant, bool, error) {
+func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now time.Time) (session.Grant, bool, error) {
 	var (
-		g     console.Grant
+		g     session.Grant
 		first bool
 	)
 	err := db.write(ctx, func(tx dbtx) error {
@@ -89,7 +89,7 @@ func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now t
 }
 
 // CreateConsoleSession stores s, dropping expired sessions.
-func (db *DB) CreateConsoleSession(ctx context.Context, s console.Session) error {
+func (db *DB) CreateConsoleSession(ctx context.Context, s session.Session) error {
 	scopes, err := json.Marshal(append([]string{}, s.Scopes...))
 	if err != nil {
 		return fmt.Errorf("encode session scopes: %w", err)
@@ -111,8 +111,8 @@ func (db *DB) CreateConsoleSession(ctx context.Context, s console.Session) error
 }
 
 // ConsoleSession returns an unexpired session, or problem.NotFound.
-func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) (console.Session, error) {
-	var s console.Session
+func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) (session.Session, error) {
+	var s session.Session
 	err := db.query(ctx, func(q dbtx) error {
 		var scopes, created, exp string
 		err := q.QueryRowContext(ctx, `SELECT id_hash, tenant, subject, client_id, scopes, created_at, expires_at

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -11,11 +10,10 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ replay.DatasetStore = (*DB)(nil)
-
-const datasetColumns = `id, tenant, name, version, description, filter, workflow_count, creator, created_at`
 
 // CreateDataset stores version 1 of a new dataset.
 func (db *DB) CreateDataset(ctx context.Context, d *replay.Dataset, rec *audit.Record) error {
@@ -47,7 +45,7 @@ func (db *DB) insertDataset(ctx context.Context, d *replay.Dataset, rec *audit.R
 			}
 			d.Version = last + 1
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO datasets (`+datasetColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO datasets (`+sqlrow.DatasetColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			d.ID, d.Tenant, d.Name, d.Version, d.Description, string(d.Filter), len(d.WorkflowIDs), creator, fmtTime(d.CreatedAt))
 		if isUnique(err) {
 			if next {
@@ -82,12 +80,12 @@ func (db *DB) insertDataset(ctx context.Context, d *replay.Dataset, rec *audit.R
 func (db *DB) Dataset(ctx context.Context, tenant, name string, version int) (*replay.Dataset, error) {
 	var d *replay.Dataset
 	err := db.query(ctx, func(tx dbtx) error {
-		q, args := `SELECT `+datasetColumns+` FROM datasets WHERE tenant = ? AND name = ? AND version = ?`, []any{tenant, name, version}
+		q, args := `SELECT `+sqlrow.DatasetColumns+` FROM datasets WHERE tenant = ? AND name = ? AND version = ?`, []any{tenant, name, version}
 		if version == 0 {
-			q, args = `SELECT `+datasetColumns+` FROM datasets WHERE tenant = ? AND name = ? ORDER BY version DESC LIMIT 1`, args[:2]
+			q, args = `SELECT `+sqlrow.DatasetColumns+` FROM datasets WHERE tenant = ? AND name = ? ORDER BY version DESC LIMIT 1`, args[:2]
 		}
 		var err error
-		if d, err = scanDataset(tx.QueryRowContext(ctx, q, args...)); err == sql.ErrNoRows {
+		if d, err = sqlrow.ScanDataset(tx.QueryRowContext(ctx, q, args...)); err == sql.ErrNoRows {
 			return replay.DatasetNotFound(name, version)
 		} else if err != nil {
 			return err
@@ -116,7 +114,7 @@ func (db *DB) Dataset(ctx context.Context, tenant, name string, version int) (*r
 func (db *DB) ListDatasets(ctx context.Context, tenant string, f replay.DatasetListFilter) ([]*replay.Dataset, error) {
 	var ds []*replay.Dataset
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+datasetColumns+` FROM datasets d
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.DatasetColumns+` FROM datasets d
 			WHERE tenant = ? AND name > ? AND version = (SELECT max(version) FROM datasets WHERE tenant = d.tenant AND name = d.name)
 			ORDER BY name LIMIT ?`, tenant, f.After, page.Size(f.Limit))
 		if err != nil {
@@ -124,7 +122,7 @@ func (db *DB) ListDatasets(ctx context.Context, tenant string, f replay.DatasetL
 		}
 		defer rows.Close()
 		for rows.Next() {
-			d, err := scanDataset(rows)
+			d, err := sqlrow.ScanDataset(rows)
 			if err != nil {
 				return err
 			}
@@ -133,28 +131,4 @@ func (db *DB) ListDatasets(ctx context.Context, tenant string, f replay.DatasetL
 		return rows.Err()
 	})
 	return ds, err
-}
-
-func scanDataset(s scanner) (*replay.Dataset, error) {
-	var (
-		d                        replay.Dataset
-		filter, creator, created string
-	)
-	err := s.Scan(&d.ID, &d.Tenant, &d.Name, &d.Version, &d.Description, &filter, &d.WorkflowCount, &creator, &created)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan dataset: %w", err)
-	}
-	if filter != "" {
-		d.Filter = json.RawMessage(filter)
-	}
-	if err := json.Unmarshal([]byte(creator), &d.Creator); err != nil {
-		return nil, fmt.Errorf("decode dataset creator: %w", err)
-	}
-	if d.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return &d, nil
 }

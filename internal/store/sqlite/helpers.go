@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 // Times are stored as audit.TimeFormat text: UTC, microseconds, fixed width,
@@ -25,13 +25,7 @@ func fmtTimeCeil(t time.Time) string {
 	return fmtTime(t)
 }
 
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(audit.TimeFormat, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
-	}
-	return t, nil
-}
+func parseTime(s string) (time.Time, error) { return sqlrow.ParseTime(s) }
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.
 func isUnique(err error) bool {
@@ -73,14 +67,8 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// parseOptionalTime reads a time stored as ” when unset.
-func parseOptionalTime(s string) (*time.Time, error) {
-	if s == "" {
-		return nil, nil
-	}
-	t, err := parseTime(s)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
+// parseOptionalTime reads a time stored as an empty text when unset.
+func parseOptionalTime(s string) (t *time.Time, err error) {
+	err = sqlrow.OptionalTime(&t).Scan(s)
+	return t, err
 }

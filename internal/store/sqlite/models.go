@@ -4,28 +4,25 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ model.Store = (*DB)(nil)
 
-const modelColumns = `id, tenant, name, provider, base_url, model, auth, headers, timeout_ns,
-	max_concurrency, price, daily_token_budget, revision, created_at, updated_at`
-
 // CreateModel stores m; problem.Conflict when its name is taken.
 func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record) error {
-	row, err := modelRow(m)
+	row, err := sqlrow.ModelValues(m, sqlrow.FormatTime)
 	if err != nil {
 		return err
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO models (`+modelColumns+`)
+		_, err := tx.ExecContext(ctx, `INSERT INTO models (`+sqlrow.ModelColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)
@@ -39,7 +36,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 
 // UpdateModel replaces the model of m's tenant and id at revision m.Revision-1.
 func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record) error {
-	row, err := modelRow(m)
+	row, err := sqlrow.ModelValues(m, sqlrow.FormatTime)
 	if err != nil {
 		return err
 	}
@@ -96,7 +93,7 @@ func (db *DB) ModelByName(ctx context.Context, tenant, name string) (*model.Mode
 	var m *model.Model
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		m, err = scanModel(tx.QueryRowContext(ctx, `SELECT `+modelColumns+` FROM models WHERE tenant = ? AND name = ?`, tenant, name))
+		m, err = sqlrow.ScanModel(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ModelColumns+` FROM models WHERE tenant = ? AND name = ?`, tenant, name))
 		if err == sql.ErrNoRows {
 			return model.NotFound(name)
 		}
@@ -110,14 +107,14 @@ func (db *DB) ListModels(ctx context.Context, tenant string, opt model.ListOptio
 	limit := page.Size(opt.Limit)
 	var ms []*model.Model
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+modelColumns+` FROM models
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.ModelColumns+` FROM models
 			WHERE tenant = ? AND name > ? ORDER BY name LIMIT ?`, tenant, opt.After, limit)
 		if err != nil {
 			return fmt.Errorf("list models: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			m, err := scanModel(rows)
+			m, err := sqlrow.ScanModel(rows)
 			if err != nil {
 				return err
 			}
@@ -126,43 +123,4 @@ func (db *DB) ListModels(ctx context.Context, tenant string, opt model.ListOptio
 		return rows.Err()
 	})
 	return ms, err
-}
-
-// modelRow is m's values in modelColumns order.
-func modelRow(m *model.Model) ([]any, error) {
-	authJSON, headersJSON, priceJSON, err := model.EncodeColumns(m)
-	if err != nil {
-		return nil, err
-	}
-	return []any{m.ID, m.Tenant, m.Name, m.Provider, m.BaseURL, m.Model, string(authJSON), string(headersJSON),
-		int64(m.Timeout), m.MaxConcurrency, string(priceJSON), m.DailyTokenBudget, m.Revision,
-		fmtTime(m.CreatedAt), fmtTime(m.UpdatedAt)}, nil
-}
-
-func scanModel(s scanner) (*model.Model, error) {
-	var (
-		m                 model.Model
-		auth, hdrs, price string
-		timeout           int64
-		created, updated  string
-	)
-	err := s.Scan(&m.ID, &m.Tenant, &m.Name, &m.Provider, &m.BaseURL, &m.Model, &auth, &hdrs, &timeout,
-		&m.MaxConcurrency, &price, &m.DailyTokenBudget, &m.Revision, &created, &updated)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan model: %w", err)
-	}
-	m.Timeout = time.Duration(timeout)
-	if err := model.DecodeColumns(&m, []byte(auth), []byte(hdrs), []byte(price)); err != nil {
-		return nil, err
-	}
-	if m.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if m.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &m, nil
 }

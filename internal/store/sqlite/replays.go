@@ -10,12 +10,11 @@ import (
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 var _ replay.Store = (*DB)(nil)
-
-const replayColumns = `id, tenant, workflow_id, target, created_at, creator, data`
 
 // CreateReplay stores r and appends rec in the same transaction; r.CreatedAt
 // is set when zero and brought to the precision it is stored at.
@@ -30,7 +29,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO replays (`+replayColumns+`, status, replay_workflow_id)
+		_, err := tx.ExecContext(ctx, `INSERT INTO replays (`+sqlrow.ReplayColumns+`, status, replay_workflow_id)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data, replayStatus(r), r.ReplayWorkflowID)
 		if isUnique(err) {
@@ -87,7 +86,7 @@ func (db *DB) ReplayOfWorkflow(ctx context.Context, workflowID string) (*replay.
 	var r *replay.Replay
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays
+		r, err = sqlrow.ScanReplay(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE replay_workflow_id = ? AND replay_workflow_id <> '' LIMIT 1`, workflowID))
 		if err == sql.ErrNoRows {
 			return problem.New(problem.NotFound, "no replay ran workflow %q", workflowID)
@@ -101,7 +100,7 @@ func (db *DB) ReplayOfWorkflow(ctx context.Context, workflowID string) (*replay.
 func (db *DB) RunningReplays(ctx context.Context, limit int) ([]*replay.Replay, error) {
 	var rs []*replay.Replay
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+replayColumns+` FROM replays
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE status = 'running' ORDER BY id LIMIT ?`, limit)
 		if err != nil {
 			return fmt.Errorf("list running replays: %w", err)
@@ -117,7 +116,7 @@ func (db *DB) Replay(ctx context.Context, tenant, id string) (*replay.Replay, er
 	var r *replay.Replay
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays
+		r, err = sqlrow.ScanReplay(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
 			return replay.NotFound(id)
@@ -132,7 +131,7 @@ func (db *DB) ReplayByID(ctx context.Context, id string) (*replay.Replay, error)
 	var r *replay.Replay
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		r, err = scanReplay(tx.QueryRowContext(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = ?`, id))
+		r, err = sqlrow.ScanReplay(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays WHERE id = ?`, id))
 		if err == sql.ErrNoRows {
 			return replay.NotFound(id)
 		}
@@ -160,7 +159,7 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 	}
 	var rs []*replay.Replay
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+replayColumns+` FROM replays
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.ReplayColumns+` FROM replays
 			WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
 		if err != nil {
 			return fmt.Errorf("list replays: %w", err)
@@ -171,38 +170,12 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 	return rs, err
 }
 
-// scanReplay reads a row of replayColumns: the replay from data, with the
-// columns data lacks (tenant, creator) or that are authoritative.
-func scanReplay(s scanner) (*replay.Replay, error) {
-	var (
-		id, tenant, wfID string
-		target, created  string
-		creator, data    string
-	)
-	err := s.Scan(&id, &tenant, &wfID, &target, &created, &creator, &data)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan replay: %w", err)
-	}
-	r, err := replay.Decode(id, []byte(creator), []byte(data))
-	if err != nil {
-		return nil, err
-	}
-	r.ID, r.Tenant, r.WorkflowID, r.Target = id, tenant, wfID, target
-	if r.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// scanReplays reads every row of replayColumns.
+// scanReplays reads every row of sqlrow.ReplayColumns.
 func scanReplays(rows *sql.Rows) ([]*replay.Replay, error) {
 	defer rows.Close()
 	var rs []*replay.Replay
 	for rows.Next() {
-		r, err := scanReplay(rows)
+		r, err := sqlrow.ScanReplay(rows)
 		if err != nil {
 			return nil, err
 		}

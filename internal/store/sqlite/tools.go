@@ -6,27 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-const toolColumns = `id, tenant, name, type, spec_url, endpoint_url, auth, policy_class, side_effects,
-	idempotency_support, spec_sha256, revision, operation_count, base_url, spec_token_url,
-	indexed_at, created_at, updated_at, limits`
-
 // CreateTool stores t and its operations; problem.Conflict when the name is taken.
 func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
-	row, err := toolRow(t)
+	row, err := sqlrow.ToolValues(t, sqlrow.FormatTime)
 	if err != nil {
 		return err
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO tools (`+toolColumns+`)
+		_, err := tx.ExecContext(ctx, `INSERT INTO tools (`+sqlrow.ToolColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
@@ -43,7 +39,7 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 
 // UpdateTool replaces t (same id and tenant) and its operations.
 func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation, rec *audit.Record) error {
-	row, err := toolRow(t)
+	row, err := sqlrow.ToolValues(t, sqlrow.FormatTime)
 	if err != nil {
 		return err
 	}
@@ -116,7 +112,7 @@ func (db *DB) Tool(ctx context.Context, tenant, id string) (*tool.Tool, error) {
 	var t *tool.Tool
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND id = ?`, tenant, id))
+		t, err = sqlrow.ScanTool(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ToolColumns+` FROM tools WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
 			return toolNotFound(id)
 		}
@@ -130,7 +126,7 @@ func (db *DB) ToolByName(ctx context.Context, tenant, name string) (*tool.Tool, 
 	var t *tool.Tool
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		t, err = scanTool(tx.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE tenant = ? AND name = ?`, tenant, name))
+		t, err = sqlrow.ScanTool(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ToolColumns+` FROM tools WHERE tenant = ? AND name = ?`, tenant, name))
 		if err == sql.ErrNoRows {
 			return problem.New(problem.NotFound, "no tool named %q", name)
 		}
@@ -144,14 +140,14 @@ func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions
 	limit := page.Size(opt.Limit)
 	var ts []*tool.Tool
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.ToolColumns+` FROM tools
 			WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, opt.After, limit)
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			t, err := scanTool(rows)
+			t, err := sqlrow.ScanTool(rows)
 			if err != nil {
 				return err
 			}
@@ -181,13 +177,9 @@ func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var data string
-			if err := rows.Scan(&data); err != nil {
-				return fmt.Errorf("scan operation: %w", err)
-			}
-			var op tool.Operation
-			if err := json.Unmarshal([]byte(data), &op); err != nil {
-				return fmt.Errorf("decode operation: %w", err)
+			op, err := sqlrow.ScanOperation(rows)
+			if err != nil {
+				return err
 			}
 			ops = append(ops, op)
 		}
@@ -234,17 +226,17 @@ func (db *DB) ToolRevision(ctx context.Context, tenant, name string, revision in
 		ops []tool.Operation
 	)
 	err := db.query(ctx, func(tx dbtx) error {
-		var data string
+		var data []byte
 		var err error
-		t, err = scanTool(withOperations{tx.QueryRowContext(ctx, `SELECT `+toolColumns+`, operations FROM tool_snapshots
-			WHERE tenant = ? AND name = ? AND revision = ? ORDER BY updated_at DESC LIMIT 1`, tenant, name, revision), &data})
+		t, err = sqlrow.ScanTool(sqlrow.With(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ToolColumns+`, operations FROM tool_snapshots
+			WHERE tenant = ? AND name = ? AND revision = ? ORDER BY updated_at DESC LIMIT 1`, tenant, name, revision), &data))
 		if err == sql.ErrNoRows {
 			return problem.New(problem.NotFound, "no snapshot of tool %q at revision %d", name, revision)
 		}
 		if err != nil {
 			return err
 		}
-		if err := json.Unmarshal([]byte(data), &ops); err != nil {
+		if err := json.Unmarshal(data, &ops); err != nil {
 			return fmt.Errorf("decode operations of %s@%d: %w", name, revision, err)
 		}
 		return nil
@@ -258,8 +250,8 @@ func (db *DB) ToolRevision(ctx context.Context, tenant, name string, revision in
 // snapshotTool keeps the revision of a tool an update is about to replace,
 // and drops its older snapshots that no unfinished workflow started with.
 func snapshotTool(ctx context.Context, tx dbtx, tenant, id string) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO tool_snapshots (`+toolColumns+`, operations)
-		SELECT `+toolColumns+`, (SELECT json_group_array(json(data)) FROM
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tool_snapshots (`+sqlrow.ToolColumns+`, operations)
+		SELECT `+sqlrow.ToolColumns+`, (SELECT json_group_array(json(data)) FROM
 			(SELECT data FROM tool_operations WHERE tool_id = t.id ORDER BY op_id))
 		FROM tools t WHERE t.tenant = ? AND t.id = ?
 		ON CONFLICT DO NOTHING`, tenant, id); err != nil {
@@ -275,15 +267,6 @@ func snapshotTool(ctx context.Context, tx dbtx, tenant, id string) error {
 	}
 	return nil
 }
-
-// withOperations scans a snapshot row: a tool's columns, then its
-// operations into ops.
-type withOperations struct {
-	s   scanner
-	ops *string
-}
-
-func (w withOperations) Scan(dest ...any) error { return w.s.Scan(append(dest, w.ops)...) }
 
 func toolNotFound(id string) error { return problem.New(problem.NotFound, "no tool with id %q", id) }
 
@@ -310,11 +293,11 @@ func insertOperations(ctx context.Context, tx dbtx, t *tool.Tool, ops []tool.Ope
 	}
 	defer stmt.Close()
 	for _, op := range ops {
-		data, err := json.Marshal(op)
+		row, err := sqlrow.OperationValues(t, op)
 		if err != nil {
-			return fmt.Errorf("encode operation %q: %w", op.ID, err)
+			return err
 		}
-		_, err = stmt.ExecContext(ctx, t.Tenant, t.ID, op.ID, op.Kind, op.Summary, op.Description, string(data))
+		_, err = stmt.ExecContext(ctx, row...)
 		if isUnique(err) {
 			return problem.Field("spec", "operation id %q appears twice", op.ID)
 		}
@@ -323,65 +306,6 @@ func insertOperations(ctx context.Context, tx dbtx, t *tool.Tool, ops []tool.Ope
 		}
 	}
 	return nil
-}
-
-// toolRow is t's values in toolColumns order.
-func toolRow(t *tool.Tool) ([]any, error) {
-	authJSON, err := json.Marshal(t.Auth)
-	if err != nil {
-		return nil, fmt.Errorf("encode tool auth: %w", err)
-	}
-	effects := t.SideEffects
-	if effects == nil {
-		effects = []string{}
-	}
-	effectsJSON, err := json.Marshal(effects)
-	if err != nil {
-		return nil, fmt.Errorf("encode side effects: %w", err)
-	}
-	limitsJSON, err := t.EncodeLimits()
-	if err != nil {
-		return nil, err
-	}
-	return []any{t.ID, t.Tenant, t.Name, t.Type, t.SpecURL, t.EndpointURL, string(authJSON), t.PolicyClass,
-		string(effectsJSON), t.IdempotencySupport, t.SpecSHA256, t.Revision, t.OperationCount, t.BaseURL,
-		t.SpecTokenURL, fmtTime(t.IndexedAt), fmtTime(t.CreatedAt), fmtTime(t.UpdatedAt), string(limitsJSON)}, nil
-}
-
-func scanTool(s scanner) (*tool.Tool, error) {
-	var (
-		t                        tool.Tool
-		authJSON, effectsJSON    string
-		limitsJSON               string
-		indexed, created, update string
-	)
-	err := s.Scan(&t.ID, &t.Tenant, &t.Name, &t.Type, &t.SpecURL, &t.EndpointURL, &authJSON, &t.PolicyClass,
-		&effectsJSON, &t.IdempotencySupport, &t.SpecSHA256, &t.Revision, &t.OperationCount, &t.BaseURL,
-		&t.SpecTokenURL, &indexed, &created, &update, &limitsJSON)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan tool: %w", err)
-	}
-	if err := json.Unmarshal([]byte(authJSON), &t.Auth); err != nil {
-		return nil, fmt.Errorf("decode tool auth: %w", err)
-	}
-	if err := t.DecodeLimits([]byte(limitsJSON)); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(effectsJSON), &t.SideEffects); err != nil {
-		return nil, fmt.Errorf("decode side effects: %w", err)
-	}
-	for _, p := range []struct {
-		s   string
-		dst *time.Time
-	}{{indexed, &t.IndexedAt}, {created, &t.CreatedAt}, {update, &t.UpdatedAt}} {
-		if *p.dst, err = parseTime(p.s); err != nil {
-			return nil, err
-		}
-	}
-	return &t, nil
 }
 
 // toolDeleted answers a deploy that lost a race with DeleteTool; name is

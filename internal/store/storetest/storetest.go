@@ -14,7 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -49,7 +49,7 @@ type Store interface {
 	retention.WriteCounter
 	siem.Store
 	redact.KeyStore
-	console.Store
+	session.Store
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
