@@ -305,7 +305,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 
 	// Every replica runs the scheduler; the store's claims make each due
 	// time start one workflow across replicas (docs/schedules.md).
-	scheduler := &schedule.Scheduler{Store: st, Runner: runner, Logger: logger}
+	// One revocation list for bearer tokens, console sessions and
+	// schedules: a revoked client's identity stops on every path within
+	// --revocation-ttl.
+	revocations := auth.NewRevocations(st, c.revocationTTL, time.Now)
+	scheduler := &schedule.Scheduler{Store: st, Runner: runner, Logger: logger, Revocations: revocations}
 	background.Go(func() { scheduler.Run(ctx) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 
@@ -342,7 +346,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	verifier = auth.NewCachingVerifier(verifier, time.Minute, 100_000, time.Now)
 	// A revoked client's tokens are refused within --revocation-ttl,
 	// whatever the cache above remembers.
-	verifier = auth.NewRevokingVerifier(verifier, st, c.revocationTTL, time.Now)
+	verifier = revocations.Verifier(verifier)
 
 	telemetry.RegisterExecutions(reg, runner.Executions)
 	srv := httpapi.NewServer(httpapi.Config{
@@ -358,6 +362,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Logger:      logger,
 		Store:       st,
 		Verifier:    verifier,
+		Revocations: revocations,
 		Issuer:      issuer,
 		Limiter:     limiter,
 		Metrics:     metrics,

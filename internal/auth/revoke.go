@@ -66,13 +66,12 @@ func RevokeClient(ctx context.Context, store interface {
 	return store.Client(ctx, id)
 }
 
-// RevokingVerifier refuses the tokens of revoked clients. It keeps the
-// store's revocation list in memory and loads it again once it is older
-// than ttl, so a revocation reaches every replica within ttl. When the
-// list cannot be loaded the tokens of clients are refused (503) rather
-// than trusted on a list older than ttl.
-type RevokingVerifier struct {
-	next  Verifier
+// Revocations is a replica's copy of the store's revocation list: every
+// path that acts with a client's identity (bearer tokens, console sessions
+// and sign-in links, schedules) asks it, so all of them stop within one
+// ttl of a revocation. It loads the list again once its copy is older than
+// ttl; a list that cannot be loaded is an error, never a stale answer.
+type Revocations struct {
 	store interface {
 		RevokedClients(ctx context.Context) ([]string, error)
 	}
@@ -91,39 +90,29 @@ type revocationList struct {
 	loadedAt time.Time
 }
 
-// NewRevokingVerifier wraps next; ttl ≤ 0 means DefaultRevocationTTL.
-func NewRevokingVerifier(next Verifier, store interface {
+// NewRevocations reads store's revocation list; ttl ≤ 0 means
+// DefaultRevocationTTL, now nil time.Now.
+func NewRevocations(store interface {
 	RevokedClients(ctx context.Context) ([]string, error)
-}, ttl time.Duration, now func() time.Time) *RevokingVerifier {
+}, ttl time.Duration, now func() time.Time) *Revocations {
 	if ttl <= 0 {
 		ttl = DefaultRevocationTTL
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &RevokingVerifier{next: next, store: store, ttl: ttl, now: now}
+	return &Revocations{store: store, ttl: ttl, now: now}
 }
 
 // TTL is how long a loaded revocation list is trusted.
-func (v *RevokingVerifier) TTL() time.Duration { return v.ttl }
+func (v *Revocations) TTL() time.Duration { return v.ttl }
 
-// Verify verifies raw with next and refuses it when its client is revoked.
-func (v *RevokingVerifier) Verify(ctx context.Context, raw string) (Principal, error) {
-	p, err := v.next.Verify(ctx, raw)
-	if err != nil || p.ClientID == "" {
-		return p, err
+// Revoked reports whether clientID is on the revocation list ("" never
+// is: a token minted without a client belongs to no client).
+func (v *Revocations) Revoked(ctx context.Context, clientID string) (bool, error) {
+	if clientID == "" {
+		return false, nil
 	}
-	revoked, err := v.isRevoked(ctx, p.ClientID)
-	if err != nil {
-		return Principal{}, problem.Wrap(problem.Unavailable, err, "the client revocation list cannot be read; retry shortly")
-	}
-	if revoked {
-		return Principal{}, unauthenticated("the token's client is revoked", nil)
-	}
-	return p, nil
-}
-
-func (v *RevokingVerifier) isRevoked(ctx context.Context, clientID string) (bool, error) {
 	fresh := func(l *revocationList) bool { return l != nil && v.now().Before(l.loadedAt.Add(v.ttl)) }
 	l := v.list.Load()
 	if !fresh(l) {
@@ -133,7 +122,7 @@ func (v *RevokingVerifier) isRevoked(ctx context.Context, clientID string) (bool
 			now := v.now()
 			ids, err := v.store.RevokedClients(ctx)
 			if err != nil {
-				return false, err
+				return false, fmt.Errorf("read the client revocation list: %w", err)
 			}
 			l = &revocationList{revoked: make(map[string]bool, len(ids)), loadedAt: now}
 			for _, id := range ids {
@@ -143,4 +132,53 @@ func (v *RevokingVerifier) isRevoked(ctx context.Context, clientID string) (bool
 		}
 	}
 	return l.revoked[clientID], nil
+}
+
+// CheckClient is nil when clientID is not revoked, problem.Unauthenticated
+// (saying what was revoked) when it is, and problem.Unavailable when the
+// list cannot be read: a client's identity is not trusted on a list older
+// than the ttl.
+func (v *Revocations) CheckClient(ctx context.Context, clientID, what string) error {
+	revoked, err := v.Revoked(ctx, clientID)
+	if err != nil {
+		return problem.Wrap(problem.Unavailable, err, "the client revocation list cannot be read; retry shortly")
+	}
+	if revoked {
+		return unauthenticated(what+"'s client is revoked", nil)
+	}
+	return nil
+}
+
+// RevokingVerifier refuses the tokens of revoked clients, by its
+// Revocations: a revocation reaches every replica within their ttl. When
+// the list cannot be loaded the tokens of clients are refused (503)
+// rather than trusted on a list older than ttl.
+type RevokingVerifier struct {
+	next Verifier
+	*Revocations
+}
+
+// NewRevokingVerifier wraps next with a revocation list read from store;
+// ttl ≤ 0 means DefaultRevocationTTL.
+func NewRevokingVerifier(next Verifier, store interface {
+	RevokedClients(ctx context.Context) ([]string, error)
+}, ttl time.Duration, now func() time.Time) *RevokingVerifier {
+	return NewRevocations(store, ttl, now).Verifier(next)
+}
+
+// Verifier wraps next so that it refuses the tokens of clients on v.
+func (v *Revocations) Verifier(next Verifier) *RevokingVerifier {
+	return &RevokingVerifier{next: next, Revocations: v}
+}
+
+// Verify verifies raw with next and refuses it when its client is revoked.
+func (v *RevokingVerifier) Verify(ctx context.Context, raw string) (Principal, error) {
+	p, err := v.next.Verify(ctx, raw)
+	if err != nil || p.ClientID == "" {
+		return p, err
+	}
+	if err := v.CheckClient(ctx, p.ClientID, "the token"); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
 }

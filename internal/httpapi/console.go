@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -62,12 +64,12 @@ func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route)
 		}
 		return problem.New(problem.Unauthenticated, "not signed in to the console")
 	}
-	sess, err := s.deps.Store.ConsoleSession(r.Context(), session.Hash(secret), s.deps.Now())
-	if problem.Is(err, problem.NotFound) {
+	sess, err := s.consoleSession(r.Context(), secret)
+	if problem.Is(err, problem.Unauthenticated) {
 		if err := s.limitIP(w, r); err != nil {
 			return err
 		}
-		return problem.New(problem.Unauthenticated, "the console session has ended; sign in again")
+		return err
 	}
 	if err != nil {
 		return err
@@ -80,6 +82,9 @@ func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route)
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				return problem.New(problem.PayloadTooLarge, "the form is larger than %d KiB", maxFormBytes>>10)
+			}
 			return problem.Wrap(problem.MalformedRequest, err, "the form could not be read")
 		}
 		want := console.CSRFToken(secret)
@@ -92,6 +97,29 @@ func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route)
 			Detail: "this page needs the scope " + rt.scope}
 	}
 	return nil
+}
+
+// consoleSession returns the session whose secret the cookie carries:
+// problem.Unauthenticated when it has ended, or when the client it was
+// signed in with is revoked (the session is then deleted: it ends with
+// its client's tokens, within the revocation list's ttl).
+func (s *Server) consoleSession(ctx context.Context, secret string) (session.Session, error) {
+	sess, err := s.deps.Store.ConsoleSession(ctx, session.Hash(secret), s.deps.Now())
+	if problem.Is(err, problem.NotFound) {
+		return session.Session{}, problem.New(problem.Unauthenticated, "the console session has ended; sign in again")
+	}
+	if err != nil {
+		return session.Session{}, err
+	}
+	if err := s.deps.Revocations.CheckClient(ctx, sess.ClientID, "this console session"); err != nil {
+		if problem.Is(err, problem.Unauthenticated) {
+			if derr := s.deps.Store.DeleteConsoleSession(ctx, sess.IDHash); derr != nil {
+				return session.Session{}, derr
+			}
+		}
+		return session.Session{}, err
+	}
+	return sess, nil
 }
 
 // consoleAction turns a console form into the request its API handler
@@ -308,50 +336,139 @@ type signInPage struct {
 	Next string
 }
 
+// switchPage asks a person signed in as Current to confirm signing in as
+// New with the one-time Grant the form posts.
+type switchPage struct {
+	Current, New *console.User
+	Grant        string
+}
+
 // handleSignIn redeems a one-time link (?link=) into a session, or shows
-// how to sign in. A link that is unknown, used or expired is refused with
-// a page that says which.
+// how to sign in. A link that is unknown, used, expired or its client's
+// revoked is refused with a page that says which. A link opened in a
+// browser signed in as another identity does not replace that session:
+// the page asks to confirm (handleConfirmSignIn), so a link someone else
+// sent cannot silently sign the reader in as them.
 func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	link := q.Get("link")
+	secret, signedIn := console.SessionSecret(r)
+	var current session.Session
+	if signedIn {
+		var err error
+		if current, err = s.consoleSession(r.Context(), secret); problem.Is(err, problem.Unauthenticated) {
+			signedIn = false
+		} else if err != nil {
+			return err
+		}
+	}
 	if link == "" {
-		if secret, ok := console.SessionSecret(r); ok {
-			if _, err := s.deps.Store.ConsoleSession(r.Context(), session.Hash(secret), s.deps.Now()); err == nil {
-				http.Redirect(w, r, returnPath(q.Get("next")), http.StatusSeeOther)
-				return nil
-			}
+		if signedIn {
+			http.Redirect(w, r, returnPath(q.Get("next")), http.StatusSeeOther)
+			return nil
 		}
 		return renderConsole(w, r, "signin", console.Page{Title: "Sign in", Data: signInPage{OIDC: s.signInName(), Next: q.Get("next")}})
 	}
+	g, err := s.redeemGrant(w, r, session.GrantLink, link)
+	if err != nil || g == nil {
+		return err
+	}
+	if signedIn && !sameIdentity(current, *g) {
+		return s.askToSwitch(w, r, secret, current, *g)
+	}
+	return s.switchSession(w, r, current.IDHash, *g)
+}
+
+// redeemGrant redeems the one-time grant of kind with secret. A grant that
+// is unknown, used, expired or made by a revoked client is answered here
+// with the sign-in page saying which, and g is nil.
+func (s *Server) redeemGrant(w http.ResponseWriter, r *http.Request, kind, secret string) (*session.Grant, error) {
 	now := s.deps.Now()
-	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), session.GrantLink, session.Hash(link), now)
+	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), kind, session.Hash(secret), now)
 	refused := ""
 	status := http.StatusGone
 	switch {
 	case problem.Is(err, problem.NotFound):
 		refused, status = "This sign-in link is not valid. Run agentplane console for a new one.", http.StatusNotFound
 	case err != nil:
-		return err
+		return nil, err
 	case !first:
 		refused = "This sign-in link was already used: each link signs in once. Run agentplane console for a new one."
 	case !now.Before(g.ExpiresAt):
 		refused = "This sign-in link has expired: links work for 60 seconds. Run agentplane console for a new one."
+	default:
+		err := s.deps.Revocations.CheckClient(r.Context(), g.ClientID, "this sign-in link")
+		if !problem.Is(err, problem.Unauthenticated) {
+			return &g, err
+		}
+		refused, status = "This sign-in link was made with a token of a revoked client: it signs nobody in.", http.StatusForbidden
 	}
 	info := infoFrom(r.Context())
-	if refused != "" {
-		if err == nil {
-			info.tenant = g.Tenant
-		}
-		info.addDetail("refused", refused)
-		info.problem = &problem.Error{Code: problem.Unauthenticated, Detail: refused}
-		var buf bytes.Buffer
-		if err := console.Render(&buf, "signin", console.Page{Title: "Sign in", Data: signInPage{Refused: refused, OIDC: s.signInName()}}); err != nil {
+	if err == nil {
+		info.tenant = g.Tenant
+	}
+	info.addDetail("refused", refused)
+	info.problem = &problem.Error{Code: problem.Unauthenticated, Detail: refused}
+	var buf bytes.Buffer
+	if err := console.Render(&buf, "signin", console.Page{Title: "Sign in", Data: signInPage{Refused: refused, OIDC: s.signInName()}}); err != nil {
+		return nil, err
+	}
+	console.Headers(w.Header())
+	w.WriteHeader(status)
+	_, err = buf.WriteTo(w)
+	return nil, err
+}
+
+// sameIdentity reports whether a grant signs in as the session's identity
+// (its scopes may differ: a new token may hold others).
+func sameIdentity(sess session.Session, g session.Grant) bool {
+	return sess.Tenant == g.Tenant && sess.Subject == g.Subject && sess.ClientID == g.ClientID
+}
+
+// askToSwitch shows the page that asks a person signed in as current to
+// confirm signing in as g's identity. g was redeemed; the page's form
+// carries a new one-time grant for the same sign-in, which only a POST
+// with the current session's CSRF token redeems, before the link would
+// have expired.
+func (s *Server) askToSwitch(w http.ResponseWriter, r *http.Request, secret string, current session.Session, g session.Grant) error {
+	grant := console.RandomToken()
+	g.IDHash, g.Kind, g.CreatedAt = session.Hash(grant), session.GrantSwitch, s.deps.Now()
+	if err := s.deps.Store.CreateConsoleGrant(r.Context(), g); err != nil {
+		return err
+	}
+	p := auth.Principal{Subject: current.Subject, ClientID: current.ClientID, Tenant: current.Tenant, Scopes: current.Scopes, ExpiresAt: current.ExpiresAt}
+	info := infoFrom(r.Context())
+	info.principal, info.session = &p, secret
+	info.addDetail("confirm", "signed in as another identity")
+	return renderConsole(w, r, "switch", console.Page{Title: "Switch identity", Data: switchPage{
+		Current: consoleUser(r),
+		New:     &console.User{Subject: g.Subject, ClientID: g.ClientID, Tenant: g.Tenant, Scopes: g.Scopes},
+		Grant:   grant,
+	}})
+}
+
+// handleConfirmSignIn replaces the session with the identity of the
+// one-time grant the switch page posted; the session's CSRF token was
+// checked on the way in (admitConsole).
+func (s *Server) handleConfirmSignIn(w http.ResponseWriter, r *http.Request) error {
+	grant, err := formValue(r.PostForm, "grant", 64)
+	if err != nil {
+		return err
+	}
+	g, err := s.redeemGrant(w, r, session.GrantSwitch, grant)
+	if err != nil || g == nil {
+		return err
+	}
+	return s.switchSession(w, r, session.Hash(infoFrom(r.Context()).session), *g)
+}
+
+// switchSession ends the session with idHash (none when "") and starts
+// one from g, then opens g's page.
+func (s *Server) switchSession(w http.ResponseWriter, r *http.Request, idHash string, g session.Grant) error {
+	if idHash != "" {
+		if err := s.deps.Store.DeleteConsoleSession(r.Context(), idHash); err != nil {
 			return err
 		}
-		console.Headers(w.Header())
-		w.WriteHeader(status)
-		_, err := buf.WriteTo(w)
-		return err
 	}
 	p := auth.Principal{Subject: g.Subject, ClientID: g.ClientID, Tenant: g.Tenant, Scopes: g.Scopes}
 	if err := s.startSession(w, r, p, g.SessionExpiresAt); err != nil {

@@ -223,7 +223,10 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return refuse("The identity provider's access token is not one this server accepts: %s.", problem.As(err).Detail)
 	}
-	if p.Subject != "" && p.Subject != idToken.Subject {
+	switch {
+	case p.Subject == "":
+		return refuse("The identity provider's access token names no subject (sub): a console session needs the identity it acts as.")
+	case p.Subject != idToken.Subject:
 		return refuse("The identity provider's access and ID tokens name different subjects.")
 	}
 	expires := idToken.Expiry

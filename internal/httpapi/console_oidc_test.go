@@ -94,8 +94,8 @@ func toCallback(t *testing.T, c *http.Client, base string) *url.URL {
 // session has the access token's tenant, subject and scopes, ends with the
 // token, and the sign-in is audited; a callback with another state, a
 // verifier the provider refuses, an ID token for another audience, a
-// refusal at the provider and a replayed callback each show a page saying
-// so and sign nobody in.
+// refusal at the provider, an access token without a tenant or a subject
+// and a replayed callback each show a page saying so and sign nobody in.
 func TestConsoleOIDCSignIn(t *testing.T) {
 	h, p := newOIDCHarness(t)
 
@@ -191,7 +191,9 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	refused("a refusal at the provider", nil, http.StatusUnauthorized, "access_denied: the user declined")
 	p.Configure(func(o *oidctest.Options) { o.Deny, o.Tenant = false, "" })
 	refused("an access token without a tenant", nil, http.StatusUnauthorized, "has no tenant claim")
-	p.Configure(func(o *oidctest.Options) { o.Tenant = "acme" })
+	p.Configure(func(o *oidctest.Options) { o.Tenant, o.NoAccessSubject = "acme", true })
+	refused("an access token without a subject", nil, http.StatusUnauthorized, "names no subject")
+	p.Configure(func(o *oidctest.Options) { o.NoAccessSubject = false })
 
 	// A callback replayed (with its state cookie put back) is refused: its
 	// state was redeemed.

@@ -12,19 +12,24 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
+	"github.com/agentplane/agentplane/internal/schedule"
 )
 
 // hostile is one request meant to hurt the server, and the problem it
@@ -437,6 +442,164 @@ const xmlBomb = `<?xml version="1.0"?>
 const xmlExternal = `<?xml version="1.0"?>
 <!DOCTYPE definitions [<!ENTITY x SYSTEM "file:///etc/passwd">]>
 <definitions xmlns="http://schemas.xmlsoap.org/wsdl/" name="x"><documentation>&x;</documentation></definitions>`
+
+// revocable has the harness check bearer tokens, console sessions, sign-in
+// links and schedules against one revocation list read with the clock now,
+// as serve wires them; sched is set to the harness's scheduler.
+func revocable(now func() time.Time, sched **schedule.Scheduler) option {
+	return func(_ *httpapi.Config, d *httpapi.Deps) {
+		list := auth.NewRevocations(d.Store, auth.DefaultRevocationTTL, now)
+		d.Verifier, d.Revocations = list.Verifier(d.Verifier), list
+		d.Schedules.Scheduler.Revocations = list
+		*sched = d.Schedules.Scheduler
+	}
+}
+
+// TestHostileRevokedClient: once the operator revokes a client and the
+// revocation list is reloaded (its ttl), nothing acts as that client any
+// more: a console session opened with its token sends the reader to sign
+// in, a sign-in link minted before the revocation is refused, and the
+// schedules it created are paused (the reason on the schedule and in the
+// audit log) instead of running, by the scheduler or by a trigger.
+func TestHostileRevokedClient(t *testing.T) {
+	var later atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
+	var sched *schedule.Scheduler
+	h := newHarness(t, revocable(now, &sched))
+	admin := h.token("acme", "agents:write agents:invoke schedules:write schedules:read audit:read")
+	def := json.RawMessage(`{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'swept'"}`)
+	if r := h.do("POST", "/v1/agents", admin, map[string]any{"name": "sweep", "definition": def}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	ctx := t.Context()
+	scopes := auth.ParseScopes("workflows:read agents:invoke schedules:write schedules:read")
+	clientID, _, err := auth.CreateClient(ctx, h.DB, "acme", "ci", scopes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.Issuer.Mint(ctx, auth.MintRequest{Tenant: "acme", ClientID: clientID, Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, tok))
+	unredeemed := consoletest.Link(t, h.URL, tok)
+	r := h.do("POST", "/v1/schedules", tok, map[string]any{"agent": "sweep", "cron": "@every 1h", "goal": "sweep"})
+	var sch struct {
+		ID           string `json:"id"`
+		Paused       bool   `json:"paused"`
+		PausedReason string `json:"paused_reason"`
+	}
+	r.json(t, &sch)
+	if r.Status != 201 {
+		t.Fatalf("schedule of the client: %d %s", r.Status, r.Body)
+	}
+	if status, _ := consoletest.Get(t, session, h.URL+"/console/workflows"); status != 200 {
+		t.Fatalf("the client's console session before the revocation: %d", status)
+	}
+
+	if _, err := auth.RevokeClient(ctx, h.DB, clientID, time.Now(), &audit.Record{Time: time.Now(), Actor: audit.Actor{Sub: "cli"}}); err != nil {
+		t.Fatal(err)
+	}
+	later.Store(int64(auth.DefaultRevocationTTL)) // every copy of the list is now too old
+
+	if r := h.do("GET", "/v1/schedules", tok, nil); r.Status != http.StatusUnauthorized {
+		t.Errorf("the revoked client's bearer token: %d, want 401", r.Status)
+	}
+	if loc, status := redirect(t, session, h.URL+"/console/workflows"); status != http.StatusSeeOther || !strings.Contains(loc, "/console/signin?next=") {
+		t.Errorf("the revoked client's console session: %d to %q, want 303 to sign in", status, loc)
+	}
+	if status, _ := consoletest.Get(t, session, h.URL+"/console/signin"); status != 200 {
+		t.Errorf("the sign-in page for the ended session: %d, want the page itself (not a redirect loop)", status)
+	}
+	if status, body := consoletest.Get(t, consoletest.Client(t), unredeemed); status != http.StatusForbidden || !strings.Contains(body, "revoked") {
+		t.Errorf("a link minted before the revocation: %d, want 403 saying the client is revoked:\n%s", status, body)
+	}
+
+	if err := sched.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.do("GET", "/v1/schedules/"+sch.ID, admin, nil).json(t, &sch)
+	if !sch.Paused || !strings.Contains(sch.PausedReason, clientID) || !strings.Contains(sch.PausedReason, "revoked") {
+		t.Errorf("the client's schedule after the revocation: paused %v, reason %q; want paused, naming the revoked client", sch.Paused, sch.PausedReason)
+	}
+	r = h.do("GET", "/v1/audit/query?action=schedule.pause", admin, nil)
+	if !strings.Contains(string(r.Body), sch.ID) || !strings.Contains(string(r.Body), "revoked") {
+		t.Errorf("audit of the pause: %d %s, want a record naming the schedule and the reason", r.Status, r.Body)
+	}
+	if r := h.do("POST", "/v1/schedules/"+sch.ID+"/resume", admin, nil); r.Status != 200 {
+		t.Fatalf("resume: %d %s", r.Status, r.Body)
+	}
+	if r := h.do("POST", "/v1/schedules/"+sch.ID+"/trigger", admin, nil); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "revoked") {
+		t.Errorf("a trigger of the revoked client's schedule: %d %s, want 409 saying why", r.Status, r.Body)
+	}
+	if r := h.do("GET", "/v1/workflows?agent=sweep", h.token("acme", "workflows:read"), nil); strings.Contains(string(r.Body), "workflow_id") {
+		t.Errorf("the revoked client's schedule started a workflow: %s", r.Body)
+	}
+}
+
+// TestHostileConsoleForm: a console form over its size limit is answered
+// with a 413 page, and the session stands.
+func TestHostileConsoleForm(t *testing.T) {
+	h := newHarness(t)
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, h.token("acme", "workflows:read")))
+	_, page := consoletest.Get(t, c, h.URL+"/console/workflows")
+	form := url.Values{"csrf": {between(page, `name="csrf" value="`, `"`)}, "padding": {strings.Repeat("a", 80<<10)}}
+	resp, err := c.PostForm(h.URL+"/console/signout", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(body), "larger than") {
+		t.Errorf("an 80 KiB form: %d %s\n%s, want a 413 page", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if status, _ := consoletest.Get(t, c, h.URL+"/console/workflows"); status != 200 {
+		t.Errorf("the session after the refused form: %d", status)
+	}
+}
+
+// TestHostileSignInLinkWhileSignedIn: a link someone else minted, opened
+// in a browser signed in as another identity, does not replace the
+// session: a page shows both identities and only its form, posted with
+// the session's CSRF token, switches.
+func TestHostileSignInLinkWhileSignedIn(t *testing.T) {
+	h := newHarness(t)
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, h.token("acme", "workflows:read")))
+	mallory, err := h.Issuer.Mint(t.Context(), mint("globex", "mallory", "workflows:read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, page := consoletest.Get(t, c, consoletest.Link(t, h.URL, mallory))
+	if status != 200 || !strings.Contains(page, "alice · tenant acme") || !strings.Contains(page, "mallory · tenant globex") ||
+		!strings.Contains(page, `action="/console/signin"`) {
+		t.Fatalf("a link for another identity: %d, want a page naming both and asking to confirm:\n%s", status, page)
+	}
+	if _, who := consoletest.Get(t, c, h.URL+"/console/workflows"); !strings.Contains(who, "alice · acme") {
+		t.Fatalf("the session changed before any confirmation:\n%s", who)
+	}
+	grant, csrf := between(page, `name="grant" value="`, `"`), between(page, `name="csrf" value="`, `"`)
+	post := func(csrf string) (int, string) {
+		resp, err := c.PostForm(h.URL+"/console/signin", url.Values{"csrf": {csrf}, "grant": {grant}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
+	if status, _ := post(strings.Repeat("0", 32)); status != http.StatusForbidden {
+		t.Errorf("a confirmation without the session's CSRF token: %d, want 403", status)
+	}
+	if _, who := consoletest.Get(t, c, h.URL+"/console/workflows"); !strings.Contains(who, "alice · acme") {
+		t.Fatalf("a forged confirmation switched the session:\n%s", who)
+	}
+	if status, loc := post(csrf); status != http.StatusSeeOther || loc != "/console" && loc != "/console/" {
+		t.Fatalf("the confirmation: %d to %q, want 303 to the console", status, loc)
+	}
+	if _, who := consoletest.Get(t, c, h.URL+"/console/workflows"); !strings.Contains(who, "mallory · globex") {
+		t.Errorf("after confirming, the session is not mallory's:\n%s", who)
+	}
+}
 
 // deepSchema is an OpenAPI document with a request schema nested depth deep.
 func deepSchema(depth int) string {

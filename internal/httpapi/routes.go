@@ -148,6 +148,7 @@ func (s *Server) routeTable() []route {
 		// and are audited as those reads; actions are the API routes named.
 		{pattern: "POST /v1/console/links", action: "console.link", resource: "console", h: s.handleCreateSignInLink},
 		{pattern: "GET /console/signin", public: true, console: true, action: "console.signin", resource: "console", h: s.handleSignIn},
+		{pattern: "POST /console/signin", console: true, action: "console.signin", resource: "console", h: s.handleConfirmSignIn},
 		{pattern: "GET /console/oidc/login", public: true, console: true, action: "console.signin", resource: "console", h: s.handleOIDCLogin},
 		{pattern: "GET " + OIDCCallbackPath, public: true, console: true, action: "console.signin", resource: "console", h: s.handleOIDCCallback},
 		{pattern: "POST /console/signout", console: true, action: "console.signout", resource: "console", h: s.handleSignOut},

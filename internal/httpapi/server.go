@@ -36,6 +36,8 @@ type Store interface {
 	// returns at once; done gets the outcome.
 	AppendAuditLater(done func(error), recs ...*audit.Record)
 	auth.Store
+	// RevokedClients returns the ids of every revoked client.
+	RevokedClients(ctx context.Context) ([]string, error)
 	idempotency.Store
 	session.Store
 	Ping(ctx context.Context) error
@@ -74,6 +76,11 @@ type Deps struct {
 	Logger   *slog.Logger
 	Store    Store
 	Verifier auth.Verifier
+	// Revocations is the client revocation list console sessions and
+	// sign-in links are checked against (nil: the Verifier's when it is
+	// an *auth.RevokingVerifier, else one read from Store with the
+	// default ttl), so they end with their client's tokens.
+	Revocations *auth.Revocations
 	// Issuer is the embedded issuer, nil when an external issuer is used.
 	Issuer  *auth.Issuer
 	Limiter ratelimit.Limiter
@@ -154,6 +161,13 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
+	}
+	if deps.Revocations == nil {
+		if rv, ok := deps.Verifier.(*auth.RevokingVerifier); ok {
+			deps.Revocations = rv.Revocations
+		} else {
+			deps.Revocations = auth.NewRevocations(deps.Store, 0, deps.Now)
+		}
 	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256),
 		streams: newStreamLimit(cfg.MaxStreamsPerTenant)}

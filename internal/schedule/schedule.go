@@ -47,6 +47,9 @@ type Schedule struct {
 	MaxToolCalls *int            `json:"max_tool_calls,omitempty"`
 	Overlap      string          `json:"overlap"`
 	Paused       bool            `json:"paused"`
+	// PausedReason says why agentplane paused the schedule (its creator's
+	// client was revoked); "" when a person paused it, or it runs.
+	PausedReason string `json:"paused_reason,omitempty"`
 	// Creator is who created the schedule, with the scopes of the token
 	// used: its workflows run as Creator.
 	Creator   workflow.Caller `json:"creator"`
@@ -88,6 +91,10 @@ type Store interface {
 	// DeleteSchedule deletes a schedule and its claims, or returns
 	// problem.NotFound.
 	DeleteSchedule(ctx context.Context, tenant, id string, rec *audit.Record) error
+	// PauseSchedule pauses a schedule that is not paused, with reason,
+	// appending rec in the same transaction; false (and rec not appended)
+	// when it was paused already or is gone.
+	PauseSchedule(ctx context.Context, id, reason string, at time.Time, rec *audit.Record) (bool, error)
 	// ActiveSchedules returns every tenant's schedules that are not paused,
 	// each with its LastDue.
 	ActiveSchedules(ctx context.Context) ([]*Schedule, error)

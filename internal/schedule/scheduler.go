@@ -18,6 +18,25 @@ type Starter interface {
 	Start(ctx context.Context, req workflow.StartRequest) (*workflow.Workflow, error)
 }
 
+// Revocations tells which OAuth clients are revoked: *auth.Revocations,
+// the list bearer tokens and console sessions are checked against.
+type Revocations interface {
+	Revoked(ctx context.Context, clientID string) (bool, error)
+}
+
+// SchedulerActor is the audit actor of what the scheduler does on its own.
+var SchedulerActor = audit.Actor{Sub: "agentplane:scheduler"}
+
+// errCreatorRevoked is the error of a run refused because the schedule's
+// creator's client is revoked.
+func errCreatorRevoked(sch *Schedule) error {
+	return problem.New(problem.Conflict, "schedule %s is paused: %s", sch.ID, revokedReason(sch))
+}
+
+func revokedReason(sch *Schedule) string {
+	return "its creator's client " + sch.Creator.ClientID + " is revoked; create the schedule again as an identity that may run it"
+}
+
 // DefaultTick is how often a Scheduler looks for due times.
 const DefaultTick = 5 * time.Second
 
@@ -32,6 +51,9 @@ type Scheduler struct {
 	Now    func() time.Time
 	Tick   time.Duration
 	Logger *slog.Logger
+	// Revocations is the client revocation list (nil: none is revoked). A
+	// schedule whose creator's client is on it is paused, not run.
+	Revocations Revocations
 
 	mu      sync.Mutex
 	timings map[string]cachedTiming
@@ -87,6 +109,12 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 	live := make(map[string]bool, len(all))
 	for _, sch := range all {
 		live[sch.ID] = true
+		if err := s.checkCreator(ctx, sch); err != nil {
+			if ctx.Err() == nil && !problem.Is(err, problem.Conflict) {
+				s.logger().Warn("schedule not run: its creator cannot be checked", "schedule_id", sch.ID, "error", err)
+			}
+			continue
+		}
 		t := s.timing(sch)
 		if t == nil {
 			continue
@@ -147,6 +175,11 @@ var errAlreadyClaimed = errors.New("due time already claimed")
 // time whose workflow cannot start (its agent was deleted, its context no
 // longer fits) is claimed without one too, so it is not tried again.
 func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manual bool) (*workflow.Workflow, error) {
+	if manual {
+		if err := s.checkCreator(ctx, sch); err != nil {
+			return nil, err
+		}
+	}
 	if !manual && sch.Overlap != OverlapAllow {
 		busy, err := s.Store.Busy(ctx, sch.ID)
 		if err != nil {
@@ -182,6 +215,32 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 		}
 	}
 	return nil, err
+}
+
+// checkCreator refuses to run a schedule whose creator's client is
+// revoked, and pauses it with the reason on the schedule and in its
+// tenant's audit chain (once across replicas). A revocation list that
+// cannot be read refuses too: the schedule is not run on a stale list.
+func (s *Scheduler) checkCreator(ctx context.Context, sch *Schedule) error {
+	if s.Revocations == nil || sch.Creator.ClientID == "" {
+		return nil
+	}
+	revoked, err := s.Revocations.Revoked(ctx, sch.Creator.ClientID)
+	if err != nil || !revoked {
+		return err
+	}
+	now := s.now().UTC()
+	reason := revokedReason(sch)
+	rec := &audit.Record{
+		Time: now, Tenant: sch.Tenant, Action: "schedule.pause", Actor: SchedulerActor,
+		Resource: audit.Resource{Type: "schedule", ID: sch.ID}, Outcome: audit.Success,
+		Details: audit.Details(map[string]any{"reason": reason, "client_id": sch.Creator.ClientID}),
+	}
+	if _, err := s.Store.PauseSchedule(ctx, sch.ID, reason, now, rec); err != nil {
+		return err
+	}
+	sch.Paused, sch.PausedReason = true, reason
+	return errCreatorRevoked(sch)
 }
 
 // Trigger starts a schedule's workflow now, whatever its timetable, pause

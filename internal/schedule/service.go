@@ -39,6 +39,7 @@ type Service struct {
 func (svc *Service) check(ctx context.Context, s *Schedule, in Input) error {
 	s.Agent, s.Cron, s.Timezone, s.Goal, s.Context = in.Agent, in.Cron, in.Timezone, in.Goal, in.Context
 	s.MaxToolCalls, s.Overlap, s.Paused = in.MaxToolCalls, in.Overlap, in.Paused
+	s.PausedReason = "" // a person's settings replace agentplane's pause
 	_, errs := Validate(s)
 	if n := s.MaxToolCalls; n != nil && (*n < 1 || (svc.MaxToolCalls > 0 && *n > svc.MaxToolCalls)) {
 		errs = append(errs, problem.FieldError{Field: "max_tool_calls", Message: fmt.Sprintf("must be from 1 to %d", max(1, svc.MaxToolCalls))})
@@ -123,7 +124,7 @@ func (svc *Service) SetPaused(ctx context.Context, tenant, id string, paused boo
 			}
 		}
 	}
-	s.Paused, s.UpdatedAt = paused, now
+	s.Paused, s.PausedReason, s.UpdatedAt = paused, "", now
 	if err := svc.Store.UpdateSchedule(ctx, s, rec); err != nil {
 		return nil, err
 	}

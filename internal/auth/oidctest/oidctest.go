@@ -41,6 +41,9 @@ type Options struct {
 	WrongNonce bool
 	// Deny answers /authorize with error=access_denied.
 	Deny bool
+	// NoAccessSubject signs access tokens without a sub claim (the ID
+	// token keeps its own).
+	NoAccessSubject bool
 	// AccessTTL is the access token's lifetime.
 	AccessTTL time.Duration
 }
@@ -208,8 +211,12 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		p.lastExp = now.Add(p.opts.AccessTTL).Truncate(time.Second)
 		idToken := p.sign(map[string]any{"iss": p.URL, "sub": p.opts.Subject, "aud": aud, "nonce": nonce,
 			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}, "JWT")
-		access := p.sign(map[string]any{"iss": p.URL, "sub": p.opts.Subject, "aud": "agentplane", "tenant": p.opts.Tenant,
-			"scope": p.opts.Scope, "client_id": p.ClientID, "iat": now.Unix(), "exp": p.lastExp.Unix()}, "at+jwt")
+		claims := map[string]any{"iss": p.URL, "sub": p.opts.Subject, "aud": "agentplane", "tenant": p.opts.Tenant,
+			"scope": p.opts.Scope, "client_id": p.ClientID, "iat": now.Unix(), "exp": p.lastExp.Unix()}
+		if p.opts.NoAccessSubject {
+			delete(claims, "sub")
+		}
+		access := p.sign(claims, "at+jwt")
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "id_token": idToken, "token_type": "Bearer",

@@ -12,12 +12,14 @@ import (
 	"time"
 )
 
-// Grant kinds: a one-time sign-in link, and a pending OpenID Connect login
-// (its state, PKCE verifier and nonce until the provider sends the person
-// back).
+// Grant kinds: a one-time sign-in link; the same sign-in waiting for a
+// person signed in as another identity to confirm the switch (the link
+// is used by then); and a pending OpenID Connect login (its state, PKCE
+// verifier and nonce until the provider sends the person back).
 const (
-	GrantLink = "link"
-	GrantOIDC = "oidc"
+	GrantLink   = "link"
+	GrantSwitch = "switch"
+	GrantOIDC   = "oidc"
 )
 
 // Lifetimes of the sign-in records.

@@ -18,7 +18,7 @@ import (
 var _ schedule.Store = (*DB)(nil)
 
 const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.context, s.max_tool_calls,
-	s.overlap, s.paused, s.creator, s.created_at, s.updated_at,
+	s.overlap, s.paused, s.paused_reason, s.creator, s.created_at, s.updated_at,
 	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
 
 // claimScheduled queues, in a workflow's creation, the run of the
@@ -108,9 +108,9 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE schedules SET agent = $3, cron = $4, timezone = $5, goal = $6, context = $7,
-			max_tool_calls = $8, overlap = $9, paused = $10, updated_at = $11 WHERE tenant = $1 AND id = $2`,
+			max_tool_calls = $8, overlap = $9, paused = $10, paused_reason = $11, updated_at = $12 WHERE tenant = $1 AND id = $2`,
 			s.Tenant, s.ID, s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap,
-			s.Paused, s.UpdatedAt)
+			s.Paused, s.PausedReason, s.UpdatedAt)
 		if err != nil {
 			return fmt.Errorf("update schedule: %w", err)
 		}
@@ -120,6 +120,25 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 		tx.Audit(rec)
 		return nil
 	})
+}
+
+// PauseSchedule pauses a running schedule for reason, appending rec;
+// false (and no record) when it was paused already or is gone.
+func (db *DB) PauseSchedule(ctx context.Context, id, reason string, at time.Time, rec *audit.Record) (bool, error) {
+	db.prepareAudit(rec)
+	var paused bool
+	err := db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `UPDATE schedules SET paused = true, paused_reason = $2, updated_at = $3 WHERE id = $1 AND NOT paused`,
+			id, reason, micro(at))
+		if err != nil {
+			return fmt.Errorf("pause schedule: %w", err)
+		}
+		if paused = tag.RowsAffected() == 1; paused {
+			tx.Audit(rec)
+		}
+		return nil
+	})
+	return paused, err
 }
 
 // DeleteSchedule deletes a schedule and its runs.
@@ -194,7 +213,7 @@ func scanSchedule(row pgx.Row) (*schedule.Schedule, error) {
 		lastDue      *time.Time
 	)
 	err := row.Scan(&s.ID, &s.Tenant, &s.Agent, &s.Cron, &s.Timezone, &s.Goal, &ctxJSON, &maxCalls,
-		&s.Overlap, &s.Paused, &cre, &s.CreatedAt, &s.UpdatedAt, &lastDue)
+		&s.Overlap, &s.Paused, &s.PausedReason, &cre, &s.CreatedAt, &s.UpdatedAt, &lastDue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}

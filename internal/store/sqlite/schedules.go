@@ -16,7 +16,7 @@ import (
 var _ schedule.Store = (*DB)(nil)
 
 const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.context, s.max_tool_calls,
-	s.overlap, s.paused, s.creator, s.created_at, s.updated_at,
+	s.overlap, s.paused, s.paused_reason, s.creator, s.created_at, s.updated_at,
 	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
 
 // claimScheduled stores, in a workflow's creation, the run of the schedule
@@ -121,9 +121,9 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET agent = ?, cron = ?, timezone = ?, goal = ?, context = ?,
-			max_tool_calls = ?, overlap = ?, paused = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
+			max_tool_calls = ?, overlap = ?, paused = ?, paused_reason = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
 			s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap, s.Paused,
-			fmtTime(s.UpdatedAt), s.Tenant, s.ID)
+			s.PausedReason, fmtTime(s.UpdatedAt), s.Tenant, s.ID)
 		if err != nil {
 			return fmt.Errorf("update schedule: %w", err)
 		}
@@ -132,6 +132,26 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 		}
 		return appendAudit(ctx, tx, rec)
 	})
+}
+
+// PauseSchedule pauses a running schedule for reason, appending rec;
+// false (and no record) when it was paused already or is gone.
+func (db *DB) PauseSchedule(ctx context.Context, id, reason string, at time.Time, rec *audit.Record) (bool, error) {
+	db.prepareAudit(rec)
+	var paused bool
+	err := db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE schedules SET paused = 1, paused_reason = ?, updated_at = ? WHERE id = ? AND NOT paused`,
+			reason, fmtTime(micro(at)), id)
+		if err != nil {
+			return fmt.Errorf("pause schedule: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		paused = true
+		return appendAudit(ctx, tx, rec)
+	})
+	return paused, err
 }
 
 // DeleteSchedule deletes a schedule and its runs.
@@ -207,7 +227,7 @@ func scanSchedule(row scanner) (*schedule.Schedule, error) {
 		lastDue          sql.NullString
 	)
 	err := row.Scan(&s.ID, &s.Tenant, &s.Agent, &s.Cron, &s.Timezone, &s.Goal, &ctxJSON, &maxCalls,
-		&s.Overlap, &s.Paused, &cre, &created, &updated, &lastDue)
+		&s.Overlap, &s.Paused, &s.PausedReason, &cre, &created, &updated, &lastDue)
 	if err == sql.ErrNoRows {
 		return nil, err
 	}

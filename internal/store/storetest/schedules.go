@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/schedule"
@@ -66,6 +67,49 @@ func testScheduleCRUD(t *testing.T, s Store, _ Hooks) {
 	must(t, s.DeleteSchedule(ctx, "acme", a.ID, nil), "delete")
 	_, err = s.Schedule(ctx, "acme", a.ID)
 	wantCode(t, err, problem.NotFound, "deleted schedule")
+}
+
+// testSchedulePause: PauseSchedule pauses a running schedule with its
+// reason and audit record once; a person's update clears the reason.
+func testSchedulePause(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	sch := newSchedule("acme", 1)
+	must(t, s.CreateSchedule(ctx, sch, nil), "create schedule")
+	const reason = "its creator's client cli-1 is revoked"
+	at := base.Add(time.Hour)
+	for i, want := range []bool{true, false} {
+		paused, err := s.PauseSchedule(ctx, sch.ID, reason, at, record("acme", "schedule.pause", i))
+		must(t, err, "pause")
+		if paused != want {
+			t.Fatalf("pause %d: paused = %v, want %v", i+1, paused, want)
+		}
+	}
+	got, err := s.Schedule(ctx, "acme", sch.ID)
+	must(t, err, "get paused")
+	want := *sch
+	want.Paused, want.PausedReason, want.UpdatedAt = true, reason, at
+	if diff := cmp.Diff(&want, got); diff != "" {
+		t.Fatalf("paused schedule (-want +got):\n%s", diff)
+	}
+	if active, err := s.ActiveSchedules(ctx); err != nil || len(active) != 0 {
+		t.Fatalf("active after the pause = %v (%v), want none", active, err)
+	}
+	recs, err := s.QueryAudit(ctx, "acme", audit.Filter{Action: "schedule.pause"})
+	must(t, err, "query audit")
+	if len(recs) != 1 {
+		t.Fatalf("schedule.pause records = %d, want 1 (the second pause changed nothing)", len(recs))
+	}
+	if paused, err := s.PauseSchedule(ctx, "sch_none", reason, at, nil); err != nil || paused {
+		t.Fatalf("pause of an unknown schedule = %v, %v; want false, nil", paused, err)
+	}
+
+	got.Paused, got.PausedReason, got.UpdatedAt = false, "", at.Add(time.Minute)
+	must(t, s.UpdateSchedule(ctx, got, nil), "resume")
+	again, err := s.Schedule(ctx, "acme", sch.ID)
+	must(t, err, "get resumed")
+	if again.Paused || again.PausedReason != "" {
+		t.Fatalf("resumed = %+v, want running without a reason", again)
+	}
 }
 
 func testScheduleClaims(t *testing.T, s Store, _ Hooks) {

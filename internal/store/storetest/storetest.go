@@ -140,6 +140,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"LiveBatch", testLiveBatch},
 		{"ScheduleCRUD", testScheduleCRUD},
 		{"ScheduleClaims", testScheduleClaims},
+		{"SchedulePause", testSchedulePause},
 		{"WebhookOutbox", testWebhookOutbox},
 		{"WebhookCRUD", testWebhookCRUD},
 		{"WebhookReplayEvents", testWebhookReplayEvents},
