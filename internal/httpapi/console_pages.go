@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -60,7 +61,7 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
+	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ type replayLine struct {
 }
 
 func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) error {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	wf, err := s.deps.Workflows.Workflow(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -239,7 +240,7 @@ func (s *Server) handleConsoleApprovals(w http.ResponseWriter, r *http.Request) 
 	if _, _, ok := workflow.ParseApprovalCursor(f.After); f.After != "" && !ok {
 		f.After = ""
 	}
-	as, err := s.deps.Workflows.Approvals(r.Context(), principalOf(r).Tenant, f)
+	as, err := s.deps.Workflows.Approvals(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
