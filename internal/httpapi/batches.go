@@ -52,7 +52,7 @@ type batchView struct {
 // batchView shows b to p with a report link signed for p's tools.
 func (s *Server) batchView(p auth.Principal, b *replay.Batch) batchView {
 	v := viewBatch(b)
-	v.ViewerURL = s.deps.Viewer.BatchURL(s.cfg.PublicURL, b.ID, toolsOf(p))
+	v.ViewerURL = s.deps.Viewer.BatchURL(s.cfg.PublicURL, b.ID, p.Tools())
 	return v
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor"
@@ -225,7 +224,7 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 	shown.Steps = make([]replay.Entry, len(rp.Steps))
 	hidden := false
 	for i, e := range rp.Steps {
-		e.Original, e.Replay = hideBodies(p, e.Original), hideBodies(p, e.Replay)
+		e.Original, e.Replay = workflow.HideBodies(p, e.Original), workflow.HideBodies(p, e.Replay)
 		hidden = hidden || e.Original != rp.Steps[i].Original || e.Replay != rp.Steps[i].Replay
 		shown.Steps[i] = e
 	}
@@ -241,48 +240,18 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 			shown.Checks[i] = c
 		}
 	}
-	shown.OriginalCompletions, shown.Completions = hideMessages(p, rp.OriginalCompletions), hideMessages(p, rp.Completions)
+	shown.OriginalCompletions, shown.Completions = replay.HideMessages(p, rp.OriginalCompletions), replay.HideMessages(p, rp.Completions)
 	if shown.Status == "" {
 		shown.Status = replay.StatusCompleted // made before replays had statuses
 	}
 	if shown.DryRun && shown.LLM == "" {
 		shown.Mode = shown.Mode.WithDefaults() // stored before replays had modes
 	}
-	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p)))
+	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, p.Tools()))
 }
 
 func viewReplay(rp *replay.Replay, viewerURL string) replayView {
 	return replayView{Replay: rp, CreatedAt: rp.CreatedAt.UTC().Format(timeFormat), ViewerURL: viewerURL}
-}
-
-// hideBodies returns the step without its args, request and result when p
-// may not use its tool.
-func hideBodies(p auth.Principal, st *workflow.Step) *workflow.Step {
-	if st == nil || st.Tool == "" || p.CanUseTool(st.Tool) {
-		return st
-	}
-	c := *st
-	c.Args, c.Result, c.Request = nil, nil, nil
-	return &c
-}
-
-// hideMessages returns the completions with the messages left out of
-// those holding calls to a tool p may not use.
-func hideMessages(p auth.Principal, cs []replay.Completion) []replay.Completion {
-	if len(cs) == 0 {
-		return cs
-	}
-	out := make([]replay.Completion, len(cs))
-	for i, c := range cs {
-		out[i] = c
-		for _, name := range c.Tools() {
-			if !p.CanUseTool(name) {
-				out[i] = c.Hidden()
-				break
-			}
-		}
-	}
-	return out
 }
 
 // checkMode refuses a what-if mode the request cannot have: values other
@@ -304,17 +273,6 @@ func (s *Server) checkMode(m replay.Mode, dryRun bool) []problem.FieldError {
 		return []problem.FieldError{{Field: "llm", Message: "live needs models, and this server has none configured: replay with llm recorded"}}
 	}
 	return nil
-}
-
-// toolsOf lists the tools whose bodies p may see: "*" for tool:*.
-func toolsOf(p auth.Principal) []string {
-	var tools []string
-	for _, sc := range p.Scopes {
-		if name, ok := strings.CutPrefix(sc, "tool:"); ok {
-			tools = append(tools, name)
-		}
-	}
-	return tools
 }
 
 // handleReplayPage serves a replay's signed viewer page; admit has checked

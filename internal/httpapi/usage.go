@@ -72,11 +72,7 @@ func completionViews(p auth.Principal, comps []workflow.Completion, steps []work
 		if !c.CreatedAt.IsZero() {
 			v.CreatedAt = c.CreatedAt.UTC().Format(timeFormat)
 		}
-		for _, st := range steps {
-			if st.Tool != "" && (c.Step == 0 || st.Step < c.Step) && !p.CanUseTool(st.Tool) {
-				v.ContentHidden = true
-			}
-		}
+		v.ContentHidden = workflow.MessagesHidden(p, c, steps)
 		if rc, err := agent.DecodeCompletion(c.Data); err == nil {
 			if rc.Request != nil {
 				v.Request = asObject(rc.Request)

@@ -96,7 +96,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 			continue
 		}
 		d := stepDetail{Step: st}
-		if st.Tool != "" && !p.CanUseTool(st.Tool) {
+		if workflow.BodiesHidden(p, st) {
 			d.Args, d.Result, d.Request, d.Hidden = nil, nil, nil, true
 		}
 		v.Steps = append(v.Steps, d)
