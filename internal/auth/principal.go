@@ -39,6 +39,18 @@ func (p Principal) CanUseTool(name string) bool {
 	return p.Has("tool:*") || p.Has("tool:"+name)
 }
 
+// Tools lists the tools whose bodies p may see, by its tool:<name>
+// scopes: "*" for tool:*.
+func (p Principal) Tools() []string {
+	var tools []string
+	for _, sc := range p.Scopes {
+		if name, ok := strings.CutPrefix(sc, "tool:"); ok {
+			tools = append(tools, name)
+		}
+	}
+	return tools
+}
+
 // ID is the principal's identity for idempotency keys: sub, else client_id.
 func (p Principal) ID() string {
 	if p.Subject != "" {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
+	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -257,12 +258,12 @@ func checkA2AVersion(r *http.Request) error {
 // checking the protocol version.
 func (s *Server) a2aAgent(r *http.Request) (*agent.Version, error) {
 	name := r.PathValue("agent")
-	info := infoFrom(r.Context())
-	info.resourceID = name
+	info := frontdoor.InfoFrom(r.Context())
+	info.ResourceID = name
 	if err := checkA2AVersion(r); err != nil {
 		return nil, err
 	}
-	return s.deps.Agents.AgentVersion(r.Context(), principalOf(r).Tenant, name, "")
+	return s.deps.Agents.AgentVersion(r.Context(), frontdoor.Principal(r).Tenant, name, "")
 }
 
 // messageInput is the goal and context of a message: its text parts,
@@ -320,7 +321,7 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 		return nil, release, err
 	}
 	r := c.r
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	canon, _ := json.Marshal(map[string]any{"goal": in.Goal, "context": in.Context, "taskId": m.TaskID})
 	hash := fingerprint(canon)
 	key := workflow.IdempotencyKey(p.ID(), "/a2a/"+c.agent, m.MessageID)
@@ -339,12 +340,12 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 	if wf, err = c.s.keyedWorkflow(r, key, c.s.cfg.InvokeIdempotencyTTL); err != nil {
 		return fail(err)
 	}
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	if wf != nil {
 		if wf.RequestHash != hash {
 			return fail(reused)
 		}
-		info.details = map[string]any{"idempotent_replayed": true}
+		info.Details = map[string]any{"idempotent_replayed": true}
 	} else {
 		if m.TaskID != "" {
 			return fail(c.continueTask(m.TaskID))
@@ -357,7 +358,7 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 			return fail(reused)
 		}
 	}
-	info.workflowID = wf.ID
+	info.WorkflowID = wf.ID
 	c.w.Header().Set("Workflow-Id", wf.ID)
 	return wf, release, nil
 }
@@ -381,7 +382,7 @@ func (c *a2aCall) task(id string) (*workflow.Workflow, error) {
 	if id == "" {
 		return nil, problem.Field("id", "is required: the task id")
 	}
-	wf, err := c.s.deps.Workflows.Workflow(c.r.Context(), principalOf(c.r).Tenant, id)
+	wf, err := c.s.deps.Workflows.Workflow(c.r.Context(), frontdoor.Principal(c.r).Tenant, id)
 	if err == nil && wf.Agent != c.agent {
 		err = problem.New(problem.NotFound, "no task %s of agent %s", id, c.agent)
 	}
@@ -391,7 +392,7 @@ func (c *a2aCall) task(id string) (*workflow.Workflow, error) {
 	if err != nil {
 		return nil, err
 	}
-	infoFrom(c.r.Context()).workflowID = wf.ID
+	frontdoor.InfoFrom(c.r.Context()).WorkflowID = wf.ID
 	return wf, nil
 }
 
@@ -453,14 +454,14 @@ func (c *a2aCall) subscribe(id string) error {
 // artifact and the final status. Event ids are the workflow's own, so a
 // client resumes with Last-Event-ID as on /v1/workflows/{id}/events.
 func (c *a2aCall) stream(wf *workflow.Workflow, afterID int) error {
-	sse, ctx := c.s.startSSE(c.w, c.r)
-	defer sse.close()
+	sse, ctx := frontdoor.StartSSE(c.w, c.r, c.s.draining)
+	defer sse.Close()
 	send := func(id int, v a2aStreamResponse) error {
-		b, err := marshal(c.event(v))
+		b, err := frontdoor.Marshal(c.event(v))
 		if err != nil {
 			return err
 		}
-		return sse.send(id, b[:len(b)-1])
+		return sse.Send(id, b[:len(b)-1])
 	}
 	t, err := c.s.a2aTask(ctx, wf)
 	if err != nil {
@@ -581,7 +582,7 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 		if wf != nil {
 			wfs = append(wfs, wf)
 		}
-	} else if wfs, err = c.s.deps.Workflows.ListWorkflows(c.r.Context(), principalOf(c.r).Tenant, f); err != nil {
+	} else if wfs, err = c.s.deps.Workflows.ListWorkflows(c.r.Context(), frontdoor.Principal(c.r).Tenant, f); err != nil {
 		return nil, err
 	}
 	out := struct {
@@ -695,21 +696,21 @@ func (s *Server) a2aCardOf(v *agent.Version, def agent.Definition) a2aCard {
 // caller with a token of its tenant, or to anyone when the version was
 // deployed with a2a.public_card (the tenant named by ?tenant=).
 func (s *Server) handleA2ACard(w http.ResponseWriter, r *http.Request) error {
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	name := r.PathValue("agent")
-	info.resourceID = name
+	info.ResourceID = name
 	if _, ok := auth.BearerToken(r); ok {
 		if err := s.admit(w, r, &route{scope: auth.ScopeAgentsInvoke}); err != nil {
 			return err
 		}
-		return s.writeCard(w, r, principalOf(r).Tenant, name, false)
+		return s.writeCard(w, r, frontdoor.Principal(r).Tenant, name, false)
 	}
 	tenant := r.URL.Query().Get("tenant")
 	refused := problem.New(problem.Unauthenticated, "no bearer token: send Authorization: Bearer <access token> (this agent's card is not public)")
 	if tenant == "" || len(tenant) > 200 {
 		return refused
 	}
-	info.tenant = tenant
+	info.Tenant = tenant
 	if err := s.writeCard(w, r, tenant, name, true); problem.Is(err, problem.AgentVersionNotFound) || problem.Is(err, problem.NotFound) {
 		return refused
 	} else {
@@ -737,7 +738,7 @@ func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, tenant, name 
 		w.Header().Set("Cache-Control", "private, max-age=300")
 	}
 	w.Header().Set("ETag", strconv.Quote(v.Name+"@"+v.Version))
-	return writeJSON(w, http.StatusOK, s.a2aCardOf(v, def))
+	return frontdoor.WriteJSON(w, http.StatusOK, s.a2aCardOf(v, def))
 }
 
 // --- The HTTP+JSON binding ---
@@ -795,30 +796,30 @@ func a2aErrOf(pe *problem.Error) a2aErr {
 
 // adaptA2A answers an HTTP+JSON handler's error with a problem document
 // that is also the binding's google.rpc.Status.
-func (s *Server) adaptA2A(h handlerFunc) handlerFunc {
+func (s *Server) adaptA2A(h frontdoor.HandlerFunc) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		err := h(w, r)
 		if err == nil {
 			return nil
 		}
-		if sw, ok := w.(interface{ started() bool }); ok && sw.started() {
+		if sw, ok := w.(interface{ Started() bool }); ok && sw.Started() {
 			return err
 		}
 		pe := problem.As(err)
-		info := infoFrom(r.Context())
-		info.problem = pe
-		doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
+		info := frontdoor.InfoFrom(r.Context())
+		info.Problem = pe
+		doc := pe.Doc(r.URL.Path, info.RequestID, info.TraceID)
 		ae := a2aErrOf(pe)
 		st := restStatus{Code: doc.Status, Status: ae.grpc, Message: doc.Title + ": " + doc.Detail}
 		if ae.reason != "" {
 			st.Details = []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": ae.reason, "domain": "a2a-protocol.org"}}
 		}
 		if pe.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(ceilSeconds(pe.RetryAfter.Seconds())))
+			w.Header().Set("Retry-After", strconv.Itoa(frontdoor.CeilSeconds(pe.RetryAfter.Seconds())))
 		}
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.Header().Set("Cache-Control", "no-store")
-		b, _ := marshal(restErrorBody{Document: doc, Error: st})
+		b, _ := frontdoor.Marshal(restErrorBody{Document: doc, Error: st})
 		w.WriteHeader(doc.Status)
 		_, _ = w.Write(b)
 		return nil
@@ -834,14 +835,14 @@ func (s *Server) restCall(w http.ResponseWriter, r *http.Request) (*a2aCall, err
 	return &a2aCall{s: s, w: w, r: r, agent: v.Name, event: func(v any) any { return v }}, nil
 }
 
-func (s *Server) handleA2ASend(stream bool) handlerFunc {
+func (s *Server) handleA2ASend(stream bool) frontdoor.HandlerFunc {
 	return s.adaptA2A(func(w http.ResponseWriter, r *http.Request) error {
 		c, err := s.restCall(w, r)
 		if err != nil {
 			return err
 		}
 		var req a2aSendRequest
-		if err := decodeJSON(r, &req); err != nil {
+		if err := frontdoor.DecodeJSON(r, &req); err != nil {
 			return err
 		}
 		if stream {
@@ -851,7 +852,7 @@ func (s *Server) handleA2ASend(stream bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, res)
+		return frontdoor.WriteJSON(w, http.StatusOK, res)
 	})
 }
 
@@ -883,7 +884,7 @@ func (s *Server) handleA2ATask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, res)
+	return frontdoor.WriteJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) handleA2AListTasks(w http.ResponseWriter, r *http.Request) error {
@@ -913,12 +914,12 @@ func (s *Server) handleA2AListTasks(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, res)
+	return frontdoor.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleA2AUnsupported answers an operation this agent does not offer
 // (the extended card) with err, once the agent is known.
-func (s *Server) handleA2AUnsupported(err error) handlerFunc {
+func (s *Server) handleA2AUnsupported(err error) frontdoor.HandlerFunc {
 	return s.adaptA2A(func(w http.ResponseWriter, r *http.Request) error {
 		if _, err := s.a2aAgent(r); err != nil {
 			return err
@@ -976,10 +977,10 @@ func (s *Server) handleA2ARPC(w http.ResponseWriter, r *http.Request) error {
 	if errors.As(err, &na) {
 		return na.err
 	}
-	if sw, ok := w.(interface{ started() bool }); ok && sw.started() {
+	if sw, ok := w.(interface{ Started() bool }); ok && sw.Started() {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: s.rpcErrorOf(r, err)})
+	return frontdoor.WriteJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: s.rpcErrorOf(r, err)})
 }
 
 // rpcErrorOf is the JSON-RPC error of err, with its problem document as data.
@@ -989,15 +990,15 @@ func (s *Server) rpcErrorOf(r *http.Request, err error) *rpcError {
 		return &rpcError{Code: re.code, Message: re.msg}
 	}
 	pe := problem.As(err)
-	info := infoFrom(r.Context())
-	info.problem = pe
-	doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
+	info := frontdoor.InfoFrom(r.Context())
+	info.Problem = pe
+	doc := pe.Doc(r.URL.Path, info.RequestID, info.TraceID)
 	return &rpcError{Code: a2aErrOf(pe).rpc, Message: doc.Title + ": " + doc.Detail, Data: doc}
 }
 
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcRequest) error {
 	var raw json.RawMessage
-	if err := decodeJSON(r, &raw); problem.Is(err, problem.MalformedRequest) {
+	if err := frontdoor.DecodeJSON(r, &raw); problem.Is(err, problem.MalformedRequest) {
 		return &errRPC{-32700, "Parse error: " + problem.As(err).Detail}
 	} else if err != nil {
 		return err
@@ -1017,9 +1018,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 	case msg.Method == "":
 		return &errRPC{-32600, "Invalid Request: method is required"}
 	}
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	if len(msg.Method) <= 64 {
-		info.details = map[string]any{"a2a_method": msg.Method}
+		info.Details = map[string]any{"a2a_method": msg.Method}
 	}
 	v, err := s.a2aAgent(r)
 	if problem.Is(err, problem.NotFound) || problem.Is(err, problem.AgentVersionNotFound) {
@@ -1092,7 +1093,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: msg.ID, Result: res})
+	return frontdoor.WriteJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: msg.ID, Result: res})
 }
 
 // validRPCID reports whether id is a JSON-RPC request id: a string or a number.

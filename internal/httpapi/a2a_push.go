@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
@@ -51,7 +52,7 @@ func A2APushBody(wh *webhook.Webhook, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("push notification of task %s: %w", wh.WorkflowID, err)
 	}
 	t := a2aTaskOf(&ev.Workflow, ev.Reason, ev.At)
-	return marshal(a2aStreamResponse{Task: &t})
+	return frontdoor.Marshal(a2aStreamResponse{Task: &t})
 }
 
 func (c *a2aCall) pushService() (*webhook.Service, error) {
@@ -87,7 +88,7 @@ func (c *a2aCall) createPushConfig(cfg a2aPushConfig) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	infoFrom(c.r.Context()).audited = true
+	frontdoor.InfoFrom(c.r.Context()).Audited = true
 	c.w.Header().Set("Cache-Control", "no-store")
 	out := pushConfigOf(wh)
 	out.Token = wh.Secret
@@ -130,7 +131,7 @@ func (c *a2aCall) deletePushConfig(req a2aPushRequest) (any, error) {
 	if err := svc.Store.DeleteWebhook(c.r.Context(), wh.Tenant, wh.ID, c.s.record(c.r, http.StatusOK)); err != nil {
 		return nil, err
 	}
-	infoFrom(c.r.Context()).audited = true
+	frontdoor.InfoFrom(c.r.Context()).Audited = true
 	return struct{}{}, nil
 }
 
@@ -172,7 +173,7 @@ func (s *Server) handleA2APushConfigs(w http.ResponseWriter, r *http.Request) er
 	switch {
 	case r.Method == http.MethodPost:
 		var cfg a2aPushConfig
-		if err := decodeJSON(r, &cfg); err != nil {
+		if err := frontdoor.DecodeJSON(r, &cfg); err != nil {
 			return err
 		}
 		if cfg.TaskID != "" && cfg.TaskID != req.TaskID {
@@ -190,5 +191,5 @@ func (s *Server) handleA2APushConfigs(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, res)
+	return frontdoor.WriteJSON(w, http.StatusOK, res)
 }

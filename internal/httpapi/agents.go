@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -67,10 +68,10 @@ func formatOptional(t *time.Time) *string {
 
 func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error {
 	var d agent.Deployment
-	if err := decodeJSON(r, &d); err != nil {
+	if err := frontdoor.DecodeJSON(r, &d); err != nil {
 		return err
 	}
-	v, err := agent.NewVersion(r.Context(), s.deps.Runner, principalOf(r).Tenant, d, s.deps.Now().UTC())
+	v, err := agent.NewVersion(r.Context(), s.deps.Runner, frontdoor.Principal(r).Tenant, d, s.deps.Now().UTC())
 	if err != nil {
 		return err
 	}
@@ -79,10 +80,10 @@ func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error
 	if err := s.deps.Agents.DeployVersion(r.Context(), v, d.Promote, rec); err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, d.Name
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, d.Name
 	w.Header().Set("Location", "/v1/agents/"+v.Ref())
-	return writeJSON(w, http.StatusCreated, viewVersion(v, false))
+	return frontdoor.WriteJSON(w, http.StatusCreated, viewVersion(v, false))
 }
 
 // splitRef splits a path's name@version; version is "" for a bare name. An
@@ -107,7 +108,7 @@ func agentName(id string) (string, error) {
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	name, version, err := splitRef(r.PathValue("id"))
 	if err != nil {
 		return err
@@ -117,7 +118,7 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, viewVersion(v, true))
+		return frontdoor.WriteJSON(w, http.StatusOK, viewVersion(v, true))
 	}
 	a, err := s.deps.Agents.Agent(r.Context(), tenant, name)
 	if err != nil {
@@ -127,7 +128,7 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, struct {
+	return frontdoor.WriteJSON(w, http.StatusOK, struct {
 		agentView
 		Default versionView `json:"default"`
 	}{viewAgent(a), viewVersion(v, true)})
@@ -147,7 +148,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error 
 	default:
 		return problem.Field("archived", "must be true (archived agents too) or false (live agents only, the default)")
 	}
-	agents, err := list(r.Context(), principalOf(r).Tenant, q.Get("cursor"), limit)
+	agents, err := list(r.Context(), frontdoor.Principal(r).Tenant, q.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error 
 		c := agents[len(agents)-1].Name
 		doc.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, doc)
+	return frontdoor.WriteJSON(w, http.StatusOK, doc)
 }
 
 func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) error {
@@ -170,7 +171,7 @@ func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	vs, err := s.deps.Agents.ListVersions(r.Context(), principalOf(r).Tenant, name)
+	vs, err := s.deps.Agents.ListVersions(r.Context(), frontdoor.Principal(r).Tenant, name)
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) erro
 	for i, v := range vs {
 		views[i] = viewVersion(v, false)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"agent": name, "versions": views})
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"agent": name, "versions": views})
 }
 
 func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error {
@@ -189,28 +190,28 @@ func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error 
 	var req struct {
 		Version string `json:"version"`
 	}
-	if err := decodeJSON(r, &req); err != nil {
+	if err := frontdoor.DecodeJSON(r, &req); err != nil {
 		return err
 	}
 	if req.Version == "" {
 		return problem.Field("version", "is required")
 	}
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	if err := s.deps.Agents.SetDefault(r.Context(), tenant, name, req.Version, s.record(r, http.StatusOK)); err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
+	frontdoor.InfoFrom(r.Context()).Audited = true
 	v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, req.Version)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewVersion(v, false))
+	return frontdoor.WriteJSON(w, http.StatusOK, viewVersion(v, false))
 }
 
 // handleArchiveAgent archives a version (name@version) or a whole agent
 // (name) and answers with what it archived (docs/agents.md).
 func (s *Server) handleArchiveAgent(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	name, version, err := splitRef(r.PathValue("id"))
 	if err != nil {
 		return err
@@ -220,23 +221,23 @@ func (s *Server) handleArchiveAgent(w http.ResponseWriter, r *http.Request) erro
 		if err := s.deps.Agents.ArchiveVersion(r.Context(), tenant, name, version, rec); err != nil {
 			return err
 		}
-		infoFrom(r.Context()).audited = true
+		frontdoor.InfoFrom(r.Context()).Audited = true
 		v, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, version)
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, viewVersion(v, false))
+		return frontdoor.WriteJSON(w, http.StatusOK, viewVersion(v, false))
 	}
 	n, err := s.deps.Agents.ArchiveAgent(r.Context(), tenant, name, rec)
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
+	frontdoor.InfoFrom(r.Context()).Audited = true
 	a, err := s.deps.Agents.Agent(r.Context(), tenant, name)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, struct {
+	return frontdoor.WriteJSON(w, http.StatusOK, struct {
 		agentView
 		VersionsArchived int `json:"versions_archived"`
 	}{viewAgent(a), n})

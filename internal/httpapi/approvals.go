@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -67,7 +68,7 @@ func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) err
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	as, err := s.deps.Workflows.Approvals(r.Context(), principalOf(r).Tenant, f)
+	as, err := s.deps.Workflows.Approvals(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) err
 		c := workflow.ApprovalCursor(as[len(as)-1])
 		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return frontdoor.WriteJSON(w, http.StatusOK, list)
 }
 
 // decideRequest is the body of POST /v1/workflows/{id}/approvals/{step}.
@@ -93,16 +94,16 @@ type decideRequest struct {
 
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	var req decideRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := frontdoor.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	p := principalOf(r)
-	info := infoFrom(r.Context())
-	info.resourceID = r.PathValue("id")
+	p := frontdoor.Principal(r)
+	info := frontdoor.InfoFrom(r.Context())
+	info.ResourceID = r.PathValue("id")
 	dr := workflow.DecideRequest{
 		Tenant: p.Tenant, WorkflowID: r.PathValue("id"), Decision: req.Decision, Comment: req.Comment,
 		Approver:  workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		RequestID: info.requestID, TraceID: info.traceID,
+		RequestID: info.RequestID, TraceID: info.TraceID,
 	}
 	// {step} is the waiting event's number, or the step's action.
 	ref := r.PathValue("step")
@@ -118,6 +119,6 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info.workflowID = a.WorkflowID
-	return writeJSON(w, http.StatusOK, viewApproval(a))
+	info.WorkflowID = a.WorkflowID
+	return frontdoor.WriteJSON(w, http.StatusOK, viewApproval(a))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -33,11 +34,11 @@ type auditPage struct {
 	NextCursor *string        `json:"next_cursor"`
 }
 
-func handleAuditQuery(store audit.Store) handlerFunc {
+func handleAuditQuery(store audit.Store) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		var q auditQuery
 		if r.Method == http.MethodPost {
-			if err := decodeJSON(r, &q); err != nil {
+			if err := frontdoor.DecodeJSON(r, &q); err != nil {
 				return err
 			}
 		} else if err := q.fromValues(r.URL.Query()); err != nil {
@@ -47,7 +48,7 @@ func handleAuditQuery(store audit.Store) handlerFunc {
 		if err != nil {
 			return err
 		}
-		recs, err := store.QueryAudit(r.Context(), principalOf(r).Tenant, f)
+		recs, err := store.QueryAudit(r.Context(), frontdoor.Principal(r).Tenant, f)
 		if err != nil {
 			return err
 		}
@@ -59,7 +60,7 @@ func handleAuditQuery(store audit.Store) handlerFunc {
 			c := encodeCursor(recs[len(recs)-1].Seq)
 			page.NextCursor = &c
 		}
-		return writeJSON(w, http.StatusOK, page)
+		return frontdoor.WriteJSON(w, http.StatusOK, page)
 	}
 }
 
@@ -128,13 +129,13 @@ func (q auditQuery) filter() (audit.Filter, error) {
 	return f, nil
 }
 
-func handleAuditVerify(store audit.Store) handlerFunc {
+func handleAuditVerify(store audit.Store) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		rep, err := audit.Verify(r.Context(), store, principalOf(r).Tenant)
+		rep, err := audit.Verify(r.Context(), store, frontdoor.Principal(r).Tenant)
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, rep)
+		return frontdoor.WriteJSON(w, http.StatusOK, rep)
 	}
 }
 

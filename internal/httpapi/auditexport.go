@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/siem"
 )
@@ -22,7 +23,7 @@ type exportEnd struct {
 // handleAuditExport answers GET /v1/audit/export: the tenant's records
 // after the cursor, oldest first, one OCSF event per line, then
 // {"next_cursor", "more"}.
-func handleAuditExport(store siem.Scanner, version string) handlerFunc {
+func handleAuditExport(store siem.Scanner, version string) frontdoor.HandlerFunc {
 	mapper := siem.Mapper{Version: version}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		v := r.URL.Query()
@@ -48,11 +49,11 @@ func handleAuditExport(store siem.Scanner, version string) handlerFunc {
 		if len(errs) > 0 {
 			return problem.Validation(errs...)
 		}
-		b, err := mapper.Read(r.Context(), store, principalOf(r).Tenant, after, limit)
+		b, err := mapper.Read(r.Context(), store, frontdoor.Principal(r).Tenant, after, limit)
 		if err != nil {
 			return err
 		}
-		end, err := marshal(exportEnd{NextCursor: siem.EncodeCursor(b.LastSeq), More: len(b.Lines) == limit})
+		end, err := frontdoor.Marshal(exportEnd{NextCursor: siem.EncodeCursor(b.LastSeq), More: len(b.Lines) == limit})
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -51,7 +52,7 @@ type batchView struct {
 // batchView shows b to p with a report link signed for p's tools.
 func (s *Server) batchView(p auth.Principal, b *replay.Batch) batchView {
 	v := viewBatch(b)
-	v.ViewerURL = s.deps.Viewer.BatchURL(s.cfg.PublicURL, b.ID, toolsOf(p))
+	v.ViewerURL = s.deps.Viewer.BatchURL(s.cfg.PublicURL, b.ID, p.Tools())
 	return v
 }
 
@@ -122,7 +123,7 @@ func selectionOf(filter *batchSelection, workflowIDs []string, batch bool) (repl
 
 func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error {
 	var req batchRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := frontdoor.DecodeJSON(r, &req); err != nil {
 		return err
 	}
 	var errs []problem.FieldError
@@ -147,7 +148,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	if mc, ok := s.deps.Replays.Judge.(replay.ModelChecker); ok && req.Judge != nil {
 		if err := mc.CheckModel(r.Context(), p.Tenant, req.Judge.Model); problem.Is(err, problem.NotFound) {
 			return problem.Field("judge.model", "no model %s in this tenant: register it (POST /v1/models) or name another", req.Judge.Model)
@@ -195,20 +196,20 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	if err := s.deps.BatchStore.CreateBatch(r.Context(), b, wfs, s.deps.Batches.Owner, s.deps.Batches.LeaseUntil(now), rec); err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, b.ID
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, b.ID
 	s.deps.Batches.Wake()
 	w.Header().Set("Location", "/v1/replay-batches/"+b.ID)
-	return writeJSON(w, http.StatusAccepted, s.batchView(p, b))
+	return frontdoor.WriteJSON(w, http.StatusAccepted, s.batchView(p, b))
 }
 
 func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) error {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.batchView(p, b))
+	return frontdoor.WriteJSON(w, http.StatusOK, s.batchView(p, b))
 }
 
 // batchSummary is a batch as GET /v1/replay-batches lists it: its counts,
@@ -235,7 +236,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	f.Limit = limit
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	bs, err := s.deps.BatchStore.ListBatches(r.Context(), p.Tenant, f)
 	if err != nil {
 		return err
@@ -252,7 +253,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) error
 	if len(bs) == f.Limit {
 		list.NextCursor = &bs[len(bs)-1].ID
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return frontdoor.WriteJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) error {
@@ -287,7 +288,7 @@ func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) erro
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -305,11 +306,11 @@ func (s *Server) handleBatchReplays(w http.ResponseWriter, r *http.Request) erro
 	if len(rps) == limit {
 		next = strconv.Itoa(offset + limit)
 	}
-	return writeJSON(w, http.StatusOK, s.replayPage(p, rps, next))
+	return frontdoor.WriteJSON(w, http.StatusOK, s.replayPage(p, rps, next))
 }
 
 func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) error {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -324,7 +325,7 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) error
 	if b, err = s.deps.BatchStore.Batch(r.Context(), p.Tenant, b.ID); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.batchView(p, b))
+	return frontdoor.WriteJSON(w, http.StatusOK, s.batchView(p, b))
 }
 
 // batchPoll is how often a batch's event stream looks at its progress.
@@ -344,7 +345,7 @@ type batchEvent struct {
 // the number of workflows replayed so far and the complete event's is one
 // more, so a client that reconnects with Last-Event-ID gets only news.
 func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error {
-	p, id := principalOf(r), r.PathValue("id")
+	p, id := frontdoor.Principal(r), r.PathValue("id")
 	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, id)
 	if err != nil {
 		return err
@@ -362,14 +363,14 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	sse, ctx := s.startSSE(w, r)
-	defer sse.close()
+	sse, ctx := frontdoor.StartSSE(w, r, s.draining)
+	defer sse.Close()
 	t := time.NewTicker(batchPoll)
 	defer t.Stop()
 	for {
 		if b.Done > last || (last < 0 && b.Status == replay.BatchRunning) {
 			ev, _ := json.Marshal(batchEvent{Event: "progress", Done: b.Done, Total: b.Total, Changed: b.Changed})
-			if sse.send(b.Done, ev) != nil {
+			if sse.Send(b.Done, ev) != nil {
 				return nil // the client went away
 			}
 			last = b.Done
@@ -377,7 +378,7 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 		if b.Status != replay.BatchRunning {
 			v := s.batchView(p, b)
 			ev, _ := json.Marshal(batchEvent{Event: "complete", Done: b.Done, Total: b.Total, Changed: b.Changed, Batch: &v})
-			sse.send(b.Done+1, ev)
+			sse.Send(b.Done+1, ev)
 			return nil
 		}
 		select {
@@ -397,12 +398,12 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 // handleBatchPage serves a batch's signed report page; admit has checked
 // the link and left the tools its replay links may show in the request's info.
 func (s *Server) handleBatchPage(w http.ResponseWriter, r *http.Request) error {
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	b, err := s.deps.BatchStore.BatchByID(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	info.tenant = b.Tenant
+	info.Tenant = b.Tenant
 	changed, err := s.deps.BatchStore.BatchReplays(r.Context(), b.ID, true, 0, web.MaxBatchRows)
 	if err != nil {
 		return err
@@ -413,7 +414,7 @@ func (s *Server) handleBatchPage(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	tools := []string(info.signedTools)
+	tools := []string(info.SignedTools)
 	web.PageHeaders(w.Header())
 	return web.RenderBatch(w, web.BatchPage{Batch: b, Changed: changed, Failed: failed, Link: func(id string) string {
 		return s.deps.Viewer.ReplayURL("", id, tools)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -55,8 +56,8 @@ func withSame(routes []route) []route {
 // CSRF token of a POST, then the rate limit and the route's scope, as
 // admit does for a bearer token.
 func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route) error {
-	info := infoFrom(r.Context())
-	info.addDetail("via", "console")
+	info := frontdoor.InfoFrom(r.Context())
+	info.AddDetail("via", "console")
 	secret, ok := console.SessionSecret(r)
 	if !ok {
 		if err := s.limitIP(w, r); err != nil {
@@ -75,7 +76,7 @@ func (s *Server) admitConsole(w http.ResponseWriter, r *http.Request, rt *route)
 		return err
 	}
 	p := auth.Principal{Subject: sess.Subject, ClientID: sess.ClientID, Tenant: sess.Tenant, Scopes: sess.Scopes, ExpiresAt: sess.ExpiresAt}
-	info.principal, info.session = &p, secret
+	info.Principal, info.Session = &p, secret
 	if err := s.limitTenant(w, r, p.Tenant); err != nil {
 		return err
 	}
@@ -125,18 +126,18 @@ func (s *Server) consoleSession(ctx context.Context, secret string) (session.Ses
 // consoleAction turns a console form into the request its API handler
 // takes: the form's fields as the JSON body, its idempotency_key as the
 // Idempotency-Key header. A success answers 303 to the form's return page;
-// a problem is shown as a page (writeProblem).
+// a problem is shown as a page (frontdoor.WriteProblem).
 func (s *Server) consoleAction(rt *route, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := rt.form(r.PostForm)
 		if err != nil {
-			writeProblem(w, r, err)
+			frontdoor.WriteProblem(w, r, err)
 			return
 		}
 		b := []byte{}
 		if body != nil {
 			if b, err = json.Marshal(body); err != nil {
-				writeProblem(w, r, err)
+				frontdoor.WriteProblem(w, r, err)
 				return
 			}
 			r.Header.Set("Content-Type", "application/json")
@@ -145,7 +146,7 @@ func (s *Server) consoleAction(rt *route, h http.Handler) http.Handler {
 		if key := r.PostForm.Get("idempotency_key"); key != "" {
 			r.Header.Set("Idempotency-Key", key)
 		}
-		h.ServeHTTP(&redirectWriter{ResponseWriter: w, to: returnPath(r.PostForm.Get("return")), info: infoFrom(r.Context())}, r)
+		h.ServeHTTP(&redirectWriter{ResponseWriter: w, to: returnPath(r.PostForm.Get("return")), info: frontdoor.InfoFrom(r.Context())}, r)
 	})
 }
 
@@ -166,7 +167,7 @@ func returnPath(p string) string {
 type redirectWriter struct {
 	http.ResponseWriter
 	to       string
-	info     *reqInfo
+	info     *frontdoor.Info
 	redirect bool
 }
 
@@ -175,7 +176,7 @@ func (rw *redirectWriter) WriteHeader(status int) {
 		rw.ResponseWriter.WriteHeader(status)
 		return
 	}
-	rw.info.handlerStatus = status
+	rw.info.HandlerStatus = status
 	rw.redirect = true
 	h := rw.Header()
 	h.Del("Content-Type")
@@ -197,12 +198,12 @@ func (rw *redirectWriter) Unwrap() http.ResponseWriter { return rw.ResponseWrite
 
 // consoleUser is the signed-in user of a console request, nil when none.
 func consoleUser(r *http.Request) *console.User {
-	info := infoFrom(r.Context())
-	if info.principal == nil || info.session == "" {
+	info := frontdoor.InfoFrom(r.Context())
+	if info.Principal == nil || info.Session == "" {
 		return nil
 	}
-	p := info.principal
-	return &console.User{Subject: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes, CSRF: console.CSRFToken(info.session)}
+	p := info.Principal
+	return &console.User{Subject: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes, CSRF: console.CSRFToken(info.Session)}
 }
 
 // renderConsole writes a console page with status 200.
@@ -227,8 +228,8 @@ type errorPage struct {
 // writeConsoleProblem shows a problem of a console route as a page; a GET
 // that is not signed in goes to the sign-in page instead.
 func writeConsoleProblem(w http.ResponseWriter, r *http.Request, pe *problem.Error, status int) {
-	info := infoFrom(r.Context())
-	if pe.Code == problem.Unauthenticated && r.Method == http.MethodGet && info.route != nil && !info.route.public {
+	info := frontdoor.InfoFrom(r.Context())
+	if pe.Code == problem.Unauthenticated && r.Method == http.MethodGet && routeOf(r.Context()) != nil && !routeOf(r.Context()).public {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Redirect(w, r, "/console/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
@@ -239,7 +240,7 @@ func writeConsoleProblem(w http.ResponseWriter, r *http.Request, pe *problem.Err
 			title = k.Title
 		}
 	}
-	p := console.Page{Title: title, User: consoleUser(r), Data: errorPage{Detail: pe.Detail, RequestID: info.requestID,
+	p := console.Page{Title: title, User: consoleUser(r), Data: errorPage{Detail: pe.Detail, RequestID: info.RequestID,
 		SignIn: pe.Code == problem.Unauthenticated,
 		// Only the provider's own routes refuse a sign-in when it is set up.
 		OIDC: strings.HasPrefix(r.URL.Path, oidcCookiePath)}}
@@ -276,8 +277,8 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, p auth.Pri
 	if err := s.deps.Store.CreateConsoleSession(r.Context(), sess); err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.principal, info.session = &p, secret
+	info := frontdoor.InfoFrom(r.Context())
+	info.Principal, info.Session = &p, secret
 	http.SetCookie(w, console.SessionCookie(secret, expires, s.secureCookies(r)))
 	return nil
 }
@@ -301,14 +302,14 @@ type linkResponse struct {
 func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) error {
 	var req linkRequest
 	if r.ContentLength != 0 {
-		if err := decodeJSON(r, &req); err != nil {
+		if err := frontdoor.DecodeJSON(r, &req); err != nil {
 			return err
 		}
 	}
 	if req.Next != "" && returnPath(req.Next) != req.Next {
 		return problem.Field("next", "must be a console path, such as /console/approvals")
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	now := s.deps.Now()
 	sessionEnd := p.ExpiresAt
 	if limit := now.Add(session.MaxSession); sessionEnd.IsZero() || sessionEnd.After(limit) {
@@ -321,7 +322,7 @@ func (s *Server) handleCreateSignInLink(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	return writeJSON(w, http.StatusCreated, linkResponse{
+	return frontdoor.WriteJSON(w, http.StatusCreated, linkResponse{
 		URL:       link,
 		ExpiresAt: g.ExpiresAt.UTC().Format(timeFormat), SessionExpiresAt: sessionEnd.UTC().Format(timeFormat),
 	})
@@ -403,12 +404,12 @@ func (s *Server) redeemGrant(w http.ResponseWriter, r *http.Request, kind, secre
 		}
 		refused, status = "This sign-in link was made with a token of a revoked client: it signs nobody in.", http.StatusForbidden
 	}
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	if err == nil {
-		info.tenant = g.Tenant
+		info.Tenant = g.Tenant
 	}
-	info.addDetail("refused", refused)
-	info.problem = &problem.Error{Code: problem.Unauthenticated, Detail: refused}
+	info.AddDetail("refused", refused)
+	info.Problem = &problem.Error{Code: problem.Unauthenticated, Detail: refused}
 	var buf bytes.Buffer
 	if err := console.Render(&buf, "signin", console.Page{Title: "Sign in", Data: signInPage{Refused: refused, OIDC: s.signInName()}}); err != nil {
 		return nil, err
@@ -437,9 +438,9 @@ func (s *Server) askToSwitch(w http.ResponseWriter, r *http.Request, secret stri
 		return err
 	}
 	p := auth.Principal{Subject: current.Subject, ClientID: current.ClientID, Tenant: current.Tenant, Scopes: current.Scopes, ExpiresAt: current.ExpiresAt}
-	info := infoFrom(r.Context())
-	info.principal, info.session = &p, secret
-	info.addDetail("confirm", "signed in as another identity")
+	info := frontdoor.InfoFrom(r.Context())
+	info.Principal, info.Session = &p, secret
+	info.AddDetail("confirm", "signed in as another identity")
 	return renderConsole(w, r, "switch", console.Page{Title: "Switch identity", Data: switchPage{
 		Current: consoleUser(r),
 		New:     &console.User{Subject: g.Subject, ClientID: g.ClientID, Tenant: g.Tenant, Scopes: g.Scopes},
@@ -459,7 +460,7 @@ func (s *Server) handleConfirmSignIn(w http.ResponseWriter, r *http.Request) err
 	if err != nil || g == nil {
 		return err
 	}
-	return s.switchSession(w, r, session.Hash(infoFrom(r.Context()).session), *g)
+	return s.switchSession(w, r, session.Hash(frontdoor.InfoFrom(r.Context()).Session), *g)
 }
 
 // switchSession ends the session with idHash (none when "") and starts
@@ -481,7 +482,7 @@ func (s *Server) switchSession(w http.ResponseWriter, r *http.Request, idHash st
 
 // handleSignOut ends the session and removes its cookie.
 func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) error {
-	if err := s.deps.Store.DeleteConsoleSession(r.Context(), session.Hash(infoFrom(r.Context()).session)); err != nil {
+	if err := s.deps.Store.DeleteConsoleSession(r.Context(), session.Hash(frontdoor.InfoFrom(r.Context()).Session)); err != nil {
 		return err
 	}
 	http.SetCookie(w, console.ClearCookie(s.secureCookies(r)))

@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/schedule"
@@ -32,7 +33,7 @@ type agentsPage struct {
 
 func (s *Server) handleConsoleAgents(w http.ResponseWriter, r *http.Request) error {
 	after := r.URL.Query().Get("cursor")
-	as, err := s.deps.Agents.ListAgents(r.Context(), principalOf(r).Tenant, after, 50)
+	as, err := s.deps.Agents.ListAgents(r.Context(), frontdoor.Principal(r).Tenant, after, 50)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ type agentPage struct {
 }
 
 func (s *Server) handleConsoleAgent(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	name, err := agentName(r.PathValue("id"))
 	if err != nil {
 		return err
@@ -102,7 +103,7 @@ type agentDiffPage struct {
 }
 
 func (s *Server) handleConsoleAgentDiff(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	name, err := agentName(r.PathValue("id"))
 	if err != nil {
 		return err
@@ -152,7 +153,7 @@ type toolsPage struct {
 }
 
 func (s *Server) handleConsoleTools(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	q := r.URL.Query()
 	tools, err := s.deps.ToolStore.ListTools(r.Context(), tenant, tool.ListOptions{Limit: 200})
 	if err != nil {
@@ -198,7 +199,7 @@ type usagePage struct {
 var usageDayChoices = []int{7, 30, 90}
 
 func (s *Server) handleConsoleUsage(w http.ResponseWriter, r *http.Request) error {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	q := r.URL.Query()
 	data := usagePage{By: workflow.GroupByAgent, Days: 30, DayChoices: usageDayChoices}
 	if q.Get("by") == workflow.GroupByModel {
@@ -255,7 +256,7 @@ func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	aq.Since, aq.Until = q.Get("since"), q.Get("until") // as typed
-	recs, err := s.deps.Store.QueryAudit(r.Context(), principalOf(r).Tenant, f)
+	recs, err := s.deps.Store.QueryAudit(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -272,7 +273,7 @@ func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) handleConsoleAuditVerify(w http.ResponseWriter, r *http.Request) error {
-	rep, err := audit.Verify(r.Context(), s.deps.Store, principalOf(r).Tenant)
+	rep, err := audit.Verify(r.Context(), s.deps.Store, frontdoor.Principal(r).Tenant)
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func (s *Server) handleConsoleWebhook(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	wh, err := svc.Store.Webhook(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		return err

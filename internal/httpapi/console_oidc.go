@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -119,7 +120,7 @@ func (s *Server) signInName() string {
 // admitOIDC marks a request of the provider's routes in the audit record
 // and limits it by client IP, as any unauthenticated request.
 func (s *Server) admitOIDC(w http.ResponseWriter, r *http.Request) error {
-	infoFrom(r.Context()).addDetail("via", "oidc")
+	frontdoor.InfoFrom(r.Context()).AddDetail("via", "oidc")
 	if s.oidc == nil {
 		return problem.New(problem.NotFound, "sign-in through an identity provider is not configured on this server (serve --console-client-id)")
 	}
@@ -155,7 +156,7 @@ func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) error {
 // token of the provider, and starts a session with that token's tenant,
 // subject and scopes, ending no later than either token.
 func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) error {
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	if err := s.admitOIDC(w, r); err != nil {
 		return err
 	}
@@ -165,7 +166,7 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	w.Header().Set("Cache-Control", "no-store")
 	refuse := func(format string, args ...any) error {
 		detail := fmt.Sprintf(format, args...)
-		info.addDetail("refused", detail)
+		info.AddDetail("refused", detail)
 		return problem.New(problem.Unauthenticated, "%s", detail)
 	}
 	q := r.URL.Query()
@@ -202,7 +203,7 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 		if errors.As(err, &re) && re.ErrorCode != "" {
 			return refuse("The identity provider refused the authorization code: %s.", providerText(re.ErrorCode, re.ErrorDescription))
 		}
-		s.deps.Logger.Warn("oidc code exchange failed", "request_id", info.requestID, "err", err)
+		s.deps.Logger.Warn("oidc code exchange failed", "request_id", info.RequestID, "err", err)
 		return problem.New(problem.Unavailable, "the identity provider could not be reached to finish the sign-in; try again")
 	}
 	rawID, _ := tok.Extra("id_token").(string)
@@ -211,7 +212,7 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	}
 	idToken, err := s.oidc.idTokens.Verify(ctx, rawID)
 	if err != nil {
-		s.deps.Logger.Info("oidc id token refused", "request_id", info.requestID, "err", err)
+		s.deps.Logger.Info("oidc id token refused", "request_id", info.RequestID, "err", err)
 		return refuse("The identity provider's ID token is not valid for this console (its signature, issuer, audience %q or expiry).", s.oidc.oauth.ClientID)
 	}
 	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(g.Nonce)) != 1 {

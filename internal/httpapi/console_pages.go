@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -60,7 +61,7 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
+	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ type replayLine struct {
 }
 
 func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) error {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	wf, err := s.deps.Workflows.Workflow(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -142,7 +143,7 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 	total := max(data.DurationMS, 1)
 	for _, st := range steps {
 		line := stepLine{Step: st, N: st.Step}
-		if st.Tool != "" && !p.CanUseTool(st.Tool) {
+		if workflow.BodiesHidden(p, st) {
 			line.Hidden = true
 		} else {
 			line.Args, line.Request, line.Result = pretty(st.Args), pretty(st.Request), pretty(st.Result)
@@ -163,7 +164,7 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 		if u.Cost != nil {
 			data.Usage.Cost = fmt.Sprintf("%.4f %s", u.Cost.Amount, u.Cost.Currency)
 		}
-		data.Conversation = web.Conversation(replayCompletions(comps, steps, p.CanUseTool), web.NewTools(toolsOf(p)...))
+		data.Conversation = web.Conversation(replayCompletions(comps, steps, p), web.NewTools(p.Tools()...))
 	}
 	if data.Approvals, err = s.deps.Workflows.WorkflowApprovals(r.Context(), wf.ID); err != nil {
 		return err
@@ -174,7 +175,7 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 			return err
 		}
 		for _, rp := range rps {
-			data.Replays = append(data.Replays, replayLine{Replay: rp, Viewer: s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p))})
+			data.Replays = append(data.Replays, replayLine{Replay: rp, Viewer: s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, p.Tools())})
 		}
 		vs, err := s.deps.Agents.ListVersions(r.Context(), p.Tenant, wf.Agent)
 		if err != nil {
@@ -194,7 +195,7 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 // replayCompletions are a workflow's completions as the conversation view
 // reads them; a completion after a call of a tool the reader may not use
 // keeps no messages.
-func replayCompletions(comps []workflow.Completion, steps []workflow.Step, canUse func(string) bool) []replay.Completion {
+func replayCompletions(comps []workflow.Completion, steps []workflow.Step, reader workflow.Reader) []replay.Completion {
 	out := make([]replay.Completion, 0, len(comps))
 	for _, c := range comps {
 		rc := replay.Completion{N: c.N, Step: c.Step}
@@ -204,11 +205,7 @@ func replayCompletions(comps []workflow.Completion, steps []workflow.Step, canUs
 		if dec, err := agent.DecodeCompletion(c.Data); err == nil {
 			rc.Request, rc.Response = dec.Request, dec.Response
 		}
-		for _, st := range steps {
-			if st.Tool != "" && (c.Step == 0 || st.Step < c.Step) && !canUse(st.Tool) {
-				rc.MessagesHidden = true
-			}
-		}
+		rc.MessagesHidden = workflow.MessagesHidden(reader, c, steps)
 		out = append(out, rc)
 	}
 	return out
@@ -239,7 +236,7 @@ func (s *Server) handleConsoleApprovals(w http.ResponseWriter, r *http.Request) 
 	if _, _, ok := workflow.ParseApprovalCursor(f.After); f.After != "" && !ok {
 		f.After = ""
 	}
-	as, err := s.deps.Workflows.Approvals(r.Context(), principalOf(r).Tenant, f)
+	as, err := s.deps.Workflows.Approvals(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}

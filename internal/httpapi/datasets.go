@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -42,7 +43,7 @@ func (s *Server) handleUpdateDataset(w http.ResponseWriter, r *http.Request) err
 // of the named one.
 func (s *Server) saveDataset(w http.ResponseWriter, r *http.Request, name string) error {
 	var req datasetRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := frontdoor.DecodeJSON(r, &req); err != nil {
 		return err
 	}
 	if name != "" {
@@ -59,7 +60,7 @@ func (s *Server) saveDataset(w http.ResponseWriter, r *http.Request, name string
 	if req.Workflows != nil {
 		filter, _ = json.Marshal(req.Workflows)
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	d, err := s.deps.Replays.NewDataset(r.Context(), replay.DatasetInput{Tenant: p.Tenant, Name: req.Name, Description: req.Description,
 		Selection: sel, Filter: filter, Expectations: req.Expectations,
 		Creator: replay.Creator{Sub: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}})
@@ -79,10 +80,10 @@ func (s *Server) saveDataset(w http.ResponseWriter, r *http.Request, name string
 	}
 	// The record was sealed with the version the store chose: say it in
 	// the request's own record only through the resource.
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, d.ID
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, d.ID
 	w.Header().Set("Location", "/v1/datasets/"+d.Ref())
-	return writeJSON(w, status, viewDataset(d))
+	return frontdoor.WriteJSON(w, status, viewDataset(d))
 }
 
 func (s *Server) handleGetDataset(w http.ResponseWriter, r *http.Request) error {
@@ -90,12 +91,12 @@ func (s *Server) handleGetDataset(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	d, err := s.deps.Datasets.Dataset(r.Context(), principalOf(r).Tenant, name, version)
+	d, err := s.deps.Datasets.Dataset(r.Context(), frontdoor.Principal(r).Tenant, name, version)
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).resourceID = d.ID
-	return writeJSON(w, http.StatusOK, viewDataset(d))
+	frontdoor.InfoFrom(r.Context()).ResourceID = d.ID
+	return frontdoor.WriteJSON(w, http.StatusOK, viewDataset(d))
 }
 
 func (s *Server) handleListDatasets(w http.ResponseWriter, r *http.Request) error {
@@ -104,7 +105,7 @@ func (s *Server) handleListDatasets(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	ds, err := s.deps.Datasets.ListDatasets(r.Context(), principalOf(r).Tenant, replay.DatasetListFilter{Limit: limit, After: q.Get("cursor")})
+	ds, err := s.deps.Datasets.ListDatasets(r.Context(), frontdoor.Principal(r).Tenant, replay.DatasetListFilter{Limit: limit, After: q.Get("cursor")})
 	if err != nil {
 		return err
 	}
@@ -118,5 +119,5 @@ func (s *Server) handleListDatasets(w http.ResponseWriter, r *http.Request) erro
 	if len(ds) == limit {
 		list.NextCursor = &ds[len(ds)-1].Name
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return frontdoor.WriteJSON(w, http.StatusOK, list)
 }

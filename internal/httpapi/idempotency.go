@@ -12,6 +12,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -39,14 +40,14 @@ func (s *Server) idempotent(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body, err := readBody(r)
+		body, err := frontdoor.ReadBody(r)
 		if err != nil {
-			writeProblem(w, r, err)
+			frontdoor.WriteProblem(w, r, err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if len(key) > maxIdempotencyKey {
-			writeProblem(w, r, problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey))
+			frontdoor.WriteProblem(w, r, problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey))
 			return
 		}
 		s.runOnce(w, r, key, body, h)
@@ -69,7 +70,7 @@ func bodyIdempotencyKey(header string, body []byte) (string, error) {
 }
 
 func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, body []byte, h http.Handler) {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	now := s.deps.Now()
 	k := idempotency.Key{Tenant: p.Tenant, Principal: p.ID(), Method: r.Method, Path: r.URL.Path, Key: key}
 	e, created, err := s.deps.Store.BeginIdempotent(r.Context(), idempotency.Entry{
@@ -77,21 +78,21 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, bod
 		CreatedAt: now, ExpiresAt: now.Add(s.cfg.IdempotencyTTL), LockedUntil: now.Add(s.cfg.IdempotencyLock),
 	})
 	if err != nil {
-		writeProblem(w, r, err)
+		frontdoor.WriteProblem(w, r, err)
 		return
 	}
 	if !created {
 		s.repeat(w, r, e, fingerprint(body))
 		return
 	}
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	rec := &recordingWriter{ResponseWriter: w}
 	stop := s.keepLocked(r.Context(), k)
 	h.ServeHTTP(rec, r)
 	stop()
 	// Detached from the request: a client gone away must not leave the key running.
 	ctx := context.WithoutCancel(r.Context())
-	if rec.started() && storable(rec.status) && !rec.overflow {
+	if rec.Started() && storable(rec.status) && !rec.overflow {
 		hdr := http.Header{}
 		for _, name := range storedHeaders {
 			if v := w.Header().Get(name); v != "" {
@@ -103,7 +104,7 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, bod
 		err = s.deps.Store.ReleaseIdempotent(ctx, k)
 	}
 	if err != nil {
-		s.deps.Logger.Error("idempotency key not settled", "request_id", info.requestID, "err", err)
+		s.deps.Logger.Error("idempotency key not settled", "request_id", info.RequestID, "err", err)
 	}
 }
 
@@ -128,7 +129,7 @@ func (s *Server) keepLocked(ctx context.Context, k idempotency.Key) (stop func()
 			err := s.deps.Store.ExtendIdempotent(rctx, k, s.deps.Now().Add(s.cfg.IdempotencyLock))
 			cancel()
 			if err != nil {
-				s.deps.Logger.Warn("idempotency key lock not renewed", "request_id", infoFrom(ctx).requestID, "err", err)
+				s.deps.Logger.Warn("idempotency key lock not renewed", "request_id", frontdoor.InfoFrom(ctx).RequestID, "err", err)
 			}
 		}
 	}()
@@ -142,10 +143,10 @@ func (s *Server) keepLocked(ctx context.Context, k idempotency.Key) (stop func()
 func (s *Server) repeat(w http.ResponseWriter, r *http.Request, e idempotency.Entry, fp string) {
 	switch {
 	case e.Fingerprint != fp:
-		writeProblem(w, r, problem.New(problem.IdempotencyKeyReused,
+		frontdoor.WriteProblem(w, r, problem.New(problem.IdempotencyKeyReused,
 			"this Idempotency-Key was used with a different request; use a new key for a new request"))
 	case e.State != idempotency.Complete:
-		writeProblem(w, r, &problem.Error{Code: problem.IdempotencyKeyInUse, RetryAfter: time.Second,
+		frontdoor.WriteProblem(w, r, &problem.Error{Code: problem.IdempotencyKeyInUse, RetryAfter: time.Second,
 			Detail: "a request with this Idempotency-Key is still executing"})
 	default:
 		for name, vs := range e.Header {
@@ -154,9 +155,9 @@ func (s *Server) repeat(w http.ResponseWriter, r *http.Request, e idempotency.En
 			}
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		info := infoFrom(r.Context())
-		info.details = map[string]any{"idempotent_replayed": true}
-		info.workflowID = e.WorkflowID // "" unless the first request started one
+		info := frontdoor.InfoFrom(r.Context())
+		info.Details = map[string]any{"idempotent_replayed": true}
+		info.WorkflowID = e.WorkflowID // "" unless the first request started one
 		w.WriteHeader(e.Status)
 		w.Write(e.Body)
 	}
@@ -214,4 +215,4 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 
 func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (w *recordingWriter) started() bool { return w.status != 0 }
+func (w *recordingWriter) Started() bool { return w.status != 0 }

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
-	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
+	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -39,10 +40,10 @@ func wantsStream(r *http.Request, req invokeRequest) bool {
 // key is stored with the workflow, so a repeat finds it whatever became of
 // the first request's connection (SPEC §4 "Asynchronous invocations").
 func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
-	if err := requireJSON(r); err != nil {
+	if err := frontdoor.RequireJSON(r); err != nil {
 		return err
 	}
-	body, err := readBody(r)
+	body, err := frontdoor.ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -50,8 +51,8 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := principalOf(r)
-	info := infoFrom(r.Context())
+	p := frontdoor.Principal(r)
+	info := frontdoor.InfoFrom(r.Context())
 	hash := fingerprint(body)
 	if key != "" {
 		wf, err := s.keyedWorkflow(r, key, s.cfg.InvokeIdempotencyTTL)
@@ -70,7 +71,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info.resourceID = name
+	info.ResourceID = name
 	// A stream is itself an answer that does not wait for the end, so it
 	// wins over respond-async (docs/workflows.md).
 	stream := wantsStream(r, req)
@@ -92,7 +93,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		snap := *info
 		start.Created = func(wf *workflow.Workflow) *audit.Record {
 			c := snap
-			c.workflowID = wf.ID
+			c.WorkflowID = wf.ID
 			return s.recordOf(r, &c, http.StatusAccepted)
 		}
 	}
@@ -106,11 +107,11 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		release()
 		return s.attachInvoke(w, r, body, hash, wf)
 	}
-	info.workflowID = wf.ID
+	info.WorkflowID = wf.ID
 	w.Header().Set("Workflow-Id", wf.ID)
 	switch {
 	case async:
-		info.audited = true
+		info.Audited = true
 		return s.respondAccepted(w, r, wf)
 	case stream:
 		return s.stream(w, r, p.Tenant, wf.ID, 0)
@@ -121,12 +122,12 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 // startRequest is the start of the workflow of an invocation of the agent
 // name@version by r's caller, keyed by key and hash when key is not "".
 func startRequest(r *http.Request, name, version string, req invokeRequest, key, hash string) workflow.StartRequest {
-	p := principalOf(r)
-	info := infoFrom(r.Context())
+	p := frontdoor.Principal(r)
+	info := frontdoor.InfoFrom(r.Context())
 	return workflow.StartRequest{
 		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
 		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.requestID, TraceID: info.traceID,
+		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.RequestID, TraceID: info.TraceID,
 		IdempotencyKey: key, RequestHash: hash,
 	}
 }
@@ -147,7 +148,7 @@ func (s *Server) startInvoke(r *http.Request, start workflow.StartRequest) (wf *
 // the stored idempotency key key, nil if none was or if it started longer
 // than ttl ago (its key is then taken off it, for a new workflow to take).
 func (s *Server) keyedWorkflow(r *http.Request, key string, ttl time.Duration) (*workflow.Workflow, error) {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	wf, err := s.deps.Workflows.WorkflowByKey(r.Context(), tenant, key)
 	if problem.Is(err, problem.NotFound) {
 		return nil, nil
@@ -171,7 +172,7 @@ func invokeKey(r *http.Request, body []byte) (string, error) {
 	if len(key) > maxIdempotencyKey {
 		return "", problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
 	}
-	return workflow.IdempotencyKey(principalOf(r).ID(), r.URL.Path, key), nil
+	return workflow.IdempotencyKey(frontdoor.Principal(r).ID(), r.URL.Path, key), nil
 }
 
 // attachInvoke answers a repeat of an invoke with the workflow the first
@@ -184,10 +185,10 @@ func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	var req invokeRequest
 	_ = json.Unmarshal(body, &req) // it decoded when the workflow was created
-	p := principalOf(r)
-	info := infoFrom(r.Context())
-	info.resourceID, info.workflowID = wf.Agent, wf.ID
-	info.details = map[string]any{"idempotent_replayed": true}
+	p := frontdoor.Principal(r)
+	info := frontdoor.InfoFrom(r.Context())
+	info.ResourceID, info.WorkflowID = wf.Agent, wf.ID
+	info.Details = map[string]any{"idempotent_replayed": true}
 	w.Header().Set("Workflow-Id", wf.ID)
 	w.Header().Set("Idempotent-Replayed", "true")
 	switch {
@@ -213,7 +214,7 @@ func (s *Server) respondAccepted(w http.ResponseWriter, r *http.Request, wf *wor
 		s.deps.Logger.Warn("workflow usage not read", "workflow_id", wf.ID, "err", err)
 	}
 	applyAsync(w, "/v1/workflows/"+wf.ID)
-	return writeJSON(w, http.StatusAccepted, v)
+	return frontdoor.WriteJSON(w, http.StatusAccepted, v)
 }
 
 // respondFinished waits for the workflow and answers with it.
@@ -229,7 +230,7 @@ func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant,
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return frontdoor.WriteJSON(w, http.StatusOK, v)
 }
 
 // stream sends the workflow's events after afterID, live, ending with its
@@ -237,23 +238,23 @@ func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant,
 // complete event with outcome failed and the problem in error.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id string, afterID int) error {
 	start := s.deps.Now()
-	sse, ctx := s.startSSE(w, r)
-	defer sse.close()
+	sse, ctx := frontdoor.StartSSE(w, r, s.draining)
+	defer sse.Close()
 	last := afterID
 	for ev, err := range s.deps.Runner.Follow(ctx, tenant, id, afterID) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the client went away, or the server drains
 			}
-			info := infoFrom(r.Context())
+			info := frontdoor.InfoFrom(r.Context())
 			pe := problem.As(err)
-			doc := pe.Doc(r.URL.Path, info.requestID, info.traceID)
+			doc := pe.Doc(r.URL.Path, info.RequestID, info.TraceID)
 			b, _ := json.Marshal(map[string]any{"event": "complete", "workflow_id": id, "outcome": workflow.OutcomeFailed,
 				"status": workflow.Failed, "duration_ms": s.deps.Now().Sub(start).Milliseconds(), "error": doc})
-			sse.send(last+1, b)
+			sse.Send(last+1, b)
 			return fmt.Errorf("stream of %s: %w", id, err)
 		}
-		if err := sse.send(ev.ID, ev.Data); err != nil {
+		if err := sse.Send(ev.ID, ev.Data); err != nil {
 			return nil // the client went away
 		}
 		last = ev.ID

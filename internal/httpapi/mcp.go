@@ -18,7 +18,8 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
+	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -60,10 +61,10 @@ func (s *Server) newMCPHandler() http.Handler {
 // (415, 413, 400), so that mcpServer knows which tools the message needs; the
 // SDK then reads it again from memory.
 func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) error {
-	if err := requireJSON(r); err != nil {
+	if err := frontdoor.RequireJSON(r); err != nil {
 		return err
 	}
-	body, err := readBody(r)
+	body, err := frontdoor.ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 // addAgentTools adds agent_<name> for each agent of the tenant with a
 // default version, or for the one named only.
 func (s *Server) addAgentTools(r *http.Request, srv *mcp.Server, only string) {
-	ctx, tenant := r.Context(), principalOf(r).Tenant
+	ctx, tenant := r.Context(), frontdoor.Principal(r).Tenant
 	var names []string
 	if only != "" {
 		names = []string{only}
@@ -274,11 +275,11 @@ func mcpTrace(ctx context.Context, req *mcp.CallToolRequest) (context.Context, t
 // mcpRun runs a workflow for an MCP call and waits until it has finished
 // (or waits for an approval).
 func (s *Server) mcpRun(ctx context.Context, r *http.Request, sr workflow.StartRequest) (*workflow.Workflow, []workflow.Step, error) {
-	p, info := principalOf(r), infoFrom(r.Context())
+	p, info := frontdoor.Principal(r), frontdoor.InfoFrom(r.Context())
 	sr.Tenant = p.Tenant
 	sr.Caller = workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes}
-	sr.RequestID = info.requestID
-	sr.TraceID = info.traceID
+	sr.RequestID = info.RequestID
+	sr.TraceID = info.TraceID
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		sr.TraceID = sc.TraceID().String()
 	}
@@ -297,7 +298,7 @@ func (s *Server) mcpInvoke(name string) mcp.ToolHandler {
 		}
 		ctx, span := mcpTrace(ctx, req)
 		defer span.End()
-		if err := principalOf(r).Require(auth.ScopeAgentsInvoke); err != nil {
+		if err := frontdoor.Principal(r).Require(auth.ScopeAgentsInvoke); err != nil {
 			return toolError("%s needs the scope %s, which this token lacks", req.Params.Name, auth.ScopeAgentsInvoke), nil
 		}
 		var in struct {
@@ -347,7 +348,7 @@ func (s *Server) mcpSearch(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		}
 		return toolError("%s", problemText(problem.Validation(errs...))), nil
 	}
-	pg, err := s.searchOperations(ctx, principalOf(r).Tenant, in.Tool, oq)
+	pg, err := s.searchOperations(ctx, frontdoor.Principal(r).Tenant, in.Tool, oq)
 	if err != nil {
 		return toolError("%s", problemText(err)), nil
 	}
@@ -414,7 +415,7 @@ func (s *Server) handleProtectedResource(w http.ResponseWriter, r *http.Request)
 		md.AuthorizationServers = []string{s.cfg.AuthorizationServer}
 	}
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	return writeJSON(w, http.StatusOK, md)
+	return frontdoor.WriteJSON(w, http.StatusOK, md)
 }
 
 // resourceMetadataURL is where a client refused at /mcp finds how to

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,23 +14,25 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/telemetry"
+	"github.com/agentplane/agentplane/internal/web"
 )
 
 // observe gives every request an id, a log line, metrics and an audit record,
 // and turns a panic into a 500 problem.
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Now()
-	info := &reqInfo{requestID: ids.New(ids.Request), traceID: telemetry.TraceID(r.Context())}
+	info := &frontdoor.Info{RequestID: ids.New(ids.Request), TraceID: telemetry.TraceID(r.Context())}
 	if r.URL.Path == "/mcp" {
-		info.resourceMetadata = s.resourceMetadataURL()
+		info.ResourceMetadata = s.resourceMetadataURL()
 	}
-	r = r.WithContext(withInfo(r.Context(), info))
-	sw := &statusWriter{ResponseWriter: w}
-	sw.Header().Set("Request-Id", info.requestID)
+	r = r.WithContext(withRoute(frontdoor.WithInfo(r.Context(), info)))
+	sw := &frontdoor.StatusWriter{ResponseWriter: w}
+	sw.Header().Set("Request-Id", info.RequestID)
 	body := r.Body // as the client sends it, whatever the handlers wrap it in
 
 	func() {
@@ -37,21 +41,21 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.deps.Logger.Error("panic", "request_id", info.requestID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				if !sw.started() {
-					writeProblem(sw, r, problem.New(problem.Internal, "panic"))
+				s.deps.Logger.Error("panic", "request_id", info.RequestID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if !sw.Started() {
+					frontdoor.WriteProblem(sw, r, problem.New(problem.Internal, "panic"))
 				}
 			}
 		}()
 		if n := headerBytes(r); n > MaxHeaderBytes {
-			writeProblem(sw, r, problem.New(problem.HeadersTooLarge,
+			frontdoor.WriteProblem(sw, r, problem.New(problem.HeadersTooLarge,
 				"the request line and headers are %d bytes, over the limit of %d", n, MaxHeaderBytes))
 			return
 		}
 		s.dispatch(sw, r)
 	}()
 
-	status := sw.status
+	status := sw.Status
 	switch {
 	case status != 0:
 	case r.Context().Err() != nil:
@@ -63,14 +67,14 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}
 	elapsed := s.deps.Now().Sub(start)
 	pattern := "unmatched"
-	if info.route != nil {
-		pattern = info.route.pattern
+	if rt := routeOf(r.Context()); rt != nil {
+		pattern = rt.pattern
 	}
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.Observe(pattern, r.Method, status, elapsed)
 	}
 	s.audit(r, info, status)
-	s.logRequest(r, info, status, elapsed, sw.written)
+	s.logRequest(r, info, status, elapsed, sw.Written)
 	discardBody(r, body)
 }
 
@@ -120,24 +124,24 @@ func discardBody(r *http.Request, body io.Reader) {
 	io.CopyN(io.Discard, body, discardBytes)
 }
 
-func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.Duration, bytes int64) {
+func (s *Server) logRequest(r *http.Request, info *frontdoor.Info, status int, d time.Duration, bytes int64) {
 	attrs := []slog.Attr{
-		slog.String("request_id", info.requestID),
-		slog.String("trace_id", info.traceID),
+		slog.String("request_id", info.RequestID),
+		slog.String("trace_id", info.TraceID),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.Int("status", status),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.Int64("bytes", bytes),
 	}
-	if p := info.principal; p != nil {
+	if p := info.Principal; p != nil {
 		attrs = append(attrs, slog.String("tenant", p.Tenant), slog.String("sub", p.Subject))
 	}
 	level := slog.LevelInfo
-	if info.route != nil && info.route.noAudit && status < 400 {
+	if rt := routeOf(r.Context()); rt != nil && rt.noAudit && status < 400 {
 		level = slog.LevelDebug // health and metrics probes
 	}
-	if pe := info.problem; pe != nil {
+	if pe := info.Problem; pe != nil {
 		attrs = append(attrs, slog.String("code", string(pe.Code)))
 		if pe.Err != nil {
 			attrs = append(attrs, slog.String("cause", pe.Err.Error()))
@@ -151,62 +155,62 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, status int, d time.D
 
 // audit appends the request's record unless its handler already stored it
 // with the mutation it made.
-func (s *Server) audit(r *http.Request, info *reqInfo, status int) {
-	if info.audited || s.deps.Store == nil {
+func (s *Server) audit(r *http.Request, info *frontdoor.Info, status int) {
+	if info.Audited || s.deps.Store == nil {
 		return
 	}
-	if info.route != nil && info.route.noAudit {
+	if rt := routeOf(r.Context()); rt != nil && rt.noAudit {
 		return
 	}
-	if info.handlerStatus != 0 {
-		status = info.handlerStatus // a console action: the API call's status, not its redirect
+	if info.HandlerStatus != 0 {
+		status = info.HandlerStatus // a console action: the API call's status, not its redirect
 	}
 	// The answer is made: the record goes with the store's next commit
 	// rather than a commit of its own that the connection's next request
 	// would wait for (docs/audit.md, "When a record is written").
 	s.deps.Store.AppendAuditLater(func(err error) {
 		if err != nil {
-			s.deps.Logger.Error("audit append failed", "request_id", info.requestID, "err", err)
+			s.deps.Logger.Error("audit append failed", "request_id", info.RequestID, "err", err)
 		}
 	}, s.record(r, status))
 }
 
 // record builds the audit record of a request with the given status.
 func (s *Server) record(r *http.Request, status int) *audit.Record {
-	return s.recordOf(r, infoFrom(r.Context()), status)
+	return s.recordOf(r, frontdoor.InfoFrom(r.Context()), status)
 }
 
 // recordOf builds the record of a request from info.
-func (s *Server) recordOf(r *http.Request, info *reqInfo, status int) *audit.Record {
+func (s *Server) recordOf(r *http.Request, info *frontdoor.Info, status int) *audit.Record {
 	rec := &audit.Record{
 		Time:       s.deps.Now(),
 		Tenant:     audit.SystemTenant,
 		Action:     "http.request",
 		Outcome:    outcomeOf(status),
 		Status:     status,
-		RequestID:  info.requestID,
-		TraceID:    info.traceID,
-		WorkflowID: info.workflowID,
+		RequestID:  info.RequestID,
+		TraceID:    info.TraceID,
+		WorkflowID: info.WorkflowID,
 	}
-	if p := info.principal; p != nil {
+	if p := info.Principal; p != nil {
 		rec.Tenant = p.Tenant
 		rec.Actor = p.Actor()
-	} else if info.tenant != "" {
-		rec.Tenant = info.tenant
+	} else if info.Tenant != "" {
+		rec.Tenant = info.Tenant
 	}
 	details := map[string]any{"method": r.Method, "path": r.URL.Path}
-	if rt := info.route; rt != nil {
+	if rt := routeOf(r.Context()); rt != nil {
 		rec.Action = rt.action
 		rec.Resource = audit.Resource{Type: rt.resource, ID: r.PathValue("id")}
 		delete(details, "path")
 	}
-	if info.resourceID != "" {
-		rec.Resource.ID = info.resourceID
+	if info.ResourceID != "" {
+		rec.Resource.ID = info.ResourceID
 	}
-	if pe := info.problem; pe != nil && status >= 400 {
+	if pe := info.Problem; pe != nil && status >= 400 {
 		details["code"] = string(pe.Code)
 	}
-	for k, v := range info.details {
+	for k, v := range info.Details {
 		details[k] = v
 	}
 	rec.Details = audit.Details(details)
@@ -226,7 +230,7 @@ func outcomeOf(status int) string {
 // serveRoute authenticates, authorises and rate limits a request for one
 // route, limits its body, applies idempotency to POSTs, then runs the handler.
 func (s *Server) serveRoute(rt *route) http.Handler {
-	h := s.adapt(rt.h)
+	h := frontdoor.Adapt(s.deps.Logger, rt.h)
 	if rt.idempotent && !rt.ownKeys {
 		h = s.idempotent(h)
 	}
@@ -234,10 +238,13 @@ func (s *Server) serveRoute(rt *route) http.Handler {
 		h = s.consoleAction(rt, h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := infoFrom(r.Context())
-		info.route = rt
+		info := frontdoor.InfoFrom(r.Context())
+		setRoute(r.Context(), rt)
+		if rt.console {
+			info.ProblemPage = writeConsoleProblem
+		}
 		if err := s.admit(w, r, rt); err != nil {
-			writeProblem(w, r, err)
+			frontdoor.WriteProblem(w, r, err)
 			return
 		}
 		if r.Body != nil {
@@ -247,26 +254,34 @@ func (s *Server) serveRoute(rt *route) http.Handler {
 	})
 }
 
-// adapt turns a handlerFunc's error into a problem response, or a log line
-// when the response has already started (a stream).
-func (s *Server) adapt(h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
-		}
-		if sw, ok := w.(interface{ started() bool }); ok && sw.started() {
-			s.deps.Logger.Error("handler failed after the response began",
-				"request_id", infoFrom(r.Context()).requestID, "err", err)
-			return
-		}
-		writeProblem(w, r, err)
-	})
+// routed holds the route a request matched, set once the mux has matched
+// it and read by the steps after its handler (metrics, log line, audit).
+type routed struct{ route *route }
+
+type routedKey struct{}
+
+// withRoute gives the request a place for its route.
+func withRoute(ctx context.Context) context.Context {
+	return context.WithValue(ctx, routedKey{}, &routed{})
+}
+
+func setRoute(ctx context.Context, rt *route) {
+	if h, ok := ctx.Value(routedKey{}).(*routed); ok {
+		h.route = rt
+	}
+}
+
+// routeOf returns the route the request matched, or nil.
+func routeOf(ctx context.Context) *route {
+	if h, ok := ctx.Value(routedKey{}).(*routed); ok {
+		return h.route
+	}
+	return nil
 }
 
 // admit checks the token, the route's scope and the rate limit.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error {
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	if rt.public {
 		if rt.noAudit {
 			return nil // health, readiness and metrics probes
@@ -279,7 +294,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error 
 			if err != nil {
 				return &refusedLink{kind: rt.signed, id: r.PathValue("id"), err: err}
 			}
-			info.signedTools = tools
+			info.SignedTools = tools
 		}
 		return nil
 	}
@@ -303,7 +318,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error 
 		}
 		return err
 	}
-	info.principal = &p
+	info.Principal = &p
 	if err := s.limitTenant(w, r, p.Tenant); err != nil {
 		return err
 	}
@@ -324,6 +339,24 @@ func (s *Server) limitIP(w http.ResponseWriter, r *http.Request) error {
 		host = r.RemoteAddr
 	}
 	return s.limit(w, r, ratelimit.IPKey(host), s.cfg.RateLimits.ForIP(), false)
+}
+
+// refusedLink is a signed page's link refused (expired or badly signed):
+// a 404 problem for a program, a page saying how to get a fresh link for a
+// person whose browser followed it.
+type refusedLink struct {
+	kind, id string
+	err      error
+}
+
+func (e *refusedLink) Error() string { return e.err.Error() }
+func (e *refusedLink) Unwrap() error { return e.err }
+
+// WritePage writes the page a browser that followed the link is shown.
+func (e *refusedLink) WritePage(w http.ResponseWriter, status int) {
+	web.PageHeaders(w.Header())
+	w.WriteHeader(status)
+	web.RenderRefusedLink(w, e.kind, e.id, errors.Is(e.err, web.ErrLinkExpired))
 }
 
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, key string, l ratelimit.Limit, headers bool) error {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/page"
 )
@@ -12,52 +13,52 @@ import (
 
 func (s *Server) handleRegisterModel(w http.ResponseWriter, r *http.Request) error {
 	var reg model.Registration
-	if err := decodeJSON(r, &reg); err != nil {
+	if err := frontdoor.DecodeJSON(r, &reg); err != nil {
 		return err
 	}
 	rec := s.record(r, http.StatusCreated)
-	m, err := s.deps.Models.Register(r.Context(), principalOf(r).Tenant, reg, rec)
+	m, err := s.deps.Models.Register(r.Context(), frontdoor.Principal(r).Tenant, reg, rec)
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, m.ID
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, m.ID
 	w.Header().Set("Location", "/v1/models/"+m.Name)
-	return writeJSON(w, http.StatusCreated, m)
+	return frontdoor.WriteJSON(w, http.StatusCreated, m)
 }
 
 func (s *Server) handleUpdateModel(w http.ResponseWriter, r *http.Request) error {
 	var reg model.Registration
-	if err := decodeJSON(r, &reg); err != nil {
+	if err := frontdoor.DecodeJSON(r, &reg); err != nil {
 		return err
 	}
 	rec := s.record(r, http.StatusOK)
-	m, err := s.deps.Models.Update(r.Context(), principalOf(r).Tenant, r.PathValue("name"), reg, rec)
+	m, err := s.deps.Models.Update(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("name"), reg, rec)
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, m.ID
-	return writeJSON(w, http.StatusOK, m)
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, m.ID
+	return frontdoor.WriteJSON(w, http.StatusOK, m)
 }
 
 func (s *Server) handleDeleteModel(w http.ResponseWriter, r *http.Request) error {
 	rec := s.record(r, http.StatusOK)
-	if err := s.deps.Models.Delete(r.Context(), principalOf(r).Tenant, r.PathValue("name"), rec); err != nil {
+	if err := s.deps.Models.Delete(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("name"), rec); err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, rec.Resource.ID
-	return writeJSON(w, http.StatusOK, map[string]any{"id": rec.Resource.ID, "name": r.PathValue("name"), "deleted": true})
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, rec.Resource.ID
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"id": rec.Resource.ID, "name": r.PathValue("name"), "deleted": true})
 }
 
 func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.deps.Models.Get(r.Context(), principalOf(r).Tenant, r.PathValue("name"))
+	m, err := s.deps.Models.Get(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).resourceID = m.ID
-	return writeJSON(w, http.StatusOK, m)
+	frontdoor.InfoFrom(r.Context()).ResourceID = m.ID
+	return frontdoor.WriteJSON(w, http.StatusOK, m)
 }
 
 type modelPage struct {
@@ -72,7 +73,7 @@ func (s *Server) handleListModels(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	opt := model.ListOptions{Limit: limit, After: q.Get("cursor")}
-	ms, err := s.deps.Models.List(r.Context(), principalOf(r).Tenant, opt)
+	ms, err := s.deps.Models.List(r.Context(), frontdoor.Principal(r).Tenant, opt)
 	if err != nil {
 		return err
 	}
@@ -84,5 +85,5 @@ func (s *Server) handleListModels(w http.ResponseWriter, r *http.Request) error 
 		c := ms[len(ms)-1].Name
 		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return frontdoor.WriteJSON(w, http.StatusOK, list)
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -143,7 +144,7 @@ func (s *Server) handleToolOperations(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	t, err := s.deps.ToolStore.Tool(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	t, err := s.deps.ToolStore.Tool(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -160,7 +161,7 @@ func (s *Server) handleToolOperations(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	pg.ToolID = t.ID
-	return writeJSON(w, http.StatusOK, pg)
+	return frontdoor.WriteJSON(w, http.StatusOK, pg)
 }
 
 // maxSearchTools bounds the tools one GET /v1/operations reads.
@@ -173,11 +174,11 @@ func (s *Server) handleSearchOperations(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	pg, err := s.searchOperations(r.Context(), principalOf(r).Tenant, r.URL.Query().Get("tool"), oq)
+	pg, err := s.searchOperations(r.Context(), frontdoor.Principal(r).Tenant, r.URL.Query().Get("tool"), oq)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, pg)
+	return frontdoor.WriteJSON(w, http.StatusOK, pg)
 }
 
 // searchOperations searches the operations of every tool of the tenant, or

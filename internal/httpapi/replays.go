@@ -5,10 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
+	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -40,10 +40,10 @@ type replayView struct {
 // workflow it creates, so a repeat finds that replay whatever became of the
 // first request's connection.
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
-	if err := requireJSON(r); err != nil {
+	if err := frontdoor.RequireJSON(r); err != nil {
 		return err
 	}
-	body, err := readBody(r)
+	body, err := frontdoor.ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.DryRun == nil || *req.DryRun {
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		s.idempotent(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+		s.idempotent(frontdoor.Adapt(s.deps.Logger, func(w http.ResponseWriter, r *http.Request) error {
 			return s.replay(w, r, req, "", "")
 		})).ServeHTTP(w, r)
 		return nil
@@ -65,7 +65,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	if len(key) > maxIdempotencyKey {
 		return problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
 	}
-	key = workflow.IdempotencyKey(principalOf(r).ID(), r.URL.Path, key)
+	key = workflow.IdempotencyKey(frontdoor.Principal(r).ID(), r.URL.Path, key)
 	hash := fingerprint(body)
 	wf, err := s.keyedWorkflow(r, key, s.cfg.IdempotencyTTL)
 	if err == nil && wf == nil {
@@ -74,7 +74,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		// A repeat that came while the first was being created.
-		wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), principalOf(r).Tenant, key)
+		wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), frontdoor.Principal(r).Tenant, key)
 	}
 	if err != nil {
 		return err
@@ -101,12 +101,12 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	if !dryRun && !p.Has(auth.ScopeAgentsInvoke) {
 		return &problem.Error{Code: problem.InsufficientScope, Scope: auth.ScopeAgentsInvoke,
 			Detail: "a replay with dry_run false runs a real workflow, so it needs the scope agents:invoke too"}
 	}
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	// respond-async applies to real replays only: a dry run is quick and
 	// answers as always (docs/replay.md).
 	async := !dryRun && prefers(r.Header, preferAsync)
@@ -118,17 +118,17 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 	rp, err := s.deps.Replays.Replay(r.Context(), replay.Request{
 		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode,
 		Caller:    workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
-		RequestID: info.requestID, TraceID: info.traceID, Async: async,
-		Stored:         func(rp *replay.Replay) { info.audited, info.workflowID = true, rp.WorkflowID },
+		RequestID: info.RequestID, TraceID: info.TraceID, Async: async,
+		Stored:         func(rp *replay.Replay) { info.Audited, info.WorkflowID = true, rp.WorkflowID },
 		IdempotencyKey: key, RequestHash: hash,
 	}, rec)
 	if err != nil {
-		if info.audited && r.Context().Err() != nil {
+		if info.Audited && r.Context().Err() != nil {
 			return nil // the client went away; the stored replay goes on
 		}
 		return err
 	}
-	info.audited, info.workflowID = true, rp.WorkflowID
+	info.Audited, info.WorkflowID = true, rp.WorkflowID
 	return s.answerReplay(w, r, rp, status)
 }
 
@@ -145,9 +145,9 @@ func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, wf *workfl
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.workflowID = rp.WorkflowID
-	info.details = map[string]any{"idempotent_replayed": true, "replay_id": rp.ID}
+	info := frontdoor.InfoFrom(r.Context())
+	info.WorkflowID = rp.WorkflowID
+	info.Details = map[string]any{"idempotent_replayed": true, "replay_id": rp.ID}
 	w.Header().Set("Idempotent-Replayed", "true")
 	if prefers(r.Header, preferAsync) {
 		return s.answerReplay(w, r, rp, http.StatusAccepted)
@@ -167,16 +167,16 @@ func (s *Server) answerReplay(w http.ResponseWriter, r *http.Request, rp *replay
 	} else {
 		w.Header().Set("Location", loc)
 	}
-	return writeJSON(w, status, s.replayView(principalOf(r), rp))
+	return frontdoor.WriteJSON(w, status, s.replayView(frontdoor.Principal(r), rp))
 }
 
 func (s *Server) handleGetReplay(w http.ResponseWriter, r *http.Request) error {
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	rp, err := s.deps.ReplayStore.Replay(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.replayView(p, rp))
+	return frontdoor.WriteJSON(w, http.StatusOK, s.replayView(p, rp))
 }
 
 func (s *Server) handleListReplays(w http.ResponseWriter, r *http.Request) error {
@@ -187,7 +187,7 @@ func (s *Server) handleListReplays(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	f.Limit = limit
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	rps, err := s.deps.ReplayStore.ListReplays(r.Context(), p.Tenant, f)
 	if err != nil {
 		return err
@@ -196,7 +196,7 @@ func (s *Server) handleListReplays(w http.ResponseWriter, r *http.Request) error
 	if len(rps) == f.Limit {
 		next = rps[len(rps)-1].ID
 	}
-	return writeJSON(w, http.StatusOK, s.replayPage(p, rps, next))
+	return frontdoor.WriteJSON(w, http.StatusOK, s.replayPage(p, rps, next))
 }
 
 // replayList is a page of replays.
@@ -224,7 +224,7 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 	shown.Steps = make([]replay.Entry, len(rp.Steps))
 	hidden := false
 	for i, e := range rp.Steps {
-		e.Original, e.Replay = hideBodies(p, e.Original), hideBodies(p, e.Replay)
+		e.Original, e.Replay = workflow.HideBodies(p, e.Original), workflow.HideBodies(p, e.Replay)
 		hidden = hidden || e.Original != rp.Steps[i].Original || e.Replay != rp.Steps[i].Replay
 		shown.Steps[i] = e
 	}
@@ -240,48 +240,18 @@ func (s *Server) replayView(p auth.Principal, rp *replay.Replay) replayView {
 			shown.Checks[i] = c
 		}
 	}
-	shown.OriginalCompletions, shown.Completions = hideMessages(p, rp.OriginalCompletions), hideMessages(p, rp.Completions)
+	shown.OriginalCompletions, shown.Completions = replay.HideMessages(p, rp.OriginalCompletions), replay.HideMessages(p, rp.Completions)
 	if shown.Status == "" {
 		shown.Status = replay.StatusCompleted // made before replays had statuses
 	}
 	if shown.DryRun && shown.LLM == "" {
 		shown.Mode = shown.Mode.WithDefaults() // stored before replays had modes
 	}
-	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, toolsOf(p)))
+	return viewReplay(&shown, s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, p.Tools()))
 }
 
 func viewReplay(rp *replay.Replay, viewerURL string) replayView {
 	return replayView{Replay: rp, CreatedAt: rp.CreatedAt.UTC().Format(timeFormat), ViewerURL: viewerURL}
-}
-
-// hideBodies returns the step without its args, request and result when p
-// may not use its tool.
-func hideBodies(p auth.Principal, st *workflow.Step) *workflow.Step {
-	if st == nil || st.Tool == "" || p.CanUseTool(st.Tool) {
-		return st
-	}
-	c := *st
-	c.Args, c.Result, c.Request = nil, nil, nil
-	return &c
-}
-
-// hideMessages returns the completions with the messages left out of
-// those holding calls to a tool p may not use.
-func hideMessages(p auth.Principal, cs []replay.Completion) []replay.Completion {
-	if len(cs) == 0 {
-		return cs
-	}
-	out := make([]replay.Completion, len(cs))
-	for i, c := range cs {
-		out[i] = c
-		for _, name := range c.Tools() {
-			if !p.CanUseTool(name) {
-				out[i] = c.Hidden()
-				break
-			}
-		}
-	}
-	return out
 }
 
 // checkMode refuses a what-if mode the request cannot have: values other
@@ -305,27 +275,16 @@ func (s *Server) checkMode(m replay.Mode, dryRun bool) []problem.FieldError {
 	return nil
 }
 
-// toolsOf lists the tools whose bodies p may see: "*" for tool:*.
-func toolsOf(p auth.Principal) []string {
-	var tools []string
-	for _, sc := range p.Scopes {
-		if name, ok := strings.CutPrefix(sc, "tool:"); ok {
-			tools = append(tools, name)
-		}
-	}
-	return tools
-}
-
 // handleReplayPage serves a replay's signed viewer page; admit has checked
 // the link's signature and left the tools it shows in the request's info.
 func (s *Server) handleReplayPage(w http.ResponseWriter, r *http.Request) error {
-	info := infoFrom(r.Context())
+	info := frontdoor.InfoFrom(r.Context())
 	rp, err := s.deps.ReplayStore.ReplayByID(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	info.tenant, info.workflowID = rp.Tenant, rp.WorkflowID
-	pg := web.ReplayPage{Replay: rp, Tools: info.signedTools}
+	info.Tenant, info.WorkflowID = rp.Tenant, rp.WorkflowID
+	pg := web.ReplayPage{Replay: rp, Tools: info.SignedTools}
 	if wf, err := s.deps.Workflows.Workflow(r.Context(), rp.Tenant, rp.WorkflowID); err == nil {
 		pg.Agent, pg.Goal = wf.Agent, wf.Goal
 	}

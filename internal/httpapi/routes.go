@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/web"
 )
 
@@ -41,7 +42,7 @@ type route struct {
 	// submitted form into that handler's JSON body.
 	same string
 	form func(url.Values) (any, error)
-	h    handlerFunc
+	h    frontdoor.HandlerFunc
 }
 
 func (s *Server) routeTable() []route {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -50,19 +51,19 @@ func (s *Server) handleCreateSchedule(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	var in schedule.Input
-	if err := decodeJSON(r, &in); err != nil {
+	if err := frontdoor.DecodeJSON(r, &in); err != nil {
 		return err
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	creator := workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes}
 	sch, err := svc.Create(r.Context(), p.Tenant, creator, in, s.record(r, http.StatusCreated))
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, sch.ID
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, sch.ID
 	w.Header().Set("Location", "/v1/schedules/"+sch.ID)
-	return writeJSON(w, http.StatusCreated, viewSchedule(sch))
+	return frontdoor.WriteJSON(w, http.StatusCreated, viewSchedule(sch))
 }
 
 // tenantSchedules are the caller's tenant's schedules (the API's list and
@@ -72,7 +73,7 @@ func (s *Server) tenantSchedules(r *http.Request) ([]*schedule.Schedule, error) 
 	if err != nil {
 		return nil, err
 	}
-	return svc.List(r.Context(), principalOf(r).Tenant)
+	return svc.List(r.Context(), frontdoor.Principal(r).Tenant)
 }
 
 func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) error {
@@ -84,7 +85,7 @@ func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) err
 	for i, sch := range all {
 		views[i] = viewSchedule(sch)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"schedules": views})
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"schedules": views})
 }
 
 func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) error {
@@ -92,11 +93,11 @@ func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	sch, err := svc.Get(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	sch, err := svc.Get(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewSchedule(sch))
+	return frontdoor.WriteJSON(w, http.StatusOK, viewSchedule(sch))
 }
 
 func (s *Server) handleUpdateSchedule(w http.ResponseWriter, r *http.Request) error {
@@ -105,15 +106,15 @@ func (s *Server) handleUpdateSchedule(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	var in schedule.Input
-	if err := decodeJSON(r, &in); err != nil {
+	if err := frontdoor.DecodeJSON(r, &in); err != nil {
 		return err
 	}
-	sch, err := svc.Update(r.Context(), principalOf(r).Tenant, r.PathValue("id"), in, s.record(r, http.StatusOK))
+	sch, err := svc.Update(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), in, s.record(r, http.StatusOK))
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
-	return writeJSON(w, http.StatusOK, viewSchedule(sch))
+	frontdoor.InfoFrom(r.Context()).Audited = true
+	return frontdoor.WriteJSON(w, http.StatusOK, viewSchedule(sch))
 }
 
 func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) error {
@@ -122,25 +123,25 @@ func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	id := r.PathValue("id")
-	if err := svc.Store.DeleteSchedule(r.Context(), principalOf(r).Tenant, id, s.record(r, http.StatusOK)); err != nil {
+	if err := svc.Store.DeleteSchedule(r.Context(), frontdoor.Principal(r).Tenant, id, s.record(r, http.StatusOK)); err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
-	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+	frontdoor.InfoFrom(r.Context()).Audited = true
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
-func (s *Server) handlePauseSchedule(paused bool) handlerFunc {
+func (s *Server) handlePauseSchedule(paused bool) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		svc, err := s.schedules()
 		if err != nil {
 			return err
 		}
-		sch, err := svc.SetPaused(r.Context(), principalOf(r).Tenant, r.PathValue("id"), paused, s.record(r, http.StatusOK))
+		sch, err := svc.SetPaused(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), paused, s.record(r, http.StatusOK))
 		if err != nil {
 			return err
 		}
-		infoFrom(r.Context()).audited = true
-		return writeJSON(w, http.StatusOK, viewSchedule(sch))
+		frontdoor.InfoFrom(r.Context()).Audited = true
+		return frontdoor.WriteJSON(w, http.StatusOK, viewSchedule(sch))
 	}
 }
 
@@ -151,18 +152,18 @@ func (s *Server) handleTriggerSchedule(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	wf, err := svc.Trigger(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	wf, err := svc.Trigger(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.workflowID = wf.ID
-	info.details = map[string]any{"workflow_id": wf.ID}
+	info := frontdoor.InfoFrom(r.Context())
+	info.WorkflowID = wf.ID
+	info.Details = map[string]any{"workflow_id": wf.ID}
 	w.Header().Set("Location", "/v1/workflows/"+wf.ID)
 	v, err := s.workflowView(r, wf, nil, true)
 	if err != nil {
 		return err
 	}
 	v.ScheduleID = wf.ScheduleID
-	return writeJSON(w, http.StatusAccepted, v)
+	return frontdoor.WriteJSON(w, http.StatusAccepted, v)
 }

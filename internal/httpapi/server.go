@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/auth/session"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -212,29 +213,29 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	// others: by the caller's tenant when its token is valid, else by IP.
 	s.identify(r)
 	limit := s.limitIP(w, r)
-	if p := infoFrom(r.Context()).principal; p != nil {
+	if p := frontdoor.InfoFrom(r.Context()).Principal; p != nil {
 		limit = s.limitTenant(w, r, p.Tenant)
 	}
 	if limit != nil {
-		writeProblem(w, r, limit)
+		frontdoor.WriteProblem(w, r, limit)
 		return
 	}
 	if !text {
-		writeProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+		frontdoor.WriteProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 		return
 	}
 	probe := &probeWriter{header: http.Header{}}
 	h.ServeHTTP(probe, r)
 	switch probe.status {
 	case http.StatusMethodNotAllowed:
-		writeProblem(w, r, &problem.Error{
+		frontdoor.WriteProblem(w, r, &problem.Error{
 			Code: problem.MethodNotAllowed, Detail: r.Method + " is not allowed on " + r.URL.Path,
 			Allow: probe.header.Values("Allow"),
 		})
 	case http.StatusMovedPermanently, http.StatusPermanentRedirect, http.StatusTemporaryRedirect:
 		h.ServeHTTP(w, r) // path cleaning redirects
 	default:
-		writeProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+		frontdoor.WriteProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 	}
 }
 
@@ -246,7 +247,7 @@ func (s *Server) identify(r *http.Request) {
 		return
 	}
 	if p, err := s.deps.Verifier.Verify(r.Context(), raw); err == nil {
-		infoFrom(r.Context()).principal = &p
+		frontdoor.InfoFrom(r.Context()).Principal = &p
 	}
 }
 

@@ -7,14 +7,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/web"
 )
 
-func handleHealth(version string) handlerFunc {
+func handleHealth(version string) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": version})
+		return frontdoor.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": version})
 	}
 }
 
@@ -31,10 +32,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.Ping(ctx); err != nil {
 		return problem.Wrap(problem.Unavailable, err, "the store does not answer")
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func handleMetrics(m *telemetry.Metrics) handlerFunc {
+func handleMetrics(m *telemetry.Metrics) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if m == nil {
 			return problem.New(problem.NotFound, "metrics are disabled")

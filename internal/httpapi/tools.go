@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -76,46 +77,46 @@ func viewTool(t *tool.Tool) toolView {
 
 func (s *Server) handleRegisterTool(w http.ResponseWriter, r *http.Request) error {
 	var reg tool.Registration
-	if err := decodeJSON(r, &reg); err != nil {
+	if err := frontdoor.DecodeJSON(r, &reg); err != nil {
 		return err
 	}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	rec := s.record(r, http.StatusCreated)
 	t, err := s.deps.Tools.Register(r.Context(), p.Tenant, reg, rec)
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, t.ID
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, t.ID
 	w.Header().Set("Location", "/v1/tools/"+t.ID)
-	return writeJSON(w, http.StatusCreated, viewTool(t))
+	return frontdoor.WriteJSON(w, http.StatusCreated, viewTool(t))
 }
 
 func (s *Server) handleUpdateTool(w http.ResponseWriter, r *http.Request) error {
 	var reg tool.Registration
-	if err := decodeJSON(r, &reg); err != nil {
+	if err := frontdoor.DecodeJSON(r, &reg); err != nil {
 		return err
 	}
 	rec := s.record(r, http.StatusOK)
-	t, err := s.deps.Tools.Update(r.Context(), principalOf(r).Tenant, r.PathValue("id"), reg, rec)
+	t, err := s.deps.Tools.Update(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), reg, rec)
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
-	return writeJSON(w, http.StatusOK, viewTool(t))
+	frontdoor.InfoFrom(r.Context()).Audited = true
+	return frontdoor.WriteJSON(w, http.StatusOK, viewTool(t))
 }
 
 func (s *Server) handleDeleteTool(w http.ResponseWriter, r *http.Request) error {
 	rec := s.record(r, http.StatusOK)
-	if err := s.deps.Tools.Delete(r.Context(), principalOf(r).Tenant, r.PathValue("id"), rec); err != nil {
+	if err := s.deps.Tools.Delete(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), rec); err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
-	return writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "deleted": true})
+	frontdoor.InfoFrom(r.Context()).Audited = true
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "deleted": true})
 }
 
 func (s *Server) handleGetTool(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	t, err := s.deps.ToolStore.Tool(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func (s *Server) handleGetTool(w http.ResponseWriter, r *http.Request) error {
 	for i, op := range ops {
 		v.OperationList[i] = opSummary{ID: op.ID, Kind: op.Kind, Summary: op.Summary}
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return frontdoor.WriteJSON(w, http.StatusOK, v)
 }
 
 type toolPage struct {
@@ -144,7 +145,7 @@ func (s *Server) handleListTools(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opt := tool.ListOptions{Limit: limit, After: q.Get("cursor")}
-	tools, err := s.deps.ToolStore.ListTools(r.Context(), principalOf(r).Tenant, opt)
+	tools, err := s.deps.ToolStore.ListTools(r.Context(), frontdoor.Principal(r).Tenant, opt)
 	if err != nil {
 		return err
 	}
@@ -156,5 +157,5 @@ func (s *Server) handleListTools(w http.ResponseWriter, r *http.Request) error {
 		c := tools[len(tools)-1].ID
 		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return frontdoor.WriteJSON(w, http.StatusOK, list)
 }

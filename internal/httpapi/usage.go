@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -71,11 +72,7 @@ func completionViews(p auth.Principal, comps []workflow.Completion, steps []work
 		if !c.CreatedAt.IsZero() {
 			v.CreatedAt = c.CreatedAt.UTC().Format(timeFormat)
 		}
-		for _, st := range steps {
-			if st.Tool != "" && (c.Step == 0 || st.Step < c.Step) && !p.CanUseTool(st.Tool) {
-				v.ContentHidden = true
-			}
-		}
+		v.ContentHidden = workflow.MessagesHidden(p, c, steps)
 		if rc, err := agent.DecodeCompletion(c.Data); err == nil {
 			if rc.Request != nil {
 				v.Request = asObject(rc.Request)
@@ -158,7 +155,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) error {
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	groups, err := s.deps.Workflows.Usage(r.Context(), principalOf(r).Tenant, workflow.UsageQuery{Since: from, Until: to, GroupBy: groupBy})
+	groups, err := s.deps.Workflows.Usage(r.Context(), frontdoor.Principal(r).Tenant, workflow.UsageQuery{Since: from, Until: to, GroupBy: groupBy})
 	if err != nil {
 		return err
 	}
@@ -190,7 +187,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range currencies {
 		resp.Total.Cost = append(resp.Total.Cost, workflow.Cost{Amount: totals[c], Currency: c})
 	}
-	return writeJSON(w, http.StatusOK, resp)
+	return frontdoor.WriteJSON(w, http.StatusOK, resp)
 }
 
 // parseDayOrTime reads an RFC 3339 time or a date.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/webhook"
@@ -29,18 +30,18 @@ func (s *Server) handleCreateWebhook(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	var in webhook.Input
-	if err := decodeJSON(r, &in); err != nil {
+	if err := frontdoor.DecodeJSON(r, &in); err != nil {
 		return err
 	}
-	wh, err := svc.Create(r.Context(), principalOf(r).Tenant, in, s.record(r, http.StatusCreated))
+	wh, err := svc.Create(r.Context(), frontdoor.Principal(r).Tenant, in, s.record(r, http.StatusCreated))
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, wh.ID
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, wh.ID
 	w.Header().Set("Location", "/v1/webhooks/"+wh.ID)
 	w.Header().Set("Cache-Control", "no-store")
-	return writeJSON(w, http.StatusCreated, webhookView{Webhook: wh, Secret: wh.Secret})
+	return frontdoor.WriteJSON(w, http.StatusCreated, webhookView{Webhook: wh, Secret: wh.Secret})
 }
 
 // tenantWebhooks are the caller's tenant's webhooks (the API's list and
@@ -50,7 +51,7 @@ func (s *Server) tenantWebhooks(r *http.Request) ([]*webhook.Webhook, error) {
 	if err != nil {
 		return nil, err
 	}
-	return svc.Store.ListWebhooks(r.Context(), principalOf(r).Tenant)
+	return svc.Store.ListWebhooks(r.Context(), frontdoor.Principal(r).Tenant)
 }
 
 func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) error {
@@ -62,7 +63,7 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) erro
 	for i, wh := range all {
 		views[i] = webhookView{Webhook: wh}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": views})
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"webhooks": views})
 }
 
 func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) error {
@@ -70,11 +71,11 @@ func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	wh, err := svc.Store.Webhook(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	wh, err := svc.Store.Webhook(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, webhookView{Webhook: wh})
+	return frontdoor.WriteJSON(w, http.StatusOK, webhookView{Webhook: wh})
 }
 
 func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) error {
@@ -83,11 +84,11 @@ func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	id := r.PathValue("id")
-	if err := svc.Store.DeleteWebhook(r.Context(), principalOf(r).Tenant, id, s.record(r, http.StatusOK)); err != nil {
+	if err := svc.Store.DeleteWebhook(r.Context(), frontdoor.Principal(r).Tenant, id, s.record(r, http.StatusOK)); err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
-	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+	frontdoor.InfoFrom(r.Context()).Audited = true
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
 func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) error {
@@ -108,7 +109,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) er
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	tenant, id := principalOf(r).Tenant, r.PathValue("id")
+	tenant, id := frontdoor.Principal(r).Tenant, r.PathValue("id")
 	if _, err := svc.Store.Webhook(r.Context(), tenant, id); err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) er
 	if ds == nil {
 		ds = []*webhook.Delivery{}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
+	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
 }
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) error {
@@ -127,13 +128,13 @@ func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	d, err := svc.Store.RetryDelivery(r.Context(), principalOf(r).Tenant, r.PathValue("id"), r.PathValue("dlv"),
+	d, err := svc.Store.RetryDelivery(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), r.PathValue("dlv"),
 		s.deps.Now(), s.record(r, http.StatusOK))
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
-	return writeJSON(w, http.StatusOK, d)
+	frontdoor.InfoFrom(r.Context()).Audited = true
+	return frontdoor.WriteJSON(w, http.StatusOK, d)
 }
 
 func (s *Server) handleRotateSecret(w http.ResponseWriter, r *http.Request) error {
@@ -141,11 +142,11 @@ func (s *Server) handleRotateSecret(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	wh, err := svc.Rotate(r.Context(), principalOf(r).Tenant, r.PathValue("id"), s.record(r, http.StatusOK))
+	wh, err := svc.Rotate(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), s.record(r, http.StatusOK))
 	if err != nil {
 		return err
 	}
-	infoFrom(r.Context()).audited = true
+	frontdoor.InfoFrom(r.Context()).Audited = true
 	w.Header().Set("Cache-Control", "no-store")
-	return writeJSON(w, http.StatusOK, webhookView{Webhook: wh, Secret: wh.Secret})
+	return frontdoor.WriteJSON(w, http.StatusOK, webhookView{Webhook: wh, Secret: wh.Secret})
 }

@@ -20,7 +20,7 @@ func TestCompletionMessagesFollowTheToolRule(t *testing.T) {
 			{Role: agent.RoleTool, ToolCallID: "c1", Content: `{"amount":1500}`}}},
 			Response: agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, Content: "done"}, Usage: &agent.Usage{InputTokens: 7}}},
 	}
-	got := hideMessages(auth.Principal{Scopes: []string{"tool:cases"}}, cs)
+	got := replay.HideMessages(auth.Principal{Scopes: []string{"tool:cases"}}, cs)
 	if got[0].MessagesHidden || got[0].Request == nil || got[0].Response.Message.Content != "plain" {
 		t.Errorf("a completion without tool calls is hidden: %+v", got[0])
 	}
@@ -31,7 +31,7 @@ func TestCompletionMessagesFollowTheToolRule(t *testing.T) {
 		t.Error("hiding changed the stored completion")
 	}
 	for _, scopes := range [][]string{{"tool:payments"}, {"tool:*"}} {
-		if shown := hideMessages(auth.Principal{Scopes: scopes}, cs); shown[1].MessagesHidden {
+		if shown := replay.HideMessages(auth.Principal{Scopes: scopes}, cs); shown[1].MessagesHidden {
 			t.Errorf("%v: the completion is hidden", scopes)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/retention"
@@ -88,14 +89,14 @@ func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail bool)
 
 func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) (workflowView, error) {
 	v := workflowView{workflowSummary: summarize(wf, s.deps.Now()), Error: wf.Error, Steps: make([]any, 0, len(steps))}
-	p := principalOf(r)
+	p := frontdoor.Principal(r)
 	for _, st := range steps {
 		if !detail {
 			v.Steps = append(v.Steps, workflow.StepView(wf.Agent, st))
 			continue
 		}
 		d := stepDetail{Step: st}
-		if st.Tool != "" && !p.CanUseTool(st.Tool) {
+		if workflow.BodiesHidden(p, st) {
 			d.Args, d.Result, d.Request, d.Hidden = nil, nil, nil, true
 		}
 		v.Steps = append(v.Steps, d)
@@ -118,7 +119,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 }
 
 func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error {
-	wf, err := s.deps.Workflows.Workflow(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	wf, err := s.deps.Workflows.Workflow(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 	if v.ScheduleID, err = s.scheduleOf(r, wf.ID); err != nil { // schedules.go
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return frontdoor.WriteJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) error {
@@ -137,7 +138,7 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), principalOf(r).Tenant, f)
+	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,7 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 		c := wfs[len(wfs)-1].ID
 		list.NextCursor = &c
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return frontdoor.WriteJSON(w, http.StatusOK, list)
 }
 
 // parseWorkflowFilter reads a workflow list's filters from its query
@@ -218,7 +219,7 @@ func parseWorkflowFilter(q url.Values) (workflow.ListFilter, error) {
 }
 
 func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) error {
-	tenant := principalOf(r).Tenant
+	tenant := frontdoor.Principal(r).Tenant
 	id := r.PathValue("id")
 	if _, err := s.deps.Workflows.Workflow(r.Context(), tenant, id); err != nil {
 		return err
@@ -241,7 +242,7 @@ func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) er
 }
 
 func (s *Server) handleCancelWorkflow(w http.ResponseWriter, r *http.Request) error {
-	wf, err := s.deps.Runner.Cancel(r.Context(), principalOf(r).Tenant, r.PathValue("id"))
+	wf, err := s.deps.Runner.Cancel(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -249,7 +250,7 @@ func (s *Server) handleCancelWorkflow(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return frontdoor.WriteJSON(w, http.StatusOK, v)
 }
 
 // handleDeleteWorkflow deletes one finished workflow now, with everything
@@ -260,13 +261,13 @@ func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) er
 	}
 	id := r.PathValue("id")
 	rec := s.record(r, http.StatusOK)
-	c, err := s.deps.Retention.Delete(r.Context(), principalOf(r).Tenant, id, rec)
+	c, err := s.deps.Retention.Delete(r.Context(), frontdoor.Principal(r).Tenant, id, rec)
 	if err != nil {
 		return err
 	}
-	info := infoFrom(r.Context())
-	info.audited, info.resourceID = true, id
-	return writeJSON(w, http.StatusOK, deletedWorkflow{ID: id, Deleted: true, Counts: c})
+	info := frontdoor.InfoFrom(r.Context())
+	info.Audited, info.ResourceID = true, id
+	return frontdoor.WriteJSON(w, http.StatusOK, deletedWorkflow{ID: id, Deleted: true, Counts: c})
 }
 
 type deletedWorkflow struct {

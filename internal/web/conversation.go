@@ -71,12 +71,7 @@ func completionViews(cs []replay.Completion, tools Tools) []completionView {
 		if c.Cost != nil {
 			v.Cost = formatCost(c.Cost)
 		}
-		for _, name := range c.Tools() {
-			if !tools.Shows(name) {
-				v.Hidden = true
-			}
-		}
-		if v.Hidden || c.MessagesHidden {
+		if c.HiddenFrom(tools) || c.MessagesHidden {
 			v.Hidden = true
 			out = append(out, v)
 			continue

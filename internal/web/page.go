@@ -231,7 +231,7 @@ func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *
 		}
 	}
 	v.HasBodies = len(s.Args) > 0 || len(s.Request) > 0 || len(s.Result) > 0
-	if s.Tool != "" && !tools.Shows(s.Tool) {
+	if workflow.BodiesHidden(tools, *s) {
 		v.BodyHidden = true
 		return v
 	}

@@ -175,6 +175,10 @@ func (t Tools) Shows(name string) bool {
 	return slices.Contains(t, AllTools) || slices.Contains(t, name)
 }
 
+// CanUseTool is Shows, so that t is a workflow.Reader: a signed page
+// reads a workflow's history as the tools its link names allow.
+func (t Tools) CanUseTool(name string) bool { return t.Shows(name) }
+
 // String is the canonical form signed in a link: the names joined by commas.
 func (t Tools) String() string { return strings.Join(t, ",") }
 

@@ -1,4 +1,4 @@
-package httpapi
+package frontdoor
 
 import (
 	"net/http"
@@ -35,7 +35,7 @@ func TestSSECloseWaitsForTheHeartbeat(t *testing.T) {
 
 	closed := make(chan struct{})
 	go func() {
-		sse.close()
+		sse.Close()
 		close(closed)
 	}()
 	select {

@@ -1,4 +1,4 @@
-package httpapi
+package frontdoor
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 // heartbeat keeps idle streams open through proxies.
 const heartbeat = 15 * time.Second
 
-// sseWriter writes server-sent events, flushing each one.
-type sseWriter struct {
+// SSEWriter writes server-sent events, flushing each one.
+type SSEWriter struct {
 	mu   sync.Mutex
 	w    http.ResponseWriter
 	rc   *http.ResponseController
@@ -31,29 +31,29 @@ type sseWriter struct {
 // errStreamEnded refuses an event after a drained stream's final comment.
 var errStreamEnded = errors.New("the stream ended: the server is shutting down")
 
-// startSSE sends the stream's headers; after it there are no status codes,
+// StartSSE sends the stream's headers; after it there are no status codes,
 // only events. The returned context ends when the request's does or when
 // the server drains: an open stream would otherwise hold the shutdown for
-// its whole grace period, so it ends with a comment and the client
+// its whole grace period, so when drain closes it ends with a comment and the client
 // reconnects, with Last-Event-ID, to a replica that is serving.
-func (s *Server) startSSE(w http.ResponseWriter, r *http.Request) (*sseWriter, context.Context) {
+func StartSSE(w http.ResponseWriter, r *http.Request, drain <-chan struct{}) (*SSEWriter, context.Context) {
 	ctx, cancel := context.WithCancel(r.Context())
-	return beginSSE(w, heartbeat, s.draining, cancel), ctx
+	return beginSSE(w, heartbeat, drain, cancel), ctx
 }
 
 // startSSEBeating starts a stream with a heartbeat every interval that
 // no drain ends.
-func startSSEBeating(w http.ResponseWriter, interval time.Duration) *sseWriter {
+func startSSEBeating(w http.ResponseWriter, interval time.Duration) *SSEWriter {
 	return beginSSE(w, interval, nil, func() {})
 }
 
-func beginSSE(w http.ResponseWriter, interval time.Duration, drain <-chan struct{}, cancel context.CancelFunc) *sseWriter {
+func beginSSE(w http.ResponseWriter, interval time.Duration, drain <-chan struct{}, cancel context.CancelFunc) *SSEWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{}),
+	s := &SSEWriter{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{}),
 		drain: drain, cancel: cancel}
 	s.rc.Flush()
 	go s.beat(interval)
@@ -61,7 +61,7 @@ func beginSSE(w http.ResponseWriter, interval time.Duration, drain <-chan struct
 }
 
 // send writes one event: its id, its one-line JSON data, a blank line.
-func (s *sseWriter) send(id int, data []byte) error {
+func (s *SSEWriter) Send(id int, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -73,7 +73,7 @@ func (s *sseWriter) send(id int, data []byte) error {
 	return s.rc.Flush()
 }
 
-func (s *sseWriter) beat(interval time.Duration) {
+func (s *SSEWriter) beat(interval time.Duration) {
 	defer close(s.done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -100,7 +100,7 @@ func (s *sseWriter) beat(interval time.Duration) {
 
 // close stops the heartbeat and waits for it, so nothing is written to the
 // response once close returns.
-func (s *sseWriter) close() {
+func (s *SSEWriter) Close() {
 	close(s.stop)
 	<-s.done
 	s.cancel()

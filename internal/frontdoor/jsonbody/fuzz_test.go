@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
+	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
