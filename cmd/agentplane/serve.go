@@ -305,7 +305,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 
 	// Every replica runs the scheduler; the store's claims make each due
 	// time start one workflow across replicas (docs/schedules.md).
-	scheduler := &schedule.Scheduler{Store: st, Runner: runner, Logger: logger}
+	scheduler := &schedule.Scheduler{Store: st, Invoker: &workflow.Invoker{Runner: runner, Workflows: st, Now: time.Now}, Logger: logger}
 	background.Go(func() { scheduler.Run(ctx) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 

@@ -89,7 +89,8 @@ func newReplica(t *testing.T, url, owner string, api workflow.ToolCaller, c *clo
 	t.Cleanup(func() { db.Close() })
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: owner, Lease: time.Minute})
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return &replica{db: db, runner: r, sched: &schedule.Scheduler{Store: db, Runner: r, Now: c.now}}
+	return &replica{db: db, runner: r, sched: &schedule.Scheduler{Store: db, Now: c.now,
+		Invoker: &workflow.Invoker{Runner: r, Workflows: db, Now: c.now}}}
 }
 
 // setup returns a new database with a tool and an agent calling it once,
