@@ -342,3 +342,31 @@ func TestAChangedScheduleStartsNoRunForATimeBeforeTheChange(t *testing.T) {
 		t.Fatalf("%d workflows, want 2: the first due time after the change runs", n)
 	}
 }
+
+func TestARunIsKeyedByItsScheduleAndDueTime(t *testing.T) {
+	url, sch := setup(t, schedule.OverlapAllow)
+	c := &clock{}
+	r := newReplica(t, url, "replica-a", &gate{}, c)
+	c.set(start.Add(time.Second))
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wfs := runs(t, r)
+	if len(wfs) != 1 {
+		t.Fatalf("%d workflows, want 1", len(wfs))
+	}
+	key := "schedule:" + sch.ID + ":" + start.Format(time.RFC3339)
+	got, err := r.db.WorkflowByKey(t.Context(), "acme", key)
+	if err != nil || got.ID != wfs[0].ID {
+		t.Errorf("the workflow of key %s = %v, %v; want %s", key, got, err, wfs[0].ID)
+	}
+	// A manual trigger has no due time and no key: each starts a workflow.
+	for range 2 {
+		if _, err := r.sched.Trigger(t.Context(), sch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(runs(t, r)); n != 3 {
+		t.Errorf("%d workflows after two triggers, want 3", n)
+	}
+}
