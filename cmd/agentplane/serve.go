@@ -309,7 +309,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// schedules: a revoked client's identity stops on every path within
 	// --revocation-ttl.
 	revocations := auth.NewRevocations(st, c.revocationTTL, time.Now)
-	scheduler := &schedule.Scheduler{Store: st, Runner: runner, Logger: logger, Revocations: revocations}
+	scheduler := &schedule.Scheduler{Store: st, Invoker: &workflow.Invoker{Runner: runner, Workflows: st, Now: time.Now}, Logger: logger, Revocations: revocations}
 	background.Go(func() { scheduler.Run(ctx) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 

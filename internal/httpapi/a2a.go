@@ -323,7 +323,7 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 	r := c.r
 	p := frontdoor.Principal(r)
 	canon, _ := json.Marshal(map[string]any{"goal": in.Goal, "context": in.Context, "taskId": m.TaskID})
-	hash := fingerprint(canon)
+	hash := workflow.Fingerprint(canon)
 	key := workflow.IdempotencyKey(p.ID(), "/a2a/"+c.agent, m.MessageID)
 	if stream {
 		// Counted before anything starts, a repeat's stream too, as invoke's.
@@ -335,32 +335,35 @@ func (c *a2aCall) send(req a2aSendRequest, stream bool) (wf *workflow.Workflow, 
 		release()
 		return nil, func() {}, err
 	}
-	reused := problem.New(problem.IdempotencyKeyReused,
-		"this messageId was sent with a different message; use a new messageId for a new message")
-	if wf, err = c.s.keyedWorkflow(r, key, c.s.cfg.InvokeIdempotencyTTL); err != nil {
-		return fail(err)
+	if wf, err = c.s.invoker.Find(r.Context(), p.Tenant, key, hash, c.s.cfg.InvokeIdempotencyTTL); err != nil {
+		return fail(messageReused(err))
 	}
 	info := frontdoor.InfoFrom(r.Context())
 	if wf != nil {
-		if wf.RequestHash != hash {
-			return fail(reused)
-		}
 		info.Details = map[string]any{"idempotent_replayed": true}
 	} else {
 		if m.TaskID != "" {
 			return fail(c.continueTask(m.TaskID))
 		}
-		var taken bool
-		if wf, taken, err = c.s.startInvoke(r, startRequest(r, c.agent, "", in, key, hash)); err != nil {
-			return fail(err)
+		started, err := c.s.invoker.Start(r.Context(), invocation(r, c.agent, "", in, key, hash))
+		if err != nil {
+			return fail(messageReused(err))
 		}
-		if taken && wf.RequestHash != hash {
-			return fail(reused)
-		}
+		wf = started.Workflow
 	}
 	info.WorkflowID = wf.ID
 	c.w.Header().Set("Workflow-Id", wf.ID)
 	return wf, release, nil
+}
+
+// messageReused says a reused idempotency key in A2A's terms: the message
+// id is the key.
+func messageReused(err error) error {
+	if errors.Is(err, workflow.ErrKeyReused) {
+		return problem.New(problem.IdempotencyKeyReused,
+			"this messageId was sent with a different message; use a new messageId for a new message")
+	}
+	return err
 }
 
 // continueTask answers a message sent to an existing task: its decisions

@@ -137,7 +137,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Datasets:    db,
 		Viewer:      viewer,
 		Schedules: &schedule.Service{Store: db, Versions: db, MaxToolCalls: 100, Now: time.Now,
-			Scheduler: &schedule.Scheduler{Store: db, Runner: runner}},
+			Scheduler: &schedule.Scheduler{Store: db, Invoker: &workflow.Invoker{Runner: runner, Workflows: db, Now: time.Now}}},
 		Webhooks: &webhook.Service{Store: db, Versions: db, AllowHTTP: true, Now: time.Now},
 	}
 	for _, o := range opts {

@@ -3,18 +3,15 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"time"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // maxIdempotencyKey bounds the length of a key.
@@ -74,7 +71,7 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, bod
 	now := s.deps.Now()
 	k := idempotency.Key{Tenant: p.Tenant, Principal: p.ID(), Method: r.Method, Path: r.URL.Path, Key: key}
 	e, created, err := s.deps.Store.BeginIdempotent(r.Context(), idempotency.Entry{
-		Key: k, Fingerprint: fingerprint(body), State: idempotency.Running,
+		Key: k, Fingerprint: workflow.Fingerprint(body), State: idempotency.Running,
 		CreatedAt: now, ExpiresAt: now.Add(s.cfg.IdempotencyTTL), LockedUntil: now.Add(s.cfg.IdempotencyLock),
 	})
 	if err != nil {
@@ -82,7 +79,7 @@ func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, bod
 		return
 	}
 	if !created {
-		s.repeat(w, r, e, fingerprint(body))
+		s.repeat(w, r, e, workflow.Fingerprint(body))
 		return
 	}
 	info := frontdoor.InfoFrom(r.Context())
@@ -170,17 +167,6 @@ func storable(status int) bool {
 		return false
 	}
 	return status < 500
-}
-
-// fingerprint identifies a request body: the SHA-256 of its RFC 8785 form
-// when it is JSON (so spacing and key order do not matter), else of its bytes.
-func fingerprint(body []byte) string {
-	canon, err := jcs.Transform(body)
-	if err != nil {
-		canon = body
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:])
 }
 
 // maxStoredResponse bounds the response body kept for repeats.

@@ -2,15 +2,14 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
-	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -53,14 +52,14 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := frontdoor.Principal(r)
 	info := frontdoor.InfoFrom(r.Context())
-	hash := fingerprint(body)
+	hash := workflow.Fingerprint(body)
 	if key != "" {
-		wf, err := s.keyedWorkflow(r, key, s.cfg.InvokeIdempotencyTTL)
+		wf, err := s.invoker.Find(r.Context(), p.Tenant, key, hash, s.cfg.InvokeIdempotencyTTL)
 		if err != nil {
 			return err
 		}
 		if wf != nil {
-			return s.attachInvoke(w, r, body, hash, wf)
+			return s.attachInvoke(w, r, body, wf)
 		}
 	}
 	var req invokeRequest
@@ -85,7 +84,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		release = sync.OnceFunc(release)
 		defer release()
 	}
-	start := startRequest(r, name, version, req, key, hash)
+	start := invocation(r, name, version, req, key, hash)
 	if async {
 		// The answer is 202 whatever follows the creation, so the
 		// request's record is written in the transaction that creates the
@@ -97,15 +96,16 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 			return s.recordOf(r, &c, http.StatusAccepted)
 		}
 	}
-	wf, taken, err := s.startInvoke(r, start)
+	started, err := s.invoker.Start(r.Context(), start)
 	if err != nil {
 		return err
 	}
-	if taken {
+	wf := started.Workflow
+	if started.Repeat {
 		// A repeat that came while the first was being created: it
 		// attaches as any repeat does, its stream counted there.
 		release()
-		return s.attachInvoke(w, r, body, hash, wf)
+		return s.attachInvoke(w, r, body, wf)
 	}
 	info.WorkflowID = wf.ID
 	w.Header().Set("Workflow-Id", wf.ID)
@@ -119,47 +119,20 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	return s.respondFinished(w, r, p.Tenant, wf.ID)
 }
 
-// startRequest is the start of the workflow of an invocation of the agent
-// name@version by r's caller, keyed by key and hash when key is not "".
-func startRequest(r *http.Request, name, version string, req invokeRequest, key, hash string) workflow.StartRequest {
-	p := frontdoor.Principal(r)
+// invocation is an invocation of the agent name@version by r's caller,
+// keyed by key and hash when key is not "".
+func invocation(r *http.Request, name, version string, req invokeRequest, key, hash string) workflow.Invocation {
 	info := frontdoor.InfoFrom(r.Context())
-	return workflow.StartRequest{
-		Tenant: p.Tenant, Agent: name, Version: version, Goal: req.Goal, Context: req.Context,
-		Caller:       workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
+	return workflow.Invocation{StartRequest: workflow.StartRequest{
+		Agent: name, Version: version, Goal: req.Goal, Context: req.Context, Caller: callerOf(frontdoor.Principal(r)),
 		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.RequestID, TraceID: info.TraceID,
 		IdempotencyKey: key, RequestHash: hash,
-	}
+	}}
 }
 
-// startInvoke starts the workflow of an invocation. One that loses the race
-// for its idempotency key to a request with the same key gets that
-// request's workflow instead, with taken set.
-func (s *Server) startInvoke(r *http.Request, start workflow.StartRequest) (wf *workflow.Workflow, taken bool, err error) {
-	wf, err = s.deps.Runner.Start(r.Context(), start)
-	if errors.Is(err, workflow.ErrKeyTaken) {
-		wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), start.Tenant, start.IdempotencyKey)
-		return wf, err == nil, err
-	}
-	return wf, false, err
-}
-
-// keyedWorkflow returns the workflow of the caller's tenant created with
-// the stored idempotency key key, nil if none was or if it started longer
-// than ttl ago (its key is then taken off it, for a new workflow to take).
-func (s *Server) keyedWorkflow(r *http.Request, key string, ttl time.Duration) (*workflow.Workflow, error) {
-	tenant := frontdoor.Principal(r).Tenant
-	wf, err := s.deps.Workflows.WorkflowByKey(r.Context(), tenant, key)
-	if problem.Is(err, problem.NotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if expiry := s.deps.Now().Add(-ttl); wf.StartedAt.Before(expiry) {
-		return nil, s.deps.Workflows.ExpireKey(r.Context(), tenant, key, expiry)
-	}
-	return wf, nil
+// callerOf is the principal as the caller of the workflows it starts.
+func callerOf(p auth.Principal) workflow.Caller {
+	return workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes}
 }
 
 // invokeKey is the stored form of an invoke's idempotency key (header or
@@ -177,12 +150,8 @@ func invokeKey(r *http.Request, body []byte) (string, error) {
 
 // attachInvoke answers a repeat of an invoke with the workflow the first
 // one created: at once with respond-async, by its events with a stream,
-// else once it has ended. A repeat with another body is refused.
-func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, body []byte, hash string, wf *workflow.Workflow) error {
-	if wf.RequestHash != hash {
-		return problem.New(problem.IdempotencyKeyReused,
-			"this Idempotency-Key was used with a different request; use a new key for a new request")
-	}
+// else once it has ended.
+func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, body []byte, wf *workflow.Workflow) error {
 	var req invokeRequest
 	_ = json.Unmarshal(body, &req) // it decoded when the workflow was created
 	p := frontdoor.Principal(r)

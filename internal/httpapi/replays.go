@@ -65,21 +65,22 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	if len(key) > maxIdempotencyKey {
 		return problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
 	}
-	key = workflow.IdempotencyKey(frontdoor.Principal(r).ID(), r.URL.Path, key)
-	hash := fingerprint(body)
-	wf, err := s.keyedWorkflow(r, key, s.cfg.IdempotencyTTL)
+	p := frontdoor.Principal(r)
+	key = workflow.IdempotencyKey(p.ID(), r.URL.Path, key)
+	hash := workflow.Fingerprint(body)
+	wf, err := s.invoker.Find(r.Context(), p.Tenant, key, hash, s.cfg.IdempotencyTTL)
 	if err == nil && wf == nil {
 		err = s.replay(w, r, req, key, hash)
 		if !errors.Is(err, workflow.ErrKeyTaken) {
 			return err
 		}
 		// A repeat that came while the first was being created.
-		wf, err = s.deps.Workflows.WorkflowByKey(r.Context(), frontdoor.Principal(r).Tenant, key)
+		wf, err = s.invoker.Attach(r.Context(), p.Tenant, key, hash)
 	}
 	if err != nil {
 		return err
 	}
-	return s.attachReplay(w, r, wf, hash)
+	return s.attachReplay(w, r, wf)
 }
 
 // replay makes the replay req asks for; key and hash are a real replay's
@@ -117,7 +118,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 	rec := s.record(r, status)
 	rp, err := s.deps.Replays.Replay(r.Context(), replay.Request{
 		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode,
-		Caller:    workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
+		Caller:    callerOf(p),
 		RequestID: info.RequestID, TraceID: info.TraceID, Async: async,
 		Stored:         func(rp *replay.Replay) { info.Audited, info.WorkflowID = true, rp.WorkflowID },
 		IdempotencyKey: key, RequestHash: hash,
@@ -134,13 +135,8 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 
 // attachReplay answers a repeat of a real replay request with the replay
 // the first one made (found through its new workflow wf): at once with
-// respond-async, else once it has completed. A repeat with another body is
-// refused.
-func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, wf *workflow.Workflow, hash string) error {
-	if wf.RequestHash != hash {
-		return problem.New(problem.IdempotencyKeyReused,
-			"this Idempotency-Key was used with a different request; use a new key for a new request")
-	}
+// respond-async, else once it has completed.
+func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, wf *workflow.Workflow) error {
 	rp, err := s.deps.ReplayStore.ReplayOfWorkflow(r.Context(), wf.ID)
 	if err != nil {
 		return err

@@ -135,6 +135,8 @@ type Server struct {
 	mcpStatic *mcp.Server
 	// streams caps each tenant's open event streams.
 	streams *streamLimit
+	// invoker starts workflows or attaches to the ones their keys made.
+	invoker *workflow.Invoker
 	// oidc signs people in to the console through an OpenID Connect
 	// provider; nil without one.
 	oidc *consoleOIDC
@@ -171,7 +173,8 @@ func NewServer(cfg Config, deps Deps) *Server {
 		}
 	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256),
-		streams: newStreamLimit(cfg.MaxStreamsPerTenant)}
+		streams: newStreamLimit(cfg.MaxStreamsPerTenant),
+		invoker: &workflow.Invoker{Runner: deps.Runner, Workflows: deps.Workflows, Now: deps.Now}}
 	s.mcp = s.newMCPHandler()
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {

@@ -13,9 +13,10 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// Starter starts a workflow: *workflow.Runner.
-type Starter interface {
-	Start(ctx context.Context, req workflow.StartRequest) (*workflow.Workflow, error)
+// Invoker starts a workflow, or finds the one its idempotency key made:
+// *workflow.Invoker.
+type Invoker interface {
+	Invoke(ctx context.Context, in workflow.Invocation) (workflow.Invoked, error)
 }
 
 // Revocations tells which OAuth clients are revoked: *auth.Revocations,
@@ -44,8 +45,8 @@ const DefaultTick = 5 * time.Second
 // replica runs one; the store's claims make each due time start one
 // workflow across them.
 type Scheduler struct {
-	Store  Store
-	Runner Starter
+	Store   Store
+	Invoker Invoker
 	// Now is the clock (time.Now when nil); Tick how often Run looks
 	// (DefaultTick when zero).
 	Now    func() time.Time
@@ -194,17 +195,24 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 	if err := json.Unmarshal(sch.Context, &input); err != nil {
 		input = map[string]any{}
 	}
-	// A manual run (due zero) is recorded as the schedule's without a due time.
+	// A manual run (due zero) is recorded as the schedule's without a due
+	// time, and without a key: each trigger starts a workflow.
 	caller := sch.Creator
 	caller.Tenant = sch.Tenant
-	wf, err := s.Runner.Start(ctx, workflow.StartRequest{
+	var key string
+	if !due.IsZero() {
+		key = runKey(sch.ID, due)
+	}
+	run, err := s.Invoker.Invoke(ctx, workflow.Invocation{StartRequest: workflow.StartRequest{
 		Tenant: sch.Tenant, Agent: sch.AgentName(), Version: sch.AgentVersion(), Goal: sch.Goal,
 		Context: input, Caller: caller, MaxToolCalls: sch.MaxToolCalls,
-		ScheduleID: sch.ID, DueAt: due, Created: s.runRecord(sch, due),
-	})
+		ScheduleID: sch.ID, DueAt: due, Created: s.runRecord(sch, due), IdempotencyKey: key,
+	}})
 	switch {
+	case err == nil && run.Repeat:
+		return nil, errAlreadyClaimed
 	case err == nil:
-		return wf, nil
+		return run.Workflow, nil
 	case problem.Is(err, problem.Conflict):
 		return nil, errAlreadyClaimed
 	case problem.Is(err, problem.ValidationFailed), problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
@@ -241,6 +249,12 @@ func (s *Scheduler) checkCreator(ctx context.Context, sch *Schedule) error {
 	}
 	sch.Paused, sch.PausedReason = true, reason
 	return errCreatorRevoked(sch)
+}
+
+// runKey is the idempotency key of the workflow a schedule starts for a
+// due time: a due time's run is started once, whichever replica fires it.
+func runKey(scheduleID string, due time.Time) string {
+	return "schedule:" + scheduleID + ":" + due.UTC().Format(time.RFC3339)
 }
 
 // Trigger starts a schedule's workflow now, whatever its timetable, pause

@@ -89,7 +89,8 @@ func newReplica(t *testing.T, url, owner string, api workflow.ToolCaller, c *clo
 	t.Cleanup(func() { db.Close() })
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: owner, Lease: time.Minute})
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return &replica{db: db, runner: r, sched: &schedule.Scheduler{Store: db, Runner: r, Now: c.now}}
+	return &replica{db: db, runner: r, sched: &schedule.Scheduler{Store: db, Now: c.now,
+		Invoker: &workflow.Invoker{Runner: r, Workflows: db, Now: c.now}}}
 }
 
 // setup returns a new database with a tool and an agent calling it once,
@@ -339,5 +340,33 @@ func TestAChangedScheduleStartsNoRunForATimeBeforeTheChange(t *testing.T) {
 	}
 	if n := len(runs(t, r)); n != 2 {
 		t.Fatalf("%d workflows, want 2: the first due time after the change runs", n)
+	}
+}
+
+func TestARunIsKeyedByItsScheduleAndDueTime(t *testing.T) {
+	url, sch := setup(t, schedule.OverlapAllow)
+	c := &clock{}
+	r := newReplica(t, url, "replica-a", &gate{}, c)
+	c.set(start.Add(time.Second))
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wfs := runs(t, r)
+	if len(wfs) != 1 {
+		t.Fatalf("%d workflows, want 1", len(wfs))
+	}
+	key := "schedule:" + sch.ID + ":" + start.Format(time.RFC3339)
+	got, err := r.db.WorkflowByKey(t.Context(), "acme", key)
+	if err != nil || got.ID != wfs[0].ID {
+		t.Errorf("the workflow of key %s = %v, %v; want %s", key, got, err, wfs[0].ID)
+	}
+	// A manual trigger has no due time and no key: each starts a workflow.
+	for range 2 {
+		if _, err := r.sched.Trigger(t.Context(), sch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(runs(t, r)); n != 3 {
+		t.Errorf("%d workflows after two triggers, want 3", n)
 	}
 }

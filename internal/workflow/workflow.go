@@ -111,13 +111,6 @@ func KeyTaken() error {
 	return problem.Wrap(problem.Conflict, ErrKeyTaken, "a workflow was already created with this Idempotency-Key")
 }
 
-// IdempotencyKey is the stored form of a request's idempotency key, scoped
-// as SPEC §5 says: to its principal and concrete path (the tenant is a
-// column of its own).
-func IdempotencyKey(principal, path, key string) string {
-	return principal + "\n" + path + "\n" + key
-}
-
 // Input is the engine input of the workflow: its goal, context, caller and
 // limits, as every execution of it (first run, resume, replay) sees them.
 func (w *Workflow) Input() agent.Input {
