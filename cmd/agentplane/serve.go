@@ -330,7 +330,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		background.Go(func() { auditPusher.Run(ctx) })
 	}
 	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost, Now: time.Now,
-		CheckURL: func(raw string) error { _, err := parts.client.CheckURL(raw, false); return err }}
+		CheckHost: parts.client.CheckHost}
 
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
 	if err != nil {

@@ -778,6 +778,7 @@ var a2aErrs = map[problem.Code]a2aErr{
 	problem.A2AVersionNotSupported:     {"VERSION_NOT_SUPPORTED", -32009, "FAILED_PRECONDITION"},
 	problem.MalformedRequest:           {"", -32602, "INVALID_ARGUMENT"},
 	problem.ValidationFailed:           {"", -32602, "INVALID_ARGUMENT"},
+	problem.URLNotAllowed:              {"", -32602, "INVALID_ARGUMENT"},
 	problem.PayloadTooLarge:            {"", -32602, "INVALID_ARGUMENT"},
 	problem.IdempotencyKeyReused:       {"", -32602, "INVALID_ARGUMENT"},
 	problem.UnsupportedMediaType:       {"", -32602, "INVALID_ARGUMENT"},

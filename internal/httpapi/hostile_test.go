@@ -30,6 +30,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 // hostile is one request meant to hurt the server, and the problem it
@@ -55,7 +56,10 @@ func manyAnonymous(cfg *httpapi.Config, _ *httpapi.Deps) {
 // strictNetwork makes the harness fetch documents as a server without
 // --allow-private-networks does.
 func strictNetwork(_ *httpapi.Config, d *httpapi.Deps) {
-	d.Tools.Fetcher = outbound.New(outbound.Options{})
+	client := outbound.New(outbound.Options{})
+	d.Tools.Fetcher = client
+	d.Models.Addresses = client
+	d.Webhooks = &webhook.Service{Store: d.Webhooks.Store, Versions: d.Webhooks.Versions, Now: time.Now, CheckHost: client.CheckHost}
 }
 
 // TestHostileInput sends every kind of hostile input the API may meet:
@@ -69,7 +73,7 @@ func TestHostileInput(t *testing.T) {
 	h := newHarness(t, manyAnonymous)
 	w := newFraudWorld(t, h)
 	strict := newHarness(t, strictNetwork)
-	strictTok := strict.token("acme", "tools:write")
+	strictTok := strict.token("acme", "tools:write models:write webhooks:write")
 	tok := h.token("acme", adminScopes+" workflows:replay audit:read mcp:use")
 	wf := w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-1"}})
 	wfID := wf["workflow_id"].(string)
@@ -176,6 +180,7 @@ func TestHostileInput(t *testing.T) {
 
 	// Addresses inside the network, however written.
 	for _, u := range []string{"http://127.0.0.1/openapi.json", "http://[::1]/openapi.json", "http://169.254.169.254/latest/meta-data",
+		"http://[2002:a9fe:a9fe::]/openapi.json", "http://[::127.0.0.1]/openapi.json", "http://[64:ff9b:1::7f00:1]/openapi.json",
 		"http://0.0.0.0/openapi.json", "http://2130706433/openapi.json", "http://0177.0.0.1/openapi.json", "http://0x7f.0.0.1/openapi.json",
 		"http://127.1/openapi.json", "http://localhost/openapi.json", "http://[::ffff:127.0.0.1]/openapi.json",
 		"http://[64:ff9b::7f00:1]/openapi.json", "http://10.0.0.1/openapi.json", "http://metadata.google.internal/computeMetadata/v1/",
@@ -185,8 +190,26 @@ func TestHostileInput(t *testing.T) {
 	}
 	add(hostile{name: "ssrf a2a card", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
 		body: map[string]any{"name": "ssrf", "type": "a2a", "spec_url": "http://169.254.169.254/.well-known/agent-card.json"}, status: 422, code: problem.URLNotAllowed})
-	add(hostile{name: "ssrf gopher", method: "POST", path: "/v1/tools", token: strictTok, on: strict,
-		body: map[string]any{"name": "ssrf", "type": "openapi", "spec_url": "gopher://127.0.0.1:6379/_INFO"}, status: 422, code: problem.ValidationFailed})
+	// Schemes other than http(s), wherever a URL is registered.
+	for _, u := range []string{"gopher://127.0.0.1:6379/_INFO", "file:///etc/passwd", "ftp://ftp.example.com/x", "dict://127.0.0.1:11211/"} {
+		add(hostile{name: "ssrf scheme spec_url " + u, method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+			body: map[string]any{"name": "ssrf", "type": "mcp", "spec_url": u}, status: 422, code: problem.URLNotAllowed},
+			hostile{name: "ssrf scheme endpoint_url " + u, method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+				body: map[string]any{"name": "ssrf", "type": "openapi", "spec": minimalOpenAPI, "endpoint_url": u}, status: 422, code: problem.URLNotAllowed},
+			hostile{name: "ssrf scheme token_url " + u, method: "POST", path: "/v1/tools", token: strictTok, on: strict,
+				body: map[string]any{"name": "ssrf", "type": "openapi", "spec": minimalOpenAPI,
+					"auth": map[string]any{"type": "oauth2", "secrets_ref": "env://TOOL_X", "token_url": u}}, status: 422, code: problem.URLNotAllowed},
+			hostile{name: "ssrf scheme model " + u, method: "POST", path: "/v1/models", token: strictTok, on: strict,
+				body: map[string]any{"name": "ssrf", "provider": "openai", "base_url": u, "model": "m"}, status: 422, code: problem.URLNotAllowed},
+			hostile{name: "ssrf scheme webhook " + u, method: "POST", path: "/v1/webhooks", token: strictTok, on: strict,
+				body: map[string]any{"url": u, "events": []string{"workflow.completed"}}, status: 422, code: problem.URLNotAllowed})
+	}
+	// Receivers inside the network, by address or by a name resolving there.
+	for _, u := range []string{"https://localhost/hook", "https://127.0.0.1/hook", "https://[2002:7f00:1::]/hook", "https://[::10.0.0.1]/hook",
+		"https://[64:ff9b:1::a00:1]/hook", "http://169.254.169.254/latest/meta-data"} {
+		add(hostile{name: "ssrf webhook " + u, method: "POST", path: "/v1/webhooks", token: strictTok, on: strict,
+			body: map[string]any{"url": u, "events": []string{"workflow.completed"}}, status: 422, code: problem.URLNotAllowed})
+	}
 	register("secret ref outside the allow-list", "openapi", map[string]any{"spec": minimalOpenAPI,
 		"auth": map[string]any{"type": "bearer", "secrets_ref": "env://HOME"}}, 422, problem.SecretRefNotAllowed)
 	register("vault path of another tenant", "openapi", map[string]any{"spec": minimalOpenAPI,

@@ -112,7 +112,6 @@ func TestModelValidation(t *testing.T) {
 		{"reserved name", with(func(b map[string]any) { b["name"] = "default" }), "name"},
 		{"name with capitals", with(func(b map[string]any) { b["name"] = "GPT" }), "name"},
 		{"unknown provider", with(func(b map[string]any) { b["provider"] = "gemini" }), "provider"},
-		{"base_url not http", with(func(b map[string]any) { b["base_url"] = "ftp://models.example.com/v1" }), "base_url"},
 		{"base_url with user-info", with(func(b map[string]any) { b["base_url"] = "https://me:sk-1@api.example.com/v1" }), "base_url"},
 		{"base_url with a query", with(func(b map[string]any) { b["base_url"] = "https://api.example.com/v1?api-key=sk-1" }), "base_url"},
 		{"base_url relative", with(func(b map[string]any) { b["base_url"] = "/v1" }), "base_url"},

@@ -467,7 +467,6 @@ func TestToolRegisterValidatesFields(t *testing.T) {
 		{"unknown type", map[string]any{"name": "pets", "type": "wsdl", "spec": spec}, []string{"type"}},
 		{"neither spec nor spec_url", map[string]any{"name": "pets", "type": "openapi"}, []string{"spec_url"}},
 		{"both spec and spec_url", map[string]any{"name": "pets", "type": "openapi", "spec": spec, "spec_url": "https://example.com/o.yaml"}, []string{"spec"}},
-		{"spec_url not http", map[string]any{"name": "pets", "type": "openapi", "spec_url": "ftp://example.com/o.yaml"}, []string{"spec_url"}},
 		{"endpoint_url relative", map[string]any{"name": "pets", "type": "openapi", "spec": spec, "endpoint_url": "/api"}, []string{"endpoint_url"}},
 		{"bad side_effects item", map[string]any{"name": "pets", "type": "openapi", "spec": spec, "side_effects": []string{"create", "explode"}}, []string{"side_effects[1]"}},
 		{"bad policy_class", map[string]any{"name": "pets", "type": "openapi", "spec": spec, "policy_class": "Top Secret"}, []string{"policy_class"}},

@@ -50,7 +50,6 @@ func TestWebhooksAPI(t *testing.T) {
 		field string
 	}{
 		{"no url", map[string]any{"events": []string{"workflow.completed"}}, "url"},
-		{"ftp", map[string]any{"url": "ftp://h.example/x", "events": []string{"workflow.completed"}}, "url"},
 		{"no events", map[string]any{"url": rcv.URL}, "events"},
 		{"an unknown event", map[string]any{"url": rcv.URL, "events": []string{"workflow.exploded"}}, "events[0]"},
 		{"an unknown agent", map[string]any{"url": rcv.URL, "events": []string{"workflow.completed"}, "agent": "nobody"}, "agent"},

@@ -51,6 +51,13 @@ func TestBuildRefuses(t *testing.T) {
 		{"lower-case currency and huge price", func(r *Registration) { r.Price = &Price{InputPerMTok: 1e9, Currency: "eur"} },
 			[]string{"price.input_per_mtok", "price.currency"}},
 	}
+	for _, base := range []string{"ftp://models.example.com/v1", "gopher://127.0.0.1:70/_x", "file:///etc/passwd"} {
+		r := ok()
+		r.BaseURL = base
+		if _, err := Build(r); !problem.Is(err, problem.URLNotAllowed) {
+			t.Errorf("Build(base_url %s) = %v, want url-not-allowed", base, err)
+		}
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ok()

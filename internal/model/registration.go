@@ -67,9 +67,13 @@ func (e *fieldErrors) add(field, format string, args ...any) {
 
 // Build checks reg and returns the model it describes, without id, tenant,
 // revision or times. Each broken rule is a field of one
-// problem.ValidationFailed; the secrets reference and the address of
-// base_url are checked by the Service.
+// problem.ValidationFailed, but a base_url of another scheme than http or
+// https, which is problem.URLNotAllowed; the secrets reference and the
+// address of base_url are checked by the Service.
 func Build(reg Registration) (*Model, error) {
+	if u, err := url.Parse(reg.BaseURL); err == nil && u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https" {
+		return nil, problem.New(problem.URLNotAllowed, "base_url: scheme %q is not allowed: use http or https", u.Scheme)
+	}
 	var errs fieldErrors
 	m := &Model{
 		Name: reg.Name, Provider: reg.Provider, BaseURL: reg.BaseURL, Model: reg.Model,

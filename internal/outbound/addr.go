@@ -14,8 +14,8 @@ type rangeClass struct {
 }
 
 // refused lists the IPv4 and IPv6 ranges refused unless the operator allows
-// private networks. IPv4-mapped and NAT64 forms of IPv6 addresses are
-// unwrapped before the check, so they fall under their IPv4 class.
+// private networks. IPv6 addresses that carry an IPv4 address (embedded
+// below) are judged by the address they carry.
 var refused = []rangeClass{
 	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
 	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
@@ -33,19 +33,51 @@ var refused = []rangeClass{
 	{netip.MustParsePrefix("fc00::/7"), "private"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	// Local-use NAT64 (RFC 8215) is a network's own translator, whose
+	// prefix length (48 to 96 bits) decides where the IPv4 address sits:
+	// it cannot be told from outside, so the whole range is refused.
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64"},
 }
 
-// nat64 is the well-known NAT64 prefix (RFC 6052): its last 32 bits are an
-// IPv4 address reached through a translator.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// IPv6 ranges whose addresses carry an IPv4 address to a translator or a
+// tunnel, which reaches that IPv4 address.
+var (
+	// ipv4Compatible is the deprecated IPv4-compatible form (RFC 4291
+	// 2.5.5.1), ::a.b.c.d: its last 32 bits. :: and ::1 keep their own
+	// classes.
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+	// sixToFour is 6to4 (RFC 3056), 2002:AABB:CCDD::/48: bits 16 to 47.
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	// nat64 is the well-known NAT64 prefix (RFC 6052): its last 32 bits.
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+)
+
+// embedded returns the IPv4 address an IPv6 address carries, if it is of
+// a translation range.
+func embedded(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	switch {
+	case ip == netip.IPv6Unspecified(), ip == netip.IPv6Loopback():
+		return netip.Addr{}, false
+	case ipv4Compatible.Contains(ip), nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
 
 // Class returns the class of a refused address ("loopback", "private",
-// "link-local", …), or "" for a public address.
+// "link-local", …), or "" for a public address. An IPv4-mapped,
+// IPv4-compatible, 6to4 or NAT64 address has the class of the IPv4
+// address it carries.
 func Class(ip netip.Addr) string {
 	ip = ip.WithZone("").Unmap()
-	if ip.Is6() && nat64.Contains(ip) {
-		b := ip.As16()
-		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	if v4, ok := embedded(ip); ok {
+		ip = v4
 	}
 	for _, r := range refused {
 		if r.prefix.Contains(ip) {
@@ -71,6 +103,13 @@ func CheckAddr(ip netip.Addr) error {
 		article = "an"
 	}
 	return problem.New(problem.URLNotAllowed, "%s is %s %s address"+AllowHint, ip.WithZone("").Unmap(), article, class)
+}
+
+// ResolvesPrivate is the error of a host name that resolves to an address
+// the policy refuses. It names the host and never the address: that an
+// internal name resolves, and to what, is the network's own business.
+func ResolvesPrivate(host string) error {
+	return problem.New(problem.URLNotAllowed, "%s resolves to a private address"+AllowHint, host)
 }
 
 // metadataHosts are cloud metadata service names, refused by name before any

@@ -94,12 +94,19 @@ func (c *Client) allowedName(host string, port uint16) bool {
 // allowedNameKey marks the context of a dial to an allowed host name.
 type allowedNameKey struct{}
 
-// dialContext dials through dialer, telling the address check when the
-// request named an allowed host name.
+// dialNameKey carries the host name a dial resolves, so that a refusal
+// names the host rather than the address it resolved to.
+type dialNameKey struct{}
+
+// dialContext dials through dialer, telling the address check the host
+// name the request named, and whether it is an allowed one.
 func (c *Client) dialContext(dialer *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, port, err := net.SplitHostPort(addr); err == nil && len(c.opts.AllowHosts) > 0 {
-			if n, err := strconv.ParseUint(port, 10, 16); err == nil && c.allowedName(host, uint16(n)) {
+		if host, port, err := net.SplitHostPort(addr); err == nil {
+			if _, err := netip.ParseAddr(host); err != nil {
+				ctx = context.WithValue(ctx, dialNameKey{}, host)
+			}
+			if n, err := strconv.ParseUint(port, 10, 16); err == nil && len(c.opts.AllowHosts) > 0 && c.allowedName(host, uint16(n)) {
 				ctx = context.WithValue(ctx, allowedNameKey{}, true)
 			}
 		}
@@ -111,10 +118,11 @@ func (c *Client) dialContext(dialer *net.Dialer) func(ctx context.Context, netwo
 const resolveTimeout = 3 * time.Second
 
 // CheckHost is CheckURL for a URL registered now and requested later (a
-// model's base_url): it also looks the host name up and refuses it when an
-// address it resolves to is refused. A name that does not resolve now is
-// not refused (the request will say so); every request checks the address
-// it dials again.
+// model's base_url, a webhook's url): it also looks the host name up with
+// Options.Resolver and refuses it when an address it resolves to is
+// refused, saying so without the address. A name that does not resolve now
+// is not refused (the request will say so); every request checks the
+// address it dials again.
 func (c *Client) CheckHost(ctx context.Context, rawURL string) error {
 	u, err := c.CheckURL(rawURL, false)
 	if err != nil {
@@ -130,14 +138,14 @@ func (c *Client) CheckHost(ctx context.Context, rawURL string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	addrs, err := c.opts.Resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
 		return nil
 	}
 	for _, ip := range addrs {
 		if err := c.checkAddrPort(netip.AddrPortFrom(ip, port)); err != nil {
-			if pe, ok := err.(*problem.Error); ok {
-				return problem.New(pe.Code, "%s resolves to %s", host, pe.Detail)
+			if problem.Is(err, problem.URLNotAllowed) {
+				return ResolvesPrivate(host)
 			}
 			return err
 		}

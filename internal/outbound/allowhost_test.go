@@ -2,10 +2,13 @@ package outbound
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/problem"
@@ -79,6 +82,57 @@ func TestCheckHostResolves(t *testing.T) {
 	}
 	if err := c.CheckHost(context.Background(), "https://no-such-host.invalid/v1"); err != nil {
 		t.Errorf("a name that does not resolve now is checked when dialled: %v", err)
+	}
+}
+
+// resolver answers every name with its addresses.
+type resolver []netip.Addr
+
+func (r resolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) { return r, nil }
+
+// TestARefusedNameKeepsItsAddress: a host name resolving to a private
+// address is refused, at registration and when dialled, with a detail
+// that names the host and the flags that allow it, never the address.
+func TestARefusedNameKeepsItsAddress(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	for _, tc := range []struct {
+		name string
+		err  func(c *Client) error
+	}{
+		{"registration", func(c *Client) error {
+			return c.CheckHost(t.Context(), "https://hooks.example.test/agentplane")
+		}},
+		{"dial", func(c *Client) error {
+			_, _, err := c.Fetch(t.Context(), "http://localhost:"+u.Port()+"/openapi.json")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(Options{Resolver: resolver{netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("127.0.0.1")}})
+			err := tc.err(c)
+			if !problem.Is(err, problem.URLNotAllowed) {
+				t.Fatalf("err = %v, want url-not-allowed", err)
+			}
+			d := problem.As(err).Detail
+			for _, want := range []string{"resolves to a private address", "--allow-private-host", "--allow-private-networks"} {
+				if !strings.Contains(d, want) {
+					t.Errorf("detail %q does not say %q", d, want)
+				}
+			}
+			for _, leak := range []string{"127.0.0.1", "10.1.2.3", "::1", "loopback"} {
+				if strings.Contains(d, leak) {
+					t.Errorf("detail %q reveals %q", d, leak)
+				}
+			}
+			if r := Reason(fmt.Errorf("send: %w", err), 0); r != d {
+				t.Errorf("Reason = %q, want the detail %q", r, d)
+			}
+		})
+	}
+	if err := New(Options{Resolver: resolver{netip.MustParseAddr("93.184.215.14")}}).CheckHost(t.Context(), "https://hooks.example.test/"); err != nil {
+		t.Errorf("a name resolving to a public address: %v", err)
 	}
 }
 

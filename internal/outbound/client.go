@@ -54,6 +54,15 @@ type Options struct {
 	// Allow, when set, replaces the address policy (and AllowPrivate): it
 	// sees every address dialled and refuses it by returning an error.
 	Allow func(netip.AddrPort) error
+	// Resolver looks host names up for CheckHost; default
+	// net.DefaultResolver. Requests resolve through the system's resolver
+	// whatever it is.
+	Resolver Resolver
+}
+
+// Resolver looks a host name up (*net.Resolver is one).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Client makes outgoing requests under the address policy.
@@ -76,6 +85,9 @@ func New(opts Options) *Client {
 	}
 	if opts.UserAgent == "" {
 		opts.UserAgent = DefaultUserAgent
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = net.DefaultResolver
 	}
 	c := &Client{opts: opts}
 	dialer := &net.Dialer{
@@ -123,7 +135,11 @@ func (c *Client) control(ctx context.Context, network, address string, _ syscall
 	if c.opts.Allow == nil && ctx.Value(allowedNameKey{}) != nil {
 		return nil // the request named a host the operator allowed
 	}
-	return c.checkAddrPort(ap)
+	err = c.checkAddrPort(ap)
+	if name, ok := ctx.Value(dialNameKey{}).(string); ok && problem.Is(err, problem.URLNotAllowed) {
+		return ResolvesPrivate(name)
+	}
+	return err
 }
 
 func (c *Client) checkAddrPort(ap netip.AddrPort) error {
@@ -318,7 +334,12 @@ func Reason(err error, timeout time.Duration) string {
 	var dnsErr *net.DNSError
 	var netErr net.Error
 	var opErr *net.OpError
+	var pe *problem.Error
 	switch {
+	case errors.As(err, &pe):
+		// A refused address: its detail, not the dial's (which names
+		// the address a host name resolved to).
+		return pe.Detail
 	case errors.As(err, &dnsErr):
 		if dnsErr.IsNotFound {
 			return fmt.Sprintf("the host name %s does not resolve", dnsErr.Name)

@@ -71,6 +71,25 @@ func TestClass(t *testing.T) {
 		{"::ffff:169.254.169.254", "link-local"},
 		{"64:ff9b::a9fe:a9fe", "link-local"},
 		{"64:ff9b::808:808", ""},
+		// IPv4-compatible (::/96): the IPv4 address in the last 32 bits.
+		{"::127.0.0.1", "loopback"},
+		{"::7f00:1", "loopback"},
+		{"::10.0.0.1", "private"},
+		{"::a9fe:a9fe", "link-local"},
+		{"::8.8.8.8", ""},
+		// 6to4 (2002::/16): the IPv4 address in bits 16 to 47.
+		{"2002:7f00:1::", "loopback"},
+		{"2002:a00:1::1", "private"},
+		{"2002:a9fe:a9fe::", "link-local"},
+		{"2002:c0a8:101:1::1", "private"},
+		{"2002:808:808::1", ""},
+		// NAT64: the well-known prefix (64:ff9b::/96) by its IPv4 address;
+		// local-use (64:ff9b:1::/48) whatever it carries.
+		{"64:ff9b::10.1.2.3", "private"},
+		{"64:ff9b::127.0.0.1", "loopback"},
+		{"64:ff9b:1::7f00:1", "local-use NAT64"},
+		{"64:ff9b:1::808:808", "local-use NAT64"},
+		{"64:ff9b:1:808:8:800::", "local-use NAT64"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.ip, func(t *testing.T) {

@@ -35,6 +35,10 @@ const (
 	Field = "field"
 	// Header is a value of a header the tool's redaction names.
 	Header = "header"
+	// URLPart is a path segment or query value of a URL masked whole, as
+	// every one is once a workflow has masked more values than it
+	// remembers.
+	URLPart = "url"
 )
 
 // Detectors are the known detectors, in the order they are applied.
@@ -44,10 +48,11 @@ var Detectors = []string{Email, IBAN, PaymentCard, Phone, IPAddress}
 const (
 	maxFields  = 100
 	maxHeaders = 100
-	// maxKnown bounds the values a masker remembers to replace in text.
+	// maxKnown bounds the values a masker remembers to mask later.
 	maxKnown = 1000
 	// minKnown is the shortest value replaced wherever it appears in text:
-	// shorter ones ("ok", "1") would mask unrelated text.
+	// shorter ones ("ok", "1") would mask unrelated text, and are masked
+	// later only as a whole path segment or query value of a URL.
 	minKnown = 4
 )
 
@@ -190,12 +195,18 @@ func (s *Service) key(ctx context.Context, tenant string) ([]byte, error) {
 // later (a URL's path, the model's conversation, the output). A nil
 // Masker masks nothing. It is safe for concurrent use.
 type Masker struct {
-	mu    sync.Mutex
-	key   []byte
-	base  []string
-	known map[string]string
+	mu   sync.Mutex
+	key  []byte
+	base []string
+	// known are the values remembered that are masked wherever they
+	// appear in text; short those too short for that, masked as a whole
+	// path segment or query value of a URL.
+	known, short map[string]string
 	// order is known's values, longest first.
 	order []string
+	// full says a value masked was not remembered: every URL is then
+	// masked whole, path segments and query values.
+	full bool
 	// masked counts the values masked so far.
 	masked int
 }
@@ -229,12 +240,25 @@ func (m *Masker) nothingKnown() bool {
 	return len(m.known) == 0
 }
 
-// remember has value masked as token wherever it appears in text later.
+// remember has value masked as token wherever it appears in text later
+// (a short value: as a whole path segment or query value of a URL).
 func (m *Masker) remember(value, token string) {
-	if len([]rune(value)) < minKnown || len(m.known) >= maxKnown {
+	if value == "" {
 		return
 	}
-	if _, ok := m.known[value]; ok {
+	_, isKnown := m.known[value]
+	_, isShort := m.short[value]
+	switch {
+	case isKnown || isShort:
+		return
+	case len(m.known)+len(m.short) >= maxKnown:
+		m.full = true
+		return
+	case len([]rune(value)) < minKnown:
+		if m.short == nil {
+			m.short = map[string]string{}
+		}
+		m.short[value] = token
 		return
 	}
 	m.known[value] = token
@@ -316,8 +340,10 @@ func (m *Masker) Headers(h map[string][]string, names, detect []string) {
 }
 
 // URL masks a URL's path segments and query values, each unescaped
-// first (an e-mail address in a query is sent as jane%40example.com);
-// what does not parse is masked as text.
+// first (an e-mail address in a query is sent as jane%40example.com), and
+// drops its user information; what does not parse is masked as text.
+// Once a value masked could not be remembered, every path segment and
+// query value is masked whole rather than risk keeping it.
 func (m *Masker) URL(raw string, detect []string) string {
 	if m == nil || raw == "" {
 		return raw
@@ -331,22 +357,43 @@ func (m *Masker) URL(raw string, detect []string) string {
 	before := m.masked
 	segs := strings.Split(u.Path, "/")
 	for i := range segs {
-		segs[i] = m.text(segs[i], detect)
+		segs[i] = m.urlPart(segs[i], detect)
 	}
 	q := u.Query()
 	for _, vs := range q {
 		for i := range vs {
-			vs[i] = m.text(vs[i], detect)
+			vs[i] = m.urlPart(vs[i], detect)
 		}
 	}
-	u.User = nil
 	frag := m.text(u.Fragment, detect)
-	if m.masked == before {
+	if m.masked == before && u.User == nil {
 		return raw
 	}
+	u.User = nil
 	u.Path, u.RawPath, u.Fragment, u.RawFragment = strings.Join(segs, "/"), "", frag, ""
 	if u.RawQuery != "" {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// urlPart masks a path segment or query value: whole when it is a short
+// value remembered or when the remembered values are full, else as text.
+func (m *Masker) urlPart(s string, detect []string) string {
+	if s == "" || tokenRE.FindString(s) == s {
+		return s
+	}
+	if tok, ok := m.short[s]; ok {
+		m.masked++
+		return tok
+	}
+	if tok, ok := m.known[s]; ok && m.full {
+		m.masked++
+		return tok
+	}
+	if m.full {
+		m.masked++
+		return m.Token(URLPart, s)
+	}
+	return m.text(s, detect)
 }

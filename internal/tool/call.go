@@ -35,6 +35,9 @@ type RecordedRequest struct {
 	Header map[string][]string `json:"header,omitempty"`
 	// Body is the JSON body, or a JSON string holding a non-JSON body.
 	Body json.RawMessage `json:"body,omitempty"`
+	// Places say where the call put its arguments, for redaction; they
+	// are not stored.
+	Places []redact.Place `json:"-"`
 }
 
 // CallResult is the outcome of a call that reached the API.

@@ -108,6 +108,18 @@ const maxKindOverrides = 10000
 
 // Validate checks a registration without fetching anything.
 func (s *Service) Validate(tenant string, reg *Registration) error {
+	var tokenURL string
+	if reg.Auth != nil {
+		tokenURL = reg.Auth.TokenURL
+	}
+	for _, u := range []struct {
+		field, raw string
+		file       bool
+	}{{"spec_url", reg.SpecURL, reg.Type != MCP}, {"endpoint_url", reg.EndpointURL, false}, {"auth.token_url", tokenURL, false}} {
+		if err := refusedScheme(u.field, u.raw, u.file); err != nil {
+			return err
+		}
+	}
 	var errs []problem.FieldError
 	add := func(field, format string, args ...any) {
 		errs = append(errs, problem.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -128,7 +140,7 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 	case reg.SpecURL != "" && reg.Spec != "":
 		add("spec", "give spec_url or spec, not both")
 	case reg.SpecURL != "":
-		if msg := checkURL(reg.SpecURL, reg.Type != MCP); msg != "" {
+		if msg := checkURL(reg.SpecURL); msg != "" {
 			add("spec_url", "%s", msg)
 		}
 	}
@@ -142,7 +154,7 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 		return problem.New(problem.SpecTooLarge, "the inline spec is %d bytes, over the %d byte limit", len(reg.Spec), s.MaxSpecBytes)
 	}
 	if reg.EndpointURL != "" {
-		if msg := checkURL(reg.EndpointURL, false); msg != "" {
+		if msg := checkURL(reg.EndpointURL); msg != "" {
 			add("endpoint_url", "%s", msg)
 		}
 	}
@@ -173,7 +185,7 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 		add("auth.secrets_ref", "is not used when auth.type is none")
 	}
 	if a.TokenURL != "" {
-		if msg := checkURL(a.TokenURL, false); msg != "" {
+		if msg := checkURL(a.TokenURL); msg != "" {
 			add("auth.token_url", "%s", msg)
 		}
 	}
@@ -202,24 +214,35 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 }
 
 // checkURL returns what is wrong with an absolute http(s) URL, or "".
-func checkURL(raw string, allowFile bool) string {
+func checkURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() {
+	switch {
+	case err != nil || !u.IsAbs():
 		return "must be an absolute URL"
+	case u.User != nil:
+		return "must not carry a user name or password: put the credential in auth.secrets_ref"
+	case u.Scheme != "file" && u.Host == "":
+		return "must name a host"
+	}
+	return ""
+}
+
+// refusedScheme is the problem.URLNotAllowed error of a URL of another
+// scheme than http or https (or file, when allowFile), or nil.
+func refusedScheme(field, raw string, allowFile bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return nil // not an absolute URL: a rule the field breaks
 	}
 	switch u.Scheme {
 	case "http", "https":
-		if u.Host == "" {
-			return "must name a host"
-		}
+		return nil
 	case "file":
-		if !allowFile {
-			return "must be an http or https URL"
+		if allowFile {
+			return nil // the fetcher allows it with --allow-file-specs
 		}
-	default:
-		return "must be an http or https URL"
 	}
-	return ""
+	return problem.New(problem.URLNotAllowed, "%s: scheme %q is not allowed: use http or https", field, u.Scheme)
 }
 
 // Register validates, fetches and indexes a new tool, storing rec with it.

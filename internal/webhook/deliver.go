@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/problem"
 )
 
 // Delivery defaults.
@@ -206,6 +207,12 @@ func (d *Deliverer) send(ctx context.Context, wh *Webhook, dl *Delivery) (int, e
 		var ue interface{ Timeout() bool }
 		if errors.As(err, &ue) && ue.Timeout() {
 			return 0, fmt.Errorf("no answer within %s", d.Timeout)
+		}
+		var pe *problem.Error
+		if errors.As(err, &pe) {
+			// A refused address: its detail alone, as the dial's error
+			// names the address the receiver's host name resolved to.
+			return 0, fmt.Errorf("send: %s", pe.Detail)
 		}
 		return 0, fmt.Errorf("send: %w", err)
 	}

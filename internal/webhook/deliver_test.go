@@ -17,6 +17,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -398,5 +399,39 @@ func TestReadWorkflowEventRefusesOtherEvents(t *testing.T) {
 	}
 	if _, err := webhook.ReadWorkflowEvent([]byte(`{`)); err == nil {
 		t.Error("a broken body read")
+	}
+}
+
+// TestARefusedReceiverKeepsItsAddress: a delivery to a host name that
+// resolves to a loopback address is refused when dialled, and its
+// last_error says so without the address.
+func TestARefusedReceiverKeepsItsAddress(t *testing.T) {
+	rc := newReceiver(t)
+	port := rc.srv.URL[strings.LastIndexByte(rc.srv.URL, ':')+1:]
+	w := newWorld(t, "http://localhost:"+port+"/hooks", webhook.WorkflowCompleted)
+	w.run(t)
+	d := w.deliverer("r")
+	d.HTTP = outbound.New(outbound.Options{}).HTTPClient()
+	if _, err := d.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := w.db.Deliveries(t.Context(), "acme", w.hook.ID, "", 10)
+	must(t, err)
+	if len(ds) != 1 || ds[0].Attempts != 1 {
+		t.Fatalf("deliveries %+v, want one attempted", ds)
+	}
+	got := ds[0].LastError
+	if !strings.Contains(got, "localhost resolves to a private address") || !strings.Contains(got, "--allow-private-host") {
+		t.Errorf("last_error %q: want the name refused and the flag named", got)
+	}
+	for _, leak := range []string{"127.0.0.1", "::1", "dial tcp"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("last_error %q reveals %q", got, leak)
+		}
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.hits != 0 {
+		t.Errorf("the receiver was reached %d times", rc.hits)
 	}
 }

@@ -32,9 +32,10 @@ type Input struct {
 type Service struct {
 	Store    Store
 	Versions agent.VersionStore
-	// CheckURL checks a URL against the outbound address policy (the
-	// outbound client's CheckURL); nil checks nothing more.
-	CheckURL func(raw string) error
+	// CheckHost checks a URL against the outbound address policy, its
+	// host name looked up (the outbound client's CheckHost); nil checks
+	// nothing more. Each delivery checks the address it dials again.
+	CheckHost func(ctx context.Context, raw string) error
 	// AllowHTTP allows http:// URLs (loopback and private addresses, in
 	// demos and tests); otherwise https is required, except for the hosts
 	// HTTPHost accepts (--allow-private-host entries).
@@ -43,20 +44,40 @@ type Service struct {
 	Now       func() time.Time
 }
 
+// checkURL returns what is wrong with a receiver's URL: a rule it breaks
+// as a field error, a scheme or address refused as problem.URLNotAllowed.
+func (s *Service) checkURL(ctx context.Context, raw string) (*problem.FieldError, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "" || err != nil || u.Scheme == "":
+		return &problem.FieldError{Field: "url", Message: "is required: an absolute https URL"}, nil
+	case u.Scheme != "https" && u.Scheme != "http":
+		return nil, problem.New(problem.URLNotAllowed, "url: scheme %q is not allowed: use https", u.Scheme)
+	case u.Host == "":
+		return &problem.FieldError{Field: "url", Message: "is required: an absolute https URL"}, nil
+	case u.User != nil:
+		return &problem.FieldError{Field: "url", Message: "must not hold credentials"}, nil
+	case u.Scheme == "http" && !s.AllowHTTP && (s.HTTPHost == nil || !s.HTTPHost(raw)):
+		return nil, problem.New(problem.URLNotAllowed, "url: http is allowed only to a host the server allows with --allow-private-host: use https")
+	case s.CheckHost != nil:
+		if err := s.CheckHost(ctx, raw); err != nil {
+			if problem.Is(err, problem.URLNotAllowed) {
+				return nil, problem.New(problem.URLNotAllowed, "url: %s", problem.As(err).Detail)
+			}
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
 func (s *Service) check(ctx context.Context, tenant string, in *Input) error {
 	var errs []problem.FieldError
-	u, err := url.Parse(in.URL)
-	switch {
-	case in.URL == "" || err != nil || u.Host == "":
-		errs = append(errs, problem.FieldError{Field: "url", Message: "is required: an absolute https URL"})
-	case u.Scheme != "https" && !(u.Scheme == "http" && (s.AllowHTTP || s.HTTPHost != nil && s.HTTPHost(in.URL))):
-		errs = append(errs, problem.FieldError{Field: "url", Message: "must be https (http only to a host the server allows with --allow-private-host)"})
-	case u.User != nil:
-		errs = append(errs, problem.FieldError{Field: "url", Message: "must not hold credentials"})
-	case s.CheckURL != nil:
-		if err := s.CheckURL(in.URL); err != nil {
-			errs = append(errs, problem.FieldError{Field: "url", Message: "is not allowed: " + problem.As(err).Detail})
-		}
+	bad, err := s.checkURL(ctx, in.URL)
+	if err != nil {
+		return err
+	}
+	if bad != nil {
+		errs = append(errs, *bad)
 	}
 	if len(in.Events) == 0 {
 		errs = append(errs, problem.FieldError{Field: "events", Message: "is required: one or more of " + strings.Join(EventTypes, ", ")})

@@ -589,7 +589,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	if err != nil {
 		span.SetStatus(codes.Error, e.mask.Text(err.Error(), detect))
 	}
-	stored := e.maskCall(c.Tool, res)
+	stored := e.maskCall(c.Tool, c.Args, res)
 	// A call that failed as the execution stopped may not have reached
 	// the tool; one that succeeded did, and is recorded like any other.
 	// One that was sent and cut short by a cancel or the deadline is

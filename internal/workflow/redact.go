@@ -80,9 +80,11 @@ func (e *recorder) maskArgs(toolName string, args map[string]any) json.RawMessag
 	return e.mask.JSON(raw, redact.RootArguments, fields, detect)
 }
 
-// maskCall masks what a call sent and received, as its step keeps it;
-// the values masked are masked wherever they appear later.
-func (e *recorder) maskCall(toolName string, res tool.CallResult) tool.CallResult {
+// maskCall masks what a call of args sent and received, as its step
+// keeps it: first where the call put the arguments its tool's fields
+// name, whatever their length, then the rest; the values masked are
+// masked wherever they appear later.
+func (e *recorder) maskCall(toolName string, args map[string]any, res tool.CallResult) tool.CallResult {
 	if e.mask == nil {
 		return res
 	}
@@ -92,6 +94,9 @@ func (e *recorder) maskCall(toolName string, res tool.CallResult) tool.CallResul
 	for k, v := range req.Header {
 		req.Header[k] = append([]string(nil), v...)
 	}
+	placed := redact.Request{URL: req.URL, Header: req.Header, Body: req.Body}
+	e.mask.Placed(&placed, req.Places, fields, args)
+	req.URL, req.Body = placed.URL, placed.Body
 	e.mask.Headers(req.Header, headers, detect)
 	req.Body = e.mask.JSON(req.Body, redact.RootRequest, fields, detect)
 	res.Body = e.mask.JSON(res.Body, redact.RootResponse, fields, detect)

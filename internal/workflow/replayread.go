@@ -50,7 +50,7 @@ func (r *Runner) Read(ctx context.Context, wf *Workflow, c agent.ToolCall) (agen
 		Tenant: wf.Tenant, Tool: t, Operation: op, Args: c.Args, WorkflowID: wf.ID, RequestID: wf.RequestID,
 		Actor: audit.Actor{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID},
 	})
-	res = e.maskCall(c.Tool, res)
+	res = e.maskCall(c.Tool, c.Args, res)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return agent.CallResult{}, res, ctx.Err()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/a2atool"
 )
@@ -55,7 +56,10 @@ func prepareA2A(req tool.CallRequest) (*prepared, error) {
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "application/json")
 	header.Set("A2A-Version", a2atool.Version)
-	p := &prepared{method: http.MethodPost, url: u, header: header, body: body, recordBody: body}
+	p := &prepared{method: http.MethodPost, url: u, header: header, body: body, recordBody: body, places: []redact.Place{
+		{Arg: "/message", In: redact.InBody, Name: "/params/message/parts/0/text"},
+		{Arg: "/data", In: redact.InBody, Name: "/params/message/parts/1/data"},
+	}}
 	p.read = func(_ string, body []byte) (json.RawMessage, string) {
 		res, fault, code := readA2A(body)
 		p.code = code

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -31,6 +32,7 @@ func prepareGraphQL(t *tool.Tool, op *tool.Operation, args map[string]any) (*pre
 	used := map[string]bool{}
 	vars := map[string]any{}
 	var decls, passes []string
+	var places []redact.Place
 	for _, a := range b.Args {
 		used[a.Name] = true
 		v, ok := present(args, a.Name)
@@ -41,6 +43,7 @@ func prepareGraphQL(t *tool.Tool, op *tool.Operation, args map[string]any) (*pre
 			continue
 		}
 		vars[a.Name] = v
+		places = append(places, redact.Place{Arg: arg(a.Name), In: redact.InBody, Name: "/variables" + arg(a.Name)})
 		decls = append(decls, "$"+a.Name+": "+a.Type)
 		passes = append(passes, a.Name+": $"+a.Name)
 	}
@@ -84,6 +87,7 @@ func prepareGraphQL(t *tool.Tool, op *tool.Operation, args map[string]any) (*pre
 		body:       body,
 		recordBody: body,
 		read:       readGraphQL(b.Field),
+		places:     places,
 	}, nil
 }
 

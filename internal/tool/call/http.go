@@ -2,6 +2,7 @@ package call
 
 import (
 	"encoding/json"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -23,9 +25,10 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 	}
 	var errs argErrors
 	used := map[string]bool{}
-	path := b.Path
+	pathValues := map[string]string{}
 	query := base.Query()
 	header := http.Header{}
+	var places []redact.Place
 	for _, p := range b.Params {
 		used[p.Name] = true
 		v, ok := present(args, p.Name)
@@ -37,13 +40,15 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 		}
 		switch p.In {
 		case "path":
-			path = strings.ReplaceAll(path, "{"+p.Name+"}", url.PathEscape(strings.Join(scalars(v), ",")))
+			pathValues[p.Name] = url.PathEscape(strings.Join(scalars(v), ","))
 		case "query":
 			for _, s := range scalars(v) {
 				query.Add(p.Name, s)
 			}
+			places = append(places, redact.Place{Arg: arg(p.Name), In: redact.InQuery, Name: p.Name})
 		case "header":
 			header.Set(p.Name, strings.Join(scalars(v), ","))
+			places = append(places, redact.Place{Arg: arg(p.Name), In: redact.InHeader, Name: p.Name})
 		case "cookie":
 			header.Add("Cookie", (&http.Cookie{Name: p.Name, Value: scalar(v)}).String())
 		}
@@ -56,7 +61,7 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 		}
 	}
 	slices.Sort(rest)
-	p := &prepared{method: strings.ToUpper(b.Method), header: header, read: readHTTP}
+	p := &prepared{method: strings.ToUpper(b.Method), header: header, read: readHTTP, places: places}
 	switch {
 	case b.Body == nil:
 		errs.unknown(args, used, op.ID)
@@ -66,8 +71,10 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 		}
 	default:
 		var body any
+		// within is the pointer, in the arguments, of the body's members.
+		within := ""
 		if len(rest) == 1 && rest[0] == "body" && !hasProperty(b.Body.Schema, "body") {
-			body = args["body"]
+			body, within = args["body"], "/body"
 		} else {
 			m := make(map[string]any, len(rest))
 			for _, k := range rest {
@@ -76,7 +83,7 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 			body = m
 		}
 		key := schemaKey{tool: t.ID, revision: t.Revision, operation: op.ID, which: "body"}
-		if err := e.encodeBody(p, key, b.Body, body, &errs); err != nil {
+		if err := e.encodeBody(p, key, b.Body, body, within, &errs); err != nil {
 			return nil, err
 		}
 	}
@@ -84,8 +91,9 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 		return nil, err
 	}
 
-	full := strings.TrimSuffix(base.EscapedPath(), "/") + "/" + strings.TrimPrefix(pathOnly(path), "/")
-	pu, err := url.Parse(full)
+	prefix := strings.TrimSuffix(base.EscapedPath(), "/") + "/"
+	path, spans := expandPath(strings.TrimPrefix(pathOnly(b.Path), "/"), pathValues)
+	pu, err := url.Parse(prefix + path)
 	if err != nil {
 		return nil, problem.Field("path", "the operation's path %q cannot be built into a URL", b.Path)
 	}
@@ -93,10 +101,57 @@ func (e *Executor) prepareHTTP(t *tool.Tool, op *tool.Operation, args map[string
 	u.Path, u.RawPath = pu.Path, pu.RawPath
 	u.RawQuery = query.Encode()
 	p.url = &u
+	p.places = append(p.places, pathPlaces(u.EscapedPath(), len(prefix), spans)...)
 	if header.Get("Accept") == "" {
 		header.Set("Accept", "application/json")
 	}
 	return p, nil
+}
+
+// pathSpan is where a path parameter's escaped value went in a path.
+type pathSpan struct {
+	name, value string
+	start       int
+}
+
+// expandPath fills a path template's {name}s with their escaped values
+// (a name without one stays as written), saying where each value went.
+func expandPath(tmpl string, values map[string]string) (string, []pathSpan) {
+	var b strings.Builder
+	var spans []pathSpan
+	for {
+		open := strings.IndexByte(tmpl, '{')
+		end := strings.IndexByte(tmpl[open+1:], '}')
+		if open < 0 || end < 0 {
+			b.WriteString(tmpl)
+			return b.String(), spans
+		}
+		end += open + 1
+		b.WriteString(tmpl[:open])
+		name := tmpl[open+1 : end]
+		if v, ok := values[name]; ok {
+			spans = append(spans, pathSpan{name: name, value: v, start: b.Len()})
+			b.WriteString(v)
+		} else {
+			b.WriteString(tmpl[open : end+1])
+		}
+		tmpl = tmpl[end+1:]
+	}
+}
+
+// pathPlaces are the places of the path parameters in the URL's escaped
+// path ep, the spans offset by the base path's length. Should the URL
+// have written the path otherwise, the whole path is the place.
+func pathPlaces(ep string, offset int, spans []pathSpan) []redact.Place {
+	places := make([]redact.Place, 0, len(spans))
+	for _, s := range spans {
+		start, end := offset+s.start, offset+s.start+len(s.value)
+		if end > len(ep) || ep[start:end] != s.value {
+			start, end = 0, len(ep)
+		}
+		places = append(places, redact.Place{Arg: arg(s.name), In: redact.InPath, Start: start, End: end})
+	}
+	return places
 }
 
 // pathOnly drops a query or fragment a spec wrote into a path template.
@@ -110,7 +165,10 @@ func pathOnly(p string) string {
 // encodeBody validates body against the operation's schema, which key
 // names, and encodes it in the body's content type: JSON, a form, or a
 // string sent as is.
-func (e *Executor) encodeBody(p *prepared, key schemaKey, b *tool.Body, body any, errs *argErrors) error {
+// The places of the arguments in the body are recorded in p, within
+// being the pointer of the body in the arguments ("" when its members are
+// arguments).
+func (e *Executor) encodeBody(p *prepared, key schemaKey, b *tool.Body, body any, within string, errs *argErrors) error {
 	ct := b.ContentType
 	if ct == "" {
 		ct = "application/json"
@@ -126,6 +184,13 @@ func (e *Executor) encodeBody(p *prepared, key schemaKey, b *tool.Body, body any
 		}
 		*errs = append(*errs, e.schema.validate(key, b.Schema, data)...)
 		p.body, p.recordBody = data, data
+		if within != "" {
+			p.places = append(p.places, redact.Place{Arg: within, In: redact.InBody})
+		} else {
+			for _, k := range slices.Sorted(maps.Keys(body.(map[string]any))) {
+				p.places = append(p.places, redact.Place{Arg: arg(k), In: redact.InBody, Name: arg(k)})
+			}
+		}
 	case mt == "application/x-www-form-urlencoded":
 		m, ok := body.(map[string]any)
 		if !ok {
@@ -133,10 +198,11 @@ func (e *Executor) encodeBody(p *prepared, key schemaKey, b *tool.Body, body any
 			return nil
 		}
 		form := url.Values{}
-		for k, v := range m {
-			for _, s := range scalars(v) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			for _, s := range scalars(m[k]) {
 				form.Add(k, s)
 			}
+			p.places = append(p.places, redact.Place{Arg: within + arg(k), In: redact.InForm, Name: k})
 		}
 		p.body = []byte(form.Encode())
 		p.recordBody = jsonString(string(p.body))
@@ -147,6 +213,7 @@ func (e *Executor) encodeBody(p *prepared, key schemaKey, b *tool.Body, body any
 			return nil
 		}
 		p.body, p.recordBody = []byte(s), jsonString(s)
+		p.places = append(p.places, redact.Place{Arg: within, In: redact.InBody})
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/tool/mcptool"
 )
@@ -17,7 +19,13 @@ import (
 func (e *Executor) callMCP(ctx context.Context, req tool.CallRequest) (tool.CallResult, error) {
 	endpoint := req.Tool.BaseURL
 	body, _ := json.Marshal(map[string]any{"method": "tools/call", "params": map[string]any{"name": req.Operation.MCP.Name, "arguments": req.Args}})
-	res := tool.CallResult{Request: tool.RecordedRequest{Method: http.MethodPost, URL: endpoint, Body: body}, Attempts: 1}
+	recorded := endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.User != nil {
+		u.User = nil // a user name and password are credentials
+		recorded = u.String()
+	}
+	res := tool.CallResult{Request: tool.RecordedRequest{Method: http.MethodPost, URL: recorded, Body: body,
+		Places: []redact.Place{{Arg: "", In: redact.InBody, Name: "/params/arguments"}}}, Attempts: 1}
 	u, err := e.opts.Client.CheckURL(endpoint, false)
 	if err != nil {
 		return res, err

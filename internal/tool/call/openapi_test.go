@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -144,6 +145,15 @@ func TestCallOpenAPI(t *testing.T) {
 				"X-Request-Source": {"agent"},
 			},
 			Body: json.RawMessage(`{"amount":500,"currency":null}`),
+			// Where each argument went, for redaction: the escaped
+			// customer_id is bytes 14 to 22 of the path.
+			Places: []redact.Place{
+				{Arg: "/expand", In: redact.InQuery, Name: "expand"},
+				{Arg: "/X-Request-Source", In: redact.InHeader, Name: "X-Request-Source"},
+				{Arg: "/amount", In: redact.InBody, Name: "/amount"},
+				{Arg: "/currency", In: redact.InBody, Name: "/currency"},
+				{Arg: "/customer_id", In: redact.InPath, Start: 14, End: 22},
+			},
 		},
 		Attempts: 1,
 	}

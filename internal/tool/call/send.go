@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -32,7 +33,12 @@ type prepared struct {
 	// code, set by read, is the error_code of the failure it reported
 	// when its kind has one of its own.
 	code string
+	// places say where the arguments went, for redaction.
+	places []redact.Place
 }
+
+// arg is the JSON pointer of the argument name.
+func arg(name string) string { return "/" + pointerEscaper.Replace(name) }
 
 // sensitiveHeaders never appear in a recorded request.
 var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-API-Key"}
@@ -50,7 +56,9 @@ func (p *prepared) record(a tool.Auth) tool.RecordedRequest {
 	if len(h) == 0 {
 		h = nil
 	}
-	return tool.RecordedRequest{Method: p.method, URL: p.url.String(), Header: h, Body: p.recordBody}
+	u := *p.url
+	u.User = nil // a user name and password are credentials
+	return tool.RecordedRequest{Method: p.method, URL: u.String(), Header: h, Body: p.recordBody, Places: p.places}
 }
 
 // answer is what came back from one attempt.

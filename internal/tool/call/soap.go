@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -45,6 +46,7 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 	var errs argErrors
 	used := map[string]bool{}
 	var body strings.Builder
+	var places []redact.Place
 	open, closing := b.Element, b.Element
 	if b.Namespace != "" {
 		open = "ns:" + b.Element + ` xmlns:ns="` + escapeAttr(b.Namespace) + `"`
@@ -68,7 +70,7 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 		default:
 			name, decl = "p:"+p.Name, ` xmlns:p="`+escapeAttr(p.Namespace)+`"`
 		}
-		writeElement(&body, &errs, p.Name, name, decl, v)
+		writeElement(&body, &errs, &places, p.Name, name, decl, v)
 	}
 	body.WriteString("</" + closing + ">")
 	errs.unknown(args, used, op.ID)
@@ -90,8 +92,12 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 		header.Set("SOAPAction", `"`+b.Action+`"`)
 	}
 	header.Set("Accept", "text/xml, application/soap+xml")
-	envelope := xml.Header +
-		`<soap:Envelope xmlns:soap="` + envNS + `"><soap:Body>` + body.String() + `</soap:Body></soap:Envelope>`
+	start := xml.Header + `<soap:Envelope xmlns:soap="` + envNS + `"><soap:Body>`
+	envelope := start + body.String() + `</soap:Body></soap:Envelope>`
+	for i := range places {
+		places[i].Start += len(start)
+		places[i].End += len(start)
+	}
 	return &prepared{
 		method:     http.MethodPost,
 		url:        u,
@@ -99,6 +105,7 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 		body:       []byte(envelope),
 		recordBody: jsonString(envelope),
 		read:       readSOAP,
+		places:     places,
 	}, nil
 }
 
@@ -106,12 +113,13 @@ func prepareSOAP(t *tool.Tool, op *tool.Operation, args map[string]any) (*prepar
 // object as child elements (in name order, in the parent's namespace), a
 // scalar as escaped text. An object key that is not an XML name is recorded
 // in errs under field, the argument's path as a JSON pointer, and not written.
-func writeElement(w *strings.Builder, errs *argErrors, field, name, decl string, v any) {
+// Where each scalar's text went is added to places.
+func writeElement(w *strings.Builder, errs *argErrors, places *[]redact.Place, field, name, decl string, v any) {
 	switch v := v.(type) {
 	case nil:
 	case []any:
 		for i, it := range v {
-			writeElement(w, errs, field+"/"+strconv.Itoa(i), name, decl, it)
+			writeElement(w, errs, places, field+"/"+strconv.Itoa(i), name, decl, it)
 		}
 	case map[string]any:
 		prefix := ""
@@ -130,12 +138,14 @@ func writeElement(w *strings.Builder, errs *argErrors, field, name, decl string,
 				errs.add(f, "key %q is not an XML element name", k)
 				continue
 			}
-			writeElement(w, errs, f, prefix+k, "", v[k])
+			writeElement(w, errs, places, f, prefix+k, "", v[k])
 		}
 		w.WriteString("</" + name + ">")
 	default:
 		w.WriteString("<" + name + decl + ">")
+		at := w.Len()
 		_ = xml.EscapeText(w, []byte(scalar(v)))
+		*places = append(*places, redact.Place{Arg: "/" + field, In: redact.InXML, Start: at, End: w.Len()})
 		w.WriteString("</" + name + ">")
 	}
 }
