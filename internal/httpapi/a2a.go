@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi/jsonbody"
 	"github.com/agentplane/agentplane/internal/page"
@@ -693,7 +694,10 @@ func (s *Server) a2aCardOf(v *agent.Version, def agent.Definition) a2aCard {
 
 // handleA2ACard serves the agent card of an agent's default version: to a
 // caller with a token of its tenant, or to anyone when the version was
-// deployed with a2a.public_card (the tenant named by ?tenant=).
+// deployed with a2a.public_card (the tenant named by ?tenant=). A request
+// without a token has no tenant of its own: its record goes to the
+// _system chain (its resource the agent, its details the tenant asked
+// for), so that nobody writes into a tenant's chain by naming it.
 func (s *Server) handleA2ACard(w http.ResponseWriter, r *http.Request) error {
 	info := infoFrom(r.Context())
 	name := r.PathValue("agent")
@@ -706,16 +710,20 @@ func (s *Server) handleA2ACard(w http.ResponseWriter, r *http.Request) error {
 	}
 	tenant := r.URL.Query().Get("tenant")
 	refused := problem.New(problem.Unauthenticated, "no bearer token: send Authorization: Bearer <access token> (this agent's card is not public)")
-	if tenant == "" || len(tenant) > 200 {
+	if tenant == "" || len(tenant) > maxCardTenant {
 		return refused
 	}
-	info.tenant = tenant
+	info.addDetail("tenant", audit.Text(tenant))
 	if err := s.writeCard(w, r, tenant, name, true); problem.Is(err, problem.AgentVersionNotFound) || problem.Is(err, problem.NotFound) {
 		return refused
 	} else {
 		return err
 	}
 }
+
+// maxCardTenant bounds the ?tenant= of an anonymous card request: a longer
+// one names no tenant.
+const maxCardTenant = 200
 
 var errCardNotPublic = problem.New(problem.NotFound, "the card is not public")
 
