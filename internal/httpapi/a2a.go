@@ -548,7 +548,8 @@ func (c *a2aCall) cancelTask(id string) (any, error) {
 }
 
 // listTasks answers ListTasks: the agent's tasks, newest first; the page
-// token is the cursor of /v1/workflows.
+// token is the cursor of /v1/workflows, and totalSize counts the tasks
+// matching the request on every page.
 func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 	f := workflow.ListFilter{Agent: c.agent, Before: req.PageToken}
 	size := ""
@@ -573,6 +574,7 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 		}
 	}
 	var wfs []*workflow.Workflow
+	total := 0
 	if req.ContextID != "" {
 		// A task's context is the task itself.
 		wf, err := c.task(req.ContextID)
@@ -580,17 +582,23 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 			return nil, err
 		}
 		if wf != nil {
-			wfs = append(wfs, wf)
+			wfs, total = append(wfs, wf), 1
 		}
-	} else if wfs, err = c.s.deps.Workflows.ListWorkflows(c.r.Context(), principalOf(c.r).Tenant, f); err != nil {
-		return nil, err
+	} else {
+		tenant := principalOf(c.r).Tenant
+		if wfs, err = c.s.deps.Workflows.ListWorkflows(c.r.Context(), tenant, f); err != nil {
+			return nil, err
+		}
+		if total, err = c.s.deps.Workflows.CountWorkflows(c.r.Context(), tenant, f); err != nil {
+			return nil, err
+		}
 	}
 	out := struct {
 		Tasks         []a2aTask `json:"tasks"`
 		NextPageToken string    `json:"nextPageToken"`
 		PageSize      int       `json:"pageSize"`
 		TotalSize     int       `json:"totalSize"`
-	}{Tasks: make([]a2aTask, 0, len(wfs)), PageSize: f.Limit}
+	}{Tasks: make([]a2aTask, 0, len(wfs)), PageSize: f.Limit, TotalSize: total}
 	for _, wf := range wfs {
 		t, err := c.s.a2aTask(c.r.Context(), wf)
 		if err != nil {
@@ -604,7 +612,6 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 	if req.ContextID == "" && len(wfs) == f.Limit {
 		out.NextPageToken = wfs[len(wfs)-1].ID
 	}
-	out.TotalSize = len(out.Tasks)
 	return out, nil
 }
 
