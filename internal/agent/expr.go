@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/checker"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
@@ -159,9 +159,9 @@ func compileExpr(env *cel.Env, src string, w want) (*expr, string) {
 // minimum is then what the expression costs whatever its inputs.
 type unknownSizes struct{}
 
-func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+func (unknownSizes) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
 
-func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+func (unknownSizes) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
 	return nil
 }
 

@@ -199,7 +199,7 @@ func (a *APIs) customersHandler() http.Handler {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []any{map[string]string{"message": "the body is not JSON"}}})
 			return
 		}
-		doc, errs := gqlparser.LoadQuery(schema, req.Query)
+		doc, errs := gqlparser.LoadQueryWithRules(schema, req.Query, nil)
 		if len(errs) > 0 {
 			writeJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]string{"message": errs.Error()}}})
 			return

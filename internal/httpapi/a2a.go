@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
@@ -551,7 +552,8 @@ func (c *a2aCall) cancelTask(id string) (any, error) {
 }
 
 // listTasks answers ListTasks: the agent's tasks, newest first; the page
-// token is the cursor of /v1/workflows.
+// token is the cursor of /v1/workflows, and totalSize counts the tasks
+// matching the request on every page.
 func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 	f := workflow.ListFilter{Agent: c.agent, Before: req.PageToken}
 	size := ""
@@ -576,6 +578,7 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 		}
 	}
 	var wfs []*workflow.Workflow
+	total := 0
 	if req.ContextID != "" {
 		// A task's context is the task itself.
 		wf, err := c.task(req.ContextID)
@@ -583,17 +586,23 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 			return nil, err
 		}
 		if wf != nil {
-			wfs = append(wfs, wf)
+			wfs, total = append(wfs, wf), 1
 		}
-	} else if wfs, err = c.s.deps.Workflows.ListWorkflows(c.r.Context(), frontdoor.Principal(c.r).Tenant, f); err != nil {
-		return nil, err
+	} else {
+		tenant := frontdoor.Principal(c.r).Tenant
+		if wfs, err = c.s.deps.Workflows.ListWorkflows(c.r.Context(), tenant, f); err != nil {
+			return nil, err
+		}
+		if total, err = c.s.deps.Workflows.CountWorkflows(c.r.Context(), tenant, f); err != nil {
+			return nil, err
+		}
 	}
 	out := struct {
 		Tasks         []a2aTask `json:"tasks"`
 		NextPageToken string    `json:"nextPageToken"`
 		PageSize      int       `json:"pageSize"`
 		TotalSize     int       `json:"totalSize"`
-	}{Tasks: make([]a2aTask, 0, len(wfs)), PageSize: f.Limit}
+	}{Tasks: make([]a2aTask, 0, len(wfs)), PageSize: f.Limit, TotalSize: total}
 	for _, wf := range wfs {
 		t, err := c.s.a2aTask(c.r.Context(), wf)
 		if err != nil {
@@ -607,7 +616,6 @@ func (c *a2aCall) listTasks(req a2aListRequest) (any, error) {
 	if req.ContextID == "" && len(wfs) == f.Limit {
 		out.NextPageToken = wfs[len(wfs)-1].ID
 	}
-	out.TotalSize = len(out.Tasks)
 	return out, nil
 }
 
@@ -697,7 +705,10 @@ func (s *Server) a2aCardOf(v *agent.Version, def agent.Definition) a2aCard {
 
 // handleA2ACard serves the agent card of an agent's default version: to a
 // caller with a token of its tenant, or to anyone when the version was
-// deployed with a2a.public_card (the tenant named by ?tenant=).
+// deployed with a2a.public_card (the tenant named by ?tenant=). A request
+// without a token has no tenant of its own: its record goes to the
+// _system chain (its resource the agent, its details the tenant asked
+// for), so that nobody writes into a tenant's chain by naming it.
 func (s *Server) handleA2ACard(w http.ResponseWriter, r *http.Request) error {
 	info := frontdoor.InfoFrom(r.Context())
 	name := r.PathValue("agent")
@@ -710,16 +721,20 @@ func (s *Server) handleA2ACard(w http.ResponseWriter, r *http.Request) error {
 	}
 	tenant := r.URL.Query().Get("tenant")
 	refused := problem.New(problem.Unauthenticated, "no bearer token: send Authorization: Bearer <access token> (this agent's card is not public)")
-	if tenant == "" || len(tenant) > 200 {
+	if tenant == "" || len(tenant) > maxCardTenant {
 		return refused
 	}
-	info.Tenant = tenant
+	info.AddDetail("tenant", audit.Text(tenant))
 	if err := s.writeCard(w, r, tenant, name, true); problem.Is(err, problem.AgentVersionNotFound) || problem.Is(err, problem.NotFound) {
 		return refused
 	} else {
 		return err
 	}
 }
+
+// maxCardTenant bounds the ?tenant= of an anonymous card request: a longer
+// one names no tenant.
+const maxCardTenant = 200
 
 var errCardNotPublic = problem.New(problem.NotFound, "the card is not public")
 

@@ -324,3 +324,66 @@ func TestA2APushBody(t *testing.T) {
 		t.Errorf("a replay event to a push config: %v", err)
 	}
 }
+
+// TestA2AListTasksCountsEveryPage checks ListTasks' totalSize: the tasks
+// matching the request on every page, not the page's length.
+func TestA2AListTasksCountsEveryPage(t *testing.T) {
+	h := newHarness(t)
+	newFraudWorld(t, h)
+	tok := h.token("acme", "agents:invoke tool:*")
+	for i := range 3 {
+		id := "count-" + strconv.Itoa(i)
+		rep := h.rpc(t, "fraud-triage", tok, "SendMessage", map[string]any{
+			"message": a2aMessage(id, "triage "+id, map[string]any{"transaction_id": id})})
+		if rep.Error != nil {
+			t.Fatalf("SendMessage %s: %+v", id, rep.Error)
+		}
+	}
+	// Another tenant's tasks of an agent of the same name are not counted.
+	if r := h.do("POST", "/v1/agents", h.token("globex", adminScopes), map[string]any{"name": "fraud-triage",
+		"definition": json.RawMessage(`{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'done'"}`)}); r.Status != 201 {
+		t.Fatalf("deploy for globex: %d %s", r.Status, r.Body)
+	}
+	other := h.token("globex", "agents:invoke")
+	rep := h.rpc(t, "fraud-triage", other, "SendMessage", map[string]any{"message": a2aMessage("g-1", "triage", nil)})
+	if rep.Error != nil {
+		t.Fatalf("SendMessage for globex: %+v", rep.Error)
+	}
+
+	type page struct {
+		Tasks         []a2aTaskJSON `json:"tasks"`
+		NextPageToken string        `json:"nextPageToken"`
+		PageSize      int           `json:"pageSize"`
+		TotalSize     int           `json:"totalSize"`
+	}
+	var first, second page
+	h.do("GET", "/a2a/fraud-triage/tasks?pageSize=2", tok, nil).json(t, &first)
+	if len(first.Tasks) != 2 || first.TotalSize != 3 || first.PageSize != 2 || first.NextPageToken == "" {
+		t.Fatalf("first page: %d tasks, totalSize %d, pageSize %d, next %q; want 2, 3, 2 and a token",
+			len(first.Tasks), first.TotalSize, first.PageSize, first.NextPageToken)
+	}
+	rep = h.rpc(t, "fraud-triage", tok, "ListTasks", map[string]any{"pageSize": 2, "pageToken": first.NextPageToken})
+	if err := json.Unmarshal(rep.Result, &second); err != nil || len(second.Tasks) != 1 || second.TotalSize != 3 {
+		t.Fatalf("second page: %s %+v", rep.Result, rep.Error)
+	}
+	for _, c := range []struct {
+		query string
+		want  int
+	}{
+		{"status=TASK_STATE_COMPLETED&pageSize=1", 3},
+		{"status=TASK_STATE_WORKING", 0},
+		{"contextId=" + first.Tasks[0].ID, 1},
+		{"contextId=wf_nothing", 0},
+	} {
+		var p page
+		h.do("GET", "/a2a/fraud-triage/tasks?"+c.query, tok, nil).json(t, &p)
+		if p.TotalSize != c.want {
+			t.Errorf("%s: totalSize %d, want %d", c.query, p.TotalSize, c.want)
+		}
+	}
+	var theirs page
+	h.do("GET", "/a2a/fraud-triage/tasks", other, nil).json(t, &theirs)
+	if len(theirs.Tasks) != 1 || theirs.TotalSize != 1 {
+		t.Errorf("globex's tasks: %d, totalSize %d; want 1 and 1", len(theirs.Tasks), theirs.TotalSize)
+	}
+}

@@ -788,3 +788,93 @@ func TestHostileA2A(t *testing.T) {
 		t.Fatalf("the task after the hostile input: %d", r.Status)
 	}
 }
+
+// TestHostileAnonymousCardsStayOutOfTenantChains asks for agent cards
+// without a token, naming tenants in ?tenant=: whether refused or served
+// (a public card), each request's record goes to the _system chain, with
+// the tenant it named in its details, and no tenant's chain grows.
+func TestHostileAnonymousCardsStayOutOfTenantChains(t *testing.T) {
+	h := newHarness(t, manyAnonymous)
+	admin := h.token("acme", adminScopes)
+	for name, def := range map[string]string{
+		"greeter": `{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'done'", "a2a": {"public_card": true}}`,
+		"private": `{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'done'"}`,
+	} {
+		if r := h.do("POST", "/v1/agents", admin, map[string]any{"name": name, "definition": json.RawMessage(def)}); r.Status != 201 {
+			t.Fatalf("deploy %s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	chain := func(tenant string) []audit.Record {
+		t.Helper()
+		var recs []audit.Record
+		if _, err := h.DB.ScanAudit(t.Context(), tenant, 0, 1000, func(r audit.Record) error {
+			recs = append(recs, r)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	acmeBefore := len(chain("acme"))
+
+	long := strings.Repeat("t", 300)
+	cases := []struct {
+		agent, tenant string
+		status        int
+		// named is the tenant the record's details name ("" for none).
+		named string
+	}{
+		{"private", "acme", 401, "acme"},
+		{"greeter", "victim", 401, "victim"},
+		{"nobody", "victim", 401, "victim"},
+		{"greeter", "", 401, ""},
+		{"greeter", long, 401, ""},
+		{"greeter", "acme", 200, "acme"},
+	}
+	for _, c := range cases {
+		path := "/a2a/" + c.agent + "/.well-known/agent-card.json"
+		if c.tenant != "" {
+			path += "?tenant=" + c.tenant
+		}
+		if r := h.do("GET", path, "", nil); r.Status != c.status {
+			t.Errorf("%s: %d %s, want %d", path, r.Status, r.Body, c.status)
+		}
+	}
+
+	if got := chain("victim"); len(got) != 0 {
+		t.Errorf("the victim's chain holds %d records: %+v", len(got), got)
+	}
+	if got := chain("acme"); len(got) != acmeBefore {
+		t.Errorf("acme's chain grew by %d records: %+v", len(got)-acmeBefore, got[acmeBefore:])
+	}
+	var cards []audit.Record
+	for _, r := range chain(audit.SystemTenant) {
+		if r.Action == "a2a.card" {
+			cards = append(cards, r)
+		}
+	}
+	if len(cards) != len(cases) {
+		t.Fatalf("%d a2a.card records in _system, want %d: %+v", len(cards), len(cases), cards)
+	}
+	for i, c := range cases {
+		r := cards[i]
+		var details struct {
+			Tenant string `json:"tenant"`
+		}
+		if err := json.Unmarshal(r.Details, &details); err != nil {
+			t.Fatalf("details %s: %v", r.Details, err)
+		}
+		if r.Status != c.status || r.Resource.ID != c.agent || details.Tenant != c.named || r.Actor.Sub != "" {
+			t.Errorf("record of the card of %s for %.20q: status %d, resource %q, details %s, actor %+v",
+				c.agent, c.tenant, r.Status, r.Resource.ID, r.Details, r.Actor)
+		}
+	}
+
+	// With a token the read is the caller's own, in its own chain.
+	if r := h.do("GET", "/a2a/private/.well-known/agent-card.json", h.token("acme", "agents:invoke"), nil); r.Status != 200 {
+		t.Fatalf("the card with a token: %d %s", r.Status, r.Body)
+	}
+	if got := chain("acme"); len(got) != acmeBefore+1 || got[len(got)-1].Action != "a2a.card" {
+		t.Errorf("acme's chain after its own card read: %d records (before %d)", len(got), acmeBefore)
+	}
+}

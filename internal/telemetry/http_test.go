@@ -152,9 +152,10 @@ func TestTransportPropagatesTheTrace(t *testing.T) {
 func TestMiddlewareNamesSpansAfterTheRoute(t *testing.T) {
 	// copyRequest stands for middleware that passes the mux a copy of the
 	// request, which hides r.Pattern from the outer middleware.
+	type copyKey struct{}
 	copyRequest := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), struct{}{}, 1)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), copyKey{}, 1)))
 		})
 	}
 	newMux := func(setRoute bool) *http.ServeMux {

@@ -49,11 +49,11 @@ func TestRedactingProcessorMasksWhatSpansEndWith(t *testing.T) {
 	}
 	var masked strings.Builder
 	for _, kv := range spans[0].Attributes {
-		masked.WriteString(kv.Value.Emit() + "\n")
+		masked.WriteString(kv.Value.String() + "\n")
 	}
 	for _, ev := range spans[0].Events {
 		for _, kv := range ev.Attributes {
-			masked.WriteString(kv.Value.Emit() + "\n")
+			masked.WriteString(kv.Value.String() + "\n")
 		}
 	}
 	masked.WriteString(spans[0].Status.Description)

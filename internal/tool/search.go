@@ -331,9 +331,6 @@ func (ix *SearchIndex) Search(q, kind string) []Hit {
 	for i, r := range order {
 		hits[i] = Hit{OperationRef: ix.refs[r.op], Score: r.score, Index: r.op}
 	}
-	if hits == nil {
-		hits = []Hit{}
-	}
 	return hits
 }
 

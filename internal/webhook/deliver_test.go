@@ -278,7 +278,7 @@ func TestHostileReceiversAreBoundedRetriedAndRecorded(t *testing.T) {
 }
 
 func TestADeliveryFailsAfterADayOfRetries(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", 502) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusBadGateway) }))
 	t.Cleanup(srv.Close)
 	w := newWorld(t, srv.URL, webhook.WorkflowCompleted)
 	w.run(t)

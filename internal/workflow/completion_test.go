@@ -182,7 +182,7 @@ func TestGenAISpans(t *testing.T) {
 		attrs := map[string]string{}
 		for _, a := range s.Attributes() {
 			if strings.HasPrefix(string(a.Key), "gen_ai.") {
-				attrs[string(a.Key)] = a.Value.Emit()
+				attrs[string(a.Key)] = a.Value.String()
 			}
 		}
 		if len(attrs) > 0 && attrs["gen_ai.conversation.id"] != "" && attrs["gen_ai.conversation.id"] != wf.ID {

@@ -252,6 +252,9 @@ type Store interface {
 	Steps(ctx context.Context, workflowID string, afterSeq int) ([]Step, error)
 	// ListWorkflows returns the tenant's workflows, newest first.
 	ListWorkflows(ctx context.Context, tenant string, f ListFilter) ([]*Workflow, error)
+	// CountWorkflows counts the tenant's workflows matching f, on every
+	// page: f's Limit and Before are not read.
+	CountWorkflows(ctx context.Context, tenant string, f ListFilter) (int, error)
 	// RequestCancel marks a running workflow for cancellation and returns
 	// it. A waiting workflow is handed to owner until leaseUntil, running
 	// and marked, with its pending approval cancelled; taken reports that,

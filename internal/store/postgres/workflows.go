@@ -393,11 +393,37 @@ func goalSampleQuery(tenant string, f workflow.ListFilter) (string, []any) {
 		strings.Join(where, " AND "), sampleRows, strings.Join(match, " AND ")), args
 }
 
+// CountWorkflows counts the tenant's workflows matching f, its Limit and
+// Before aside.
+func (db *DB) CountWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) (int, error) {
+	where, args := workflowsWhere(tenant, f)
+	var n int
+	err := db.read(ctx, func(q querier) error {
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM workflows WHERE `+strings.Join(where, " AND "), args...).Scan(&n); err != nil {
+			return fmt.Errorf("count workflows: %w", err)
+		}
+		return nil
+	})
+	return n, err
+}
+
 // listWorkflowsQuery is ListWorkflows' query and its arguments.
 func listWorkflowsQuery(tenant string, f workflow.ListFilter) (string, []any) {
-	limit := page.Size(f.Limit)
-	where := []string{"tenant = $1"}
-	args := []any{tenant}
+	where, args := workflowsWhere(tenant, f)
+	if f.Before != "" {
+		args = append(args, f.Before)
+		where = append(where, fmt.Sprintf("id < $%d", len(args)))
+	}
+	args = append(args, page.Size(f.Limit))
+	return `SELECT ` + workflowColumns + ` FROM workflows
+		WHERE ` + strings.Join(where, " AND ") + fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
+}
+
+// workflowsWhere is the conditions, with their arguments, of the tenant's
+// workflows matching f, whatever its Limit and Before.
+func workflowsWhere(tenant string, f workflow.ListFilter) (where []string, args []any) {
+	where = []string{"tenant = $1"}
+	args = []any{tenant}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
@@ -427,12 +453,7 @@ func listWorkflowsQuery(tenant string, f workflow.ListFilter) (string, []any) {
 		args = append(args, k, f.Context[k])
 		where = append(where, fmt.Sprintf("context->>$%d = $%d", len(args)-1, len(args)))
 	}
-	if f.Before != "" {
-		add("id < $%d", f.Before)
-	}
-	args = append(args, limit)
-	return `SELECT ` + workflowColumns + ` FROM workflows
-		WHERE ` + strings.Join(where, " AND ") + fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
+	return where, args
 }
 
 func workflowNotFound(id string) error {

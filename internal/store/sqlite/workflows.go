@@ -360,14 +360,46 @@ func (db *DB) ListWorkflows(ctx context.Context, tenant string, f workflow.ListF
 // than this is cheap.
 const denseMatches = 500
 
-// listWorkflowsQuery is ListWorkflows' query and its arguments. Goal words
-// of three characters or more are looked up in the goal index first, to
-// choose between the two plans (denseMatches).
+// CountWorkflows counts the tenant's workflows matching f, its Limit and
+// Before aside.
+func (db *DB) CountWorkflows(ctx context.Context, tenant string, f workflow.ListFilter) (int, error) {
+	var n int
+	err := db.query(ctx, func(tx dbtx) error {
+		from, where, args, err := workflowsWhere(ctx, tx, tenant, f)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRowContext(ctx, `SELECT count(*) FROM `+from+` WHERE `+strings.Join(where, " AND "), args...).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("count workflows: %w", err)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// listWorkflowsQuery is ListWorkflows' query and its arguments.
 func listWorkflowsQuery(ctx context.Context, tx dbtx, tenant string, f workflow.ListFilter) (string, []any, error) {
-	limit := page.Size(f.Limit)
-	from := "workflows"
-	where := []string{"tenant = ?"}
-	args := []any{tenant}
+	from, where, args, err := workflowsWhere(ctx, tx, tenant, f)
+	if err != nil {
+		return "", nil, err
+	}
+	if f.Before != "" {
+		where = append(where, "id < ?")
+		args = append(args, f.Before)
+	}
+	return `SELECT ` + workflowColumns + ` FROM ` + from + `
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(args, page.Size(f.Limit)), nil
+}
+
+// workflowsWhere is the table and the conditions, with their arguments, of
+// the tenant's workflows matching f, whatever its Limit and Before. Goal
+// words of three characters or more are looked up in the goal index
+// first, to choose between the two plans (denseMatches).
+func workflowsWhere(ctx context.Context, tx dbtx, tenant string, f workflow.ListFilter) (from string, where []string, args []any, err error) {
+	from = "workflows"
+	where = []string{"tenant = ?"}
+	args = []any{tenant}
 	add := func(cond string, v any) {
 		where = append(where, cond)
 		args = append(args, v)
@@ -397,7 +429,7 @@ func listWorkflowsQuery(ctx context.Context, tx dbtx, tenant string, f workflow.
 			JOIN workflows ON workflows.rowid = workflow_goals.rowid
 			WHERE workflow_goals MATCH ? AND workflows.tenant = ? LIMIT ?)`, q, tenant, denseMatches).Scan(&n)
 		if err != nil {
-			return "", nil, fmt.Errorf("count goal matches: %w", err)
+			return "", nil, nil, fmt.Errorf("count goal matches: %w", err)
 		}
 		if n < denseMatches {
 			// Few matches: fetch them by rowid (NOT INDEXED keeps the
@@ -416,11 +448,7 @@ func listWorkflowsQuery(ctx context.Context, tx dbtx, tenant string, f workflow.
 			WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE json_extract(context, ?) || '' END) = ?`)
 		args = append(args, path, path, path, f.Context[k])
 	}
-	if f.Before != "" {
-		add("id < ?", f.Before)
-	}
-	return `SELECT ` + workflowColumns + ` FROM ` + from + `
-		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(args, limit), nil
+	return from, where, args, nil
 }
 
 // trigram is the length of the shortest word the goal index can find.

@@ -261,7 +261,22 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 			if diff := cmp.Diff(tc.want, workflowIDs(got)); diff != "" {
 				t.Errorf("ListWorkflows(%+v) (-want +got):\n%s", tc.f, diff)
 			}
+			if tc.f.Limit != 0 || tc.f.Before != "" {
+				return
+			}
+			if n, err := s.CountWorkflows(ctx, "acme", tc.f); err != nil || n != len(tc.want) {
+				t.Errorf("CountWorkflows(%+v) = %d, %v; want %d", tc.f, n, err, len(tc.want))
+			}
 		})
+	}
+	// A count is of every page: the limit and the cursor are not read.
+	for _, f := range []workflow.ListFilter{{Limit: 3}, {Before: all[3].ID}, {Limit: 1, Before: all[1].ID}} {
+		if n, err := s.CountWorkflows(ctx, "acme", f); err != nil || n != len(all) {
+			t.Errorf("CountWorkflows(%+v) = %d, %v; want %d", f, n, err, len(all))
+		}
+	}
+	if n, err := s.CountWorkflows(ctx, "acme", workflow.ListFilter{Words: []string{"refund"}, Before: all[6].ID, Limit: 1}); err != nil || n != 3 {
+		t.Errorf("CountWorkflows of refunds, one page before the newest = %d, %v; want 3", n, err)
 	}
 
 	// Paging by cursor visits every workflow once, newest first.
@@ -286,6 +301,9 @@ func testWorkflowList(t *testing.T, s Store, _ Hooks) {
 	}
 	if got, err := s.ListWorkflows(ctx, "nobody", workflow.ListFilter{}); err != nil || len(got) != 0 {
 		t.Errorf("another tenant lists %v, %v; want none", workflowIDs(got), err)
+	}
+	if n, err := s.CountWorkflows(ctx, "globex", workflow.ListFilter{}); err != nil || n != 1 {
+		t.Errorf("globex counts %d, %v; want 1", n, err)
 	}
 }
 
@@ -336,6 +354,9 @@ func testWorkflowListDenseWords(t *testing.T, s Store, _ Hooks) {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, all(workflow.ListFilter{Words: tc.words})); diff != "" {
 				t.Errorf("workflows with %q (-want +got):\n%s", tc.words, diff)
+			}
+			if n, err := s.CountWorkflows(ctx, "acme", workflow.ListFilter{Words: tc.words}); err != nil || n != len(tc.want) {
+				t.Errorf("CountWorkflows with %q = %d, %v; want %d", tc.words, n, err, len(tc.want))
 			}
 		})
 	}

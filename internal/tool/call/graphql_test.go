@@ -41,7 +41,7 @@ func graphqlServer(t *testing.T) *recorder {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		doc, errs := gqlparser.LoadQuery(schema, req.Query)
+		doc, errs := gqlparser.LoadQueryWithRules(schema, req.Query, nil)
 		if len(errs) > 0 {
 			w.WriteHeader(http.StatusBadRequest)
 			_ = json.NewEncoder(w).Encode(map[string]any{"errors": errs})

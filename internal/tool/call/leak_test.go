@@ -37,12 +37,12 @@ func spanText(spans tracetest.SpanStubs) []string {
 		var b strings.Builder
 		b.WriteString(s.Name)
 		for _, kv := range s.Attributes {
-			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 		}
 		for _, ev := range s.Events {
 			b.WriteString(" event " + ev.Name)
 			for _, kv := range ev.Attributes {
-				b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+				b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 			}
 		}
 		b.WriteString(" status " + s.Status.Code.String() + " " + s.Status.Description)
