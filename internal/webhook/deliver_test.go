@@ -320,12 +320,22 @@ func TestWakeDeliversBeforeTheTick(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
 	defer func() { stop(); <-done }()
-	if n := <-passes; n != 0 { // its first pass finds nothing
+	pass := func(what string) int {
+		t.Helper()
+		select {
+		case n := <-passes:
+			return n
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s pass within 30 s", what)
+			return 0
+		}
+	}
+	if n := pass("first"); n != 0 { // its first pass finds nothing
 		t.Fatalf("the first pass claimed %d deliveries, want none", n)
 	}
 	id := w.run(t)
 	d.Wake()
-	if n := <-passes; n != 1 {
+	if n := pass("woken"); n != 1 {
 		t.Fatalf("the woken pass claimed %d deliveries, want 1", n)
 	}
 	deadline := time.Now().Add(30 * time.Second)
