@@ -201,6 +201,21 @@ func waitReceived(t *testing.T, r *rsyslog, facts *siem.SchemaFacts, want []siem
 	}
 }
 
+// sinkFailed is what a server logs when a batch did not reach its sink.
+const sinkFailed = "audit sink delivery failed"
+
+// waitOutput waits until c has printed what n times.
+func waitOutput(t *testing.T, c *child, what string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for strings.Count(c.output(), what) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server printed %q %d times in 60 s, want %d", what, strings.Count(c.output(), what), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestRsyslogReceivesEveryAuditRecordInOrderAcrossRestarts(t *testing.T) {
 	facts, err := siem.LoadSchemaFacts("../../internal/siem/testdata/ocsf-" + siem.OCSFVersion + ".json")
 	if err != nil {
@@ -256,6 +271,7 @@ func TestRsyslogReceivesEveryAuditRecordInOrderAcrossRestarts(t *testing.T) {
 
 	// rsyslog restarts: what is recorded while it is down arrives after it
 	// is back, in order, and requests are not held up meanwhile.
+	failures := strings.Count(b.output(), sinkFailed)
 	syslog.stop()
 	start := time.Now()
 	invoke(b)
@@ -264,7 +280,7 @@ func TestRsyslogReceivesEveryAuditRecordInOrderAcrossRestarts(t *testing.T) {
 		t.Errorf("two invocations took %s while the sink was down", d)
 	}
 	chain = exported(t, b.base, tok)
-	time.Sleep(time.Second) // the pusher fails at least once
+	waitOutput(t, b, sinkFailed, failures+1) // the pusher fails at least once
 	syslog.start()
 	repeats := waitReceived(t, syslog, facts, chain, 60*time.Second)
 	t.Logf("rsyslog received the %d records of acme's chain in order (%d sent twice after a failure)", len(chain), repeats)

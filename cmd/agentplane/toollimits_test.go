@@ -212,7 +212,6 @@ func TestAKilledReplicasSlotIsFreedWithinItsLease(t *testing.T) {
 		t.Fatal("replica a's call never reached the tool")
 	}
 	second := invokeAsync(t, b, tok, "gate")
-	time.Sleep(time.Second)
 	if n := len(api.arrivals()); n != 1 {
 		t.Fatalf("the tool saw %d requests while replica a held the only slot, want 1", n)
 	}
@@ -232,6 +231,12 @@ func TestAKilledReplicasSlotIsFreedWithinItsLease(t *testing.T) {
 		t.Fatalf("replica b's call did not reach the tool within %v of the kill (slot lease %v)", limit, call.DefaultSlotLease)
 	}
 	t.Logf("replica b's call reached the tool %v after the kill (slot lease %v)", got[1].Sub(killed).Round(time.Millisecond), call.DefaultSlotLease)
+	// The dead replica renewed its slot at most a third of the lease before
+	// the kill: b's call, waiting since before it, cannot have the slot
+	// sooner than the rest of that lease.
+	if waited := got[1].Sub(killed); waited < call.DefaultSlotLease/2 {
+		t.Errorf("replica b's call reached the tool %v after the kill, before the dead replica's lease (%v) ran out", waited, call.DefaultSlotLease)
+	}
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {

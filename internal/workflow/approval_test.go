@@ -78,6 +78,7 @@ func approver(sub string, scopes ...string) workflow.Caller {
 }
 
 func TestAnApprovalResumesTheWorkflowOnAnotherRunner(t *testing.T) {
+	t.Parallel()
 	db := sqlite.NewTestDB(t)
 	seedRefund(t, db, refundApproval)
 	ctx := context.Background()
@@ -150,6 +151,7 @@ func TestAnApprovalResumesTheWorkflowOnAnotherRunner(t *testing.T) {
 }
 
 func TestApprovalRules(t *testing.T) {
+	t.Parallel()
 	db := sqlite.NewTestDB(t)
 	seedRefund(t, db, refundApproval)
 	ctx := context.Background()
@@ -198,6 +200,7 @@ func TestApprovalRules(t *testing.T) {
 }
 
 func TestCancellingAWaitingWorkflowEndsIt(t *testing.T) {
+	t.Parallel()
 	db := sqlite.NewTestDB(t)
 	seedRefund(t, db, refundApproval)
 	ctx := context.Background()
@@ -220,6 +223,7 @@ func TestCancellingAWaitingWorkflowEndsIt(t *testing.T) {
 // PostgreSQL database while approvals time out: each workflow ends denied
 // exactly once, with one service decision in the audit log.
 func TestATimeoutIsDecidedOnceWithTwoReplicas(t *testing.T) {
+	t.Parallel()
 	url := postgres.NewTestDatabase(t)
 	db, err := postgres.Open(t.Context(), url)
 	if err != nil {

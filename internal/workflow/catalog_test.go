@@ -30,6 +30,7 @@ func (m models) Model(_ context.Context, tenant, name string) (*model.Model, err
 // TestDeployChecksTheTenantsModels: the runner's catalog knows the models
 // its lookup finds, so a deploy naming another is refused on its field.
 func TestDeployChecksTheTenantsModels(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	tests := []struct {
 		name   string

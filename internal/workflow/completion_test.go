@@ -80,6 +80,7 @@ func llmRunner(db *sqlite.DB, ms modelTable, m *scripted) *workflow.Runner {
 // recorded with its request, response, tokens and cost at the model's
 // price, and counted in the tenant's usage of the day.
 func TestCompletionsAreRecordedWithUsage(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
@@ -120,6 +121,7 @@ func TestCompletionsAreRecordedWithUsage(t *testing.T) {
 // through a model today reach its daily budget, the next completion is not
 // requested, and a tenant's lookup failure names the model.
 func TestDailyBudgetStopsBeforeTheRequest(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
@@ -142,6 +144,7 @@ func TestDailyBudgetStopsBeforeTheRequest(t *testing.T) {
 // model is gone by the time it is requested (the version compiled while it
 // was there): for the server-wide model, the registry's own words.
 func TestAnUnregisteredModelFailsTheRun(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
@@ -235,8 +238,8 @@ func completionSteps(t *testing.T, db *sqlite.DB, id string) (comps []workflow.S
 // invocation's max_llm_tokens and the model's daily budget: the completion
 // that would start past one is not requested, the run ends limit_exceeded
 // at a token_limit_reached step, and completion steps show their usage.
-// It needs the engine's completion events.
 func TestTokenBoundsStopBeforeTheRequest(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
@@ -252,7 +255,8 @@ func TestTokenBoundsStopBeforeTheRequest(t *testing.T) {
 	}
 	comps, limit := completionSteps(t, db, wf.ID)
 	if len(comps) == 0 {
-		t.Skip("the engine emits no completion events yet")
+		// Wait returned the finished workflow: its steps are all stored.
+		t.Fatalf("workflow %s finished (%s) with no completion step stored", wf.ID, wf.Outcome)
 	}
 	if m.count() != 1 || wf.Outcome != workflow.OutcomeLimitExceeded || limit == nil || limit.Status != agent.StatusLimitExceeded {
 		t.Errorf("max_llm_tokens 100: %d requests, outcome %s, limit step %+v; want 1 request (120 tokens), then the limit", m.count(), wf.Outcome, limit)

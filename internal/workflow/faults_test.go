@@ -75,6 +75,7 @@ func noErrorStep(t *testing.T, db *sqlite.DB, id string) {
 // execution looks a call's operation up is not the step's failure: the
 // workflow is resumed and completes.
 func TestAFailedLookupPausesTheWorkflow(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &ledger{}
@@ -104,6 +105,7 @@ func TestAFailedLookupPausesTheWorkflow(t *testing.T) {
 // short by a shutdown is not recorded as a failed step: the next start
 // resumes the workflow and completes it.
 func TestAShutdownDuringALookupResumesTheWorkflow(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &ledger{}
@@ -183,6 +185,7 @@ func errorCode(t *testing.T, wf *workflow.Workflow) string {
 // with error_code internal and its stack logged once, while the workflows
 // beside it complete; and that a restart does not resume it.
 func TestAPanicEndsOnlyItsWorkflow(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, def string
 	}{
@@ -263,6 +266,7 @@ func TestAPanicEndsOnlyItsWorkflow(t *testing.T) {
 // its tool and was cut short by a cancel or by the workflow's deadline is
 // recorded with status cancelled and its request, and audited.
 func TestACallCutByTheWorkflowsEndIsRecorded(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name            string
 		timeout         time.Duration
@@ -359,6 +363,7 @@ func (panickyLookup) ToolByName(context.Context, string, string) (*tool.Tool, er
 // resume panics (compiling its program, here) ends failed with error_code
 // internal rather than taking the replica down at every start.
 func TestAPanicWhileResumingEndsTheWorkflow(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	wf := stopAtTheWrite(t, db, &ledger{hold: true, held: make(chan struct{}, 1)})
 	done := resumeElsewhere(t, workflow.Options{Store: db, Versions: db, Tools: panickyLookup{db}, Caller: &ledger{},

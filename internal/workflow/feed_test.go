@@ -27,6 +27,7 @@ func (s feedStore) WatchChanges(ctx context.Context, w workflow.Watch) error {
 // (a replica draining) has its workflows taken over, both at once rather
 // than at the next lease renewal (20 minutes away here).
 func TestTheChangeFeedActsAtOnce(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	st := feedStore{DB: db, watches: make(chan workflow.Watch, 1)}

@@ -98,6 +98,7 @@ func within(t *testing.T, what string, limit time.Duration, cond func() bool) {
 // its steps at the start and once per wake-up, and still gets every step
 // and the end.
 func TestAFollowerWithoutAChangeFeedReadsWhenWoken(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	st := &countingReads{Store: db}
@@ -129,6 +130,7 @@ func TestAFollowerWithoutAChangeFeedReadsWhenWoken(t *testing.T) {
 // store at all; once the feed goes down it polls; and it still follows the
 // workflow to its end.
 func TestAFollowerWaitsForALiveChangeFeedAndPollsWhileItIsDown(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	st := countingFeed{countingReads: &countingReads{Store: db}, watches: make(chan workflow.Watch, 1)}
@@ -183,6 +185,7 @@ func (s pgReads) WatchChanges(ctx context.Context, w workflow.Watch) error {
 // another replica (a handle of its own) reaches it through the feed, up to
 // the workflow's end.
 func TestAFollowerOnPostgreSQLWaitsForTheChangeFeed(t *testing.T) {
+	t.Parallel()
 	url := postgres.NewTestDatabase(t)
 	ctx := context.Background()
 	open := func() *postgres.DB {

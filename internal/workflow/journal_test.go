@@ -67,6 +67,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // written in the background, and steps released meanwhile wait for that
 // write, then go with the end.
 func TestJournalWritesInTheBackgroundAndHandsTheRestToTheEnd(t *testing.T) {
+	t.Parallel()
 	st := &gatedSteps{gate: make(chan struct{})}
 	j := newJournal(st)
 	must := func(err error) {
@@ -128,6 +129,7 @@ func TestJournalWritesInTheBackgroundAndHandsTheRestToTheEnd(t *testing.T) {
 // release and are written with its step, in one batch; or on their own
 // once the linger has passed.
 func TestJournalStepsReleasedMeanwhileGoWithTheNextRelease(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		linger time.Duration
@@ -173,6 +175,7 @@ func TestJournalStepsReleasedMeanwhileGoWithTheNextRelease(t *testing.T) {
 // TestJournalFlushStoresEverything checks that flush, which comes before a
 // call unsafe to repeat, returns once every step is stored.
 func TestJournalFlushStoresEverything(t *testing.T) {
+	t.Parallel()
 	st := &gatedSteps{gate: make(chan struct{})}
 	j := newJournal(st)
 	if err := j.add(journalStep(1), nil); err != nil {
@@ -206,6 +209,7 @@ func TestJournalFlushStoresEverything(t *testing.T) {
 // TestJournalStopsAfterAFailedWrite checks that a write failing in the
 // background stops the execution at its next step, and at its end.
 func TestJournalStopsAfterAFailedWrite(t *testing.T) {
+	t.Parallel()
 	st := &gatedSteps{gate: make(chan struct{}), err: errors.New("disk full")}
 	close(st.gate)
 	j := newJournal(st)
@@ -245,6 +249,7 @@ func (s *renewals) RenewLease(_ context.Context, _ string, ids []string, _ time.
 // renewals until stored: renewing a lease not yet stored would report it
 // lost and stop the execution.
 func TestLeasesOfWorkflowsBeingStoredAreNotRenewed(t *testing.T) {
+	t.Parallel()
 	st := &renewals{}
 	r := New(Options{Store: st, Owner: "replica-a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	r.running["wf_stored"] = func(error) {}

@@ -24,6 +24,7 @@ import (
 // workflow's step fails upstream_error after the API answered; the
 // second's fails circuit_open, never sent.
 func TestAFailedStepCarriesItsErrorCode(t *testing.T) {
+	t.Parallel()
 	db := sqlite.NewTestDB(t)
 	ctx := context.Background()
 	var seen atomic.Int32
@@ -75,6 +76,7 @@ func TestAFailedStepCarriesItsErrorCode(t *testing.T) {
 // runners, each with its own executor and Redis connection, against a tool
 // limited to 3 calls in flight and 20 a second: the tool never sees more.
 func TestTwoRunnersShareAToolsLimitsThroughRedis(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv("AGENTPLANE_TEST_REDIS_URL")
 	if url == "" {
 		t.Skip("set AGENTPLANE_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379/0) to test limits shared through Redis")

@@ -53,6 +53,7 @@ func (a *countedAPI) Call(ctx context.Context, req tool.CallRequest) (tool.CallR
 // frees, and do not hold a shutdown up (their leases are released for the
 // next start).
 func TestExecutionsBeyondMaxRunningQueue(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	st := &renewals{DB: db, renewed: map[string]bool{}}
@@ -111,6 +112,7 @@ func TestExecutionsBeyondMaxRunningQueue(t *testing.T) {
 // TestAShutdownReleasesQueuedExecutions checks that Close stops queued
 // executions at once and releases their leases, so a restart resumes them.
 func TestAShutdownReleasesQueuedExecutions(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &countedAPI{slowAPI: slowAPI{release: make(chan struct{})}}
@@ -139,10 +141,12 @@ func TestAShutdownReleasesQueuedExecutions(t *testing.T) {
 // MaxRunning executions leaves other replicas' expired workflows to the
 // replicas that have room, and claims them itself once it has.
 func TestASaturatedReplicaClaimsNothing(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &countedAPI{slowAPI: slowAPI{release: make(chan struct{})}}
-	a := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: api, Owner: "replica-a",
+	rounds := roundCounter{Store: db, done: make(chan struct{}, 1)}
+	a := workflow.New(workflow.Options{Store: rounds, Versions: db, Tools: db, Caller: api, Owner: "replica-a",
 		Lease: 300 * time.Millisecond, MaxRunning: 1})
 	defer a.Close(ctx)
 	running, err := a.Start(ctx, request("settle"))
@@ -167,8 +171,15 @@ func TestASaturatedReplicaClaimsNothing(t *testing.T) {
 	defer stop()
 	go a.Run(runCtx)
 	// Several recovery rounds (a third of the lease each): a, full, claims
-	// nothing.
-	time.Sleep(time.Second)
+	// nothing. Each round ends looking for approvals due, so three such
+	// looks follow at least three rounds.
+	for range 3 {
+		select {
+		case <-rounds.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("replica a made no recovery round within 30 s")
+		}
+	}
 	if wf, err := db.Workflow(ctx, "acme", orphan.ID); err != nil || wf.Owner == "replica-a" {
 		t.Fatalf("the orphan is owned by %q (%v) while replica a runs its MaxRunning executions; want it left alone", wf.Owner, err)
 	}
@@ -184,4 +195,21 @@ func TestASaturatedReplicaClaimsNothing(t *testing.T) {
 			t.Fatalf("workflow %s: %+v, %v; want completed by replica a once it has room", id, wf, err)
 		}
 	}
+}
+
+// roundCounter signals done each time a runner's recovery round ends, as
+// it looks for approvals due.
+type roundCounter struct {
+	workflow.Store
+	done chan struct{}
+}
+
+func (c roundCounter) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*workflow.Approval, error) {
+	defer func() {
+		select {
+		case c.done <- struct{}{}:
+		default:
+		}
+	}()
+	return c.Store.DueApprovals(ctx, now, limit)
 }

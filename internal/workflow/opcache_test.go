@@ -11,6 +11,7 @@ import (
 // TestOpCacheKeysByRevision checks that an operation cached for one
 // revision of a tool is not served for another, nor for another tenant.
 func TestOpCacheKeysByRevision(t *testing.T) {
+	t.Parallel()
 	var c opCache
 	t1 := &tool.Tool{ID: "tool_1", Tenant: "acme", Revision: 1}
 	op := &tool.Operation{ID: "getThing"}
@@ -34,6 +35,7 @@ func TestOpCacheKeysByRevision(t *testing.T) {
 // TestProgramCacheKeysByRevisionsAndIsBounded checks that a program is not
 // served for other tool revisions, and that the cache stays bounded.
 func TestProgramCacheKeysByRevisionsAndIsBounded(t *testing.T) {
+	t.Parallel()
 	var c programCache
 	p := &agent.Program{}
 	c.put("acme/settle@1", "tool_1@1,", p)

@@ -30,6 +30,7 @@ func (o *owning) Call(ctx context.Context, req tool.CallRequest) (tool.CallResul
 // shown the tool's real answer; the stored completion holds its masked
 // form, and so does the step.
 func TestCompletionsAreStoredMaskedAndTheModelSeesRealValues(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	m := &scripted{}
@@ -68,6 +69,7 @@ func TestCompletionsAreStoredMaskedAndTheModelSeesRealValues(t *testing.T) {
 // call made again from the real goal is masked before it is compared, so
 // the workflow is not taken for nondeterministic.
 func TestAResumeComparesCallsMasked(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "mailed", `{"tools": ["ledger"], "steps": [
 		{"action": "fetch", "call": "ledger.getTransaction", "args": {"note": "goal"}, "save_as": "txn"},
@@ -121,6 +123,7 @@ func (k *keyCounter) RedactionKey(ctx context.Context, tenant string, fresh []by
 // tool asking for redaction, a workflow asks for no key and keeps its
 // values as they are; a detector of the operator's masks them.
 func TestNoRedactionNoMasker(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	for _, tc := range []struct {

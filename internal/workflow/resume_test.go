@@ -90,6 +90,7 @@ type resumeResult struct {
 // TestResumeHistories resumes each golden history on a new replica and
 // compares the result; -update rewrites the expected results.
 func TestResumeHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "resume", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -288,6 +289,7 @@ func (a *goldenAPI) seen() []string {
 // every call) does not change the resumed workflow, while new invocations
 // see the update.
 func TestAResumeUsesTheToolRevisionsItStartedWith(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	deploy(t, db, "guarded", `{"tools": ["ledger"], "policies": {"restricted": {"allow": "false"}}, "steps": [

@@ -42,6 +42,7 @@ func (s *stuckRecovery) RenewLease(ctx context.Context, owner string, ids []stri
 // recovery queries hang does not hold lease renewals back: a workflow
 // running here keeps its lease, so no other replica takes it over.
 func TestLeasesAreRenewedWhileRecoveryIsStuck(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	st := &stuckRecovery{DB: db, renewed: make(chan renewal, 16)}
 	api := &ledger{hold: true, held: make(chan struct{}, 1)}
@@ -107,6 +108,7 @@ func (s *heldFeed) WatchChanges(ctx context.Context, _ workflow.Watch) error {
 // returns only once the change feed's watch and the lease renewals have
 // returned, so nothing of the runner touches the store after Run.
 func TestRunReturnsAfterItsGoroutines(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := &heldFeed{release: make(chan struct{})}
 		r := workflow.New(workflow.Options{Store: st, Owner: "replica-a"})

@@ -93,6 +93,7 @@ func newRunner(db *sqlite.DB, owner string, caller workflow.ToolCaller) *workflo
 }
 
 func TestAnotherRunnerResumesAfterTheLastRecordedStep(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &ledger{hold: true, held: make(chan struct{}, 1)}
@@ -158,6 +159,7 @@ func str(v any) string {
 }
 
 func TestFollowAfterAnEventIDAndPastTheEnd(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	r := newRunner(db, "replica-a", &ledger{})
@@ -195,6 +197,7 @@ func TestFollowAfterAnEventIDAndPastTheEnd(t *testing.T) {
 // workflow and steps whether the execution hands them over as it finishes
 // or the waiter comes after it and reads them from the store.
 func TestFinishedGivesTheStoredSteps(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	r := newRunner(db, "replica-a", &ledger{})
@@ -375,6 +378,7 @@ func resumeElsewhere(t *testing.T, opts workflow.Options, id string) *workflow.W
 // already compiled an agent sees a new revision of its tool: here a policy
 // class whose rule denies the call.
 func TestAChangedToolAppliesToTheNextInvocation(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	deploy(t, db, "guarded", `{"tools": ["ledger"], "policies": {"restricted": {"allow": "false"}},
@@ -404,6 +408,7 @@ func TestAChangedToolAppliesToTheNextInvocation(t *testing.T) {
 // TestAResumeThatFailsForAWhileIsRetried checks that a workflow whose
 // resume fails for a cause that may pass is left for a later pass.
 func TestAResumeThatFailsForAWhileIsRetried(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	api := &ledger{hold: true, held: make(chan struct{}, 1)}
 	wf := stopAtTheWrite(t, db, api)
@@ -421,6 +426,7 @@ func TestAResumeThatFailsForAWhileIsRetried(t *testing.T) {
 // TestAClosedRunnerReleasesWhatItClaims checks that a workflow claimed by a
 // runner that can no longer launch it is not kept from other replicas.
 func TestAClosedRunnerReleasesWhatItClaims(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	wf := stopAtTheWrite(t, db, &ledger{hold: true, held: make(chan struct{}, 1)})
@@ -445,6 +451,7 @@ func TestAClosedRunnerReleasesWhatItClaims(t *testing.T) {
 // store what an execution needs before it goes on (a call's intent, a
 // completion) stops the execution without failing the workflow.
 func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"RecordIntent", "RecordCompletion"} {
 		t.Run(method, func(t *testing.T) {
 			db := setup(t)
@@ -491,6 +498,7 @@ func (answering) Complete(context.Context, agent.ChatRequest) (agent.ChatRespons
 // TestFailureDetails checks the detail of a workflow that timed out and of
 // one interrupted at an unrepeatable write.
 func TestFailureDetails(t *testing.T) {
+	t.Parallel()
 	t.Run("timed out", func(t *testing.T) {
 		db := setup(t)
 		ctx := context.Background()
@@ -531,6 +539,7 @@ func TestFailureDetails(t *testing.T) {
 // that succeeds while the server shuts down is stored, so the resumed
 // workflow goes on after it.
 func TestAWriteThatCompletesAtShutdownIsKept(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	updateLedger(t, db, func(lt *tool.Tool) { lt.IdempotencySupport = false })
 	api := &ledger{hold: true, completes: true, held: make(chan struct{}, 1)}
@@ -549,6 +558,7 @@ func TestAWriteThatCompletesAtShutdownIsKept(t *testing.T) {
 // it still runs (its lease lapsed, as when renewals fail) does not start it
 // a second time.
 func TestAReplicaRunsAWorkflowOnce(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -589,6 +599,7 @@ func TestAReplicaRunsAWorkflowOnce(t *testing.T) {
 // TestStepErrorListsBadArguments checks that a call refused for several
 // bad arguments names each in its step's error.
 func TestStepErrorListsBadArguments(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &ledger{writeErr: problem.Validation(
@@ -616,6 +627,7 @@ func TestStepErrorListsBadArguments(t *testing.T) {
 // the caller's to read while the execution goes on (a data race under
 // -race otherwise) and shows the workflow as it started.
 func TestStartReturnsTheWorkflowAsStarted(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	r := newRunner(db, "replica-a", &ledger{})
@@ -638,6 +650,7 @@ func TestStartReturnsTheWorkflowAsStarted(t *testing.T) {
 // other than the owner: it is stored, and the owner stops the workflow when
 // it next renews its lease.
 func TestCancelReachesTheReplicaThatRunsIt(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	l := &ledger{hold: true, held: make(chan struct{}, 1)}
@@ -675,6 +688,7 @@ func (brokenHistory) Completions(context.Context, string) (map[int]json.RawMessa
 // fails every time does not stay running for good: it ends once past its
 // deadline, or when someone asked to cancel it.
 func TestAResumeThatKeepsFailingStillEnds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name            string
 		later           time.Duration
@@ -711,6 +725,7 @@ func TestAResumeThatKeepsFailingStillEnds(t *testing.T) {
 // because the runner is closing leaves no workflow behind for the next
 // start to run while its caller, told 503, may invoke again.
 func TestAClosingRunnerStoresNoNewWorkflow(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	r := newRunner(db, "replica-a", &ledger{})
@@ -791,6 +806,7 @@ func (w *watcher) Call(ctx context.Context, req tool.CallRequest) (tool.CallResu
 // while a write unsafe to repeat waits until every step before it, and its
 // intent, are stored.
 func TestReadsGoOutWhileTheStepsBeforeThemAreWritten(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	updateLedger(t, db, func(lt *tool.Tool) { lt.IdempotencySupport = false })
@@ -847,6 +863,7 @@ func (notStored) CreateWorkflow(context.Context, *workflow.Workflow, *audit.Reco
 // fails to store is refused, and its execution, begun meanwhile, stops
 // before any write: neither its steps nor its tool writes happen.
 func TestAWorkflowNotStoredStopsAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	ctx := context.Background()
 	api := &ledger{}

@@ -13,6 +13,7 @@ import (
 )
 
 func TestStartValidatesTheInvocation(t *testing.T) {
+	t.Parallel()
 	db := setup(t)
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Caller: &ledger{}, Lease: time.Minute,
 		DefaultToolCalls: 7, MaxToolCalls: 10})

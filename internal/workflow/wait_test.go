@@ -18,6 +18,7 @@ func (emptyStore) Workflow(_ context.Context, _, id string) (*Workflow, error) {
 // TestWaitHandsAnEndOnlyToItsTenant checks that a workflow ending on this
 // replica is handed to waiters of its tenant only.
 func TestWaitHandsAnEndOnlyToItsTenant(t *testing.T) {
+	t.Parallel()
 	r := New(Options{Store: emptyStore{}})
 	const id = "wf_1"
 	r.running[id] = func(error) {}
@@ -34,14 +35,16 @@ func TestWaitHandsAnEndOnlyToItsTenant(t *testing.T) {
 		return c
 	}
 	acme, globex := wait("acme"), wait("globex")
-	for {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		r.hub.mu.Lock()
 		n := len(r.hub.subs[id])
 		r.hub.mu.Unlock()
 		if n == 2 {
 			break
 		}
-		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters subscribed after 30 s, want 2", n)
+		}
 	}
 	r.mu.Lock()
 	delete(r.running, id)

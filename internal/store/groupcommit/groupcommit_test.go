@@ -13,6 +13,7 @@ import (
 // in batches no larger than the limit and that each caller gets its own
 // answer.
 func TestBatchesAnswerEveryWrite(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var sizes []int
 	q := New(4, 1, func(batch []*Write[int]) {
@@ -52,6 +53,7 @@ func TestBatchesAnswerEveryWrite(t *testing.T) {
 }
 
 func TestClosedAndCancelled(t *testing.T) {
+	t.Parallel()
 	q := New(8, 1, func(batch []*Write[int]) {
 		for _, w := range batch {
 			w.Answer(nil)
@@ -73,6 +75,7 @@ func TestClosedAndCancelled(t *testing.T) {
 // TestWritersCommitSideBySide checks that a queue of several writers has
 // that many batches in flight at once, and that Close waits for them all.
 func TestWritersCommitSideBySide(t *testing.T) {
+	t.Parallel()
 	const writers = 3
 	inside := make(chan struct{}, writers)
 	release := make(chan struct{})
@@ -107,6 +110,7 @@ func TestWritersCommitSideBySide(t *testing.T) {
 // behind a busy writer, less one whose caller gave up, and none once the
 // writer has taken them.
 func TestQueuedCountsWritesNotYetTaken(t *testing.T) {
+	t.Parallel()
 	inside := make(chan struct{})
 	release := make(chan struct{})
 	q := New(8, 1, func(batch []*Write[int]) {
@@ -189,6 +193,7 @@ func (r *recorder) seen() [][]int {
 // TestLaterRidesWithTheNextWrite checks that a write queued by Later is
 // committed in the batch of the next write waited for, not on its own.
 func TestLaterRidesWithTheNextWrite(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	q := New(8, 1, r.commit)
 	q.linger = time.Hour // only the next write can take it
@@ -218,6 +223,7 @@ func TestLaterRidesWithTheNextWrite(t *testing.T) {
 // other write to go with is committed once it has waited the linger, and
 // that Flush commits at once what Later queued.
 func TestLaterAloneAfterLinger(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	q := New(8, 1, r.commit)
 	q.linger = 5 * time.Millisecond
@@ -251,6 +257,7 @@ func TestLaterAloneAfterLinger(t *testing.T) {
 // TestLaterBeyondABatch checks that more Later writes than a batch holds
 // are all committed, in order, in batches of at most the limit.
 func TestLaterBeyondABatch(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	q := New(3, 2, r.commit)
 	q.linger = time.Millisecond
@@ -279,6 +286,7 @@ func TestLaterBeyondABatch(t *testing.T) {
 // TestCloseCommitsLater checks that Close commits what Later queued and
 // that Later after Close answers ErrClosed.
 func TestCloseCommitsLater(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	q := New(8, 1, r.commit)
 	q.linger = time.Hour
@@ -301,6 +309,7 @@ func TestCloseCommitsLater(t *testing.T) {
 // TestCommittedCountsSucceededWrites: Committed counts the writes answered
 // nil, each by the time its Do returns, and not the failed ones.
 func TestCommittedCountsSucceededWrites(t *testing.T) {
+	t.Parallel()
 	q := New(8, 1, func(batch []*Write[bool]) {
 		for _, w := range batch {
 			if w.Fn {
@@ -327,6 +336,7 @@ func TestCommittedCountsSucceededWrites(t *testing.T) {
 // then waits without calling it; a write queued during the work is taken
 // once the work returns.
 func TestIdleWorkRunsBetweenWrites(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		calls   int
@@ -358,10 +368,11 @@ func TestIdleWorkRunsBetweenWrites(t *testing.T) {
 	<-started // nothing queued: the writer works
 	done := make(chan error, 1)
 	go func() { done <- q.Do(context.Background(), "write") }()
+	waitQueued(t, q, 1) // queued, and left there while the idle work runs
 	select {
 	case err := <-done:
 		t.Fatalf("the write was taken (%v) while the idle work ran", err)
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	close(release)
 	if err := <-done; err != nil {
@@ -372,7 +383,7 @@ func TestIdleWorkRunsBetweenWrites(t *testing.T) {
 			t.Fatal("no idle work after the write")
 		}
 	}
-	time.Sleep(10 * time.Millisecond)
+	q.Close() // the writer has stopped: it called the work as often as it will
 	if n := count(); n != 2 {
 		t.Errorf("idle work called %d times, want 2 (once more after the write, which found nothing)", n)
 	}
