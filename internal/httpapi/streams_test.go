@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -156,6 +157,31 @@ func (s *eventStream) next(t *testing.T) string {
 	}
 }
 
+// streamRefusal opens an event stream that the server should refuse and
+// returns the refusal; a stream it opens instead is closed at once, its
+// body unread.
+func streamRefusal(ctx context.Context, t *testing.T, h *harness, path, token string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", h.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := response{Status: resp.StatusCode, Header: resp.Header}
+	if resp.StatusCode != http.StatusOK {
+		if r.Body, err = io.ReadAll(resp.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
 // TestBatchEventStreamsTakeStreamSlots checks that a replay batch's event
 // stream counts against --max-streams-per-tenant as a workflow's does: at
 // the cap the next batch stream and a workflow stream are refused with the
@@ -193,10 +219,10 @@ func TestBatchEventStreamsTakeStreamSlots(t *testing.T) {
 		open = append(open, s)
 	}
 
-	batchRefused := h.do("GET", events, tok, nil, "Accept", "text/event-stream")
-	workflowRefused := h.do("GET", "/v1/workflows/"+wfID+"/events", tok, nil, "Accept", "text/event-stream")
-	if batchRefused.Status != http.StatusTooManyRequests || batchRefused.problem(t).Code != "rate-limited" || batchRefused.Header.Get("Retry-After") == "" {
-		t.Errorf("a third stream, of the batch: %d %v %s; want 429 rate-limited with Retry-After", batchRefused.Status, batchRefused.Header, batchRefused.Body)
+	batchRefused := streamRefusal(ctx, t, h, events, tok)
+	workflowRefused := streamRefusal(ctx, t, h, "/v1/workflows/"+wfID+"/events", tok)
+	if batchRefused.Status != http.StatusTooManyRequests || batchRefused.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third stream, of the batch: %d %v %s; want 429 rate-limited with Retry-After", batchRefused.Status, batchRefused.Header, batchRefused.Body)
 	}
 	if diff := cmp.Diff(workflowRefused.problem(t), batchRefused.problem(t), cmpopts.IgnoreFields(problem.Document{}, "Instance", "RequestID", "TraceID")); diff != "" {
 		t.Errorf("the batch stream's refusal differs from the workflow stream's (-workflow +batch):\n%s", diff)
