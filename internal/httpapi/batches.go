@@ -383,7 +383,7 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 			continue
 		}
 		// Ended: the whole batch, once, for the last progress and complete.
-		b, err := s.deps.BatchStore.Batch(ctx, p.Tenant, id)
+		b, err := s.deps.Batches.Ended(ctx, p.Tenant, id)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -30,10 +30,26 @@ const DefaultFollowPoll = 3 * time.Second
 // closer together than that reach it as one.
 const followGap = 250 * time.Millisecond
 
+// endedShare is how long the whole batch read for a follower of a batch
+// that has ended is served to the others: woken together by its end, they
+// would otherwise each sum over every item at once.
+const endedShare = time.Second
+
 // batchHub wakes this server's followers of a batch when it changes.
 type batchHub struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// ended are the reads of ended batches, by tenant and id, under way
+	// or made within endedShare.
+	ended map[[2]string]*endedRead
+}
+
+// endedRead is one read of a batch that has ended; done is closed once b
+// or err is set.
+type endedRead struct {
+	done chan struct{}
+	b    *Batch
+	err  error
 }
 
 // subscribe returns a channel that receives when batch id changes, and the
@@ -128,5 +144,41 @@ func (r *BatchRunner) Follow(ctx context.Context, tenant, id string) iter.Seq2[P
 				}
 			}
 		}
+	}
+}
+
+// Ended returns the tenant's batch, whole, for a follower that has seen it
+// end: the followers asking within a second of each other share one read.
+// The batch returned is shared: it must not be changed.
+func (r *BatchRunner) Ended(ctx context.Context, tenant, id string) (*Batch, error) {
+	r.init()
+	h := &r.hub
+	key := [2]string{tenant, id}
+	h.mu.Lock()
+	rd, ok := h.ended[key]
+	if !ok {
+		rd = &endedRead{done: make(chan struct{})}
+		if h.ended == nil {
+			h.ended = map[[2]string]*endedRead{}
+		}
+		h.ended[key] = rd
+		// The read is not the first asker's alone: its going away must
+		// not fail the others.
+		go func() {
+			rd.b, rd.err = r.Store.Batch(context.WithoutCancel(ctx), tenant, id)
+			close(rd.done)
+			time.AfterFunc(endedShare, func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				delete(h.ended, key)
+			})
+		}()
+	}
+	h.mu.Unlock()
+	select {
+	case <-rd.done:
+		return rd.b, rd.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }

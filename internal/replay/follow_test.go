@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"iter"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +126,69 @@ func TestFollowPollsForAnotherReplicasChanges(t *testing.T) {
 	}
 	if want := (replay.Progress{Status: replay.BatchCompleted, Total: 3, Done: 3}); last != want {
 		t.Errorf("last progress %+v, want %+v", last, want)
+	}
+}
+
+// heldBatchReads is the SQLite store, except that a read of a whole batch
+// is counted, reported on entered, and waits until release is closed.
+type heldBatchReads struct {
+	*sqlite.DB
+	reads            atomic.Int32
+	entered, release chan struct{}
+}
+
+func (s *heldBatchReads) Batch(ctx context.Context, tenant, id string) (*replay.Batch, error) {
+	s.reads.Add(1)
+	s.entered <- struct{}{}
+	<-s.release
+	return s.DB.Batch(ctx, tenant, id)
+}
+
+// TestEndedIsOneReadForTheFollowersAskingTogether checks that the
+// followers of a batch that ended, asking for it whole at once, share one
+// read, which the first asker's going away does not fail.
+func TestEndedIsOneReadForTheFollowersAskingTogether(t *testing.T) {
+	db := sqlite.NewTestDB(t)
+	ctx := context.Background()
+	b := replay.NewBatch("acme", "notes@1", 1, replay.Creator{Sub: "alice"}, time.Now().UTC())
+	if err := db.CreateBatch(ctx, b, []string{"wf_1"}, "replica-a", time.Now().Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.FinishBatch(ctx, b.ID, replay.BatchCancelled, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st := &heldBatchReads{DB: db, entered: make(chan struct{}, 10), release: make(chan struct{})}
+	runner := &replay.BatchRunner{Store: st, Owner: "replica-a"}
+
+	firstCtx, leave := context.WithCancel(ctx)
+	first := make(chan error, 1)
+	go func() { _, err := runner.Ended(firstCtx, "acme", b.ID); first <- err }()
+	<-st.entered // the read is under way, and held
+	type got struct {
+		b   *replay.Batch
+		err error
+	}
+	others := make(chan got, 4)
+	for range 4 {
+		go func() { b, err := runner.Ended(ctx, "acme", b.ID); others <- got{b, err} }()
+	}
+	leave()
+	if err := <-first; err == nil {
+		t.Error("the first asker, gone, got the batch")
+	}
+	close(st.release)
+	var shared *replay.Batch
+	for range 4 {
+		g := <-others
+		if g.err != nil || g.b == nil || g.b.Status != replay.BatchCancelled {
+			t.Fatalf("an asker got %+v, %v; want the cancelled batch", g.b, g.err)
+		}
+		if shared != nil && g.b != shared {
+			t.Error("the askers got batches of reads of their own")
+		}
+		shared = g.b
+	}
+	if n := st.reads.Load(); n != 1 {
+		t.Errorf("%d reads of the batch for five askers, want 1", n)
 	}
 }
