@@ -322,14 +322,12 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) error
 	if !ok {
 		return problem.New(problem.Conflict, "replay batch %s is %s already", b.ID, b.Status)
 	}
+	s.deps.Batches.Changed(b.ID)
 	if b, err = s.deps.BatchStore.Batch(r.Context(), p.Tenant, b.ID); err != nil {
 		return err
 	}
 	return frontdoor.WriteJSON(w, http.StatusOK, s.batchView(p, b))
 }
-
-// batchPoll is how often a batch's event stream looks at its progress.
-const batchPoll = 200 * time.Millisecond
 
 // batchEvent is one event of a batch's stream: progress {done, total,
 // changed} while it runs, then complete with the whole batch.
@@ -343,10 +341,11 @@ type batchEvent struct {
 
 // handleBatchEvents streams a batch's progress. Each progress event's id is
 // the number of workflows replayed so far and the complete event's is one
-// more, so a client that reconnects with Last-Event-ID gets only news.
+// more, so a client that reconnects with Last-Event-ID gets only news. The
+// stream takes one of the tenant's stream slots, as every event stream does.
 func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error {
 	p, id := frontdoor.Principal(r), r.PathValue("id")
-	b, err := s.deps.BatchStore.Batch(r.Context(), p.Tenant, id)
+	pr, err := s.deps.BatchStore.BatchProgress(r.Context(), p.Tenant, id)
 	if err != nil {
 		return err
 	}
@@ -358,41 +357,51 @@ func (s *Server) handleBatchEvents(w http.ResponseWriter, r *http.Request) error
 		}
 		last = n
 	}
-	if b.Status != replay.BatchRunning && last > b.Done {
+	if !pr.Running() && last > pr.Done {
 		// Complete was sent already: nothing more will come.
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	release, err := s.streams.acquire(p.Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sse, ctx := frontdoor.StartSSE(w, r, s.draining)
 	defer sse.Close()
-	t := time.NewTicker(batchPoll)
-	defer t.Stop()
-	for {
-		if b.Done > last || (last < 0 && b.Status == replay.BatchRunning) {
-			ev, _ := json.Marshal(batchEvent{Event: "progress", Done: b.Done, Total: b.Total, Changed: b.Changed})
-			if sse.Send(b.Done, ev) != nil {
-				return nil // the client went away
+	for pr, err := range s.deps.Batches.Follow(ctx, p.Tenant, id) {
+		if err != nil {
+			return fmt.Errorf("follow replay batch %s: %w", id, err)
+		}
+		if pr.Running() {
+			if pr.Done > last {
+				ev, _ := json.Marshal(batchEvent{Event: "progress", Done: pr.Done, Total: pr.Total, Changed: pr.Changed})
+				if sse.Send(pr.Done, ev) != nil {
+					return nil // the client went away
+				}
+				last = pr.Done
 			}
-			last = b.Done
+			continue
 		}
-		if b.Status != replay.BatchRunning {
-			v := s.batchView(p, b)
-			ev, _ := json.Marshal(batchEvent{Event: "complete", Done: b.Done, Total: b.Total, Changed: b.Changed, Batch: &v})
-			sse.Send(b.Done+1, ev)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil // the client went away, or the server drains
-		case <-t.C:
-		}
-		if b, err = s.deps.BatchStore.Batch(ctx, p.Tenant, id); err != nil {
+		// Ended: the whole batch, once, for the last progress and complete.
+		b, err := s.deps.Batches.Ended(ctx, p.Tenant, id)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("follow replay batch %s: %w", id, err)
 		}
+		if b.Done > last {
+			ev, _ := json.Marshal(batchEvent{Event: "progress", Done: b.Done, Total: b.Total, Changed: b.Changed})
+			if sse.Send(b.Done, ev) != nil {
+				return nil
+			}
+		}
+		v := s.batchView(p, b)
+		ev, _ := json.Marshal(batchEvent{Event: "complete", Done: b.Done, Total: b.Total, Changed: b.Changed, Batch: &v})
+		sse.Send(b.Done+1, ev)
 	}
+	return nil
 }
 
 // handleBatchPage serves a batch's signed report page; admit has checked

@@ -126,6 +126,9 @@ type BatchStore interface {
 	CreateBatch(ctx context.Context, b *Batch, workflowIDs []string, owner string, until time.Time, rec *audit.Record) error
 	// Batch returns a batch of the tenant with its counts, or problem.NotFound.
 	Batch(ctx context.Context, tenant, id string) (*Batch, error)
+	// BatchProgress returns the status and counters of a batch of the
+	// tenant, or problem.NotFound: one row, however large the batch.
+	BatchProgress(ctx context.Context, tenant, id string) (Progress, error)
 	// BatchByID returns a batch of any tenant (for signed report links).
 	BatchByID(ctx context.Context, id string) (*Batch, error)
 	// ListBatches returns the tenant's batches matching f, newest first,
@@ -136,7 +139,8 @@ type BatchStore interface {
 	PendingItems(ctx context.Context, batchID string, after, limit int) ([]BatchItem, error)
 	// AddBatchReplays stores each replay as that of the batch's workflow
 	// at its position, all in one transaction, except those whose workflow
-	// has its replay already (stored by an earlier lease holder); it
+	// has its replay already (stored by an earlier lease holder), and adds
+	// those it stored to the batch's counters, in the same transaction; it
 	// returns how many it stored.
 	AddBatchReplays(ctx context.Context, batchID string, rs []BatchReplay) (int, error)
 	// BatchReplays pages a batch's replays: those whose outcome changed
@@ -223,11 +227,16 @@ type BatchRunner struct {
 	// Lease is how long a batch stays leased without renewal (default 30 s).
 	Lease time.Duration
 	// Poll is how often to look for batches left unfinished (default Lease/2).
-	Poll   time.Duration
-	Logger *slog.Logger
+	Poll time.Duration
+	// FollowPoll is how often Follow reads a batch's progress with no word
+	// of a change (default DefaultFollowPoll).
+	FollowPoll time.Duration
+	Logger     *slog.Logger
 
 	wake chan struct{}
 	once sync.Once
+	// hub wakes the followers of the batches this server changes.
+	hub batchHub
 }
 
 func (r *BatchRunner) init() {
@@ -360,6 +369,7 @@ func (r *BatchRunner) runBatch(ctx context.Context, b *Batch) bool {
 		log.Error("finish replay batch", "error", err)
 		return false
 	}
+	r.hub.notify(b.ID)
 	return true
 }
 
@@ -468,8 +478,9 @@ func (r *BatchRunner) storeReplays(ctx context.Context, fail context.CancelCause
 	}
 }
 
-// addReplays stores a group of replays. A panic in the store fails the
-// batch, which claimed again would panic again, and logs its stack.
+// addReplays stores a group of replays and wakes the batch's followers. A
+// panic in the store fails the batch, which claimed again would panic
+// again, and logs its stack.
 func (r *BatchRunner) addReplays(ctx context.Context, batchID string, group []BatchReplay) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -478,7 +489,10 @@ func (r *BatchRunner) addReplays(ctx context.Context, batchID string, group []Ba
 			err = errors.New("the server failed while storing the batch's replays")
 		}
 	}()
-	_, err = r.Store.AddBatchReplays(ctx, batchID, group)
+	n, err := r.Store.AddBatchReplays(ctx, batchID, group)
+	if n > 0 {
+		r.hub.notify(batchID)
+	}
 	return err
 }
 

@@ -65,7 +65,7 @@ func (db *DB) BatchByID(ctx context.Context, id string) (*replay.Batch, error) {
 }
 
 // ListBatches returns the tenant's batches matching f, newest first, with
-// how many of each were replayed and changed.
+// how many of each were replayed and changed (their counters).
 func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchListFilter) ([]*replay.Batch, error) {
 	where := []string{"b.tenant = $1"}
 	args := []any{tenant}
@@ -81,15 +81,15 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 	var bs []*replay.Batch
 	err := db.read(ctx, func(q querier) error {
 		rows, err := q.Query(ctx, fmt.Sprintf(`SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
-			b.spec, b.dataset, b.llm, b.unrecorded_calls, b.concurrency, count(i.replay_id), count(*) FILTER (WHERE i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome)
-			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
-			WHERE %s GROUP BY b.id ORDER BY b.id DESC LIMIT $%d`, strings.Join(where, " AND "), len(args)), args...)
+			b.spec, b.dataset, b.llm, b.unrecorded_calls, b.concurrency, b.done, b.changed
+			FROM replay_batches b
+			WHERE %s ORDER BY b.id DESC LIMIT $%d`, strings.Join(where, " AND "), len(args)), args...)
 		if err != nil {
 			return fmt.Errorf("list replay batches: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var done, changed int64
+			var done, changed int32
 			b, err := scanBatch(scanFunc(func(dest ...any) error { return rows.Scan(append(dest, &done, &changed)...) }))
 			if err != nil {
 				return err
@@ -100,6 +100,25 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 		return rows.Err()
 	})
 	return bs, err
+}
+
+// BatchProgress returns a batch's status and counters: one row.
+func (db *DB) BatchProgress(ctx context.Context, tenant, id string) (replay.Progress, error) {
+	var p replay.Progress
+	err := db.read(ctx, func(q querier) error {
+		var total, done, changed int32
+		err := q.QueryRow(ctx, `SELECT status, total, done, changed FROM replay_batches WHERE tenant = $1 AND id = $2`,
+			tenant, id).Scan(&p.Status, &total, &done, &changed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return replay.BatchNotFound(id)
+		}
+		if err != nil {
+			return fmt.Errorf("read replay batch progress: %w", err)
+		}
+		p.Total, p.Done, p.Changed = int(total), int(done), int(changed)
+		return nil
+	})
+	return p, err
 }
 
 func (db *DB) batch(ctx context.Context, id, query string, args ...any) (*replay.Batch, error) {
@@ -250,8 +269,8 @@ func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int
 }
 
 // AddBatchReplays stores replays of the batch's workflows, each once, in
-// one statement: the items still without a replay take theirs, and only
-// those replays are inserted.
+// one statement: the items still without a replay take theirs, only those
+// replays are inserted, and the batch's counters count them.
 func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.BatchReplay) (int, error) {
 	n := len(rs)
 	var (
@@ -298,7 +317,11 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 					steps_changed = v.steps_changed, steps_removed = v.steps_removed, tool_calls_changed = v.tool_calls_changed,
 					failed_checks = v.failed_checks
 				FROM v WHERE i.batch_id = $1 AND i.position = v.position AND i.workflow_id = v.workflow_id AND i.replay_id IS NULL
-				RETURNING i.replay_id
+				RETURNING i.replay_id, i.changed
+			), counted AS (
+				UPDATE replay_batches SET done = done + (SELECT count(*) FROM taken),
+					changed = changed + (SELECT count(*) FROM taken WHERE taken.changed)
+				WHERE id = $1 AND EXISTS (SELECT FROM taken)
 			)
 			INSERT INTO replays (`+sqlrow.ReplayColumns+`)
 			SELECT v.id, v.tenant, v.workflow_id, v.target, v.created_at, v.creator::json, v.data::json

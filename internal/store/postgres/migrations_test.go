@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/migrate"
+	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
 // TestStepsMigrationSetsSent upgrades a database holding steps recorded
@@ -19,21 +21,7 @@ func TestStepsMigrationSetsSent(t *testing.T) {
 	t.Parallel()
 	url := NewTestDatabase(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Start from an empty database, not the migrated clone.
-	if _, err := conn.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrate.Run(ctx, target{conn}, ms[:2]); err != nil {
-		t.Fatal(err)
-	}
+	conn := migratedBefore(t, url, "replays")
 	steps := []struct {
 		name, tool, status string
 		attempts, http     int
@@ -89,4 +77,61 @@ func TestStepsMigrationSetsSent(t *testing.T) {
 	if _, err := db.Replay(ctx, "acme", "rpl_1"); err != nil {
 		t.Errorf("read replay: %v", err)
 	}
+}
+
+// migratedBefore empties the database at url, migrates it up to, not
+// including, the migration named name, and returns a connection to it.
+func migratedBefore(t *testing.T, url, name string) *pgx.Conn {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Start from an empty database, not the migrated clone.
+	if _, err := conn.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := slices.IndexFunc(ms, func(m migrate.Migration) bool { return m.Name == name })
+	if n < 0 {
+		t.Fatalf("no migration %s", name)
+	}
+	if _, err := migrate.Run(ctx, target{conn}, ms[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// TestBatchCountersMigrationCountsStoredBatches upgrades a database holding
+// batches stored before the batch counters: each batch counts its replayed
+// items and those whose outcome changed, and reads as it did.
+func TestBatchCountersMigrationCountsStoredBatches(t *testing.T) {
+	t.Parallel()
+	url := NewTestDatabase(t)
+	ctx := t.Context()
+	conn := migratedBefore(t, url, "batch_counters")
+	for _, b := range storetest.UncountedBatches {
+		if _, err := conn.Exec(ctx, `INSERT INTO replay_batches (id, tenant, target, status, total, creator, created_at)
+			VALUES ($1, 'acme', 'triage@2', $2, 3, '{}', now())`, b.ID, b.Status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, it := range storetest.UncountedItems {
+		if _, err := conn.Exec(ctx, `INSERT INTO replay_batch_items (batch_id, position, workflow_id, replay_id, original_outcome, replay_outcome, changed)
+			VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7)`, it.Batch, it.Position, it.WorkflowID, it.ReplayID, it.From, it.To, it.From != it.To); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+
+	db, err := Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open and migrate: %v", err)
+	}
+	defer db.Close()
+	storetest.CheckCountedBatches(ctx, t, db)
 }

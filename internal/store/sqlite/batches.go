@@ -66,7 +66,7 @@ func (db *DB) BatchByID(ctx context.Context, id string) (*replay.Batch, error) {
 }
 
 // ListBatches returns the tenant's batches matching f, newest first, with
-// how many of each were replayed and changed.
+// how many of each were replayed and changed (their counters).
 func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchListFilter) ([]*replay.Batch, error) {
 	where := []string{"b.tenant = ?"}
 	args := []any{tenant}
@@ -79,9 +79,9 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 	var bs []*replay.Batch
 	err := db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT b.id, b.tenant, b.target, b.status, b.error, b.total, b.creator, b.created_at, b.finished_at,
-			b.spec, b.dataset, b.llm, b.unrecorded_calls, b.concurrency, count(i.replay_id), count(CASE WHEN i.replay_id IS NOT NULL AND i.original_outcome <> i.replay_outcome THEN 1 END)
-			FROM replay_batches b LEFT JOIN replay_batch_items i ON i.batch_id = b.id
-			WHERE `+strings.Join(where, " AND ")+` GROUP BY b.id ORDER BY b.id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
+			b.spec, b.dataset, b.llm, b.unrecorded_calls, b.concurrency, b.done, b.changed
+			FROM replay_batches b
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY b.id DESC LIMIT ?`, append(args, page.Size(f.Limit))...)
 		if err != nil {
 			return fmt.Errorf("list replay batches: %w", err)
 		}
@@ -98,6 +98,23 @@ func (db *DB) ListBatches(ctx context.Context, tenant string, f replay.BatchList
 		return rows.Err()
 	})
 	return bs, err
+}
+
+// BatchProgress returns a batch's status and counters: one row.
+func (db *DB) BatchProgress(ctx context.Context, tenant, id string) (replay.Progress, error) {
+	var p replay.Progress
+	err := db.query(ctx, func(tx dbtx) error {
+		err := tx.QueryRowContext(ctx, `SELECT status, total, done, changed FROM replay_batches WHERE tenant = ? AND id = ?`,
+			tenant, id).Scan(&p.Status, &p.Total, &p.Done, &p.Changed)
+		if err == sql.ErrNoRows {
+			return replay.BatchNotFound(id)
+		}
+		if err != nil {
+			return fmt.Errorf("read replay batch progress: %w", err)
+		}
+		return nil
+	})
+	return p, err
 }
 
 func (db *DB) batch(ctx context.Context, query string, args ...any) (*replay.Batch, error) {
@@ -247,7 +264,8 @@ func (db *DB) PendingItems(ctx context.Context, batchID string, after, limit int
 	return items, err
 }
 
-// AddBatchReplays stores replays of the batch's workflows, each once.
+// AddBatchReplays stores replays of the batch's workflows, each once, and
+// counts those it stored in the batch's counters.
 func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.BatchReplay) (int, error) {
 	type encoded struct{ creator, data string }
 	enc := make([]encoded, len(rs))
@@ -262,6 +280,7 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 	stored := 0
 	err := db.write(ctx, func(tx dbtx) error {
 		stored = 0
+		changed := 0
 		for i, br := range rs {
 			r := br.Replay
 			res, err := tx.ExecContext(ctx, `UPDATE replay_batch_items SET replay_id = ?, original_outcome = ?, replay_outcome = ?,
@@ -288,6 +307,16 @@ func (db *DB) AddBatchReplays(ctx context.Context, batchID string, rs []replay.B
 				}
 			}
 			stored++
+			if r.OutcomeChanged() {
+				changed++
+			}
+		}
+		if stored == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE replay_batches SET done = done + ?, changed = changed + ? WHERE id = ?`,
+			stored, changed, batchID); err != nil {
+			return fmt.Errorf("count replay batch: %w", err)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/migrate"
+	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
 // oldSteps are steps recorded before migration 4, which added sent: only
@@ -36,17 +38,7 @@ func TestStepsMigrationSetsSent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "agentplane.db")
-	raw, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrate.Run(ctx, target{raw}, ms[:3]); err != nil {
-		t.Fatal(err)
-	}
+	raw := migratedBefore(t, path, "replays")
 	for i, s := range oldSteps {
 		if _, err := raw.ExecContext(ctx, `INSERT INTO workflow_steps (workflow_id, seq, step, action, kind,
 			status, tool, operation, args, score, queue, outcome, result, error, request, http_status, attempts,
@@ -88,4 +80,57 @@ func TestStepsMigrationSetsSent(t *testing.T) {
 	if _, err := db.Replay(ctx, "acme", "rpl_1"); err != nil {
 		t.Errorf("read replay: %v", err)
 	}
+}
+
+// migratedBefore returns a database at path migrated up to, not
+// including, the migration named name.
+func migratedBefore(t *testing.T, path, name string) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := slices.IndexFunc(ms, func(m migrate.Migration) bool { return m.Name == name })
+	if n < 0 {
+		t.Fatalf("no migration %s", name)
+	}
+	if _, err := migrate.Run(t.Context(), target{raw}, ms[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestBatchCountersMigrationCountsStoredBatches upgrades a database holding
+// batches stored before the batch counters: each batch counts its replayed
+// items and those whose outcome changed, and reads as it did.
+func TestBatchCountersMigrationCountsStoredBatches(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "agentplane.db")
+	raw := migratedBefore(t, path, "batch_counters")
+	created := fmtTime(time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC))
+	for _, b := range storetest.UncountedBatches {
+		if _, err := raw.ExecContext(ctx, `INSERT INTO replay_batches (id, tenant, target, status, total, creator, created_at)
+			VALUES (?, 'acme', 'triage@2', ?, 3, '{}', ?)`, b.ID, b.Status, created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, it := range storetest.UncountedItems {
+		if _, err := raw.ExecContext(ctx, `INSERT INTO replay_batch_items (batch_id, position, workflow_id, replay_id, original_outcome, replay_outcome, changed)
+			VALUES (?, ?, ?, nullif(?, ''), ?, ?, ?)`, it.Batch, it.Position, it.WorkflowID, it.ReplayID, it.From, it.To, it.From != it.To); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open and migrate: %v", err)
+	}
+	defer db.Close()
+	storetest.CheckCountedBatches(ctx, t, db)
 }

@@ -195,3 +195,74 @@ func testBatchLeases(t *testing.T, s Store, _ Hooks) {
 
 // errOf is the error of a (value, error) pair.
 func errOf[T any](_ T, err error) error { return err }
+
+// testBatchCounters follows a batch's counters through its life: they
+// start at nothing, count each replay stored once (a second replay of a
+// workflow, another lease holder's, counts nothing) and those whose outcome
+// changed, agree with the counts of the items at every step, are what the
+// list shows, and stay as they were when the batch ends.
+func testBatchCounters(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	wfs := []string{"wf_a", "wf_b", "wf_c", "wf_d"}
+	b := replay.NewBatch("acme", "triage@2", len(wfs), replay.Creator{Sub: "user-1"}, base)
+	must(t, s.CreateBatch(ctx, b, wfs, "replica-1", base.Add(time.Minute), nil), "create batch")
+	other := replay.NewBatch("acme", "triage@2", 1, replay.Creator{Sub: "user-1"}, base.Add(time.Second))
+	must(t, s.CreateBatch(ctx, other, []string{"wf_a"}, "replica-1", base.Add(time.Minute), nil), "create another batch")
+
+	check := func(step string, want replay.Progress) {
+		t.Helper()
+		got, err := s.BatchProgress(ctx, "acme", b.ID)
+		must(t, err, step+": progress")
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: progress (-want +got):\n%s", step, diff)
+		}
+		full, err := s.Batch(ctx, "acme", b.ID)
+		must(t, err, step+": batch")
+		if full.Done != got.Done || full.Changed != got.Changed || full.Status != got.Status {
+			t.Errorf("%s: counters %+v, but the items count %d done, %d changed (%s)", step, got, full.Done, full.Changed, full.Status)
+		}
+		bs, err := s.ListBatches(ctx, "acme", replay.BatchListFilter{})
+		must(t, err, step+": list")
+		for _, l := range bs {
+			if l.ID == b.ID && (l.Done != want.Done || l.Changed != want.Changed || l.Total != want.Total) {
+				t.Errorf("%s: listed %d of %d done, %d changed; want %+v", step, l.Done, l.Total, l.Changed, want)
+			}
+		}
+	}
+	check("created", replay.Progress{Status: replay.BatchRunning, Total: 4})
+
+	add := func(step, batchID string, want int, rs ...replay.BatchReplay) {
+		t.Helper()
+		if n, err := s.AddBatchReplays(ctx, batchID, rs); err != nil || n != want {
+			t.Fatalf("%s: stored %d, %v; want %d", step, n, err, want)
+		}
+	}
+	add("first two", b.ID, 2,
+		replay.BatchReplay{Position: 0, Replay: batchReplay("acme", "wf_a", "routed", "escalated", 0)},
+		replay.BatchReplay{Position: 2, Replay: batchReplay("acme", "wf_c", "routed", "routed", 2)})
+	check("two stored", replay.Progress{Status: replay.BatchRunning, Total: 4, Done: 2, Changed: 1})
+
+	add("one again and a new one", b.ID, 1,
+		replay.BatchReplay{Position: 0, Replay: batchReplay("acme", "wf_a", "routed", "routed", 5)},
+		replay.BatchReplay{Position: 1, Replay: batchReplay("acme", "wf_b", "approved", "declined", 1)})
+	check("three stored", replay.Progress{Status: replay.BatchRunning, Total: 4, Done: 3, Changed: 2})
+	add("all again", b.ID, 0, replay.BatchReplay{Position: 1, Replay: batchReplay("acme", "wf_b", "approved", "approved", 6)})
+	check("nothing new", replay.Progress{Status: replay.BatchRunning, Total: 4, Done: 3, Changed: 2})
+
+	// Another batch's replays count in its own counters only.
+	add("the other batch's", other.ID, 1, replay.BatchReplay{Position: 0, Replay: batchReplay("acme", "wf_a", "routed", "escalated", 7)})
+	if got, err := s.BatchProgress(ctx, "acme", other.ID); err != nil || got != (replay.Progress{Status: replay.BatchRunning, Total: 1, Done: 1, Changed: 1}) {
+		t.Errorf("the other batch's progress: %+v, %v", got, err)
+	}
+	check("beside another batch", replay.Progress{Status: replay.BatchRunning, Total: 4, Done: 3, Changed: 2})
+
+	add("the last", b.ID, 1, replay.BatchReplay{Position: 3, Replay: batchReplay("acme", "wf_d", "routed", "routed", 3)})
+	ok, err := s.FinishBatch(ctx, b.ID, replay.BatchCompleted, "", base.Add(time.Minute))
+	if err != nil || !ok {
+		t.Fatalf("finish: %v, %v", ok, err)
+	}
+	check("completed", replay.Progress{Status: replay.BatchCompleted, Total: 4, Done: 4, Changed: 2})
+
+	wantCode(t, errOf(s.BatchProgress(ctx, "globex", b.ID)), problem.NotFound, "another tenant's batch progress")
+	wantCode(t, errOf(s.BatchProgress(ctx, "acme", "rpb_missing")), problem.NotFound, "progress of no batch")
+}

@@ -133,6 +133,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ReplayList", testReplayList},
 		{"BatchLifecycle", testBatchLifecycle},
 		{"BatchLeases", testBatchLeases},
+		{"BatchCounters", testBatchCounters},
 		{"ListBatches", testListBatches},
 		{"BatchChecks", testBatchChecks},
 		{"DatasetVersions", testDatasetVersions},
