@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/frontdoor"
 	"io"
 	"net/http"
 	"strings"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -272,22 +272,84 @@ func mcpTrace(ctx context.Context, req *mcp.CallToolRequest) (context.Context, t
 	return mcpTracer.Start(ctx, "mcp tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer))
 }
 
-// mcpRun runs a workflow for an MCP call and waits until it has finished
+// mcpKeyMeta is the _meta member of a tools/call that carries its
+// idempotency key (docs/mcp.md).
+const mcpKeyMeta = "io.agentplane/idempotency-key"
+
+// mcpReplayedMeta marks the result of a call that attached to the workflow
+// its idempotency key made.
+const mcpReplayedMeta = "io.agentplane/idempotent-replayed"
+
+// mcpKey is the stored idempotency key of a tools/call and the fingerprint
+// of the call, "" when it has none: the key is _meta's mcpKeyMeta or the
+// Idempotency-Key header of its POST (both may be sent only if equal), and
+// the fingerprint covers the tool's name and arguments.
+func mcpKey(r *http.Request, call *mcp.CallToolRequest) (key, hash string, err error) {
+	key = r.Header.Get("Idempotency-Key")
+	if v, ok := call.Params.Meta[mcpKeyMeta]; ok {
+		meta, isString := v.(string)
+		switch {
+		case !isString:
+			return "", "", problem.New(problem.MalformedRequest, "_meta %q must be a string", mcpKeyMeta)
+		case key != "" && meta != key:
+			return "", "", problem.New(problem.MalformedRequest, "_meta %q differs from the Idempotency-Key header; send one or make them equal", mcpKeyMeta)
+		}
+		key = meta
+	}
+	if key == "" {
+		return "", "", nil
+	}
+	if len(key) > maxIdempotencyKey {
+		return "", "", problem.New(problem.MalformedRequest, "the idempotency key must be at most %d characters", maxIdempotencyKey)
+	}
+	canon, err := json.Marshal(struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}{call.Params.Name, call.Params.Arguments})
+	if err != nil {
+		return "", "", err
+	}
+	return workflow.IdempotencyKey(frontdoor.Principal(r).ID(), r.URL.Path, key), workflow.Fingerprint(canon), nil
+}
+
+// mcpRun runs a workflow for an MCP call, or attaches to the one the
+// call's idempotency key made (repeat), and waits until it has finished
 // (or waits for an approval).
-func (s *Server) mcpRun(ctx context.Context, r *http.Request, sr workflow.StartRequest) (*workflow.Workflow, []workflow.Step, error) {
+func (s *Server) mcpRun(ctx context.Context, r *http.Request, call *mcp.CallToolRequest, sr workflow.StartRequest) (
+	wf *workflow.Workflow, steps []workflow.Step, repeat bool, err error) {
 	p, info := frontdoor.Principal(r), frontdoor.InfoFrom(r.Context())
-	sr.Tenant = p.Tenant
-	sr.Caller = workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes}
+	if sr.IdempotencyKey, sr.RequestHash, err = mcpKey(r, call); err != nil {
+		return nil, nil, false, err
+	}
+	sr.Caller = callerOf(p)
 	sr.RequestID = info.RequestID
 	sr.TraceID = info.TraceID
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		sr.TraceID = sc.TraceID().String()
 	}
-	wf, err := s.deps.Runner.Start(ctx, sr)
-	if err != nil {
-		return nil, nil, err
+	in, err := s.invoker.Invoke(ctx, workflow.Invocation{StartRequest: sr, TTL: s.cfg.InvokeIdempotencyTTL})
+	if errors.Is(err, workflow.ErrKeyReused) {
+		return nil, nil, false, problem.New(problem.IdempotencyKeyReused,
+			"this idempotency key was used with another call (a different tool or arguments); use a new key for a new call")
 	}
-	return s.deps.Runner.Finished(ctx, p.Tenant, wf.ID)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	info.WorkflowID = in.Workflow.ID
+	if in.Repeat {
+		info.Details = map[string]any{"idempotent_replayed": true}
+	}
+	wf, steps, err = s.deps.Runner.Finished(ctx, p.Tenant, in.Workflow.ID)
+	return wf, steps, in.Repeat, err
+}
+
+// replayed marks res as the result of a call that attached to its key's
+// workflow.
+func replayed(res *mcp.CallToolResult, repeat bool) *mcp.CallToolResult {
+	if repeat && res != nil {
+		res.Meta = mcp.Meta{mcpReplayedMeta: true}
+	}
+	return res
 }
 
 func (s *Server) mcpInvoke(name string) mcp.ToolHandler {
@@ -308,7 +370,7 @@ func (s *Server) mcpInvoke(name string) mcp.ToolHandler {
 		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 			return toolError("arguments: %v (want {\"goal\": \"…\", \"context\": {…}})", err), nil
 		}
-		wf, steps, err := s.mcpRun(ctx, r, workflow.StartRequest{Agent: name, Goal: in.Goal, Context: in.Context})
+		wf, steps, repeat, err := s.mcpRun(ctx, r, req, workflow.StartRequest{Agent: name, Goal: in.Goal, Context: in.Context})
 		if err != nil {
 			return toolError("%s", problemText(err)), nil
 		}
@@ -316,7 +378,8 @@ func (s *Server) mcpInvoke(name string) mcp.ToolHandler {
 		if err != nil {
 			return toolError("%s", problemText(err)), nil
 		}
-		return jsonResult(v, wf.Status == workflow.Failed)
+		res, err := jsonResult(v, wf.Status == workflow.Failed)
+		return replayed(res, repeat), err
 	}
 }
 
@@ -380,7 +443,7 @@ func (s *Server) mcpCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return toolError("arguments: want {\"tool\": \"<name>\", \"operation\": \"<id>\", \"args\": {…}}, as search_operations lists them"), nil
 	}
 	one := 1
-	wf, steps, err := s.mcpRun(ctx, r, workflow.StartRequest{
+	wf, steps, repeat, err := s.mcpRun(ctx, r, req, workflow.StartRequest{
 		Agent: agent.OperationAgent, Version: in.Tool + "." + in.Operation,
 		Goal:    mcpCallTool + " " + in.Tool + "." + in.Operation,
 		Context: map[string]any{"args": in.Args}, MaxToolCalls: &one,
@@ -400,7 +463,8 @@ func (s *Server) mcpCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 			res.Error = st.Error
 		}
 	}
-	return jsonResult(res, res.Status != agent.StatusOK)
+	out, err := jsonResult(res, res.Status != agent.StatusOK)
+	return replayed(out, repeat), err
 }
 
 // protectedResource is the RFC 9728 metadata of the MCP endpoint.
