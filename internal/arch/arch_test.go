@@ -94,7 +94,7 @@ func refused(from, to string) string {
 		return "only cmd/ (and bench/) wire a store engine; code below talks to the domain's Store interfaces"
 	case under(from, []string{"store"}) && under(to, frontDoors):
 		return "a store imports domain packages only, never a front door or a presentation package"
-	case under(from, []string{"frontdoor"}) && under(to, frontDoors):
+	case under(from, []string{"frontdoor"}) && under(to, frontDoors) && !under(to, []string{"frontdoor"}):
 		return "the shared plumbing imports no front door: front doors import it"
 	case !under(from, frontDoors) && !under(from, []string{"store"}) && under(to, frontDoors):
 		return "domain packages never import a front door"
@@ -119,6 +119,7 @@ func TestRulesRefuseWhatTheDocForbids(t *testing.T) {
 		{"internal/mcp", "internal/httpapi", false},
 		{"internal/httpapi", "internal/mcp", true},
 		{"internal/mcp", "internal/frontdoor", true},
+		{"internal/frontdoor", "internal/frontdoor/jsonbody", true},
 		{"internal/store/sqlite", "internal/workflow", true},
 	} {
 		got := refused(tc.from, tc.to) == ""

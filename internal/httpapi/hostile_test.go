@@ -752,7 +752,7 @@ func TestHostileA2A(t *testing.T) {
 		{"a 2 MiB part", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "` + strings.Repeat("a", 2<<20) + `"}]}}`, nil, 413, problem.PayloadTooLarge, ""},
 		{"cancel an ended task", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":cancel", tok, "", nil, 400, problem.A2ATaskNotCancelable, "TASK_NOT_CANCELABLE"},
 		{"a page size of zero", "GET", "/a2a/fraud-triage/tasks?pageSize=0", tok, "", nil, 422, problem.ValidationFailed, ""},
-		{"a push config to an http URL", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"url": "gopher://example.com/hook"}`, nil, 422, problem.ValidationFailed, ""},
+		{"a push config to a gopher URL", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"url": "gopher://example.com/hook"}`, nil, 422, problem.URLNotAllowed, ""},
 		{"a push config of another task", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"taskId": "wf_other", "url": "https://example.com/hook"}`, nil, 422, problem.ValidationFailed, ""},
 		{"another tenant's push configs", "GET", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", other, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
 		{"the extended card", "GET", "/a2a/fraud-triage/extendedAgentCard", tok, "", nil, 400, problem.A2AUnsupportedOperation, "UNSUPPORTED_OPERATION"},

@@ -415,7 +415,7 @@ func TestToolRegisterRefusesUnreachableAndRefusedSpecs(t *testing.T) {
 		{"loopback without --allow-private-networks", public, map[string]any{"spec_url": refused.URL + "/petstore31.yaml"}, problem.URLNotAllowed, "loopback"},
 		{"metadata service name", public, map[string]any{"spec_url": "http://metadata.google.internal/spec"}, problem.URLNotAllowed, "metadata"},
 		{"redirect to a refused address", onlyAllowed, map[string]any{"spec_url": allowedSrv.URL + "/moved"}, problem.URLNotAllowed, "not the allowed spec server"},
-		{"redirect to a name of a refused address", onlyAllowed, map[string]any{"spec_url": allowedSrv.URL + "/moved-by-name"}, problem.URLNotAllowed, "not the allowed spec server"},
+		{"redirect to a name of a refused address", onlyAllowed, map[string]any{"spec_url": allowedSrv.URL + "/moved-by-name"}, problem.URLNotAllowed, "resolves to a private address"},
 		{"fetched spec over the size limit", small, map[string]any{"spec_url": allowedSrv.URL + "/petstore31.yaml"}, problem.SpecTooLarge, "1 KiB"},
 		{"inline spec over the size limit", small, map[string]any{"spec": string(doc)}, problem.SpecTooLarge, "1024 byte limit"},
 	} {
