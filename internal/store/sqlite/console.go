@@ -2,14 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ session.Store = (*DB)(nil)
@@ -51,32 +50,18 @@ func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now t
 	)
 	err := db.write(ctx, func(tx dbtx) error {
 		var (
-			scopes                   string
-			sessionExp, created, exp string
-			used                     sql.NullString
+			used bool
+			err  error
 		)
-		err := tx.QueryRowContext(ctx, `SELECT id_hash, kind, tenant, subject, client_id, scopes, session_expires_at,
-			verifier, nonce, next, created_at, expires_at, used_at FROM console_grants WHERE id_hash = ? AND kind = ?`, idHash, kind).
-			Scan(&g.IDHash, &g.Kind, &g.Tenant, &g.Subject, &g.ClientID, &scopes, &sessionExp,
-				&g.Verifier, &g.Nonce, &g.Next, &created, &exp, &used)
-		if errors.Is(err, sql.ErrNoRows) {
+		g, used, err = sqlrow.ScanGrant(tx.QueryRowContext(ctx, `SELECT `+sqlrow.GrantColumns+`
+			FROM console_grants WHERE id_hash = ? AND kind = ?`, idHash, kind))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such sign-in link or login")
 		}
 		if err != nil {
 			return fmt.Errorf("load console grant: %w", err)
 		}
-		if err := json.Unmarshal([]byte(scopes), &g.Scopes); err != nil {
-			return fmt.Errorf("decode grant scopes: %w", err)
-		}
-		for _, t := range []struct {
-			s   string
-			out *time.Time
-		}{{sessionExp, &g.SessionExpiresAt}, {created, &g.CreatedAt}, {exp, &g.ExpiresAt}} {
-			if *t.out, err = parseTime(t.s); err != nil {
-				return err
-			}
-		}
-		if used.Valid {
+		if used {
 			return nil
 		}
 		first = true
@@ -114,24 +99,16 @@ func (db *DB) CreateConsoleSession(ctx context.Context, s session.Session) error
 func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) (session.Session, error) {
 	var s session.Session
 	err := db.query(ctx, func(q dbtx) error {
-		var scopes, created, exp string
-		err := q.QueryRowContext(ctx, `SELECT id_hash, tenant, subject, client_id, scopes, created_at, expires_at
-			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, fmtTime(now)).
-			Scan(&s.IDHash, &s.Tenant, &s.Subject, &s.ClientID, &scopes, &created, &exp)
-		if errors.Is(err, sql.ErrNoRows) {
+		var err error
+		s, err = sqlrow.ScanSession(q.QueryRowContext(ctx, `SELECT `+sqlrow.SessionColumns+`
+			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, fmtTime(now)))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such session, or it has expired")
 		}
 		if err != nil {
 			return fmt.Errorf("load console session: %w", err)
 		}
-		if err := json.Unmarshal([]byte(scopes), &s.Scopes); err != nil {
-			return fmt.Errorf("decode session scopes: %w", err)
-		}
-		if s.CreatedAt, err = parseTime(created); err != nil {
-			return err
-		}
-		s.ExpiresAt, err = parseTime(exp)
-		return err
+		return nil
 	})
 	return s, err
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -10,14 +9,11 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ schedule.Store = (*DB)(nil)
-
-const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.context, s.max_tool_calls,
-	s.overlap, s.paused, s.paused_reason, s.creator, s.created_at, s.updated_at,
-	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
 
 // claimScheduled stores, in a workflow's creation, the run of the schedule
 // that started it: the claim of its due time, which fails the creation
@@ -69,8 +65,8 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 	var s *schedule.Schedule
 	err := db.query(ctx, func(q dbtx) error {
 		var err error
-		s, err = scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = ? AND s.id = ?`, tenant, id))
-		if err == sql.ErrNoRows {
+		s, err = sqlrow.ScanSchedule(q.QueryRowContext(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE s.tenant = ? AND s.id = ?`, tenant, id))
+		if sqlrow.IsNoRows(err) {
 			return schedule.NotFound(id)
 		}
 		return err
@@ -80,12 +76,12 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 
 // ListSchedules returns the tenant's schedules, oldest first.
 func (db *DB) ListSchedules(ctx context.Context, tenant string) ([]*schedule.Schedule, error) {
-	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = ? ORDER BY s.id`, tenant)
+	return db.schedules(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE s.tenant = ? ORDER BY s.id`, tenant)
 }
 
 // ActiveSchedules returns every tenant's schedules that are not paused.
 func (db *DB) ActiveSchedules(ctx context.Context) ([]*schedule.Schedule, error) {
-	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
+	return db.schedules(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
 }
 
 func (db *DB) schedules(ctx context.Context, query string, args ...any) ([]*schedule.Schedule, error) {
@@ -95,24 +91,10 @@ func (db *DB) schedules(ctx context.Context, query string, args ...any) ([]*sche
 		if err != nil {
 			return fmt.Errorf("list schedules: %w", err)
 		}
-		out, err = collect(rows, scanSchedule)
+		out, err = collect(rows, sqlrow.ScanSchedule)
 		return err
 	})
 	return out, err
-}
-
-// collect scans every row with scan, closing rows.
-func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 // UpdateSchedule replaces a schedule's settings.
@@ -210,48 +192,10 @@ func (db *DB) ScheduleOf(ctx context.Context, workflowID string) (string, error)
 	var id string
 	err := db.query(ctx, func(q dbtx) error {
 		err := q.QueryRowContext(ctx, `SELECT schedule_id FROM schedule_runs WHERE workflow_id = ? AND workflow_id <> ''`, workflowID).Scan(&id)
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return nil
 		}
 		return err
 	})
 	return id, err
-}
-
-func scanSchedule(row scanner) (*schedule.Schedule, error) {
-	var (
-		s                schedule.Schedule
-		ctxJSON, cre     string
-		maxCalls         sql.NullInt64
-		created, updated string
-		lastDue          sql.NullString
-	)
-	err := row.Scan(&s.ID, &s.Tenant, &s.Agent, &s.Cron, &s.Timezone, &s.Goal, &ctxJSON, &maxCalls,
-		&s.Overlap, &s.Paused, &s.PausedReason, &cre, &created, &updated, &lastDue)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan schedule: %w", err)
-	}
-	s.Context = json.RawMessage(ctxJSON)
-	if maxCalls.Valid {
-		n := int(maxCalls.Int64)
-		s.MaxToolCalls = &n
-	}
-	if err := json.Unmarshal([]byte(cre), &s.Creator); err != nil {
-		return nil, fmt.Errorf("decode schedule creator: %w", err)
-	}
-	if s.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if s.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	if lastDue.Valid {
-		if s.LastDue, err = parseTime(lastDue.String); err != nil {
-			return nil, err
-		}
-	}
-	return &s, nil
 }
