@@ -64,7 +64,7 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 				return err
 			}
 		}
-		deployed := fmtTime(v.DeployedAt)
+		deployed := sqlrow.FormatTime(v.DeployedAt)
 		_, err = tx.ExecContext(ctx, `INSERT INTO agent_versions
 			(tenant, name, version, seq, description, definition, tools, deployed_at)
 			VALUES (?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM agent_versions WHERE tenant = ? AND name = ?),
@@ -150,7 +150,7 @@ func incDecimal(s string) string {
 // SetDefault makes an existing version the agent's default.
 func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
 	db.prepareAudit(rec)
-	now := fmtTime(db.now())
+	now := sqlrow.FormatTime(db.now())
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
 			WHERE tenant = ? AND name = ?

@@ -31,7 +31,7 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		_, err = tx.ExecContext(ctx, `INSERT INTO workflow_approvals (`+sqlrow.ApprovalColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '', 0)`,
 			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
-			a.AllowSelf, a.OnTimeout, a.Invoker, fmtTime(a.RequestedAt), fmtTime(a.Deadline),
+			a.AllowSelf, a.OnTimeout, a.Invoker, sqlrow.FormatTime(a.RequestedAt), sqlrow.FormatTime(a.Deadline),
 			a.Remaining.Milliseconds(), workflow.ApprovalPending)
 		if err != nil {
 			return fmt.Errorf("insert approval: %w", err)
@@ -74,13 +74,13 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 		wf.Status, wf.Owner, wf.LeaseUntil = workflow.Running, owner, micro(leaseUntil)
 		wf.Deadline = micro(d.At.Add(a.Remaining))
 		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'running', owner = ?, lease_until = ?, deadline = ?
-			WHERE id = ?`, owner, fmtTime(wf.LeaseUntil), fmtTime(wf.Deadline), wf.ID); err != nil {
+			WHERE id = ?`, owner, sqlrow.FormatTime(wf.LeaseUntil), sqlrow.FormatTime(wf.Deadline), wf.ID); err != nil {
 			return fmt.Errorf("resume workflow: %w", err)
 		}
 		a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = ?, decided_by = ?, decided_at = ?,
 				comment = ?, timed_out = ?
-			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, fmtTime(a.DecidedAt), a.Comment, a.TimedOut,
+			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, sqlrow.FormatTime(a.DecidedAt), a.Comment, a.TimedOut,
 			a.WorkflowID, a.Step); err != nil {
 			return fmt.Errorf("record decision: %w", err)
 		}
@@ -145,7 +145,7 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*wo
 	var out []*workflow.Approval
 	err := db.query(ctx, func(q dbtx) error {
 		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
-			WHERE status = 'pending' AND deadline <= ? ORDER BY deadline LIMIT ?`, fmtTime(now), limit)
+			WHERE status = 'pending' AND deadline <= ? ORDER BY deadline LIMIT ?`, sqlrow.FormatTime(now), limit)
 		if err != nil {
 			return fmt.Errorf("query due approvals: %w", err)
 		}

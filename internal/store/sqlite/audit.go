@@ -61,7 +61,7 @@ func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_tail (`+sqlrow.AuditColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
+			r.ID, r.Tenant, r.Seq, sqlrow.FormatTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
 			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
 			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
 			return fmt.Errorf("insert audit record: %w", err)
@@ -202,7 +202,7 @@ func filterConds(tenant string, f audit.Filter, timeCol string) ([]string, []any
 		add(timeCol+" >= ?", fmtTimeCeil(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add(timeCol+" <= ?", fmtTime(f.Until))
+		add(timeCol+" <= ?", sqlrow.FormatTime(f.Until))
 	}
 	if f.BeforeSeq > 0 {
 		add("seq < ?", f.BeforeSeq)
@@ -280,7 +280,7 @@ func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter
 	if !f.Until.IsZero() {
 		var after int64
 		err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_records WHERE tenant = ? AND time > ?
-			ORDER BY time, seq LIMIT 1`, tenant, fmtTime(f.Until)).Scan(&after)
+			ORDER BY time, seq LIMIT 1`, tenant, sqlrow.FormatTime(f.Until)).Scan(&after)
 		if err != nil && !sqlrow.IsNoRows(err) {
 			return false, fmt.Errorf("estimate audit range: %w", err)
 		}

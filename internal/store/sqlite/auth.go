@@ -45,7 +45,7 @@ func (db *DB) AddSigningKey(ctx context.Context, k auth.SigningKey, onlyIfNone b
 			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO signing_keys (id, alg, private_jwk, created_at) VALUES (?, ?, ?, ?)`,
-			k.ID, k.Algorithm, k.PrivateJWK, fmtTime(k.CreatedAt))
+			k.ID, k.Algorithm, k.PrivateJWK, sqlrow.FormatTime(k.CreatedAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a signing key with id %q exists", k.ID)
 		}
@@ -70,7 +70,7 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (id, tenant, name, secret_hash, scopes, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, c.ID, c.Tenant, c.Name, c.SecretHash, string(scopes), fmtTime(c.CreatedAt))
+			VALUES (?, ?, ?, ?, ?, ?)`, c.ID, c.Tenant, c.Name, c.SecretHash, string(scopes), sqlrow.FormatTime(c.CreatedAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a client with id %q exists", c.ID)
 		}
@@ -142,7 +142,7 @@ func (db *DB) RevokeClient(ctx context.Context, id string, at time.Time, rec *au
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO revoked_clients (client_id, tenant, revoked_at)
-			SELECT id, tenant, ? FROM oauth_clients WHERE id = ? ON CONFLICT (client_id) DO NOTHING`, fmtTime(at), id)
+			SELECT id, tenant, ? FROM oauth_clients WHERE id = ? ON CONFLICT (client_id) DO NOTHING`, sqlrow.FormatTime(at), id)
 		if err != nil {
 			return fmt.Errorf("revoke client: %w", err)
 		}

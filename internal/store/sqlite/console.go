@@ -24,13 +24,13 @@ func (db *DB) CreateConsoleGrant(ctx context.Context, g session.Grant) error {
 		return fmt.Errorf("encode grant scopes: %w", err)
 	}
 	return db.write(ctx, func(tx dbtx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_grants WHERE expires_at < ?`, fmtTime(g.CreatedAt.Add(-consoleKeep))); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_grants WHERE expires_at < ?`, sqlrow.FormatTime(g.CreatedAt.Add(-consoleKeep))); err != nil {
 			return fmt.Errorf("sweep console grants: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO console_grants (id_hash, kind, tenant, subject, client_id, scopes,
 			session_expires_at, verifier, nonce, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			g.IDHash, g.Kind, g.Tenant, g.Subject, g.ClientID, string(scopes), fmtTime(g.SessionExpiresAt),
-			g.Verifier, g.Nonce, g.Next, fmtTime(g.CreatedAt), fmtTime(g.ExpiresAt))
+			g.IDHash, g.Kind, g.Tenant, g.Subject, g.ClientID, string(scopes), sqlrow.FormatTime(g.SessionExpiresAt),
+			g.Verifier, g.Nonce, g.Next, sqlrow.FormatTime(g.CreatedAt), sqlrow.FormatTime(g.ExpiresAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a console grant with this id exists")
 		}
@@ -65,7 +65,7 @@ func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now t
 			return nil
 		}
 		first = true
-		if _, err := tx.ExecContext(ctx, `UPDATE console_grants SET used_at = ? WHERE id_hash = ?`, fmtTime(now), idHash); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE console_grants SET used_at = ? WHERE id_hash = ?`, sqlrow.FormatTime(now), idHash); err != nil {
 			return fmt.Errorf("use console grant: %w", err)
 		}
 		return nil
@@ -80,11 +80,11 @@ func (db *DB) CreateConsoleSession(ctx context.Context, s session.Session) error
 		return fmt.Errorf("encode session scopes: %w", err)
 	}
 	return db.write(ctx, func(tx dbtx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at < ?`, fmtTime(s.CreatedAt)); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at < ?`, sqlrow.FormatTime(s.CreatedAt)); err != nil {
 			return fmt.Errorf("sweep console sessions: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO console_sessions (id_hash, tenant, subject, client_id, scopes, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.IDHash, s.Tenant, s.Subject, s.ClientID, string(scopes), fmtTime(s.CreatedAt), fmtTime(s.ExpiresAt))
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.IDHash, s.Tenant, s.Subject, s.ClientID, string(scopes), sqlrow.FormatTime(s.CreatedAt), sqlrow.FormatTime(s.ExpiresAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a console session with this id exists")
 		}
@@ -101,7 +101,7 @@ func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) 
 	err := db.query(ctx, func(q dbtx) error {
 		var err error
 		s, err = sqlrow.ScanSession(q.QueryRowContext(ctx, `SELECT `+sqlrow.SessionColumns+`
-			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, fmtTime(now)))
+			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, sqlrow.FormatTime(now)))
 		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such session, or it has expired")
 		}

@@ -52,7 +52,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 			 workflow_id, created_at, expires_at, locked_until)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append(keyArgs(e.Key), e.Fingerprint, e.State, e.Status, header, e.Body, e.WorkflowID,
-				fmtTime(e.CreatedAt), fmtTime(e.ExpiresAt), fmtTime(e.LockedUntil))...); err != nil {
+				sqlrow.FormatTime(e.CreatedAt), sqlrow.FormatTime(e.ExpiresAt), sqlrow.FormatTime(e.LockedUntil))...); err != nil {
 			return fmt.Errorf("insert idempotency entry: %w", err)
 		}
 		got, created = e, true
@@ -85,7 +85,7 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 func (db *DB) ExtendIdempotent(ctx context.Context, k idempotency.Key, until time.Time) error {
 	return db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE idempotency_entries SET locked_until = ? WHERE `+idemKeyCond+` AND state = ?`,
-			append(append([]any{fmtTime(until)}, keyArgs(k)...), idempotency.Running)...); err != nil {
+			append(append([]any{sqlrow.FormatTime(until)}, keyArgs(k)...), idempotency.Running)...); err != nil {
 			return fmt.Errorf("extend idempotency entry: %w", err)
 		}
 		return nil
@@ -108,7 +108,7 @@ func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
 func (db *DB) PurgeIdempotency(ctx context.Context, t time.Time) (int64, error) {
 	var n int64
 	err := db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_entries WHERE expires_at < ?`, fmtTime(t))
+		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_entries WHERE expires_at < ?`, sqlrow.FormatTime(t))
 		if err != nil {
 			return fmt.Errorf("purge idempotency entries: %w", err)
 		}

@@ -32,7 +32,7 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 		w, err = sqlrow.ScanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows
 			SET status = 'running', cancel_requested = 1, owner = ?, lease_until = ?
 			WHERE tenant = ? AND id = ? AND status = 'waiting' RETURNING `+sqlrow.WorkflowColumns,
-			owner, fmtTime(leaseUntil), tenant, id))
+			owner, sqlrow.FormatTime(leaseUntil), tenant, id))
 		if err == nil {
 			taken = true
 			if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = 'cancelled'
@@ -70,7 +70,7 @@ func (db *DB) RenewLease(ctx context.Context, owner string, ids []string, until 
 		clear(finished)
 		rows, err := tx.QueryContext(ctx, `UPDATE workflows SET lease_until = ?
 			WHERE id IN (SELECT value FROM json_each(?)) AND status = 'running' AND owner = ?
-			RETURNING id, cancel_requested`, fmtTime(until), string(idsJSON), owner)
+			RETURNING id, cancel_requested`, sqlrow.FormatTime(until), string(idsJSON), owner)
 		if err != nil {
 			return fmt.Errorf("renew leases: %w", err)
 		}
@@ -145,7 +145,7 @@ func (db *DB) ClaimExpired(ctx context.Context, owner string, now, until time.Ti
 		rows, err := tx.QueryContext(ctx, `UPDATE workflows SET owner = ?, lease_until = ?
 			WHERE id IN (SELECT id FROM workflows WHERE status = 'running' AND lease_until < ?
 				ORDER BY lease_until LIMIT ?)
-			RETURNING `+sqlrow.WorkflowColumns, owner, fmtTime(until), fmtTimeCeil(now), limit)
+			RETURNING `+sqlrow.WorkflowColumns, owner, sqlrow.FormatTime(until), fmtTimeCeil(now), limit)
 		if err != nil {
 			return fmt.Errorf("claim workflows: %w", err)
 		}

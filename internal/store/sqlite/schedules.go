@@ -24,10 +24,10 @@ func claimScheduled(ctx context.Context, tx dbtx, w *workflow.Workflow) error {
 	}
 	var due any
 	if !w.ScheduledFor.IsZero() {
-		due = fmtTime(w.ScheduledFor)
+		due = sqlrow.FormatTime(w.ScheduledFor)
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at) VALUES (?, ?, ?, ?)`,
-		w.ScheduleID, due, w.ID, fmtTime(w.StartedAt))
+		w.ScheduleID, due, w.ID, sqlrow.FormatTime(w.StartedAt))
 	if isUnique(err) {
 		return problem.New(problem.Conflict, "schedule %s already started a workflow for %s", w.ScheduleID, w.ScheduledFor.UTC().Format(time.RFC3339))
 	}
@@ -49,7 +49,7 @@ func (db *DB) CreateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, tenant, agent, cron, timezone, goal, context,
 			max_tool_calls, overlap, paused, creator, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			s.ID, s.Tenant, s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap,
-			s.Paused, string(creator), fmtTime(s.CreatedAt), fmtTime(s.UpdatedAt))
+			s.Paused, string(creator), sqlrow.FormatTime(s.CreatedAt), sqlrow.FormatTime(s.UpdatedAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "schedule %s already exists", s.ID)
 		}
@@ -105,7 +105,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET agent = ?, cron = ?, timezone = ?, goal = ?, context = ?,
 			max_tool_calls = ?, overlap = ?, paused = ?, paused_reason = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
 			s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap, s.Paused,
-			s.PausedReason, fmtTime(s.UpdatedAt), s.Tenant, s.ID)
+			s.PausedReason, sqlrow.FormatTime(s.UpdatedAt), s.Tenant, s.ID)
 		if err != nil {
 			return fmt.Errorf("update schedule: %w", err)
 		}
@@ -123,7 +123,7 @@ func (db *DB) PauseSchedule(ctx context.Context, id, reason string, at time.Time
 	var paused bool
 	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET paused = 1, paused_reason = ?, updated_at = ? WHERE id = ? AND NOT paused`,
-			reason, fmtTime(micro(at)), id)
+			reason, sqlrow.FormatTime(micro(at)), id)
 		if err != nil {
 			return fmt.Errorf("pause schedule: %w", err)
 		}
@@ -166,7 +166,7 @@ func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time) (bo
 	var claimed bool
 	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at)
-			VALUES (?, ?, '', ?) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, fmtTime(due), fmtTime(db.now()))
+			VALUES (?, ?, '', ?) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, sqlrow.FormatTime(due), sqlrow.FormatTime(db.now()))
 		if err != nil {
 			return fmt.Errorf("skip due time: %w", err)
 		}

@@ -282,7 +282,7 @@ func TestAuditMigrationKeepsTheChain(t *testing.T) {
 		}
 		if _, err := raw.ExecContext(ctx, `INSERT INTO audit_records (`+sqlrow.AuditColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
+			r.ID, r.Tenant, r.Seq, sqlrow.FormatTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
 			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
 			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
 			t.Fatal(err)

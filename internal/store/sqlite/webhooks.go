@@ -21,7 +21,7 @@ func queueWebhookEvent(ctx context.Context, tx dbtx, ev *webhook.Event) error {
 	if ev == nil {
 		return nil
 	}
-	at := fmtTime(ev.At)
+	at := sqlrow.FormatTime(ev.At)
 	_, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, tenant, webhook_id, event_type,
 			order_key, body, status, attempts, next_attempt_at, last_status, last_error, lease_owner, lease_until, created_at)
 		SELECT 'msg_' || ? || substr(w.id, 5), w.tenant, w.id, ?, ?, ?, 'pending', 0, ?, 0, '', '', ?, ?
@@ -46,7 +46,7 @@ func (db *DB) CreateWebhook(ctx context.Context, w *webhook.Webhook, rec *audit.
 	return db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+sqlrow.WebhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret,
-			fmtTime(w.PreviousUntil), fmtTime(w.CreatedAt), w.WorkflowID); err != nil {
+			sqlrow.FormatTime(w.PreviousUntil), sqlrow.FormatTime(w.CreatedAt), w.WorkflowID); err != nil {
 			return fmt.Errorf("insert webhook: %w", err)
 		}
 		return appendAudit(ctx, tx, rec)
@@ -91,7 +91,7 @@ func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previ
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE webhooks SET previous_secret = secret, previous_until = ?, secret = ?
-			WHERE tenant = ? AND id = ?`, fmtTime(previousUntil), secret, tenant, id)
+			WHERE tenant = ? AND id = ?`, sqlrow.FormatTime(previousUntil), secret, tenant, id)
 		if err != nil {
 			return fmt.Errorf("rotate secret: %w", err)
 		}
@@ -124,7 +124,7 @@ func (db *DB) RetryDelivery(ctx context.Context, tenant, webhookID, id string, n
 	var d *webhook.Delivery
 	err := db.write(ctx, func(tx dbtx) error {
 		var err error
-		at := fmtTime(now)
+		at := sqlrow.FormatTime(now)
 		d, err = sqlrow.ScanDelivery(tx.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
 				created_at = CASE WHEN status = 'failed' THEN ? ELSE created_at END
 			WHERE tenant = ? AND webhook_id = ? AND id = ? RETURNING `+sqlrow.DeliveryColumns, at, at, tenant, webhookID, id))
@@ -147,7 +147,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time
 	var due bool
 	if err := db.query(ctx, func(q dbtx) error {
 		return q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= ? AND lease_until < ?)`, fmtTime(now), fmtTime(now)).Scan(&due)
+			WHERE status = 'pending' AND next_attempt_at <= ? AND lease_until < ?)`, sqlrow.FormatTime(now), sqlrow.FormatTime(now)).Scan(&due)
 	}); err != nil || !due {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time
 					AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id
 						AND e.order_key = d.order_key AND e.status = 'pending' AND e.seq < d.seq)
 				ORDER BY d.seq LIMIT ?)
-			RETURNING `+sqlrow.DeliveryColumns, owner, fmtTime(until), fmtTime(now), fmtTime(now), limit)
+			RETURNING `+sqlrow.DeliveryColumns, owner, sqlrow.FormatTime(until), sqlrow.FormatTime(now), sqlrow.FormatTime(now), limit)
 		if err != nil {
 			return fmt.Errorf("claim deliveries: %w", err)
 		}
@@ -175,7 +175,7 @@ func (db *DB) FinishAttempt(ctx context.Context, owner, id string, o webhook.Out
 	err := db.write(ctx, func(tx dbtx) error {
 		var delivered any
 		if o.Status == webhook.Delivered {
-			delivered = fmtTime(o.At)
+			delivered = sqlrow.FormatTime(o.At)
 		}
 		next := o.NextAttempt
 		if o.Status != webhook.Pending {
@@ -184,7 +184,7 @@ func (db *DB) FinishAttempt(ctx context.Context, owner, id string, o webhook.Out
 		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?,
 				last_status = ?, last_error = ?, delivered_at = ?, lease_owner = '', lease_until = ?
 			WHERE id = ? AND lease_owner = ? AND status = 'pending'`,
-			o.Status, o.Attempts, fmtTime(next), o.HTTPStatus, o.Error, delivered, noLease, id, owner)
+			o.Status, o.Attempts, sqlrow.FormatTime(next), o.HTTPStatus, o.Error, delivered, noLease, id, owner)
 		if err != nil {
 			return fmt.Errorf("record attempt: %w", err)
 		}

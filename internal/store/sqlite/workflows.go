@@ -21,7 +21,7 @@ import (
 var _ workflow.Store = (*DB)(nil)
 
 // noLease is lease_until of a workflow nobody holds: before any real time.
-var noLease = fmtTime(time.Time{})
+var noLease = sqlrow.FormatTime(time.Time{})
 
 // CreateWorkflow stores a new running workflow owned by w.Owner.
 func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
@@ -94,7 +94,7 @@ func stepRow(owner string, s *workflow.Step) []any {
 	}
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
+		s.HTTPStatus, s.Attempts, sqlrow.FormatTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
 		s.Model, in, out, s.FinishReason, s.ErrorCode,
 		s.WorkflowID, owner}
 }
@@ -118,7 +118,7 @@ func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs 
 
 // RecordIntent stores an intent, provided owner holds the lease.
 func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
-	at := fmtTime(in.At)
+	at := sqlrow.FormatTime(in.At)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
 			SELECT ?, ?, ?, ?, ?
@@ -147,7 +147,7 @@ func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Co
 				agent_version, model, provider_model, input_tokens, output_tokens, cost, currency, finish_reason, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workflow_id, n) DO NOTHING`,
 			c.WorkflowID, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
-			c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, fmtTime(c.CreatedAt))
+			c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, sqlrow.FormatTime(c.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("record completion: %w", err)
 		}
@@ -179,7 +179,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, outcome = ?, output = ?, error = ?,
 				finished_at = ?, owner = '', lease_until = ?
 			WHERE id = ? AND status = 'running' AND owner = ?`,
-			w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), fmtTime(w.FinishedAt), noLease, w.ID, owner)
+			w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), sqlrow.FormatTime(w.FinishedAt), noLease, w.ID, owner)
 		if err := leaseHeld(res, err, w.ID, "finish workflow"); err != nil {
 			return err
 		}
@@ -252,7 +252,7 @@ func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.
 func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Time) error {
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE workflows SET idem_key = NULL
-			WHERE tenant = ? AND idem_key = ? AND started_at < ?`, tenant, key, fmtTime(before))
+			WHERE tenant = ? AND idem_key = ? AND started_at < ?`, tenant, key, sqlrow.FormatTime(before))
 		return err
 	})
 }
@@ -398,7 +398,7 @@ func workflowsWhere(ctx context.Context, tx dbtx, tenant string, f workflow.List
 		add("started_at >= ?", fmtTimeCeil(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add("started_at <= ?", fmtTime(f.Until))
+		add("started_at <= ?", sqlrow.FormatTime(f.Until))
 	}
 	if f.Version != "" {
 		add("agent_version = ?", f.Version)
@@ -475,13 +475,13 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 		return nil, fmt.Errorf("encode workflow tool revisions: %w", err)
 	}
 	w.StartedAt, w.FinishedAt, w.Deadline, w.LeaseUntil = micro(w.StartedAt), micro(w.FinishedAt), micro(w.Deadline), micro(w.LeaseUntil)
-	finished := ""
+	var finished any = ""
 	if !w.FinishedAt.IsZero() {
-		finished = fmtTime(w.FinishedAt)
+		finished = sqlrow.FormatTime(w.FinishedAt)
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil), string(revs), w.MaxLLMTokens}, nil
+		sqlrow.FormatTime(w.StartedAt), finished, sqlrow.FormatTime(w.Deadline), w.CancelRequested, w.Owner, sqlrow.FormatTime(w.LeaseUntil), string(revs), w.MaxLLMTokens}, nil
 }
 
 func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {
