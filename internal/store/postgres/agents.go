@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ agent.VersionStore = (*DB)(nil)
@@ -163,11 +163,8 @@ func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, err
 	var a *agent.Agent
 	err := db.read(ctx, func(tx querier) error {
 		var err error
-		a, err = scanAgent(tx.QueryRow(ctx, agentQuery+`a.name = $2`, tenant, name), tenant)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return agentNotFound(name)
-		}
-		return err
+		a, err = sqlrow.ScanAgent(tx.QueryRow(ctx, agentQuery+`a.name = $2`, tenant, name), tenant)
+		return sqlrow.NotFound(err, "no agent named %q", name)
 	})
 	return a, err
 }
@@ -177,10 +174,10 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 	var v *agent.Version
 	err := db.read(ctx, func(tx querier) error {
 		var err error
-		v, err = scanVersion(tx.QueryRow(ctx, versionQuery+`
+		v, err = sqlrow.ScanVersion(tx.QueryRow(ctx, versionQuery+`
 			AND v.version = CASE WHEN $3::text = '' THEN a.default_version ELSE $3::text END`,
 			tenant, name, version), tenant, name)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if sqlrow.IsNoRows(err) {
 			return missingVersion(ctx, tx, tenant, name, version)
 		}
 		return err
@@ -207,7 +204,7 @@ func (db *DB) listAgents(ctx context.Context, tenant, after string, limit int, l
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
 		}
-		as, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*agent.Agent, error) { return scanAgent(row, tenant) })
+		as, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*agent.Agent, error) { return sqlrow.ScanAgent(row, tenant) })
 		if err != nil {
 			return fmt.Errorf("list agents: %w", err)
 		}
@@ -225,7 +222,7 @@ func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.V
 			return fmt.Errorf("list agent versions: %w", err)
 		}
 		vs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*agent.Version, error) {
-			return scanVersion(row, tenant, name)
+			return sqlrow.ScanVersion(row, tenant, name)
 		})
 		if err != nil {
 			return fmt.Errorf("list agent versions: %w", err)
@@ -244,7 +241,7 @@ func missingVersion(ctx context.Context, tx querier, tenant, name, version strin
 	var one int
 	err := tx.QueryRow(ctx, `SELECT 1 FROM agents WHERE tenant = $1 AND name = $2`, tenant, name).Scan(&one)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case sqlrow.IsNoRows(err):
 		return agentNotFound(name)
 	case err != nil:
 		return fmt.Errorf("load agent: %w", err)
@@ -256,35 +253,4 @@ func missingVersion(ctx context.Context, tx querier, tenant, name, version strin
 
 func agentNotFound(name string) error {
 	return problem.New(problem.NotFound, "no agent named %q", name)
-}
-
-func scanAgent(row pgx.Row, tenant string) (*agent.Agent, error) {
-	a := agent.Agent{Tenant: tenant}
-	err := row.Scan(&a.Name, &a.DefaultVersion, &a.CreatedAt, &a.UpdatedAt, &a.Versions, &a.LatestVersion, &a.Description, &a.ArchivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan agent: %w", err)
-	}
-	a.CreatedAt, a.UpdatedAt, a.ArchivedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC(), utcPtr(a.ArchivedAt)
-	return &a, nil
-}
-
-func scanVersion(row pgx.Row, tenant, name string) (*agent.Version, error) {
-	v := agent.Version{Tenant: tenant, Name: name}
-	var def, tools []byte
-	err := row.Scan(&v.Version, &v.Description, &def, &tools, &v.DeployedAt, &v.Default, &v.ArchivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan agent version: %w", err)
-	}
-	v.Definition = json.RawMessage(def)
-	if err := json.Unmarshal(tools, &v.Tools); err != nil {
-		return nil, fmt.Errorf("decode agent version tools: %w", err)
-	}
-	v.DeployedAt, v.ArchivedAt = v.DeployedAt.UTC(), utcPtr(v.ArchivedAt)
-	return &v, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,13 +11,10 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
-
-const approvalColumns = `workflow_id, step, tenant, agent, agent_version, action, reason, approver_scope,
-	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
-	comment, timed_out`
 
 // SuspendWorkflow stores the last steps and the pending approval a, and
 // sets the workflow waiting without a lease, provided owner holds it.
@@ -36,7 +32,7 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 			return err
 		}
 		tx.notify(changeChanged, a.WorkflowID) // its followers see it waiting
-		_, err = tx.Exec(ctx, `INSERT INTO workflow_approvals (`+approvalColumns+`)
+		_, err = tx.Exec(ctx, `INSERT INTO workflow_approvals (`+sqlrow.ApprovalColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '', NULL, '', false)`,
 			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
 			a.AllowSelf, a.OnTimeout, a.Invoker, a.RequestedAt, a.Deadline, a.Remaining.Milliseconds(), workflow.ApprovalPending)
@@ -62,17 +58,17 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 	)
 	err := db.write(ctx, func(tx *wtx) error {
 		var err error
-		wf, err = scanWorkflow(tx.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
+		wf, err = sqlrow.ScanWorkflow(tx.QueryRow(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows
 			WHERE tenant = $1 AND id = $2 FOR UPDATE`, d.Tenant, d.WorkflowID))
-		if errors.Is(err, pgx.ErrNoRows) {
+		if sqlrow.IsNoRows(err) {
 			return workflowNotFound(d.WorkflowID)
 		}
 		if err != nil {
 			return err
 		}
-		a, err = scanApproval(tx.QueryRow(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		a, err = sqlrow.ScanApproval(tx.QueryRow(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 			WHERE workflow_id = $1 AND step = $2 FOR UPDATE`, d.WorkflowID, d.Step))
-		if errors.Is(err, pgx.ErrNoRows) {
+		if sqlrow.IsNoRows(err) {
 			return workflow.ConflictOn(wf, nil, d.Step)
 		}
 		if err != nil {
@@ -126,7 +122,7 @@ func (db *DB) Approvals(ctx context.Context, tenant string, f workflow.ApprovalF
 	if id, step, ok := workflow.ParseApprovalCursor(f.After); ok {
 		add("(workflow_id, step) < (?, ?)", id, step)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+	rows, err := db.pool.Query(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 		WHERE `+strings.Join(where, " AND ")+` ORDER BY workflow_id DESC, step DESC LIMIT `+strconv.Itoa(page.Size(f.Limit)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", unavailable(err))
@@ -136,7 +132,7 @@ func (db *DB) Approvals(ctx context.Context, tenant string, f workflow.ApprovalF
 
 // WorkflowApprovals returns a workflow's approvals by step.
 func (db *DB) WorkflowApprovals(ctx context.Context, workflowID string) ([]*workflow.Approval, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+	rows, err := db.pool.Query(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 		WHERE workflow_id = $1 ORDER BY step`, workflowID)
 	if err != nil {
 		return nil, fmt.Errorf("query approvals: %w", unavailable(err))
@@ -146,7 +142,7 @@ func (db *DB) WorkflowApprovals(ctx context.Context, workflowID string) ([]*work
 
 // DueApprovals returns pending approvals whose deadline is not after now.
 func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*workflow.Approval, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+	rows, err := db.pool.Query(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 		WHERE status = 'pending' AND deadline <= $1 ORDER BY deadline LIMIT $2`, micro(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("query due approvals: %w", unavailable(err))
@@ -155,32 +151,9 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*wo
 }
 
 func collectApprovals(rows pgx.Rows) ([]*workflow.Approval, error) {
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*workflow.Approval, error) { return scanApproval(row) })
+	out, err := collect(rows, sqlrow.ScanApproval)
 	if err != nil {
 		return nil, fmt.Errorf("read approvals: %w", err)
 	}
 	return out, nil
-}
-
-func scanApproval(row pgx.Row) (*workflow.Approval, error) {
-	var (
-		a         workflow.Approval
-		remaining int64
-		decided   *time.Time
-	)
-	err := row.Scan(&a.WorkflowID, &a.Step, &a.Tenant, &a.Agent, &a.AgentVersion, &a.Action, &a.Reason, &a.ApproverScope,
-		&a.AllowSelf, &a.OnTimeout, &a.Invoker, &a.RequestedAt, &a.Deadline, &remaining, &a.Status, &a.DecidedBy, &decided,
-		&a.Comment, &a.TimedOut)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan approval: %w", err)
-	}
-	a.Remaining = time.Duration(remaining) * time.Millisecond
-	a.RequestedAt, a.Deadline = a.RequestedAt.UTC(), a.Deadline.UTC()
-	if decided != nil {
-		a.DecidedAt = decided.UTC()
-	}
-	return &a, nil
 }

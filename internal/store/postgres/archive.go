@@ -152,12 +152,3 @@ func missingLiveVersion(ctx context.Context, tx querier, tenant, name, version s
 	}
 	return missingVersion(ctx, tx, tenant, name, version)
 }
-
-// utcPtr returns t in UTC, nil for nil.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}

@@ -15,10 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
-
-const auditColumns = `id, tenant, seq, time, actor_sub, actor_client_id, action, resource_type,
-	resource_id, outcome, status, request_id, trace_id, workflow_id, details, prev_hash, hash`
 
 // AppendAudit appends records to their tenants' chains in one transaction.
 func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
@@ -142,7 +140,7 @@ func (t *wtx) appendAudit() error {
 		requestID[i], traceID[i], workflowID[i] = r.RequestID, r.TraceID, r.WorkflowID
 		details[i], prevHash[i], hash[i] = string(r.Details), r.PrevHash, r.Hash
 	}
-	t.Queue(nil, `INSERT INTO audit_records (`+auditColumns+`)
+	t.Queue(nil, `INSERT INTO audit_records (`+sqlrow.AuditColumns+`)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::text[],
 			$15::text[], $16::text[], $17::text[])`,
@@ -344,15 +342,15 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 	args = append(args, limit)
 	lim := "$" + strconv.Itoa(len(args))
 
-	query := `SELECT ` + auditColumns + ` FROM audit_records WHERE ` + cond + ` ORDER BY seq DESC LIMIT ` + lim
+	query := `SELECT ` + sqlrow.AuditColumns + ` FROM audit_records WHERE ` + cond + ` ORDER BY seq DESC LIMIT ` + lim
 	if f.Actor != "" {
 		// The actor is the subject or the client: each side walks its own
 		// index in seq order, so neither has to sort a large match.
 		args = append(args, f.Actor)
 		actor := "$" + strconv.Itoa(len(args))
-		query = `(SELECT ` + auditColumns + ` FROM audit_records WHERE ` + cond + ` AND actor_sub = ` + actor + ` ORDER BY seq DESC LIMIT ` + lim + `)
+		query = `(SELECT ` + sqlrow.AuditColumns + ` FROM audit_records WHERE ` + cond + ` AND actor_sub = ` + actor + ` ORDER BY seq DESC LIMIT ` + lim + `)
 			UNION
-			(SELECT ` + auditColumns + ` FROM audit_records WHERE ` + cond + ` AND actor_client_id = ` + actor + ` ORDER BY seq DESC LIMIT ` + lim + `)
+			(SELECT ` + sqlrow.AuditColumns + ` FROM audit_records WHERE ` + cond + ` AND actor_client_id = ` + actor + ` ORDER BY seq DESC LIMIT ` + lim + `)
 			ORDER BY seq DESC LIMIT ` + lim
 	}
 
@@ -362,7 +360,7 @@ func (db *DB) QueryAudit(ctx context.Context, tenant string, f audit.Filter) ([]
 		if err != nil {
 			return fmt.Errorf("query audit: %w", err)
 		}
-		recs, err = pgx.CollectRows(rows, scanAudit)
+		recs, err = collect(rows, sqlrow.ScanAudit)
 		if err != nil {
 			return fmt.Errorf("query audit: %w", err)
 		}
@@ -378,14 +376,14 @@ func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limi
 	}
 	n := 0
 	err := db.read(ctx, func(tx querier) error {
-		rows, err := tx.Query(ctx, `SELECT `+auditColumns+` FROM audit_records
+		rows, err := tx.Query(ctx, `SELECT `+sqlrow.AuditColumns+` FROM audit_records
 			WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenant, afterSeq, limit)
 		if err != nil {
 			return fmt.Errorf("scan audit: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanAudit(rows)
+			r, err := sqlrow.ScanAudit(rows)
 			if err != nil {
 				return fmt.Errorf("scan audit: %w", err)
 			}
@@ -406,19 +404,4 @@ func ceilMicro(t time.Time) time.Time {
 		return u.Add(time.Microsecond)
 	}
 	return t
-}
-
-func scanAudit(row pgx.CollectableRow) (audit.Record, error) {
-	var (
-		r       audit.Record
-		details string
-	)
-	if err := row.Scan(&r.ID, &r.Tenant, &r.Seq, &r.Time, &r.Actor.Sub, &r.Actor.ClientID, &r.Action,
-		&r.Resource.Type, &r.Resource.ID, &r.Outcome, &r.Status, &r.RequestID, &r.TraceID,
-		&r.WorkflowID, &details, &r.PrevHash, &r.Hash); err != nil {
-		return audit.Record{}, err
-	}
-	r.Time = r.Time.UTC()
-	r.Details = []byte(details)
-	return r, nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,22 +11,18 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 // SigningKeys returns the issuer's keys, newest first.
 func (db *DB) SigningKeys(ctx context.Context) ([]auth.SigningKey, error) {
 	var ks []auth.SigningKey
 	err := db.read(ctx, func(tx querier) error {
-		rows, err := tx.Query(ctx, `SELECT id, alg, private_jwk, created_at FROM signing_keys ORDER BY seq DESC`)
+		rows, err := tx.Query(ctx, `SELECT `+sqlrow.SigningKeyColumns+` FROM signing_keys ORDER BY seq DESC`)
 		if err != nil {
 			return fmt.Errorf("query signing keys: %w", err)
 		}
-		ks, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (auth.SigningKey, error) {
-			var k auth.SigningKey
-			err := row.Scan(&k.ID, &k.Algorithm, &k.PrivateJWK, &k.CreatedAt)
-			k.CreatedAt = k.CreatedAt.UTC()
-			return k, err
-		})
+		ks, err = collect(rows, sqlrow.ScanSigningKey)
 		if err != nil {
 			return fmt.Errorf("query signing keys: %w", err)
 		}
@@ -100,11 +95,8 @@ func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 	var c auth.Client
 	err := db.read(ctx, func(tx querier) error {
 		var err error
-		c, err = scanClient(tx.QueryRow(ctx, clientQuery+`WHERE c.id = $1`, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.New(problem.NotFound, "no client with id %q", id)
-		}
-		return err
+		c, err = sqlrow.ScanClient(tx.QueryRow(ctx, clientQuery+`WHERE c.id = $1`, id))
+		return sqlrow.NotFound(err, "no client with id %q", id)
 	})
 	return c, err
 }
@@ -130,25 +122,6 @@ func (db *DB) ServerSecret(ctx context.Context, name string, value []byte) ([]by
 const clientQuery = `SELECT c.id, c.tenant, c.name, c.secret_hash, c.scopes, c.created_at, r.revoked_at
 	FROM oauth_clients c LEFT JOIN revoked_clients r ON r.client_id = c.id `
 
-func scanClient(row pgx.Row) (auth.Client, error) {
-	var (
-		c      auth.Client
-		scopes []byte
-	)
-	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &c.CreatedAt, &c.RevokedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c, err
-	}
-	if err != nil {
-		return c, fmt.Errorf("load client: %w", err)
-	}
-	c.CreatedAt, c.RevokedAt = c.CreatedAt.UTC(), utcPtr(c.RevokedAt)
-	if err := json.Unmarshal(scopes, &c.Scopes); err != nil {
-		return c, fmt.Errorf("decode client scopes: %w", err)
-	}
-	return c, nil
-}
-
 // ListClients returns the clients of a tenant ("" = every tenant),
 // ordered by tenant and id.
 func (db *DB) ListClients(ctx context.Context, tenant string) ([]auth.Client, error) {
@@ -158,7 +131,7 @@ func (db *DB) ListClients(ctx context.Context, tenant string) ([]auth.Client, er
 		if err != nil {
 			return fmt.Errorf("list clients: %w", err)
 		}
-		cs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (auth.Client, error) { return scanClient(row) })
+		cs, err = collect(rows, sqlrow.ScanClient)
 		return err
 	})
 	return cs, err
@@ -181,10 +154,7 @@ func (db *DB) RevokeClient(ctx context.Context, id string, at time.Time, rec *au
 		}
 		var one int
 		err = tx.QueryRow(ctx, `SELECT 1 FROM oauth_clients WHERE id = $1`, id).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.New(problem.NotFound, "no client with id %q (agentplane clients list shows them)", id)
-		}
-		return err
+		return sqlrow.NotFound(err, "no client with id %q (agentplane clients list shows them)", id)
 	})
 }
 

@@ -3,14 +3,12 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ session.Store = (*DB)(nil)
@@ -52,27 +50,21 @@ func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now t
 	)
 	err := db.write(ctx, func(tx *wtx) error {
 		var (
-			scopes []byte
-			used   *time.Time
+			used bool
+			err  error
 		)
-		err := tx.QueryRow(ctx, `SELECT id_hash, kind, tenant, subject, client_id, scopes, session_expires_at,
-			verifier, nonce, next, created_at, expires_at, used_at FROM console_grants WHERE id_hash = $1 AND kind = $2 FOR UPDATE`, idHash, kind).
-			Scan(&g.IDHash, &g.Kind, &g.Tenant, &g.Subject, &g.ClientID, &scopes, &g.SessionExpiresAt,
-				&g.Verifier, &g.Nonce, &g.Next, &g.CreatedAt, &g.ExpiresAt, &used)
-		if errors.Is(err, pgx.ErrNoRows) {
+		g, used, err = sqlrow.ScanGrant(tx.QueryRow(ctx, `SELECT `+sqlrow.GrantColumns+`
+			FROM console_grants WHERE id_hash = $1 AND kind = $2 FOR UPDATE`, idHash, kind))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such sign-in link or login")
 		}
 		if err != nil {
 			return fmt.Errorf("load console grant: %w", err)
 		}
-		if err := json.Unmarshal(scopes, &g.Scopes); err != nil {
-			return fmt.Errorf("decode grant scopes: %w", err)
-		}
-		g.SessionExpiresAt, g.CreatedAt, g.ExpiresAt = g.SessionExpiresAt.UTC(), g.CreatedAt.UTC(), g.ExpiresAt.UTC()
-		first = used == nil
-		if !first {
+		if used {
 			return nil
 		}
+		first = true
 		if _, err := tx.Exec(ctx, `UPDATE console_grants SET used_at = $1 WHERE id_hash = $2`, now, idHash); err != nil {
 			return fmt.Errorf("use console grant: %w", err)
 		}
@@ -107,18 +99,16 @@ func (db *DB) CreateConsoleSession(ctx context.Context, s session.Session) error
 func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) (session.Session, error) {
 	var s session.Session
 	err := db.read(ctx, func(q querier) error {
-		var scopes []byte
-		err := q.QueryRow(ctx, `SELECT id_hash, tenant, subject, client_id, scopes, created_at, expires_at
-			FROM console_sessions WHERE id_hash = $1 AND expires_at > $2`, idHash, now).
-			Scan(&s.IDHash, &s.Tenant, &s.Subject, &s.ClientID, &scopes, &s.CreatedAt, &s.ExpiresAt)
-		if errors.Is(err, pgx.ErrNoRows) {
+		var err error
+		s, err = sqlrow.ScanSession(q.QueryRow(ctx, `SELECT `+sqlrow.SessionColumns+`
+			FROM console_sessions WHERE id_hash = $1 AND expires_at > $2`, idHash, now))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such session, or it has expired")
 		}
 		if err != nil {
 			return fmt.Errorf("load console session: %w", err)
 		}
-		s.CreatedAt, s.ExpiresAt = s.CreatedAt.UTC(), s.ExpiresAt.UTC()
-		return json.Unmarshal(scopes, &s.Scopes)
+		return nil
 	})
 	return s, err
 }

@@ -112,7 +112,7 @@ func (db *DB) ListDatasets(ctx context.Context, tenant string, f replay.DatasetL
 		if err != nil {
 			return fmt.Errorf("list datasets: %w", err)
 		}
-		ds, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Dataset, error) { return sqlrow.ScanDataset(row) })
+		ds, err = collect(rows, sqlrow.ScanDataset)
 		if err != nil {
 			return fmt.Errorf("list datasets: %w", err)
 		}

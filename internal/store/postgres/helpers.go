@@ -3,6 +3,9 @@ package postgres
 import (
 	"slices"
 	"strings"
+
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
+	"github.com/jackc/pgx/v5"
 )
 
 // likePattern is an (I)LIKE pattern matching s anywhere, with s's wildcards
@@ -13,9 +16,7 @@ func likePattern(s string) string {
 }
 
 // scanFunc scans with a function, to add columns after a row's usual ones.
-type scanFunc func(dest ...any) error
-
-func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+type scanFunc = sqlrow.ScanFunc
 
 // likeEscape escapes LIKE's wildcards in s (with \ as the escape).
 func likeEscape(s string) string {
@@ -30,4 +31,9 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// collect scans every row with scan, closing rows.
+func collect[T any](rows pgx.Rows, scan func(sqlrow.Scanner) (T, error)) ([]T, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
 }

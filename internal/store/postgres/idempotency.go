@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 const idemKeyCond = `tenant = $1 AND principal = $2 AND method = $3 AND path = $4 AND key = $5`
@@ -58,10 +58,9 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 				got, created = e, true
 				return nil
 			}
-			old, err := scanEntry(tx.QueryRow(ctx, `SELECT fingerprint, state, status, header, body, workflow_id,
-				created_at, expires_at, locked_until FROM idempotency_entries WHERE `+idemKeyCond+` FOR UPDATE`,
+			old, err := sqlrow.ScanEntry(tx.QueryRow(ctx, `SELECT `+sqlrow.EntryColumns+` FROM idempotency_entries WHERE `+idemKeyCond+` FOR UPDATE`,
 				keyArgs(e.Key)...), e.Key)
-			if errors.Is(err, pgx.ErrNoRows) {
+			if sqlrow.IsNoRows(err) {
 				continue
 			}
 			if err != nil {
@@ -164,22 +163,4 @@ func encodeHeader(h http.Header) (string, error) {
 		return "", fmt.Errorf("encode response header: %w", err)
 	}
 	return string(b), nil
-}
-
-func scanEntry(row pgx.Row, k idempotency.Key) (idempotency.Entry, error) {
-	e := idempotency.Entry{Key: k}
-	var header []byte
-	err := row.Scan(&e.Fingerprint, &e.State, &e.Status, &header, &e.Body, &e.WorkflowID,
-		&e.CreatedAt, &e.ExpiresAt, &e.LockedUntil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, err
-	}
-	if err != nil {
-		return e, fmt.Errorf("scan idempotency entry: %w", err)
-	}
-	if err := json.Unmarshal(header, &e.Header); err != nil {
-		return e, fmt.Errorf("decode response header: %w", err)
-	}
-	e.CreatedAt, e.ExpiresAt, e.LockedUntil = e.CreatedAt.UTC(), e.ExpiresAt.UTC(), e.LockedUntil.UTC()
-	return e, nil
 }

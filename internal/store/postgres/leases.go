@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -25,7 +26,7 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 	err := db.write(ctx, func(tx *wtx) error {
 		var err error
 		taken = false
-		w, err = scanWorkflow(tx.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
+		w, err = sqlrow.ScanWorkflow(tx.QueryRow(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows
 			WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return workflowNotFound(id)
@@ -130,7 +131,7 @@ func (db *DB) ClaimExpired(ctx context.Context, owner string, now, until time.Ti
 	rows, err := db.pool.Query(ctx, `UPDATE workflows SET owner = $1, lease_until = $2
 		WHERE id IN (SELECT id FROM workflows WHERE status = 'running' AND lease_until < $3
 			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)
-		RETURNING `+workflowColumns, owner, micro(until), microCeil(now), limit)
+		RETURNING `+sqlrow.WorkflowColumns, owner, micro(until), microCeil(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim workflows: %w", unavailable(err))
 	}

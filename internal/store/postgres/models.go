@@ -122,7 +122,7 @@ func (db *DB) ListModels(ctx context.Context, tenant string, opt model.ListOptio
 		if err != nil {
 			return fmt.Errorf("list models: %w", err)
 		}
-		ms, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*model.Model, error) { return sqlrow.ScanModel(row) })
+		ms, err = collect(rows, sqlrow.ScanModel)
 		if err != nil {
 			return fmt.Errorf("list models: %w", err)
 		}

@@ -102,7 +102,7 @@ func (db *DB) RunningReplays(ctx context.Context, limit int) ([]*replay.Replay, 
 		if err != nil {
 			return fmt.Errorf("list running replays: %w", err)
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return sqlrow.ScanReplay(row) })
+		rs, err = collect(rows, sqlrow.ScanReplay)
 		if err != nil {
 			return fmt.Errorf("read running replays: %w", err)
 		}
@@ -165,7 +165,7 @@ func (db *DB) ListReplays(ctx context.Context, tenant string, f replay.ListFilte
 		if err != nil {
 			return fmt.Errorf("list replays: %w", err)
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*replay.Replay, error) { return sqlrow.ScanReplay(row) })
+		rs, err = collect(rows, sqlrow.ScanReplay)
 		if err != nil {
 			return fmt.Errorf("read replays: %w", err)
 		}

@@ -3,23 +3,17 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ schedule.Store = (*DB)(nil)
-
-const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.context, s.max_tool_calls,
-	s.overlap, s.paused, s.paused_reason, s.creator, s.created_at, s.updated_at,
-	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
 
 // claimScheduled queues, in a workflow's creation, the run of the
 // schedule that started it: the claim of its due time, which fails the
@@ -70,8 +64,8 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 	var s *schedule.Schedule
 	err := db.read(ctx, func(q querier) error {
 		var err error
-		s, err = scanSchedule(q.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = $1 AND s.id = $2`, tenant, id))
-		if errors.Is(err, pgx.ErrNoRows) {
+		s, err = sqlrow.ScanSchedule(q.QueryRow(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE s.tenant = $1 AND s.id = $2`, tenant, id))
+		if sqlrow.IsNoRows(err) {
 			return schedule.NotFound(id)
 		}
 		return err
@@ -81,12 +75,12 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 
 // ListSchedules returns the tenant's schedules, oldest first.
 func (db *DB) ListSchedules(ctx context.Context, tenant string) ([]*schedule.Schedule, error) {
-	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = $1 ORDER BY s.id`, tenant)
+	return db.schedules(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE s.tenant = $1 ORDER BY s.id`, tenant)
 }
 
 // ActiveSchedules returns every tenant's schedules that are not paused.
 func (db *DB) ActiveSchedules(ctx context.Context) ([]*schedule.Schedule, error) {
-	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
+	return db.schedules(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
 }
 
 func (db *DB) schedules(ctx context.Context, sql string, args ...any) ([]*schedule.Schedule, error) {
@@ -96,7 +90,7 @@ func (db *DB) schedules(ctx context.Context, sql string, args ...any) ([]*schedu
 		if err != nil {
 			return fmt.Errorf("list schedules: %w", err)
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*schedule.Schedule, error) { return scanSchedule(row) })
+		out, err = collect(rows, sqlrow.ScanSchedule)
 		return err
 	})
 	return out, err
@@ -197,36 +191,10 @@ func (db *DB) ScheduleOf(ctx context.Context, workflowID string) (string, error)
 	var id string
 	err := db.read(ctx, func(q querier) error {
 		err := q.QueryRow(ctx, `SELECT schedule_id FROM schedule_runs WHERE workflow_id = $1 AND workflow_id <> ''`, workflowID).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if sqlrow.IsNoRows(err) {
 			return nil
 		}
 		return err
 	})
 	return id, err
-}
-
-func scanSchedule(row pgx.Row) (*schedule.Schedule, error) {
-	var (
-		s            schedule.Schedule
-		ctxJSON, cre []byte
-		maxCalls     *int
-		lastDue      *time.Time
-	)
-	err := row.Scan(&s.ID, &s.Tenant, &s.Agent, &s.Cron, &s.Timezone, &s.Goal, &ctxJSON, &maxCalls,
-		&s.Overlap, &s.Paused, &s.PausedReason, &cre, &s.CreatedAt, &s.UpdatedAt, &lastDue)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan schedule: %w", err)
-	}
-	s.Context, s.MaxToolCalls = rawJSON(ctxJSON), maxCalls
-	if err := json.Unmarshal(cre, &s.Creator); err != nil {
-		return nil, fmt.Errorf("decode schedule creator: %w", err)
-	}
-	if lastDue != nil {
-		s.LastDue = lastDue.UTC()
-	}
-	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
-	return &s, nil
 }

@@ -149,7 +149,7 @@ func (db *DB) ListTools(ctx context.Context, tenant string, opt tool.ListOptions
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
-		ts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*tool.Tool, error) { return sqlrow.ScanTool(row) })
+		ts, err = collect(rows, sqlrow.ScanTool)
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
@@ -174,7 +174,7 @@ func (db *DB) Operations(ctx context.Context, tenant, toolID, q string) ([]tool.
 		if err != nil {
 			return fmt.Errorf("query operations: %w", err)
 		}
-		ops, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (tool.Operation, error) { return sqlrow.ScanOperation(row) })
+		ops, err = collect(rows, sqlrow.ScanOperation)
 		if err != nil {
 			return fmt.Errorf("query operations: %w", err)
 		}

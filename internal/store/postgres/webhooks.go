@@ -3,23 +3,16 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 var _ webhook.Store = (*DB)(nil)
-
-const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at, workflow_id`
-
-const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
-	last_status, last_error, created_at, delivered_at`
 
 // queueWebhookEvent queues, in the transaction storing an event, its
 // delivery to each of the tenant's webhooks that subscribes to it: the
@@ -46,7 +39,7 @@ func (db *DB) CreateWebhook(ctx context.Context, w *webhook.Webhook, rec *audit.
 	w.CreatedAt = micro(w.CreatedAt)
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		tx.Queue(wrapErr("insert webhook"), `INSERT INTO webhooks (`+webhookColumns+`)
+		tx.Queue(wrapErr("insert webhook"), `INSERT INTO webhooks (`+sqlrow.WebhookColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret, micro(w.PreviousUntil), w.CreatedAt, w.WorkflowID)
 		tx.Audit(rec)
@@ -59,8 +52,8 @@ func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook,
 	var w *webhook.Webhook
 	err := db.read(ctx, func(q querier) error {
 		var err error
-		w, err = scanWebhook(q.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2`, tenant, id))
-		if errors.Is(err, pgx.ErrNoRows) {
+		w, err = sqlrow.ScanWebhook(q.QueryRow(ctx, `SELECT `+sqlrow.WebhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2`, tenant, id))
+		if sqlrow.IsNoRows(err) {
 			return webhook.NotFound(id)
 		}
 		return err
@@ -72,11 +65,11 @@ func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook,
 func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webhook, error) {
 	var out []*webhook.Webhook
 	err := db.read(ctx, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 ORDER BY id`, tenant)
+		rows, err := q.Query(ctx, `SELECT `+sqlrow.WebhookColumns+` FROM webhooks WHERE tenant = $1 ORDER BY id`, tenant)
 		if err != nil {
 			return fmt.Errorf("list webhooks: %w", err)
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*webhook.Webhook, error) { return scanWebhook(row) })
+		out, err = collect(rows, sqlrow.ScanWebhook)
 		return err
 	})
 	return out, err
@@ -108,13 +101,13 @@ func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previ
 func (db *DB) Deliveries(ctx context.Context, tenant, webhookID, status string, limit int) ([]*webhook.Delivery, error) {
 	var out []*webhook.Delivery
 	err := db.read(ctx, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		rows, err := q.Query(ctx, `SELECT `+sqlrow.DeliveryColumns+` FROM webhook_deliveries
 			WHERE tenant = $1 AND webhook_id = $2 AND ($3 = '' OR status = $3) ORDER BY seq DESC LIMIT $4`,
 			tenant, webhookID, status, limit)
 		if err != nil {
 			return fmt.Errorf("list deliveries: %w", err)
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(row) })
+		out, err = collect(rows, sqlrow.ScanDelivery)
 		return err
 	})
 	return out, err
@@ -126,10 +119,10 @@ func (db *DB) RetryDelivery(ctx context.Context, tenant, webhookID, id string, n
 	var d *webhook.Delivery
 	err := db.write(ctx, func(tx *wtx) error {
 		var err error
-		d, err = scanDelivery(tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $4,
+		d, err = sqlrow.ScanDelivery(tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $4,
 				created_at = CASE WHEN status = 'failed' THEN $4 ELSE created_at END
-			WHERE tenant = $1 AND webhook_id = $2 AND id = $3 RETURNING `+deliveryColumns, tenant, webhookID, id, micro(now)))
-		if errors.Is(err, pgx.ErrNoRows) {
+			WHERE tenant = $1 AND webhook_id = $2 AND id = $3 RETURNING `+sqlrow.DeliveryColumns, tenant, webhookID, id, micro(now)))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "delivery %s of webhook %s not found", id, webhookID)
 		}
 		if err != nil {
@@ -162,11 +155,11 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time
 						AND e.order_key = d.order_key AND e.status = 'pending' AND e.seq < d.seq)
 				ORDER BY d.seq LIMIT $4 FOR UPDATE SKIP LOCKED)
 			UPDATE webhook_deliveries w SET lease_owner = $1, lease_until = $3 FROM due WHERE w.seq = due.seq
-			RETURNING `+prefixed("w.", deliveryColumns), owner, micro(now), micro(until), limit)
+			RETURNING `+prefixed("w.", sqlrow.DeliveryColumns), owner, micro(now), micro(until), limit)
 		if err != nil {
 			return fmt.Errorf("claim deliveries: %w", err)
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(row) })
+		out, err = collect(rows, sqlrow.ScanDelivery)
 		return err
 	})
 	return out, err
@@ -214,45 +207,6 @@ func prefixed(p, cols string) string {
 		}
 	}
 	return string(out)
-}
-
-func scanWebhook(row pgx.Row) (*webhook.Webhook, error) {
-	var (
-		w      webhook.Webhook
-		events []byte
-	)
-	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &events, &w.Agent, &w.Description, &w.Secret, &w.PreviousSecret,
-		&w.PreviousUntil, &w.CreatedAt, &w.WorkflowID)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(events, &w.Events); err != nil {
-		return nil, fmt.Errorf("decode webhook events: %w", err)
-	}
-	w.PreviousUntil, w.CreatedAt = w.PreviousUntil.UTC(), w.CreatedAt.UTC()
-	return &w, nil
-}
-
-func scanDelivery(row pgx.Row) (*webhook.Delivery, error) {
-	var (
-		d         webhook.Delivery
-		body      string
-		delivered *time.Time
-	)
-	err := row.Scan(&d.ID, &d.Seq, &d.Tenant, &d.WebhookID, &d.Type, &d.OrderKey, &body, &d.Status, &d.Attempts,
-		&d.NextAttempt, &d.LastStatus, &d.LastError, &d.CreatedAt, &delivered)
-	if err != nil {
-		return nil, err
-	}
-	d.Body = json.RawMessage(body)
-	d.NextAttempt, d.CreatedAt = d.NextAttempt.UTC(), d.CreatedAt.UTC()
-	if delivered != nil {
-		d.DeliveredAt = delivered.UTC()
-	}
-	if d.Status != webhook.Pending {
-		d.NextAttempt = time.Time{}
-	}
-	return &d, nil
 }
 
 // queueBatchEvent queues the deliveries of a replay batch's end.

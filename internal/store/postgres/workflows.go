@@ -12,23 +12,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ workflow.Store = (*DB)(nil)
-
-const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
-	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens`
-
-const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
-	model, input_tokens, output_tokens, finish_reason, error_code`
 
 // heldBy is a CTE naming the workflow $1 while owner $2 holds its lease. FOR
 // KEY SHARE keeps a claim or a cancel by another replica (both lock the row
@@ -66,7 +58,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 				return fmt.Errorf("insert workflow: %w", err)
 			}
 			return nil
-		}, `INSERT INTO workflows (`+workflowColumns+`, idem_key, idem_hash) VALUES ($1, $2, $3, $4, $5, $6,
+		}, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash) VALUES ($1, $2, $3, $4, $5, $6,
 			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
 			append(row, key, w.RequestHash)...)
 		claimScheduled(tx, w) // schedules.go
@@ -110,7 +102,7 @@ func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
 			return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
 		}
 		return leaseRequired(err, s.WorkflowID, "store step")
-	}, heldBy+`, ins AS (INSERT INTO workflow_steps (`+stepColumns+`)
+	}, heldBy+`, ins AS (INSERT INTO workflow_steps (`+sqlrow.StepColumns+`)
 		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
 			$23, $24, $25, $26, $27
 		FROM held RETURNING 1)
@@ -221,10 +213,10 @@ func leaseHeld(tag pgconn.CommandTag, id, what string) error {
 
 // Workflow returns a workflow of the tenant, or problem.NotFound.
 func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workflow, error) {
-	w, err := scanWorkflow(db.pool.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows
+	w, err := sqlrow.ScanWorkflow(db.pool.QueryRow(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows
 		WHERE tenant = $1 AND id = $2`, tenant, id))
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case sqlrow.IsNoRows(err):
 		return nil, workflowNotFound(id)
 	case err != nil && unreachable(err):
 		return nil, problem.Wrap(problem.Unavailable, err, "the database is unreachable")
@@ -235,12 +227,12 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 // WorkflowByKey returns the workflow of the tenant created with the
 // idempotency key key.
 func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.Workflow, error) {
-	row := db.pool.QueryRow(ctx, `SELECT `+workflowColumns+`, idem_key, idem_hash FROM workflows
+	row := db.pool.QueryRow(ctx, `SELECT `+sqlrow.WorkflowColumns+`, idem_key, idem_hash FROM workflows
 		WHERE tenant = $1 AND idem_key = $2`, tenant, key)
 	var k, hash string
-	w, err := scanWorkflow(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &k, &hash)...) }))
+	w, err := sqlrow.ScanWorkflow(sqlrow.With(row, &k, &hash))
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case sqlrow.IsNoRows(err):
 		return nil, problem.New(problem.NotFound, "no workflow was created with this idempotency key")
 	case err != nil && unreachable(err):
 		return nil, problem.Wrap(problem.Unavailable, err, "the database is unreachable")
@@ -264,12 +256,12 @@ func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Tim
 
 // Steps returns the workflow's steps after afterSeq, in order.
 func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+stepColumns+` FROM workflow_steps
+	rows, err := db.pool.Query(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps
 		WHERE workflow_id = $1 AND seq > $2 ORDER BY seq`, workflowID, afterSeq)
 	if err != nil {
 		return nil, fmt.Errorf("query steps: %w", unavailable(err))
 	}
-	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Step, error) { return scanStep(row) })
+	steps, err := collect(rows, sqlrow.ScanStep)
 	if err != nil {
 		return nil, fmt.Errorf("query steps: %w", err)
 	}
@@ -278,17 +270,12 @@ func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]wor
 
 // Intents returns the workflow's uncleared intents by step.
 func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent, error) {
-	rows, err := db.pool.Query(ctx, `SELECT workflow_id, step, tool, operation, at FROM workflow_intents
+	rows, err := db.pool.Query(ctx, `SELECT `+sqlrow.IntentColumns+` FROM workflow_intents
 		WHERE workflow_id = $1 ORDER BY step`, workflowID)
 	if err != nil {
 		return nil, fmt.Errorf("query intents: %w", unavailable(err))
 	}
-	ins, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Intent, error) {
-		var in workflow.Intent
-		err := row.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, &in.At)
-		in.At = in.At.UTC()
-		return in, err
-	})
+	ins, err := collect(rows, sqlrow.ScanIntent)
 	if err != nil {
 		return nil, fmt.Errorf("query intents: %w", err)
 	}
@@ -415,7 +402,7 @@ func listWorkflowsQuery(tenant string, f workflow.ListFilter) (string, []any) {
 		where = append(where, fmt.Sprintf("id < $%d", len(args)))
 	}
 	args = append(args, page.Size(f.Limit))
-	return `SELECT ` + workflowColumns + ` FROM workflows
+	return `SELECT ` + sqlrow.WorkflowColumns + ` FROM workflows
 		WHERE ` + strings.Join(where, " AND ") + fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
 }
 
@@ -481,15 +468,7 @@ func nullJSON(b json.RawMessage) any {
 	return string(b)
 }
 
-// rawJSON is a nullable json column as a RawMessage, nil for NULL.
-func rawJSON(b []byte) json.RawMessage {
-	if b == nil {
-		return nil
-	}
-	return json.RawMessage(b)
-}
-
-// workflowRow is w's values in workflowColumns order; w's times are brought
+// workflowRow is w's values in sqlrow.WorkflowColumns order; w's times are brought
 // to the precision they are stored at.
 func workflowRow(w *workflow.Workflow) ([]any, error) {
 	caller, err := json.Marshal(w.Caller)
@@ -510,69 +489,12 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs), w.MaxLLMTokens}, nil
 }
 
-func scanWorkflow(row pgx.Row) (*workflow.Workflow, error) {
-	var (
-		w                          workflow.Workflow
-		wctx, caller, output, wErr []byte
-		revs                       []byte
-		finished                   *time.Time
-	)
-	err := row.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
-		&w.MaxToolCalls, &output, &wErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &w.StartedAt, &finished, &w.Deadline,
-		&w.CancelRequested, &w.Owner, &w.LeaseUntil, &revs, &w.MaxLLMTokens)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan workflow: %w", err)
-	}
-	w.Context, w.Output, w.Error = rawJSON(wctx), rawJSON(output), rawJSON(wErr)
-	if err := json.Unmarshal(caller, &w.Caller); err != nil {
-		return nil, fmt.Errorf("decode workflow caller: %w", err)
-	}
-	if err := json.Unmarshal(revs, &w.ToolRevisions); err != nil {
-		return nil, fmt.Errorf("decode workflow tool revisions: %w", err)
-	}
-	if finished != nil {
-		w.FinishedAt = finished.UTC()
-	}
-	w.StartedAt, w.Deadline, w.LeaseUntil = w.StartedAt.UTC(), w.Deadline.UTC(), w.LeaseUntil.UTC()
-	return &w, nil
-}
-
 func collectWorkflows(rows pgx.Rows) ([]*workflow.Workflow, error) {
-	wfs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*workflow.Workflow, error) { return scanWorkflow(row) })
+	wfs, err := collect(rows, sqlrow.ScanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("read workflows: %w", err)
 	}
 	return wfs, nil
-}
-
-func scanStep(row pgx.Row) (workflow.Step, error) {
-	var (
-		st                    workflow.Step
-		args, result, request []byte
-		in, out               *int64
-	)
-	err := row.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
-		&args, &st.Score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&st.StartedAt, &st.DurationMS, &st.Sent, &st.Reason, &st.Model, &in, &out, &st.FinishReason, &st.ErrorCode)
-	if err != nil {
-		return st, fmt.Errorf("scan step: %w", err)
-	}
-	if in != nil || out != nil {
-		st.Usage = &agent.Usage{InputTokens: deref(in), OutputTokens: deref(out)}
-	}
-	st.Args, st.Result, st.Request = rawJSON(args), rawJSON(result), rawJSON(request)
-	st.StartedAt = st.StartedAt.UTC()
-	return st, nil
-}
-
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // ListWorkflowsPlan is PostgreSQL's plan for ListWorkflows(tenant, f), the

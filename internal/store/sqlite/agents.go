@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ agent.VersionStore = (*DB)(nil)
@@ -55,7 +55,7 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		var def, archived string
 		err := tx.QueryRowContext(ctx, `SELECT default_version, archived_at FROM agents WHERE tenant = ? AND name = ?`,
 			v.Tenant, v.Name).Scan(&def, &archived)
-		first := err == sql.ErrNoRows
+		first := sqlrow.IsNoRows(err)
 		if err != nil && !first {
 			return fmt.Errorf("load agent: %w", err)
 		}
@@ -64,7 +64,7 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 				return err
 			}
 		}
-		deployed := fmtTime(v.DeployedAt)
+		deployed := sqlrow.FormatTime(v.DeployedAt)
 		_, err = tx.ExecContext(ctx, `INSERT INTO agent_versions
 			(tenant, name, version, seq, description, definition, tools, deployed_at)
 			VALUES (?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM agent_versions WHERE tenant = ? AND name = ?),
@@ -129,7 +129,7 @@ func nextVersion(ctx context.Context, tx dbtx, tenant, name string) (string, err
 	err := tx.QueryRowContext(ctx, `SELECT version FROM agent_versions
 		WHERE tenant = ? AND name = ? AND version NOT GLOB '*[^0-9]*'
 		ORDER BY length(ltrim(version, '0')) DESC, ltrim(version, '0') DESC LIMIT 1`, tenant, name).Scan(&top)
-	if err == sql.ErrNoRows {
+	if sqlrow.IsNoRows(err) {
 		return "1", nil
 	}
 	if err != nil {
@@ -150,7 +150,7 @@ func incDecimal(s string) string {
 // SetDefault makes an existing version the agent's default.
 func (db *DB) SetDefault(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
 	db.prepareAudit(rec)
-	now := fmtTime(db.now())
+	now := sqlrow.FormatTime(db.now())
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE agents SET default_version = ?, updated_at = ?
 			WHERE tenant = ? AND name = ?
@@ -171,11 +171,8 @@ func (db *DB) Agent(ctx context.Context, tenant, name string) (*agent.Agent, err
 	var a *agent.Agent
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		a, err = scanAgent(tx.QueryRowContext(ctx, agentQuery+`a.name = ?`, tenant, name), tenant)
-		if err == sql.ErrNoRows {
-			return agentNotFound(name)
-		}
-		return err
+		a, err = sqlrow.ScanAgent(tx.QueryRowContext(ctx, agentQuery+`a.name = ?`, tenant, name), tenant)
+		return sqlrow.NotFound(err, "no agent named %q", name)
 	})
 	return a, err
 }
@@ -185,10 +182,10 @@ func (db *DB) AgentVersion(ctx context.Context, tenant, name, version string) (*
 	var v *agent.Version
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		v, err = scanVersion(tx.QueryRowContext(ctx, versionQuery+`
+		v, err = sqlrow.ScanVersion(tx.QueryRowContext(ctx, versionQuery+`
 			AND v.version = CASE WHEN ? = '' THEN a.default_version ELSE ? END`,
 			tenant, name, version, version), tenant, name)
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return missingVersion(ctx, tx, tenant, name, version)
 		}
 		return err
@@ -217,7 +214,7 @@ func (db *DB) listAgents(ctx context.Context, tenant, after string, limit int, l
 		}
 		defer rows.Close()
 		for rows.Next() {
-			a, err := scanAgent(rows, tenant)
+			a, err := sqlrow.ScanAgent(rows, tenant)
 			if err != nil {
 				return err
 			}
@@ -238,7 +235,7 @@ func (db *DB) ListVersions(ctx context.Context, tenant, name string) ([]*agent.V
 		}
 		defer rows.Close()
 		for rows.Next() {
-			v, err := scanVersion(rows, tenant, name)
+			v, err := sqlrow.ScanVersion(rows, tenant, name)
 			if err != nil {
 				return err
 			}
@@ -261,7 +258,7 @@ func missingVersion(ctx context.Context, tx dbtx, tenant, name, version string) 
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE tenant = ? AND name = ?`, tenant, name).Scan(&one)
 	switch {
-	case err == sql.ErrNoRows:
+	case sqlrow.IsNoRows(err):
 		return agentNotFound(name)
 	case err != nil:
 		return fmt.Errorf("load agent: %w", err)
@@ -273,49 +270,4 @@ func missingVersion(ctx context.Context, tx dbtx, tenant, name, version string) 
 
 func agentNotFound(name string) error {
 	return problem.New(problem.NotFound, "no agent named %q", name)
-}
-
-func scanAgent(s scanner, tenant string) (*agent.Agent, error) {
-	a := agent.Agent{Tenant: tenant}
-	var created, updated, archived string
-	err := s.Scan(&a.Name, &a.DefaultVersion, &created, &updated, &a.Versions, &a.LatestVersion, &a.Description, &archived)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan agent: %w", err)
-	}
-	if a.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if a.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	if a.ArchivedAt, err = parseOptionalTime(archived); err != nil {
-		return nil, err
-	}
-	return &a, nil
-}
-
-func scanVersion(s scanner, tenant, name string) (*agent.Version, error) {
-	v := agent.Version{Tenant: tenant, Name: name}
-	var def, tools, deployed, archived string
-	err := s.Scan(&v.Version, &v.Description, &def, &tools, &deployed, &v.Default, &archived)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan agent version: %w", err)
-	}
-	v.Definition = json.RawMessage(def)
-	if err := json.Unmarshal([]byte(tools), &v.Tools); err != nil {
-		return nil, fmt.Errorf("decode agent version tools: %w", err)
-	}
-	if v.DeployedAt, err = parseTime(deployed); err != nil {
-		return nil, err
-	}
-	if v.ArchivedAt, err = parseOptionalTime(archived); err != nil {
-		return nil, err
-	}
-	return &v, nil
 }

@@ -9,13 +9,10 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
-
-const approvalColumns = `workflow_id, step, tenant, agent, agent_version, action, reason, approver_scope,
-	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
-	comment, timed_out`
 
 // SuspendWorkflow stores the last steps and the pending approval a, and
 // sets the workflow waiting without a lease, provided owner holds it.
@@ -31,10 +28,10 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		if err := leaseHeld(res, err, a.WorkflowID, "suspend workflow"); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO workflow_approvals (`+approvalColumns+`)
+		_, err = tx.ExecContext(ctx, `INSERT INTO workflow_approvals (`+sqlrow.ApprovalColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '', 0)`,
 			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
-			a.AllowSelf, a.OnTimeout, a.Invoker, fmtTime(a.RequestedAt), fmtTime(a.Deadline),
+			a.AllowSelf, a.OnTimeout, a.Invoker, sqlrow.FormatTime(a.RequestedAt), sqlrow.FormatTime(a.Deadline),
 			a.Remaining.Milliseconds(), workflow.ApprovalPending)
 		if err != nil {
 			return fmt.Errorf("insert approval: %w", err)
@@ -55,17 +52,17 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 	)
 	err := db.write(ctx, func(tx dbtx) error {
 		var err error
-		wf, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
+		wf, err = sqlrow.ScanWorkflow(tx.QueryRowContext(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows
 			WHERE tenant = ? AND id = ?`, d.Tenant, d.WorkflowID))
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return workflowNotFound(d.WorkflowID)
 		}
 		if err != nil {
 			return err
 		}
-		a, err = scanApproval(tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		a, err = sqlrow.ScanApproval(tx.QueryRowContext(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 			WHERE workflow_id = ? AND step = ?`, d.WorkflowID, d.Step))
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return workflow.ConflictOn(wf, nil, d.Step)
 		}
 		if err != nil {
@@ -77,13 +74,13 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 		wf.Status, wf.Owner, wf.LeaseUntil = workflow.Running, owner, micro(leaseUntil)
 		wf.Deadline = micro(d.At.Add(a.Remaining))
 		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'running', owner = ?, lease_until = ?, deadline = ?
-			WHERE id = ?`, owner, fmtTime(wf.LeaseUntil), fmtTime(wf.Deadline), wf.ID); err != nil {
+			WHERE id = ?`, owner, sqlrow.FormatTime(wf.LeaseUntil), sqlrow.FormatTime(wf.Deadline), wf.ID); err != nil {
 			return fmt.Errorf("resume workflow: %w", err)
 		}
 		a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = ?, decided_by = ?, decided_at = ?,
 				comment = ?, timed_out = ?
-			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, fmtTime(a.DecidedAt), a.Comment, a.TimedOut,
+			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, sqlrow.FormatTime(a.DecidedAt), a.Comment, a.TimedOut,
 			a.WorkflowID, a.Step); err != nil {
 			return fmt.Errorf("record decision: %w", err)
 		}
@@ -116,7 +113,7 @@ func (db *DB) Approvals(ctx context.Context, tenant string, f workflow.ApprovalF
 	}
 	var out []*workflow.Approval
 	err := db.query(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 			WHERE `+strings.Join(where, " AND ")+` ORDER BY workflow_id DESC, step DESC LIMIT ?`,
 			append(args, page.Size(f.Limit))...)
 		if err != nil {
@@ -132,7 +129,7 @@ func (db *DB) Approvals(ctx context.Context, tenant string, f workflow.ApprovalF
 func (db *DB) WorkflowApprovals(ctx context.Context, workflowID string) ([]*workflow.Approval, error) {
 	var out []*workflow.Approval
 	err := db.query(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
+		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
 			WHERE workflow_id = ? ORDER BY step`, workflowID)
 		if err != nil {
 			return fmt.Errorf("query approvals: %w", err)
@@ -147,8 +144,8 @@ func (db *DB) WorkflowApprovals(ctx context.Context, workflowID string) ([]*work
 func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]*workflow.Approval, error) {
 	var out []*workflow.Approval
 	err := db.query(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+approvalColumns+` FROM workflow_approvals
-			WHERE status = 'pending' AND deadline <= ? ORDER BY deadline LIMIT ?`, fmtTime(now), limit)
+		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.ApprovalColumns+` FROM workflow_approvals
+			WHERE status = 'pending' AND deadline <= ? ORDER BY deadline LIMIT ?`, sqlrow.FormatTime(now), limit)
 		if err != nil {
 			return fmt.Errorf("query due approvals: %w", err)
 		}
@@ -162,7 +159,7 @@ func collectApprovals(rows *sql.Rows) ([]*workflow.Approval, error) {
 	defer rows.Close()
 	var out []*workflow.Approval
 	for rows.Next() {
-		a, err := scanApproval(rows)
+		a, err := sqlrow.ScanApproval(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -172,34 +169,4 @@ func collectApprovals(rows *sql.Rows) ([]*workflow.Approval, error) {
 		return nil, fmt.Errorf("read approvals: %w", err)
 	}
 	return out, nil
-}
-
-func scanApproval(s scanner) (*workflow.Approval, error) {
-	var (
-		a                            workflow.Approval
-		requested, deadline, decided string
-		remaining                    int64
-	)
-	err := s.Scan(&a.WorkflowID, &a.Step, &a.Tenant, &a.Agent, &a.AgentVersion, &a.Action, &a.Reason, &a.ApproverScope,
-		&a.AllowSelf, &a.OnTimeout, &a.Invoker, &requested, &deadline, &remaining, &a.Status, &a.DecidedBy, &decided,
-		&a.Comment, &a.TimedOut)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan approval: %w", err)
-	}
-	a.Remaining = time.Duration(remaining) * time.Millisecond
-	if a.RequestedAt, err = parseTime(requested); err != nil {
-		return nil, err
-	}
-	if a.Deadline, err = parseTime(deadline); err != nil {
-		return nil, err
-	}
-	if decided != "" {
-		if a.DecidedAt, err = parseTime(decided); err != nil {
-			return nil, err
-		}
-	}
-	return &a, nil
 }

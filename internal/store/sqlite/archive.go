@@ -9,13 +9,14 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // ArchiveVersion archives one version of an agent (agent.VersionStore).
 func (db *DB) ArchiveVersion(ctx context.Context, tenant, name, version string, rec *audit.Record) error {
 	db.prepareAudit(rec)
-	now := fmtTime(db.now())
+	now := sqlrow.FormatTime(db.now())
 	return db.write(ctx, func(tx dbtx) error {
 		var archived, def, agentArchived string
 		err := tx.QueryRowContext(ctx, `SELECT v.archived_at, a.default_version, a.archived_at
@@ -50,7 +51,7 @@ func (db *DB) ArchiveVersion(ctx context.Context, tenant, name, version string, 
 // (agent.VersionStore).
 func (db *DB) ArchiveAgent(ctx context.Context, tenant, name string, rec *audit.Record) (int, error) {
 	db.prepareAudit(rec)
-	now := fmtTime(db.now())
+	now := sqlrow.FormatTime(db.now())
 	var n int64
 	err := db.write(ctx, func(tx dbtx) error {
 		n = 0

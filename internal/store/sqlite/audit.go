@@ -9,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
-
-const auditColumns = `id, tenant, seq, time, actor_sub, actor_client_id, action, resource_type,
-	resource_id, outcome, status, request_id, trace_id, workflow_id, details, prev_hash, hash`
 
 // AppendAudit appends records to their tenants' chains in one transaction.
 func (db *DB) AppendAudit(ctx context.Context, recs ...*audit.Record) error {
@@ -61,9 +59,9 @@ func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 		if err := r.Seal(head.seq+1, head.hash); err != nil {
 			return fmt.Errorf("seal audit record: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_tail (`+auditColumns+`)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_tail (`+sqlrow.AuditColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
+			r.ID, r.Tenant, r.Seq, sqlrow.FormatTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
 			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
 			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
 			return fmt.Errorf("insert audit record: %w", err)
@@ -79,8 +77,8 @@ func appendAudit(ctx context.Context, tx dbtx, recs ...*audit.Record) error {
 // pages of each index, where one record at a time rewrote those pages in
 // every commit.
 func moveAudit(ctx context.Context, tx dbtx) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
-		SELECT `+auditColumns+` FROM audit_tail ORDER BY tenant, seq`); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_records (`+sqlrow.AuditColumns+`)
+		SELECT `+sqlrow.AuditColumns+` FROM audit_tail ORDER BY tenant, seq`); err != nil {
 		return fmt.Errorf("move audit records: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM audit_tail`); err != nil {
@@ -126,7 +124,7 @@ func queryRecords(ctx context.Context, tx dbtx, query string, args ...any) ([]au
 	defer rows.Close()
 	var recs []audit.Record
 	for rows.Next() {
-		r, err := scanAudit(rows)
+		r, err := sqlrow.ScanAudit(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +168,7 @@ func auditQuery(tenant string, f audit.Filter, timeIndex bool) auditQueries {
 		where = append(where, "(actor_sub = ? OR actor_client_id = ?)")
 		targs = append(targs, f.Actor, f.Actor)
 	}
-	tail := `SELECT ` + auditColumns + ` FROM audit_tail WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
+	tail := `SELECT ` + sqlrow.AuditColumns + ` FROM audit_tail WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
 	return auditQueries{indexed: indexed, indexedArgs: args, tail: tail, tailArgs: append(targs, limit), limit: limit}
 }
 
@@ -204,7 +202,7 @@ func filterConds(tenant string, f audit.Filter, timeCol string) ([]string, []any
 		add(timeCol+" >= ?", fmtTimeCeil(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add(timeCol+" <= ?", fmtTime(f.Until))
+		add(timeCol+" <= ?", sqlrow.FormatTime(f.Until))
 	}
 	if f.BeforeSeq > 0 {
 		add("seq < ?", f.BeforeSeq)
@@ -230,21 +228,21 @@ func indexedQuery(tenant string, f audit.Filter, timeIndex bool, limit int) (str
 			where = append(where, "(actor_sub = ? OR actor_client_id = ?)")
 			args = append(args, f.Actor, f.Actor)
 		}
-		return `SELECT ` + auditColumns + ` FROM audit_records WHERE tenant = ? AND seq IN (
+		return `SELECT ` + sqlrow.AuditColumns + ` FROM audit_records WHERE tenant = ? AND seq IN (
 			SELECT seq FROM ` + from + ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?)
 			ORDER BY seq DESC`, append(append([]any{tenant}, args...), limit)
 	}
 	cond := strings.Join(where, " AND ")
 	if f.Actor == "" {
-		return `SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + cond + ` ORDER BY seq DESC LIMIT ?`,
+		return `SELECT ` + sqlrow.AuditColumns + ` FROM ` + from + ` WHERE ` + cond + ` ORDER BY seq DESC LIMIT ?`,
 			append(args, limit)
 	}
 	// The actor is the subject or the client: each side walks its own
 	// index in seq order, so neither has to sort a large match.
-	query := `SELECT ` + auditColumns + ` FROM (
-		SELECT * FROM (SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + cond + ` AND actor_sub = ? ORDER BY seq DESC LIMIT ?)
+	query := `SELECT ` + sqlrow.AuditColumns + ` FROM (
+		SELECT * FROM (SELECT ` + sqlrow.AuditColumns + ` FROM ` + from + ` WHERE ` + cond + ` AND actor_sub = ? ORDER BY seq DESC LIMIT ?)
 		UNION
-		SELECT * FROM (SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + cond + ` AND actor_client_id = ? ORDER BY seq DESC LIMIT ?)
+		SELECT * FROM (SELECT ` + sqlrow.AuditColumns + ` FROM ` + from + ` WHERE ` + cond + ` AND actor_client_id = ? ORDER BY seq DESC LIMIT ?)
 	) ORDER BY seq DESC LIMIT ?`
 	both := append(append(slices.Clone(args), f.Actor, limit), args...)
 	return query, append(both, f.Actor, limit, limit)
@@ -272,7 +270,7 @@ func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter
 	if !f.Since.IsZero() {
 		err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_records WHERE tenant = ? AND time >= ?
 			ORDER BY time, seq LIMIT 1`, tenant, fmtTimeCeil(f.Since)).Scan(&lo)
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return true, nil // nothing that recent: the time index finds no rows at once
 		}
 		if err != nil {
@@ -282,8 +280,8 @@ func preferTimeIndex(ctx context.Context, tx dbtx, tenant string, f audit.Filter
 	if !f.Until.IsZero() {
 		var after int64
 		err := tx.QueryRowContext(ctx, `SELECT seq FROM audit_records WHERE tenant = ? AND time > ?
-			ORDER BY time, seq LIMIT 1`, tenant, fmtTime(f.Until)).Scan(&after)
-		if err != nil && err != sql.ErrNoRows {
+			ORDER BY time, seq LIMIT 1`, tenant, sqlrow.FormatTime(f.Until)).Scan(&after)
+		if err != nil && !sqlrow.IsNoRows(err) {
 			return false, fmt.Errorf("estimate audit range: %w", err)
 		}
 		if err == nil {
@@ -304,12 +302,12 @@ func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limi
 	}
 	var recs []audit.Record
 	err := db.read(ctx, func(tx dbtx) error {
-		indexed, err := queryRecords(ctx, tx, `SELECT `+auditColumns+` FROM audit_records
+		indexed, err := queryRecords(ctx, tx, `SELECT `+sqlrow.AuditColumns+` FROM audit_records
 			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
 		if err != nil {
 			return err
 		}
-		tail, err := queryRecords(ctx, tx, `SELECT `+auditColumns+` FROM audit_tail
+		tail, err := queryRecords(ctx, tx, `SELECT `+sqlrow.AuditColumns+` FROM audit_tail
 			WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, afterSeq, limit)
 		if err != nil {
 			return err
@@ -326,23 +324,4 @@ func (db *DB) ScanAudit(ctx context.Context, tenant string, afterSeq int64, limi
 		}
 	}
 	return len(recs), nil
-}
-
-func scanAudit(s scanner) (audit.Record, error) {
-	var (
-		r       audit.Record
-		t       string
-		details string
-	)
-	if err := s.Scan(&r.ID, &r.Tenant, &r.Seq, &t, &r.Actor.Sub, &r.Actor.ClientID, &r.Action,
-		&r.Resource.Type, &r.Resource.ID, &r.Outcome, &r.Status, &r.RequestID, &r.TraceID,
-		&r.WorkflowID, &details, &r.PrevHash, &r.Hash); err != nil {
-		return audit.Record{}, fmt.Errorf("scan audit record: %w", err)
-	}
-	var err error
-	if r.Time, err = parseTime(t); err != nil {
-		return audit.Record{}, err
-	}
-	r.Details = []byte(details)
-	return r, nil
 }

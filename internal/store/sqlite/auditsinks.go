@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/siem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ siem.Store = (*DB)(nil)
@@ -60,7 +61,7 @@ func (db *DB) ClaimSink(ctx context.Context, sink, owner string, now, until time
 		res, err := tx.ExecContext(ctx, `INSERT INTO audit_sinks (sink, owner, lease_until) VALUES (?, ?, ?)
 			ON CONFLICT (sink) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
 			WHERE audit_sinks.owner = excluded.owner OR audit_sinks.lease_until < ?`,
-			sink, owner, fmtTime(until), fmtTimeCeil(now))
+			sink, owner, sqlrow.FormatTime(until), fmtTimeCeil(now))
 		if err != nil {
 			return fmt.Errorf("claim audit sink: %w", err)
 		}
@@ -97,7 +98,7 @@ func (db *DB) AdvanceSink(ctx context.Context, sink, owner, tenant string, seq i
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_sink_cursors (sink, tenant, seq, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (sink, tenant) DO UPDATE SET seq = max(seq, excluded.seq), updated_at = excluded.updated_at`,
-			sink, tenant, seq, fmtTime(now)); err != nil {
+			sink, tenant, seq, sqlrow.FormatTime(now)); err != nil {
 			return fmt.Errorf("advance audit sink cursor: %w", err)
 		}
 		return nil

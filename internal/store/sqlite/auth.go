@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,31 +10,19 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 // SigningKeys returns the issuer's keys, newest first.
 func (db *DB) SigningKeys(ctx context.Context) ([]auth.SigningKey, error) {
 	var ks []auth.SigningKey
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, alg, private_jwk, created_at FROM signing_keys ORDER BY seq DESC`)
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.SigningKeyColumns+` FROM signing_keys ORDER BY seq DESC`)
 		if err != nil {
 			return fmt.Errorf("query signing keys: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				k       auth.SigningKey
-				created string
-			)
-			if err := rows.Scan(&k.ID, &k.Algorithm, &k.PrivateJWK, &created); err != nil {
-				return fmt.Errorf("scan signing key: %w", err)
-			}
-			if k.CreatedAt, err = parseTime(created); err != nil {
-				return err
-			}
-			ks = append(ks, k)
-		}
-		return rows.Err()
+		ks, err = collect(rows, sqlrow.ScanSigningKey)
+		return err
 	})
 	return ks, err
 }
@@ -58,7 +45,7 @@ func (db *DB) AddSigningKey(ctx context.Context, k auth.SigningKey, onlyIfNone b
 			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO signing_keys (id, alg, private_jwk, created_at) VALUES (?, ?, ?, ?)`,
-			k.ID, k.Algorithm, k.PrivateJWK, fmtTime(k.CreatedAt))
+			k.ID, k.Algorithm, k.PrivateJWK, sqlrow.FormatTime(k.CreatedAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a signing key with id %q exists", k.ID)
 		}
@@ -83,7 +70,7 @@ func (db *DB) CreateClient(ctx context.Context, c auth.Client, rec *audit.Record
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (id, tenant, name, secret_hash, scopes, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, c.ID, c.Tenant, c.Name, c.SecretHash, string(scopes), fmtTime(c.CreatedAt))
+			VALUES (?, ?, ?, ?, ?, ?)`, c.ID, c.Tenant, c.Name, c.SecretHash, string(scopes), sqlrow.FormatTime(c.CreatedAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a client with id %q exists", c.ID)
 		}
@@ -99,11 +86,8 @@ func (db *DB) Client(ctx context.Context, id string) (auth.Client, error) {
 	var c auth.Client
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		c, err = scanClient(tx.QueryRowContext(ctx, clientQuery+`WHERE c.id = ?`, id))
-		if err == sql.ErrNoRows {
-			return problem.New(problem.NotFound, "no client with id %q", id)
-		}
-		return err
+		c, err = sqlrow.ScanClient(tx.QueryRowContext(ctx, clientQuery+`WHERE c.id = ?`, id))
+		return sqlrow.NotFound(err, "no client with id %q", id)
 	})
 	return c, err
 }
@@ -129,28 +113,6 @@ func (db *DB) ServerSecret(ctx context.Context, name string, value []byte) ([]by
 const clientQuery = `SELECT c.id, c.tenant, c.name, c.secret_hash, c.scopes, c.created_at, coalesce(r.revoked_at, '')
 	FROM oauth_clients c LEFT JOIN revoked_clients r ON r.client_id = c.id `
 
-func scanClient(s scanner) (auth.Client, error) {
-	var (
-		c                        auth.Client
-		scopes, created, revoked string
-	)
-	err := s.Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretHash, &scopes, &created, &revoked)
-	if err == sql.ErrNoRows {
-		return c, err
-	}
-	if err != nil {
-		return c, fmt.Errorf("load client: %w", err)
-	}
-	if err := json.Unmarshal([]byte(scopes), &c.Scopes); err != nil {
-		return c, fmt.Errorf("decode client scopes: %w", err)
-	}
-	if c.CreatedAt, err = parseTime(created); err != nil {
-		return c, err
-	}
-	c.RevokedAt, err = parseOptionalTime(revoked)
-	return c, err
-}
-
 // ListClients returns the clients of a tenant ("" = every tenant),
 // ordered by tenant and id.
 func (db *DB) ListClients(ctx context.Context, tenant string) ([]auth.Client, error) {
@@ -162,7 +124,7 @@ func (db *DB) ListClients(ctx context.Context, tenant string) ([]auth.Client, er
 		}
 		defer rows.Close()
 		for rows.Next() {
-			c, err := scanClient(rows)
+			c, err := sqlrow.ScanClient(rows)
 			if err != nil {
 				return err
 			}
@@ -180,7 +142,7 @@ func (db *DB) RevokeClient(ctx context.Context, id string, at time.Time, rec *au
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO revoked_clients (client_id, tenant, revoked_at)
-			SELECT id, tenant, ? FROM oauth_clients WHERE id = ? ON CONFLICT (client_id) DO NOTHING`, fmtTime(at), id)
+			SELECT id, tenant, ? FROM oauth_clients WHERE id = ? ON CONFLICT (client_id) DO NOTHING`, sqlrow.FormatTime(at), id)
 		if err != nil {
 			return fmt.Errorf("revoke client: %w", err)
 		}
@@ -189,10 +151,7 @@ func (db *DB) RevokeClient(ctx context.Context, id string, at time.Time, rec *au
 		}
 		var one int
 		err = tx.QueryRowContext(ctx, `SELECT 1 FROM oauth_clients WHERE id = ?`, id).Scan(&one)
-		if err == sql.ErrNoRows {
-			return problem.New(problem.NotFound, "no client with id %q (agentplane clients list shows them)", id)
-		}
-		return err
+		return sqlrow.NotFound(err, "no client with id %q (agentplane clients list shows them)", id)
 	})
 }
 

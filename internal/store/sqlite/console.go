@@ -2,14 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 var _ session.Store = (*DB)(nil)
@@ -25,13 +24,13 @@ func (db *DB) CreateConsoleGrant(ctx context.Context, g session.Grant) error {
 		return fmt.Errorf("encode grant scopes: %w", err)
 	}
 	return db.write(ctx, func(tx dbtx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_grants WHERE expires_at < ?`, fmtTime(g.CreatedAt.Add(-consoleKeep))); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_grants WHERE expires_at < ?`, sqlrow.FormatTime(g.CreatedAt.Add(-consoleKeep))); err != nil {
 			return fmt.Errorf("sweep console grants: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO console_grants (id_hash, kind, tenant, subject, client_id, scopes,
 			session_expires_at, verifier, nonce, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			g.IDHash, g.Kind, g.Tenant, g.Subject, g.ClientID, string(scopes), fmtTime(g.SessionExpiresAt),
-			g.Verifier, g.Nonce, g.Next, fmtTime(g.CreatedAt), fmtTime(g.ExpiresAt))
+			g.IDHash, g.Kind, g.Tenant, g.Subject, g.ClientID, string(scopes), sqlrow.FormatTime(g.SessionExpiresAt),
+			g.Verifier, g.Nonce, g.Next, sqlrow.FormatTime(g.CreatedAt), sqlrow.FormatTime(g.ExpiresAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a console grant with this id exists")
 		}
@@ -51,36 +50,22 @@ func (db *DB) RedeemConsoleGrant(ctx context.Context, kind, idHash string, now t
 	)
 	err := db.write(ctx, func(tx dbtx) error {
 		var (
-			scopes                   string
-			sessionExp, created, exp string
-			used                     sql.NullString
+			used bool
+			err  error
 		)
-		err := tx.QueryRowContext(ctx, `SELECT id_hash, kind, tenant, subject, client_id, scopes, session_expires_at,
-			verifier, nonce, next, created_at, expires_at, used_at FROM console_grants WHERE id_hash = ? AND kind = ?`, idHash, kind).
-			Scan(&g.IDHash, &g.Kind, &g.Tenant, &g.Subject, &g.ClientID, &scopes, &sessionExp,
-				&g.Verifier, &g.Nonce, &g.Next, &created, &exp, &used)
-		if errors.Is(err, sql.ErrNoRows) {
+		g, used, err = sqlrow.ScanGrant(tx.QueryRowContext(ctx, `SELECT `+sqlrow.GrantColumns+`
+			FROM console_grants WHERE id_hash = ? AND kind = ?`, idHash, kind))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such sign-in link or login")
 		}
 		if err != nil {
 			return fmt.Errorf("load console grant: %w", err)
 		}
-		if err := json.Unmarshal([]byte(scopes), &g.Scopes); err != nil {
-			return fmt.Errorf("decode grant scopes: %w", err)
-		}
-		for _, t := range []struct {
-			s   string
-			out *time.Time
-		}{{sessionExp, &g.SessionExpiresAt}, {created, &g.CreatedAt}, {exp, &g.ExpiresAt}} {
-			if *t.out, err = parseTime(t.s); err != nil {
-				return err
-			}
-		}
-		if used.Valid {
+		if used {
 			return nil
 		}
 		first = true
-		if _, err := tx.ExecContext(ctx, `UPDATE console_grants SET used_at = ? WHERE id_hash = ?`, fmtTime(now), idHash); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE console_grants SET used_at = ? WHERE id_hash = ?`, sqlrow.FormatTime(now), idHash); err != nil {
 			return fmt.Errorf("use console grant: %w", err)
 		}
 		return nil
@@ -95,11 +80,11 @@ func (db *DB) CreateConsoleSession(ctx context.Context, s session.Session) error
 		return fmt.Errorf("encode session scopes: %w", err)
 	}
 	return db.write(ctx, func(tx dbtx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at < ?`, fmtTime(s.CreatedAt)); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at < ?`, sqlrow.FormatTime(s.CreatedAt)); err != nil {
 			return fmt.Errorf("sweep console sessions: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO console_sessions (id_hash, tenant, subject, client_id, scopes, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.IDHash, s.Tenant, s.Subject, s.ClientID, string(scopes), fmtTime(s.CreatedAt), fmtTime(s.ExpiresAt))
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.IDHash, s.Tenant, s.Subject, s.ClientID, string(scopes), sqlrow.FormatTime(s.CreatedAt), sqlrow.FormatTime(s.ExpiresAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "a console session with this id exists")
 		}
@@ -114,24 +99,16 @@ func (db *DB) CreateConsoleSession(ctx context.Context, s session.Session) error
 func (db *DB) ConsoleSession(ctx context.Context, idHash string, now time.Time) (session.Session, error) {
 	var s session.Session
 	err := db.query(ctx, func(q dbtx) error {
-		var scopes, created, exp string
-		err := q.QueryRowContext(ctx, `SELECT id_hash, tenant, subject, client_id, scopes, created_at, expires_at
-			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, fmtTime(now)).
-			Scan(&s.IDHash, &s.Tenant, &s.Subject, &s.ClientID, &scopes, &created, &exp)
-		if errors.Is(err, sql.ErrNoRows) {
+		var err error
+		s, err = sqlrow.ScanSession(q.QueryRowContext(ctx, `SELECT `+sqlrow.SessionColumns+`
+			FROM console_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, sqlrow.FormatTime(now)))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no such session, or it has expired")
 		}
 		if err != nil {
 			return fmt.Errorf("load console session: %w", err)
 		}
-		if err := json.Unmarshal([]byte(scopes), &s.Scopes); err != nil {
-			return fmt.Errorf("decode session scopes: %w", err)
-		}
-		if s.CreatedAt, err = parseTime(created); err != nil {
-			return err
-		}
-		s.ExpiresAt, err = parseTime(exp)
-		return err
+		return nil
 	})
 	return s, err
 }

@@ -46,7 +46,7 @@ func (db *DB) insertDataset(ctx context.Context, d *replay.Dataset, rec *audit.R
 			d.Version = last + 1
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO datasets (`+sqlrow.DatasetColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			d.ID, d.Tenant, d.Name, d.Version, d.Description, string(d.Filter), len(d.WorkflowIDs), creator, fmtTime(d.CreatedAt))
+			d.ID, d.Tenant, d.Name, d.Version, d.Description, string(d.Filter), len(d.WorkflowIDs), creator, sqlrow.FormatTime(d.CreatedAt))
 		if isUnique(err) {
 			if next {
 				return problem.New(problem.Conflict, "dataset %s got version %d at the same time: send the request again", d.Name, d.Version)

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"errors"
 	"slices"
 	"strings"
@@ -45,12 +46,10 @@ func likePattern(s string) string {
 }
 
 // scanner is *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
+type scanner = sqlrow.Scanner
 
 // scanFunc scans with a function, to add columns after a row's usual ones.
-type scanFunc func(dest ...any) error
-
-func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+type scanFunc = sqlrow.ScanFunc
 
 // likeEscape escapes LIKE's wildcards in s (with \ as the escape).
 func likeEscape(s string) string {
@@ -67,8 +66,16 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// parseOptionalTime reads a time stored as an empty text when unset.
-func parseOptionalTime(s string) (t *time.Time, err error) {
-	err = sqlrow.OptionalTime(&t).Scan(s)
-	return t, err
+// collect scans every row with scan, closing rows.
+func collect[T any](rows *sql.Rows, scan func(sqlrow.Scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 const idemKeyCond = `tenant = ? AND principal = ? AND method = ? AND path = ? AND key = ?`
@@ -37,14 +38,13 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 		created bool
 	)
 	err = db.write(ctx, func(tx dbtx) error {
-		old, err := scanEntry(tx.QueryRowContext(ctx, `SELECT fingerprint, state, status, header, body,
-			workflow_id, created_at, expires_at, locked_until FROM idempotency_entries WHERE `+idemKeyCond,
+		old, err := sqlrow.ScanEntry(tx.QueryRowContext(ctx, `SELECT `+sqlrow.EntryColumns+` FROM idempotency_entries WHERE `+idemKeyCond,
 			keyArgs(e.Key)...), e.Key)
 		if err == nil && old.Live(e.CreatedAt) {
 			got, created = old, false
 			return nil
 		}
-		if err != nil && err != sql.ErrNoRows {
+		if err != nil && !sqlrow.IsNoRows(err) {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO idempotency_entries
@@ -52,7 +52,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, e idempotency.Entry) (idempot
 			 workflow_id, created_at, expires_at, locked_until)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append(keyArgs(e.Key), e.Fingerprint, e.State, e.Status, header, e.Body, e.WorkflowID,
-				fmtTime(e.CreatedAt), fmtTime(e.ExpiresAt), fmtTime(e.LockedUntil))...); err != nil {
+				sqlrow.FormatTime(e.CreatedAt), sqlrow.FormatTime(e.ExpiresAt), sqlrow.FormatTime(e.LockedUntil))...); err != nil {
 			return fmt.Errorf("insert idempotency entry: %w", err)
 		}
 		got, created = e, true
@@ -85,7 +85,7 @@ func (db *DB) CompleteIdempotent(ctx context.Context, k idempotency.Key, status 
 func (db *DB) ExtendIdempotent(ctx context.Context, k idempotency.Key, until time.Time) error {
 	return db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE idempotency_entries SET locked_until = ? WHERE `+idemKeyCond+` AND state = ?`,
-			append(append([]any{fmtTime(until)}, keyArgs(k)...), idempotency.Running)...); err != nil {
+			append(append([]any{sqlrow.FormatTime(until)}, keyArgs(k)...), idempotency.Running)...); err != nil {
 			return fmt.Errorf("extend idempotency entry: %w", err)
 		}
 		return nil
@@ -108,7 +108,7 @@ func (db *DB) ReleaseIdempotent(ctx context.Context, k idempotency.Key) error {
 func (db *DB) PurgeIdempotency(ctx context.Context, t time.Time) (int64, error) {
 	var n int64
 	err := db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_entries WHERE expires_at < ?`, fmtTime(t))
+		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_entries WHERE expires_at < ?`, sqlrow.FormatTime(t))
 		if err != nil {
 			return fmt.Errorf("purge idempotency entries: %w", err)
 		}
@@ -137,28 +137,4 @@ func encodeHeader(h http.Header) (string, error) {
 		return "", fmt.Errorf("encode response header: %w", err)
 	}
 	return string(b), nil
-}
-
-func scanEntry(s scanner, k idempotency.Key) (idempotency.Entry, error) {
-	e := idempotency.Entry{Key: k}
-	var header, created, expires, locked string
-	err := s.Scan(&e.Fingerprint, &e.State, &e.Status, &header, &e.Body, &e.WorkflowID, &created, &expires, &locked)
-	if err == sql.ErrNoRows {
-		return e, err
-	}
-	if err != nil {
-		return e, fmt.Errorf("scan idempotency entry: %w", err)
-	}
-	if err := json.Unmarshal([]byte(header), &e.Header); err != nil {
-		return e, fmt.Errorf("decode response header: %w", err)
-	}
-	for _, p := range []struct {
-		s   string
-		dst *time.Time
-	}{{created, &e.CreatedAt}, {expires, &e.ExpiresAt}, {locked, &e.LockedUntil}} {
-		if *p.dst, err = parseTime(p.s); err != nil {
-			return e, err
-		}
-	}
-	return e, nil
 }

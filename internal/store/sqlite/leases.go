@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -23,15 +24,15 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 	err := db.write(ctx, func(tx dbtx) error {
 		var err error
 		taken = false
-		w, err = scanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows SET cancel_requested = 1
-			WHERE tenant = ? AND id = ? AND status = 'running' RETURNING `+workflowColumns, tenant, id))
+		w, err = sqlrow.ScanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows SET cancel_requested = 1
+			WHERE tenant = ? AND id = ? AND status = 'running' RETURNING `+sqlrow.WorkflowColumns, tenant, id))
 		if err != sql.ErrNoRows {
 			return err
 		}
-		w, err = scanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows
+		w, err = sqlrow.ScanWorkflow(tx.QueryRowContext(ctx, `UPDATE workflows
 			SET status = 'running', cancel_requested = 1, owner = ?, lease_until = ?
-			WHERE tenant = ? AND id = ? AND status = 'waiting' RETURNING `+workflowColumns,
-			owner, fmtTime(leaseUntil), tenant, id))
+			WHERE tenant = ? AND id = ? AND status = 'waiting' RETURNING `+sqlrow.WorkflowColumns,
+			owner, sqlrow.FormatTime(leaseUntil), tenant, id))
 		if err == nil {
 			taken = true
 			if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = 'cancelled'
@@ -43,7 +44,7 @@ func (db *DB) RequestCancel(ctx context.Context, tenant, id, owner string, lease
 		if err != sql.ErrNoRows {
 			return err
 		}
-		w, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
+		w, err = sqlrow.ScanWorkflow(tx.QueryRowContext(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows
 			WHERE tenant = ? AND id = ?`, tenant, id))
 		if err == sql.ErrNoRows {
 			return workflowNotFound(id)
@@ -69,7 +70,7 @@ func (db *DB) RenewLease(ctx context.Context, owner string, ids []string, until 
 		clear(finished)
 		rows, err := tx.QueryContext(ctx, `UPDATE workflows SET lease_until = ?
 			WHERE id IN (SELECT value FROM json_each(?)) AND status = 'running' AND owner = ?
-			RETURNING id, cancel_requested`, fmtTime(until), string(idsJSON), owner)
+			RETURNING id, cancel_requested`, sqlrow.FormatTime(until), string(idsJSON), owner)
 		if err != nil {
 			return fmt.Errorf("renew leases: %w", err)
 		}
@@ -144,7 +145,7 @@ func (db *DB) ClaimExpired(ctx context.Context, owner string, now, until time.Ti
 		rows, err := tx.QueryContext(ctx, `UPDATE workflows SET owner = ?, lease_until = ?
 			WHERE id IN (SELECT id FROM workflows WHERE status = 'running' AND lease_until < ?
 				ORDER BY lease_until LIMIT ?)
-			RETURNING `+workflowColumns, owner, fmtTime(until), fmtTimeCeil(now), limit)
+			RETURNING `+sqlrow.WorkflowColumns, owner, sqlrow.FormatTime(until), fmtTimeCeil(now), limit)
 		if err != nil {
 			return fmt.Errorf("claim workflows: %w", err)
 		}

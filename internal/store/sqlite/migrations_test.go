@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/migrate"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
@@ -44,7 +45,7 @@ func TestStepsMigrationSetsSent(t *testing.T) {
 			status, tool, operation, args, score, queue, outcome, result, error, request, http_status, attempts,
 			started_at, duration_ms, completion)
 			VALUES ('wf_1', ?, ?, ?, 'call', ?, ?, 'listPets', NULL, NULL, '', '', NULL, '', ?, ?, ?, ?, 5, '{}')`,
-			i+1, i+1, s.name, s.status, s.tool, s.request, s.http, s.attempts, fmtTime(time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC))); err != nil {
+			i+1, i+1, s.name, s.status, s.tool, s.request, s.http, s.attempts, sqlrow.FormatTime(time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
+
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 // RedactionKey returns the tenant's redaction key, storing fresh as it
@@ -11,7 +13,7 @@ func (db *DB) RedactionKey(ctx context.Context, tenant string, fresh []byte) ([]
 	var got []byte
 	err := db.write(ctx, func(tx dbtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO redaction_keys (tenant, key, created_at) VALUES (?, ?, ?)
-			ON CONFLICT (tenant) DO NOTHING`, tenant, fresh, fmtTime(db.now())); err != nil {
+			ON CONFLICT (tenant) DO NOTHING`, tenant, fresh, sqlrow.FormatTime(db.now())); err != nil {
 			return fmt.Errorf("insert redaction key: %w", err)
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT key FROM redaction_keys WHERE tenant = ?`, tenant).Scan(&got); err != nil {

@@ -31,7 +31,7 @@ func (db *DB) CreateReplay(ctx context.Context, r *replay.Replay, rec *audit.Rec
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO replays (`+sqlrow.ReplayColumns+`, status, replay_workflow_id)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.WorkflowID, r.Target, fmtTime(r.CreatedAt), creator, data, replayStatus(r), r.ReplayWorkflowID)
+			r.ID, r.Tenant, r.WorkflowID, r.Target, sqlrow.FormatTime(r.CreatedAt), creator, data, replayStatus(r), r.ReplayWorkflowID)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "replay %s already exists", r.ID)
 		}

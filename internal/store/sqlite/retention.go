@@ -13,6 +13,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/retention"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
 
 // retentionDeletes are retention.Deletes with the id set read from the
@@ -115,7 +116,7 @@ func (db *DB) SweepWorkflows(ctx context.Context, sc retention.Scope, limit int,
 			WHERE status NOT IN ('running', 'waiting') AND finished_at < ? AND `+where+`
 				AND NOT EXISTS (SELECT 1 FROM workflows r WHERE r.replay_of <> '' AND r.replay_of = w.id
 					AND r.status IN ('running', 'waiting'))
-			ORDER BY finished_at LIMIT ?`, append(append([]any{fmtTime(sc.Before)}, args...), limit)...)
+			ORDER BY finished_at LIMIT ?`, append(append([]any{sqlrow.FormatTime(sc.Before)}, args...), limit)...)
 		if err != nil {
 			return fmt.Errorf("find expired workflows: %w", err)
 		}
@@ -161,7 +162,7 @@ func (db *DB) TakeLease(ctx context.Context, name, owner string, now, until time
 		err := tx.QueryRowContext(ctx, `INSERT INTO service_leases (name, owner, until) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until
 				WHERE service_leases.owner = excluded.owner OR service_leases.until < ?
-			RETURNING owner`, name, owner, fmtTime(until), fmtTimeCeil(now)).Scan(&got)
+			RETURNING owner`, name, owner, sqlrow.FormatTime(until), fmtTimeCeil(now)).Scan(&got)
 		if err == sql.ErrNoRows {
 			held = false
 			return nil

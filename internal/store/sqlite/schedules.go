@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -10,14 +9,11 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/schedule"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ schedule.Store = (*DB)(nil)
-
-const scheduleColumns = `s.id, s.tenant, s.agent, s.cron, s.timezone, s.goal, s.context, s.max_tool_calls,
-	s.overlap, s.paused, s.paused_reason, s.creator, s.created_at, s.updated_at,
-	(SELECT max(due_at) FROM schedule_runs r WHERE r.schedule_id = s.id)`
 
 // claimScheduled stores, in a workflow's creation, the run of the schedule
 // that started it: the claim of its due time, which fails the creation
@@ -28,10 +24,10 @@ func claimScheduled(ctx context.Context, tx dbtx, w *workflow.Workflow) error {
 	}
 	var due any
 	if !w.ScheduledFor.IsZero() {
-		due = fmtTime(w.ScheduledFor)
+		due = sqlrow.FormatTime(w.ScheduledFor)
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at) VALUES (?, ?, ?, ?)`,
-		w.ScheduleID, due, w.ID, fmtTime(w.StartedAt))
+		w.ScheduleID, due, w.ID, sqlrow.FormatTime(w.StartedAt))
 	if isUnique(err) {
 		return problem.New(problem.Conflict, "schedule %s already started a workflow for %s", w.ScheduleID, w.ScheduledFor.UTC().Format(time.RFC3339))
 	}
@@ -53,7 +49,7 @@ func (db *DB) CreateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, tenant, agent, cron, timezone, goal, context,
 			max_tool_calls, overlap, paused, creator, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			s.ID, s.Tenant, s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap,
-			s.Paused, string(creator), fmtTime(s.CreatedAt), fmtTime(s.UpdatedAt))
+			s.Paused, string(creator), sqlrow.FormatTime(s.CreatedAt), sqlrow.FormatTime(s.UpdatedAt))
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "schedule %s already exists", s.ID)
 		}
@@ -69,8 +65,8 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 	var s *schedule.Schedule
 	err := db.query(ctx, func(q dbtx) error {
 		var err error
-		s, err = scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = ? AND s.id = ?`, tenant, id))
-		if err == sql.ErrNoRows {
+		s, err = sqlrow.ScanSchedule(q.QueryRowContext(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE s.tenant = ? AND s.id = ?`, tenant, id))
+		if sqlrow.IsNoRows(err) {
 			return schedule.NotFound(id)
 		}
 		return err
@@ -80,12 +76,12 @@ func (db *DB) Schedule(ctx context.Context, tenant, id string) (*schedule.Schedu
 
 // ListSchedules returns the tenant's schedules, oldest first.
 func (db *DB) ListSchedules(ctx context.Context, tenant string) ([]*schedule.Schedule, error) {
-	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE s.tenant = ? ORDER BY s.id`, tenant)
+	return db.schedules(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE s.tenant = ? ORDER BY s.id`, tenant)
 }
 
 // ActiveSchedules returns every tenant's schedules that are not paused.
 func (db *DB) ActiveSchedules(ctx context.Context) ([]*schedule.Schedule, error) {
-	return db.schedules(ctx, `SELECT `+scheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
+	return db.schedules(ctx, `SELECT `+sqlrow.ScheduleColumns+` FROM schedules s WHERE NOT s.paused ORDER BY s.id`)
 }
 
 func (db *DB) schedules(ctx context.Context, query string, args ...any) ([]*schedule.Schedule, error) {
@@ -95,24 +91,10 @@ func (db *DB) schedules(ctx context.Context, query string, args ...any) ([]*sche
 		if err != nil {
 			return fmt.Errorf("list schedules: %w", err)
 		}
-		out, err = collect(rows, scanSchedule)
+		out, err = collect(rows, sqlrow.ScanSchedule)
 		return err
 	})
 	return out, err
-}
-
-// collect scans every row with scan, closing rows.
-func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 // UpdateSchedule replaces a schedule's settings.
@@ -123,7 +105,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, s *schedule.Schedule, rec *aud
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET agent = ?, cron = ?, timezone = ?, goal = ?, context = ?,
 			max_tool_calls = ?, overlap = ?, paused = ?, paused_reason = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
 			s.Agent, s.Cron, s.Timezone, s.Goal, string(s.Context), s.MaxToolCalls, s.Overlap, s.Paused,
-			s.PausedReason, fmtTime(s.UpdatedAt), s.Tenant, s.ID)
+			s.PausedReason, sqlrow.FormatTime(s.UpdatedAt), s.Tenant, s.ID)
 		if err != nil {
 			return fmt.Errorf("update schedule: %w", err)
 		}
@@ -141,7 +123,7 @@ func (db *DB) PauseSchedule(ctx context.Context, id, reason string, at time.Time
 	var paused bool
 	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET paused = 1, paused_reason = ?, updated_at = ? WHERE id = ? AND NOT paused`,
-			reason, fmtTime(micro(at)), id)
+			reason, sqlrow.FormatTime(micro(at)), id)
 		if err != nil {
 			return fmt.Errorf("pause schedule: %w", err)
 		}
@@ -184,7 +166,7 @@ func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time) (bo
 	var claimed bool
 	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at)
-			VALUES (?, ?, '', ?) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, fmtTime(due), fmtTime(db.now()))
+			VALUES (?, ?, '', ?) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, sqlrow.FormatTime(due), sqlrow.FormatTime(db.now()))
 		if err != nil {
 			return fmt.Errorf("skip due time: %w", err)
 		}
@@ -210,48 +192,10 @@ func (db *DB) ScheduleOf(ctx context.Context, workflowID string) (string, error)
 	var id string
 	err := db.query(ctx, func(q dbtx) error {
 		err := q.QueryRowContext(ctx, `SELECT schedule_id FROM schedule_runs WHERE workflow_id = ? AND workflow_id <> ''`, workflowID).Scan(&id)
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return nil
 		}
 		return err
 	})
 	return id, err
-}
-
-func scanSchedule(row scanner) (*schedule.Schedule, error) {
-	var (
-		s                schedule.Schedule
-		ctxJSON, cre     string
-		maxCalls         sql.NullInt64
-		created, updated string
-		lastDue          sql.NullString
-	)
-	err := row.Scan(&s.ID, &s.Tenant, &s.Agent, &s.Cron, &s.Timezone, &s.Goal, &ctxJSON, &maxCalls,
-		&s.Overlap, &s.Paused, &s.PausedReason, &cre, &created, &updated, &lastDue)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan schedule: %w", err)
-	}
-	s.Context = json.RawMessage(ctxJSON)
-	if maxCalls.Valid {
-		n := int(maxCalls.Int64)
-		s.MaxToolCalls = &n
-	}
-	if err := json.Unmarshal([]byte(cre), &s.Creator); err != nil {
-		return nil, fmt.Errorf("decode schedule creator: %w", err)
-	}
-	if s.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if s.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	if lastDue.Valid {
-		if s.LastDue, err = parseTime(lastDue.String); err != nil {
-			return nil, err
-		}
-	}
-	return &s, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/migrate"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/store/storetest"
 )
 
@@ -279,9 +280,9 @@ func TestAuditMigrationKeepsTheChain(t *testing.T) {
 		if err := r.Seal(head.seq+1, head.hash); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := raw.ExecContext(ctx, `INSERT INTO audit_records (`+auditColumns+`)
+		if _, err := raw.ExecContext(ctx, `INSERT INTO audit_records (`+sqlrow.AuditColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Tenant, r.Seq, fmtTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
+			r.ID, r.Tenant, r.Seq, sqlrow.FormatTime(r.Time), r.Actor.Sub, r.Actor.ClientID, r.Action,
 			r.Resource.Type, r.Resource.ID, r.Outcome, r.Status, r.RequestID, r.TraceID,
 			r.WorkflowID, string(r.Details), r.PrevHash, r.Hash); err != nil {
 			t.Fatal(err)

@@ -2,22 +2,17 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 var _ webhook.Store = (*DB)(nil)
-
-const webhookColumns = `id, tenant, url, events, agent, description, secret, previous_secret, previous_until, created_at, workflow_id`
-
-const deliveryColumns = `id, seq, tenant, webhook_id, event_type, order_key, body, status, attempts, next_attempt_at,
-	last_status, last_error, created_at, delivered_at`
 
 // queueWebhookEvent stores, in the transaction storing an event, its
 // delivery to each of the tenant's webhooks that subscribes to it: the
@@ -26,7 +21,7 @@ func queueWebhookEvent(ctx context.Context, tx dbtx, ev *webhook.Event) error {
 	if ev == nil {
 		return nil
 	}
-	at := fmtTime(ev.At)
+	at := sqlrow.FormatTime(ev.At)
 	_, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, tenant, webhook_id, event_type,
 			order_key, body, status, attempts, next_attempt_at, last_status, last_error, lease_owner, lease_until, created_at)
 		SELECT 'msg_' || ? || substr(w.id, 5), w.tenant, w.id, ?, ?, ?, 'pending', 0, ?, 0, '', '', ?, ?
@@ -49,9 +44,9 @@ func (db *DB) CreateWebhook(ctx context.Context, w *webhook.Webhook, rec *audit.
 	w.CreatedAt = micro(w.CreatedAt)
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+sqlrow.WebhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			w.ID, w.Tenant, w.URL, string(events), w.Agent, w.Description, w.Secret, w.PreviousSecret,
-			fmtTime(w.PreviousUntil), fmtTime(w.CreatedAt), w.WorkflowID); err != nil {
+			sqlrow.FormatTime(w.PreviousUntil), sqlrow.FormatTime(w.CreatedAt), w.WorkflowID); err != nil {
 			return fmt.Errorf("insert webhook: %w", err)
 		}
 		return appendAudit(ctx, tx, rec)
@@ -63,8 +58,8 @@ func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook,
 	var w *webhook.Webhook
 	err := db.query(ctx, func(q dbtx) error {
 		var err error
-		w, err = scanWebhook(q.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = ? AND id = ?`, tenant, id))
-		if err == sql.ErrNoRows {
+		w, err = sqlrow.ScanWebhook(q.QueryRowContext(ctx, `SELECT `+sqlrow.WebhookColumns+` FROM webhooks WHERE tenant = ? AND id = ?`, tenant, id))
+		if sqlrow.IsNoRows(err) {
 			return webhook.NotFound(id)
 		}
 		return err
@@ -76,11 +71,11 @@ func (db *DB) Webhook(ctx context.Context, tenant, id string) (*webhook.Webhook,
 func (db *DB) ListWebhooks(ctx context.Context, tenant string) ([]*webhook.Webhook, error) {
 	var out []*webhook.Webhook
 	err := db.read(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = ? ORDER BY id`, tenant)
+		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.WebhookColumns+` FROM webhooks WHERE tenant = ? ORDER BY id`, tenant)
 		if err != nil {
 			return fmt.Errorf("list webhooks: %w", err)
 		}
-		out, err = collect(rows, scanWebhook)
+		out, err = collect(rows, sqlrow.ScanWebhook)
 		return err
 	})
 	return out, err
@@ -96,7 +91,7 @@ func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previ
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE webhooks SET previous_secret = secret, previous_until = ?, secret = ?
-			WHERE tenant = ? AND id = ?`, fmtTime(previousUntil), secret, tenant, id)
+			WHERE tenant = ? AND id = ?`, sqlrow.FormatTime(previousUntil), secret, tenant, id)
 		if err != nil {
 			return fmt.Errorf("rotate secret: %w", err)
 		}
@@ -111,13 +106,13 @@ func (db *DB) RotateSecret(ctx context.Context, tenant, id, secret string, previ
 func (db *DB) Deliveries(ctx context.Context, tenant, webhookID, status string, limit int) ([]*webhook.Delivery, error) {
 	var out []*webhook.Delivery
 	err := db.read(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.DeliveryColumns+` FROM webhook_deliveries
 			WHERE tenant = ? AND webhook_id = ? AND (? = '' OR status = ?) ORDER BY seq DESC LIMIT ?`,
 			tenant, webhookID, status, status, limit)
 		if err != nil {
 			return fmt.Errorf("list deliveries: %w", err)
 		}
-		out, err = collect(rows, scanDelivery)
+		out, err = collect(rows, sqlrow.ScanDelivery)
 		return err
 	})
 	return out, err
@@ -129,11 +124,11 @@ func (db *DB) RetryDelivery(ctx context.Context, tenant, webhookID, id string, n
 	var d *webhook.Delivery
 	err := db.write(ctx, func(tx dbtx) error {
 		var err error
-		at := fmtTime(now)
-		d, err = scanDelivery(tx.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
+		at := sqlrow.FormatTime(now)
+		d, err = sqlrow.ScanDelivery(tx.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
 				created_at = CASE WHEN status = 'failed' THEN ? ELSE created_at END
-			WHERE tenant = ? AND webhook_id = ? AND id = ? RETURNING `+deliveryColumns, at, at, tenant, webhookID, id))
-		if err == sql.ErrNoRows {
+			WHERE tenant = ? AND webhook_id = ? AND id = ? RETURNING `+sqlrow.DeliveryColumns, at, at, tenant, webhookID, id))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "delivery %s of webhook %s not found", id, webhookID)
 		}
 		if err != nil {
@@ -152,7 +147,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time
 	var due bool
 	if err := db.query(ctx, func(q dbtx) error {
 		return q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= ? AND lease_until < ?)`, fmtTime(now), fmtTime(now)).Scan(&due)
+			WHERE status = 'pending' AND next_attempt_at <= ? AND lease_until < ?)`, sqlrow.FormatTime(now), sqlrow.FormatTime(now)).Scan(&due)
 	}); err != nil || !due {
 		return nil, err
 	}
@@ -164,11 +159,11 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, until time
 					AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id
 						AND e.order_key = d.order_key AND e.status = 'pending' AND e.seq < d.seq)
 				ORDER BY d.seq LIMIT ?)
-			RETURNING `+deliveryColumns, owner, fmtTime(until), fmtTime(now), fmtTime(now), limit)
+			RETURNING `+sqlrow.DeliveryColumns, owner, sqlrow.FormatTime(until), sqlrow.FormatTime(now), sqlrow.FormatTime(now), limit)
 		if err != nil {
 			return fmt.Errorf("claim deliveries: %w", err)
 		}
-		out, err = collect(rows, scanDelivery)
+		out, err = collect(rows, sqlrow.ScanDelivery)
 		return err
 	})
 	return out, err
@@ -180,7 +175,7 @@ func (db *DB) FinishAttempt(ctx context.Context, owner, id string, o webhook.Out
 	err := db.write(ctx, func(tx dbtx) error {
 		var delivered any
 		if o.Status == webhook.Delivered {
-			delivered = fmtTime(o.At)
+			delivered = sqlrow.FormatTime(o.At)
 		}
 		next := o.NextAttempt
 		if o.Status != webhook.Pending {
@@ -189,7 +184,7 @@ func (db *DB) FinishAttempt(ctx context.Context, owner, id string, o webhook.Out
 		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?,
 				last_status = ?, last_error = ?, delivered_at = ?, lease_owner = '', lease_until = ?
 			WHERE id = ? AND lease_owner = ? AND status = 'pending'`,
-			o.Status, o.Attempts, fmtTime(next), o.HTTPStatus, o.Error, delivered, noLease, id, owner)
+			o.Status, o.Attempts, sqlrow.FormatTime(next), o.HTTPStatus, o.Error, delivered, noLease, id, owner)
 		if err != nil {
 			return fmt.Errorf("record attempt: %w", err)
 		}
@@ -198,56 +193,6 @@ func (db *DB) FinishAttempt(ctx context.Context, owner, id string, o webhook.Out
 		return nil
 	})
 	return held, err
-}
-
-func scanWebhook(row scanner) (*webhook.Webhook, error) {
-	var (
-		w                     webhook.Webhook
-		events, until, create string
-	)
-	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &events, &w.Agent, &w.Description, &w.Secret, &w.PreviousSecret, &until, &create, &w.WorkflowID)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(events), &w.Events); err != nil {
-		return nil, fmt.Errorf("decode webhook events: %w", err)
-	}
-	if w.PreviousUntil, err = parseTime(until); err != nil {
-		return nil, err
-	}
-	if w.CreatedAt, err = parseTime(create); err != nil {
-		return nil, err
-	}
-	return &w, nil
-}
-
-func scanDelivery(row scanner) (*webhook.Delivery, error) {
-	var (
-		d                   webhook.Delivery
-		body, next, created string
-		delivered           sql.NullString
-	)
-	err := row.Scan(&d.ID, &d.Seq, &d.Tenant, &d.WebhookID, &d.Type, &d.OrderKey, &body, &d.Status, &d.Attempts,
-		&next, &d.LastStatus, &d.LastError, &created, &delivered)
-	if err != nil {
-		return nil, err
-	}
-	d.Body = json.RawMessage(body)
-	if d.NextAttempt, err = parseTime(next); err != nil {
-		return nil, err
-	}
-	if d.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if delivered.Valid {
-		if d.DeliveredAt, err = parseTime(delivered.String); err != nil {
-			return nil, err
-		}
-	}
-	if d.Status != webhook.Pending {
-		d.NextAttempt = time.Time{}
-	}
-	return &d, nil
 }
 
 // queueBatchEvent stores the deliveries of a replay batch's end.

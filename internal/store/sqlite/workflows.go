@@ -10,26 +10,18 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ workflow.Store = (*DB)(nil)
 
-const workflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
-	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens`
-
-const stepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
-	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
-	model, input_tokens, output_tokens, finish_reason, error_code`
-
 // noLease is lease_until of a workflow nobody holds: before any real time.
-var noLease = fmtTime(time.Time{})
+var noLease = sqlrow.FormatTime(time.Time{})
 
 // CreateWorkflow stores a new running workflow owned by w.Owner.
 func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
@@ -46,7 +38,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`, idem_key, idem_hash)
+		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
 		if isUnique(err) && key != nil && strings.Contains(err.Error(), "idem_key") {
 			return workflow.KeyTaken()
@@ -102,13 +94,13 @@ func stepRow(owner string, s *workflow.Step) []any {
 	}
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
-		s.HTTPStatus, s.Attempts, fmtTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
+		s.HTTPStatus, s.Attempts, sqlrow.FormatTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
 		s.Model, in, out, s.FinishReason, s.ErrorCode,
 		s.WorkflowID, owner}
 }
 
 func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs []*audit.Record) error {
-	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+stepColumns+`)
+	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+sqlrow.StepColumns+`)
 		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
 	if isUnique(err) {
@@ -126,7 +118,7 @@ func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs 
 
 // RecordIntent stores an intent, provided owner holds the lease.
 func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
-	at := fmtTime(in.At)
+	at := sqlrow.FormatTime(in.At)
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
 			SELECT ?, ?, ?, ?, ?
@@ -145,7 +137,7 @@ func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Co
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?`,
 			c.WorkflowID, owner).Scan(&one)
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return fmt.Errorf("record completion: workflow %s is not running under this owner: %w", c.WorkflowID, workflow.ErrLeaseLost)
 		}
 		if err != nil {
@@ -155,7 +147,7 @@ func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Co
 				agent_version, model, provider_model, input_tokens, output_tokens, cost, currency, finish_reason, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workflow_id, n) DO NOTHING`,
 			c.WorkflowID, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
-			c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, fmtTime(c.CreatedAt))
+			c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, sqlrow.FormatTime(c.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("record completion: %w", err)
 		}
@@ -187,7 +179,7 @@ func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Work
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, outcome = ?, output = ?, error = ?,
 				finished_at = ?, owner = '', lease_until = ?
 			WHERE id = ? AND status = 'running' AND owner = ?`,
-			w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), fmtTime(w.FinishedAt), noLease, w.ID, owner)
+			w.Status, w.Outcome, nullJSON(w.Output), nullJSON(w.Error), sqlrow.FormatTime(w.FinishedAt), noLease, w.ID, owner)
 		if err := leaseHeld(res, err, w.ID, "finish workflow"); err != nil {
 			return err
 		}
@@ -224,9 +216,9 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 	var w *workflow.Workflow
 	err := db.query(ctx, func(tx dbtx) error {
 		var err error
-		w, err = scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows
+		w, err = sqlrow.ScanWorkflow(tx.QueryRowContext(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows
 			WHERE tenant = ? AND id = ?`, tenant, id))
-		if err == sql.ErrNoRows {
+		if sqlrow.IsNoRows(err) {
 			return workflowNotFound(id)
 		}
 		return err
@@ -239,12 +231,12 @@ func (db *DB) Workflow(ctx context.Context, tenant, id string) (*workflow.Workfl
 func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.Workflow, error) {
 	var w *workflow.Workflow
 	err := db.query(ctx, func(tx dbtx) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+workflowColumns+`, idem_key, idem_hash FROM workflows
+		row := tx.QueryRowContext(ctx, `SELECT `+sqlrow.WorkflowColumns+`, idem_key, idem_hash FROM workflows
 			WHERE tenant = ? AND idem_key = ?`, tenant, key)
 		var err error
 		var k, hash string
-		w, err = scanWorkflow(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &k, &hash)...) }))
-		if err == sql.ErrNoRows {
+		w, err = sqlrow.ScanWorkflow(sqlrow.With(row, &k, &hash))
+		if sqlrow.IsNoRows(err) {
 			return problem.New(problem.NotFound, "no workflow was created with this idempotency key")
 		}
 		if err == nil {
@@ -260,7 +252,7 @@ func (db *DB) WorkflowByKey(ctx context.Context, tenant, key string) (*workflow.
 func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Time) error {
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE workflows SET idem_key = NULL
-			WHERE tenant = ? AND idem_key = ? AND started_at < ?`, tenant, key, fmtTime(before))
+			WHERE tenant = ? AND idem_key = ? AND started_at < ?`, tenant, key, sqlrow.FormatTime(before))
 		return err
 	})
 }
@@ -269,14 +261,14 @@ func (db *DB) ExpireKey(ctx context.Context, tenant, key string, before time.Tim
 func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]workflow.Step, error) {
 	var steps []workflow.Step
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+stepColumns+` FROM workflow_steps
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps
 			WHERE workflow_id = ? AND seq > ? ORDER BY seq`, workflowID, afterSeq)
 		if err != nil {
 			return fmt.Errorf("query steps: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			s, err := scanStep(rows)
+			s, err := sqlrow.ScanStep(rows)
 			if err != nil {
 				return err
 			}
@@ -291,24 +283,13 @@ func (db *DB) Steps(ctx context.Context, workflowID string, afterSeq int) ([]wor
 func (db *DB) Intents(ctx context.Context, workflowID string) ([]workflow.Intent, error) {
 	var ins []workflow.Intent
 	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT workflow_id, step, tool, operation, at FROM workflow_intents
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.IntentColumns+` FROM workflow_intents
 			WHERE workflow_id = ? ORDER BY step`, workflowID)
 		if err != nil {
 			return fmt.Errorf("query intents: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var in workflow.Intent
-			var at string
-			if err := rows.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, &at); err != nil {
-				return fmt.Errorf("scan intent: %w", err)
-			}
-			if in.At, err = parseTime(at); err != nil {
-				return err
-			}
-			ins = append(ins, in)
-		}
-		return rows.Err()
+		ins, err = collect(rows, sqlrow.ScanIntent)
+		return err
 	})
 	return ins, err
 }
@@ -388,7 +369,7 @@ func listWorkflowsQuery(ctx context.Context, tx dbtx, tenant string, f workflow.
 		where = append(where, "id < ?")
 		args = append(args, f.Before)
 	}
-	return `SELECT ` + workflowColumns + ` FROM ` + from + `
+	return `SELECT ` + sqlrow.WorkflowColumns + ` FROM ` + from + `
 		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(args, page.Size(f.Limit)), nil
 }
 
@@ -417,7 +398,7 @@ func workflowsWhere(ctx context.Context, tx dbtx, tenant string, f workflow.List
 		add("started_at >= ?", fmtTimeCeil(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add("started_at <= ?", fmtTime(f.Until))
+		add("started_at <= ?", sqlrow.FormatTime(f.Until))
 	}
 	if f.Version != "" {
 		add("agent_version = ?", f.Version)
@@ -482,7 +463,7 @@ func nullJSON(b json.RawMessage) any {
 	return string(b)
 }
 
-// workflowRow is w's values in workflowColumns order; w's times are brought
+// workflowRow is w's values in sqlrow.WorkflowColumns order; w's times are brought
 // to the precision they are stored at.
 func workflowRow(w *workflow.Workflow) ([]any, error) {
 	caller, err := json.Marshal(w.Caller)
@@ -494,61 +475,20 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 		return nil, fmt.Errorf("encode workflow tool revisions: %w", err)
 	}
 	w.StartedAt, w.FinishedAt, w.Deadline, w.LeaseUntil = micro(w.StartedAt), micro(w.FinishedAt), micro(w.Deadline), micro(w.LeaseUntil)
-	finished := ""
+	var finished any = ""
 	if !w.FinishedAt.IsZero() {
-		finished = fmtTime(w.FinishedAt)
+		finished = sqlrow.FormatTime(w.FinishedAt)
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		fmtTime(w.StartedAt), finished, fmtTime(w.Deadline), w.CancelRequested, w.Owner, fmtTime(w.LeaseUntil), string(revs), w.MaxLLMTokens}, nil
-}
-
-func scanWorkflow(s scanner) (*workflow.Workflow, error) {
-	var (
-		w                         workflow.Workflow
-		wctx, output, wfErr       sql.NullString
-		caller, started, finished string
-		deadline, leaseUntil      string
-		revs                      string
-	)
-	err := s.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, &wctx, &caller,
-		&w.MaxToolCalls, &output, &wfErr, &w.ReplayOf, &w.RequestID, &w.TraceID, &started, &finished, &deadline,
-		&w.CancelRequested, &w.Owner, &leaseUntil, &revs, &w.MaxLLMTokens)
-	if err == sql.ErrNoRows {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan workflow: %w", err)
-	}
-	w.Context, w.Output, w.Error = rawJSON(wctx), rawJSON(output), rawJSON(wfErr)
-	if err := json.Unmarshal([]byte(caller), &w.Caller); err != nil {
-		return nil, fmt.Errorf("decode workflow caller: %w", err)
-	}
-	if err := json.Unmarshal([]byte(revs), &w.ToolRevisions); err != nil {
-		return nil, fmt.Errorf("decode workflow tool revisions: %w", err)
-	}
-	if w.StartedAt, err = parseTime(started); err != nil {
-		return nil, err
-	}
-	if finished != "" {
-		if w.FinishedAt, err = parseTime(finished); err != nil {
-			return nil, err
-		}
-	}
-	if w.Deadline, err = parseTime(deadline); err != nil {
-		return nil, err
-	}
-	if w.LeaseUntil, err = parseTime(leaseUntil); err != nil {
-		return nil, err
-	}
-	return &w, nil
+		sqlrow.FormatTime(w.StartedAt), finished, sqlrow.FormatTime(w.Deadline), w.CancelRequested, w.Owner, sqlrow.FormatTime(w.LeaseUntil), string(revs), w.MaxLLMTokens}, nil
 }
 
 func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {
 	defer rows.Close()
 	var wfs []*workflow.Workflow
 	for rows.Next() {
-		w, err := scanWorkflow(rows)
+		w, err := sqlrow.ScanWorkflow(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -558,41 +498,6 @@ func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {
 		return nil, fmt.Errorf("read workflows: %w", err)
 	}
 	return wfs, nil
-}
-
-func scanStep(s scanner) (workflow.Step, error) {
-	var (
-		st                    workflow.Step
-		args, result, request sql.NullString
-		score                 sql.NullFloat64
-		started               string
-		in, out               sql.NullInt64
-	)
-	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
-		&args, &score, &st.Queue, &st.Outcome, &result, &st.Error, &request, &st.HTTPStatus, &st.Attempts,
-		&started, &st.DurationMS, &st.Sent, &st.Reason, &st.Model, &in, &out, &st.FinishReason, &st.ErrorCode)
-	if err != nil {
-		return st, fmt.Errorf("scan step: %w", err)
-	}
-	if in.Valid || out.Valid {
-		st.Usage = &agent.Usage{InputTokens: in.Int64, OutputTokens: out.Int64}
-	}
-	st.Args, st.Result, st.Request = rawJSON(args), rawJSON(result), rawJSON(request)
-	if score.Valid {
-		st.Score = &score.Float64
-	}
-	if st.StartedAt, err = parseTime(started); err != nil {
-		return st, err
-	}
-	return st, nil
-}
-
-// rawJSON is a nullable JSON column as a RawMessage, nil for NULL.
-func rawJSON(s sql.NullString) json.RawMessage {
-	if !s.Valid {
-		return nil
-	}
-	return json.RawMessage(s.String)
 }
 
 // ListWorkflowsPlan is SQLite's plan for ListWorkflows(tenant, f), one line

@@ -55,19 +55,30 @@ func ParseTime(s string) (time.Time, error) {
 
 // Time is a scan destination for a time column, SQLite's text or
 // PostgreSQL's timestamptz; the time is UTC.
-func Time(dst *time.Time) sql.Scanner { return timeDest{dst} }
+func Time(dst *time.Time) sql.Scanner { return timeDest{dst: dst} }
 
-type timeDest struct{ dst *time.Time }
+// TimeOrZero is a scan destination for a time column that may be unset:
+// NULL or an empty text (SQLite's unset) leaves *dst the zero time.
+func TimeOrZero(dst *time.Time) sql.Scanner { return timeDest{dst: dst, unset: true} }
+
+type timeDest struct {
+	dst *time.Time
+	// unset is whether the column may be unset.
+	unset bool
+}
 
 func (d timeDest) Scan(src any) error {
 	t, err := scanTime(src)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if t == nil {
+	case t != nil:
+		*d.dst = *t
+	case d.unset:
+		*d.dst = time.Time{}
+	default:
 		return errors.New("stored time is NULL")
 	}
-	*d.dst = *t
 	return nil
 }
 

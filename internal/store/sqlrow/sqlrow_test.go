@@ -69,6 +69,35 @@ func TestOptionalTime(t *testing.T) {
 	}
 }
 
+// TestTimeOrZero: NULL and SQLite's empty text are the zero time, over
+// whatever the destination held.
+func TestTimeOrZero(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  any
+		want time.Time
+	}{
+		{"null", nil, time.Time{}},
+		{"empty text", "", time.Time{}},
+		{"text", "2026-03-01T12:30:00.123456Z", at},
+		{"timestamptz", at.In(time.FixedZone("CET", 3600)), at},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := time.Now()
+			if err := sqlrow.TimeOrZero(&got).Scan(tc.src); err != nil {
+				t.Fatalf("Scan(%v): %v", tc.src, err)
+			}
+			if !got.Equal(tc.want) || !got.IsZero() && got.Location() != time.UTC {
+				t.Errorf("Scan(%v) = %v, want %v", tc.src, got, tc.want)
+			}
+		})
+	}
+	var got time.Time
+	if err := sqlrow.TimeOrZero(&got).Scan("yesterday"); err == nil {
+		t.Error("Scan(\"yesterday\") = nil error, want one")
+	}
+}
+
 // TestJSON: a JSON column decodes from text or jsonb bytes; NULL leaves
 // the destination alone; bad JSON names the column.
 func TestJSON(t *testing.T) {

@@ -1,0 +1,104 @@
+package sqlrow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// WorkflowColumns are the workflows table's columns, in the order of
+// ScanWorkflow.
+const WorkflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
+	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
+	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens`
+
+// StepColumns are the workflow_steps table's columns, in the order of
+// ScanStep.
+const StepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
+	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
+	model, input_tokens, output_tokens, finish_reason, error_code`
+
+// ScanWorkflow scans a row of WorkflowColumns; a missing row's error is
+// returned as it is.
+func ScanWorkflow(s Scanner) (*workflow.Workflow, error) {
+	var w workflow.Workflow
+	err := s.Scan(&w.ID, &w.Tenant, &w.Agent, &w.AgentVersion, &w.Status, &w.Outcome, &w.Goal, Raw(&w.Context),
+		JSON(&w.Caller, "workflow caller"), &w.MaxToolCalls, Raw(&w.Output), Raw(&w.Error), &w.ReplayOf,
+		&w.RequestID, &w.TraceID, Time(&w.StartedAt), TimeOrZero(&w.FinishedAt), Time(&w.Deadline),
+		&w.CancelRequested, &w.Owner, Time(&w.LeaseUntil), JSON(&w.ToolRevisions, "workflow tool revisions"),
+		&w.MaxLLMTokens)
+	if IsNoRows(err) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan workflow: %w", err)
+	}
+	return &w, nil
+}
+
+// ScanStep scans a row of StepColumns.
+func ScanStep(s Scanner) (workflow.Step, error) {
+	var (
+		st      workflow.Step
+		in, out *int64
+	)
+	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
+		Raw(&st.Args), &st.Score, &st.Queue, &st.Outcome, Raw(&st.Result), &st.Error, Raw(&st.Request),
+		&st.HTTPStatus, &st.Attempts, Time(&st.StartedAt), &st.DurationMS, &st.Sent, &st.Reason, &st.Model,
+		&in, &out, &st.FinishReason, &st.ErrorCode)
+	if err != nil {
+		return st, fmt.Errorf("scan step: %w", err)
+	}
+	if in != nil || out != nil {
+		st.Usage = &agent.Usage{InputTokens: deref(in), OutputTokens: deref(out)}
+	}
+	return st, nil
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// ApprovalColumns are the workflow_approvals table's columns, in the order
+// of ScanApproval.
+const ApprovalColumns = `workflow_id, step, tenant, agent, agent_version, action, reason, approver_scope,
+	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
+	comment, timed_out`
+
+// ScanApproval scans a row of ApprovalColumns; a missing row's error is
+// returned as it is.
+func ScanApproval(s Scanner) (*workflow.Approval, error) {
+	var (
+		a         workflow.Approval
+		remaining int64
+	)
+	err := s.Scan(&a.WorkflowID, &a.Step, &a.Tenant, &a.Agent, &a.AgentVersion, &a.Action, &a.Reason, &a.ApproverScope,
+		&a.AllowSelf, &a.OnTimeout, &a.Invoker, Time(&a.RequestedAt), Time(&a.Deadline), &remaining, &a.Status,
+		&a.DecidedBy, TimeOrZero(&a.DecidedAt), &a.Comment, &a.TimedOut)
+	if IsNoRows(err) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan approval: %w", err)
+	}
+	a.Remaining = time.Duration(remaining) * time.Millisecond
+	return &a, nil
+}
+
+// IntentColumns are the workflow_intents table's columns, in the order of
+// ScanIntent.
+const IntentColumns = `workflow_id, step, tool, operation, at`
+
+// ScanIntent scans a row of IntentColumns.
+func ScanIntent(s Scanner) (workflow.Intent, error) {
+	var in workflow.Intent
+	if err := s.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, Time(&in.At)); err != nil {
+		return in, fmt.Errorf("scan intent: %w", err)
+	}
+	return in, nil
+}
