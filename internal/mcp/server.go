@@ -49,15 +49,20 @@ type Agents interface {
 	ListAgents(ctx context.Context, tenant, after string, limit int) ([]*agent.Agent, error)
 }
 
+// Runs waits for workflows (workflow.Runner).
+type Runs interface {
+	// Finished returns the workflow and its steps once it has finished or
+	// waits for an approval.
+	Finished(ctx context.Context, tenant, id string) (*workflow.Workflow, []workflow.Step, error)
+}
+
 // Services are what the MCP server uses.
 type Services struct {
 	Agents Agents
 	// Invoker starts the workflows of calls, or attaches to the one a
 	// call's idempotency key made; Runner waits for them to finish.
 	Invoker *workflow.Invoker
-	Runner  interface {
-		Finished(ctx context.Context, tenant, id string) (*workflow.Workflow, []workflow.Step, error)
-	}
+	Runner  Runs
 	// Operations is the operation search of search_operations.
 	Operations *tool.Finder
 	// View is a finished workflow as the API shows it to r's caller, the
