@@ -28,7 +28,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Now()
 	info := &frontdoor.Info{RequestID: ids.New(ids.Request), TraceID: telemetry.TraceID(r.Context())}
 	if r.URL.Path == "/mcp" {
-		info.ResourceMetadata = s.resourceMetadataURL()
+		info.ResourceMetadata = s.mcp.ResourceMetadataURL()
 	}
 	r = r.WithContext(withRoute(frontdoor.WithInfo(r.Context(), info)))
 	sw := &frontdoor.StatusWriter{ResponseWriter: w}

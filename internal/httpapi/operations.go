@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,21 +11,11 @@ import (
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
-// Operation search paging: limit ≤ maxOpLimit, default defaultOpLimit.
-const (
-	defaultOpLimit = 20
-	maxOpLimit     = 100
-	maxQueryLen    = 200
-)
+// defaultOpLimit is an operation search's page size when limit is not given.
+const defaultOpLimit = 20
 
-// opResult is a search result as the API shows it: slim, with its score
-// when there was a query, and its schemas with view=full.
-type opResult struct {
-	tool.OperationRef
-	Score  *float64        `json:"score,omitempty"`
-	Input  json.RawMessage `json:"input_schema,omitempty"`
-	Output json.RawMessage `json:"output_schema,omitempty"`
-}
+// opResult is a search result as the API shows it.
+type opResult = tool.Found
 
 type operationPage struct {
 	ToolID     string     `json:"tool_id,omitempty"`
@@ -35,11 +24,21 @@ type operationPage struct {
 	NextCursor *string    `json:"next_cursor"`
 }
 
-// opQuery is what an operation search asks for.
+// opQuery is what an operation search of the API or the console asks for.
 type opQuery struct {
 	q, kind       string
 	limit, offset int
 	full          bool
+}
+
+// find is the query as the finder takes it.
+func (oq opQuery) find() tool.FindQuery {
+	return tool.FindQuery{Q: oq.q, Kind: oq.kind, Limit: oq.limit, Offset: oq.offset, Full: oq.full}
+}
+
+// check validates what a query asks for.
+func (oq opQuery) check() []problem.FieldError {
+	return oq.find().Check("q")
 }
 
 func parseOpQuery(r *http.Request) (opQuery, error) {
@@ -69,73 +68,19 @@ func parseOpQuery(r *http.Request) (opQuery, error) {
 	return oq, nil
 }
 
-// check validates what a query asks for, whether it came from the query
-// string or from MCP's search_operations.
-func (oq opQuery) check() []problem.FieldError {
-	var errs []problem.FieldError
-	if len(oq.q) > maxQueryLen {
-		errs = append(errs, problem.FieldError{Field: "q", Message: "must be at most 200 characters"})
-	}
-	if oq.kind != "" && oq.kind != tool.Read && oq.kind != tool.Write {
-		errs = append(errs, problem.FieldError{Field: "kind", Message: "must be read or write"})
-	}
-	if oq.limit < 1 || oq.limit > maxOpLimit {
-		errs = append(errs, problem.FieldError{Field: "limit", Message: "must be an integer from 1 to 100"})
-	}
-	return errs
+// finder searches operations through the server's index cache.
+func (s *Server) finder() *tool.Finder {
+	return &tool.Finder{Tools: s.deps.ToolStore, Indexes: s.indexes}
 }
 
-// index is the search index of t's current revision.
-func (s *Server) index(ctx context.Context, t *tool.Tool) (*tool.SearchIndex, error) {
-	return s.indexes.Index(t, func() ([]tool.Operation, error) {
-		return s.deps.ToolStore.Operations(ctx, t.Tenant, t.ID, "")
-	})
-}
-
-// scoredHit is a hit of one tool among several.
-type scoredHit struct {
-	tool.Hit
-	t *tool.Tool
-}
-
-// page cuts one page of hits and shows it, loading schemas for view=full.
-func (s *Server) opPage(ctx context.Context, oq opQuery, hits []scoredHit) (operationPage, error) {
-	pg := operationPage{Query: oq.q, Operations: []opResult{}}
-	if oq.offset > len(hits) {
-		oq.offset = len(hits)
-	}
-	end := min(oq.offset+oq.limit, len(hits))
-	if end < len(hits) {
-		c := strconv.Itoa(end)
+// pageOf is a page of found operations as the API shows it.
+func pageOf(oq opQuery, found tool.FoundPage) operationPage {
+	pg := operationPage{Query: oq.q, Operations: found.Operations}
+	if found.Next > 0 {
+		c := strconv.Itoa(found.Next)
 		pg.NextCursor = &c
 	}
-	full := map[string]map[string]*tool.Operation{} // tool id → op id → operation
-	for _, h := range hits[oq.offset:end] {
-		res := opResult{OperationRef: h.OperationRef}
-		if oq.q != "" {
-			sc := h.Score
-			res.Score = &sc
-		}
-		if oq.full {
-			ops, ok := full[h.t.ID]
-			if !ok {
-				all, err := s.deps.ToolStore.Operations(ctx, h.t.Tenant, h.t.ID, "")
-				if err != nil {
-					return pg, err
-				}
-				ops = make(map[string]*tool.Operation, len(all))
-				for i := range all {
-					ops[all[i].ID] = &all[i]
-				}
-				full[h.t.ID] = ops
-			}
-			if op := ops[h.ID]; op != nil {
-				res.Input, res.Output = op.Input, op.Output
-			}
-		}
-		pg.Operations = append(pg.Operations, res)
-	}
-	return pg, nil
+	return pg
 }
 
 // handleToolOperations searches one tool's operations.
@@ -148,24 +93,14 @@ func (s *Server) handleToolOperations(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	ix, err := s.index(r.Context(), t)
+	found, err := s.finder().SearchTool(r.Context(), t, oq.find())
 	if err != nil {
 		return err
 	}
-	var hits []scoredHit
-	for _, h := range ix.Search(oq.q, oq.kind) {
-		hits = append(hits, scoredHit{h, t})
-	}
-	pg, err := s.opPage(r.Context(), oq, hits)
-	if err != nil {
-		return err
-	}
+	pg := pageOf(oq, found)
 	pg.ToolID = t.ID
 	return frontdoor.WriteJSON(w, http.StatusOK, pg)
 }
-
-// maxSearchTools bounds the tools one GET /v1/operations reads.
-const maxSearchTools = 1000
 
 // handleSearchOperations searches the operations of every tool of the
 // tenant (or of the one named by tool=) the caller may see.
@@ -184,41 +119,9 @@ func (s *Server) handleSearchOperations(w http.ResponseWriter, r *http.Request) 
 // searchOperations searches the operations of every tool of the tenant, or
 // of the one named toolName when it is not "".
 func (s *Server) searchOperations(ctx context.Context, tenant, toolName string, oq opQuery) (operationPage, error) {
-	var tools []*tool.Tool
-	if toolName != "" {
-		t, err := s.deps.ToolStore.ToolByName(ctx, tenant, toolName)
-		if err != nil {
-			return operationPage{}, err
-		}
-		tools = append(tools, t)
-	} else {
-		after := ""
-		for len(tools) < maxSearchTools {
-			batch, err := s.deps.ToolStore.ListTools(ctx, tenant, tool.ListOptions{Limit: 200, After: after})
-			if err != nil {
-				return operationPage{}, err
-			}
-			tools = append(tools, batch...)
-			if len(batch) < 200 {
-				break
-			}
-			after = batch[len(batch)-1].ID
-		}
+	found, err := s.finder().Search(ctx, tenant, toolName, oq.find())
+	if err != nil {
+		return operationPage{}, err
 	}
-	lists := make([][]tool.Hit, 0, len(tools))
-	byName := make(map[string]*tool.Tool, len(tools))
-	for _, t := range tools {
-		ix, err := s.index(ctx, t)
-		if err != nil {
-			return operationPage{}, err
-		}
-		lists = append(lists, ix.Search(oq.q, oq.kind))
-		byName[t.Name] = t
-	}
-	merged := tool.MergeHits(lists)
-	hits := make([]scoredHit, len(merged))
-	for i, h := range merged {
-		hits[i] = scoredHit{h, byName[h.Tool]}
-	}
-	return s.opPage(ctx, oq, hits)
+	return pageOf(oq, found), nil
 }

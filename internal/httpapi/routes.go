@@ -57,12 +57,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /.well-known/openid-configuration", public: true, action: "oauth.discovery", resource: "issuer", h: handleDiscovery(d.Issuer)},
 		{pattern: "GET /.well-known/jwks.json", public: true, action: "oauth.jwks", resource: "issuer", h: handleJWKS(d.Issuer)},
 		{pattern: "POST /oauth/token", public: true, action: "oauth.token", resource: "client", h: handleToken(d.Issuer)},
-		{pattern: "GET /.well-known/oauth-protected-resource", public: true, action: "mcp.resource_metadata", resource: "mcp", h: s.handleProtectedResource},
-		{pattern: "GET /.well-known/oauth-protected-resource/mcp", public: true, action: "mcp.resource_metadata", resource: "mcp", h: s.handleProtectedResource},
+		{pattern: "GET /.well-known/oauth-protected-resource", public: true, action: "mcp.resource_metadata", resource: "mcp", h: s.mcp.HandleResourceMetadata},
+		{pattern: "GET /.well-known/oauth-protected-resource/mcp", public: true, action: "mcp.resource_metadata", resource: "mcp", h: s.mcp.HandleResourceMetadata},
 
 		// The tenant's MCP server; each tool call there is checked again
 		// (agents:invoke for agent tools, tool:<name> for call_operation).
-		{pattern: "POST /mcp", scope: auth.ScopeMCPUse, action: "mcp.request", resource: "mcp", h: s.handleMCP},
+		{pattern: "POST /mcp", scope: auth.ScopeMCPUse, action: "mcp.request", resource: "mcp", h: s.mcp.Handle},
 
 		{pattern: "POST /v1/tools", scope: auth.ScopeToolsWrite, action: "tool.create", resource: "tool", idempotent: true, h: s.handleRegisterTool},
 		{pattern: "GET /v1/tools", scope: auth.ScopeToolsRead, action: "tool.list", resource: "tool", h: s.handleListTools},

@@ -6,7 +6,6 @@ package httpapi
 
 import (
 	"context"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"log/slog"
 	"net/http"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/idempotency"
+	"github.com/agentplane/agentplane/internal/mcp"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
@@ -129,10 +129,8 @@ type Server struct {
 	draining chan struct{}
 	// indexes are the operation search indexes of recently searched tools.
 	indexes *tool.IndexCache
-	// mcp is the MCP SDK's handler of POST /mcp; mcpStatic the MCP server
-	// of the tools every tenant has.
-	mcp       http.Handler
-	mcpStatic *mcp.Server
+	// mcp is the tenant's MCP server.
+	mcp *mcp.Server
 	// streams caps each tenant's open event streams.
 	streams *streamLimit
 	// invoker starts workflows or attaches to the ones their keys made.
@@ -175,7 +173,14 @@ func NewServer(cfg Config, deps Deps) *Server {
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), draining: make(chan struct{}), indexes: tool.NewIndexCache(256),
 		streams: newStreamLimit(cfg.MaxStreamsPerTenant),
 		invoker: &workflow.Invoker{Runner: deps.Runner, Workflows: deps.Workflows, Now: deps.Now}}
-	s.mcp = s.newMCPHandler()
+	s.mcp = mcp.New(mcp.Config{Version: cfg.Version, PublicURL: cfg.PublicURL, AuthorizationServer: cfg.AuthorizationServer,
+		KeyTTL: cfg.InvokeIdempotencyTTL}, mcp.Services{
+		Agents: deps.Agents, Invoker: s.invoker, Runner: deps.Runner, Logger: deps.Logger,
+		Operations: s.finder(),
+		View: func(r *http.Request, wf *workflow.Workflow, steps []workflow.Step) (any, error) {
+			return s.workflowView(r, wf, steps, false)
+		},
+	})
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {
 		s.oidc = deps.ConsoleOIDC.forServer(cfg.PublicURL, s.routes)

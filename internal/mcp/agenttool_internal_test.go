@@ -1,4 +1,4 @@
-package httpapi
+package mcp
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestAgentToolDescriptionEndsEachSentence(t *testing.T) {
 		{"Is it fraud?", "Is it fraud? Invokes version 2 (the default)"},
 		{"", "Runs the agent triage. Invokes version 2 (the default)"},
 	} {
-		got := agentTool(&agent.Version{Name: "triage", Version: "2", Description: tc.desc}).Description
+		got := agentToolOf(&agent.Version{Name: "triage", Version: "2", Description: tc.desc}).Description
 		if len(got) < len(tc.want) || got[:len(tc.want)] != tc.want {
 			t.Errorf("description %q gives %q, want it to start %q", tc.desc, got, tc.want)
 		}
