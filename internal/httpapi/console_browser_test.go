@@ -96,7 +96,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if n := consoletest.Eval[int](t, a, `document.querySelectorAll('#steps .step').length`); n != 2 {
 		t.Fatalf("waiting workflow shows %d steps, want 2", n)
 	}
-	b := consoletest.Tab(t, browser)
+	b := consoletest.Person(t, browser)
 	consoletest.Run(t, b, "bob signs in", chromedp.Navigate(consoletest.Link(t, h.URL, bob)), chromedp.WaitVisible(chromedp.CSS("nav")))
 	consoletest.Run(t, b, "bob approves", chromedp.Navigate(h.URL+"/console/approvals"),
 		chromedp.SendKeys(chromedp.CSS(`form.decide input[name="comment"]`), "customer verified"),

@@ -103,7 +103,20 @@ window.addEventListener('error', e => window.consoleProblems.push('error ' + e.m
 // and script errors; each step of a test should end with NoProblems.
 func Tab(t *testing.T, browser context.Context) context.Context {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser)
+	return openTab(t, browser)
+}
+
+// Person opens a tab as Tab does, in a browser context of its own: its
+// cookies are its own, as a second person's browser would be, so signing
+// in there leaves the other tabs' session alone.
+func Person(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	return openTab(t, browser, chromedp.WithNewBrowserContext())
+}
+
+func openTab(t *testing.T, browser context.Context, opts ...chromedp.ContextOption) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, opts...)
 	t.Cleanup(cancel)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
 	t.Cleanup(cancelTimeout)
