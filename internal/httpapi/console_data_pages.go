@@ -58,7 +58,7 @@ type agentPage struct {
 
 func (s *Server) handleConsoleAgent(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
-	name, err := agentName(r.PathValue("id"))
+	name, err := agent.UnpinnedName(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ type agentDiffPage struct {
 
 func (s *Server) handleConsoleAgentDiff(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
-	name, err := agentName(r.PathValue("id"))
+	name, err := agent.UnpinnedName(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func (s *Server) handleConsoleUsage(w http.ResponseWriter, r *http.Request) erro
 // auditConsolePage is the audit query's data; Verify the chain's state
 // when the reader asked for it.
 type auditConsolePage struct {
-	Filter   auditQuery
+	Filter   audit.Query
 	Outcomes []string
 	Records  []audit.Record
 	Next     string
@@ -236,9 +236,9 @@ type auditConsolePage struct {
 
 func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var aq auditQuery
+	var aq audit.Query
 	api := url.Values{}
-	for _, k := range auditParams {
+	for _, k := range audit.QueryParams {
 		if v := strings.TrimSpace(q.Get(k)); v != "" {
 			api.Set(k, v)
 		}
@@ -248,10 +248,10 @@ func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) erro
 			api.Set(k, t.UTC().Format(time.RFC3339))
 		}
 	}
-	if err := aq.fromValues(api); err != nil {
+	if err := aq.FromValues(api); err != nil {
 		return err
 	}
-	f, err := aq.filter()
+	f, err := aq.Filter()
 	if err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) erro
 		for k, vs := range q {
 			next[k] = vs
 		}
-		next.Set("cursor", encodeCursor(recs[len(recs)-1].Seq))
+		next.Set("cursor", audit.EncodeCursor(recs[len(recs)-1].Seq))
 		data.Next = "/console/audit?" + next.Encode()
 	}
 	return renderConsole(w, r, "audit", console.Page{Title: "Audit log", Nav: "audit", Data: data})

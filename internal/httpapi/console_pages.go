@@ -57,7 +57,7 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 			api.Set(k, t.UTC().Format(time.RFC3339))
 		}
 	}
-	f, err := parseWorkflowFilter(api)
+	f, err := workflow.ParseListFilter(api)
 	if err != nil {
 		return err
 	}
