@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -88,7 +89,7 @@ func (c serveConfig) checkConsoleClient() error {
 
 // consoleOIDC is the console's sign-in through the --oidc-issuer, nil
 // without a console client.
-func (c serveConfig) consoleOIDC(ctx context.Context, parts *toolParts) (*httpapi.ConsoleOIDC, error) {
+func (c serveConfig) consoleOIDC(ctx context.Context, parts *toolParts) (*console.OIDC, error) {
 	if c.consoleClientID == "" {
 		return nil, nil
 	}
@@ -96,7 +97,7 @@ func (c serveConfig) consoleOIDC(ctx context.Context, parts *toolParts) (*httpap
 	if err != nil {
 		return nil, err
 	}
-	o, err := httpapi.NewConsoleOIDC(ctx, httpapi.ConsoleOIDCConfig{Issuer: c.oidcIssuer, ClientID: c.consoleClientID, ClientSecret: secret})
+	o, err := console.NewOIDC(ctx, console.OIDCConfig{Issuer: c.oidcIssuer, ClientID: c.consoleClientID, ClientSecret: secret})
 	if err != nil {
 		return nil, fmt.Errorf("--oidc-issuer for the console: %w", err)
 	}

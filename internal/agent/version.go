@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/problem"
 )
 
 var (
@@ -34,6 +36,16 @@ type Version struct {
 	// archived version keeps its history but can no longer be invoked or
 	// replayed against, and no longer holds its tools and models.
 	ArchivedAt *time.Time `json:"archived_at,omitempty"`
+}
+
+// UnpinnedName is the agent name a path gives on routes about the whole
+// agent, which take no @version: a pinned ref is problem.NotFound.
+func UnpinnedName(ref string) (string, error) {
+	name, _, pinned := strings.Cut(ref, "@")
+	if pinned {
+		return "", problem.New(problem.NotFound, "%q is not an agent name: this route takes the name without @version", ref)
+	}
+	return name, nil
 }
 
 // Ref is name@version.

@@ -1,12 +1,17 @@
-// Package console is the web console's presentation: its templates and
-// static files, embedded in the binary, the layout every page shares (the
-// nav, the sign-out form, the CSRF token of each form), and the session
-// cookie; the sign-in records the stores keep (one-time links, pending
-// OpenID Connect logins, sessions) are internal/auth/session's. Its pages
-// load nothing but the console's own
-// stylesheet and scripts, so they work under ContentSecurityPolicy. The
-// routes and handlers are in internal/httpapi, next to the API handlers
-// whose code every console action calls.
+// Package console is the web console, a front door of its own: its pages
+// and sign-in (Console, built by New from the services they read), its
+// templates and static files, embedded in the binary, the layout every
+// page shares (the nav, the sign-out form, the CSRF token of each form),
+// and the session cookie; the sign-in records the stores keep (one-time
+// links, pending OpenID Connect logins, sessions) are
+// internal/auth/session's. Its pages load nothing but the console's own
+// stylesheet and scripts, so they work under ContentSecurityPolicy.
+//
+// internal/httpapi's route table mounts the handlers, with each one's
+// scope and audit action; its middleware admits a console request by its
+// session cookie (Authenticate) and the CSRF token of a POST (ReadForm),
+// and makes each console action the API route it names, so an action runs
+// the API handler itself.
 package console
 
 import (
@@ -67,7 +72,8 @@ type NavItem struct {
 }
 
 // Nav lists the console's pages in the order the nav shows them. A page
-// is added here, with its route in internal/httpapi's route table.
+// is added here, with its handler in this package and its route in
+// internal/httpapi's route table.
 var Nav = []NavItem{
 	{Key: "workflows", Label: "Workflows", Path: "/console/workflows", Scope: "workflows:read"},
 	{Key: "approvals", Label: "Approvals", Path: "/console/approvals", Scope: "workflows:approve"},

@@ -97,16 +97,6 @@ func splitRef(id string) (name, version string, err error) {
 	return name, version, nil
 }
 
-// agentName is the path's agent name on routes about the whole agent, which
-// take no @version.
-func agentName(id string) (string, error) {
-	name, _, pinned := strings.Cut(id, "@")
-	if pinned {
-		return "", problem.New(problem.NotFound, "%q is not an agent name: this route takes the name without @version", id)
-	}
-	return name, nil
-}
-
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
 	name, version, err := splitRef(r.PathValue("id"))
@@ -167,7 +157,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) error {
-	name, err := agentName(r.PathValue("id"))
+	name, err := agent.UnpinnedName(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -183,7 +173,7 @@ func (s *Server) handleListVersions(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) handleSetDefault(w http.ResponseWriter, r *http.Request) error {
-	name, err := agentName(r.PathValue("id"))
+	name, err := agent.UnpinnedName(r.PathValue("id"))
 	if err != nil {
 		return err
 	}

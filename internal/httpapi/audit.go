@@ -1,33 +1,11 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"net/http"
-	"net/url"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/frontdoor"
-	"github.com/agentplane/agentplane/internal/problem"
 )
-
-// auditQuery is the body of POST /v1/audit/query and the parameters of GET.
-type auditQuery struct {
-	Actor        string `json:"actor,omitempty"`
-	Action       string `json:"action,omitempty"`
-	ResourceType string `json:"resource_type,omitempty"`
-	ResourceID   string `json:"resource_id,omitempty"`
-	WorkflowID   string `json:"workflow_id,omitempty"`
-	Outcome      string `json:"outcome,omitempty"`
-	Since        string `json:"since,omitempty"`
-	Until        string `json:"until,omitempty"`
-	TraceID      string `json:"trace_id,omitempty"`
-	Limit        int    `json:"limit,omitempty"`
-	Cursor       string `json:"cursor,omitempty"`
-}
 
 type auditPage struct {
 	Records    []audit.Record `json:"records"`
@@ -36,15 +14,15 @@ type auditPage struct {
 
 func handleAuditQuery(store audit.Store) frontdoor.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		var q auditQuery
+		var q audit.Query
 		if r.Method == http.MethodPost {
 			if err := frontdoor.DecodeJSON(r, &q); err != nil {
 				return err
 			}
-		} else if err := q.fromValues(r.URL.Query()); err != nil {
+		} else if err := q.FromValues(r.URL.Query()); err != nil {
 			return err
 		}
-		f, err := q.filter()
+		f, err := q.Filter()
 		if err != nil {
 			return err
 		}
@@ -57,76 +35,11 @@ func handleAuditQuery(store audit.Store) frontdoor.HandlerFunc {
 			page.Records = []audit.Record{}
 		}
 		if len(recs) == f.Limit && len(recs) > 0 {
-			c := encodeCursor(recs[len(recs)-1].Seq)
+			c := audit.EncodeCursor(recs[len(recs)-1].Seq)
 			page.NextCursor = &c
 		}
 		return frontdoor.WriteJSON(w, http.StatusOK, page)
 	}
-}
-
-var auditParams = []string{"actor", "action", "resource_type", "resource_id", "workflow_id", "outcome", "since", "until", "trace_id", "limit", "cursor"}
-
-func (q *auditQuery) fromValues(v url.Values) error {
-	for k := range v {
-		if !slices.Contains(auditParams, k) {
-			return problem.Field(k, "unknown query parameter; known: %s", strings.Join(auditParams, ", "))
-		}
-	}
-	q.Actor, q.Action = v.Get("actor"), v.Get("action")
-	q.ResourceType, q.ResourceID = v.Get("resource_type"), v.Get("resource_id")
-	q.WorkflowID, q.Outcome, q.TraceID = v.Get("workflow_id"), v.Get("outcome"), v.Get("trace_id")
-	q.Since, q.Until, q.Cursor = v.Get("since"), v.Get("until"), v.Get("cursor")
-	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return problem.Field("limit", "must be an integer from 1 to %d", audit.MaxLimit)
-		}
-		q.Limit = n
-	}
-	return nil
-}
-
-func (q auditQuery) filter() (audit.Filter, error) {
-	var errs []problem.FieldError
-	f := audit.Filter{
-		Actor: q.Actor, Action: q.Action, ResourceType: q.ResourceType, ResourceID: q.ResourceID,
-		WorkflowID: q.WorkflowID, Outcome: q.Outcome, TraceID: q.TraceID, Limit: q.Limit,
-	}
-	if f.Limit == 0 {
-		f.Limit = audit.DefaultLimit
-	}
-	if f.Limit < 1 || f.Limit > audit.MaxLimit {
-		errs = append(errs, problem.FieldError{Field: "limit", Message: "must be from 1 to 1000"})
-	}
-	if f.Outcome != "" && f.Outcome != audit.Success && f.Outcome != audit.Denied && f.Outcome != audit.Error {
-		errs = append(errs, problem.FieldError{Field: "outcome", Message: "must be success, denied or error"})
-	}
-	for _, t := range []struct {
-		name string
-		in   string
-		out  *time.Time
-	}{{"since", q.Since, &f.Since}, {"until", q.Until, &f.Until}} {
-		if t.in == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339Nano, t.in)
-		if err != nil {
-			errs = append(errs, problem.FieldError{Field: t.name, Message: "must be an RFC 3339 time such as 2026-11-21T10:00:00Z"})
-			continue
-		}
-		*t.out = v
-	}
-	if q.Cursor != "" {
-		seq, err := decodeCursor(q.Cursor)
-		if err != nil {
-			errs = append(errs, problem.FieldError{Field: "cursor", Message: "is not a cursor this endpoint returned"})
-		}
-		f.BeforeSeq = seq
-	}
-	if len(errs) > 0 {
-		return f, problem.Validation(errs...)
-	}
-	return f, nil
 }
 
 func handleAuditVerify(store audit.Store) frontdoor.HandlerFunc {
@@ -137,16 +50,4 @@ func handleAuditVerify(store audit.Store) frontdoor.HandlerFunc {
 		}
 		return frontdoor.WriteJSON(w, http.StatusOK, rep)
 	}
-}
-
-func encodeCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("s" + strconv.FormatInt(seq, 10)))
-}
-
-func decodeCursor(c string) (int64, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) < 2 || b[0] != 's' {
-		return 0, problem.New(problem.ValidationFailed, "bad cursor")
-	}
-	return strconv.ParseInt(string(b[1:]), 10, 64)
 }

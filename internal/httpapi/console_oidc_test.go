@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/web/webtest"
 )
 
@@ -27,7 +28,7 @@ func withProvider(t *testing.T, p *oidctest.Provider) option {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := httpapi.NewConsoleOIDC(t.Context(), httpapi.ConsoleOIDCConfig{Issuer: p.URL, ClientID: p.ClientID, ClientSecret: p.ClientSecret})
+		o, err := console.NewOIDC(t.Context(), console.OIDCConfig{Issuer: p.URL, ClientID: p.ClientID, ClientSecret: p.ClientSecret})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +39,7 @@ func withProvider(t *testing.T, p *oidctest.Provider) option {
 func newOIDCHarness(t *testing.T, opts ...option) (*harness, *oidctest.Provider) {
 	p := oidctest.New(t)
 	h := newHarness(t, append(opts, withProvider(t, p))...)
-	p.Configure(func(o *oidctest.Options) { o.Redirect = h.URL + httpapi.OIDCCallbackPath })
+	p.Configure(func(o *oidctest.Options) { o.Redirect = h.URL + console.OIDCCallbackPath })
 	return h, p
 }
 
@@ -199,7 +200,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	// state was redeemed.
 	c = consoletest.Client(t)
 	callback := toCallback(t, c, h.URL)
-	cbURL, _ := url.Parse(h.URL + httpapi.OIDCCallbackPath)
+	cbURL, _ := url.Parse(h.URL + console.OIDCCallbackPath)
 	saved := c.Jar.Cookies(cbURL)
 	if status, _, _ := follow(t, c, callback.String()); status != 200 {
 		t.Fatalf("first use of the callback: %d", status)
@@ -252,4 +253,22 @@ func TestConsoleOIDCInBrowser(t *testing.T) {
 	}
 	consoletest.NoProblems(t, tab, "workflows")
 	consoletest.Axe(t, tab, "workflows")
+}
+
+// TestConsoleOIDCLoginCountsOnceAgainstTheIPLimit: a sign-in's requests
+// are limited by client IP as any unauthenticated request, each counted
+// once.
+func TestConsoleOIDCLoginCountsOnceAgainstTheIPLimit(t *testing.T) {
+	h, _ := newOIDCHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
+		c.RateLimits.IP = ratelimit.Limit{Rate: 2, Burst: 2, Period: time.Minute}
+	})
+	c := consoletest.Client(t)
+	for i := range 2 {
+		if _, status := redirect(t, c, h.URL+"/console/oidc/login"); status != http.StatusSeeOther {
+			t.Fatalf("login %d: %d, want 303", i+1, status)
+		}
+	}
+	if _, status := redirect(t, c, h.URL+"/console/oidc/login"); status != http.StatusTooManyRequests {
+		t.Errorf("third login: %d, want 429", status)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -237,11 +238,15 @@ func (s *Server) serveRoute(rt *route) http.Handler {
 	if rt.form != nil {
 		h = s.consoleAction(rt, h)
 	}
+	var problemPage func(http.ResponseWriter, *http.Request, *problem.Error, int)
+	if rt.console {
+		problemPage = console.ProblemPage(!rt.public)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := frontdoor.InfoFrom(r.Context())
 		setRoute(r.Context(), rt)
 		if rt.console {
-			info.ProblemPage = writeConsoleProblem
+			info.ProblemPage = problemPage
 		}
 		if err := s.admit(w, r, rt); err != nil {
 			frontdoor.WriteProblem(w, r, err)

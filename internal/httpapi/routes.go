@@ -33,9 +33,10 @@ type route struct {
 	ownKeys bool
 	// noAudit: requests are not audited one by one (health and metrics probes).
 	noAudit bool
-	// console routes are the web console's (console.go): authenticated by
-	// the session cookie rather than a bearer token, each POST also by the
-	// session's CSRF token; their errors are pages.
+	// console routes are the web console's (internal/console; admitted in
+	// console.go): authenticated by the session cookie rather than a
+	// bearer token, each POST also by the session's CSRF token; their
+	// errors are pages.
 	console bool
 	// same names the API route a console action is: the row takes that
 	// route's scope, audit action, idempotency and handler; form turns the
@@ -147,34 +148,34 @@ func (s *Server) routeTable() []route {
 
 		// The web console. Pages need the scope of the API reads they show
 		// and are audited as those reads; actions are the API routes named.
-		{pattern: "POST /v1/console/links", action: "console.link", resource: "console", h: s.handleCreateSignInLink},
-		{pattern: "GET /console/signin", public: true, console: true, action: "console.signin", resource: "console", h: s.handleSignIn},
-		{pattern: "POST /console/signin", console: true, action: "console.signin", resource: "console", h: s.handleConfirmSignIn},
-		{pattern: "GET /console/oidc/login", public: true, console: true, action: "console.signin", resource: "console", h: s.handleOIDCLogin},
-		{pattern: "GET " + OIDCCallbackPath, public: true, console: true, action: "console.signin", resource: "console", h: s.handleOIDCCallback},
-		{pattern: "POST /console/signout", console: true, action: "console.signout", resource: "console", h: s.handleSignOut},
-		{pattern: "GET " + console.AssetsPath + "{file}", public: true, noAudit: true, h: handleConsoleAssets},
-		{pattern: "GET /console/{$}", console: true, action: "console.home", resource: "console", h: s.handleConsoleHome},
-		{pattern: "GET /console/workflows", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.handleConsoleWorkflows},
-		{pattern: "GET /console/workflows/{id}", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.handleConsoleWorkflow},
+		{pattern: "POST /v1/console/links", action: "console.link", resource: "console", h: s.console.CreateSignInLink},
+		{pattern: "GET /console/signin", public: true, console: true, action: "console.signin", resource: "console", h: s.console.SignIn},
+		{pattern: "POST /console/signin", console: true, action: "console.signin", resource: "console", h: s.console.ConfirmSignIn},
+		{pattern: "GET /console/oidc/login", public: true, console: true, action: "console.signin", resource: "console", h: s.console.OIDCLogin},
+		{pattern: "GET " + console.OIDCCallbackPath, public: true, console: true, action: "console.signin", resource: "console", h: s.console.OIDCCallback},
+		{pattern: "POST /console/signout", console: true, action: "console.signout", resource: "console", h: s.console.SignOut},
+		{pattern: "GET " + console.AssetsPath + "{file}", public: true, noAudit: true, h: console.ServeAssets},
+		{pattern: "GET /console/{$}", console: true, action: "console.home", resource: "console", h: s.console.Home},
+		{pattern: "GET /console/workflows", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.list", resource: "workflow", h: s.console.Workflows},
+		{pattern: "GET /console/workflows/{id}", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.read", resource: "workflow", h: s.console.Workflow},
 		{pattern: "GET /console/workflows/{id}/events", console: true, scope: auth.ScopeWorkflowsRead, action: "workflow.events", resource: "workflow", h: s.handleWorkflowEvents},
 		{pattern: "POST /console/workflows/{id}/cancel", console: true, same: "POST /v1/workflows/{id}/cancel", form: formNone},
 		{pattern: "POST /console/workflows/{id}/replay", console: true, same: "POST /v1/workflows/{id}/replay", form: formReplay},
-		{pattern: "GET /console/approvals", console: true, scope: auth.ScopeWorkflowsApprove, action: "approval.list", resource: "approval", h: s.handleConsoleApprovals},
+		{pattern: "GET /console/approvals", console: true, scope: auth.ScopeWorkflowsApprove, action: "approval.list", resource: "approval", h: s.console.Approvals},
 		{pattern: "POST /console/workflows/{id}/approvals/{step}", console: true, same: "POST /v1/workflows/{id}/approvals/{step}", form: formDecide},
-		{pattern: "GET /console/agents", console: true, scope: auth.ScopeAgentsRead, action: "agent.list", resource: "agent", h: s.handleConsoleAgents},
-		{pattern: "GET /console/agents/{id}", console: true, scope: auth.ScopeAgentsRead, action: "agent.versions", resource: "agent", h: s.handleConsoleAgent},
-		{pattern: "GET /console/agents/{id}/diff", console: true, scope: auth.ScopeAgentsRead, action: "agent.diff", resource: "agent", h: s.handleConsoleAgentDiff},
+		{pattern: "GET /console/agents", console: true, scope: auth.ScopeAgentsRead, action: "agent.list", resource: "agent", h: s.console.Agents},
+		{pattern: "GET /console/agents/{id}", console: true, scope: auth.ScopeAgentsRead, action: "agent.versions", resource: "agent", h: s.console.Agent},
+		{pattern: "GET /console/agents/{id}/diff", console: true, scope: auth.ScopeAgentsRead, action: "agent.diff", resource: "agent", h: s.console.AgentDiff},
 		{pattern: "POST /console/agents/{id}/default", console: true, same: "PUT /v1/agents/{id}/default", form: formDefault},
-		{pattern: "GET /console/tools", console: true, scope: auth.ScopeToolsRead, action: "operation.search", resource: "tool", h: s.handleConsoleTools},
-		{pattern: "GET /console/usage", console: true, scope: auth.ScopeUsageRead, action: "usage.read", resource: "usage", h: s.handleConsoleUsage},
-		{pattern: "GET /console/audit", console: true, scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: s.handleConsoleAudit},
-		{pattern: "GET /console/audit/verify", console: true, scope: auth.ScopeAuditRead, action: "audit.verify", resource: "audit", h: s.handleConsoleAuditVerify},
-		{pattern: "GET /console/schedules", console: true, scope: auth.ScopeSchedulesRead, action: "schedule.list", resource: "schedule", h: s.handleConsoleSchedules},
+		{pattern: "GET /console/tools", console: true, scope: auth.ScopeToolsRead, action: "operation.search", resource: "tool", h: s.console.Tools},
+		{pattern: "GET /console/usage", console: true, scope: auth.ScopeUsageRead, action: "usage.read", resource: "usage", h: s.console.Usage},
+		{pattern: "GET /console/audit", console: true, scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: s.console.Audit},
+		{pattern: "GET /console/audit/verify", console: true, scope: auth.ScopeAuditRead, action: "audit.verify", resource: "audit", h: s.console.AuditVerify},
+		{pattern: "GET /console/schedules", console: true, scope: auth.ScopeSchedulesRead, action: "schedule.list", resource: "schedule", h: s.console.Schedules},
 		{pattern: "POST /console/schedules/{id}/pause", console: true, same: "POST /v1/schedules/{id}/pause", form: formNone},
 		{pattern: "POST /console/schedules/{id}/resume", console: true, same: "POST /v1/schedules/{id}/resume", form: formNone},
-		{pattern: "GET /console/webhooks", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.list", resource: "webhook", h: s.handleConsoleWebhooks},
-		{pattern: "GET /console/webhooks/{id}", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.deliveries", resource: "webhook", h: s.handleConsoleWebhook},
+		{pattern: "GET /console/webhooks", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.list", resource: "webhook", h: s.console.Webhooks},
+		{pattern: "GET /console/webhooks/{id}", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.deliveries", resource: "webhook", h: s.console.Webhook},
 		{pattern: "POST /console/webhooks/{id}/deliveries/{dlv}/retry", console: true, same: "POST /v1/webhooks/{id}/deliveries/{dlv}/retry", form: formNone},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},

@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/auth/session"
+	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/mcp"
@@ -115,7 +116,7 @@ type Deps struct {
 	Retention *retention.Service
 	// ConsoleOIDC signs people in to the console through an OpenID
 	// Connect provider (nil: only one-time links sign in).
-	ConsoleOIDC *ConsoleOIDC
+	ConsoleOIDC *console.OIDC
 }
 
 // Server is agentplane's HTTP API.
@@ -135,9 +136,8 @@ type Server struct {
 	streams *streamLimit
 	// invoker starts workflows or attaches to the ones their keys made.
 	invoker *workflow.Invoker
-	// oidc signs people in to the console through an OpenID Connect
-	// provider; nil without one.
-	oidc *consoleOIDC
+	// console serves the web console's pages and sign-in.
+	console *console.Console
 }
 
 // NewServer builds the handler of the whole API.
@@ -181,9 +181,10 @@ func NewServer(cfg Config, deps Deps) *Server {
 			return s.workflowView(r, wf, steps, false)
 		},
 	})
+	s.console = s.newConsole()
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {
-		s.oidc = deps.ConsoleOIDC.forServer(cfg.PublicURL, s.routes)
+		s.console.UseOIDC(deps.ConsoleOIDC.ForServer(cfg.PublicURL, consoleScopes(s.routes)))
 	}
 	for i := range s.routes {
 		rt := &s.routes[i]

@@ -41,21 +41,8 @@ type completionView struct {
 
 // workflowUsage sums the workflow's completions.
 func workflowUsage(comps []workflow.Completion) *usageView {
-	u := &usageView{Completions: len(comps)}
-	currencies := map[string]float64{}
-	for _, c := range comps {
-		u.InputTokens += c.InputTokens
-		u.OutputTokens += c.OutputTokens
-		if c.Currency != "" {
-			currencies[c.Currency] += c.Cost
-		}
-	}
-	if len(currencies) == 1 {
-		for cur, amount := range currencies {
-			u.Cost = &workflow.Cost{Amount: amount, Currency: cur}
-		}
-	}
-	return u
+	t := workflow.TotalCompletions(comps)
+	return &usageView{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, Completions: t.Completions, Cost: t.Cost}
 }
 
 // completionViews shows the workflow's completions; the messages of one

@@ -2,15 +2,11 @@ package httpapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/frontdoor"
-	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/retention"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -134,7 +130,7 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) error {
-	f, err := parseWorkflowFilter(r.URL.Query())
+	f, err := workflow.ParseListFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -155,67 +151,6 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) err
 		list.NextCursor = &c
 	}
 	return frontdoor.WriteJSON(w, http.StatusOK, list)
-}
-
-// parseWorkflowFilter reads a workflow list's filters from its query
-// (the API's and the console's).
-func parseWorkflowFilter(q url.Values) (workflow.ListFilter, error) {
-	f := workflow.ListFilter{Agent: q.Get("agent"), Version: q.Get("version"), Status: q.Get("status"), Outcome: q.Get("outcome"), Before: q.Get("cursor")}
-	var errs []problem.FieldError
-	if f.Version != "" {
-		if n, err := strconv.Atoi(f.Version); err != nil || n < 1 || strconv.Itoa(n) != f.Version {
-			errs = append(errs, problem.FieldError{Field: "version", Message: "must be a version number such as 3"})
-		} else if f.Agent == "" {
-			errs = append(errs, problem.FieldError{Field: "version", Message: "needs agent: a version number belongs to one agent"})
-		}
-	}
-	limit, err := page.ParseSize("limit", q.Get("limit"))
-	if err != nil {
-		errs = append(errs, problem.As(err).Errors...)
-	}
-	f.Limit = limit
-	for _, t := range []struct {
-		name string
-		out  *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := q.Get(t.name); v != "" {
-			tm, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				errs = append(errs, problem.FieldError{Field: t.name, Message: "must be an RFC 3339 time"})
-			}
-			*t.out = tm
-		}
-	}
-	f.Words = strings.Fields(q.Get("q"))
-	if len(f.Words) > workflow.MaxFilterWords {
-		errs = append(errs, problem.FieldError{Field: "q", Message: fmt.Sprintf("has %d words, more than %d", len(f.Words), workflow.MaxFilterWords)})
-	}
-	for k, vs := range q {
-		key, ok := strings.CutPrefix(k, "context.")
-		if !ok {
-			continue
-		}
-		if key == "" || len(vs) != 1 {
-			errs = append(errs, problem.FieldError{Field: k, Message: "give one context.<key>=<value> per key"})
-			continue
-		}
-		if f.Context == nil {
-			f.Context = map[string]string{}
-		}
-		f.Context[key] = vs[0]
-	}
-	if len(f.Context) > workflow.MaxContextFilters {
-		errs = append(errs, problem.FieldError{Field: "context", Message: fmt.Sprintf("filters on %d keys, more than %d", len(f.Context), workflow.MaxContextFilters)})
-	}
-	switch f.Status {
-	case "", workflow.Running, workflow.Waiting, workflow.Completed, workflow.Failed, workflow.Cancelled:
-	default:
-		errs = append(errs, problem.FieldError{Field: "status", Message: "must be running, waiting, completed, failed or cancelled"})
-	}
-	if len(errs) > 0 {
-		return f, problem.Validation(errs...)
-	}
-	return f, nil
 }
 
 func (s *Server) handleWorkflowEvents(w http.ResponseWriter, r *http.Request) error {

@@ -114,3 +114,31 @@ func AddUsage(groups []UsageGroup, key, currency string, in, out, n int64, cost 
 	}
 	return groups
 }
+
+// CompletionTotals are a workflow's completions summed: their tokens, how
+// many there were, and their cost when every priced one is in one
+// currency (nil otherwise).
+type CompletionTotals struct {
+	InputTokens, OutputTokens int64
+	Completions               int
+	Cost                      *Cost
+}
+
+// TotalCompletions sums a workflow's completions.
+func TotalCompletions(comps []Completion) CompletionTotals {
+	t := CompletionTotals{Completions: len(comps)}
+	currencies := map[string]float64{}
+	for _, c := range comps {
+		t.InputTokens += c.InputTokens
+		t.OutputTokens += c.OutputTokens
+		if c.Currency != "" {
+			currencies[c.Currency] += c.Cost
+		}
+	}
+	if len(currencies) == 1 {
+		for cur, amount := range currencies {
+			t.Cost = &Cost{Amount: amount, Currency: cur}
+		}
+	}
+	return t
+}

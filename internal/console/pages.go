@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
-	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/web"
@@ -42,7 +41,8 @@ type workflowsFilter struct {
 	Agent, Version, Status, Outcome, Since, Until, Q string
 }
 
-func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) error {
+// Workflows is the workflow list, with the API's filters.
+func (c *Console) Workflows(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	shown := workflowsFilter{Agent: q.Get("agent"), Version: q.Get("version"), Status: q.Get("status"), Outcome: q.Get("outcome"),
 		Since: q.Get("since"), Until: q.Get("until"), Q: q.Get("q")}
@@ -57,11 +57,11 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 			api.Set(k, t.UTC().Format(time.RFC3339))
 		}
 	}
-	f, err := parseWorkflowFilter(api)
+	f, err := workflow.ParseListFilter(api)
 	if err != nil {
 		return err
 	}
-	wfs, err := s.deps.Workflows.ListWorkflows(r.Context(), frontdoor.Principal(r).Tenant, f)
+	wfs, err := c.svc.Workflows.ListWorkflows(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -76,14 +76,14 @@ func (s *Server) handleConsoleWorkflows(w http.ResponseWriter, r *http.Request) 
 		data.Next = "/console/workflows?" + next.Encode()
 	}
 	live := ""
-	now := s.deps.Now()
+	now := c.svc.Now()
 	for _, wf := range wfs {
 		data.Rows = append(data.Rows, workflowRow{Workflow: wf, DurationMS: wf.DurationMS(now)})
 		if !wf.Done() {
 			live = "poll"
 		}
 	}
-	return renderConsole(w, r, "workflows", console.Page{Title: "Workflows", Nav: "workflows", Live: live, Data: data})
+	return render(w, r, "workflows", Page{Title: "Workflows", Nav: "workflows", Live: live, Data: data})
 }
 
 // workflowPage is one workflow's data.
@@ -124,17 +124,19 @@ type replayLine struct {
 	Viewer string
 }
 
-func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) error {
+// Workflow is one workflow's page: its steps, conversation, usage,
+// approvals and replays.
+func (c *Console) Workflow(w http.ResponseWriter, r *http.Request) error {
 	p := frontdoor.Principal(r)
-	wf, err := s.deps.Workflows.Workflow(r.Context(), p.Tenant, r.PathValue("id"))
+	wf, err := c.svc.Workflows.Workflow(r.Context(), p.Tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	steps, err := s.deps.Workflows.Steps(r.Context(), wf.ID, 0)
+	steps, err := c.svc.Workflows.Steps(r.Context(), wf.ID, 0)
 	if err != nil {
 		return err
 	}
-	now := s.deps.Now()
+	now := c.svc.Now()
 	data := workflowPage{Workflow: wf, DurationMS: wf.DurationMS(now), Finished: wf.Done(), Invoker: wf.Caller.Sub,
 		Output: pretty(wf.Output), Error: pretty(wf.Error)}
 	if data.Invoker == "" {
@@ -154,30 +156,30 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 		line.BarW = min(1000-line.BarX, max(4, st.DurationMS*1000/total))
 		data.Steps = append(data.Steps, line)
 	}
-	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)
+	comps, err := c.svc.Workflows.WorkflowCompletions(r.Context(), wf.ID)
 	if err != nil {
 		return err
 	}
 	if len(comps) > 0 {
-		u := workflowUsage(comps)
+		u := workflow.TotalCompletions(comps)
 		data.Usage = &usageLine{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Completions: u.Completions}
 		if u.Cost != nil {
 			data.Usage.Cost = fmt.Sprintf("%.4f %s", u.Cost.Amount, u.Cost.Currency)
 		}
 		data.Conversation = web.Conversation(replayCompletions(comps, steps, p), web.NewTools(p.Tools()...))
 	}
-	if data.Approvals, err = s.deps.Workflows.WorkflowApprovals(r.Context(), wf.ID); err != nil {
+	if data.Approvals, err = c.svc.Workflows.WorkflowApprovals(r.Context(), wf.ID); err != nil {
 		return err
 	}
 	if p.Has("workflows:replay") {
-		rps, err := s.deps.ReplayStore.ListReplays(r.Context(), p.Tenant, replay.ListFilter{WorkflowID: wf.ID, Limit: 20})
+		rps, err := c.svc.Replays.ListReplays(r.Context(), p.Tenant, replay.ListFilter{WorkflowID: wf.ID, Limit: 20})
 		if err != nil {
 			return err
 		}
 		for _, rp := range rps {
-			data.Replays = append(data.Replays, replayLine{Replay: rp, Viewer: s.deps.Viewer.ReplayURL(s.cfg.PublicURL, rp.ID, p.Tools())})
+			data.Replays = append(data.Replays, replayLine{Replay: rp, Viewer: c.svc.Viewer.ReplayURL(c.svc.PublicURL, rp.ID, p.Tools())})
 		}
-		vs, err := s.deps.Agents.ListVersions(r.Context(), p.Tenant, wf.Agent)
+		vs, err := c.svc.Agents.ListVersions(r.Context(), p.Tenant, wf.Agent)
 		if err != nil {
 			return err
 		}
@@ -189,7 +191,7 @@ func (s *Server) handleConsoleWorkflow(w http.ResponseWriter, r *http.Request) e
 	if !wf.Done() {
 		live = "sse:/console/workflows/" + url.PathEscape(wf.ID) + "/events"
 	}
-	return renderConsole(w, r, "workflow", console.Page{Title: "Workflow " + wf.ID, Nav: "workflows", Live: live, Data: data})
+	return render(w, r, "workflow", Page{Title: "Workflow " + wf.ID, Nav: "workflows", Live: live, Data: data})
 }
 
 // replayCompletions are a workflow's completions as the conversation view
@@ -216,7 +218,7 @@ func pretty(raw []byte) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
 	}
-	return console.Pretty(raw)
+	return Pretty(raw)
 }
 
 // approvalsPage is the approvals list's data.
@@ -226,7 +228,9 @@ type approvalsPage struct {
 	Next    string
 }
 
-func (s *Server) handleConsoleApprovals(w http.ResponseWriter, r *http.Request) error {
+// Approvals is the list of pending approvals (?status=decided: the
+// decided ones).
+func (c *Console) Approvals(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := workflow.ApprovalFilter{Status: workflow.ApprovalPending, Agent: q.Get("agent"), After: q.Get("cursor"), Limit: 50}
 	decided := q.Get("status") == "decided"
@@ -236,7 +240,7 @@ func (s *Server) handleConsoleApprovals(w http.ResponseWriter, r *http.Request) 
 	if _, _, ok := workflow.ParseApprovalCursor(f.After); f.After != "" && !ok {
 		f.After = ""
 	}
-	as, err := s.deps.Workflows.Approvals(r.Context(), frontdoor.Principal(r).Tenant, f)
+	as, err := c.svc.Workflows.Approvals(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
@@ -252,5 +256,5 @@ func (s *Server) handleConsoleApprovals(w http.ResponseWriter, r *http.Request) 
 	if !decided {
 		live = "poll"
 	}
-	return renderConsole(w, r, "approvals", console.Page{Title: "Approvals", Nav: "approvals", Live: live, Data: data})
+	return render(w, r, "approvals", Page{Title: "Approvals", Nav: "approvals", Live: live, Data: data})
 }

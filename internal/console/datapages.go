@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"net/http"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
-	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -31,9 +30,10 @@ type agentsPage struct {
 	Next string
 }
 
-func (s *Server) handleConsoleAgents(w http.ResponseWriter, r *http.Request) error {
+// Agents is the page of the tenant's agents, by name.
+func (c *Console) Agents(w http.ResponseWriter, r *http.Request) error {
 	after := r.URL.Query().Get("cursor")
-	as, err := s.deps.Agents.ListAgents(r.Context(), frontdoor.Principal(r).Tenant, after, 50)
+	as, err := c.svc.Agents.ListAgents(r.Context(), frontdoor.Principal(r).Tenant, after, 50)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Server) handleConsoleAgents(w http.ResponseWriter, r *http.Request) err
 	if len(as) == 50 {
 		data.Next = "/console/agents?" + url.Values{"cursor": {as[len(as)-1].Name}}.Encode()
 	}
-	return renderConsole(w, r, "agents", console.Page{Title: "Agents", Nav: "agents", Data: data})
+	return render(w, r, "agents", Page{Title: "Agents", Nav: "agents", Data: data})
 }
 
 // agentPage is one agent's data: its versions, newest first, and the one
@@ -56,13 +56,14 @@ type agentPage struct {
 	From, To string
 }
 
-func (s *Server) handleConsoleAgent(w http.ResponseWriter, r *http.Request) error {
+// Agent is one agent's page: its versions and one of their definitions.
+func (c *Console) Agent(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
-	name, err := agentName(r.PathValue("id"))
+	name, err := agent.UnpinnedName(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	vs, err := s.deps.Agents.ListVersions(r.Context(), tenant, name)
+	vs, err := c.svc.Agents.ListVersions(r.Context(), tenant, name)
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (s *Server) handleConsoleAgent(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	data.Sections = d.Sections
-	return renderConsole(w, r, "agent", console.Page{Title: "Agent " + name, Nav: "agents", Data: data})
+	return render(w, r, "agent", Page{Title: "Agent " + name, Nav: "agents", Data: data})
 }
 
 // agentDiffPage is the side-by-side diff of two versions.
@@ -102,9 +103,10 @@ type agentDiffPage struct {
 	Diff     *agent.VersionDiff
 }
 
-func (s *Server) handleConsoleAgentDiff(w http.ResponseWriter, r *http.Request) error {
+// AgentDiff shows two versions of an agent side by side (?from=&to=).
+func (c *Console) AgentDiff(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
-	name, err := agentName(r.PathValue("id"))
+	name, err := agent.UnpinnedName(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -119,15 +121,15 @@ func (s *Server) handleConsoleAgentDiff(w http.ResponseWriter, r *http.Request) 
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	a, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, from)
+	a, err := c.svc.Agents.AgentVersion(r.Context(), tenant, name, from)
 	if err != nil {
 		return err
 	}
-	b, err := s.deps.Agents.AgentVersion(r.Context(), tenant, name, to)
+	b, err := c.svc.Agents.AgentVersion(r.Context(), tenant, name, to)
 	if err != nil {
 		return err
 	}
-	vs, err := s.deps.Agents.ListVersions(r.Context(), tenant, name)
+	vs, err := c.svc.Agents.ListVersions(r.Context(), tenant, name)
 	if err != nil {
 		return err
 	}
@@ -136,12 +138,7 @@ func (s *Server) handleConsoleAgentDiff(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	data := agentDiffPage{Name: name, Versions: vs, From: from, To: to, Diff: d}
-	return renderConsole(w, r, "agentdiff", console.Page{Title: "Agent " + name + ": " + from + " → " + to, Nav: "agents", Data: data})
-}
-
-// formDefault is the promote form as PUT /v1/agents/{id}/default's body.
-func formDefault(f url.Values) (any, error) {
-	return map[string]string{"version": f.Get("version")}, nil
+	return render(w, r, "agentdiff", Page{Title: "Agent " + name + ": " + from + " → " + to, Nav: "agents", Data: data})
 }
 
 // toolsPage is the tools and the operation search.
@@ -149,33 +146,36 @@ type toolsPage struct {
 	Tools  []*tool.Tool
 	Q      string
 	Tool   string
-	Result *operationPage
+	Result *operationsFound
 }
 
-func (s *Server) handleConsoleTools(w http.ResponseWriter, r *http.Request) error {
+// operationsFound is what the operation search found.
+type operationsFound struct {
+	Operations []Operation
+}
+
+// Tools is the page of the tenant's tools and the search of their
+// operations.
+func (c *Console) Tools(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
 	q := r.URL.Query()
-	tools, err := s.deps.ToolStore.ListTools(r.Context(), tenant, tool.ListOptions{Limit: 200})
+	tools, err := c.svc.Tools.ListTools(r.Context(), tenant, tool.ListOptions{Limit: 200})
 	if err != nil {
 		return err
 	}
 	data := toolsPage{Tools: tools, Q: strings.TrimSpace(q.Get("q")), Tool: q.Get("tool")}
 	if data.Q != "" || data.Tool != "" {
-		oq := opQuery{q: data.Q, limit: defaultOpLimit, full: true}
-		if errs := oq.check(); len(errs) > 0 {
-			return problem.Validation(errs...)
-		}
-		pg, err := s.searchOperations(r.Context(), tenant, data.Tool, oq)
+		ops, err := c.svc.SearchOperations(r.Context(), tenant, data.Tool, data.Q)
 		if err != nil {
 			return err
 		}
-		for i := range pg.Operations {
-			pg.Operations[i].Input = prettyRaw(pg.Operations[i].Input)
-			pg.Operations[i].Output = prettyRaw(pg.Operations[i].Output)
+		for i := range ops {
+			ops[i].Input = prettyRaw(ops[i].Input)
+			ops[i].Output = prettyRaw(ops[i].Output)
 		}
-		data.Result = &pg
+		data.Result = &operationsFound{Operations: ops}
 	}
-	return renderConsole(w, r, "tools", console.Page{Title: "Tools", Nav: "tools", Data: data})
+	return render(w, r, "tools", Page{Title: "Tools", Nav: "tools", Data: data})
 }
 
 // prettyRaw is raw indented for reading.
@@ -183,7 +183,7 @@ func prettyRaw(raw []byte) []byte {
 	if len(raw) == 0 {
 		return nil
 	}
-	return []byte(console.Pretty(raw))
+	return []byte(Pretty(raw))
 }
 
 // usagePage is the models and the usage charts.
@@ -192,13 +192,14 @@ type usagePage struct {
 	By         string
 	Days       int
 	DayChoices []int
-	Charts     []console.UsageChart
+	Charts     []UsageChart
 }
 
 // usageDayChoices are the periods the usage page offers.
 var usageDayChoices = []int{7, 30, 90}
 
-func (s *Server) handleConsoleUsage(w http.ResponseWriter, r *http.Request) error {
+// Usage is the page of the models and the tenant's usage over time.
+func (c *Console) Usage(w http.ResponseWriter, r *http.Request) error {
 	p := frontdoor.Principal(r)
 	q := r.URL.Query()
 	data := usagePage{By: workflow.GroupByAgent, Days: 30, DayChoices: usageDayChoices}
@@ -210,35 +211,36 @@ func (s *Server) handleConsoleUsage(w http.ResponseWriter, r *http.Request) erro
 			data.Days = d
 		}
 	}
-	until := s.deps.Now().UTC()
-	u, err := console.LoadUsage(r.Context(), s.deps.Workflows, p.Tenant, data.By, until.AddDate(0, 0, 1-data.Days), until)
+	until := c.svc.Now().UTC()
+	u, err := LoadUsage(r.Context(), c.svc.Workflows, p.Tenant, data.By, until.AddDate(0, 0, 1-data.Days), until)
 	if err != nil {
 		return err
 	}
-	data.Charts = console.UsageCharts(u)
+	data.Charts = UsageCharts(u)
 	if p.Has("models:read") {
-		if data.Models, err = s.deps.Models.List(r.Context(), p.Tenant, model.ListOptions{Limit: 200}); err != nil {
+		if data.Models, err = c.svc.Models.List(r.Context(), p.Tenant, model.ListOptions{Limit: 200}); err != nil {
 			return err
 		}
 	}
-	return renderConsole(w, r, "usage", console.Page{Title: "Models and usage", Nav: "usage", Data: data})
+	return render(w, r, "usage", Page{Title: "Models and usage", Nav: "usage", Data: data})
 }
 
-// auditConsolePage is the audit query's data; Verify the chain's state
+// auditPage is the audit query's data; Verify the chain's state
 // when the reader asked for it.
-type auditConsolePage struct {
-	Filter   auditQuery
+type auditPage struct {
+	Filter   audit.Query
 	Outcomes []string
 	Records  []audit.Record
 	Next     string
 	Verify   *audit.Report
 }
 
-func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) error {
+// Audit is the page of the audit query.
+func (c *Console) Audit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var aq auditQuery
+	var aq audit.Query
 	api := url.Values{}
-	for _, k := range auditParams {
+	for _, k := range audit.QueryParams {
 		if v := strings.TrimSpace(q.Get(k)); v != "" {
 			api.Set(k, v)
 		}
@@ -248,36 +250,37 @@ func (s *Server) handleConsoleAudit(w http.ResponseWriter, r *http.Request) erro
 			api.Set(k, t.UTC().Format(time.RFC3339))
 		}
 	}
-	if err := aq.fromValues(api); err != nil {
+	if err := aq.FromValues(api); err != nil {
 		return err
 	}
-	f, err := aq.filter()
+	f, err := aq.Filter()
 	if err != nil {
 		return err
 	}
 	aq.Since, aq.Until = q.Get("since"), q.Get("until") // as typed
-	recs, err := s.deps.Store.QueryAudit(r.Context(), frontdoor.Principal(r).Tenant, f)
+	recs, err := c.svc.Audit.QueryAudit(r.Context(), frontdoor.Principal(r).Tenant, f)
 	if err != nil {
 		return err
 	}
-	data := auditConsolePage{Filter: aq, Records: recs, Outcomes: []string{"", audit.Success, audit.Denied, audit.Error}}
+	data := auditPage{Filter: aq, Records: recs, Outcomes: []string{"", audit.Success, audit.Denied, audit.Error}}
 	if len(recs) == f.Limit && len(recs) > 0 {
 		next := url.Values{}
 		for k, vs := range q {
 			next[k] = vs
 		}
-		next.Set("cursor", encodeCursor(recs[len(recs)-1].Seq))
+		next.Set("cursor", audit.EncodeCursor(recs[len(recs)-1].Seq))
 		data.Next = "/console/audit?" + next.Encode()
 	}
-	return renderConsole(w, r, "audit", console.Page{Title: "Audit log", Nav: "audit", Data: data})
+	return render(w, r, "audit", Page{Title: "Audit log", Nav: "audit", Data: data})
 }
 
-func (s *Server) handleConsoleAuditVerify(w http.ResponseWriter, r *http.Request) error {
-	rep, err := audit.Verify(r.Context(), s.deps.Store, frontdoor.Principal(r).Tenant)
+// AuditVerify shows the state of the tenant's audit chain.
+func (c *Console) AuditVerify(w http.ResponseWriter, r *http.Request) error {
+	rep, err := audit.Verify(r.Context(), c.svc.Audit, frontdoor.Principal(r).Tenant)
 	if err != nil {
 		return err
 	}
-	return renderConsole(w, r, "audit", console.Page{Title: "Audit log: verify", Nav: "audit", Data: auditConsolePage{Verify: &rep}})
+	return render(w, r, "audit", Page{Title: "Audit log: verify", Nav: "audit", Data: auditPage{Verify: &rep}})
 }
 
 // schedulesPage is the schedules, by id.
@@ -285,12 +288,24 @@ type schedulesPage struct {
 	Rows []*schedule.Schedule
 }
 
-func (s *Server) handleConsoleSchedules(w http.ResponseWriter, r *http.Request) error {
-	all, err := s.tenantSchedules(r)
+// Schedules is the page of the tenant's schedules.
+func (c *Console) Schedules(w http.ResponseWriter, r *http.Request) error {
+	if c.svc.Schedules == nil {
+		return problem.New(problem.Unavailable, "schedules are not enabled on this server")
+	}
+	all, err := c.svc.Schedules.List(r.Context(), frontdoor.Principal(r).Tenant)
 	if err != nil {
 		return err
 	}
-	return renderConsole(w, r, "schedules", console.Page{Title: "Schedules", Nav: "schedules", Data: schedulesPage{Rows: all}})
+	return render(w, r, "schedules", Page{Title: "Schedules", Nav: "schedules", Data: schedulesPage{Rows: all}})
+}
+
+// webhooks is the webhook service, problem.Unavailable without one.
+func (c *Console) webhooks() (*webhook.Service, error) {
+	if c.svc.Webhooks == nil {
+		return nil, problem.New(problem.Unavailable, "webhooks are not enabled on this server")
+	}
+	return c.svc.Webhooks, nil
 }
 
 // webhooksPage is the webhooks and, for the one opened, its latest
@@ -303,16 +318,22 @@ type webhooksPage struct {
 	Deliveries []*webhook.Delivery
 }
 
-func (s *Server) handleConsoleWebhooks(w http.ResponseWriter, r *http.Request) error {
-	all, err := s.tenantWebhooks(r)
+// Webhooks is the page of the tenant's webhooks.
+func (c *Console) Webhooks(w http.ResponseWriter, r *http.Request) error {
+	svc, err := c.webhooks()
 	if err != nil {
 		return err
 	}
-	return renderConsole(w, r, "webhooks", console.Page{Title: "Webhooks", Nav: "webhooks", Data: webhooksPage{Rows: all}})
+	all, err := svc.Store.ListWebhooks(r.Context(), frontdoor.Principal(r).Tenant)
+	if err != nil {
+		return err
+	}
+	return render(w, r, "webhooks", Page{Title: "Webhooks", Nav: "webhooks", Data: webhooksPage{Rows: all}})
 }
 
-func (s *Server) handleConsoleWebhook(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.webhooks()
+// Webhook is one webhook's page, with its latest deliveries.
+func (c *Console) Webhook(w http.ResponseWriter, r *http.Request) error {
+	svc, err := c.webhooks()
 	if err != nil {
 		return err
 	}
@@ -334,5 +355,5 @@ func (s *Server) handleConsoleWebhook(w http.ResponseWriter, r *http.Request) er
 			live = "poll"
 		}
 	}
-	return renderConsole(w, r, "webhooks", console.Page{Title: "Webhook " + wh.ID, Nav: "webhooks", Live: live, Data: data})
+	return render(w, r, "webhooks", Page{Title: "Webhook " + wh.ID, Nav: "webhooks", Live: live, Data: data})
 }

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth/session"
-	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -33,8 +31,8 @@ const (
 	maxProviderText = 300
 )
 
-// ConsoleOIDCConfig is the console's client at an OpenID Connect provider.
-type ConsoleOIDCConfig struct {
+// OIDCConfig is the console's client at an OpenID Connect provider.
+type OIDCConfig struct {
 	// Issuer is the provider's issuer URL (discovered at
 	// Issuer/.well-known/openid-configuration).
 	Issuer string
@@ -46,24 +44,21 @@ type ConsoleOIDCConfig struct {
 	HTTPClient *http.Client
 }
 
-// ConsoleOIDC signs people in to the console through an OpenID Connect
-// provider (authorization code with PKCE). The access token it receives
-// is checked by the API's own verifier, so a session gets the tenant,
-// subject and scopes a bearer token of that provider gets.
-type ConsoleOIDC struct {
+// OIDC signs people in to the console through an OpenID Connect provider
+// (authorization code with PKCE). The access token it receives is checked
+// by the API's own verifier, so a session gets the tenant, subject and
+// scopes a bearer token of that provider gets.
+type OIDC struct {
 	name     string
 	client   *http.Client
 	oauth    oauth2.Config
 	idTokens *oidc.IDTokenVerifier
 }
 
-// consoleOIDC is the type the server holds.
-type consoleOIDC = ConsoleOIDC
-
-// NewConsoleOIDC discovers cfg.Issuer and returns the console's sign-in
-// through it. The server it is given to sets the redirect URL (its public
-// URL + OIDCCallbackPath) and the scopes it asks for.
-func NewConsoleOIDC(ctx context.Context, cfg ConsoleOIDCConfig) (*ConsoleOIDC, error) {
+// NewOIDC discovers cfg.Issuer and returns the console's sign-in through
+// it. The server it is given to sets the redirect URL (its public URL +
+// OIDCCallbackPath) and the scopes it asks for (ForServer).
+func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 	if cfg.ClientID == "" || cfg.ClientSecret == "" {
 		return nil, errors.New("a console client id and secret are required")
 	}
@@ -79,7 +74,7 @@ func NewConsoleOIDC(ctx context.Context, cfg ConsoleOIDCConfig) (*ConsoleOIDC, e
 	if u, err := url.Parse(cfg.Issuer); err == nil && u.Host != "" {
 		name = u.Host
 	}
-	return &ConsoleOIDC{
+	return &OIDC{
 		name:   name,
 		client: hc,
 		oauth:  oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, Endpoint: provider.Endpoint()},
@@ -88,81 +83,70 @@ func NewConsoleOIDC(ctx context.Context, cfg ConsoleOIDCConfig) (*ConsoleOIDC, e
 	}, nil
 }
 
-// forServer returns o with the server's redirect URL and the scopes its
-// console pages need.
-func (o *ConsoleOIDC) forServer(publicURL string, routes []route) *ConsoleOIDC {
+// ForServer returns o with the redirect URL of the server at publicURL and
+// the scopes the console's routes need.
+func (o *OIDC) ForServer(publicURL string, scopes []string) *OIDC {
 	c := *o
 	c.oauth.RedirectURL = strings.TrimSuffix(publicURL, "/") + OIDCCallbackPath
-	c.oauth.Scopes = append([]string{oidc.ScopeOpenID}, consoleScopes(routes)...)
+	c.oauth.Scopes = append([]string{oidc.ScopeOpenID}, scopes...)
 	return &c
 }
 
-// consoleScopes are the scopes the console's routes need, sorted.
-func consoleScopes(routes []route) []string {
-	var out []string
-	for _, rt := range routes {
-		if rt.console && rt.scope != "" && !slices.Contains(out, rt.scope) {
-			out = append(out, rt.scope)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // signInName is how the sign-in page names the provider ("" without one).
-func (s *Server) signInName() string {
-	if s.oidc == nil {
+func (c *Console) signInName() string {
+	if c.oidc == nil {
 		return ""
 	}
-	return s.oidc.name
+	return c.oidc.name
 }
 
 // admitOIDC marks a request of the provider's routes in the audit record
-// and limits it by client IP, as any unauthenticated request.
-func (s *Server) admitOIDC(w http.ResponseWriter, r *http.Request) error {
+// and refuses it when no provider is set up. (Those routes are public: the
+// middleware limits them by client IP.)
+func (c *Console) admitOIDC(r *http.Request) error {
 	frontdoor.InfoFrom(r.Context()).AddDetail("via", "oidc")
-	if s.oidc == nil {
+	if c.oidc == nil {
 		return problem.New(problem.NotFound, "sign-in through an identity provider is not configured on this server (serve --console-client-id)")
 	}
-	return s.limitIP(w, r)
-}
-
-// handleOIDCLogin starts a sign-in at the provider: it keeps the state,
-// nonce and PKCE verifier in the store (any replica may receive the
-// callback), ties the state to this browser with a short-lived cookie,
-// and redirects to the provider's authorization endpoint.
-func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admitOIDC(w, r); err != nil {
-		return err
-	}
-	now := s.deps.Now()
-	state, nonce, verifier := console.RandomToken(), console.RandomToken(), oauth2.GenerateVerifier()
-	g := session.Grant{IDHash: session.Hash(state), Kind: session.GrantOIDC, Verifier: verifier, Nonce: nonce,
-		Next: returnPath(r.URL.Query().Get("next")), CreatedAt: now, ExpiresAt: now.Add(session.LoginTTL)}
-	if err := s.deps.Store.CreateConsoleGrant(r.Context(), g); err != nil {
-		return err
-	}
-	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Value: state, Path: oidcCookiePath, MaxAge: int(session.LoginTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(r)})
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, s.oidc.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
 	return nil
 }
 
-// handleOIDCCallback finishes a sign-in: it checks the state against the
+// OIDCLogin starts a sign-in at the provider: it keeps the state,
+// nonce and PKCE verifier in the store (any replica may receive the
+// callback), ties the state to this browser with a short-lived cookie,
+// and redirects to the provider's authorization endpoint.
+func (c *Console) OIDCLogin(w http.ResponseWriter, r *http.Request) error {
+	if err := c.admitOIDC(r); err != nil {
+		return err
+	}
+	now := c.svc.Now()
+	state, nonce, verifier := RandomToken(), RandomToken(), oauth2.GenerateVerifier()
+	g := session.Grant{IDHash: session.Hash(state), Kind: session.GrantOIDC, Verifier: verifier, Nonce: nonce,
+		Next: ReturnPath(r.URL.Query().Get("next")), CreatedAt: now, ExpiresAt: now.Add(session.LoginTTL)}
+	if err := c.svc.Sessions.CreateConsoleGrant(r.Context(), g); err != nil {
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Value: state, Path: oidcCookiePath, MaxAge: int(session.LoginTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.secureCookies(r)})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, c.oidc.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
+	return nil
+}
+
+// OIDCCallback finishes a sign-in: it checks the state against the
 // browser's cookie and the store, exchanges the code with the PKCE
 // verifier, verifies the ID token (signature, audience = the console's
 // client id, nonce), checks the access token as the API checks a bearer
 // token of the provider, and starts a session with that token's tenant,
 // subject and scopes, ending no later than either token.
-func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) error {
+func (c *Console) OIDCCallback(w http.ResponseWriter, r *http.Request) error {
 	info := frontdoor.InfoFrom(r.Context())
-	if err := s.admitOIDC(w, r); err != nil {
+	if err := c.admitOIDC(r); err != nil {
 		return err
 	}
 	// The state cookie is single use whatever the outcome.
 	http.SetCookie(w, &http.Cookie{Name: oidcStateCookie, Path: oidcCookiePath, MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(r)})
+		SameSite: http.SameSiteLaxMode, Secure: c.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	refuse := func(format string, args ...any) error {
 		detail := fmt.Sprintf(format, args...)
@@ -175,8 +159,8 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(cookie.Value), []byte(state)) != 1 {
 		return refuse("This sign-in was not started from this browser, or took longer than %d minutes (its state does not match). Start again from the sign-in page.", int(session.LoginTTL.Minutes()))
 	}
-	now := s.deps.Now()
-	g, first, err := s.deps.Store.RedeemConsoleGrant(r.Context(), session.GrantOIDC, session.Hash(state), now)
+	now := c.svc.Now()
+	g, first, err := c.svc.Sessions.RedeemConsoleGrant(r.Context(), session.GrantOIDC, session.Hash(state), now)
 	switch {
 	case problem.Is(err, problem.NotFound):
 		return refuse("This sign-in is not one this server started. Start again from the sign-in page.")
@@ -195,32 +179,32 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 		return refuse("The identity provider sent no authorization code. Start again from the sign-in page.")
 	}
 
-	ctx, cancel := context.WithTimeout(oidc.ClientContext(r.Context(), s.oidc.client), oidcTimeout)
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(r.Context(), c.oidc.client), oidcTimeout)
 	defer cancel()
-	tok, err := s.oidc.oauth.Exchange(ctx, code, oauth2.VerifierOption(g.Verifier))
+	tok, err := c.oidc.oauth.Exchange(ctx, code, oauth2.VerifierOption(g.Verifier))
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.ErrorCode != "" {
 			return refuse("The identity provider refused the authorization code: %s.", providerText(re.ErrorCode, re.ErrorDescription))
 		}
-		s.deps.Logger.Warn("oidc code exchange failed", "request_id", info.RequestID, "err", err)
+		c.svc.Logger.Warn("oidc code exchange failed", "request_id", info.RequestID, "err", err)
 		return problem.New(problem.Unavailable, "the identity provider could not be reached to finish the sign-in; try again")
 	}
 	rawID, _ := tok.Extra("id_token").(string)
 	if rawID == "" {
 		return refuse("The identity provider returned no ID token: the console's client must be allowed the openid scope.")
 	}
-	idToken, err := s.oidc.idTokens.Verify(ctx, rawID)
+	idToken, err := c.oidc.idTokens.Verify(ctx, rawID)
 	if err != nil {
-		s.deps.Logger.Info("oidc id token refused", "request_id", info.RequestID, "err", err)
-		return refuse("The identity provider's ID token is not valid for this console (its signature, issuer, audience %q or expiry).", s.oidc.oauth.ClientID)
+		c.svc.Logger.Info("oidc id token refused", "request_id", info.RequestID, "err", err)
+		return refuse("The identity provider's ID token is not valid for this console (its signature, issuer, audience %q or expiry).", c.oidc.oauth.ClientID)
 	}
 	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(g.Nonce)) != 1 {
 		return refuse("The identity provider's ID token is not for this sign-in (its nonce does not match). Start again from the sign-in page.")
 	}
 	// The access token is checked as the API checks a bearer token: the
 	// session holds what a request with it would.
-	p, err := s.deps.Verifier.Verify(ctx, tok.AccessToken)
+	p, err := c.svc.Verifier.Verify(ctx, tok.AccessToken)
 	if err != nil {
 		return refuse("The identity provider's access token is not one this server accepts: %s.", problem.As(err).Detail)
 	}
@@ -236,10 +220,10 @@ func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) erro
 			expires = t
 		}
 	}
-	if err := s.startSession(w, r, p, expires); err != nil {
+	if err := c.startSession(w, r, p, expires); err != nil {
 		return err
 	}
-	http.Redirect(w, r, returnPath(g.Next), http.StatusSeeOther)
+	http.Redirect(w, r, ReturnPath(g.Next), http.StatusSeeOther)
 	return nil
 }
 

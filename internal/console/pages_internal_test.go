@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -27,8 +26,8 @@ func TestReturnPath(t *testing.T) {
 		"/\\evil.example/console/x":       "/console/",
 		"/console/workflows/wf_1#section": "/console/workflows/wf_1",
 	} {
-		if got := returnPath(in); got != want {
-			t.Errorf("returnPath(%q) = %q, want %q", in, got, want)
+		if got := ReturnPath(in); got != want {
+			t.Errorf("ReturnPath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -39,7 +38,7 @@ func TestConsolePagesRender(t *testing.T) {
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	wf := &workflow.Workflow{ID: "wf_1", Agent: "refunds", AgentVersion: "2", Status: workflow.Completed, Outcome: "refunded",
 		Goal: "refund", StartedAt: now, FinishedAt: now.Add(time.Second), Output: json.RawMessage(`{"a":1}`), ReplayOf: "wf_0"}
-	user := &console.User{Subject: "ann", Tenant: "acme", CSRF: "x",
+	user := &User{Subject: "ann", Tenant: "acme", CSRF: "x",
 		Scopes: []string{"workflows:read", "workflows:approve", "agents:invoke", "workflows:replay"}}
 	approval := &workflow.Approval{WorkflowID: "wf_1", Step: 2, Action: "ok", Status: workflow.ApprovalPending, ApproverScope: "approve:refunds",
 		Deadline: now, DecidedBy: "bob", DecidedAt: now, Comment: "fine"}
@@ -58,11 +57,11 @@ func TestConsolePagesRender(t *testing.T) {
 		"error":     errorPage{Detail: "d", RequestID: "req_1", SignIn: true, OIDC: true},
 	}
 	for name, data := range pages {
-		for _, u := range []*console.User{user, nil} {
+		for _, u := range []*User{user, nil} {
 			if name != "signin" && name != "error" && u == nil {
 				continue
 			}
-			if err := console.Render(io.Discard, name, console.Page{Title: name, User: u, Live: "poll", Data: data}); err != nil {
+			if err := Render(io.Discard, name, Page{Title: name, User: u, Live: "poll", Data: data}); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
