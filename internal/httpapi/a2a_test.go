@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/agentplane/agentplane/internal/httpapi"
-	"github.com/agentplane/agentplane/internal/webhook"
-	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // a2aTaskJSON is an A2A Task as the tests read it.
@@ -285,43 +281,6 @@ func TestA2ASubscribeResumes(t *testing.T) {
 	// Without Last-Event-ID an ended task has nothing to follow.
 	if r := h.do("GET", "/a2a/fraud-triage/tasks/"+taskID+":subscribe", tok, nil); r.Status != 400 {
 		t.Errorf("subscribe to an ended task: %d %s", r.Status, r.Body)
-	}
-}
-
-// TestA2APushBody: a push-notification config receives each event as the
-// StreamResponse {"task": Task} of the task as the event saw it; any other
-// webhook the event as queued.
-func TestA2APushBody(t *testing.T) {
-	at := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	config := &webhook.Webhook{ID: "whk_1", WorkflowID: "wf_1"}
-	waiting := webhook.Waiting(&workflow.Approval{WorkflowID: "wf_1", Tenant: "acme", Agent: "refunds", AgentVersion: "2",
-		Step: 1, Action: "refund_approval", Reason: "Refund of 900", RequestedAt: at})
-	failed := webhook.Finished(&workflow.Workflow{ID: "wf_1", Tenant: "acme", Agent: "refunds", AgentVersion: "2",
-		Status: workflow.Failed, Outcome: workflow.OutcomeFailed, Error: json.RawMessage(`{"detail":"the payments tool answered 503"}`),
-		StartedAt: at, FinishedAt: at.Add(time.Second)})
-	for _, tc := range []struct {
-		name  string
-		event *webhook.Event
-		want  string
-	}{
-		{"waiting", waiting, `{"task":{"id":"wf_1","contextId":"wf_1","status":{"state":"TASK_STATE_INPUT_REQUIRED",` +
-			`"message":{"messageId":"wf_1-status","contextId":"wf_1","taskId":"wf_1","role":"ROLE_AGENT","parts":[{"text":"Refund of 900"}]},` +
-			`"timestamp":"2026-11-26T07:00:00Z"},"metadata":{"agent":"refunds","agentVersion":"2","status":"waiting"}}}`},
-		{"failed", failed, `{"task":{"id":"wf_1","contextId":"wf_1","status":{"state":"TASK_STATE_FAILED",` +
-			`"message":{"messageId":"wf_1-status","contextId":"wf_1","taskId":"wf_1","role":"ROLE_AGENT","parts":[{"text":"the payments tool answered 503"}]},` +
-			`"timestamp":"2026-11-26T07:00:01Z"},"metadata":{"agent":"refunds","agentVersion":"2","outcome":"failed","status":"failed"}}}`},
-	} {
-		got, err := httpapi.A2APushBody(config, tc.event.Body)
-		if err != nil || strings.TrimSpace(string(got)) != tc.want {
-			t.Errorf("%s: %v\n got %s\nwant %s", tc.name, err, got, tc.want)
-		}
-	}
-	plain := &webhook.Webhook{ID: "whk_2"}
-	if got, err := httpapi.A2APushBody(plain, failed.Body); err != nil || string(got) != string(failed.Body) {
-		t.Errorf("a webhook's body changed: %v %s", err, got)
-	}
-	if _, err := httpapi.A2APushBody(config, []byte(`{"type":"replay.completed","data":{}}`)); err == nil || !strings.Contains(err.Error(), "wf_1") {
-		t.Errorf("a replay event to a push config: %v", err)
 	}
 }
 

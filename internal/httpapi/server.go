@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/a2a"
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
@@ -137,6 +138,8 @@ type Server struct {
 	streams *streamLimit
 	// invoker starts workflows or attaches to the ones their keys made.
 	invoker *workflow.Invoker
+	// a2a serves each agent's A2A bindings and card.
+	a2a *a2a.Server
 	// oidc signs people in to the console through an OpenID Connect
 	// provider; nil without one.
 	oidc *consoleOIDC
@@ -176,6 +179,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 		streams: newStreamLimit(cfg.MaxStreamsPerTenant),
 		invoker: &workflow.Invoker{Runner: deps.Runner, Workflows: deps.Workflows, Now: deps.Now}}
 	s.mcp = s.newMCPHandler()
+	s.a2a = s.newA2A()
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {
 		s.oidc = deps.ConsoleOIDC.forServer(cfg.PublicURL, s.routes)
