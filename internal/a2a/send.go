@@ -30,7 +30,7 @@ func checkVersion(r *http.Request) error {
 	if len(v) > 20 {
 		v = v[:20] + "…"
 	}
-	return problem.New(problem.A2AVersionNotSupported, "A2A-Version %q is not supported: this agent speaks A2A %s", v, wire.Version)
+	return VersionNotSupported.New("A2A-Version %q is not supported: this agent speaks A2A %s", v, wire.Version)
 }
 
 // agent is the default version of the agent the request names, after
@@ -69,8 +69,7 @@ func messageInput(m *wire.Message) (input, error) {
 				return req, problem.Field(field+".data", "must be a JSON object: it is the agent's context")
 			}
 		case p.Raw != nil, p.URL != nil:
-			return req, problem.New(problem.A2AContentTypeNotSupported,
-				"%s is a file part: this agent takes text parts (the goal) and one data part (the context)", field)
+			return req, ContentTypeNotSupported.New("%s is a file part: this agent takes text parts (the goal) and one data part (the context)", field)
 		default:
 			return req, problem.Field(field, "has no content: give text or data")
 		}
@@ -98,8 +97,7 @@ func (c *call) send(req wire.SendMessageRequest, stream bool) (wf *workflow.Work
 	case m.Role != "" && m.Role != wire.RoleUser:
 		return nil, release, problem.Field("message.role", "must be ROLE_USER")
 	case req.Configuration != nil && len(req.Configuration.PushConfig) > 0 && string(req.Configuration.PushConfig) != "null":
-		return nil, release, problem.New(problem.A2AUnsupportedOperation,
-			"configuration.taskPushNotificationConfig is not taken: create the task's config with CreateTaskPushNotificationConfig once SendMessage (with returnImmediately) has answered its id")
+		return nil, release, UnsupportedOperation.New("configuration.taskPushNotificationConfig is not taken: create the task's config with CreateTaskPushNotificationConfig once SendMessage (with returnImmediately) has answered its id")
 	}
 	in, err := messageInput(m)
 	if err != nil {
@@ -167,10 +165,9 @@ func (c *call) continueTask(id string) error {
 		return err
 	}
 	if wf.Done() {
-		return problem.New(problem.A2AUnsupportedOperation, "task %s has ended (%s): send a new message without taskId", id, stateOf(wf))
+		return UnsupportedOperation.New("task %s has ended (%s): send a new message without taskId", id, stateOf(wf))
 	}
-	return problem.New(problem.A2AUnsupportedOperation,
-		"task %s takes no further messages: an approver decides its approval through POST /v1/workflows/%s/approvals/{step}", id, id)
+	return UnsupportedOperation.New("task %s takes no further messages: an approver decides its approval through POST /v1/workflows/%s/approvals/{step}", id, id)
 }
 
 // for a decision, or at once with returnImmediately.

@@ -37,7 +37,7 @@ func (c *call) subscribe(id string) error {
 		}
 		after = n
 	} else if wf.Done() {
-		return problem.New(problem.A2AUnsupportedOperation, "task %s has ended (%s): read it with GetTask", id, stateOf(wf))
+		return UnsupportedOperation.New("task %s has ended (%s): read it with GetTask", id, stateOf(wf))
 	}
 	release, err := c.s.d.Stream(wf.Tenant)
 	if err != nil {

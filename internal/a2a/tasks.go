@@ -139,7 +139,7 @@ func (c *call) cancelTask(id string) (any, error) {
 		return nil, err
 	}
 	if wf.Done() {
-		return nil, problem.New(problem.A2ATaskNotCancelable, "task %s has already ended (%s)", id, stateOf(wf))
+		return nil, TaskNotCancelable.New("task %s has already ended (%s)", id, stateOf(wf))
 	}
 	if wf, err = c.s.d.Runner.Cancel(c.r.Context(), wf.Tenant, id); err != nil {
 		return nil, err

@@ -5,7 +5,22 @@ import (
 
 	"github.com/agentplane/agentplane/internal/a2a"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/problem"
 )
+
+// problemKind is the kind of a code: the problem table's, or a protocol's
+// own (A2A's).
+func problemKind(c problem.Code) (problem.Kind, bool) {
+	if k, ok := problem.Lookup(c); ok {
+		return k, true
+	}
+	for _, k := range a2a.Kinds {
+		if k.Code == c {
+			return k, true
+		}
+	}
+	return problem.Kind{}, false
+}
 
 // newA2A is the A2A server of s's agents (internal/a2a), given what it
 // needs of the HTTP layer at request time: admission of a card request

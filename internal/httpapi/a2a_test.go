@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/a2a"
 )
 
 // a2aTaskJSON is an A2A Task as the tests read it.
@@ -344,5 +346,17 @@ func TestA2AListTasksCountsEveryPage(t *testing.T) {
 	h.do("GET", "/a2a/fraud-triage/tasks", other, nil).json(t, &theirs)
 	if len(theirs.Tasks) != 1 || theirs.TotalSize != 1 {
 		t.Errorf("globex's tasks: %d, totalSize %d; want 1 and 1", len(theirs.Tasks), theirs.TotalSize)
+	}
+}
+
+// TestA2AProblemPagesAreServed: the A2A errors, the A2A package's own
+// kinds, have their pages beside the problem table's.
+func TestA2AProblemPagesAreServed(t *testing.T) {
+	h := newHarness(t)
+	for _, k := range a2a.Kinds {
+		r := h.do("GET", "/problems/"+string(k.Code), "", nil)
+		if r.Status != 200 || !strings.Contains(string(r.Body), k.Title) {
+			t.Errorf("%s: %d %s", k.Code, r.Status, r.Body)
+		}
 	}
 }
