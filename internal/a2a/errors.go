@@ -45,32 +45,48 @@ type restStatus struct {
 	Details []map[string]any `json:"details,omitempty"`
 }
 
-// bindingErr is how a problem reads on the A2A bindings, the one table
-// from problem kinds to the protocol's codes: the ErrorInfo reason
-// of an A2A error ("" for others), the JSON-RPC code, the gRPC status name.
+// JSON-RPC error codes: JSON-RPC 2.0's own and A2A's (a2a.proto).
+const (
+	rpcParseError              = -32700
+	rpcInvalidRequest          = -32600
+	rpcMethodNotFound          = -32601
+	rpcInvalidParams           = -32602
+	rpcInternal                = -32603
+	rpcTaskNotFound            = -32001
+	rpcTaskNotCancelable       = -32002
+	rpcPushNotSupported        = -32003
+	rpcUnsupportedOperation    = -32004
+	rpcContentTypeNotSupported = -32005
+	rpcVersionNotSupported     = -32009
+)
+
+// bindingErr is how a problem reads on the A2A bindings: the ErrorInfo
+// reason of an A2A error ("" for others), the JSON-RPC code, the gRPC
+// status name.
 type bindingErr struct {
 	reason string
 	rpc    int
 	grpc   string
 }
 
+// errs is the one table from problem kinds to the bindings' errors.
 var errs = map[problem.Code]bindingErr{
-	problem.NotFound:             {"TASK_NOT_FOUND", -32001, "NOT_FOUND"},
-	problem.AgentVersionNotFound: {"TASK_NOT_FOUND", -32001, "NOT_FOUND"},
-	TaskNotCancelable.Code:       {"TASK_NOT_CANCELABLE", -32002, "FAILED_PRECONDITION"},
-	PushNotSupported.Code:        {"PUSH_NOTIFICATION_NOT_SUPPORTED", -32003, "FAILED_PRECONDITION"},
-	UnsupportedOperation.Code:    {"UNSUPPORTED_OPERATION", -32004, "FAILED_PRECONDITION"},
-	ContentTypeNotSupported.Code: {"CONTENT_TYPE_NOT_SUPPORTED", -32005, "INVALID_ARGUMENT"},
-	VersionNotSupported.Code:     {"VERSION_NOT_SUPPORTED", -32009, "FAILED_PRECONDITION"},
-	problem.MalformedRequest:     {"", -32602, "INVALID_ARGUMENT"},
-	problem.ValidationFailed:     {"", -32602, "INVALID_ARGUMENT"},
-	problem.URLNotAllowed:        {"", -32602, "INVALID_ARGUMENT"},
-	problem.PayloadTooLarge:      {"", -32602, "INVALID_ARGUMENT"},
-	problem.IdempotencyKeyReused: {"", -32602, "INVALID_ARGUMENT"},
-	problem.UnsupportedMediaType: {"", -32602, "INVALID_ARGUMENT"},
-	problem.Unauthenticated:      {"", -32600, "UNAUTHENTICATED"},
-	problem.InsufficientScope:    {"", -32600, "PERMISSION_DENIED"},
-	problem.RateLimited:          {"", -32600, "RESOURCE_EXHAUSTED"},
+	problem.NotFound:             {"TASK_NOT_FOUND", rpcTaskNotFound, "NOT_FOUND"},
+	problem.AgentVersionNotFound: {"TASK_NOT_FOUND", rpcTaskNotFound, "NOT_FOUND"},
+	TaskNotCancelable.Code:       {"TASK_NOT_CANCELABLE", rpcTaskNotCancelable, "FAILED_PRECONDITION"},
+	PushNotSupported.Code:        {"PUSH_NOTIFICATION_NOT_SUPPORTED", rpcPushNotSupported, "FAILED_PRECONDITION"},
+	UnsupportedOperation.Code:    {"UNSUPPORTED_OPERATION", rpcUnsupportedOperation, "FAILED_PRECONDITION"},
+	ContentTypeNotSupported.Code: {"CONTENT_TYPE_NOT_SUPPORTED", rpcContentTypeNotSupported, "INVALID_ARGUMENT"},
+	VersionNotSupported.Code:     {"VERSION_NOT_SUPPORTED", rpcVersionNotSupported, "FAILED_PRECONDITION"},
+	problem.MalformedRequest:     {"", rpcInvalidParams, "INVALID_ARGUMENT"},
+	problem.ValidationFailed:     {"", rpcInvalidParams, "INVALID_ARGUMENT"},
+	problem.URLNotAllowed:        {"", rpcInvalidParams, "INVALID_ARGUMENT"},
+	problem.PayloadTooLarge:      {"", rpcInvalidParams, "INVALID_ARGUMENT"},
+	problem.IdempotencyKeyReused: {"", rpcInvalidParams, "INVALID_ARGUMENT"},
+	problem.UnsupportedMediaType: {"", rpcInvalidParams, "INVALID_ARGUMENT"},
+	problem.Unauthenticated:      {"", rpcInvalidRequest, "UNAUTHENTICATED"},
+	problem.InsufficientScope:    {"", rpcInvalidRequest, "PERMISSION_DENIED"},
+	problem.RateLimited:          {"", rpcInvalidRequest, "RESOURCE_EXHAUSTED"},
 }
 
 // errOf is the A2A reading of a problem.
@@ -79,9 +95,9 @@ func errOf(pe *problem.Error) bindingErr {
 		return e
 	}
 	if problem.Status(pe.Code) >= 500 {
-		return bindingErr{"", -32603, "INTERNAL"}
+		return bindingErr{"", rpcInternal, "INTERNAL"}
 	}
-	return bindingErr{"", -32600, "FAILED_PRECONDITION"}
+	return bindingErr{"", rpcInvalidRequest, "FAILED_PRECONDITION"}
 }
 
 // answerREST runs an HTTP+JSON handler and answers its error with a

@@ -81,24 +81,24 @@ func (s *Server) rpcErrorOf(r *http.Request, err error) *rpcError {
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcRequest) error {
 	var raw json.RawMessage
 	if err := frontdoor.DecodeJSON(r, &raw); problem.Is(err, problem.MalformedRequest) {
-		return &errRPC{-32700, "Parse error: " + problem.As(err).Detail}
+		return &errRPC{rpcParseError, "Parse error: " + problem.As(err).Detail}
 	} else if err != nil {
 		return err
 	}
 	var msg rpcRequest
 	if err := json.Unmarshal(raw, &msg); err != nil {
-		return &errRPC{-32600, "Invalid Request: a JSON-RPC request is an object with jsonrpc, id, method and params"}
+		return &errRPC{rpcInvalidRequest, "Invalid Request: a JSON-RPC request is an object with jsonrpc, id, method and params"}
 	}
 	if validRPCID(msg.ID) {
 		req.ID = msg.ID
 	}
 	switch {
 	case msg.JSONRPC != "2.0":
-		return &errRPC{-32600, `Invalid Request: jsonrpc must be "2.0"`}
+		return &errRPC{rpcInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`}
 	case !validRPCID(msg.ID):
-		return &errRPC{-32600, "Invalid Request: id must be a string or a number"}
+		return &errRPC{rpcInvalidRequest, "Invalid Request: id must be a string or a number"}
 	case msg.Method == "":
-		return &errRPC{-32600, "Invalid Request: method is required"}
+		return &errRPC{rpcInvalidRequest, "Invalid Request: method is required"}
 	}
 	info := frontdoor.InfoFrom(r.Context())
 	if len(msg.Method) <= 64 {
@@ -170,7 +170,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 		if len(m) > 64 {
 			m = m[:64] + "…"
 		}
-		return &errRPC{-32601, fmt.Sprintf("Method not found: %q is not an A2A 1.0 method", m)}
+		return &errRPC{rpcMethodNotFound, fmt.Sprintf("Method not found: %q is not an A2A 1.0 method", m)}
 	}
 	if err != nil {
 		return err
@@ -197,10 +197,10 @@ func rpcParams(raw json.RawMessage, v any) error {
 		raw = json.RawMessage("{}")
 	}
 	if raw[0] != '{' {
-		return &errRPC{-32602, "Invalid params: params must be an object"}
+		return &errRPC{rpcInvalidParams, "Invalid params: params must be an object"}
 	}
 	if err := jsonbody.Decode(raw, v); err != nil {
-		return &errRPC{-32602, "Invalid params: " + problem.As(err).Detail}
+		return &errRPC{rpcInvalidParams, "Invalid params: " + problem.As(err).Detail}
 	}
 	return nil
 }
