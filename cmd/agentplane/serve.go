@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/agentplane/agentplane/internal/a2a"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/httpapi"
@@ -285,7 +286,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// the outbound client (its address policy) without following redirects;
 	// an A2A push-notification config receives the A2A payload.
 	deliverer := &webhook.Deliverer{Store: st, Webhooks: st, HTTP: parts.client.HTTPClient(), Owner: runner.Owner(), Logger: logger,
-		Format: httpapi.A2APushBody}
+		Format: a2a.PushBody}
 	// Whichever replica ends a real replay's workflow completes the replay;
 	// the sweep completes those a crash left running (docs/replay.md). A
 	// workflow's end has queued its webhook deliveries: send them now

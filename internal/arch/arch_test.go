@@ -24,6 +24,9 @@ type pkg struct {
 var (
 	// frontDoors are the protocols' packages and their shared plumbing.
 	frontDoors = []string{"httpapi", "frontdoor", "a2a", "mcp", "console", "gateway", "web"}
+	// wireTypes are protocols' messages: leaves that a front door and the
+	// domain's clients of the same protocol (tools) both import.
+	wireTypes = []string{"a2a/wire"}
 	// engines are the store's engines, which only cmd/ wires.
 	engines = []string{"store/sqlite", "store/postgres"}
 )
@@ -90,8 +93,12 @@ func refused(from, to string) string {
 	switch {
 	case wiring:
 		return ""
+	case under(from, wireTypes):
+		return "wire types are a leaf: they import nothing of agentplane's"
 	case under(to, engines) && !under(from, engines):
 		return "only cmd/ (and bench/) wire a store engine; code below talks to the domain's Store interfaces"
+	case strings.HasPrefix(to, from+"/"), under(to, wireTypes):
+		return "" // a package's own subpackages; a protocol's wire types
 	case under(from, []string{"store"}) && under(to, frontDoors):
 		return "a store imports domain packages only, never a front door or a presentation package"
 	case under(from, []string{"frontdoor"}) && under(to, frontDoors) && !under(to, []string{"frontdoor"}):
@@ -121,6 +128,12 @@ func TestRulesRefuseWhatTheDocForbids(t *testing.T) {
 		{"internal/mcp", "internal/frontdoor", true},
 		{"internal/frontdoor", "internal/frontdoor/jsonbody", true},
 		{"internal/store/sqlite", "internal/workflow", true},
+		{"internal/frontdoor", "internal/frontdoor/jsonbody", true},
+		{"internal/store", "internal/store/sqlite", false},
+		{"internal/tool/call", "internal/a2a/wire", true},
+		{"internal/tool/call", "internal/a2a", false},
+		{"internal/a2a/wire", "internal/problem", false},
+		{"internal/a2a", "internal/httpapi", false},
 	} {
 		got := refused(tc.from, tc.to) == ""
 		if got != tc.ok {

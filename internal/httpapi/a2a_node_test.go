@@ -16,7 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/a2a"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
@@ -157,7 +157,7 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	// The task's end reaches the config's URL through the webhook outbox as
 	// an A2A StreamResponse holding the task, signed with the config's
 	// token: the receiver verifies it.
-	d := &webhook.Deliverer{Store: h.DB, Webhooks: h.DB, HTTP: http.DefaultClient, Timeout: 5 * time.Second, Format: httpapi.A2APushBody}
+	d := &webhook.Deliverer{Store: h.DB, Webhooks: h.DB, HTTP: http.DefaultClient, Timeout: 5 * time.Second, Format: a2a.PushBody}
 	if n, err := d.RunOnce(t.Context()); err != nil || n != 1 {
 		t.Fatalf("deliverer sent %d, %v", n, err)
 	}

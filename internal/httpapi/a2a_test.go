@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/httpapi"
-	"github.com/agentplane/agentplane/internal/webhook"
-	"github.com/agentplane/agentplane/internal/workflow"
+	"github.com/agentplane/agentplane/internal/a2a"
 )
 
 // a2aTaskJSON is an A2A Task as the tests read it.
@@ -288,43 +286,6 @@ func TestA2ASubscribeResumes(t *testing.T) {
 	}
 }
 
-// TestA2APushBody: a push-notification config receives each event as the
-// StreamResponse {"task": Task} of the task as the event saw it; any other
-// webhook the event as queued.
-func TestA2APushBody(t *testing.T) {
-	at := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	config := &webhook.Webhook{ID: "whk_1", WorkflowID: "wf_1"}
-	waiting := webhook.Waiting(&workflow.Approval{WorkflowID: "wf_1", Tenant: "acme", Agent: "refunds", AgentVersion: "2",
-		Step: 1, Action: "refund_approval", Reason: "Refund of 900", RequestedAt: at})
-	failed := webhook.Finished(&workflow.Workflow{ID: "wf_1", Tenant: "acme", Agent: "refunds", AgentVersion: "2",
-		Status: workflow.Failed, Outcome: workflow.OutcomeFailed, Error: json.RawMessage(`{"detail":"the payments tool answered 503"}`),
-		StartedAt: at, FinishedAt: at.Add(time.Second)})
-	for _, tc := range []struct {
-		name  string
-		event *webhook.Event
-		want  string
-	}{
-		{"waiting", waiting, `{"task":{"id":"wf_1","contextId":"wf_1","status":{"state":"TASK_STATE_INPUT_REQUIRED",` +
-			`"message":{"messageId":"wf_1-status","contextId":"wf_1","taskId":"wf_1","role":"ROLE_AGENT","parts":[{"text":"Refund of 900"}]},` +
-			`"timestamp":"2026-11-26T07:00:00Z"},"metadata":{"agent":"refunds","agentVersion":"2","status":"waiting"}}}`},
-		{"failed", failed, `{"task":{"id":"wf_1","contextId":"wf_1","status":{"state":"TASK_STATE_FAILED",` +
-			`"message":{"messageId":"wf_1-status","contextId":"wf_1","taskId":"wf_1","role":"ROLE_AGENT","parts":[{"text":"the payments tool answered 503"}]},` +
-			`"timestamp":"2026-11-26T07:00:01Z"},"metadata":{"agent":"refunds","agentVersion":"2","outcome":"failed","status":"failed"}}}`},
-	} {
-		got, err := httpapi.A2APushBody(config, tc.event.Body)
-		if err != nil || strings.TrimSpace(string(got)) != tc.want {
-			t.Errorf("%s: %v\n got %s\nwant %s", tc.name, err, got, tc.want)
-		}
-	}
-	plain := &webhook.Webhook{ID: "whk_2"}
-	if got, err := httpapi.A2APushBody(plain, failed.Body); err != nil || string(got) != string(failed.Body) {
-		t.Errorf("a webhook's body changed: %v %s", err, got)
-	}
-	if _, err := httpapi.A2APushBody(config, []byte(`{"type":"replay.completed","data":{}}`)); err == nil || !strings.Contains(err.Error(), "wf_1") {
-		t.Errorf("a replay event to a push config: %v", err)
-	}
-}
-
 // TestA2AListTasksCountsEveryPage checks ListTasks' totalSize: the tasks
 // matching the request on every page, not the page's length.
 func TestA2AListTasksCountsEveryPage(t *testing.T) {
@@ -385,5 +346,17 @@ func TestA2AListTasksCountsEveryPage(t *testing.T) {
 	h.do("GET", "/a2a/fraud-triage/tasks", other, nil).json(t, &theirs)
 	if len(theirs.Tasks) != 1 || theirs.TotalSize != 1 {
 		t.Errorf("globex's tasks: %d, totalSize %d; want 1 and 1", len(theirs.Tasks), theirs.TotalSize)
+	}
+}
+
+// TestA2AProblemPagesAreServed: the A2A errors, the A2A package's own
+// kinds, have their pages beside the problem table's.
+func TestA2AProblemPagesAreServed(t *testing.T) {
+	h := newHarness(t)
+	for _, k := range a2a.Kinds {
+		r := h.do("GET", "/problems/"+string(k.Code), "", nil)
+		if r.Status != 200 || !strings.Contains(string(r.Body), k.Title) {
+			t.Errorf("%s: %d %s", k.Code, r.Status, r.Body)
+		}
 	}
 }

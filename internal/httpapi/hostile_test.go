@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/a2a"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
@@ -744,18 +745,18 @@ func TestHostileA2A(t *testing.T) {
 		{"another tenant's task, cancelled", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":cancel", other, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
 		{"another agent's task", "GET", "/a2a/nobody/tasks/" + taskID, tok, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
 		{"an unknown task verb", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":explode", tok, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
-		{"A2A-Version 0.3", "GET", "/a2a/fraud-triage/tasks/" + taskID, tok, "", []string{"A2A-Version", "0.3"}, 400, problem.A2AVersionNotSupported, "VERSION_NOT_SUPPORTED"},
-		{"A2A-Version parameter 9.9", "GET", "/a2a/fraud-triage/tasks/" + taskID + "?A2A-Version=9.9", tok, "", nil, 400, problem.A2AVersionNotSupported, "VERSION_NOT_SUPPORTED"},
+		{"A2A-Version 0.3", "GET", "/a2a/fraud-triage/tasks/" + taskID, tok, "", []string{"A2A-Version", "0.3"}, 400, a2a.VersionNotSupported.Code, "VERSION_NOT_SUPPORTED"},
+		{"A2A-Version parameter 9.9", "GET", "/a2a/fraud-triage/tasks/" + taskID + "?A2A-Version=9.9", tok, "", nil, 400, a2a.VersionNotSupported.Code, "VERSION_NOT_SUPPORTED"},
 		{"not JSON", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": `, nil, 400, problem.MalformedRequest, ""},
 		{"no text part", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {}}]}}`, nil, 422, problem.ValidationFailed, ""},
-		{"a file part", "POST", "/a2a/fraud-triage/message:stream", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "t"}, {"raw": "AAAA"}]}}`, nil, 400, problem.A2AContentTypeNotSupported, "CONTENT_TYPE_NOT_SUPPORTED"},
+		{"a file part", "POST", "/a2a/fraud-triage/message:stream", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "t"}, {"raw": "AAAA"}]}}`, nil, 400, a2a.ContentTypeNotSupported.Code, "CONTENT_TYPE_NOT_SUPPORTED"},
 		{"a 2 MiB part", "POST", "/a2a/fraud-triage/message:send", tok, `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "` + strings.Repeat("a", 2<<20) + `"}]}}`, nil, 413, problem.PayloadTooLarge, ""},
-		{"cancel an ended task", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":cancel", tok, "", nil, 400, problem.A2ATaskNotCancelable, "TASK_NOT_CANCELABLE"},
+		{"cancel an ended task", "POST", "/a2a/fraud-triage/tasks/" + taskID + ":cancel", tok, "", nil, 400, a2a.TaskNotCancelable.Code, "TASK_NOT_CANCELABLE"},
 		{"a page size of zero", "GET", "/a2a/fraud-triage/tasks?pageSize=0", tok, "", nil, 422, problem.ValidationFailed, ""},
 		{"a push config to a gopher URL", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"url": "gopher://example.com/hook"}`, nil, 422, problem.URLNotAllowed, ""},
 		{"a push config of another task", "POST", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", tok, `{"taskId": "wf_other", "url": "https://example.com/hook"}`, nil, 422, problem.ValidationFailed, ""},
 		{"another tenant's push configs", "GET", "/a2a/fraud-triage/tasks/" + taskID + "/pushNotificationConfigs", other, "", nil, 404, problem.NotFound, "TASK_NOT_FOUND"},
-		{"the extended card", "GET", "/a2a/fraud-triage/extendedAgentCard", tok, "", nil, 400, problem.A2AUnsupportedOperation, "UNSUPPORTED_OPERATION"},
+		{"the extended card", "GET", "/a2a/fraud-triage/extendedAgentCard", tok, "", nil, 400, a2a.UnsupportedOperation.Code, "UNSUPPORTED_OPERATION"},
 		{"an agent of nothing over JSON-RPC", "POST", "/a2a/nobody", tok, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}`, nil, 404, problem.NotFound, ""},
 	} {
 		var body any

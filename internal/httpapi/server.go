@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/a2a"
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
@@ -138,6 +139,8 @@ type Server struct {
 	invoker *workflow.Invoker
 	// console serves the web console's pages and sign-in.
 	console *console.Console
+	// a2a serves each agent's A2A bindings and card.
+	a2a *a2a.Server
 }
 
 // NewServer builds the handler of the whole API.
@@ -182,6 +185,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 		},
 	})
 	s.console = s.newConsole()
+	s.a2a = s.newA2A()
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {
 		s.console.UseOIDC(deps.ConsoleOIDC.ForServer(cfg.PublicURL, consoleScopes(s.routes)))

@@ -57,7 +57,7 @@ var problemPage = template.Must(template.New("problem").Parse(`<!doctype html>
 `))
 
 func handleProblemPage(w http.ResponseWriter, r *http.Request) error {
-	k, ok := problem.Lookup(problem.Code(r.PathValue("code")))
+	k, ok := problemKind(problem.Code(r.PathValue("code")))
 	if !ok {
 		return problem.New(problem.NotFound, "no problem type %q", r.PathValue("code"))
 	}

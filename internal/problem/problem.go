@@ -39,12 +39,6 @@ const (
 	RateLimited           Code = "rate-limited"
 	Internal              Code = "internal"
 	Unavailable           Code = "unavailable"
-	// The A2A errors of the HTTP+JSON binding (docs/a2a.md).
-	A2AVersionNotSupported     Code = "a2a-version-not-supported"
-	A2AUnsupportedOperation    Code = "a2a-unsupported-operation"
-	A2ATaskNotCancelable       Code = "a2a-task-not-cancelable"
-	A2APushNotSupported        Code = "a2a-push-notification-not-supported"
-	A2AContentTypeNotSupported Code = "a2a-content-type-not-supported"
 	// WorkflowFailed is never a response status: it is the error member of
 	// a failed workflow and of its stream's complete event.
 	WorkflowFailed Code = "workflow-failed"
@@ -62,6 +56,8 @@ type Kind struct {
 }
 
 // Kinds is the one table mapping codes to statuses, in the order of the docs.
+// A protocol's own errors (A2A's) are kinds its front door defines and
+// makes errors of with Kind.New; the table holds every other code.
 var Kinds = []Kind{
 	{MalformedRequest, http.StatusBadRequest, "Malformed request", "The body is not valid JSON, has unknown fields or has values of the wrong type."},
 	{Unauthenticated, http.StatusUnauthorized, "Unauthenticated", "The bearer token is missing, expired or invalid. Obtain a new access token and retry."},
@@ -87,12 +83,13 @@ var Kinds = []Kind{
 	{RateLimited, http.StatusTooManyRequests, "Rate limited", "The tenant or client is over its request rate. Retry after the Retry-After interval."},
 	{Internal, http.StatusInternalServerError, "Internal error", "The server failed unexpectedly. The request_id identifies the failure in the server's logs."},
 	{WorkflowFailed, http.StatusUnprocessableEntity, "Workflow failed", "The workflow could not complete: a step failed, a tool answered with an error, the workflow timed out, or the server stopped while a call that is unsafe to repeat was in flight (interrupted). The detail says which; the workflow's steps show where."},
-	{A2AVersionNotSupported, http.StatusBadRequest, "A2A version not supported", "The A2A-Version header (or parameter) names a protocol version this server does not speak; it speaks 1.0."},
-	{A2AUnsupportedOperation, http.StatusBadRequest, "A2A operation not supported", "The A2A operation, or a part of it, is not supported: a message to a task that has ended, a subscription to a finished task, a decision sent as a message."},
-	{A2ATaskNotCancelable, http.StatusBadRequest, "A2A task not cancelable", "The task has already ended; it cannot be canceled."},
-	{A2AContentTypeNotSupported, http.StatusBadRequest, "A2A content type not supported", "The message has a part of a kind this agent does not take: it takes text parts (the goal) and one data part (the context)."},
-	{A2APushNotSupported, http.StatusBadRequest, "A2A push notifications not supported", "This agent does not send push notifications."},
 	{Unavailable, http.StatusServiceUnavailable, "Service unavailable", "The service cannot serve the request right now: storage is down or the server is shutting down."},
+}
+
+// New returns an error of kind k, a kind of a protocol's own, with a
+// formatted detail; its document is made from k.
+func (k Kind) New(format string, args ...any) *Error {
+	return &Error{Code: k.Code, Detail: fmt.Sprintf(format, args...), kind: &k}
 }
 
 var byCode = func() map[Code]Kind {
@@ -137,6 +134,8 @@ type Error struct {
 	Allow []string
 	// Err is the cause: logged, never sent.
 	Err error
+	// kind is the kind of a code outside Kinds (Kind.New).
+	kind *Kind
 }
 
 func (e *Error) Error() string {
@@ -212,7 +211,11 @@ type Document struct {
 // Doc builds the problem document of an error; the cause never appears in it.
 func (e *Error) Doc(instance, requestID, traceID string) Document {
 	k, ok := byCode[e.Code]
-	if !ok {
+	switch {
+	case ok:
+	case e.kind != nil && e.kind.Code == e.Code:
+		k = *e.kind
+	default:
 		k = byCode[Internal]
 	}
 	detail := e.Detail

@@ -10,32 +10,22 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentplane/agentplane/internal/a2a/wire"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
 // Version is the protocol version a tool's agent must speak.
-const Version = "1.0"
+const Version = wire.Version
 
 // MaxSkills bounds the skills one card may list.
 const MaxSkills = 1000
 
 // card is the part of an agent card that makes operations.
 type card struct {
-	Name                string `json:"name"`
-	Description         string `json:"description"`
-	ProtocolVersion     string `json:"protocolVersion"` // 0.3 cards only
-	SupportedInterfaces []struct {
-		URL             string `json:"url"`
-		ProtocolBinding string `json:"protocolBinding"`
-		ProtocolVersion string `json:"protocolVersion"`
-	} `json:"supportedInterfaces"`
-	Skills []struct {
-		ID          string   `json:"id"`
-		Name        string   `json:"name"`
-		Description string   `json:"description"`
-		Examples    []string `json:"examples"`
-	} `json:"skills"`
+	ProtocolVersion     string                `json:"protocolVersion"` // 0.3 cards only
+	SupportedInterfaces []wire.AgentInterface `json:"supportedInterfaces"`
+	Skills              []wire.AgentSkill     `json:"skills"`
 }
 
 // InputSchema is every skill's input: the message's text, and the data
@@ -55,7 +45,7 @@ func (Importer) Import(_ context.Context, src tool.Source) (*tool.Spec, error) {
 	}
 	endpoint := ""
 	for _, i := range c.SupportedInterfaces {
-		if strings.EqualFold(i.ProtocolBinding, "JSONRPC") && strings.HasPrefix(i.ProtocolVersion, Version) && i.URL != "" {
+		if strings.EqualFold(i.ProtocolBinding, wire.BindingJSONRPC) && strings.HasPrefix(i.ProtocolVersion, Version) && i.URL != "" {
 			endpoint = i.URL
 			break
 		}

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/a2a/wire"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
-	"github.com/agentplane/agentplane/internal/tool/a2atool"
 )
 
 // prepareA2A builds the blocking SendMessage of a call of a remote A2A
@@ -46,7 +46,7 @@ func prepareA2A(req tool.CallRequest) (*prepared, error) {
 		id = hex.EncodeToString(b)
 	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{
-		"message":  map[string]any{"messageId": id, "role": "ROLE_USER", "parts": parts},
+		"message":  map[string]any{"messageId": id, "role": wire.RoleUser, "parts": parts},
 		"metadata": map[string]any{"skill": op.A2A.Skill},
 	}})
 	if err != nil {
@@ -55,7 +55,7 @@ func prepareA2A(req tool.CallRequest) (*prepared, error) {
 	header := http.Header{}
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "application/json")
-	header.Set("A2A-Version", a2atool.Version)
+	header.Set("A2A-Version", wire.Version)
 	p := &prepared{method: http.MethodPost, url: u, header: header, body: body, recordBody: body, places: []redact.Place{
 		{Arg: "/message", In: redact.InBody, Name: "/params/message/parts/0/text"},
 		{Arg: "/data", In: redact.InBody, Name: "/params/message/parts/1/data"},
@@ -94,33 +94,26 @@ func readA2A(body []byte) (json.RawMessage, string, string) {
 	case len(resp.Result.Task) == 0:
 		return resp.Result.Message, "", ""
 	}
-	var task struct {
-		Status struct {
-			State   string `json:"state"`
-			Message *struct {
-				Parts []struct {
-					Text string `json:"text"`
-				} `json:"parts"`
-			} `json:"message"`
-		} `json:"status"`
-	}
+	var task wire.Task
 	_ = json.Unmarshal(resp.Result.Task, &task)
 	why := ""
 	if m := task.Status.Message; m != nil {
 		for _, p := range m.Parts {
-			why += p.Text
+			if p.Text != nil {
+				why += *p.Text
+			}
 		}
 	}
 	if why != "" {
 		why = ": " + why
 	}
 	switch task.Status.State {
-	case "TASK_STATE_COMPLETED":
+	case wire.TaskStateCompleted:
 		return resp.Result.Task, "", ""
-	case "TASK_STATE_INPUT_REQUIRED":
+	case wire.TaskStateInputRequired:
 		return resp.Result.Task, "the remote A2A task needs input a tool call cannot give" + why, tool.CodeInputRequired
-	case "TASK_STATE_AUTH_REQUIRED":
+	case wire.TaskStateAuthRequired:
 		return resp.Result.Task, "the remote A2A task needs authentication a tool call cannot give" + why, tool.CodeAuthRequired
 	}
-	return resp.Result.Task, "the remote A2A task ended " + task.Status.State + why, ""
+	return resp.Result.Task, "the remote A2A task ended " + string(task.Status.State) + why, ""
 }

@@ -1,9 +1,10 @@
-package httpapi
+package a2a
 
 import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentplane/agentplane/internal/a2a/wire"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/webhook"
@@ -13,37 +14,17 @@ import (
 // workflow (docs/a2a.md): the outbox queues their deliveries with the
 // workflow's own writes, and the deliverer sends and signs them (Standard
 // Webhooks, the config's token the secret) as any webhook's, with the
-// body A2APushBody makes: the A2A StreamResponse of the event.
+// body PushBody makes: the A2A StreamResponse of the event.
 
-// a2aPushConfig is a TaskPushNotificationConfig.
-type a2aPushConfig struct {
-	Tenant         string          `json:"tenant,omitempty"`
-	ID             string          `json:"id,omitempty"`
-	TaskID         string          `json:"taskId"`
-	URL            string          `json:"url"`
-	Token          string          `json:"token,omitempty"`
-	Authentication *map[string]any `json:"authentication,omitempty"`
-}
-
-// a2aPushRequest names one config of a task (Get, Delete) or the task's
-// configs (List).
-type a2aPushRequest struct {
-	Tenant    string `json:"tenant,omitempty"`
-	TaskID    string `json:"taskId"`
-	ID        string `json:"id,omitempty"`
-	PageSize  *int32 `json:"pageSize,omitempty"`
-	PageToken string `json:"pageToken,omitempty"`
-}
-
-// a2aPushEvents are the events a config receives: the task's end and its
+// pushEvents are the events a config receives: the task's end and its
 // waits at approvals.
-var a2aPushEvents = []string{webhook.WorkflowCompleted, webhook.WorkflowFailed, webhook.WorkflowCancelled, webhook.WorkflowWaiting}
+var pushEvents = []string{webhook.WorkflowCompleted, webhook.WorkflowFailed, webhook.WorkflowCancelled, webhook.WorkflowWaiting}
 
-// A2APushBody is the body of a delivery to wh: for an A2A task's
+// PushBody is the body of a delivery to wh: for an A2A task's
 // push-notification config (a webhook of one workflow) the StreamResponse
 // {"task": Task} of the queued event, the task as the event saw it, by
 // the mapping GetTask answers with; for any other webhook the queued body.
-func A2APushBody(wh *webhook.Webhook, body []byte) ([]byte, error) {
+func PushBody(wh *webhook.Webhook, body []byte) ([]byte, error) {
 	if wh.WorkflowID == "" {
 		return body, nil
 	}
@@ -51,26 +32,26 @@ func A2APushBody(wh *webhook.Webhook, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push notification of task %s: %w", wh.WorkflowID, err)
 	}
-	t := a2aTaskOf(&ev.Workflow, ev.Reason, ev.At)
-	return frontdoor.Marshal(a2aStreamResponse{Task: &t})
+	t := taskOf(&ev.Workflow, ev.Reason, ev.At)
+	return frontdoor.Marshal(wire.StreamResponse{Task: &t})
 }
 
-func (c *a2aCall) pushService() (*webhook.Service, error) {
-	if c.s.deps.Webhooks == nil {
+func (c *call) pushService() (*webhook.Service, error) {
+	if c.s.d.Webhooks == nil {
 		return nil, errPushNotSupported
 	}
-	return c.s.deps.Webhooks, nil
+	return c.s.d.Webhooks, nil
 }
 
-func pushConfigOf(wh *webhook.Webhook) a2aPushConfig {
-	return a2aPushConfig{ID: wh.ID, TaskID: wh.WorkflowID, URL: wh.URL}
+func pushConfigOf(wh *webhook.Webhook) wire.TaskPushNotificationConfig {
+	return wire.TaskPushNotificationConfig{ID: wh.ID, TaskID: wh.WorkflowID, URL: wh.URL}
 }
 
 // createPushConfig answers CreateTaskPushNotificationConfig. The token,
 // when given, must be a Standard Webhooks secret: it signs the deliveries,
 // so the receiver that chose it verifies them; without one a secret is
 // made and answered as the token, this once.
-func (c *a2aCall) createPushConfig(cfg a2aPushConfig) (any, error) {
+func (c *call) createPushConfig(cfg wire.TaskPushNotificationConfig) (any, error) {
 	svc, err := c.pushService()
 	if err != nil {
 		return nil, err
@@ -82,8 +63,8 @@ func (c *a2aCall) createPushConfig(cfg a2aPushConfig) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := c.s.record(c.r, http.StatusOK)
-	wh, err := svc.Create(c.r.Context(), wf.Tenant, webhook.Input{URL: cfg.URL, Events: a2aPushEvents, Agent: c.agent,
+	rec := c.s.d.Record(c.r, http.StatusOK)
+	wh, err := svc.Create(c.r.Context(), wf.Tenant, webhook.Input{URL: cfg.URL, Events: pushEvents, Agent: c.agent,
 		WorkflowID: wf.ID, Secret: cfg.Token, Description: "A2A push notifications of task " + wf.ID}, rec)
 	if err != nil {
 		return nil, err
@@ -96,7 +77,7 @@ func (c *a2aCall) createPushConfig(cfg a2aPushConfig) (any, error) {
 }
 
 // pushConfig is one config of a task.
-func (c *a2aCall) pushConfig(taskID, id string) (*webhook.Webhook, *webhook.Service, error) {
+func (c *call) pushConfig(taskID, id string) (*webhook.Webhook, *webhook.Service, error) {
 	svc, err := c.pushService()
 	if err != nil {
 		return nil, nil, err
@@ -115,7 +96,7 @@ func (c *a2aCall) pushConfig(taskID, id string) (*webhook.Webhook, *webhook.Serv
 	return wh, svc, err
 }
 
-func (c *a2aCall) getPushConfig(req a2aPushRequest) (any, error) {
+func (c *call) getPushConfig(req wire.PushConfigRequest) (any, error) {
 	wh, _, err := c.pushConfig(req.TaskID, req.ID)
 	if err != nil {
 		return nil, err
@@ -123,12 +104,12 @@ func (c *a2aCall) getPushConfig(req a2aPushRequest) (any, error) {
 	return pushConfigOf(wh), nil
 }
 
-func (c *a2aCall) deletePushConfig(req a2aPushRequest) (any, error) {
+func (c *call) deletePushConfig(req wire.PushConfigRequest) (any, error) {
 	wh, svc, err := c.pushConfig(req.TaskID, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := svc.Store.DeleteWebhook(c.r.Context(), wh.Tenant, wh.ID, c.s.record(c.r, http.StatusOK)); err != nil {
+	if err := svc.Store.DeleteWebhook(c.r.Context(), wh.Tenant, wh.ID, c.s.d.Record(c.r, http.StatusOK)); err != nil {
 		return nil, err
 	}
 	frontdoor.InfoFrom(c.r.Context()).Audited = true
@@ -137,7 +118,7 @@ func (c *a2aCall) deletePushConfig(req a2aPushRequest) (any, error) {
 
 // listPushConfigs answers ListTaskPushNotificationConfigs: every config
 // of the task, on one page.
-func (c *a2aCall) listPushConfigs(req a2aPushRequest) (any, error) {
+func (c *call) listPushConfigs(req wire.PushConfigRequest) (any, error) {
 	svc, err := c.pushService()
 	if err != nil {
 		return nil, err
@@ -150,10 +131,7 @@ func (c *a2aCall) listPushConfigs(req a2aPushRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := struct {
-		Configs       []a2aPushConfig `json:"configs"`
-		NextPageToken string          `json:"nextPageToken"`
-	}{Configs: []a2aPushConfig{}}
+	out := wire.ListPushConfigsResponse{Configs: []wire.TaskPushNotificationConfig{}}
 	for _, wh := range all {
 		if wh.WorkflowID == wf.ID {
 			out.Configs = append(out.Configs, pushConfigOf(wh))
@@ -162,17 +140,17 @@ func (c *a2aCall) listPushConfigs(req a2aPushRequest) (any, error) {
 	return out, nil
 }
 
-// handleA2APushConfigs serves the HTTP+JSON push-notification routes.
-func (s *Server) handleA2APushConfigs(w http.ResponseWriter, r *http.Request) error {
+// pushConfigsREST serves the HTTP+JSON push-notification routes.
+func (s *Server) pushConfigsREST(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.restCall(w, r)
 	if err != nil {
 		return err
 	}
-	req := a2aPushRequest{TaskID: r.PathValue("task"), ID: r.PathValue("config")}
+	req := wire.PushConfigRequest{TaskID: r.PathValue("task"), ID: r.PathValue("config")}
 	var res any
 	switch {
 	case r.Method == http.MethodPost:
-		var cfg a2aPushConfig
+		var cfg wire.TaskPushNotificationConfig
 		if err := frontdoor.DecodeJSON(r, &cfg); err != nil {
 			return err
 		}
