@@ -43,6 +43,7 @@ func a2aJSNodeModules(t *testing.T) (node, modules string) {
 // against a real server: the card with a token, blocking and streaming
 // messages over both bindings, an approval, a cancel.
 func TestA2AWithTheJSSDK(t *testing.T) {
+	t.Parallel()
 	node, modules := a2aJSNodeModules(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
@@ -231,6 +232,7 @@ func a2aJSServer(t *testing.T, node, modules string) string {
 // remote task, a task that asks for input is a step error with its own
 // error_code, and a dry-run replay sends it nothing.
 func TestA2AToolWithTheJSSDKServer(t *testing.T) {
+	t.Parallel()
 	node, modules := a2aJSNodeModules(t)
 	remote := a2aJSServer(t, node, modules)
 	requests := func() int {

@@ -62,6 +62,7 @@ func a2aMessage(id, text string, data map[string]any) map[string]any {
 }
 
 func TestA2AServesAgentsOverJSONRPCAndHTTPJSON(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", "agents:invoke tool:*")
@@ -184,6 +185,7 @@ func TestA2AServesAgentsOverJSONRPCAndHTTPJSON(t *testing.T) {
 }
 
 func TestA2AApprovalIsInputRequiredAndCancelCancels(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	deployRefunds(t, w)
@@ -241,6 +243,7 @@ func TestA2AApprovalIsInputRequiredAndCancelCancels(t *testing.T) {
 }
 
 func TestA2APublicCard(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	admin := h.token("acme", adminScopes)
 	def := `{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'done'", "a2a": {"public_card": true}}`
@@ -261,6 +264,7 @@ func TestA2APublicCard(t *testing.T) {
 // TestA2ASubscribeResumes follows a task again from an event id, as a
 // client that lost its stream does.
 func TestA2ASubscribeResumes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	newFraudWorld(t, h)
 	tok := h.token("acme", "agents:invoke tool:*")
@@ -289,6 +293,7 @@ func TestA2ASubscribeResumes(t *testing.T) {
 // TestA2AListTasksCountsEveryPage checks ListTasks' totalSize: the tasks
 // matching the request on every page, not the page's length.
 func TestA2AListTasksCountsEveryPage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	newFraudWorld(t, h)
 	tok := h.token("acme", "agents:invoke tool:*")

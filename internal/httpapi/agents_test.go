@@ -3,6 +3,7 @@ package httpapi_test
 import "testing"
 
 func TestAgentPathsRefuseAMisplacedVersion(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	for _, tc := range []struct {

@@ -70,6 +70,7 @@ func pendingApproval(t *testing.T, h *harness, token string) approvalJSON {
 }
 
 func TestApprovalOverHTTP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	deployRefunds(t, w)

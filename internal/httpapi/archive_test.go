@@ -11,6 +11,7 @@ import (
 // readable; archiving the whole agent frees its tools and hides it from
 // the default listing.
 func TestArchiveAVersionThenTheAgent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", adminScopes+" workflows:replay audit:read schedules:write")

@@ -21,6 +21,7 @@ import (
 const asyncPrefer = `wait=10, Respond-Async; note="a, b", handling=lenient`
 
 func TestInvokePreferRespondAsyncAnswers202WithTheRunningWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	release := gate(t, w)
@@ -70,6 +71,7 @@ func TestInvokePreferRespondAsyncAnswers202WithTheRunningWorkflow(t *testing.T) 
 }
 
 func TestInvokeIgnoresPreferencesItDoesNotSupport(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx_sync"}}
@@ -111,6 +113,7 @@ func replayList(t *testing.T, w *fraudWorld, tok, wfID string) []map[string]any 
 }
 
 func TestARealReplayWhoseClientLeavesCompletesAndARepeatReturnsIt(t *testing.T) {
+	t.Parallel()
 	w, tok, wfID, release := realReplayWorld(t)
 	payments := w.payments.Load()
 
@@ -157,6 +160,7 @@ func TestARealReplayWhoseClientLeavesCompletesAndARepeatReturnsIt(t *testing.T) 
 }
 
 func TestARealReplayWithRespondAsyncAnswers202(t *testing.T) {
+	t.Parallel()
 	w, tok, wfID, release := realReplayWorld(t)
 	r := w.h.do("POST", "/v1/workflows/"+wfID+"/replay", tok, replayBody, "Prefer", asyncPrefer, "Idempotency-Key", "replay-async")
 	var rp map[string]any
@@ -188,6 +192,7 @@ func TestARealReplayWithRespondAsyncAnswers202(t *testing.T) {
 }
 
 func TestTheSweepCompletesReplaysLeftRunning(t *testing.T) {
+	t.Parallel()
 	var svc *replay.Service
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) { svc = d.Replays })
 	w := newFraudWorld(t, h)

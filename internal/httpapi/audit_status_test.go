@@ -16,6 +16,7 @@ import (
 // answer) and checks that each request's audit record carries the status
 // the client received: none at all (499) for the one that left first.
 func TestEachInvokesRecordCarriesTheStatusItsClientGot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	const path = "/v1/agents/fraud-triage/invoke"

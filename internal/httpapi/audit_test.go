@@ -13,6 +13,7 @@ type auditPage struct {
 }
 
 func TestTraceparentReachesTheAuditRecord(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read")
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -32,6 +33,7 @@ func TestTraceparentReachesTheAuditRecord(t *testing.T) {
 }
 
 func TestRefusedRequestsAreAudited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	reader := h.token("acme", "audit:read")
 	h.do("POST", "/v1/tools", h.token("acme", "tools:read"), `{}`) // 403: tools:write missing
@@ -60,6 +62,7 @@ func TestRefusedRequestsAreAudited(t *testing.T) {
 }
 
 func TestVerifyFindsATamperedRecord(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read")
 	for range 5 {
@@ -89,6 +92,7 @@ func TestVerifyFindsATamperedRecord(t *testing.T) {
 }
 
 func TestAuditQueryPagesNewestFirst(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read")
 	for range 5 {

@@ -47,6 +47,7 @@ func export(t *testing.T, h *harness, tok, query string) exportPage {
 }
 
 func TestAuditExportPagesOldestFirstAndResumes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read tools:read")
 	other := h.token("globex", "audit:read")
@@ -104,6 +105,7 @@ func TestAuditExportPagesOldestFirstAndResumes(t *testing.T) {
 }
 
 func TestAuditExportRefusesBadParameters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read")
 	for _, tc := range []struct{ query, field, words string }{

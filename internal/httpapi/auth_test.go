@@ -14,6 +14,7 @@ import (
 )
 
 func TestTokensFromTheCLIAndTheTokenEndpointAreAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	if r := h.do("GET", "/v1/audit/query", h.token("acme", "audit:read"), nil); r.Status != 200 {
 		t.Fatalf("minted token: %d %s", r.Status, r.Body)
@@ -45,6 +46,7 @@ func TestTokensFromTheCLIAndTheTokenEndpointAreAccepted(t *testing.T) {
 }
 
 func TestBadTokensAreUnauthenticated(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	good := h.token("acme", "audit:read")
@@ -112,6 +114,7 @@ func flip(s string) string {
 }
 
 func TestMissingScopeIsForbiddenAndNamesTheScope(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do("GET", "/v1/audit/verify", h.token("acme", "tools:read"), nil)
 	if r.Status != 403 {

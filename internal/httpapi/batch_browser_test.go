@@ -17,6 +17,7 @@ import (
 // Chromium: the counts and the matrix are in the DOM, and a changed
 // workflow's link opens its replay's page.
 func TestReplayBatchReportInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)

@@ -17,6 +17,7 @@ import (
 // checks and a gate in Chromium: the verdict, each check's pass rate and
 // gate, and the workflows that failed a check, whose link opens the replay.
 func TestReplayBatchChecksReportInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)

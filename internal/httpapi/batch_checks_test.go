@@ -99,6 +99,7 @@ func batchReplays(t *testing.T, h *harness, tok, id, query string) []checkedRepl
 // two built-in checks, one CEL check and a gate, and compares the batch's
 // totals and verdict with those computed here from the amounts.
 func TestReplayBatchChecksAndGate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.deployVersion(t, "2", "txn.amount > 1000.0", "txn.amount > 5000.0")
@@ -196,6 +197,7 @@ func TestReplayBatchChecksAndGate(t *testing.T) {
 // TestReplayBatchChecksValidation refuses bad checks and gates at
 // submission, naming each field.
 func TestReplayBatchChecksValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", replayScopes)
@@ -238,6 +240,7 @@ func TestReplayBatchChecksValidation(t *testing.T) {
 // next version, refuses bad ones, and replays it: expected_outcome passes
 // where the replay meets the expectation or there is none.
 func TestDatasetsDriveExpectedOutcome(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.deployVersion(t, "2", "txn.amount > 1000.0", "txn.amount > 5000.0")
@@ -374,6 +377,7 @@ func (scriptedJudge) CheckModel(_ context.Context, _, name string) error {
 // judge: each replay carries its score, reason and the judge's exchange,
 // and the batch counts them against pass_score.
 func TestReplayBatchJudge(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) { d.Replays.Judge = scriptedJudge{} })
 	w := newFraudWorld(t, h)
 	w.deployVersion(t, "2", "txn.amount > 1000.0", "txn.amount > 5000.0")

@@ -52,6 +52,7 @@ func waitBatch(t *testing.T, h *harness, tok, id string) batchResult {
 // to 5,000, and checks the batch against outcomes computed here; the tools
 // receive nothing.
 func TestReplayBatchReportsOutcomeChanges(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.deployVersion(t, "2", "txn.amount > 1000.0", "txn.amount > 5000.0")
@@ -215,6 +216,7 @@ func TestReplayBatchReportsOutcomeChanges(t *testing.T) {
 }
 
 func TestReplayBatchValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", replayScopes)

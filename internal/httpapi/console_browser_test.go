@@ -18,6 +18,7 @@ import (
 // arrive without a reload once a second person approves it; the invoker
 // is refused. Each page passes axe-core and reports no CSP violation.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)

@@ -18,6 +18,7 @@ import (
 // two versions and reads the changed expression; a replay whose score
 // changed links to the same diff from its viewer.
 func TestConsoleDataPagesInTheBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)

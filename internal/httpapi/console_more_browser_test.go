@@ -24,6 +24,7 @@ import (
 // phone-sized window the workflow pages do not scroll sideways and pass
 // axe-core.
 func TestConsoleActionsInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	var skew atomic.Int64 // how far the server's clock is ahead of time.Now
 	ms := newModelServer(t)

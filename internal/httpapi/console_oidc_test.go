@@ -98,6 +98,7 @@ func toCallback(t *testing.T, c *http.Client, base string) *url.URL {
 // refusal at the provider, an access token without a tenant or a subject
 // and a replayed callback each show a page saying so and sign nobody in.
 func TestConsoleOIDCSignIn(t *testing.T) {
+	t.Parallel()
 	h, p := newOIDCHarness(t)
 
 	status, body := consoletest.Get(t, consoletest.Client(t), h.URL+"/console/signin")
@@ -215,6 +216,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 // TestConsoleOIDCSignInTooLate: a callback more than ten minutes after
 // its login is refused, however valid the code.
 func TestConsoleOIDCSignInTooLate(t *testing.T) {
+	t.Parallel()
 	var later atomic.Int64
 	h, p := newOIDCHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
 		d.Now = func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
@@ -234,6 +236,7 @@ func TestConsoleOIDCSignInTooLate(t *testing.T) {
 // TestConsoleOIDCInBrowser signs in in Chromium through the provider's
 // code flow and lands on the workflows page.
 func TestConsoleOIDCInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	h, p := newOIDCHarness(t)
 	tab := consoletest.Tab(t, browser)
@@ -259,6 +262,7 @@ func TestConsoleOIDCInBrowser(t *testing.T) {
 // are limited by client IP as any unauthenticated request, each counted
 // once.
 func TestConsoleOIDCLoginCountsOnceAgainstTheIPLimit(t *testing.T) {
+	t.Parallel()
 	h, _ := newOIDCHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
 		c.RateLimits.IP = ratelimit.Limit{Rate: 2, Burst: 2, Period: time.Minute}
 	})

@@ -8,6 +8,7 @@ import (
 )
 
 func TestErrorsAreProblemDocuments(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) { c.MaxBodyBytes = 64 })
 	tok := h.token("acme", "audit:read")
 	for _, tc := range []struct {
@@ -49,6 +50,7 @@ func TestErrorsAreProblemDocuments(t *testing.T) {
 }
 
 func TestProblemPagesAreServed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do("GET", "/problems/idempotency-key-reused", "", nil)
 	if r.Status != 200 || !strings.Contains(string(r.Body), "Idempotency key reused") {
@@ -60,6 +62,7 @@ func TestProblemPagesAreServed(t *testing.T) {
 }
 
 func TestPublicRoutesNeedNoToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/.well-known/openid-configuration", "/.well-known/jwks.json", "/v1/openapi.json"} {
 		if r := h.do("GET", p, "", nil); r.Status != 200 {
@@ -69,6 +72,7 @@ func TestPublicRoutesNeedNoToken(t *testing.T) {
 }
 
 func TestProblemDetailsAreNotHTMLEscaped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do("GET", "/v1/tools", "", nil)
 	if !strings.Contains(string(r.Body), "Bearer <access token>") {

@@ -53,6 +53,7 @@ func booksWorld(t *testing.T, h *harness) (admin string, arrived chan struct{}) 
 // cut short by a cancel after it reached its tool is in the workflow's
 // history, with status cancelled and its request, and in the audit log.
 func TestCancelKeepsAWriteThatWasSent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	admin, arrived := booksWorld(t, h)
 	done := make(chan response, 1)
@@ -104,6 +105,7 @@ func (exploding) Call(_ context.Context, req tool.CallRequest) (tool.CallResult,
 // that a workflow whose execution panics ends failed with error_code
 // internal and the server goes on answering and running workflows.
 func TestAPanickingWorkflowLeavesTheServerServing(t *testing.T) {
+	t.Parallel()
 	var runner *workflow.Runner
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
 		runner = workflow.New(workflow.Options{Store: d.Workflows, Versions: d.Agents, Tools: d.ToolStore,

@@ -71,6 +71,7 @@ func strictNetwork(_ *httpapi.Config, d *httpapi.Deps) {
 // Each gets its documented 4xx problem; the server stays up and its heap
 // stays bounded.
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, manyAnonymous)
 	w := newFraudWorld(t, h)
 	strict := newHarness(t, strictNetwork)
@@ -288,6 +289,7 @@ func smallHeaders(n, size int) []string {
 // TestHeadersUnderTheLimitAreServed checks that the header limit leaves
 // large but ordinary requests alone.
 func TestHeadersUnderTheLimitAreServed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:read")
 	if r := h.do("GET", "/v1/tools", tok, nil, "X-Big", strings.Repeat("h", 60<<10)); r.Status != 200 {
@@ -300,6 +302,7 @@ func TestHeadersUnderTheLimitAreServed(t *testing.T) {
 // refusal (over the body limit, or without a token) arrives as its problem
 // document instead of a reset connection.
 func TestABodySentBeforeReadingGetsItsAnswer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", adminScopes)
 	body := `{"goal": "` + strings.Repeat("g", 10<<20) + `"}`
@@ -486,6 +489,7 @@ func revocable(now func() time.Time, sched **schedule.Scheduler) option {
 // schedules it created are paused (the reason on the schedule and in the
 // audit log) instead of running, by the scheduler or by a trigger.
 func TestHostileRevokedClient(t *testing.T) {
+	t.Parallel()
 	var later atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
 	var sched *schedule.Scheduler
@@ -564,6 +568,7 @@ func TestHostileRevokedClient(t *testing.T) {
 // TestHostileConsoleForm: a console form over its size limit is answered
 // with a 413 page, and the session stands.
 func TestHostileConsoleForm(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, h.token("acme", "workflows:read")))
 	_, page := consoletest.Get(t, c, h.URL+"/console/workflows")
@@ -588,6 +593,7 @@ func TestHostileConsoleForm(t *testing.T) {
 // session: a page shows both identities and only its form, posted with
 // the session's CSRF token, switches.
 func TestHostileSignInLinkWhileSignedIn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, h.token("acme", "workflows:read")))
 	mallory, err := h.Issuer.Mint(t.Context(), mint("globex", "mallory", "workflows:read"))
@@ -641,6 +647,7 @@ func deepSchema(depth int) string {
 // problem document carrying the google.rpc.Status on HTTP+JSON), never a
 // 500.
 func TestHostileA2A(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, manyAnonymous)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", "agents:invoke tool:*")
@@ -795,6 +802,7 @@ func TestHostileA2A(t *testing.T) {
 // (a public card), each request's record goes to the _system chain, with
 // the tenant it named in its details, and no tenant's chain grows.
 func TestHostileAnonymousCardsStayOutOfTenantChains(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, manyAnonymous)
 	admin := h.token("acme", adminScopes)
 	for name, def := range map[string]string{

@@ -15,6 +15,7 @@ import (
 )
 
 func TestIdempotentRepeatReturnsTheStoredResponse(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read")
 	first := h.do("POST", "/v1/audit/query", tok, `{"action": "audit.query"}`, "Idempotency-Key", "k1")
@@ -44,6 +45,7 @@ func TestIdempotentRepeatReturnsTheStoredResponse(t *testing.T) {
 }
 
 func TestIdempotencyKeyInUseWhileRunning(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read")
 	// A first request still running, on this or another replica.
@@ -64,6 +66,7 @@ func TestIdempotencyKeyInUseWhileRunning(t *testing.T) {
 }
 
 func TestErrorsWorthRetryingAreNotStored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	weak := h.token("acme", "tools:read")
 	if r := h.do("POST", "/v1/audit/query", weak, `{}`, "Idempotency-Key", "k2"); r.Status != 403 {

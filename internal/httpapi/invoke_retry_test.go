@@ -60,6 +60,7 @@ func waitInvokeAudited(t *testing.T, h *harness, n int) auditPage {
 }
 
 func TestAClientDisconnectIsStillAudited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	gate(t, w)
@@ -72,6 +73,7 @@ func TestAClientDisconnectIsStillAudited(t *testing.T) {
 }
 
 func TestInvokeRetriedAfterADisconnectGetsTheWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	release := gate(t, w)
@@ -95,6 +97,7 @@ func TestInvokeRetriedAfterADisconnectGetsTheWorkflow(t *testing.T) {
 }
 
 func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
+	t.Parallel()
 	var skew atomic.Int64
 	store := &hookedStore{}
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
@@ -130,6 +133,7 @@ func TestInvokeRepeatAttachesHoweverLongTheWorkflowRuns(t *testing.T) {
 // record is written once, after its workflow's end, saying what was
 // answered, and that the chain verifies.
 func TestASyncInvokesRecordIsWrittenOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin,
@@ -165,6 +169,7 @@ func TestASyncInvokesRecordIsWrittenOnce(t *testing.T) {
 // its workflow, is honoured for Config.InvokeIdempotencyTTL (7 days) and
 // then starts a new workflow.
 func TestAnInvokeKeyLapsesAfterItsTTL(t *testing.T) {
+	t.Parallel()
 	var skew atomic.Int64
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) {
 		d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -192,6 +197,7 @@ func TestAnInvokeKeyLapsesAfterItsTTL(t *testing.T) {
 // at once from several clients: one workflow is created
 // and every request answers with it, none with a 409 or a 500.
 func TestConcurrentInvokesWithOneKeyShareAWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	body := map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx-race"}, "idempotency_key": "race"}

@@ -55,6 +55,7 @@ func notesServer(t *testing.T) (url string, requests, adds *atomic.Int64) {
 }
 
 func TestRegisterMCPServerAsTool(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	admin := h.token("acme", adminScopes+" workflows:replay")
 	url, requests, adds := notesServer(t)

@@ -35,6 +35,7 @@ func workflowOf(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestMCPCallsWithAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_77", 1500.0)

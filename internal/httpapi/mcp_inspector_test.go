@@ -15,6 +15,7 @@ import (
 // AGENTPLANE_TEST_MCP_INSPECTOR is the path of its mcp-inspector binary
 // (.ci/run installs @modelcontextprotocol/inspector@2.12.0).
 func TestMCPInspectorCLI(t *testing.T) {
+	t.Parallel()
 	bin := os.Getenv("AGENTPLANE_TEST_MCP_INSPECTOR")
 	if bin == "" {
 		t.Skip("AGENTPLANE_TEST_MCP_INSPECTOR is unset: npm install @modelcontextprotocol/inspector@2.12.0 and point it at node_modules/.bin/mcp-inspector")

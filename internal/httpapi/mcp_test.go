@@ -72,6 +72,7 @@ func resultText(res *mcp.CallToolResult) string {
 }
 
 func TestMCPServesTheTenant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_77", 1500.0)
@@ -165,6 +166,7 @@ func TestMCPServesTheTenant(t *testing.T) {
 }
 
 func TestMCPRefusals(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	_ = w

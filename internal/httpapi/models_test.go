@@ -29,6 +29,7 @@ func azureModel(name string) map[string]any {
 }
 
 func TestConformModels(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "models:write models:read")
 	key := []string{"Idempotency-Key", "register-gpt"}
@@ -97,6 +98,7 @@ func TestConformModels(t *testing.T) {
 }
 
 func TestModelValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "models:write")
 	with := func(change func(b map[string]any)) map[string]any {
@@ -165,6 +167,7 @@ func TestModelValidation(t *testing.T) {
 // TestModelBaseURLAddress: a base_url on a private address is refused at
 // registration unless the operator allows private networks or that host.
 func TestModelBaseURLAddress(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
@@ -214,6 +217,7 @@ func TestModelBaseURLAddress(t *testing.T) {
 }
 
 func TestModelChangesAreAudited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "models:write models:read")
 	var m model.Model

@@ -393,6 +393,7 @@ func (h *harness) check(t *testing.T, exs ...call) map[string]response {
 }
 
 func TestConformSystemAndOAuth(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	rec := &audit.Record{Time: time.Now(), Tenant: "acme", Action: "client.create", Outcome: audit.Success}
 	id, secret, err := auth.CreateClient(context.Background(), h.DB, "acme", "ci", []string{"audit:read"}, rec)
@@ -427,6 +428,7 @@ func TestConformSystemAndOAuth(t *testing.T) {
 }
 
 func TestConformProblems(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read audit:read")
 	h.check(t,
@@ -460,6 +462,7 @@ func TestConformProblems(t *testing.T) {
 }
 
 func TestConformTools(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	reg := inlineTool(t, "pets")
@@ -500,6 +503,7 @@ func TestConformTools(t *testing.T) {
 }
 
 func TestConformAudit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "audit:read tools:read")
 	h.do("GET", "/v1/tools", tok, nil) // something to find
@@ -520,6 +524,7 @@ func TestConformAudit(t *testing.T) {
 // TestConformAgentsAndWorkflows covers the agent and workflow routes once
 // newHarness wires Deps.Agents, Deps.Runner and Deps.Workflows.
 func TestConformAgentsAndWorkflows(t *testing.T) {
+	t.Parallel()
 	conformAgentsAndWorkflows(t, newHarness(t))
 }
 

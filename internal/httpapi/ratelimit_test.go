@@ -10,6 +10,7 @@ import (
 )
 
 func TestTenantRateLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
 		c.RateLimits.Default = ratelimit.Limit{Rate: 5, Burst: 5, Period: time.Minute}
 	})
@@ -40,6 +41,7 @@ func TestTenantRateLimit(t *testing.T) {
 }
 
 func TestUnauthenticatedTrafficIsLimitedPerIP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
 		c.RateLimits.IP = ratelimit.Limit{Rate: 3, Burst: 3, Period: time.Minute}
 	})
@@ -61,6 +63,7 @@ func TestUnauthenticatedTrafficIsLimitedPerIP(t *testing.T) {
 // are audited too, are limited: by IP without a valid token, by the
 // caller's tenant (with the rate-limit headers) with one.
 func TestUnmatchedRoutesAreLimited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) {
 		c.RateLimits.IP = ratelimit.Limit{Rate: 3, Burst: 3, Period: time.Minute}
 		c.RateLimits.Default = ratelimit.Limit{Rate: 5, Burst: 5, Period: time.Minute}

@@ -16,6 +16,7 @@ import (
 // TestReplayViewerInBrowser opens a real replay's viewer_url in Chromium and
 // reads both outcomes and the four delta counts from the rendered page.
 func TestReplayViewerInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := webtest.Browser(t)
 	h := newHarness(t)
 	w := newFraudWorld(t, h)

@@ -74,6 +74,7 @@ func delta(added, changed, removed, calls int) map[string]int {
 }
 
 func TestReplayRaisedThresholdClearsAnEscalatedWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_1200", 1200.0)
@@ -156,6 +157,7 @@ func TestReplayRaisedThresholdClearsAnEscalatedWorkflow(t *testing.T) {
 }
 
 func TestReplayCountsEachKindOfChangeOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_1200", 1200.0)
@@ -198,6 +200,7 @@ func TestReplayCountsEachKindOfChangeOnce(t *testing.T) {
 }
 
 func TestReplayValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", replayScopes)
@@ -248,6 +251,7 @@ func TestReplayValidation(t *testing.T) {
 }
 
 func TestReplayThatIsNotADryRunRunsANewWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_1200", 1200.0)
@@ -275,6 +279,7 @@ func TestReplayThatIsNotADryRunRunsANewWorkflow(t *testing.T) {
 }
 
 func TestReplayViewerPage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_1200", 1200.0)
@@ -355,6 +360,7 @@ func TestReplayViewerPage(t *testing.T) {
 // deployment and reads it, and opens its viewer link, on the other: the
 // replay and the viewer's key live in the shared store.
 func TestReplayAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs, _ := newReplicas(t, 2)
 	one, two := rs[0].harness(t), rs[1].harness(t)
 	w := newFraudWorld(t, one)
@@ -382,6 +388,7 @@ func TestReplayAcrossReplicas(t *testing.T) {
 // TestARefusedViewerLinkIsAPageForBrowsers: a bad signed link is a 404
 // problem document for a program and an HTML page for a browser.
 func TestARefusedViewerLinkIsAPageForBrowsers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	path := "/replays/rpl_01J00000000000000000000000?exp=1&tools=*&sig=" + strings.Repeat("ab", 32)
 	r := h.do("GET", path, "", nil)

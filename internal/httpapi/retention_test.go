@@ -38,6 +38,7 @@ func sweeperAt(h *harness, p retention.Policy, at time.Time) *retention.Sweeper 
 // tenants' stay. A finished one can then be deleted at once; a running one
 // cannot.
 func TestRetentionSweepsOnlyExpiredWorkflowsWhileInvokesRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withRetention)
 	w := newFraudWorld(t, h)
 	ctx := t.Context()
@@ -151,6 +152,7 @@ func TestRetentionSweepsOnlyExpiredWorkflowsWhileInvokesRun(t *testing.T) {
 // checkpoints: verify passes from the checkpoint, and still finds a record
 // tampered with after it.
 func TestAuditRetentionKeepsTheChainVerifiable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := t.Context()
 	tok := h.token("acme", "audit:read")

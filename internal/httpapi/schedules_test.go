@@ -10,6 +10,7 @@ import (
 )
 
 func TestSchedulesAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	admin := h.token("acme", "agents:write agents:invoke workflows:read schedules:write schedules:read")
 	def := json.RawMessage(`{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'swept'"}`)

@@ -52,6 +52,7 @@ func openStream(t *testing.T, h *harness, path, token string) (resp *http.Respon
 // starts; sync invokes and other tenants are not held back; a stream that
 // ends frees its place.
 func TestEventStreamsAreCappedPerTenant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *httpapi.Config, _ *httpapi.Deps) { c.MaxStreamsPerTenant = 2 })
 	w := newFraudWorld(t, h)
 	deployRefunds(t, w)
@@ -189,6 +190,7 @@ func streamRefusal(ctx context.Context, t *testing.T, h *harness, path, token st
 // whose fallback poll is an hour: their streams end with complete, and
 // their places are free again.
 func TestBatchEventStreamsTakeStreamSlots(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *httpapi.Config, d *httpapi.Deps) {
 		c.MaxStreamsPerTenant = 2
 		// A runner that never runs: the batch stays running until it is

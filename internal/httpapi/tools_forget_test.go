@@ -29,6 +29,7 @@ func (f *forgetLog) forgotten() []string {
 }
 
 func TestToolUpdateAndDeleteForgetTheToolsCachedCalls(t *testing.T) {
+	t.Parallel()
 	calls := &forgetLog{}
 	h := newHarness(t, func(_ *httpapi.Config, d *httpapi.Deps) { d.Tools.Calls = calls })
 	tok := h.token("acme", "tools:write tools:read")

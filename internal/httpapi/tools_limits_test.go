@@ -12,6 +12,7 @@ import (
 // TestToolRegisterLimits refuses limits naming the field at fault, and
 // operation_limits naming no operation; valid limits are stored and shown.
 func TestToolRegisterLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:read tools:write")
 	doc, err := os.ReadFile("../tool/soap/testdata/spanish-verbs.wsdl")

@@ -22,6 +22,7 @@ import (
 )
 
 func TestToolListPages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	var ids []string
@@ -71,6 +72,7 @@ func TestToolListPages(t *testing.T) {
 }
 
 func TestToolOperationsSearch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	tl := h.mustRegister(tok, inlineTool(t, "pets"))
@@ -144,6 +146,7 @@ func TestToolOperationsSearch(t *testing.T) {
 }
 
 func TestToolUpdateAndDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	files := newSpecServer(t, "petstore31.yaml")
@@ -220,6 +223,7 @@ func useTool(t *testing.T, h *harness, tenant, agent, version, toolName string) 
 }
 
 func TestToolsOfAnotherTenantAreNotFound(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.token("tenant-a", "tools:write tools:read")
 	b := h.token("tenant-b", "tools:write tools:read")
@@ -352,6 +356,7 @@ func checkOneCreated(t *testing.T, a, b response) {
 }
 
 func TestToolRegisterIdempotently(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	files := newSpecServer(t, "petstore31.yaml")
@@ -386,6 +391,7 @@ func TestToolRegisterIdempotently(t *testing.T) {
 }
 
 func TestToolConcurrentRegistrationsWithOneKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	spec := newSlowSpec(t, testdata(t, "petstore31.yaml"))
@@ -408,6 +414,7 @@ func TestToolConcurrentRegistrationsWithOneKey(t *testing.T) {
 }
 
 func TestToolRegistrationIsAudited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write")
 	tl, r := h.register(tok, inlineTool(t, "pets"))

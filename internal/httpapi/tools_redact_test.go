@@ -14,6 +14,7 @@ import (
 // listing the known ones; a valid redaction is stored, shown and replaced
 // by PUT.
 func TestToolRegisterRedact(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:read tools:write")
 	doc, err := os.ReadFile("../tool/soap/testdata/spanish-verbs.wsdl")

@@ -145,6 +145,7 @@ func newToolService(st tool.Store, out *outbound.Client, policy *secrets.Policy)
 }
 
 func TestToolReplicasShareIdempotency(t *testing.T) {
+	t.Parallel()
 	rs, iss := newReplicas(t, 2)
 	one, two := rs[0], rs[1]
 	tok, err := iss.Mint(t.Context(), mint("acme", "alice", "tools:write tools:read"))
@@ -200,6 +201,7 @@ func TestToolReplicasShareIdempotency(t *testing.T) {
 // NUL or invalid UTF-8, which PostgreSQL refuses in a query, is a 404 and
 // still audited, not a 500.
 func TestPathsPostgreSQLCannotStoreAreNotFound(t *testing.T) {
+	t.Parallel()
 	rs, iss := newReplicas(t, 1)
 	tok, err := iss.Mint(t.Context(), mint("acme", "alice", "tools:read audit:read"))
 	if err != nil {

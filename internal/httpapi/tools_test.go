@@ -188,6 +188,7 @@ func inlineTool(t testing.TB, name string) map[string]any {
 }
 
 func TestToolRegisterEachKind(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	files := newSpecServer(t, "petstore31.yaml", "shop30.json", "users-swagger20.yaml", "library.graphql", "quotes.wsdl")
@@ -314,6 +315,7 @@ func TestToolRegisterEachKind(t *testing.T) {
 // TestToolRegisterResolvesRefs checks that $refs of an OpenAPI 3.0 document
 // are inlined into the operations' input schemas.
 func TestToolRegisterResolvesRefs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	files := newSpecServer(t, "shop30.json")
@@ -336,6 +338,7 @@ func TestToolRegisterResolvesRefs(t *testing.T) {
 }
 
 func TestToolRegisterRefusesBadDocuments(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write")
 	docs := newSpecServer(t)
@@ -369,6 +372,7 @@ func TestToolRegisterRefusesBadDocuments(t *testing.T) {
 }
 
 func TestToolRegisterRefusesUnreachableAndRefusedSpecs(t *testing.T) {
+	t.Parallel()
 	refused := newSpecServer(t, "petstore31.yaml")
 	refusedPort := strings.TrimPrefix(refused.URL, "http://127.0.0.1:")
 	// The allowed server serves a document and redirects to the refused one,
@@ -452,6 +456,7 @@ func TestToolRegisterRefusesUnreachableAndRefusedSpecs(t *testing.T) {
 }
 
 func TestToolRegisterValidatesFields(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write")
 	spec := string(testdata(t, "petstore31.yaml"))
@@ -505,6 +510,7 @@ func TestToolRegisterValidatesFields(t *testing.T) {
 }
 
 func TestToolRegisterChecksSecretRefsAndNames(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write")
 	withAuth := func(name, typ, ref string) map[string]any {
@@ -546,6 +552,7 @@ func TestToolRegisterChecksSecretRefsAndNames(t *testing.T) {
 // TestToolRegisterShowsWarnings checks that what the importer found wrong
 // without refusing the document reaches the caller who registered it.
 func TestToolRegisterShowsWarnings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write tools:read")
 	doc := `{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "/api"}],
@@ -569,6 +576,7 @@ func TestToolRegisterShowsWarnings(t *testing.T) {
 // TestToolRegisterSloppyWSDL: a WSDL whose references resolve only by local
 // name registers, and the response says what each was taken to mean.
 func TestToolRegisterSloppyWSDL(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:write")
 	doc, err := os.ReadFile("../tool/soap/testdata/lenient-default-ns.wsdl")
@@ -595,6 +603,7 @@ func TestToolRegisterSloppyWSDL(t *testing.T) {
 // verb rule misreads in operation names that are not English, refuses
 // unknown ids and kinds, and keeps the rule for operations not named.
 func TestToolRegisterOperationKinds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tok := h.token("acme", "tools:read tools:write")
 	doc, err := os.ReadFile("../tool/soap/testdata/spanish-verbs.wsdl")

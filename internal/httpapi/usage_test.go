@@ -97,6 +97,7 @@ type usageNumbers struct {
 // who sees their messages, and that GET /v1/usage adds up to the stored
 // completions, in total and per group.
 func TestCompletionsUsageAndCost(t *testing.T) {
+	t.Parallel()
 	ms := newModelServer(t)
 	h := newHarness(t, withModel(t, ms))
 	w := newFraudWorld(t, h)
@@ -216,6 +217,7 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 // TestUsageAndBudgetInputs checks the fields a usage report and an invoke's
 // token bound refuse.
 func TestUsageAndBudgetInputs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	reader := h.token("acme", "usage:read")

@@ -16,6 +16,7 @@ import (
 )
 
 func TestWebhooksAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	admin := h.token("acme", "agents:write agents:invoke workflows:read webhooks:write webhooks:read audit:read")
 	def := json.RawMessage(`{"tools": [], "steps": [{"action": "a", "set": {"v": "1"}}], "outcome": "'swept'"}`)

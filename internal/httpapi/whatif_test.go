@@ -22,6 +22,7 @@ func withModels(_ *httpapi.Config, d *httpapi.Deps) { d.Replays.Models = noModel
 // TestWhatIfRequestsAreChecked checks that llm, unrecorded_calls and
 // concurrency refuse what they do not take, each naming its field.
 func TestWhatIfRequestsAreChecked(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	tok := h.token("acme", replayScopes+" agents:invoke")
@@ -70,6 +71,7 @@ func TestWhatIfRequestsAreChecked(t *testing.T) {
 // exactly that fetch is made (a GET), the new amount clears the workflow,
 // and the case API (a write) is never called.
 func TestUnrecordedReadsOverHTTP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withModels)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx_1200", 1200.0)

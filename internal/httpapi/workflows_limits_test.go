@@ -35,6 +35,7 @@ func withWorkflowTimeout(t *testing.T, timeout time.Duration) option {
 }
 
 func TestWorkflowsPastTheirTimeLimitEndTimedOut(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withWorkflowTimeout(t, 300*time.Millisecond))
 	w := newFraudWorld(t, h)
 	w.gate = make(chan struct{}) // the first tool call never answers in time
@@ -47,6 +48,7 @@ func TestWorkflowsPastTheirTimeLimitEndTimedOut(t *testing.T) {
 }
 
 func TestAClientDisconnectDoesNotStopTheWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-8", 1500.0)

@@ -165,6 +165,7 @@ var escalated = []brief{
 }
 
 func TestInvokeStreamsStepsThenOneComplete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-1", 1500.0)
@@ -259,6 +260,7 @@ func actions(wf map[string]any) []string {
 }
 
 func TestCallerWithoutToolScopeIsDenied(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-2", 1500.0)
@@ -277,6 +279,7 @@ func TestCallerWithoutToolScopeIsDenied(t *testing.T) {
 }
 
 func TestMaxToolCallsIsEnforced(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-3", 1500.0)
@@ -294,6 +297,7 @@ func TestMaxToolCallsIsEnforced(t *testing.T) {
 }
 
 func TestPolicyRuleBlocksACall(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-big", 9000.0)
@@ -309,6 +313,7 @@ func TestPolicyRuleBlocksACall(t *testing.T) {
 }
 
 func TestEventsResumeAfterLastEventID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-4", 1500.0)
@@ -322,6 +327,7 @@ func TestEventsResumeAfterLastEventID(t *testing.T) {
 }
 
 func TestInvokeValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	for _, tc := range []struct {
@@ -353,6 +359,7 @@ func TestInvokeValidation(t *testing.T) {
 }
 
 func TestToolBodiesAreShownOnlyToToolScopeHolders(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-5", 1500.0)
@@ -370,6 +377,7 @@ func TestToolBodiesAreShownOnlyToToolScopeHolders(t *testing.T) {
 }
 
 func TestCancelStopsARunningWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.gate = make(chan struct{})
@@ -394,6 +402,7 @@ func TestCancelStopsARunningWorkflow(t *testing.T) {
 }
 
 func TestIdempotentInvokeAttachesToTheRunningWorkflow(t *testing.T) {
+	t.Parallel()
 	store := &hookedStore{}
 	h := newHarness(t, hookStore(store))
 	w := newFraudWorld(t, h)
@@ -459,6 +468,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestToolCallsContinueTheInvokersTrace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -476,6 +486,7 @@ func TestToolCallsContinueTheInvokersTrace(t *testing.T) {
 // TestInvokeStreamFieldDecidesOverAccept checks the answer's form: the
 // body's stream field when given, else the Accept header.
 func TestInvokeStreamFieldDecidesOverAccept(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newFraudWorld(t, h)
 	w.amounts.Store("tx-1", 10.0)

@@ -485,6 +485,7 @@ func TestWorkflowListPlans(t *testing.T) {
 // TestWriterCheckpointsLargeWAL checks that the writer's connection
 // checkpoints at walCheckpointPages, not SQLite's 1,000 (dsn).
 func TestWriterCheckpointsLargeWAL(t *testing.T) {
+	t.Parallel()
 	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "agentplane.db"))
 	if err != nil {
 		t.Fatal(err)
