@@ -16,7 +16,10 @@ type Deployment struct {
 	// Version is "" for the next integer version.
 	Version     string          `json:"version,omitempty"`
 	Description string          `json:"description,omitempty"`
-	Definition  json.RawMessage `json:"definition"`
+	Definition  json.RawMessage `json:"definition,omitempty"`
+	// External is an external version's block (exactly one of Definition
+	// and External).
+	External json.RawMessage `json:"external,omitempty"`
 	// Promote makes the version the default even when it is not the
 	// agent's first.
 	Promote bool `json:"promote,omitempty"`

@@ -24,7 +24,10 @@ type Version struct {
 	Name        string          `json:"name"`
 	Version     string          `json:"version"`
 	Description string          `json:"description,omitempty"`
-	Definition  json.RawMessage `json:"definition"`
+	// Definition is a defined version's definition; External, an external
+	// version's block (exactly one of them is set).
+	Definition json.RawMessage `json:"definition,omitempty"`
+	External   *External       `json:"external,omitempty"`
 	// Tools are the tool names the definition uses.
 	Tools []string `json:"tools"`
 	// Models are the model names the definition uses.

@@ -169,7 +169,18 @@ type Step struct {
 	*agent.Usage
 	FinishReason string `json:"finish_reason,omitempty"`
 	ErrorCode    string `json:"error_code,omitempty"`
+	// Attempt numbers the attempt of an external agent that made the
+	// step (0 for a defined agent's steps).
+	Attempt int `json:"attempt,omitempty"`
+	// Journal is set on an external agent's exchange that an attempt after
+	// the first made live: JournalDiverged when it differed from the next
+	// recorded exchange of its kind.
+	Journal string `json:"journal,omitempty"`
 }
+
+// JournalDiverged marks the first exchange of an attempt that differed
+// from the run's record and went live.
+const JournalDiverged = "diverged"
 
 // StepWrite is a step with the audit records stored with it.
 type StepWrite struct {
