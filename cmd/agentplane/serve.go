@@ -269,7 +269,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	runner, err := newRunner(c.run, st, parts, models, metrics, logger)
+	runner, err := newRunner(c.run, st, parts, models, metrics, logger, c.issuer.issuerURL())
 	if err != nil {
 		return err
 	}
