@@ -33,35 +33,57 @@ type Catalogs interface {
 	Catalog(ctx context.Context, tenant string, tools, models []string) (*Catalog, error)
 }
 
-// NewVersion checks a deployment of the tenant and compiles its definition
-// against the tenant's tools and models, and returns the version to store,
-// deployed at at. What is wrong is problem.ValidationFailed naming the deployment's
-// fields; the definition's own problems are under definition.
+// NewVersion checks a deployment of the tenant and compiles its definition,
+// or its external block, against the tenant's tools and models, and
+// returns the version to store, deployed at at. What is wrong is
+// problem.ValidationFailed naming the deployment's fields; the block's own
+// problems are under definition or external.
 func NewVersion(ctx context.Context, catalogs Catalogs, tenant string, d Deployment, at time.Time) (*Version, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	def, errs := DecodeDefinition(d.Definition)
-	if len(errs) == 0 {
-		cat, err := catalogs.Catalog(ctx, tenant, def.Tools, def.Models())
-		if err != nil {
-			return nil, err
+	v := &Version{Tenant: tenant, Name: d.Name, Version: d.Version, Description: d.Description, DeployedAt: at}
+	var errs []problem.FieldError
+	prefix := "definition."
+	if present(d.External) {
+		prefix = "external."
+		x, xerrs := DecodeExternal(d.External)
+		errs = xerrs
+		if len(errs) == 0 {
+			cat, err := catalogs.Catalog(ctx, tenant, x.Tools, x.ModelNames())
+			if err != nil {
+				return nil, err
+			}
+			_, errs = CompileExternal(x, cat)
 		}
-		_, errs = Compile(def, cat)
+		v.External, v.Tools, v.Models = &x, x.Tools, x.ModelNames()
+	} else {
+		def, derrs := DecodeDefinition(d.Definition)
+		errs = derrs
+		if len(errs) == 0 {
+			cat, err := catalogs.Catalog(ctx, tenant, def.Tools, def.Models())
+			if err != nil {
+				return nil, err
+			}
+			_, errs = Compile(def, cat)
+		}
+		v.Definition, v.Tools, v.Models = d.Definition, def.Tools, def.Models()
 	}
 	if len(errs) > 0 {
 		for i := range errs {
-			errs[i].Field = strings.TrimSuffix("definition."+errs[i].Field, ".")
+			errs[i].Field = strings.TrimSuffix(prefix+errs[i].Field, ".")
 		}
 		return nil, problem.Validation(errs...)
 	}
-	return &Version{
-		Tenant: tenant, Name: d.Name, Version: d.Version, Description: d.Description,
-		Definition: d.Definition, Tools: def.Tools, Models: def.Models(), DeployedAt: at,
-	}, nil
+	return v, nil
 }
 
-// check validates the deployment's fields other than the definition's content.
+// present reports whether a block of the deployment was given.
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// check validates the deployment's fields other than its block's content.
 func (d *Deployment) check() error {
 	var errs []problem.FieldError
 	switch {
@@ -76,8 +98,11 @@ func (d *Deployment) check() error {
 	if len(d.Description) > 2000 {
 		errs = append(errs, problem.FieldError{Field: "description", Message: "must be at most 2000 characters"})
 	}
-	if len(d.Definition) == 0 || string(d.Definition) == "null" {
-		errs = append(errs, problem.FieldError{Field: "definition", Message: "is required"})
+	switch def, ext := present(d.Definition), present(d.External); {
+	case !def && !ext:
+		errs = append(errs, problem.FieldError{Field: "definition", Message: "is required: give exactly one of definition and external"})
+	case def && ext:
+		errs = append(errs, problem.FieldError{Field: "external", Message: "is given along with definition: give exactly one of definition and external"})
 	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
