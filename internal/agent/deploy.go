@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,9 @@ func NewVersion(ctx context.Context, catalogs Catalogs, tenant string, d Deploym
 		prefix = "external."
 		x, xerrs := DecodeExternal(d.External)
 		errs = xerrs
+		if x.Tools == nil {
+			x.Tools = []string{} // no tools is an empty list, never null
+		}
 		if len(errs) == 0 {
 			cat, err := catalogs.Catalog(ctx, tenant, x.Tools, x.ModelNames())
 			if err != nil {
@@ -108,4 +112,51 @@ func (d *Deployment) check() error {
 		return problem.Validation(errs...)
 	}
 	return nil
+}
+
+// ExternalChecks check what an external version makes the server reach and
+// send; a nil func checks nothing.
+type ExternalChecks struct {
+	// URL refuses a URL's scheme or address, its detail starting with
+	// field (outbound.ReceiverRule.Check: a URL the server sends the run's
+	// gateway token to).
+	URL func(ctx context.Context, field, raw string) error
+	// Secret refuses a secrets_ref outside the tenant's allowed references
+	// (secrets.Policy.Check), as for tools and models.
+	Secret func(tenant, ref string) error
+}
+
+// Check checks the external block of v, a version of the tenant; a defined
+// version passes.
+func (c ExternalChecks) Check(ctx context.Context, tenant string, v *Version) error {
+	x := v.External
+	if x == nil {
+		return nil
+	}
+	if a := x.Auth; a != nil && a.SecretsRef != "" && c.Secret != nil {
+		if err := c.Secret(tenant, a.SecretsRef); err != nil {
+			return underExternal(err)
+		}
+	}
+	if c.URL != nil {
+		return c.URL(ctx, "external.url", x.URL)
+	}
+	return nil
+}
+
+// underExternal places a problem about the block's auth (whose fields
+// are named from auth) under external.
+func underExternal(err error) error {
+	pe := problem.As(err)
+	switch {
+	case pe.Code == problem.ValidationFailed:
+		errs := slices.Clone(pe.Errors)
+		for i := range errs {
+			errs[i].Field = "external." + errs[i].Field
+		}
+		return problem.Validation(errs...)
+	case pe.Code != problem.Internal:
+		return problem.New(pe.Code, "external.auth: %s", pe.Detail)
+	}
+	return err
 }
