@@ -98,6 +98,9 @@ type Deps struct {
 	Agents    agent.VersionStore
 	Runner    *workflow.Runner
 	Workflows workflow.Store
+	// ExternalChecks check an external version's url and secret reference
+	// when it is deployed.
+	ExternalChecks agent.ExternalChecks
 	// Replays makes replays; ReplayStore reads them; Viewer signs and
 	// checks the links of their pages.
 	Replays     *replay.Service
