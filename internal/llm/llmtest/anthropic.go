@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 	"github.com/agentplane/agentplane/internal/model"
 )
 
@@ -14,7 +14,7 @@ import (
 // its base URL.
 func NewAnthropicServer(t testing.TB, script Script) *Server {
 	s := newServer(t, model.Anthropic, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
-		errorBody: anthropicError, answer: anthropicMessage})
+		errorBody: anthropicError, answer: anthropicMessage, stream: anthropicEvents})
 	s.URL = s.Server.URL
 	return s
 }
@@ -28,105 +28,39 @@ func anthropicError(status int, message string) any {
 	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}}
 }
 
-// anthropicBlock is a content block of a request.
-type anthropicBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-}
-
-type anthropicRequest struct {
-	Model     string          `json:"model"`
-	MaxTokens int64           `json:"max_tokens"`
-	System    json.RawMessage `json:"system"`
-	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
-	} `json:"tools"`
-	ToolChoice  json.RawMessage `json:"tool_choice"`
-	Temperature *float64        `json:"temperature"`
-}
-
-// blocks reads a content that is a string or an array of blocks.
-func blocks(raw json.RawMessage) []anthropicBlock {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []anthropicBlock{{Type: "text", Text: s}}
-	}
-	var bs []anthropicBlock
-	_ = json.Unmarshal(raw, &bs)
-	return bs
-}
-
-// anthropicMessages decodes a request's messages: a user message's
-// tool_result blocks become tool messages.
-func anthropicMessages(in anthropicRequest) []agent.ChatMessage {
-	var out []agent.ChatMessage
-	if len(in.System) > 0 {
-		sys := ""
-		for _, b := range blocks(in.System) {
-			sys += b.Text
-		}
-		out = append(out, agent.ChatMessage{Role: agent.RoleSystem, Content: sys})
-	}
-	for _, m := range in.Messages {
-		cm := agent.ChatMessage{Role: m.Role}
-		for _, b := range blocks(m.Content) {
-			switch b.Type {
-			case "text":
-				cm.Content += b.Text
-			case "tool_use":
-				cm.ToolCalls = append(cm.ToolCalls, agent.ChatToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
-			case "tool_result":
-				res := ""
-				for _, rb := range blocks(b.Content) {
-					res += rb.Text
-				}
-				out = append(out, agent.ChatMessage{Role: agent.RoleTool, ToolCallID: b.ToolUseID, Content: res})
-			}
-		}
-		if cm.Content != "" || len(cm.ToolCalls) > 0 {
-			out = append(out, cm)
-		}
-	}
-	return out
-}
-
-// decodeAnthropic reads a messages request; the final_answer tool's schema
-// is its OutputSchema.
+// decodeAnthropic reads a messages request: max_tokens is required, and
+// the final_answer tool's schema is its OutputSchema.
 func decodeAnthropic(body json.RawMessage) (Request, string) {
-	var in anthropicRequest
-	if json.Unmarshal(body, &in) != nil {
-		return Request{}, "the body is not a messages request"
+	req, refusal := decode(wire.Messages, body, "the body is not a messages request")
+	if refusal != "" {
+		return req, refusal
 	}
-	if in.MaxTokens <= 0 {
+	if req.MaxTokens <= 0 {
 		return Request{}, "max_tokens: Field required"
 	}
-	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxTokens,
-		ToolChoice: in.ToolChoice, Messages: anthropicMessages(in)}
-	for _, t := range in.Tools {
+	var in struct {
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	_ = json.Unmarshal(body, &in)
+	req.ToolChoice = in.ToolChoice
+	tools := req.Tools[:0]
+	for _, t := range req.Tools {
 		if t.Name == FinalAnswerTool {
-			req.OutputSchema = t.InputSchema
+			req.OutputSchema = t.Parameters
 			continue
 		}
-		req.Tools = append(req.Tools, agent.ChatTool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		tools = append(tools, t)
 	}
+	req.Tools = tools
 	return req, ""
 }
 
-// anthropicMessage is a message object answering req with a.
-func anthropicMessage(req Request, a Answer) any {
-	content := []any{}
-	stop := "end_turn"
+// anthropicContent is the content blocks answering req with a (text,
+// then tool_use blocks, with the final_answer call of a JSON answer) and
+// the stop_reason.
+func anthropicContent(req Request, a Answer) (content []map[string]any, stop string) {
+	content = []map[string]any{}
+	stop = "end_turn"
 	if a.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": a.Text})
 	}
@@ -142,17 +76,72 @@ func anthropicMessage(req Request, a Answer) any {
 	if a.FinishReason != "" {
 		stop = a.FinishReason
 	}
+	return content, stop
+}
+
+// anthropicHead is a message object with no content nor stop_reason yet,
+// as message_start sends it.
+func anthropicHead(req Request, a Answer) map[string]any {
 	id := a.ID
 	if id == "" {
 		id = "msg_" + strconv.Itoa(req.N)
 	}
-	out := map[string]any{
+	return map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": a.Model,
-		"content": content, "stop_reason": stop, "stop_sequence": nil,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 	}
+}
+
+// anthropicUsage is a message's usage object, its output tokens out.
+func anthropicUsage(a Answer, out int64) map[string]any {
+	return map[string]any{"input_tokens": a.InputTokens, "output_tokens": out,
+		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+}
+
+// anthropicMessage is a message object answering req with a.
+func anthropicMessage(req Request, a Answer) any {
+	out := anthropicHead(req, a)
+	out["content"], out["stop_reason"] = anthropicContent(req, a)
 	if !a.NoUsage {
-		out["usage"] = map[string]any{"input_tokens": a.InputTokens, "output_tokens": a.OutputTokens,
-			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+		out["usage"] = anthropicUsage(a, a.OutputTokens)
 	}
 	return out
+}
+
+// anthropicEvents are the events of a streamed message answering req with
+// a: message_start (input tokens), a ping, each block's start, deltas
+// (text_delta, input_json_delta) and stop, message_delta (stop_reason and
+// output tokens), message_stop.
+func anthropicEvents(req Request, a Answer) []event {
+	head := anthropicHead(req, a)
+	head["usage"] = anthropicUsage(a, 1)
+	events := []event{
+		{"message_start", map[string]any{"type": "message_start", "message": head}},
+		{"ping", map[string]any{"type": "ping"}},
+	}
+	add := func(name string, data map[string]any) {
+		data["type"] = name
+		events = append(events, event{name, data})
+	}
+	content, stop := anthropicContent(req, a)
+	for i, b := range content {
+		if b["type"] == "text" {
+			add("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+			for _, p := range pieces(b["text"].(string)) {
+				add("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": p}})
+			}
+		} else {
+			add("content_block_start", map[string]any{"index": i, "content_block": map[string]any{
+				"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
+			parts := append([]string{""}, pieces(string(b["input"].(json.RawMessage)))...)
+			for _, p := range parts {
+				add("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": p}})
+			}
+		}
+		add("content_block_stop", map[string]any{"index": i})
+	}
+	add("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": a.OutputTokens}})
+	add("message_stop", map[string]any{})
+	return events
 }
