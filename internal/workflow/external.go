@@ -441,9 +441,17 @@ func (x *externalRun) judge(n int, ans agentAnswer) attemptOutcome {
 	}
 	fail := func(code, detail string) attemptOutcome {
 		res := agent.Result{Outcome: OutcomeFailed, Status: Failed, ErrorCode: code, Error: detail}
+		if x.limited != "" {
+			// A limit refused the agent, which then failed: the run ends
+			// there, as another attempt would meet the same limit.
+			res = agent.Result{Outcome: OutcomeLimitExceeded, Status: Completed, Error: x.limited}
+		}
 		return attemptOutcome{status: agent.StatusError, result: result, code: code, detail: detail, final: &res}
 	}
 	retry := func(code, detail string) attemptOutcome {
+		if x.limited != "" {
+			return fail(code, detail)
+		}
 		return attemptOutcome{status: agent.StatusError, result: result, code: code, detail: detail, retry: true}
 	}
 	switch {
