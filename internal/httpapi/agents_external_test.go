@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/netip"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/outbound/outboundtest"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -178,27 +178,13 @@ func ext(edit func(x map[string]any)) map[string]any {
 	return map[string]any{"name": "triage", "external": externalBlock(edit)}
 }
 
-// names resolves host names from a table.
-type names map[string]netip.Addr
-
-func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return []netip.Addr{a}, nil
-	}
-	return nil, &noHost{host}
-}
-
-type noHost struct{ host string }
-
-func (e *noHost) Error() string { return "no such host " + e.host }
-
 // TestExternalURLUnderTheSSRFRules: an external version's url is checked
 // at deploy as a webhook's receiver is: a host that is or resolves to a
 // private address is refused, url-not-allowed, without saying the address,
 // unless --allow-private-host names it; plain http only to such a host.
 func TestExternalURLUnderTheSSRFRules(t *testing.T) {
 	t.Parallel()
-	resolver := names{
+	resolver := outboundtest.Names{
 		"agent.internal.test": netip.MustParseAddr("10.1.2.3"),
 		"agents.example.test": netip.MustParseAddr("203.0.113.9"),
 		"localhost":           netip.MustParseAddr("::1"),
