@@ -89,8 +89,8 @@ type Runner struct {
 	holds map[string]*hold
 	// resumeNext are workflows to resume as their execution here returns.
 	resumeNext map[string]*Workflow
-	wg       sync.WaitGroup
-	closing  bool
+	wg         sync.WaitGroup
+	closing    bool
 	// onFinish is called after each workflow's end is stored here.
 	onFinish func(ctx context.Context, wf *Workflow)
 
