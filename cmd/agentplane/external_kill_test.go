@@ -174,6 +174,14 @@ type externalKill struct {
 }
 
 func startExternalKill(t *testing.T, api *entriesAPI, ms *llmtest.Server, agent *agentProcess) *externalKill {
+	k := newExternalServer(t, api, ms, agent.url())
+	k.invoke("settle tx-1")
+	return k
+}
+
+// newExternalServer starts the server of an externalKill with the agent at
+// url, not yet invoked.
+func newExternalServer(t *testing.T, api *entriesAPI, ms *llmtest.Server, url string) *externalKill {
 	k := &externalKill{dir: t.TempDir(), addr: freeAddr(t)}
 	k.flags = []string{"--data", k.dir, "--allow-private-networks", "--workflow-lease", "1s",
 		"--llm-base-url", ms.URL, "--llm-model", "test-model"}
@@ -189,17 +197,22 @@ func startExternalKill(t *testing.T, api *entriesAPI, ms *llmtest.Server, agent 
 		t.Fatalf("register: %d %v", code, body)
 	}
 	if code, body := k.server.do("POST", "/v1/agents", k.tok, map[string]any{"name": "settle", "external": map[string]any{
-		"url": agent.url(), "tools": []string{"ledger"}, "models": []string{"default"}}}); code != 201 {
+		"url": url, "tools": []string{"ledger"}, "models": []string{"default"}}}); code != 201 {
 		t.Fatalf("deploy: %d %v", code, body)
 	}
+	return k
+}
+
+// invoke starts a run of "settle" with goal, not waiting for its end.
+func (k *externalKill) invoke(goal string) {
+	body, _ := json.Marshal(map[string]any{"goal": goal})
 	go func() {
-		req, _ := http.NewRequest("POST", k.server.base+"/v1/agents/settle/invoke", strings.NewReader(`{"goal": "settle tx-1"}`))
+		req, _ := http.NewRequest("POST", k.server.base+"/v1/agents/settle/invoke", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+k.tok)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	return k
 }
 
 // workflowID is the id of the one workflow of "settle".
@@ -357,5 +370,99 @@ func TestExternalServerKilledMidWriteRefusesToRepeatIt(t *testing.T) {
 	}
 	if refusal := reqs[1].Last().Content; !strings.Contains(refusal, "the call was not sent again") {
 		t.Errorf("the model was shown %q for the write, want the refusal", refusal)
+	}
+}
+
+// agentBalancer forwards each connection it accepts to the agent process
+// it points at, as a layer-4 load balancer in front of an agent's replicas
+// does; a connection ends on both sides when either side closes it.
+type agentBalancer struct {
+	ln      net.Listener
+	backend atomic.Value // string
+}
+
+func newAgentBalancer(t *testing.T, backend string) *agentBalancer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &agentBalancer{ln: ln}
+	b.backend.Store(backend)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go b.forward(c)
+		}
+	}()
+	return b
+}
+
+func (b *agentBalancer) url() string { return "http://" + b.ln.Addr().String() }
+
+func (b *agentBalancer) forward(c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", b.backend.Load().(string))
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); done <- struct{}{} }()
+	go func() { io.Copy(c, up); done <- struct{}{} }()
+	<-done
+}
+
+// TestExternalAgentKilledOnAKeptAliveConnection runs the agent as two
+// replicas behind a load balancer. A first run leaves agentplane a
+// kept-alive connection to the first replica; the second run's attempt
+// goes over it, and that replica is killed once its write reached the
+// tool. The attempt fails and the next one, served by the other replica,
+// gets the write from the journal: the same attempt is not posted again.
+func TestExternalAgentKilledOnAKeptAliveConnection(t *testing.T) {
+	bin := buildAgent(t)
+	first, second := newAgentProcess(t, bin), newAgentProcess(t, bin)
+	first.start()
+	second.start()
+	lb := newAgentBalancer(t, first.addr)
+	api := newEntriesAPI(t, true)
+	ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		switch {
+		case r.Messages[0].Content == "say hello":
+			return llmtest.Text("hello")
+		case r.Last().Role != "tool":
+			return llmtest.Calls(llmtest.Call("ledger__createEntry", `{"amount": 42, "memo": "settle tx-1"}`))
+		}
+		return llmtest.Text("Entry " + r.Last().Content + " settles tx-1.")
+	})
+	k := newExternalServer(t, api, ms, lb.url())
+	if code, wf := k.server.do("POST", "/v1/agents/settle/invoke", k.tok, map[string]any{"goal": "say hello"}); code != 200 || wf["status"] != "completed" {
+		t.Fatalf("the first run: %d %v", code, wf)
+	}
+	k.invoke("settle tx-1")
+	waitFor(t, api.arrived, "the write")
+	lb.backend.Store(second.addr)
+	first.kill()
+	api.open()
+
+	_, list := k.server.do("GET", "/v1/workflows?agent=settle", k.tok, nil)
+	var id string
+	wfs, _ := list["workflows"].([]any)
+	for _, w := range wfs {
+		if m, _ := w.(map[string]any); m["status"] == "running" {
+			id, _ = m["workflow_id"].(string)
+		}
+	}
+	if id == "" {
+		t.Fatalf("no running workflow of settle: %v", list)
+	}
+	wf := finished(t, k.server, k.tok, id)
+	completedWithOneWrite(t, wf, api,
+		"completion:ok:1 call:ok:1 attempt:error:1:agent_unreachable completion:ok:2 attempt:ok:2")
+	if got := fmt.Sprint(conversations(ms)); got != "[1 1 3]" {
+		t.Errorf("the model got requests of %s messages, want [1 1 3]: the first run's, then the goal once and the write's answer once", got)
 	}
 }
