@@ -430,6 +430,12 @@ func (x *externalRun) post(ctx context.Context, n int, token string) agentAnswer
 	if err != nil {
 		return agentAnswer{err: err}
 	}
+	// An attempt is posted once. With its Idempotency-Key and a body it
+	// can rewind, net/http would post it again by itself when a kept-alive
+	// connection breaks before the answer: the same attempt, served live a
+	// second time, sending its writes again. A new attempt, with the
+	// journal, is what follows a broken connection.
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", x.wf.ID+"."+strconv.Itoa(n))
