@@ -100,6 +100,9 @@ func TestExternalJournalServesARetriedAttempt(t *testing.T) {
 	if a := full.Steps[3]; a.ErrorCode != workflow.ErrorCodeAgentError {
 		t.Errorf("attempt 1: %+v", a)
 	}
+	if a := full.Steps[4]; !strings.Contains(string(a.Result), `"journal_served":3`) {
+		t.Errorf("attempt 2 does not say it was served its 3 exchanges from the journal: %s", a.Result)
+	}
 }
 
 // TestExternalJournalDiverges: a new attempt that asks something else

@@ -385,7 +385,11 @@ func (x *externalRun) attempt(ctx context.Context, n int) attemptOutcome {
 			}
 		case ans := <-answered:
 			a.end()
-			return x.judge(n, ans)
+			out := x.judge(n, ans)
+			if a.journal.served > 0 {
+				out.result["journal_served"] = a.journal.served
+			}
+			return out
 		case <-ctx.Done():
 			cancelPost()
 			<-answered

@@ -507,6 +507,9 @@ type journalCursor struct {
 	// active is false for a first attempt (nothing recorded to serve).
 	active   bool
 	diverged bool
+	// served counts the exchanges answered from the record: the attempt
+	// step's journal_served.
+	served int
 }
 
 func newJournalCursor(record []recorded, active bool) *journalCursor {
@@ -529,6 +532,7 @@ func (c *journalCursor) take(kind, key string, write bool) (rec *recorded, mark 
 		for i := range c.entries {
 			if !c.used[i] && c.entries[i].kind == kind && c.entries[i].key == key {
 				c.used[i] = true
+				c.served++
 				return &c.entries[i], ""
 			}
 		}
@@ -540,6 +544,7 @@ func (c *journalCursor) take(kind, key string, write bool) (rec *recorded, mark 
 		}
 		if c.entries[i].key == key && !c.diverged {
 			c.used[i], c.next = true, i+1
+			c.served++
 			return &c.entries[i], ""
 		}
 		return nil, c.mark(kind)
