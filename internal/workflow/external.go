@@ -118,6 +118,12 @@ func (r *Runner) executeExternal(ctx context.Context, wf *Workflow, v *agent.Ver
 	if !r.masking(ctx, wf, j, rec) {
 		return
 	}
+	if release, ok := r.versionSlot(ctx, v); ok {
+		defer release()
+	} else {
+		r.conclude(ctx, wf, j, rec, agent.Result{Outcome: OutcomeCancelled, Status: Cancelled}, ctx.Err())
+		return
+	}
 	x := newExternalRun(r, wf, v, g, h, j, rec, intents)
 	res, runErr := x.run(ctx)
 	if x.waiting && errors.Is(context.Cause(ctx), errCancel) {
@@ -649,3 +655,29 @@ func (g *gateways) lookup(token string) *attemptGateway {
 
 // end refuses the attempt's later exchanges.
 func (a *attemptGateway) end() { a.doneOnce.Do(func() { close(a.done) }) }
+
+// versionSlot waits for one of the version's max_concurrency slots on this
+// replica (none to wait for without a bound); false when ctx ended first.
+func (r *Runner) versionSlot(ctx context.Context, v *agent.Version) (release func(), ok bool) {
+	n := v.External.MaxConcurrency
+	if n <= 0 {
+		return func() {}, true
+	}
+	key := v.Tenant + "/" + v.Ref()
+	r.mu.Lock()
+	if r.versionSlots == nil {
+		r.versionSlots = map[string]chan struct{}{}
+	}
+	slots := r.versionSlots[key]
+	if slots == nil || cap(slots) != n {
+		slots = make(chan struct{}, n)
+		r.versionSlots[key] = slots
+	}
+	r.mu.Unlock()
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}

@@ -89,6 +89,9 @@ type Runner struct {
 	holds map[string]*hold
 	// resumeNext are workflows to resume as their execution here returns.
 	resumeNext map[string]*Workflow
+	// versionSlots bound the runs in flight of external versions with a
+	// max_concurrency, by tenant and version.
+	versionSlots map[string]chan struct{}
 	wg         sync.WaitGroup
 	closing    bool
 	// onFinish is called after each workflow's end is stored here.
