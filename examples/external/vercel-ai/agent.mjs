@@ -23,6 +23,7 @@ async function answer({ goal, context, gateway }) {
       model: anthropic(model),
       tools: await mcp.tools(),
       stopWhen: isStepCount(10),
+      maxOutputTokens: 4096,
       prompt: context && Object.keys(context).length ? `${goal}\n\nContext: ${JSON.stringify(context)}` : goal,
     });
     return { answer: text };

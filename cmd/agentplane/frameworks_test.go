@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
+)
+
+// The tests of external agents written with third-party frameworks run
+// examples/external/<name>/agent.mjs with Node 22 and the packages its
+// package.json pins (.ci/run installs both).
+const (
+	// Node22Env names a Node 22 binary.
+	Node22Env = "AGENTPLANE_TEST_NODE22"
+	// FrameworksNodeModulesEnv names a node_modules holding the packages
+	// of every examples/external/*/package.json.
+	FrameworksNodeModulesEnv = "AGENTPLANE_TEST_FRAMEWORKS_NODE_MODULES"
+)
+
+// frameworks is the Node 22 binary and the frameworks' node_modules, or a
+// skip (a failure under CI=1).
+func frameworks(t *testing.T) (node, modules string) {
+	t.Helper()
+	node, modules = os.Getenv(Node22Env), os.Getenv(FrameworksNodeModulesEnv)
+	if node != "" && modules != "" {
+		return node, modules
+	}
+	install := fmt.Sprintf("npm install --prefix DIR node@22 and set %s=DIR/node_modules/node/bin/node; "+
+		"npm install --prefix DIR2 the packages of examples/external/*/package.json and set %s=DIR2/node_modules (.ci/run does both)",
+		Node22Env, FrameworksNodeModulesEnv)
+	if os.Getenv("CI") == "1" {
+		t.Fatalf("CI=1 needs %s and %s: %s", Node22Env, FrameworksNodeModulesEnv, install)
+	}
+	t.Skipf("%s or %s unset: %s", Node22Env, FrameworksNodeModulesEnv, install)
+	return "", ""
+}
+
+// startExample runs examples/external/<name>/agent.mjs on a port of its
+// choosing and returns its URL once it listens. The program is copied
+// beside a link to modules: Node resolves an ES module's imports from the
+// module's own directory up, never from NODE_PATH.
+func startExample(t *testing.T, node, modules, name string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "external", name, "agent.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.mjs"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "agent.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"PORT=0"}, env...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s agent's stderr:\n%s", name, logs.String())
+		}
+	})
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				listening <- url
+			}
+		}
+	}()
+	select {
+	case url := <-listening:
+		return url
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the %s agent did not listen within 30 s", name)
+		return ""
+	}
+}
+
+// ledgerAPI is a tool API with one read, getTransaction; it keeps every
+// request it is sent but its spec's.
+type ledgerAPI struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	reqs []string
+}
+
+const ledgerSpec = `{"openapi": "3.0.3", "info": {"title": "ledger", "version": "1"}, "servers": [{"url": "%s"}],
+ "paths": {"/transactions/{id}": {"get": {"operationId": "getTransaction", "summary": "A transaction by its id",
+   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+   "responses": {"200": {"description": "the transaction"}}}}}}`
+
+func newLedgerAPI(t *testing.T) *ledgerAPI {
+	a := &ledgerAPI{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/openapi.json" {
+			fmt.Fprintf(w, ledgerSpec, "http://"+r.Host)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		a.mu.Lock()
+		a.reqs = append(a.reqs, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+string(body)))
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id": %q, "amount": 42.5, "currency": "EUR", "status": "settled"}`, strings.TrimPrefix(r.URL.Path, "/transactions/"))
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *ledgerAPI) requests() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.reqs)
+}
+
+// frameworkCase is one framework's agent and the model it talks to.
+type frameworkCase struct {
+	// example names examples/external/<example>; env is its environment
+	// beyond PORT and MODEL.
+	example string
+	env     []string
+	// provider is the registered model's provider; model starts the
+	// scripted model speaking the wire format the framework uses.
+	provider string
+	model    func(testing.TB, llmtest.Script) *llmtest.Server
+}
+
+// The scripted conversation: the model asks for the transaction, then
+// answers with what the tool said.
+const (
+	frameworkGoal   = "What is the status of transaction tx-1?"
+	frameworkAnswer = "Transaction tx-1 is settled: 42.50 EUR."
+)
+
+// runFramework runs c's agent as an external agent of a real server and
+// checks the run end to end: the agent's output, the steps and
+// completions the gateway recorded, the one request the tool received,
+// the model's two requests, and the audit log.
+func runFramework(t *testing.T, c frameworkCase) {
+	node, modules := frameworks(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := startChild(t, addr, "--data", dir, "--allow-private-networks")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:write models:write agents:write agents:invoke workflows:read audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out.String())
+
+	ledger := newLedgerAPI(t)
+	if code, body := srv.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
+		"spec_url": ledger.srv.URL + "/openapi.json"}); code != 201 {
+		t.Fatalf("register the tool: %d %v", code, body)
+	}
+	model := c.model(t, llmtest.Sequence(
+		llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`)),
+		llmtest.Text(frameworkAnswer),
+	))
+	if code, body := srv.do("POST", "/v1/models", tok, map[string]any{"name": "helper", "provider": c.provider,
+		"base_url": model.URL, "model": "test-model"}); code != 201 {
+		t.Fatalf("register the model: %d %v", code, body)
+	}
+	agentURL := startExample(t, node, modules, c.example, append([]string{"MODEL=helper"}, c.env...)...)
+	if code, body := srv.do("POST", "/v1/agents", tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
+		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m", "max_attempts": 1}}); code != 201 {
+		t.Fatalf("deploy: %d %v", code, body)
+	}
+
+	code, res := srv.do("POST", "/v1/agents/ledger-helper/invoke", tok, map[string]any{"goal": frameworkGoal})
+	id, _ := res["workflow_id"].(string)
+	if code != 200 || res["status"] != "completed" || res["outcome"] != "answered" {
+		t.Fatalf("invoke: %d %v", code, res)
+	}
+	if got, _ := json.Marshal(res["output"]); string(got) != `{"answer":"`+frameworkAnswer+`"}` {
+		t.Errorf("output %s", got)
+	}
+
+	// The steps: two completions of the registered model, the call between.
+	var kinds []string
+	for _, s := range res["steps"].([]any) {
+		step := s.(map[string]any)
+		switch {
+		case step["tool"] != nil:
+			kinds = append(kinds, fmt.Sprintf("call %v.%v %v", step["tool"], step["operation"], step["status"]))
+		case step["model"] != nil:
+			kinds = append(kinds, fmt.Sprintf("completion %v in=%v out=%v %v", step["model"], step["input_tokens"], step["output_tokens"], step["status"]))
+		}
+	}
+	want := []string{"completion helper in=10 out=5 ok", "call ledger.getTransaction ok", "completion helper in=10 out=5 ok"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("steps %q, want %q\n%v", kinds, want, res["steps"])
+	}
+	code, wf := srv.do("GET", "/v1/workflows/"+id, tok, nil)
+	comps, _ := wf["completions"].([]any)
+	usage, _ := wf["usage"].(map[string]any)
+	if code != 200 || len(comps) != 2 || usage["completions"] != 2.0 || usage["input_tokens"] != 20.0 || usage["output_tokens"] != 10.0 {
+		t.Errorf("workflow %d: completions %v, usage %v", code, comps, usage)
+	}
+
+	// The tool got exactly the call the model asked for.
+	if got := ledger.requests(); !slices.Equal(got, []string{"GET /transactions/tx-1"}) {
+		t.Errorf("the tool received %q", got)
+	}
+	// The model got the goal, then the tool's answer, with the provider's
+	// credentials (none here), never the run's token.
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model received %d requests, want 2", len(reqs))
+	}
+	if !strings.Contains(string(reqs[0].Body), "tx-1") || !strings.Contains(reqs[1].Last().Content, "settled") {
+		t.Errorf("the model's requests:\n%s\n%s", reqs[0].Body, reqs[1].Body)
+	}
+	for _, r := range reqs {
+		if r.Model != "test-model" || r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "" {
+			t.Errorf("request %d: model %q, Authorization %t, X-Api-Key %t", r.N, r.Model, r.Header.Get("Authorization") != "", r.Header.Get("X-Api-Key") != "")
+		}
+	}
+
+	// The audit log has the call and the end of the workflow.
+	code, audit := srv.do("GET", "/v1/audit/query?limit=1000&workflow_id="+id, tok, nil)
+	var actions []string
+	for _, r := range audit["records"].([]any) {
+		actions = append(actions, r.(map[string]any)["action"].(string))
+	}
+	for _, a := range []string{"tool.call", "workflow.step", "workflow.finish"} {
+		if code != 200 || !slices.Contains(actions, a) {
+			t.Errorf("audit of %s: %d, actions %q lack %s", id, code, actions, a)
+		}
+	}
+}
+
+func TestExternalAgentLangGraph(t *testing.T) {
+	runFramework(t, frameworkCase{example: "langgraph", provider: "openai", model: llmtest.NewOpenAIServer})
+}
+
+func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
+	t.Run("chat_completions", func(t *testing.T) {
+		runFramework(t, frameworkCase{example: "openai-agents", env: []string{"OPENAI_API=chat_completions"},
+			provider: "openai", model: llmtest.NewOpenAIServer})
+	})
+}
+
+func TestExternalAgentVercelAISDK(t *testing.T) {
+	runFramework(t, frameworkCase{example: "vercel-ai", provider: "anthropic", model: llmtest.NewAnthropicServer})
+}
