@@ -100,6 +100,15 @@ func NewClients(opts Options) *Pool {
 // Client returns the client of m's revision: the one made before when the
 // revision is the same, else a new one (with a new concurrency bound).
 func (p *Pool) Client(m *model.Model) (Client, error) {
+	c, err := p.clientOf(m)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// clientOf is Client's *client.
+func (p *Pool) clientOf(m *model.Model) (*client, error) {
 	if m == nil {
 		return nil, errors.New("llm: no model")
 	}
@@ -166,62 +175,112 @@ func (p *Pool) newClient(m *model.Model) (*client, error) {
 func (c *client) Complete(ctx context.Context, req agent.ChatRequest) (resp agent.ChatResponse, err error) {
 	start := time.Now()
 	ctx, span := c.startSpan(ctx, req)
-	defer func() {
-		c.endSpan(ctx, span, resp, err)
-		var in, out int64
-		if resp.Usage != nil {
-			in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens
-		}
-		c.pool.opts.Metrics.ObserveLLM(c.model.Name, in, out, time.Since(start))
-	}()
+	defer func() { c.observe(ctx, span, start, resp, err) }()
 
-	secret, err := c.secret(ctx)
+	ctx, secret, err := c.authenticate(ctx)
 	if err != nil {
 		return agent.ChatResponse{}, err
+	}
+	err = c.attempts(ctx, secret, func(rec *exchange) error {
+		var err error
+		resp, err = c.once(ctx, req, rec)
+		return err
+	})
+	if err != nil {
+		return agent.ChatResponse{}, err
+	}
+	return resp, nil
+}
+
+// observe ends a completion's span and records its metrics.
+func (c *client) observe(ctx context.Context, span trace.Span, start time.Time, resp agent.ChatResponse, err error) {
+	c.endSpan(ctx, span, resp, err)
+	var in, out int64
+	if resp.Usage != nil {
+		in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens
+	}
+	c.pool.opts.Metrics.ObserveLLM(c.model.Name, in, out, time.Since(start))
+}
+
+// authenticate resolves the model's secret and returns ctx carrying the
+// credentials made of it, for the model's origin only.
+func (c *client) authenticate(ctx context.Context) (context.Context, string, error) {
+	secret, err := c.secret(ctx)
+	if err != nil {
+		return ctx, "", err
 	}
 	if apply := c.credentials(secret); apply != nil {
 		ctx = outbound.WithCredentials(ctx, c.base, apply)
 	}
+	return ctx, secret, nil
+}
+
+// final marks an attempt's error as the end: attempts returns it as it is,
+// neither classified nor retried.
+type final struct{ err error }
+
+func (f final) Error() string { return f.err.Error() }
+
+// attempts calls try until it succeeds, fails for good or has been retried
+// MaxRetries times, waiting between as the model asks or backing off. A
+// failure is returned as its *agent.LLMError (secret removed), the
+// context's end as the context's error.
+func (c *client) attempts(ctx context.Context, secret string, try func(rec *exchange) error) error {
 	for retry := 0; ; retry++ {
 		var rec exchange
-		resp, err = c.once(ctx, req, &rec)
+		err := try(&rec)
 		if err == nil {
-			return resp, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return agent.ChatResponse{}, ctx.Err()
+			return ctx.Err()
+		}
+		var fe final
+		if errors.As(err, &fe) {
+			return fe.err
 		}
 		f := c.failure(err, &rec, secret)
 		if !f.retry || retry == MaxRetries {
-			return agent.ChatResponse{}, f.err
+			return f.err
 		}
 		wait := f.wait
 		if wait < 0 {
 			wait = backoff(c.pool.opts.backoff, retry)
 		}
 		if wait > c.pool.opts.maxWait {
-			return agent.ChatResponse{}, note(f.err, "it asked to be retried after "+seconds(wait.Round(time.Millisecond))+", longer than agentplane waits")
+			return note(f.err, "it asked to be retried after "+seconds(wait.Round(time.Millisecond))+", longer than agentplane waits")
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
-			return agent.ChatResponse{}, note(f.err, "a retry after "+seconds(wait.Round(time.Millisecond))+" would pass the workflow's deadline")
+			return note(f.err, "a retry after "+seconds(wait.Round(time.Millisecond))+" would pass the workflow's deadline")
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return agent.ChatResponse{}, err
+			return err
 		}
 	}
 }
 
 // once makes one attempt within the model's concurrency bound.
 func (c *client) once(ctx context.Context, req agent.ChatRequest, rec *exchange) (agent.ChatResponse, error) {
-	if c.sem != nil {
-		select {
-		case c.sem <- struct{}{}:
-			defer func() { <-c.sem }()
-		case <-ctx.Done():
-			return agent.ChatResponse{}, ctx.Err()
-		}
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return agent.ChatResponse{}, err
 	}
+	defer release()
 	return c.call.attempt(ctx, req, rec)
+}
+
+// acquire takes a place within the model's concurrency bound, waiting for
+// one until ctx ends; release gives it back.
+func (c *client) acquire(ctx context.Context) (release func(), err error) {
+	if c.sem == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return func() { <-c.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // secret resolves the model's secret for this completion.

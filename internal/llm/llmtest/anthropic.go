@@ -14,7 +14,7 @@ import (
 // its base URL.
 func NewAnthropicServer(t testing.TB, script Script) *Server {
 	s := newServer(t, model.Anthropic, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
-		errorBody: anthropicError, answer: anthropicMessage})
+		errorBody: anthropicError, answer: anthropicMessage, stream: anthropicEvents})
 	s.URL = s.Server.URL
 	return s
 }
@@ -123,10 +123,12 @@ func decodeAnthropic(body json.RawMessage) (Request, string) {
 	return req, ""
 }
 
-// anthropicMessage is a message object answering req with a.
-func anthropicMessage(req Request, a Answer) any {
-	content := []any{}
-	stop := "end_turn"
+// anthropicContent is the content blocks answering req with a (text,
+// then tool_use blocks, with the final_answer call of a JSON answer) and
+// the stop_reason.
+func anthropicContent(req Request, a Answer) (content []map[string]any, stop string) {
+	content = []map[string]any{}
+	stop = "end_turn"
 	if a.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": a.Text})
 	}
@@ -142,17 +144,72 @@ func anthropicMessage(req Request, a Answer) any {
 	if a.FinishReason != "" {
 		stop = a.FinishReason
 	}
+	return content, stop
+}
+
+// anthropicHead is a message object with no content nor stop_reason yet,
+// as message_start sends it.
+func anthropicHead(req Request, a Answer) map[string]any {
 	id := a.ID
 	if id == "" {
 		id = "msg_" + strconv.Itoa(req.N)
 	}
-	out := map[string]any{
+	return map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": a.Model,
-		"content": content, "stop_reason": stop, "stop_sequence": nil,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 	}
+}
+
+// anthropicUsage is a message's usage object, its output tokens out.
+func anthropicUsage(a Answer, out int64) map[string]any {
+	return map[string]any{"input_tokens": a.InputTokens, "output_tokens": out,
+		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+}
+
+// anthropicMessage is a message object answering req with a.
+func anthropicMessage(req Request, a Answer) any {
+	out := anthropicHead(req, a)
+	out["content"], out["stop_reason"] = anthropicContent(req, a)
 	if !a.NoUsage {
-		out["usage"] = map[string]any{"input_tokens": a.InputTokens, "output_tokens": a.OutputTokens,
-			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+		out["usage"] = anthropicUsage(a, a.OutputTokens)
 	}
 	return out
+}
+
+// anthropicEvents are the events of a streamed message answering req with
+// a: message_start (input tokens), a ping, each block's start, deltas
+// (text_delta, input_json_delta) and stop, message_delta (stop_reason and
+// output tokens), message_stop.
+func anthropicEvents(req Request, a Answer) []event {
+	head := anthropicHead(req, a)
+	head["usage"] = anthropicUsage(a, 1)
+	events := []event{
+		{"message_start", map[string]any{"type": "message_start", "message": head}},
+		{"ping", map[string]any{"type": "ping"}},
+	}
+	add := func(name string, data map[string]any) {
+		data["type"] = name
+		events = append(events, event{name, data})
+	}
+	content, stop := anthropicContent(req, a)
+	for i, b := range content {
+		if b["type"] == "text" {
+			add("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+			for _, p := range pieces(b["text"].(string)) {
+				add("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": p}})
+			}
+		} else {
+			add("content_block_start", map[string]any{"index": i, "content_block": map[string]any{
+				"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
+			parts := append([]string{""}, pieces(string(b["input"].(json.RawMessage)))...)
+			for _, p := range parts {
+				add("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": p}})
+			}
+		}
+		add("content_block_stop", map[string]any{"index": i})
+	}
+	add("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": a.OutputTokens}})
+	add("message_stop", map[string]any{})
+	return events
 }

@@ -1,6 +1,7 @@
 // Package llmtest serves scripted models for tests: real HTTP servers on
-// loopback that speak OpenAI's Chat Completions and Anthropic's Messages
-// wire formats, whose answers a script decides. A script is a function of
+// loopback that speak OpenAI's Chat Completions and Responses and
+// Anthropic's Messages wire formats, streamed (server-sent events) or not,
+// whose answers a script decides. A script is a function of
 // the request, decoded into the agent's provider-neutral shape; the server
 // records and counts every request.
 //
@@ -46,6 +47,8 @@ type Request struct {
 	Header http.Header
 	// Body is the request body as sent.
 	Body json.RawMessage
+	// Stream is the body's "stream": true: the answer is server-sent events.
+	Stream bool
 }
 
 // Last is the request's last message (a zero message when it has none): the
@@ -87,10 +90,14 @@ type Answer struct {
 	Raw, RawType string
 	// Choiceless answers an OpenAI completion with no choices.
 	Choiceless bool
-	// Truncate sends half the body, then closes the connection.
+	// Truncate sends half the body (half the events of a stream), then
+	// closes the connection.
 	Truncate bool
 	// Delay waits before answering (ending early when the client goes).
 	Delay time.Duration
+	// HoldLast, in a streamed answer, holds its last event until the
+	// channel is closed (or the client goes); the others are sent at once.
+	HoldLast <-chan struct{}
 }
 
 // Script decides each answer from the request.
@@ -197,14 +204,20 @@ type wireFormat struct {
 	decode    func(body json.RawMessage) (req Request, refusal string)
 	errorBody func(status int, message string) any
 	answer    func(Request, Answer) any
+	// stream is the events of a streamed answer; done ends them with
+	// "data: [DONE]".
+	stream func(Request, Answer) []event
+	done   bool
 }
 
-// newServer starts a server of wf answering with script.
-func newServer(t testing.TB, provider string, script Script, wf wireFormat) *Server {
+// newServer starts a server of the wire formats answering with script.
+func newServer(t testing.TB, provider string, script Script, wfs ...wireFormat) *Server {
 	t.Helper()
 	s := &Server{provider: provider, script: script}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+wf.path, func(w http.ResponseWriter, r *http.Request) { s.serve(wf, w, r) })
+	for _, wf := range wfs {
+		mux.HandleFunc("POST "+wf.path, func(w http.ResponseWriter, r *http.Request) { s.serve(wf, w, r) })
+	}
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Server.Close)
 	return s
@@ -222,13 +235,21 @@ func (s *Server) serve(wf wireFormat, w http.ResponseWriter, r *http.Request) {
 		write(w, Answer{}, http.StatusBadRequest, wf.errorBody(http.StatusBadRequest, refusal))
 		return
 	}
-	req.Header, req.Body = r.Header.Clone(), body
+	var opts struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &opts)
+	req.Header, req.Body, req.Stream = r.Header.Clone(), body, opts.Stream
 	req, a := s.record(req)
 	if !wait(r, a) {
 		return
 	}
 	if a.Status != 0 {
 		write(w, a, a.Status, wf.errorBody(a.Status, a.ErrorMessage))
+		return
+	}
+	if req.Stream && a.Raw == "" {
+		writeStream(w, r, a, wf.stream(req, a), wf.done)
 		return
 	}
 	write(w, a, http.StatusOK, wf.answer(req, a))

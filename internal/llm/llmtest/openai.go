@@ -10,10 +10,14 @@ import (
 )
 
 // NewOpenAIServer starts a scripted model speaking Chat Completions at
-// POST /v1/chat/completions; its URL ends in /v1.
+// POST /v1/chat/completions and the Responses API at POST /v1/responses;
+// its URL ends in /v1.
 func NewOpenAIServer(t testing.TB, script Script) *Server {
-	s := newServer(t, model.OpenAI, script, wireFormat{path: "/v1/chat/completions", decode: decodeOpenAI,
-		errorBody: openAIError, answer: openAICompletion})
+	s := newServer(t, model.OpenAI, script,
+		wireFormat{path: "/v1/chat/completions", decode: decodeOpenAI, errorBody: openAIError,
+			answer: openAICompletion, stream: openAIChunks, done: true},
+		wireFormat{path: "/v1/responses", decode: decodeResponses, errorBody: openAIError,
+			answer: responseObject, stream: responseEvents})
 	s.URL = s.Server.URL + "/v1"
 	return s
 }
@@ -119,20 +123,83 @@ func openAICompletion(req Request, a Answer) any {
 	if a.FinishReason != "" {
 		finish = a.FinishReason
 	}
-	id := a.ID
-	if id == "" {
-		id = "chatcmpl-" + strconv.Itoa(req.N)
-	}
 	out := map[string]any{
-		"id": id, "object": "chat.completion", "created": 1767225600, "model": a.Model,
+		"id": completionID(req, a), "object": "chat.completion", "created": 1767225600, "model": a.Model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
 	}
 	if a.Choiceless {
 		out["choices"] = []any{}
 	}
 	if !a.NoUsage {
-		out["usage"] = map[string]any{"prompt_tokens": a.InputTokens, "completion_tokens": a.OutputTokens,
-			"total_tokens": a.InputTokens + a.OutputTokens}
+		out["usage"] = openAIUsage(a)
 	}
 	return out
+}
+
+// openAIUsage is a chat completion's usage object.
+func openAIUsage(a Answer) map[string]any {
+	return map[string]any{"prompt_tokens": a.InputTokens, "completion_tokens": a.OutputTokens,
+		"total_tokens": a.InputTokens + a.OutputTokens}
+}
+
+// completionID is a chat completion's id: a's, or one numbered by req.
+func completionID(req Request, a Answer) string {
+	if a.ID != "" {
+		return a.ID
+	}
+	return "chatcmpl-" + strconv.Itoa(req.N)
+}
+
+// openAIChunks are the chat.completion.chunk events answering req with a:
+// the role, the content in deltas, each tool call (its id and name, then
+// its arguments), the finish reason, and with stream_options.include_usage
+// a last chunk of no choices carrying the usage (every chunk before it has
+// "usage": null).
+func openAIChunks(req Request, a Answer) []event {
+	var opts struct {
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	_ = json.Unmarshal(req.Body, &opts)
+	withUsage := opts.StreamOptions.IncludeUsage && !a.NoUsage
+	var events []event
+	add := func(choices []any, usage any) {
+		c := map[string]any{"id": completionID(req, a), "object": "chat.completion.chunk", "created": 1767225600,
+			"model": a.Model, "system_fingerprint": nil, "choices": choices}
+		if withUsage {
+			c["usage"] = usage
+		}
+		events = append(events, event{data: c})
+	}
+	chunk := func(delta map[string]any, finish any) {
+		add([]any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}, nil)
+	}
+	content := a.Text
+	if a.JSON != nil && len(a.ToolCalls) == 0 {
+		content = string(a.JSON)
+	}
+	chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil)
+	if content != "" {
+		for _, p := range pieces(content) {
+			chunk(map[string]any{"content": p}, nil)
+		}
+	}
+	finish := "stop"
+	for i, tc := range a.ToolCalls {
+		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": tc.ID, "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": ""}}}}, nil)
+		for _, p := range pieces(tc.Arguments) {
+			chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": p}}}}, nil)
+		}
+		finish = "tool_calls"
+	}
+	if a.FinishReason != "" {
+		finish = a.FinishReason
+	}
+	chunk(map[string]any{}, finish)
+	if withUsage {
+		add([]any{}, openAIUsage(a))
+	}
+	return events
 }
