@@ -262,10 +262,12 @@ func TestExternalAgentLangGraph(t *testing.T) {
 }
 
 func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
-	t.Run("chat_completions", func(t *testing.T) {
-		runFramework(t, frameworkCase{example: "openai-agents", env: []string{"OPENAI_API=chat_completions"},
-			provider: "openai", model: llmtest.NewOpenAIServer})
-	})
+	for _, api := range []string{"responses", "chat_completions"} {
+		t.Run(api, func(t *testing.T) {
+			runFramework(t, frameworkCase{example: "openai-agents", env: []string{"OPENAI_API=" + api},
+				provider: "openai", model: llmtest.NewOpenAIServer})
+		})
+	}
 }
 
 func TestExternalAgentVercelAISDK(t *testing.T) {
