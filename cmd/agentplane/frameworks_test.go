@@ -151,6 +151,8 @@ type frameworkCase struct {
 	// scripted model speaking the wire format the framework uses.
 	provider string
 	model    func(testing.TB, llmtest.Script) *llmtest.Server
+	// stream says the framework streams its completions.
+	stream bool
 }
 
 // The scripted conversation: the model asks for the transaction, then
@@ -239,6 +241,9 @@ func runFramework(t *testing.T, c frameworkCase) {
 		t.Errorf("the model's requests:\n%s\n%s", reqs[0].Body, reqs[1].Body)
 	}
 	for _, r := range reqs {
+		if r.Stream != c.stream {
+			t.Errorf("request %d: stream %t, want %t", r.N, r.Stream, c.stream)
+		}
 		if r.Model != "test-model" || r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "" {
 			t.Errorf("request %d: model %q, Authorization %t, X-Api-Key %t", r.N, r.Model, r.Header.Get("Authorization") != "", r.Header.Get("X-Api-Key") != "")
 		}
@@ -263,10 +268,12 @@ func TestExternalAgentLangGraph(t *testing.T) {
 
 func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
 	for _, api := range []string{"responses", "chat_completions"} {
-		t.Run(api, func(t *testing.T) {
-			runFramework(t, frameworkCase{example: "openai-agents", env: []string{"OPENAI_API=" + api},
-				provider: "openai", model: llmtest.NewOpenAIServer})
-		})
+		for _, stream := range []string{"0", "1"} {
+			t.Run(api+"/stream="+stream, func(t *testing.T) {
+				runFramework(t, frameworkCase{example: "openai-agents", env: []string{"OPENAI_API=" + api, "STREAM=" + stream},
+					provider: "openai", model: llmtest.NewOpenAIServer, stream: stream == "1"})
+			})
+		}
 	}
 }
 

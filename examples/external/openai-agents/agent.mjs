@@ -1,7 +1,8 @@
 // An OpenAI Agents SDK agent that agentplane runs as an external agent:
 // every completion goes through the run gateway's OpenAI-compatible
 // endpoint (the Responses API, or Chat Completions with
-// OPENAI_API=chat_completions) and every tool call through its MCP server.
+// OPENAI_API=chat_completions; streamed with STREAM=1) and every tool call
+// through its MCP server.
 //
 //   npm install && PORT=8080 MODEL=gpt node agent.mjs
 import http from 'node:http';
@@ -19,6 +20,7 @@ import OpenAI from 'openai';
 // MODEL names one of the models the version may use.
 const model = process.env.MODEL ?? 'default';
 const api = process.env.OPENAI_API ?? 'responses';
+const stream = process.env.STREAM === '1';
 // agentplane records every exchange; the SDK's own traces would go to OpenAI.
 setTracingDisabled(true);
 
@@ -41,7 +43,8 @@ async function answer({ goal, context, gateway }) {
       mcpServers: [mcp],
     });
     const prompt = context && Object.keys(context).length ? `${goal}\n\nContext: ${JSON.stringify(context)}` : goal;
-    const result = await run(agent, prompt);
+    const result = await run(agent, prompt, { stream });
+    await result.completed; // a streamed run ends when its last event has come
     return { answer: result.finalOutput };
   } finally {
     await mcp.close();
