@@ -18,9 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentplane/agentplane/internal/a2a"
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
@@ -269,7 +271,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	runner, err := newRunner(c.run, st, parts, models, metrics, logger)
+	runner, err := newRunner(c.run, st, parts, models, metrics, logger, c.issuer.issuerURL())
 	if err != nil {
 		return err
 	}
@@ -331,8 +333,12 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if auditPusher != nil {
 		background.Go(func() { auditPusher.Run(ctx) })
 	}
-	webhooks := &webhook.Service{Store: st, Versions: st, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost, Now: time.Now,
-		CheckHost: parts.client.CheckHost}
+	// A webhook's receiver gets signed events, an external agent's url the
+	// run's gateway token: one address rule for both.
+	receivers := outbound.ReceiverRule{CheckHost: parts.client.CheckHost, AllowHTTP: c.tools.allowPrivate, HTTPHost: parts.client.IsAllowedHost}
+	webhooks := &webhook.Service{Store: st, Versions: st, Now: time.Now,
+		CheckHost: receivers.CheckHost, AllowHTTP: receivers.AllowHTTP, HTTPHost: receivers.HTTPHost}
+	externalChecks := agent.ExternalChecks{URL: receivers.Check, Secret: parts.policy.Check}
 
 	viewer, err := web.LoadSigner(ctx, st, c.viewerTTL)
 	if err != nil {
@@ -361,29 +367,30 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		AuthorizationServer:  authCfg.Issuer,
 		MaxStreamsPerTenant:  c.maxStreams,
 	}, httpapi.Deps{
-		Logger:      logger,
-		Store:       st,
-		Verifier:    verifier,
-		Revocations: revocations,
-		Issuer:      issuer,
-		Limiter:     limiter,
-		Metrics:     metrics,
-		Tools:       parts.service,
-		ToolStore:   st,
-		Models:      models.service,
-		Agents:      st,
-		Runner:      runner,
-		Workflows:   st,
-		Replays:     replays,
-		ReplayStore: st,
-		Batches:     batches,
-		BatchStore:  st,
-		Datasets:    st,
-		Viewer:      viewer,
-		Schedules:   schedules,
-		Webhooks:    webhooks,
-		Retention:   &retention.Service{Store: st, Deleted: deleted},
-		ConsoleOIDC: consoleOIDC,
+		Logger:         logger,
+		Store:          st,
+		Verifier:       verifier,
+		Revocations:    revocations,
+		Issuer:         issuer,
+		Limiter:        limiter,
+		Metrics:        metrics,
+		Tools:          parts.service,
+		ToolStore:      st,
+		Models:         models.service,
+		Agents:         st,
+		Runner:         runner,
+		Workflows:      st,
+		Replays:        replays,
+		ReplayStore:    st,
+		Batches:        batches,
+		BatchStore:     st,
+		Datasets:       st,
+		Viewer:         viewer,
+		Schedules:      schedules,
+		Webhooks:       webhooks,
+		ExternalChecks: externalChecks,
+		Retention:      &retention.Service{Store: st, Deleted: deleted},
+		ConsoleOIDC:    consoleOIDC,
 	})
 
 	ln, err := net.Listen("tcp", c.issuer.addr)

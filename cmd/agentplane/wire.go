@@ -55,16 +55,19 @@ func (f *toolFlags) register(fs *pflag.FlagSet) {
 
 // runFlags configure workflows.
 type runFlags struct {
-	workflowTimeout  time.Duration
-	lease            time.Duration
-	defaultToolCalls int
-	maxToolCalls     int
-	maxRunning       int
-	redactDetect     string
-	llmBaseURL       string
-	llmModel         string
-	llmAPIKeyRef     string
-	llmProvider      string
+	workflowTimeout time.Duration
+	// gatewayApprovalHold bounds how long the run gateway holds a call
+	// for a person's decision.
+	gatewayApprovalHold time.Duration
+	lease               time.Duration
+	defaultToolCalls    int
+	maxToolCalls        int
+	maxRunning          int
+	redactDetect        string
+	llmBaseURL          string
+	llmModel            string
+	llmAPIKeyRef        string
+	llmProvider         string
 	// otelCaptureContent puts message content on the GenAI spans.
 	otelCaptureContent bool
 }
@@ -74,6 +77,7 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.lease, "workflow-lease", 15*time.Second, "how long a replica owns a workflow or replay batch without renewing; another resumes it after")
 	fs.IntVar(&f.defaultToolCalls, "default-tool-calls", 20, "max_tool_calls when an invocation does not say")
 	fs.IntVar(&f.maxToolCalls, "max-tool-calls", 100, "largest max_tool_calls an invocation may ask for")
+	fs.DurationVar(&f.gatewayApprovalHold, "gateway-approval-hold", 30*time.Second, "how long the run gateway holds an external agent's call that waits for an approval before setting the attempt aside")
 	fs.IntVar(&f.maxRunning, "max-running", 1000, "workflow executions running at once on this server; further ones queue until one ends")
 	fs.StringVar(&f.redactDetect, "redact-detect", "", "detectors run over every tool's calls, masking what they find before it is stored: comma-separated, of "+strings.Join(redact.Detectors, ", "))
 	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "API root of the server-wide model \"default\" every tenant may use, and of plan steps (off when empty)")
@@ -170,7 +174,7 @@ func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) 
 // newRunner builds the workflow runner, asking models through a pool of
 // provider clients that shares the tools' outbound rules (private
 // addresses, --allow-private-host) and secret policy.
-func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger) (*workflow.Runner, error) {
+func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger, publicURL string) (*workflow.Runner, error) {
 	opts := llm.Options{Outbound: parts.client, Secrets: parts.resolver, Metrics: metrics, CaptureContent: f.otelCaptureContent}
 	if models.def != nil && f.llmAPIKeyRef != "" {
 		// Resolved once now, so a missing key stops serve rather than
@@ -187,11 +191,17 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 		return nil, fmt.Errorf("--redact-detect: %w", err)
 	}
 	pool := llm.NewClients(opts)
+	// An external agent's attempt lasts as long as its run may: the
+	// run's deadline, not a client time-out, ends it.
+	agents := parts.client.HTTPClient()
+	agents.Timeout = 0
 	return workflow.New(workflow.Options{
 		Store: st, Versions: st, Tools: st, Caller: parts.executor, Models: models.lookup, LLM: pool,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
 		Redact: &redact.Service{Keys: st, Detect: detect},
+		External: workflow.ExternalOptions{PublicURL: publicURL, HTTP: agents, Secrets: parts.resolver, Relay: pool,
+			ApprovalHold: f.gatewayApprovalHold},
 	}), nil
 }
 

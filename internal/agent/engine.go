@@ -143,6 +143,11 @@ type ToolCall struct {
 	Args map[string]any
 	// CallID is the model's id of a call a plan step makes ("" for a call step's).
 	CallID string
+	// IdempotencyKey, when set, is the key a write carries instead of one
+	// made from the call's step (an external agent's calls are keyed by
+	// their number among the run's calls, so that a call repeated by a
+	// new attempt carries the same key).
+	IdempotencyKey string
 }
 
 // CallResult is Env's answer to a ToolCall. Status is StatusOK,

@@ -20,10 +20,10 @@ var (
 
 // Version is one immutable deployed version of an agent.
 type Version struct {
-	Tenant      string          `json:"-"`
-	Name        string          `json:"name"`
-	Version     string          `json:"version"`
-	Description string          `json:"description,omitempty"`
+	Tenant      string `json:"-"`
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
 	// Definition is a defined version's definition; External, an external
 	// version's block (exactly one of them is set).
 	Definition json.RawMessage `json:"definition,omitempty"`

@@ -22,12 +22,15 @@ type versionView struct {
 	Tools       []string        `json:"tools"`
 	DeployedAt  string          `json:"deployed_at"`
 	Definition  json.RawMessage `json:"definition,omitempty"`
-	ArchivedAt  *string         `json:"archived_at,omitempty"`
+	// External is an external version's block, in every view of it (its
+	// auth's secrets_ref is a reference, never a secret).
+	External   *agent.External `json:"external,omitempty"`
+	ArchivedAt *string         `json:"archived_at,omitempty"`
 }
 
 func viewVersion(v *agent.Version, withDefinition bool) versionView {
 	vv := versionView{ID: v.Name, Name: v.Name, Version: v.Version, Ref: v.Ref(), Default: v.Default,
-		Description: v.Description, Tools: v.Tools, DeployedAt: v.DeployedAt.UTC().Format(timeFormat)}
+		Description: v.Description, Tools: v.Tools, DeployedAt: v.DeployedAt.UTC().Format(timeFormat), External: v.External}
 	if vv.Tools == nil {
 		vv.Tools = []string{}
 	}
@@ -71,8 +74,12 @@ func (s *Server) handleDeployAgent(w http.ResponseWriter, r *http.Request) error
 	if err := frontdoor.DecodeJSON(r, &d); err != nil {
 		return err
 	}
-	v, err := agent.NewVersion(r.Context(), s.deps.Runner, frontdoor.Principal(r).Tenant, d, s.deps.Now().UTC())
+	tenant := frontdoor.Principal(r).Tenant
+	v, err := agent.NewVersion(r.Context(), s.deps.Runner, tenant, d, s.deps.Now().UTC())
 	if err != nil {
+		return err
+	}
+	if err := s.deps.ExternalChecks.Check(r.Context(), tenant, v); err != nil {
 		return err
 	}
 	rec := s.record(r, http.StatusCreated)

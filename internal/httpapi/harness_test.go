@@ -19,6 +19,7 @@ import (
 	"github.com/gowebpki/jcs"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/model"
@@ -97,7 +98,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		t.Fatal(err)
 	}
 	runner := workflow.New(workflow.Options{
-		Store: db, Versions: db, Tools: db, Lease: 2 * time.Second,
+		Store: db, Versions: db, Tools: db, Models: model.NewLookup(db, nil), Lease: 2 * time.Second,
 		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second}),
 	})
 	runCtx, stopRunner := context.WithCancel(context.Background())
@@ -139,6 +140,8 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Schedules: &schedule.Service{Store: db, Versions: db, MaxToolCalls: 100, Now: time.Now,
 			Scheduler: &schedule.Scheduler{Store: db, Invoker: &workflow.Invoker{Runner: runner, Workflows: db, Now: time.Now}}},
 		Webhooks: &webhook.Service{Store: db, Versions: db, AllowHTTP: true, Now: time.Now},
+		ExternalChecks: agent.ExternalChecks{URL: outbound.ReceiverRule{CheckHost: out.CheckHost, AllowHTTP: true}.Check,
+			Secret: policy.Check},
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

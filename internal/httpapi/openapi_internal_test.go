@@ -215,6 +215,13 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 
 	version := &agent.Version{Name: "triage", Version: "2", Description: "d", Tools: []string{"pets"}, DeployedAt: now, Default: true,
 		Definition: json.RawMessage(`{"tools":["pets"],"steps":[{"action":"done","finish":"cleared"}]}`)}
+	external := &agent.Version{Name: "triage", Version: "3", Tools: []string{"pets"}, DeployedAt: now,
+		External: &agent.External{URL: "https://agents.example.com/triage",
+			Auth:    &agent.ExternalAuth{Type: agent.ExternalAuthAPIKey, SecretsRef: "env://TOOL_AGENT_KEY", Header: "X-Key"},
+			Timeout: "20m", MaxAttempts: 4, Tools: []string{"pets"}, Models: []string{"gpt"},
+			Policies:  map[string]agent.Policy{"standard": {Allow: "true"}},
+			Approvals: []agent.ApprovalRule{{When: "operation == 'createPet'", Reason: "'new'", ApproverScope: "approve:pets", Timeout: "1h", OnTimeout: "approve", AllowSelf: true}},
+			Inputs:    json.RawMessage(`{"type":"object"}`), Limits: &agent.ExternalLimits{MaxToolCalls: 20, MaxLLMTokens: 1000}, MaxConcurrency: 8}}
 	ag := &agent.Agent{Name: "triage", DefaultVersion: "2", LatestVersion: "3", Versions: 3, Description: "d", CreatedAt: now, UpdatedAt: now}
 	type agentWithDefault struct { // as handleGetAgent writes it
 		agentView
@@ -272,6 +279,9 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"operations, slim", "OperationPage", operationPage{Operations: []opResult{{OperationRef: tool.OperationRef{ID: "a", Tool: "t", Kind: tool.Read}}}}},
 		{"version, every field", "AgentVersion", viewVersion(version, true)},
 		{"version, fewest fields", "AgentVersion", viewVersion(&agent.Version{Name: "a", Version: "1", DeployedAt: now}, false)},
+		{"external version, every field", "AgentVersion", viewVersion(external, true)},
+		{"external version, fewest fields", "AgentVersion", viewVersion(&agent.Version{Name: "a", Version: "1", DeployedAt: now,
+			External: &agent.External{URL: "https://a.example", Tools: []string{}}}, false)},
 		{"agent", "Agent", viewAgent(ag)},
 		{"agent with its default", "AgentWithDefault", agentWithDefault{viewAgent(ag), viewVersion(version, true)}},
 		{"workflow, finished", "Workflow", fullWorkflow},

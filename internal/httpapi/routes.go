@@ -43,8 +43,16 @@ type route struct {
 	// submitted form into that handler's JSON body.
 	same string
 	form func(url.Values) (any, error)
-	h    frontdoor.HandlerFunc
+	// gateway routes are the run gateway's (internal/gateway): the handler
+	// authenticates the run's own token, the run's limits apply instead of
+	// the tenant's rate limit, and bodies may be as large as a long
+	// conversation (gatewayMaxBody).
+	gateway bool
+	h       frontdoor.HandlerFunc
 }
+
+// gatewayMaxBody bounds a request to the run gateway.
+const gatewayMaxBody = 32 << 20
 
 func (s *Server) routeTable() []route {
 	d := s.deps
@@ -177,6 +185,16 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /console/webhooks", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.list", resource: "webhook", h: s.console.Webhooks},
 		{pattern: "GET /console/webhooks/{id}", console: true, scope: auth.ScopeWebhooksRead, action: "webhook.deliveries", resource: "webhook", h: s.console.Webhook},
 		{pattern: "POST /console/webhooks/{id}/deliveries/{dlv}/retry", console: true, same: "POST /v1/webhooks/{id}/deliveries/{dlv}/retry", form: formNone},
+
+		// The run gateway of external agents (docs/external-agents.md):
+		// authenticated by the run's token, audited in the run's tenant.
+		{pattern: "POST /gateway/openai/v1/chat/completions", gateway: true, action: "gateway.chat", resource: "workflow", h: s.gateway.ChatCompletions},
+		{pattern: "POST /gateway/openai/v1/responses", gateway: true, action: "gateway.chat", resource: "workflow", h: s.gateway.Responses},
+		{pattern: "GET /gateway/openai/v1/models", gateway: true, action: "gateway.models", resource: "workflow", h: s.gateway.Models},
+		{pattern: "POST /gateway/anthropic/v1/messages", gateway: true, action: "gateway.chat", resource: "workflow", h: s.gateway.Messages},
+		{pattern: "POST /gateway/mcp", gateway: true, action: "gateway.mcp", resource: "workflow", h: s.gateway.MCP},
+		{pattern: "GET /gateway/mcp", gateway: true, action: "gateway.mcp", resource: "workflow", h: s.gateway.MCP},
+		{pattern: "DELETE /gateway/mcp", gateway: true, action: "gateway.mcp", resource: "workflow", h: s.gateway.MCP},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
 		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},

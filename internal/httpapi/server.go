@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth/session"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/gateway"
 	"github.com/agentplane/agentplane/internal/idempotency"
 	"github.com/agentplane/agentplane/internal/mcp"
 	"github.com/agentplane/agentplane/internal/model"
@@ -97,6 +98,9 @@ type Deps struct {
 	Agents    agent.VersionStore
 	Runner    *workflow.Runner
 	Workflows workflow.Store
+	// ExternalChecks check an external version's url and secret reference
+	// when it is deployed.
+	ExternalChecks agent.ExternalChecks
 	// Replays makes replays; ReplayStore reads them; Viewer signs and
 	// checks the links of their pages.
 	Replays     *replay.Service
@@ -141,7 +145,14 @@ type Server struct {
 	console *console.Console
 	// a2a serves each agent's A2A bindings and card.
 	a2a *a2a.Server
+	// gateway serves the run gateway of external agents.
+	gateway *gateway.Gateway
 }
+
+// noRuns finds no run: the gateway of a server without a runner.
+type noRuns struct{}
+
+func (noRuns) Gateway(string) (*workflow.GatewayRun, bool) { return nil, false }
 
 // NewServer builds the handler of the whole API.
 func NewServer(cfg Config, deps Deps) *Server {
@@ -186,6 +197,11 @@ func NewServer(cfg Config, deps Deps) *Server {
 	})
 	s.console = s.newConsole()
 	s.a2a = s.newA2A()
+	var runs gateway.Runs = noRuns{}
+	if deps.Runner != nil {
+		runs = deps.Runner
+	}
+	s.gateway = gateway.New(runs, cfg.Version, deps.Logger)
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {
 		s.console.UseOIDC(deps.ConsoleOIDC.ForServer(cfg.PublicURL, consoleScopes(s.routes)))

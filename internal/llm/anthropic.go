@@ -12,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 )
 
 // DefaultAnthropicMaxTokens is max_tokens when a request sets none: the
@@ -175,7 +176,7 @@ func anthropicTool(name, description string, parameters json.RawMessage) (anthro
 func anthropicResponse(resp *anthropic.Message, structured bool) (agent.ChatResponse, error) {
 	out := agent.ChatResponse{
 		Message:      agent.ChatMessage{Role: agent.RoleAssistant},
-		FinishReason: anthropicFinish(resp.StopReason),
+		FinishReason: wire.AnthropicFinish(string(resp.StopReason)),
 		ID:           resp.ID,
 		Model:        string(resp.Model),
 		Usage: &agent.Usage{
@@ -213,20 +214,4 @@ func anthropicResponse(resp *anthropic.Message, structured bool) (agent.ChatResp
 		return agent.ChatResponse{}, &agent.LLMError{Message: "its answer has no content and no stop_reason"}
 	}
 	return out, nil
-}
-
-// anthropicFinish normalises a stop_reason to the OpenAI vocabulary.
-func anthropicFinish(r anthropic.StopReason) string {
-	switch r {
-	case anthropic.StopReasonToolUse:
-		return "tool_calls"
-	case anthropic.StopReasonMaxTokens, anthropic.StopReasonModelContextWindowExceeded:
-		return "length"
-	case anthropic.StopReasonRefusal:
-		return "content_filter"
-	case "":
-		return ""
-	default:
-		return "stop"
-	}
 }

@@ -237,11 +237,37 @@ func TestContextEndIsNotAnLLMError(t *testing.T) {
 }
 
 func TestConcurrencyBound(t *testing.T) {
-	for _, p := range providers {
-		t.Run(p.name, func(t *testing.T) {
+	// Completions and relayed requests (a stream of each API) share the
+	// model's bound.
+	type call func(p *Pool, m *model.Model) error
+	complete := func(p *Pool, m *model.Model) error {
+		c, err := p.Client(m)
+		if err == nil {
+			_, err = c.Complete(context.Background(), conversation())
+		}
+		return err
+	}
+	relay := func(api int) call {
+		return func(p *Pool, m *model.Model) error {
+			a := relayAPIs[api]
+			_, err := p.Relay(context.Background(), m, RelayRequest{API: a.api, Body: []byte(streamed(a.body))}, (&collect{}).send)
+			return err
+		}
+	}
+	cases := []struct {
+		name      string
+		newServer func(testing.TB, llmtest.Script) *llmtest.Server
+		provider  string
+		calls     []call
+	}{
+		{model.OpenAI, llmtest.NewOpenAIServer, model.OpenAI, []call{complete, relay(0), relay(1)}},
+		{model.Anthropic, llmtest.NewAnthropicServer, model.Anthropic, []call{complete, relay(2)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			inFlight, most := 0, 0
-			srv := p.newServer(t, func(llmtest.Request) llmtest.Answer {
+			srv := tc.newServer(t, func(llmtest.Request) llmtest.Answer {
 				mu.Lock()
 				inFlight++
 				most = max(most, inFlight)
@@ -252,13 +278,13 @@ func TestConcurrencyBound(t *testing.T) {
 				mu.Unlock()
 				return llmtest.Text("ok")
 			})
-			m := testModel(p.name, srv)
+			m := testModel(tc.provider, srv)
 			m.MaxConcurrency = 2
-			c := newClient(t, testOptions(t), m)
+			p := NewClients(testOptions(t))
 			var wg sync.WaitGroup
-			for range 6 {
+			for i := range 6 {
 				wg.Go(func() {
-					if _, err := c.Complete(context.Background(), conversation()); err != nil {
+					if err := tc.calls[i%len(tc.calls)](p, m); err != nil {
 						t.Error(err)
 					}
 				})

@@ -2,6 +2,9 @@
 // speaking its provider's wire format through the provider's official SDK
 // (openai-go for Chat Completions, anthropic-sdk-go for Messages), with the
 // model's own timeout, retries, concurrency bound, GenAI spans and metrics.
+// The same per-model client relays external agents' own requests in the
+// providers' wire formats (Relayer), and Normalize reads such an exchange
+// as a completion.
 package llm
 
 import (

@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 )
 
 // outputSchemaName names the structured output of a completion: the
@@ -129,7 +130,7 @@ func openAIResponse(resp *openai.ChatCompletion) (agent.ChatResponse, error) {
 	ch := resp.Choices[0]
 	out := agent.ChatResponse{
 		Message:      agent.ChatMessage{Role: agent.RoleAssistant, Content: ch.Message.Content},
-		FinishReason: openAIFinish(ch.FinishReason),
+		FinishReason: wire.OpenAIFinish(ch.FinishReason),
 		ID:           resp.ID,
 		Model:        resp.Model,
 	}
@@ -143,15 +144,6 @@ func openAIResponse(resp *openai.ChatCompletion) (agent.ChatResponse, error) {
 		out.Usage = &agent.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
 	}
 	return out, nil
-}
-
-// openAIFinish normalises a finish_reason (the legacy function_call is a
-// tool call).
-func openAIFinish(r string) string {
-	if r == "function_call" {
-		return "tool_calls"
-	}
-	return r
 }
 
 // schemaObject decodes a JSON Schema object.

@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/outbound"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -48,26 +49,15 @@ type Service struct {
 // as a field error, a scheme or address refused as problem.URLNotAllowed.
 func (s *Service) checkURL(ctx context.Context, raw string) (*problem.FieldError, error) {
 	u, err := url.Parse(raw)
+	web := err == nil && (u.Scheme == "https" || u.Scheme == "http")
 	switch {
-	case raw == "" || err != nil || u.Scheme == "":
+	case raw == "" || err != nil || u.Scheme == "" || web && u.Host == "":
 		return &problem.FieldError{Field: "url", Message: "is required: an absolute https URL"}, nil
-	case u.Scheme != "https" && u.Scheme != "http":
-		return nil, problem.New(problem.URLNotAllowed, "url: scheme %q is not allowed: use https", u.Scheme)
-	case u.Host == "":
-		return &problem.FieldError{Field: "url", Message: "is required: an absolute https URL"}, nil
-	case u.User != nil:
+	case web && u.User != nil:
 		return &problem.FieldError{Field: "url", Message: "must not hold credentials"}, nil
-	case u.Scheme == "http" && !s.AllowHTTP && (s.HTTPHost == nil || !s.HTTPHost(raw)):
-		return nil, problem.New(problem.URLNotAllowed, "url: http is allowed only to a host the server allows with --allow-private-host: use https")
-	case s.CheckHost != nil:
-		if err := s.CheckHost(ctx, raw); err != nil {
-			if problem.Is(err, problem.URLNotAllowed) {
-				return nil, problem.New(problem.URLNotAllowed, "url: %s", problem.As(err).Detail)
-			}
-			return nil, err
-		}
 	}
-	return nil, nil
+	rule := outbound.ReceiverRule{CheckHost: s.CheckHost, AllowHTTP: s.AllowHTTP, HTTPHost: s.HTTPHost}
+	return nil, rule.Check(ctx, "url", raw)
 }
 
 func (s *Service) check(ctx context.Context, tenant string, in *Input) error {

@@ -22,8 +22,10 @@ var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/workflow")
 // history is what a workflow recorded before the current execution.
 type history struct {
 	steps []Step
-	// intents are the steps whose unrepeatable call may have been sent.
+	// intents are the steps whose unrepeatable call may have been sent;
+	// pending, those intents whole.
 	intents     map[int]bool
+	pending     []Intent
 	completions map[int]json.RawMessage
 	// approvals are the workflow's approvals by the step that asked.
 	approvals map[int]*Approval
@@ -72,32 +74,14 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	))
 	defer span.End()
 	store := context.WithoutCancel(ctx)
-	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
-	if h.created != nil {
-		j.mu.Lock()
-		j.inFlight(h.created.wait, nil)
-		j.mu.Unlock()
-	}
+	j, rec := r.begin(store, wf, h)
 	defer j.wait()
 	defer func() {
 		if v := recover(); v != nil {
 			r.crashed(store, wf, j, &panicError{value: v, stack: debug.Stack()})
 		}
 	}()
-	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
-	for _, t := range h.tools {
-		if t != nil {
-			rec.tools[t.Name] = t
-		}
-	}
-	if err := rec.masking(ctx); err != nil {
-		// Nothing is stored unmasked: the workflow waits for its key.
-		_ = rec.pause(ctx, fmt.Errorf("redaction key: %w", err))
-		if err := j.wait(); err == nil {
-			if err := r.opts.Store.ReleaseLease(store, r.opts.Owner, wf.ID); err != nil {
-				r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
-			}
-		}
+	if !r.masking(ctx, wf, j, rec) {
 		return
 	}
 	run := prog.Run(ctx, wf.Input(), agent.NewEnv(rec, rec, rec))
@@ -122,6 +106,50 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 			break
 		}
 	}
+	r.conclude(ctx, wf, j, rec, run.Result(), runErr)
+}
+
+// begin makes an execution's journal and recorder. A new workflow's
+// storing, under way in Start, is the journal's first write in flight.
+func (r *Runner) begin(store context.Context, wf *Workflow, h history) (*journal, *recorder) {
+	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
+	if h.created != nil {
+		j.mu.Lock()
+		j.inFlight(h.created.wait, nil)
+		j.mu.Unlock()
+	}
+	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
+	for _, t := range h.tools {
+		if t != nil {
+			rec.tools[t.Name] = t
+		}
+	}
+	return j, rec
+}
+
+// masking readies the recorder's masking; without its key, nothing is
+// stored unmasked: the workflow is released to wait for it, and masking
+// reports false.
+func (r *Runner) masking(ctx context.Context, wf *Workflow, j *journal, rec *recorder) bool {
+	err := rec.masking(ctx)
+	if err == nil {
+		return true
+	}
+	_ = rec.pause(ctx, fmt.Errorf("redaction key: %w", err))
+	if err := j.wait(); err == nil {
+		if err := r.opts.Store.ReleaseLease(context.WithoutCancel(ctx), r.opts.Owner, wf.ID); err != nil {
+			r.opts.Logger.Warn("release workflow lease", "workflow_id", wf.ID, "err", err)
+		}
+	}
+	return false
+}
+
+// conclude ends an execution as its context's cause and its result say:
+// an execution stopped by a shutdown or a store error stores its steps and
+// releases the workflow to be resumed; one that lost its lease leaves it;
+// one paused at an approval suspends it; any other finishes it.
+func (r *Runner) conclude(ctx context.Context, wf *Workflow, j *journal, rec *recorder, res agent.Result, runErr error) {
+	store := context.WithoutCancel(ctx)
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errShutdown), errors.Is(cause, errPaused):
@@ -145,11 +173,11 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 	if err != nil {
 		return // logged; the workflow is resumed from what was stored
 	}
-	if res := run.Result(); res.Status == agent.WorkflowWaiting && runErr == nil && rec.asked != nil {
+	if res.Status == agent.WorkflowWaiting && runErr == nil && rec.asked != nil {
 		r.suspend(store, wf, steps, last, rec.asked)
 		return
 	}
-	r.finish(store, wf, steps, last, rec.maskResult(run.Result()), runErr)
+	r.finish(store, wf, steps, last, rec.maskResult(res), runErr)
 }
 
 // finish stores how the workflow ended, after its last steps (those not

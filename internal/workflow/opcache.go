@@ -46,14 +46,18 @@ const maxCachedPrograms = 1024
 // with the revisions of the tools it was compiled against: a program is
 // served only while its tools are unchanged, since it holds their policy
 // classes, kinds and schemas.
-type programCache struct {
+type programCache = revCache[*agent.Program]
+
+// revCache keeps what was compiled from a version and the revisions of its
+// tools: a program, or an external version's governance.
+type revCache[T any] struct {
 	mu sync.Mutex
-	m  map[string]cachedProgram
+	m  map[string]cached[T]
 }
 
-type cachedProgram struct {
+type cached[T any] struct {
 	revs string
-	prog *agent.Program
+	v    T
 }
 
 // revisions names the id and revision of each tool, "-" for a missing one.
@@ -69,20 +73,20 @@ func revisions(tools []*tool.Tool) string {
 	return b.String()
 }
 
-func (c *programCache) get(key, revs string) *agent.Program {
+func (c *revCache[T]) get(key, revs string) (v T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[key]; ok && e.revs == revs {
-		return e.prog
+		return e.v
 	}
-	return nil
+	return v
 }
 
-func (c *programCache) put(key, revs string, p *agent.Program) {
+func (c *revCache[T]) put(key, revs string, v T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[key]; c.m == nil || !ok && len(c.m) >= maxCachedPrograms {
-		c.m = map[string]cachedProgram{}
+		c.m = map[string]cached[T]{}
 	}
-	c.m[key] = cachedProgram{revs: revs, prog: p}
+	c.m[key] = cached[T]{revs: revs, v: v}
 }

@@ -94,7 +94,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	}
 	req := tool.CallRequest{
 		Tenant: e.wf.Tenant, Tool: t, Operation: op, Args: c.Args,
-		IdempotencyKey: e.wf.ID + "." + strconv.Itoa(step),
+		IdempotencyKey: cmp.Or(c.IdempotencyKey, e.wf.ID+"."+strconv.Itoa(step)),
 		WorkflowID:     e.wf.ID, RequestID: e.wf.RequestID,
 		Actor: audit.Actor{Sub: e.wf.Caller.Sub, ClientID: e.wf.Caller.ClientID},
 	}

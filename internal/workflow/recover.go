@@ -151,7 +151,17 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 	if err != nil {
 		return fmt.Errorf("agent version %s@%s: %w", wf.Agent, wf.AgentVersion, err)
 	}
-	prog, tools, pinned, err := r.startedProgram(ctx, wf, v)
+	var (
+		prog   *agent.Program
+		gov    *agent.Governance
+		tools  []*tool.Tool
+		pinned map[string][]tool.Operation
+	)
+	if v.External != nil {
+		gov, tools, err = r.governance(ctx, v)
+	} else {
+		prog, tools, pinned, err = r.startedProgram(ctx, wf, v)
+	}
 	if err != nil {
 		return err
 	}
@@ -172,14 +182,18 @@ func (r *Runner) resume(ctx context.Context, wf *Workflow) error {
 		return fmt.Errorf("completions: %w", err)
 	}
 	h := history{steps: steps, intents: map[int]bool{}, completions: completions, approvals: map[int]*Approval{},
-		tools: tools, pinned: pinned}
+		tools: tools, pinned: pinned, pending: intents}
 	for _, a := range approvals {
 		h.approvals[a.Step] = a
 	}
 	for _, in := range intents {
 		h.intents[in.Step] = true
 	}
-	if err := r.launch(trace.SpanContext{}, wf, prog, h); err != nil {
+	launch := func() error { return r.launch(trace.SpanContext{}, wf, prog, h) }
+	if gov != nil {
+		launch = func() error { return r.resumeExternal(wf, v, h, gov) }
+	}
+	if err := launch(); err != nil {
 		return err
 	}
 	r.opts.Logger.Info("resuming workflow", "workflow_id", wf.ID, "after_step", len(steps))

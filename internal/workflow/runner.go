@@ -61,8 +61,10 @@ type Options struct {
 	// Redact masks what workflows store and report (the tenant's key,
 	// the operator's detectors); nil masks nothing.
 	Redact *redact.Service
-	Now    func() time.Time
-	Logger *slog.Logger
+	// External configures the runs of external agents.
+	External ExternalOptions
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Runner starts, executes, resumes and follows workflows.
@@ -71,7 +73,11 @@ type Runner struct {
 	hub      *hub
 	feed     *feed
 	programs programCache
-	ops      opCache
+	// governances are the compiled external versions.
+	governances revCache[*agent.Governance]
+	ops         opCache
+	// gateways are the external agents' attempts running here.
+	gateways gateways
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -276,6 +282,12 @@ func (r *Runner) addModels(ctx context.Context, cat *agent.Catalog, tenant strin
 // (errShutdown) or already executes it (errRunning). The execution continues
 // the trace of parent, the request that started it.
 func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Program, h history) error {
+	return r.launchFunc(parent, wf, func(ctx context.Context) { r.execute(ctx, wf, prog, h) })
+}
+
+// launchFunc is launch of any execution of wf: a definition's program or
+// an external agent's attempts.
+func (r *Runner) launchFunc(parent trace.SpanContext, wf *Workflow, exec func(ctx context.Context)) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
@@ -303,7 +315,7 @@ func (r *Runner) launch(parent trace.SpanContext, wf *Workflow, prog *agent.Prog
 			cancel(nil)
 		}()
 		defer r.admit(ctx)()
-		r.execute(ctx, wf, prog, h)
+		exec(ctx)
 	}()
 	return nil
 }

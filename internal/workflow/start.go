@@ -71,6 +71,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err := v.CheckLive(); err != nil {
 		return nil, err
 	}
+	if v.External != nil {
+		return r.startExternal(ctx, req, v, maxCalls)
+	}
 	prog, tools, err := r.program(ctx, v)
 	if err != nil {
 		return nil, err
@@ -83,6 +86,15 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 		return nil, err
 	}
 	wf.ToolRevisions = toolRevisions(tools)
+	// It calls the tools just looked up rather than reading them again.
+	return r.store(ctx, req, wf, func(c *creation) error {
+		return r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools, created: c})
+	})
+}
+
+// store stores a new workflow while its execution, launched by launch with
+// the storing under way, begins; it returns the workflow as started.
+func (r *Runner) store(ctx context.Context, req StartRequest, wf *Workflow, launch func(c *creation) error) (*Workflow, error) {
 	// Refused before it is stored when the runner is closing: stored, it
 	// would be resumed by the next start while the caller, told 503, may
 	// start it again.
@@ -98,9 +110,8 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	r.mu.Unlock()
 	// The execution begins while the workflow is stored: its reads go out
 	// meanwhile, and its first write waits for the workflow's (see journal).
-	// It calls the tools just looked up rather than reading them again.
 	c := &creation{done: make(chan struct{})}
-	if err := r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools, created: c}); err != nil {
+	if err := launch(c); err != nil {
 		r.mu.Lock()
 		delete(r.creating, wf.ID)
 		r.mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 	"github.com/agentplane/agentplane/internal/model"
 )
 
@@ -28,98 +28,30 @@ func anthropicError(status int, message string) any {
 	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}}
 }
 
-// anthropicBlock is a content block of a request.
-type anthropicBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-}
-
-type anthropicRequest struct {
-	Model     string          `json:"model"`
-	MaxTokens int64           `json:"max_tokens"`
-	System    json.RawMessage `json:"system"`
-	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
-	} `json:"tools"`
-	ToolChoice  json.RawMessage `json:"tool_choice"`
-	Temperature *float64        `json:"temperature"`
-}
-
-// blocks reads a content that is a string or an array of blocks.
-func blocks(raw json.RawMessage) []anthropicBlock {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []anthropicBlock{{Type: "text", Text: s}}
-	}
-	var bs []anthropicBlock
-	_ = json.Unmarshal(raw, &bs)
-	return bs
-}
-
-// anthropicMessages decodes a request's messages: a user message's
-// tool_result blocks become tool messages.
-func anthropicMessages(in anthropicRequest) []agent.ChatMessage {
-	var out []agent.ChatMessage
-	if len(in.System) > 0 {
-		sys := ""
-		for _, b := range blocks(in.System) {
-			sys += b.Text
-		}
-		out = append(out, agent.ChatMessage{Role: agent.RoleSystem, Content: sys})
-	}
-	for _, m := range in.Messages {
-		cm := agent.ChatMessage{Role: m.Role}
-		for _, b := range blocks(m.Content) {
-			switch b.Type {
-			case "text":
-				cm.Content += b.Text
-			case "tool_use":
-				cm.ToolCalls = append(cm.ToolCalls, agent.ChatToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
-			case "tool_result":
-				res := ""
-				for _, rb := range blocks(b.Content) {
-					res += rb.Text
-				}
-				out = append(out, agent.ChatMessage{Role: agent.RoleTool, ToolCallID: b.ToolUseID, Content: res})
-			}
-		}
-		if cm.Content != "" || len(cm.ToolCalls) > 0 {
-			out = append(out, cm)
-		}
-	}
-	return out
-}
-
-// decodeAnthropic reads a messages request; the final_answer tool's schema
-// is its OutputSchema.
+// decodeAnthropic reads a messages request: max_tokens is required, and
+// the final_answer tool's schema is its OutputSchema.
 func decodeAnthropic(body json.RawMessage) (Request, string) {
-	var in anthropicRequest
-	if json.Unmarshal(body, &in) != nil {
-		return Request{}, "the body is not a messages request"
+	req, refusal := decode(wire.Messages, body, "the body is not a messages request")
+	if refusal != "" {
+		return req, refusal
 	}
-	if in.MaxTokens <= 0 {
+	if req.MaxTokens <= 0 {
 		return Request{}, "max_tokens: Field required"
 	}
-	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxTokens,
-		ToolChoice: in.ToolChoice, Messages: anthropicMessages(in)}
-	for _, t := range in.Tools {
+	var in struct {
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	_ = json.Unmarshal(body, &in)
+	req.ToolChoice = in.ToolChoice
+	tools := req.Tools[:0]
+	for _, t := range req.Tools {
 		if t.Name == FinalAnswerTool {
-			req.OutputSchema = t.InputSchema
+			req.OutputSchema = t.Parameters
 			continue
 		}
-		req.Tools = append(req.Tools, agent.ChatTool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		tools = append(tools, t)
 	}
+	req.Tools = tools
 	return req, ""
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 	"github.com/agentplane/agentplane/internal/model"
 )
 
@@ -208,6 +209,17 @@ type wireFormat struct {
 	// "data: [DONE]".
 	stream func(Request, Answer) []event
 	done   bool
+}
+
+// decode reads a request body of api in the chat shape; refusal says why
+// a body that is not one is refused.
+func decode(api string, body json.RawMessage, refusal string) (Request, string) {
+	cr, err := wire.Request(api, body)
+	if err != nil {
+		return Request{}, refusal
+	}
+	return Request{Model: cr.Model, Messages: cr.Messages, Tools: cr.Tools, Temperature: cr.Temperature,
+		MaxTokens: cr.MaxOutputTokens, OutputSchema: cr.OutputSchema}, ""
 }
 
 // newServer starts a server of the wire formats answering with script.

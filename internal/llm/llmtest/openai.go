@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 	"github.com/agentplane/agentplane/internal/model"
 )
 
@@ -28,75 +28,9 @@ func openAIError(status int, message string) any {
 	return map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": nil}}
 }
 
-type openAIRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		ToolCallID string          `json:"tool_call_id"`
-		ToolCalls  []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-	} `json:"messages"`
-	Tools []struct {
-		Function struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	} `json:"tools"`
-	Temperature         *float64 `json:"temperature"`
-	MaxTokens           int64    `json:"max_tokens"`
-	MaxCompletionTokens int64    `json:"max_completion_tokens"`
-	ResponseFormat      struct {
-		JSONSchema struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-}
-
-// text reads a content that is a string or an array of text parts.
-func text(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(raw, &parts)
-	for _, p := range parts {
-		s += p.Text
-	}
-	return s
-}
-
 // decodeOpenAI reads a chat completion request.
 func decodeOpenAI(body json.RawMessage) (Request, string) {
-	var in openAIRequest
-	if json.Unmarshal(body, &in) != nil {
-		return Request{}, "the body is not a chat completion request"
-	}
-	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxCompletionTokens,
-		OutputSchema: in.ResponseFormat.JSONSchema.Schema}
-	if req.MaxTokens == 0 {
-		req.MaxTokens = in.MaxTokens
-	}
-	for _, m := range in.Messages {
-		cm := agent.ChatMessage{Role: m.Role, Content: text(m.Content), ToolCallID: m.ToolCallID}
-		for _, tc := range m.ToolCalls {
-			cm.ToolCalls = append(cm.ToolCalls, agent.ChatToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-		}
-		req.Messages = append(req.Messages, cm)
-	}
-	for _, t := range in.Tools {
-		req.Tools = append(req.Tools, agent.ChatTool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
-	}
-	return req, ""
+	return decode(wire.ChatCompletions, body, "the body is not a chat completion request")
 }
 
 // openAICompletion is a chat.completion object answering req with a.

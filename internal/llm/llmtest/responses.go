@@ -4,86 +4,12 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
 )
 
-// responsesRequest is a Responses API request.
-type responsesRequest struct {
-	Model        string          `json:"model"`
-	Instructions string          `json:"instructions"`
-	Input        json.RawMessage `json:"input"`
-	Tools        []struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"tools"`
-	Temperature     *float64 `json:"temperature"`
-	MaxOutputTokens int64    `json:"max_output_tokens"`
-	Text            struct {
-		Format struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"format"`
-	} `json:"text"`
-}
-
-// responsesInput is an input item: a message, a function_call or a
-// function_call_output.
-type responsesInput struct {
-	Type      string          `json:"type"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Arguments string          `json:"arguments"`
-	Output    json.RawMessage `json:"output"`
-}
-
-// decodeResponses reads a Responses request: instructions are a system
-// message, a string input a user message; a function_call joins the
-// assistant message before it, a function_call_output is a tool message.
+// decodeResponses reads a Responses request.
 func decodeResponses(body json.RawMessage) (Request, string) {
-	var in responsesRequest
-	if json.Unmarshal(body, &in) != nil {
-		return Request{}, "the body is not a responses request"
-	}
-	req := Request{Model: in.Model, Temperature: in.Temperature, MaxTokens: in.MaxOutputTokens, OutputSchema: in.Text.Format.Schema}
-	if in.Instructions != "" {
-		req.Messages = append(req.Messages, agent.ChatMessage{Role: agent.RoleSystem, Content: in.Instructions})
-	}
-	var s string
-	var items []responsesInput
-	switch {
-	case json.Unmarshal(in.Input, &s) == nil:
-		req.Messages = append(req.Messages, agent.ChatMessage{Role: agent.RoleUser, Content: s})
-	case json.Unmarshal(in.Input, &items) == nil:
-	default:
-		return Request{}, "input: Input should be a valid string or list"
-	}
-	for _, it := range items {
-		n := len(req.Messages)
-		switch {
-		case it.Type == "function_call" && n > 0 && req.Messages[n-1].Role == agent.RoleAssistant:
-			req.Messages[n-1].ToolCalls = append(req.Messages[n-1].ToolCalls, agent.ChatToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments})
-		case it.Type == "function_call":
-			req.Messages = append(req.Messages, agent.ChatMessage{Role: agent.RoleAssistant,
-				ToolCalls: []agent.ChatToolCall{{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}}})
-		case it.Type == "function_call_output":
-			req.Messages = append(req.Messages, agent.ChatMessage{Role: agent.RoleTool, ToolCallID: it.CallID, Content: text(it.Output)})
-		case it.Type == "" || it.Type == "message":
-			role := it.Role
-			if role == "developer" {
-				role = agent.RoleSystem
-			}
-			req.Messages = append(req.Messages, agent.ChatMessage{Role: role, Content: text(it.Content)})
-		}
-	}
-	for _, t := range in.Tools {
-		if t.Type == "function" {
-			req.Tools = append(req.Tools, agent.ChatTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-		}
-	}
-	return req, ""
+	return decode(wire.Responses, body, "the body is not a responses request")
 }
 
 // responseItems are the output items answering req with a: a message of

@@ -29,7 +29,7 @@ const agentQuery = `SELECT a.name, a.default_version, a.created_at, a.updated_at
 	WHERE a.tenant = $1 AND `
 
 // versionQuery selects versions with whether each is its agent's default.
-const versionQuery = `SELECT v.version, v.description, v.definition, v.tools, v.deployed_at,
+const versionQuery = `SELECT v.version, v.description, v.definition, v.external, v.tools, v.deployed_at,
 		v.version = a.default_version, v.archived_at
 	FROM agent_versions v JOIN agents a ON a.tenant = v.tenant AND a.name = v.name
 	WHERE v.tenant = $1 AND v.name = $2 `
@@ -50,6 +50,10 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 	toolsJSON, err := json.Marshal(tools)
 	if err != nil {
 		return fmt.Errorf("encode agent tools: %w", err)
+	}
+	external, err := sqlrow.EncodeExternal(v.External)
+	if err != nil {
+		return err
 	}
 	db.prepareAudit(rec)
 	var version string
@@ -98,9 +102,10 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		isDefault = promote || def == "" || archived != nil
 
 		b = &pgx.Batch{}
-		b.Queue(`INSERT INTO agent_versions (tenant, name, version, seq, description, definition, tools, deployed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			v.Tenant, v.Name, version, seq, v.Description, string(v.Definition), string(toolsJSON), v.DeployedAt)
+		b.Queue(`INSERT INTO agent_versions (tenant, name, version, seq, description, definition, external, tools,
+				deployed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			v.Tenant, v.Name, version, seq, v.Description, nullJSON(v.Definition), external, string(toolsJSON), v.DeployedAt)
 		b.Queue(`UPDATE agents SET default_version = CASE WHEN $3 THEN $4 ELSE default_version END, updated_at = $5,
 				archived_at = NULL
 			WHERE tenant = $1 AND name = $2`, v.Tenant, v.Name, isDefault, version, v.DeployedAt)

@@ -104,13 +104,13 @@ func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
 		return leaseRequired(err, s.WorkflowID, "store step")
 	}, heldBy+`, ins AS (INSERT INTO workflow_steps (`+sqlrow.StepColumns+`)
 		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $26, $27
+			$23, $24, $25, $26, $27, $28, $29
 		FROM held RETURNING 1)
 		SELECT require_rows(count(*), 'lease') FROM ins`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason,
-		s.Model, in, out, s.FinishReason, s.ErrorCode)
+		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal)
 	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	tx.Audit(recs...)
 	tx.notify(changeChanged, s.WorkflowID)

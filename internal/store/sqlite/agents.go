@@ -27,7 +27,7 @@ const agentQuery = `SELECT a.name, a.default_version, a.created_at, a.updated_at
 	WHERE a.tenant = ? AND `
 
 // versionQuery selects versions with whether each is its agent's default.
-const versionQuery = `SELECT v.version, v.description, v.definition, v.tools, v.deployed_at,
+const versionQuery = `SELECT v.version, v.description, v.definition, v.external, v.tools, v.deployed_at,
 		v.version = a.default_version, v.archived_at
 	FROM agent_versions v JOIN agents a ON a.tenant = v.tenant AND a.name = v.name
 	WHERE v.tenant = ? AND v.name = ? `
@@ -46,6 +46,10 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 	toolsJSON, err := json.Marshal(tools)
 	if err != nil {
 		return fmt.Errorf("encode agent tools: %w", err)
+	}
+	external, err := sqlrow.EncodeExternal(v.External)
+	if err != nil {
+		return err
 	}
 	db.prepareAudit(rec)
 	var version string
@@ -66,10 +70,10 @@ func (db *DB) DeployVersion(ctx context.Context, v *agent.Version, promote bool,
 		}
 		deployed := sqlrow.FormatTime(v.DeployedAt)
 		_, err = tx.ExecContext(ctx, `INSERT INTO agent_versions
-			(tenant, name, version, seq, description, definition, tools, deployed_at)
+			(tenant, name, version, seq, description, definition, external, tools, deployed_at)
 			VALUES (?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM agent_versions WHERE tenant = ? AND name = ?),
-				?, ?, ?, ?)`,
-			v.Tenant, v.Name, version, v.Tenant, v.Name, v.Description, string(v.Definition), string(toolsJSON), deployed)
+				?, ?, ?, ?, ?)`,
+			v.Tenant, v.Name, version, v.Tenant, v.Name, v.Description, string(v.Definition), external, string(toolsJSON), deployed)
 		if isUnique(err) {
 			return problem.New(problem.Conflict, "agent %q already has a version %q", v.Name, version)
 		}

@@ -95,13 +95,13 @@ func stepRow(owner string, s *workflow.Step) []any {
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, sqlrow.FormatTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
-		s.Model, in, out, s.FinishReason, s.ErrorCode,
+		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal,
 		s.WorkflowID, owner}
 }
 
 func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs []*audit.Record) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+sqlrow.StepColumns+`)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
 	if isUnique(err) {
 		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)

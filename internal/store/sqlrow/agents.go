@@ -23,12 +23,12 @@ func ScanAgent(s Scanner, tenant string) (*agent.Agent, error) {
 }
 
 // ScanVersion scans an agent version: version, description, definition,
-// tools, deployed time, whether it is the default, and archived time. A
-// missing row's error is returned as it is.
+// external block, tools, deployed time, whether it is the default, and
+// archived time. A missing row's error is returned as it is.
 func ScanVersion(s Scanner, tenant, name string) (*agent.Version, error) {
 	v := agent.Version{Tenant: tenant, Name: name}
-	err := s.Scan(&v.Version, &v.Description, Raw(&v.Definition), JSON(&v.Tools, "agent version tools"),
-		Time(&v.DeployedAt), &v.Default, OptionalTime(&v.ArchivedAt))
+	err := s.Scan(&v.Version, &v.Description, Raw(&v.Definition), JSON(&v.External, "agent version external block"),
+		JSON(&v.Tools, "agent version tools"), Time(&v.DeployedAt), &v.Default, OptionalTime(&v.ArchivedAt))
 	if IsNoRows(err) {
 		return nil, err
 	}
@@ -36,4 +36,13 @@ func ScanVersion(s Scanner, tenant, name string) (*agent.Version, error) {
 		return nil, fmt.Errorf("scan agent version: %w", err)
 	}
 	return &v, nil
+}
+
+// EncodeExternal is an external version's block as its column's text, nil
+// (NULL) for a defined version.
+func EncodeExternal(x *agent.External) (any, error) {
+	if x == nil {
+		return nil, nil
+	}
+	return EncodeJSON(x, "agent version external block")
 }

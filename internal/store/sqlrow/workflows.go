@@ -18,7 +18,7 @@ const WorkflowColumns = `id, tenant, agent, agent_version, status, outcome, goal
 // ScanStep.
 const StepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
 	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
-	model, input_tokens, output_tokens, finish_reason, error_code`
+	model, input_tokens, output_tokens, finish_reason, error_code, attempt, journal`
 
 // ScanWorkflow scans a row of WorkflowColumns; a missing row's error is
 // returned as it is.
@@ -47,7 +47,7 @@ func ScanStep(s Scanner) (workflow.Step, error) {
 	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		Raw(&st.Args), &st.Score, &st.Queue, &st.Outcome, Raw(&st.Result), &st.Error, Raw(&st.Request),
 		&st.HTTPStatus, &st.Attempts, Time(&st.StartedAt), &st.DurationMS, &st.Sent, &st.Reason, &st.Model,
-		&in, &out, &st.FinishReason, &st.ErrorCode)
+		&in, &out, &st.FinishReason, &st.ErrorCode, &st.Attempt, &st.Journal)
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
 	}

@@ -97,6 +97,38 @@ func testAgentDeploy(t *testing.T, s Store, _ Hooks) {
 	}
 }
 
+// testAgentExternalVersion: an external version's block round-trips
+// exactly, beside a defined version of the same agent, which has none.
+func testAgentExternalVersion(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	defined := deploy(t, s, newVersion("acme", "triage", "", 1), false)
+	ext := newVersion("acme", "triage", "", 2)
+	ext.Definition = nil
+	ext.External = &agent.External{
+		URL:     "https://agents.example.com/triage?region=eu",
+		Auth:    &agent.ExternalAuth{Type: agent.ExternalAuthAPIKey, SecretsRef: "env://TRIAGE_KEY", Header: "X-Agent-Key"},
+		Timeout: "20m", MaxAttempts: 4,
+		Tools: []string{}, Models: []string{"gpt", "default"},
+		Policies:  map[string]agent.Policy{"financial": {Allow: "args.amount < 1000.0"}},
+		Approvals: []agent.ApprovalRule{{When: "operation == 'refund'", Reason: "'refund'", ApproverScope: "approve:refunds", Timeout: "1h", OnTimeout: "deny", AllowSelf: true}},
+		Inputs:    json.RawMessage(`{"type":"object","properties":{"ticket":{"type":"integer"}}}`),
+		Limits:    &agent.ExternalLimits{MaxToolCalls: 20, MaxLLMTokens: 200000}, MaxConcurrency: 8,
+	}
+	deploy(t, s, ext, false)
+	for _, want := range []*agent.Version{defined, ext} {
+		got, err := s.AgentVersion(ctx, "acme", "triage", want.Version)
+		must(t, err, "version "+want.Version)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("AgentVersion(%q) (-want +got):\n%s", want.Version, diff)
+		}
+	}
+	list, err := s.ListVersions(ctx, "acme", "triage")
+	must(t, err, "list versions")
+	if diff := cmp.Diff([]*agent.Version{ext, defined}, list); diff != "" {
+		t.Errorf("ListVersions (-want +got):\n%s", diff)
+	}
+}
+
 func testAgentAutoVersion(t *testing.T, s Store, _ Hooks) {
 	tests := []struct {
 		name     string

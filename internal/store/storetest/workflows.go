@@ -433,6 +433,27 @@ func testWorkflowAppendSteps(t *testing.T, s Store, _ Hooks) {
 	verifyOK(t, s, "acme", 3)
 }
 
+// testWorkflowExternalSteps: an external agent's steps keep the attempt
+// that made them and their journal state.
+func testWorkflowExternalSteps(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := create(t, s, newWorkflow("acme", "triage", "replica-a", 1))
+	first, second := newStep(w.ID, 1), newStep(w.ID, 2)
+	first.Attempt = 1
+	second.Attempt, second.Journal = 2, workflow.JournalDiverged
+	must(t, s.AppendSteps(ctx, "replica-a", written(first), written(second)), "append steps")
+	// A finish's last steps too.
+	third := newStep(w.ID, 3)
+	third.Attempt, third.Journal = 3, workflow.JournalDiverged
+	w.Status, w.Outcome, w.FinishedAt = workflow.Completed, "answered", base.Add(time.Minute)
+	must(t, s.FinishWorkflow(ctx, "replica-a", w, nil, written(third)), "finish with a last step")
+	steps, err := s.Steps(ctx, w.ID, 0)
+	must(t, err, "steps")
+	if diff := cmp.Diff([]workflow.Step{*first, *second, *third}, steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+}
+
 // wantActions checks the tenant's audit actions, in chain order.
 func wantActions(t *testing.T, s Store, tenant string, want ...string) {
 	t.Helper()

@@ -1,0 +1,209 @@
+// Package gateway is the run gateway of external agents (SPEC §4 "External
+// agents"): an OpenAI-compatible and an Anthropic-compatible model endpoint
+// and an MCP server, each bound to one attempt of one run by the run's
+// token. Every request is handed to the run's execution (workflow.GatewayRun),
+// which governs, makes, records and journals it; this package speaks the
+// wire formats.
+package gateway
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// Runs finds the attempt a run token was issued to (*workflow.Runner).
+type Runs interface {
+	Gateway(token string) (*workflow.GatewayRun, bool)
+}
+
+// Gateway serves the run gateway's routes.
+type Gateway struct {
+	runs   Runs
+	mcp    *mcpServer
+	logger *slog.Logger
+}
+
+// New returns the gateway of the runs runs finds.
+func New(runs Runs, version string, logger *slog.Logger) *Gateway {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	g := &Gateway{runs: runs, logger: logger}
+	g.mcp = newMCP(g, version, logger)
+	return g
+}
+
+// token is the run token a request carries: Authorization: Bearer, or
+// x-api-key (as Anthropic's SDKs send it).
+func token(r *http.Request) string {
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+}
+
+// run authenticates a request by its run token and notes the run in the
+// request's audit record.
+func (g *Gateway) run(r *http.Request) (*workflow.GatewayRun, bool) {
+	tok := token(r)
+	if tok == "" {
+		return nil, false
+	}
+	run, ok := g.runs.Gateway(tok)
+	if !ok {
+		return nil, false
+	}
+	info := frontdoor.InfoFrom(r.Context())
+	info.Tenant, info.WorkflowID, info.ResourceID = run.Tenant(), run.WorkflowID(), run.WorkflowID()
+	info.AddDetail("attempt", run.Attempt())
+	return run, true
+}
+
+// unauthenticated is the words of a request without a valid run token.
+const unauthenticated = "no valid run token: send the token agentplane gave this run (gateway.token) as the API key, " +
+	"Authorization: Bearer <token> or x-api-key; it is valid while the run's attempt lasts"
+
+// ChatCompletions serves POST …/openai/v1/chat/completions.
+func (g *Gateway) ChatCompletions(w http.ResponseWriter, r *http.Request) error {
+	return g.complete(w, r, llm.ChatCompletions)
+}
+
+// Responses serves POST …/openai/v1/responses.
+func (g *Gateway) Responses(w http.ResponseWriter, r *http.Request) error {
+	return g.complete(w, r, llm.Responses)
+}
+
+// Messages serves POST …/anthropic/v1/messages.
+func (g *Gateway) Messages(w http.ResponseWriter, r *http.Request) error {
+	return g.complete(w, r, llm.Messages)
+}
+
+// Models serves GET …/openai/v1/models: the models the run may name.
+func (g *Gateway) Models(w http.ResponseWriter, r *http.Request) error {
+	run, ok := g.run(r)
+	if !ok {
+		writeError(w, llm.ChatCompletions, http.StatusUnauthorized, unauthenticated, "invalid_api_key")
+		return nil
+	}
+	type entry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []entry `json:"data"`
+	}{Object: "list", Data: []entry{}}
+	for _, m := range run.Models() {
+		list.Data = append(list.Data, entry{ID: m, Object: "model", OwnedBy: "agentplane"})
+	}
+	frontdoor.WriteJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// complete relays a model request through the run.
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, api string) error {
+	run, ok := g.run(r)
+	if !ok {
+		writeError(w, api, http.StatusUnauthorized, unauthenticated, "invalid_api_key")
+		return nil
+	}
+	body, err := frontdoor.ReadBody(r)
+	if err != nil {
+		status := http.StatusBadRequest
+		if problem.Is(err, problem.PayloadTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, api, status, problem.As(err).Detail, workflow.GatewayInvalidRequest)
+		return nil
+	}
+	stream := &relayStream{w: w, rc: http.NewResponseController(w)}
+	resp, err := run.Complete(r.Context(), api, body, passHeaders(r.Header), stream.send)
+	if err != nil {
+		if stream.started {
+			return nil // the answer was cut short; the agent sees its stream end
+		}
+		if ge, ok := err.(*workflow.GatewayError); ok {
+			writeError(w, api, ge.Status, ge.Message, ge.Code)
+			return nil
+		}
+		writeError(w, api, http.StatusServiceUnavailable, "the request was not answered: "+err.Error(), workflow.GatewayUnavailable)
+		return nil
+	}
+	if stream.started {
+		return nil
+	}
+	if len(resp.Events) > 0 {
+		// A journal's stream, all at once.
+		for _, ev := range resp.Events {
+			_ = stream.send(ev)
+		}
+		return nil
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+	return nil
+}
+
+// passHeaders are the request headers a provider reads besides the body.
+func passHeaders(h http.Header) http.Header {
+	out := http.Header{}
+	for _, k := range []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Beta"} {
+		if v := h.Values(k); len(v) > 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// relayStream writes a streamed answer's events to the agent as they come.
+type relayStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (s *relayStream) send(event []byte) error {
+	if !s.started {
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	if _, err := s.w.Write(event); err != nil {
+		return err
+	}
+	if _, err := s.w.Write([]byte("\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// writeError writes a refusal in the shape the provider's SDKs parse.
+func writeError(w http.ResponseWriter, api string, status int, message, code string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b := llm.ErrorBody(api, status, message, code)
+	if len(b) == 0 {
+		b, _ = json.Marshal(map[string]any{"error": map[string]any{"message": message, "code": code}})
+	}
+	_, _ = w.Write(b)
+}

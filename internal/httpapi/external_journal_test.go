@@ -1,0 +1,270 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	openaiopt "github.com/openai/openai-go/v3/option"
+
+	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// flakyAgent runs the Go recipe's loop and then answers the attempts
+// before last with a 503: a crash after its work, so the next attempt
+// repeats every request. goal, when set, changes the goal an attempt
+// works on.
+func flakyAgent(t *testing.T, failFirst int, goal func(attempt int, g string) string) (*httptest.Server, *atomic.Int32) {
+	var attempts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		n := attempts.Add(1)
+		var in goagent.Invocation
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(rw, err.Error(), 400)
+			return
+		}
+		if goal != nil {
+			in.Goal = goal(in.Run.Attempt, in.Goal)
+		}
+		answer, err := goagent.Run(r.Context(), in, "gpt", 5)
+		if err != nil {
+			http.Error(rw, err.Error(), 500)
+			return
+		}
+		if int(n) <= failFirst {
+			http.Error(rw, "crashed after its work", http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": answer}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &attempts
+}
+
+func externalRunOf(t *testing.T, h *harness, token, id string) externalWorkflow {
+	t.Helper()
+	var wf externalWorkflow
+	h.do("GET", "/v1/workflows/"+id, token, nil).json(t, &wf)
+	return wf
+}
+
+func stepList(wf externalWorkflow) string {
+	var out []string
+	for _, s := range wf.Steps {
+		e := fmt.Sprintf("%d:%s:%s", s.Attempt, s.Kind, s.Status)
+		if s.Journal != "" {
+			e += ":" + s.Journal
+		}
+		out = append(out, e)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestExternalJournalServesARetriedAttempt: an agent that made its write
+// and then failed is retried; the new attempt repeats every request and
+// gets each from the record, so the model is not asked again and the
+// write is sent once.
+func TestExternalJournalServesARetriedAttempt(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(
+		llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud"}`)),
+		llmtest.Text("case opened"),
+	))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	srv, attempts := flakyAgent(t, 1, nil)
+	deployExternal(t, h, w.admin, "ext-journal", map[string]any{"url": srv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-journal/invoke", w.admin, map[string]any{"goal": "open a case for tx-1"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if w.cases.Load() != 1 || ms.Count() != 2 || attempts.Load() != 2 {
+		t.Errorf("cases %d, model requests %d, attempts %d; want 1, 2, 2", w.cases.Load(), ms.Count(), attempts.Load())
+	}
+	full := externalRunOf(t, h, w.admin, wf.ID)
+	if got, want := stepList(full), "1:completion:ok 1:call:ok 1:completion:ok 1:attempt:error 2:attempt:ok"; got != want {
+		t.Errorf("steps %s, want %s", got, want)
+	}
+	if a := full.Steps[3]; a.ErrorCode != workflow.ErrorCodeAgentError {
+		t.Errorf("attempt 1: %+v", a)
+	}
+}
+
+// TestExternalJournalDiverges: a new attempt that asks something else
+// goes live from there (its step says so), while a write identical to one
+// already made is still answered from the record, never sent twice.
+func TestExternalJournalDiverges(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(
+		llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud"}`)),
+		llmtest.Text("case opened"),
+		llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud"}`)),
+		llmtest.Text("case opened again"),
+	))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	srv, _ := flakyAgent(t, 1, func(attempt int, g string) string {
+		if attempt > 1 {
+			return g + " (at " + fmt.Sprint(attempt) + ")"
+		}
+		return g
+	})
+	deployExternal(t, h, w.admin, "ext-diverge", map[string]any{"url": srv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-diverge/invoke", w.admin, map[string]any{"goal": "open a case for tx-1"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if w.cases.Load() != 1 || ms.Count() != 4 {
+		t.Errorf("cases %d, model requests %d; want 1, 4", w.cases.Load(), ms.Count())
+	}
+	full := externalRunOf(t, h, w.admin, wf.ID)
+	want := "1:completion:ok 1:call:ok 1:completion:ok 1:attempt:error 2:completion:ok:diverged 2:completion:ok 2:attempt:ok"
+	if got := stepList(full); got != want {
+		t.Errorf("steps %s, want %s", got, want)
+	}
+}
+
+// TestExternalGovernance: the invoker's scopes and the version's policies
+// refuse calls (the agent sees an isError result and goes on), and
+// limits.max_llm_tokens refuses a completion in the provider's error
+// shape, ending the run limit_exceeded.
+func TestExternalGovernance(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		if strings.Contains(r.Last().Content, "denied") || r.Last().Role == "tool" {
+			return llmtest.Text("I could not: " + r.Last().Content)
+		}
+		return llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud"}`))
+	})
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-policy", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"},
+		"policies": map[string]any{"financial": map[string]any{"allow": "args.queue != 'fraud'"}}})
+	r := h.do("POST", "/v1/agents/ext-policy/invoke", w.admin, map[string]any{"goal": "open a case"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "answered" || !strings.Contains(string(wf.Output), "policy financial denied") || w.cases.Load() != 0 {
+		t.Fatalf("policy: %d %s (cases %d)", r.Status, r.Body, w.cases.Load())
+	}
+	if got := stepList(externalRunOf(t, h, w.admin, wf.ID)); got != "1:completion:ok 1:call:denied 1:completion:ok 1:attempt:ok" {
+		t.Errorf("policy steps %s", got)
+	}
+
+	narrow := h.token("acme", "agents:invoke workflows:read tool:payments")
+	deployExternal(t, h, w.admin, "ext-scope", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}})
+	r = h.do("POST", "/v1/agents/ext-scope/invoke", narrow, map[string]any{"goal": "open a case"})
+	r.json(t, &wf)
+	if r.Status != 200 || !strings.Contains(string(wf.Output), "lacks scope tool:cases") || w.cases.Load() != 0 {
+		t.Fatalf("scope: %d %s", r.Status, r.Body)
+	}
+
+	deployExternal(t, h, w.admin, "ext-tokens", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"},
+		"limits": map[string]any{"max_llm_tokens": 10}})
+	r = h.do("POST", "/v1/agents/ext-tokens/invoke", w.admin, map[string]any{"goal": "open a case"})
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "limit_exceeded" {
+		t.Fatalf("tokens: %d %s", r.Status, r.Body)
+	}
+	full := externalRunOf(t, h, w.admin, wf.ID)
+	var limited *externalStep
+	for i := range full.Steps {
+		if full.Steps[i].Status == "limit_exceeded" {
+			limited = &full.Steps[i]
+		}
+	}
+	if limited == nil || !strings.Contains(limited.Error, "max_llm_tokens (10)") {
+		t.Errorf("tokens steps %s", stepList(full))
+	}
+}
+
+// TestExternalStreamsAndAnthropic: a streamed completion reaches the agent
+// as it arrives (its first chunk before the model has finished), and an
+// Anthropic Messages request goes through the Anthropic-compatible
+// endpoint; both are recorded with their tokens.
+func TestExternalStreamsAndAnthropic(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Answer{Text: "streamed words arrive one by one", HoldLast: hold}))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token))
+		stream := client.Chat.Completions.NewStreaming(r.Context(), openai.ChatCompletionNewParams{
+			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
+		var acc openai.ChatCompletionAccumulator
+		first := true
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			if first {
+				first = false
+				close(hold) // the first chunk came while the model held its last
+			}
+		}
+		if err := stream.Err(); err != nil {
+			http.Error(rw, err.Error(), 500)
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": acc.Choices[0].Message.Content}})
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-stream", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-stream/invoke", w.admin, map[string]any{"goal": "say something"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || !strings.Contains(string(wf.Output), "one by one") {
+		t.Fatalf("stream: %d %s", r.Status, r.Body)
+	}
+	if s := externalRunOf(t, h, w.admin, wf.ID).Steps[0]; s.Kind != "completion" || s.InputTokens == 0 {
+		t.Errorf("streamed completion step %+v", s)
+	}
+
+	as := llmtest.NewAnthropicServer(t, llmtest.Sequence(llmtest.Text("bonjour")))
+	h2 := newHarness(t, withExternal(t, as))
+	w2 := newFraudWorld(t, h2)
+	claude := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Goal    string `json:"goal"`
+			Gateway struct {
+				Token            string `json:"token"`
+				AnthropicBaseURL string `json:"anthropic_base_url"`
+			} `json:"gateway"`
+		}
+		json.NewDecoder(r.Body).Decode(&in)
+		client := anthropic.NewClient(anthropicopt.WithBaseURL(in.Gateway.AnthropicBaseURL), anthropicopt.WithAPIKey(in.Gateway.Token))
+		msg, err := client.Messages.New(context.WithoutCancel(r.Context()), anthropic.MessageNewParams{Model: "gpt", MaxTokens: 100,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(in.Goal))}})
+		if err != nil {
+			http.Error(rw, err.Error(), 500)
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": msg.Content[0].Text}})
+	}))
+	t.Cleanup(claude.Close)
+	deployExternal(t, h2, w2.admin, "ext-claude", map[string]any{"url": claude.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r = h2.do("POST", "/v1/agents/ext-claude/invoke", w2.admin, map[string]any{"goal": "say hello in French"})
+	r.json(t, &wf)
+	if r.Status != 200 || !strings.Contains(string(wf.Output), "bonjour") {
+		t.Fatalf("anthropic: %d %s", r.Status, r.Body)
+	}
+	if s := externalRunOf(t, h2, w2.admin, wf.ID).Steps[0]; s.Kind != "completion" || s.OutputTokens == 0 {
+		t.Errorf("anthropic completion step %+v", s)
+	}
+}

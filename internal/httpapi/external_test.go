@@ -1,0 +1,262 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
+	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
+	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/secrets"
+	toolcall "github.com/agentplane/agentplane/internal/tool/call"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// withExternal gives the server a runner that runs external agents, whose
+// gateway relays to the model "gpt" served by ms (at a price).
+func withExternal(t *testing.T, ms *llmtest.Server, tune ...func(*workflow.Options)) option {
+	return func(cfg *httpapi.Config, d *httpapi.Deps) {
+		policy, _ := secrets.NewPolicy([]string{"env://TOOL_*", "env://AGENT_*"}, false)
+		resolver, err := secrets.NewResolver(secrets.Options{Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := ms.Model("gpt")
+		m.Price = &model.Price{InputPerMTok: 1, OutputPerMTok: 2, Currency: "USD"}
+		models := model.LookupFunc(func(_ context.Context, _, name string) (*model.Model, error) {
+			if name != "gpt" {
+				return nil, problem.New(problem.NotFound, "no model named %q", name)
+			}
+			return m, nil
+		})
+		out := outbound.New(outbound.Options{AllowPrivate: true})
+		pool := llm.NewClients(llm.Options{Outbound: out})
+		agents := out.HTTPClient()
+		agents.Timeout = 0
+		opts := workflow.Options{
+			Store: d.Workflows, Versions: d.Agents, Tools: d.ToolStore, Models: models, LLM: pool, Lease: 2 * time.Second,
+			Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver}),
+			External: workflow.ExternalOptions{PublicURL: cfg.PublicURL, HTTP: agents, Secrets: resolver, Relay: pool,
+				Backoff: 10 * time.Millisecond},
+		}
+		for _, f := range tune {
+			f(&opts)
+		}
+		r := workflow.New(opts)
+		ctx, stop := context.WithCancel(context.Background())
+		go r.Run(ctx)
+		t.Cleanup(func() {
+			stop()
+			r.Close(context.Background())
+		})
+		d.Runner = r
+	}
+}
+
+// deployExternal deploys an external version of name at url.
+func deployExternal(t *testing.T, h *harness, token, name string, external map[string]any) {
+	t.Helper()
+	if r := h.do("POST", "/v1/agents", token, map[string]any{"name": name, "external": external}); r.Status != 201 {
+		t.Fatalf("deploy %s: %d %s", name, r.Status, r.Body)
+	}
+}
+
+type externalStep struct {
+	Step         int             `json:"step"`
+	Action       string          `json:"action"`
+	Kind         string          `json:"kind"`
+	Status       string          `json:"status"`
+	Tool         string          `json:"tool"`
+	Operation    string          `json:"operation"`
+	Result       json.RawMessage `json:"result"`
+	Error        string          `json:"error"`
+	ErrorCode    string          `json:"error_code"`
+	Model        string          `json:"model"`
+	InputTokens  int64           `json:"input_tokens"`
+	OutputTokens int64           `json:"output_tokens"`
+	Attempt      int             `json:"attempt"`
+	Journal      string          `json:"journal"`
+}
+
+type externalWorkflow struct {
+	ID      string          `json:"workflow_id"`
+	Status  string          `json:"status"`
+	Outcome string          `json:"outcome"`
+	Output  json.RawMessage `json:"output"`
+	Error   *struct {
+		Detail    string `json:"detail"`
+		ErrorCode string `json:"error_code"`
+	} `json:"error"`
+	Steps []externalStep `json:"steps"`
+}
+
+// TestExternalAgentRunsThroughTheGateway runs the Go recipe's agent
+// (openai-go and the MCP Go SDK, unmodified) as an external version: its
+// completions and its call go through the gateway to the scripted model
+// and the real tool, each recorded as a step with its tokens, audited.
+func TestExternalAgentRunsThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(
+		llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-1"}`)),
+		llmtest.Text("tx-1 is 20 USD."),
+	))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	var posts atomic.Int32
+	var idemKey, traceparent atomic.Value
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		idemKey.Store(r.Header.Get("Idempotency-Key"))
+		traceparent.Store(r.Header.Get("traceparent"))
+		goagent.Handler("gpt", 5).ServeHTTP(rw, r)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-triage", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+
+	r := h.do("POST", "/v1/agents/ext-triage/invoke", w.admin, map[string]any{"goal": "How much is tx-1?"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" || wf.Outcome != "answered" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(string(wf.Output), "20 USD") {
+		t.Errorf("output %s, want the model's answer", wf.Output)
+	}
+	if w.payments.Load() != 1 {
+		t.Errorf("the tool got %d requests, want 1", w.payments.Load())
+	}
+	if posts.Load() != 1 || idemKey.Load() != wf.ID+".1" || traceparent.Load() == "" {
+		t.Errorf("agent: %d posts, Idempotency-Key %v, traceparent %q", posts.Load(), idemKey.Load(), traceparent.Load())
+	}
+	got := h.do("GET", "/v1/workflows/"+wf.ID, w.admin, nil)
+	var full externalWorkflow
+	got.json(t, &full)
+	var kinds []string
+	for _, s := range full.Steps {
+		kinds = append(kinds, s.Kind+":"+s.Status)
+	}
+	if want := "completion:ok call:ok completion:ok attempt:ok"; strings.Join(kinds, " ") != want {
+		t.Fatalf("steps %v, want %s\n%s", kinds, want, got.Body)
+	}
+	c, call := full.Steps[0], full.Steps[1]
+	if c.Model != "gpt" || c.InputTokens == 0 || c.OutputTokens == 0 || c.Attempt != 1 {
+		t.Errorf("completion step %+v", c)
+	}
+	if call.Tool != "payments" || call.Operation != "getTransaction" || !strings.Contains(string(call.Result), "tx-1") {
+		t.Errorf("call step %+v", call)
+	}
+	var conv struct {
+		Completions []struct {
+			Model string `json:"model"`
+		} `json:"completions"`
+	}
+	got.json(t, &conv)
+	if len(conv.Completions) != 2 {
+		t.Errorf("completions %s", got.Body)
+	}
+	q := h.do("GET", "/v1/audit/query?workflow_id="+wf.ID+"&limit=200", h.token("acme", "audit:read"), nil)
+	var recs struct {
+		Records []struct {
+			Action string `json:"action"`
+		} `json:"records"`
+	}
+	q.json(t, &recs)
+	actions := map[string]int{}
+	for _, rec := range recs.Records {
+		actions[rec.Action]++
+	}
+	if actions["gateway.chat"] != 2 || actions["gateway.mcp"] == 0 || actions["tool.call"] != 1 {
+		t.Errorf("audit actions %v", actions)
+	}
+}
+
+// TestExternalAgentFailures covers an agent's bad answers: each fails the
+// workflow with a stable error code, never a 500.
+func TestExternalAgentFailures(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	var calls atomic.Int32
+	cases := []struct {
+		name, code string
+		handler    http.HandlerFunc
+		attempts   int32
+	}{
+		{"refuses", workflow.ErrorCodeAgentError, func(rw http.ResponseWriter, r *http.Request) {
+			http.Error(rw, "no such customer", http.StatusUnprocessableEntity)
+		}, 1},
+		{"not-json", workflow.ErrorCodeAgentError, func(rw http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(rw, "done!")
+		}, 1},
+		{"empty", workflow.ErrorCodeAgentError, func(rw http.ResponseWriter, r *http.Request) {}, 1},
+		{"broken", workflow.ErrorCodeAgentError, func(rw http.ResponseWriter, r *http.Request) {
+			http.Error(rw, "boom", http.StatusBadGateway)
+		}, 2},
+	}
+	for _, tc := range cases {
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			io.Copy(io.Discard, r.Body)
+			tc.handler(rw, r)
+		}))
+		t.Cleanup(srv.Close)
+		calls.Store(0)
+		deployExternal(t, h, w.admin, "ext-"+tc.name, map[string]any{"url": srv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}, "max_attempts": 2})
+		r := h.do("POST", "/v1/agents/ext-"+tc.name+"/invoke", w.admin, map[string]any{"goal": "go"})
+		var wf externalWorkflow
+		r.json(t, &wf)
+		if r.Status != 200 || wf.Status != "failed" || wf.Error == nil || wf.Error.ErrorCode != tc.code || calls.Load() != tc.attempts {
+			t.Errorf("%s: %d attempts, %d %s", tc.name, calls.Load(), r.Status, r.Body)
+		}
+	}
+}
+
+// TestExternalGatewayRefusesTokens: the gateway answers a request without
+// a run token, with an unknown one, or after the run ended with 401 in the
+// provider's shape.
+func TestExternalGatewayRefusesTokens(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	tokens := make(chan string, 1)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		tokens <- in.Gateway.Token
+		fmt.Fprint(rw, `{"output": {"ok": true}}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-token", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	if r := h.do("POST", "/v1/agents/ext-token/invoke", w.admin, map[string]any{"goal": "go"}); r.Status != 200 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	ended := <-tokens
+	body := `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`
+	for name, tok := range map[string]string{"none": "", "unknown": "apr_nope", "ended": ended} {
+		r := h.do("POST", "/gateway/openai/v1/chat/completions", tok, body)
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}
+		r.json(t, &e)
+		if r.Status != 401 || e.Error.Message == "" {
+			t.Errorf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+}

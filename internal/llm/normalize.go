@@ -1,0 +1,87 @@
+package llm
+
+import (
+	"encoding/json"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm/wire"
+)
+
+// Normalize reads a relayed exchange as a plan step's completion: the
+// agent's request body in api's wire format as a ChatRequest (its model
+// the name the agent gave), and the answer, streamed or not, as a
+// ChatResponse. A nil resp gives a zero ChatResponse; an error answer gives
+// the request and an *agent.LLMError with the provider's status and words.
+func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest, agent.ChatResponse, error) {
+	req, err := wire.Request(api, body)
+	if err != nil || resp == nil {
+		return req, agent.ChatResponse{}, err
+	}
+	if resp.Status >= 400 {
+		return req, agent.ChatResponse{}, &agent.LLMError{Status: resp.Status,
+			Message: providerMessage(&exchange{status: resp.Status, header: resp.Header, body: resp.Body})}
+	}
+	answer, err := wire.Answer(api, resp.Body, resp.Events)
+	if err != nil {
+		return req, agent.ChatResponse{}, err
+	}
+	if answer.Usage == nil && resp.Usage != (agent.Usage{}) {
+		u := resp.Usage
+		answer.Usage = &u
+	}
+	return req, answer, nil
+}
+
+// streamEvent is what the relay reads of each event as it passes.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Choices *[]struct {
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+	Delta struct {
+		StopReason string `json:"stop_reason"`
+	} `json:"delta"`
+}
+
+// lastEvent reports whether ev ends a stream of api: [DONE] or a finish
+// reason; response.completed, incomplete, failed or error; message_stop,
+// a stop_reason or error.
+func lastEvent(api string, ev []byte) bool {
+	data := wire.EventData(ev)
+	if string(data) == "[DONE]" {
+		return true
+	}
+	var e streamEvent
+	if json.Unmarshal(data, &e) != nil {
+		return false
+	}
+	switch api {
+	case ChatCompletions:
+		if e.Choices != nil {
+			for _, c := range *e.Choices {
+				if c.FinishReason != nil {
+					return true
+				}
+			}
+		}
+		return false
+	case Responses:
+		switch e.Type {
+		case "response.completed", "response.incomplete", "response.failed", "error":
+			return true
+		}
+		return false
+	}
+	return e.Type == "message_stop" || e.Type == "error" || (e.Type == "message_delta" && e.Delta.StopReason != "")
+}
+
+// usageChunk reports whether ev is the chunk of a streamed chat
+// completion that carries its usage alone (no choices).
+func usageChunk(ev []byte) bool {
+	var e streamEvent
+	if json.Unmarshal(wire.EventData(ev), &e) != nil {
+		return false
+	}
+	return e.Choices != nil && len(*e.Choices) == 0 && len(e.Usage) > 0 && string(e.Usage) != "null"
+}
