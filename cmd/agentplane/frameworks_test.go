@@ -205,26 +205,53 @@ func runFramework(t *testing.T, c frameworkCase) {
 		t.Errorf("output %s", got)
 	}
 
-	// The steps: two completions of the registered model, the call between.
-	var kinds []string
+	// The steps: two completions of the registered model, the call
+	// between, then the attempt's answer.
+	var steps []string
 	for _, s := range res["steps"].([]any) {
 		step := s.(map[string]any)
-		switch {
-		case step["tool"] != nil:
-			kinds = append(kinds, fmt.Sprintf("call %v.%v %v", step["tool"], step["operation"], step["status"]))
-		case step["model"] != nil:
-			kinds = append(kinds, fmt.Sprintf("completion %v in=%v out=%v %v", step["model"], step["input_tokens"], step["output_tokens"], step["status"]))
+		switch step["action"] {
+		case "completion":
+			steps = append(steps, fmt.Sprintf("completion %v in=%v out=%v %v %v", step["model"], step["input_tokens"], step["output_tokens"], step["finish_reason"], step["status"]))
+		case "call":
+			steps = append(steps, fmt.Sprintf("call %v.%v %v", step["tool"], step["operation"], step["status"]))
+		default:
+			steps = append(steps, fmt.Sprintf("%v %v", step["action"], step["status"]))
 		}
 	}
-	want := []string{"completion helper in=10 out=5 ok", "call ledger.getTransaction ok", "completion helper in=10 out=5 ok"}
-	if !slices.Equal(kinds, want) {
-		t.Errorf("steps %q, want %q\n%v", kinds, want, res["steps"])
+	want := []string{"completion helper in=10 out=5 tool_calls ok", "call ledger.getTransaction ok",
+		"completion helper in=10 out=5 stop ok", "attempt ok"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q\n%v", steps, want, res["steps"])
 	}
+	// The workflow shows the conversation: the second completion was asked
+	// with the tool's answer and answered with the agent's output.
 	code, wf := srv.do("GET", "/v1/workflows/"+id, tok, nil)
-	comps, _ := wf["completions"].([]any)
-	usage, _ := wf["usage"].(map[string]any)
-	if code != 200 || len(comps) != 2 || usage["completions"] != 2.0 || usage["input_tokens"] != 20.0 || usage["output_tokens"] != 10.0 {
-		t.Errorf("workflow %d: completions %v, usage %v", code, comps, usage)
+	var comps []struct {
+		Model   string `json:"model"`
+		Request struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		} `json:"request"`
+		Response struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"response"`
+	}
+	b, _ := json.Marshal(wf["completions"])
+	if err := json.Unmarshal(b, &comps); err != nil || code != 200 || len(comps) != 2 {
+		t.Fatalf("workflow %d: completions %s (%v)", code, b, err)
+	}
+	msgs := comps[1].Request.Messages
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "tool" || !strings.Contains(msgs[len(msgs)-1].Content, `"settled"`) ||
+		comps[1].Response.Message.Content != frameworkAnswer {
+		t.Errorf("the second completion's conversation: %s", b)
+	}
+	if usage, _ := wf["usage"].(map[string]any); usage["completions"] != 2.0 || usage["input_tokens"] != 20.0 || usage["output_tokens"] != 10.0 {
+		t.Errorf("usage %v", usage)
 	}
 
 	// The tool got exactly the call the model asked for.
