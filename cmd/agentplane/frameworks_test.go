@@ -307,3 +307,96 @@ func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
 func TestExternalAgentVercelAISDK(t *testing.T) {
 	runFramework(t, frameworkCase{example: "vercel-ai", provider: "anthropic", model: llmtest.NewAnthropicServer})
 }
+
+// TestExternalAgentLangGraphSurvivesAServerKill kills the server while the
+// LangGraph agent's second completion is in flight. After the restart a
+// new attempt runs the agent again: the gateway answers its first
+// completion and its tool call from the run's record, so the tool is
+// called once, and only the unanswered completion is requested again.
+func TestExternalAgentLangGraphSurvivesAServerKill(t *testing.T) {
+	node, modules := frameworks(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	flags := []string{"--data", dir, "--allow-private-networks", "--workflow-lease", "1s"}
+	a := startChild(t, addr, flags...)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:write models:write agents:write agents:invoke workflows:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out.String())
+	ledger := newLedgerAPI(t)
+	if code, body := a.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
+		"spec_url": ledger.srv.URL + "/openapi.json"}); code != 201 {
+		t.Fatalf("register the tool: %d %v", code, body)
+	}
+	inFlight := make(chan struct{}, 1)
+	model := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		switch r.N {
+		case 1:
+			return llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`))
+		case 2: // held until the server that asked is killed
+			inFlight <- struct{}{}
+			return llmtest.Answer{Text: "never sent", Delay: time.Minute}
+		}
+		return llmtest.Text(frameworkAnswer)
+	})
+	if code, body := a.do("POST", "/v1/models", tok, map[string]any{"name": "helper", "provider": "openai",
+		"base_url": model.URL, "model": "test-model"}); code != 201 {
+		t.Fatalf("register the model: %d %v", code, body)
+	}
+	agentURL := startExample(t, node, modules, "langgraph", "MODEL=helper")
+	if code, body := a.do("POST", "/v1/agents", tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
+		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m"}}); code != 201 {
+		t.Fatalf("deploy: %d %v", code, body)
+	}
+	go func() {
+		req, _ := http.NewRequest("POST", a.base+"/v1/agents/ledger-helper/invoke", strings.NewReader(`{"goal": "`+frameworkGoal+`"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, inFlight, "the second completion")
+	a.kill()
+
+	b := startChild(t, addr, flags...)
+	_, list := b.do("GET", "/v1/workflows?agent=ledger-helper", tok, nil)
+	wfs, _ := list["workflows"].([]any)
+	if len(wfs) != 1 {
+		t.Fatalf("workflows after the restart: %v", list)
+	}
+	id, _ := wfs[0].(map[string]any)["workflow_id"].(string)
+	wf := finished(t, b, tok, id)
+	got, _ := json.Marshal(wf["output"])
+	if wf["status"] != "completed" || string(got) != `{"answer":"`+frameworkAnswer+`"}` {
+		t.Fatalf("workflow after the restart: %v", wf)
+	}
+	// Attempt 1's exchanges and its interruption, then attempt 2's one
+	// live completion: its first completion and its call were answered
+	// from the record and made no steps.
+	var steps []string
+	for _, s := range wf["steps"].([]any) {
+		step := s.(map[string]any)
+		steps = append(steps, strings.TrimSpace(fmt.Sprintf("%v attempt=%v %v %v%v%v", step["action"], step["attempt"], step["status"],
+			textOf(step["finish_reason"]), textOf(step["error_code"]), textOf(step["journal"]))))
+	}
+	want := []string{"completion attempt=1 ok tool_calls", "call attempt=1 ok", "attempt attempt=1 error interrupted",
+		"completion attempt=2 ok stop", "attempt attempt=2 ok"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+	if got := ledger.requests(); !slices.Equal(got, []string{"GET /transactions/tx-1"}) {
+		t.Errorf("the tool received %q", got)
+	}
+	if n := model.Count(); n != 3 {
+		t.Errorf("the model received %d requests, want 3: the first once, the second again after the kill", n)
+	}
+}
+
+// textOf is v as text, or "" when v is absent.
+func textOf(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
