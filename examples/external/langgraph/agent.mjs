@@ -2,7 +2,7 @@
 // completion goes through the run gateway's OpenAI-compatible endpoint and
 // every tool call through its MCP server.
 //
-//   npm install && PORT=8080 MODEL=gpt node agent.mjs
+//   npm install && PORT=9100 MODEL=gpt node agent.mjs
 import http from 'node:http';
 import { json } from 'node:stream/consumers';
 import { createReactAgent } from '@langchain/langgraph/prebuilt';
@@ -53,6 +53,6 @@ const server = http.createServer(async (req, res) => {
     reply(500, { error: message });
   }
 });
-server.listen(Number(process.env.PORT ?? 8080), '127.0.0.1', () => {
+server.listen(Number(process.env.PORT ?? 9100), '127.0.0.1', () => {
   console.log(`listening on http://127.0.0.1:${server.address().port}`);
 });

@@ -4,7 +4,7 @@
 // OPENAI_API=chat_completions; streamed with STREAM=1) and every tool call
 // through its MCP server.
 //
-//   npm install && PORT=8080 MODEL=gpt node agent.mjs
+//   npm install && PORT=9100 MODEL=gpt node agent.mjs
 import http from 'node:http';
 import { json } from 'node:stream/consumers';
 import {
@@ -68,6 +68,6 @@ const server = http.createServer(async (req, res) => {
     reply(500, { error: message });
   }
 });
-server.listen(Number(process.env.PORT ?? 8080), '127.0.0.1', () => {
+server.listen(Number(process.env.PORT ?? 9100), '127.0.0.1', () => {
   console.log(`listening on http://127.0.0.1:${server.address().port}`);
 });
