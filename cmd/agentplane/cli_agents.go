@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,7 +16,60 @@ import (
 
 func versionTable(w io.Writer, v map[string]any) error {
 	vertical(w, v, "ref", "description", "default", "tools", "deployed_at")
+	externalTable(w, v)
 	return nil
+}
+
+// externalTable writes what an external version's block says, when the
+// version v is one: where it runs and its bounds, then what its gateway
+// allows (models, policies, approvals, limits). Tools are the version's.
+func externalTable(w io.Writer, v map[string]any) {
+	x, ok := v["external"].(map[string]any)
+	if !ok {
+		return
+	}
+	line := func(k, val string) {
+		if val != "" {
+			fmt.Fprintf(w, "%s:\t%s\n", k, val)
+		}
+	}
+	line("url", field(x, "url"))
+	if t := field(x, "auth.type"); t != "" && t != "none" {
+		auth := t + ", secret " + field(x, "auth.secrets_ref")
+		if h := field(x, "auth.header"); h != "" {
+			auth += " in " + h
+		}
+		line("auth", auth)
+	}
+	line("timeout", orDefault(field(x, "timeout"), "10m (default)"))
+	line("max_attempts", orDefault(field(x, "max_attempts"), "3 (default)"))
+	line("max_concurrency", field(x, "max_concurrency"))
+	line("models", field(x, "models"))
+	policies, _ := x["policies"].(map[string]any)
+	for _, class := range slices.Sorted(maps.Keys(policies)) {
+		line("policies."+class, "allow "+field(policies, class+".allow"))
+	}
+	approvals := list(x, "approvals")
+	if len(approvals) > 0 {
+		line("approvals", strconv.Itoa(len(approvals)))
+	}
+	for i, a := range approvals {
+		when := field(a, "when")
+		if scope := field(a, "approver_scope"); scope != "" {
+			when += " (by " + scope + ")"
+		}
+		line(fmt.Sprintf("approvals[%d].when", i), when)
+	}
+	line("limits.max_tool_calls", field(x, "limits.max_tool_calls"))
+	line("limits.max_llm_tokens", field(x, "limits.max_llm_tokens"))
+}
+
+// orDefault is s, or def when s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func (c *cli) agentsCommand() *cobra.Command {
@@ -27,13 +82,16 @@ func (c *cli) agentsCommand() *cobra.Command {
 		Use:   "deploy FILE",
 		Short: "Deploy an agent version from a YAML or JSON file",
 		Long: `Deploys the agent version a file describes: the body of POST /v1/agents, that is
-name, optional version and description, and the definition (docs/agents.md).
-The file may also be a bare definition (tools, steps, outcome, …) with --name,
-or what agents get -o yaml printed, edited: its read-only fields are left
+name, optional version and description, and either the definition or, for
+an agent reached over HTTP, the external block (url, tools, models, …)
+(docs/agents.md). The file may also be a bare definition (tools, steps,
+outcome, …) or a bare external block (url, tools, …) with --name, or what
+agents get -o yaml printed, edited: its read-only fields are left
 out, with a note. --name and --version set or override the name and the
 version (without one, the server numbers the version). - reads standard input.`,
 		Example: `  agentplane agents deploy fraud-triage.yaml
   agentplane agents deploy definition.yaml --name fraud-triage
+  agentplane agents deploy triage-external.yaml
   agentplane agents get fraud-triage -o yaml > v.yaml && $EDITOR v.yaml && agentplane agents deploy v.yaml`,
 		Args: args(1, "a file (YAML or JSON, - for standard input)"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -91,6 +149,7 @@ version (without one, the server numbers the version). - reads standard input.`,
 					vertical(w, map[string]any{"name": doc["name"], "description": d["description"]}, "name", "description")
 					vertical(w, doc, "default_version", "latest_version", "versions", "created_at", "updated_at")
 					vertical(w, map[string]any{"default": d}, "default.tools", "default.deployed_at")
+					externalTable(w, d)
 					return nil
 				}
 				return versionTable(w, doc)
@@ -168,22 +227,37 @@ var readOnlyFields = map[string]bool{"id": true, "ref": true, "default": true, "
 	"default_version": true, "latest_version": true, "versions": true, "created_at": true, "updated_at": true}
 
 // deployment turns what an agents deploy file holds into the body of POST
-// /v1/agents: a deployment as it is; a bare definition (it has steps) with
-// --name; an agent version or an agent as agents get printed it, less its
-// read-only fields, which notes name. name and version, when set, win.
+// /v1/agents: a deployment as it is; a bare definition (it has steps) or a
+// bare external block (it has a url) with --name; an agent version or an
+// agent as agents get printed it, less its read-only fields, which notes
+// name. name and version, when set, win.
 func deployment(doc map[string]any, name, version string) (map[string]any, []string, error) {
 	var notes []string
 	if def, ok := doc["default"].(map[string]any); ok {
 		// An agent with its default version (agents get NAME): deploy
-		// that version's definition, edited or not.
-		notes = append(notes, fmt.Sprintf("deploying the definition of %s's default version %v", field(doc, "name"), def["version"]))
+		// that version, edited or not.
+		what := "definition"
+		if def["external"] != nil {
+			what = "external block"
+		}
+		notes = append(notes, fmt.Sprintf("deploying the %s of %s's default version %v", what, field(doc, "name"), def["version"]))
 		doc = def
 	}
-	if _, bare := doc["steps"]; bare && doc["definition"] == nil {
-		if name == "" {
-			return nil, nil, fmt.Errorf("this is a bare definition: name its agent with --name, or wrap it as {name: …, definition: {tools: …, steps: …}}")
+	if doc["definition"] == nil && doc["external"] == nil {
+		for _, bare := range []struct{ member, block, called, example string }{
+			{"steps", "definition", "definition", "{tools: …, steps: …}"},
+			{"url", "external", "external block", "{url: …, tools: …, models: …}"},
+		} {
+			if _, ok := doc[bare.member]; !ok {
+				continue
+			}
+			if name == "" {
+				return nil, nil, fmt.Errorf("this is a bare %s: name its agent with --name, or wrap it as {name: …, %s: %s}",
+					bare.called, bare.block, bare.example)
+			}
+			doc = map[string]any{bare.block: doc}
+			break
 		}
-		doc = map[string]any{"definition": doc}
 	}
 	body := map[string]any{}
 	var dropped []string
@@ -212,8 +286,8 @@ func deployment(doc map[string]any, name, version string) (map[string]any, []str
 	if version != "" {
 		body["version"] = version
 	}
-	if body["definition"] == nil {
-		return nil, nil, fmt.Errorf("no definition: the file needs {name: …, definition: {tools: …, steps: …}} (docs/agents.md), or a bare definition with --name")
+	if body["definition"] == nil && body["external"] == nil {
+		return nil, nil, fmt.Errorf("no definition nor external block: the file needs {name: …, definition: {tools: …, steps: …}} or {name: …, external: {url: …, tools: …}} (docs/agents.md), or a bare one with --name")
 	}
 	return body, notes, nil
 }

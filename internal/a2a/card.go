@@ -93,9 +93,12 @@ func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, tenant, name 
 	if err != nil {
 		return err
 	}
+	// An external version has no definition: no purpose, no public card.
 	var def agent.Definition
-	if err := json.Unmarshal(v.Definition, &def); err != nil {
-		return fmt.Errorf("definition of %s: %w", v.Ref(), err)
+	if v.External == nil {
+		if err := json.Unmarshal(v.Definition, &def); err != nil {
+			return fmt.Errorf("definition of %s: %w", v.Ref(), err)
+		}
 	}
 	if public {
 		if def.A2A == nil || !def.A2A.PublicCard {

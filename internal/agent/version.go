@@ -54,6 +54,20 @@ func UnpinnedName(ref string) (string, error) {
 // Ref is name@version.
 func (v *Version) Ref() string { return v.Name + "@" + v.Version }
 
+// Inputs is the JSON Schema of the version's invocation context: its
+// external block's inputs, or its definition's; nil when it has none or
+// its definition does not decode.
+func (v *Version) Inputs() json.RawMessage {
+	if v.External != nil {
+		return v.External.Inputs
+	}
+	def, errs := DecodeDefinition(v.Definition)
+	if len(errs) > 0 {
+		return nil
+	}
+	return def.Inputs
+}
+
 // Agent summarises an agent and its versions.
 type Agent struct {
 	Tenant         string    `json:"-"`

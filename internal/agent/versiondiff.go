@@ -16,9 +16,12 @@ import (
 )
 
 // VersionDiff is a side-by-side comparison of two versions of an agent,
-// grouped by what a reader asks about first: the steps of the plan, the CEL
-// expressions, the policies, the model, the instructions, the limits, the
-// tools, then the inputs and the description.
+// grouped by what a reader asks about first: an external version's
+// endpoint, the steps of the plan, the CEL expressions, an external
+// version's approvals, the policies, the model, the instructions, the
+// limits, the tools, then the inputs and the description. A defined and an
+// external version compare section by section: what one has and the other
+// has not shows as added or removed.
 type VersionDiff struct {
 	From, To string // name@version
 	Sections []DiffSection
@@ -53,8 +56,9 @@ type DiffRow struct {
 	LeftN, RightN int
 }
 
-// DiffVersions compares two versions' definitions. Each definition must
-// decode; a field error names the version it is in.
+// DiffVersions compares two versions: their definitions, or their external
+// blocks. Each definition must decode; a field error names the version it
+// is in.
 func DiffVersions(from, to *Version) (*VersionDiff, error) {
 	a, err := readable(from)
 	if err != nil {
@@ -72,10 +76,14 @@ func DiffVersions(from, to *Version) (*VersionDiff, error) {
 }
 
 // sectionNames are the sections in the order readable gives them.
-var sectionNames = []string{"Steps", "Expressions", "Policies", "Model", "Instructions", "Limits", "Tools", "Inputs", "Description"}
+var sectionNames = []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Instructions", "Limits", "Tools", "Inputs", "Description"}
 
-// readable is v's definition as lines per section (sectionNames' order).
+// readable is v's definition, or external block, as lines per section
+// (sectionNames' order).
 func readable(v *Version) ([][]string, error) {
+	if v.External != nil {
+		return readableExternal(v), nil
+	}
 	def, errs := DecodeDefinition(v.Definition)
 	if len(errs) > 0 {
 		for i := range errs {
@@ -84,7 +92,7 @@ func readable(v *Version) ([][]string, error) {
 		return nil, problem.Validation(errs...)
 	}
 	out := make([][]string, len(sectionNames))
-	steps, exprs, policies, model, instructions, limits, tools, inputs, description := &out[0], &out[1], &out[2], &out[3], &out[4], &out[5], &out[6], &out[7], &out[8]
+	steps, exprs, policies, model, instructions, limits, tools, inputs, description := &out[1], &out[2], &out[4], &out[5], &out[6], &out[7], &out[8], &out[9], &out[10]
 
 	for _, s := range def.Steps {
 		*steps = append(*steps, s.Action+": "+stepKind(s))
@@ -134,12 +142,7 @@ func readable(v *Version) ([][]string, error) {
 		*limits = append(*limits, fmt.Sprintf("max_steps: %d", def.MaxSteps))
 	}
 	*tools = slices.Sorted(slices.Values(def.Tools))
-	if len(def.Inputs) > 0 {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, def.Inputs, "", "  "); err == nil {
-			*inputs = strings.Split(buf.String(), "\n")
-		}
-	}
+	*inputs = indented(def.Inputs)
 	if v.Description != "" {
 		*description = []string{v.Description}
 	}
@@ -147,6 +150,92 @@ func readable(v *Version) ([][]string, error) {
 		*description = append(*description, "purpose: "+def.Purpose)
 	}
 	return out, nil
+}
+
+// readableExternal is v's external block as lines per section
+// (sectionNames' order): it has no steps nor instructions; its url, auth
+// and bounds are its endpoint, its approvals rules a section of their own.
+func readableExternal(v *Version) [][]string {
+	x := v.External
+	out := make([][]string, len(sectionNames))
+	endpoint, approvals, policies, model, limits, tools, inputs, description := &out[0], &out[3], &out[4], &out[5], &out[7], &out[8], &out[9], &out[10]
+
+	*endpoint = append(*endpoint, "url: "+x.URL)
+	if a := x.Auth; a != nil && a.Type != "" && a.Type != ExternalAuthNone {
+		auth := "auth: " + a.Type
+		if a.Header != "" {
+			auth += " in " + a.Header
+		}
+		*endpoint = append(*endpoint, auth+", secret "+a.SecretsRef)
+	}
+	timeout, attempts := x.Timeout, fmt.Sprint(x.MaxAttempts)
+	if timeout == "" {
+		timeout = fmt.Sprintf("%v (default)", DefaultExternalTimeout)
+	}
+	if x.MaxAttempts == 0 {
+		attempts = fmt.Sprintf("%d (default)", DefaultExternalMaxAttempts)
+	}
+	*endpoint = append(*endpoint, "timeout: "+timeout, "max_attempts: "+attempts)
+	if x.MaxConcurrency > 0 {
+		*endpoint = append(*endpoint, fmt.Sprintf("max_concurrency: %d", x.MaxConcurrency))
+	}
+	for i, a := range x.Approvals {
+		*approvals = append(*approvals, ApprovalRuleText(i, a))
+	}
+	for _, name := range slices.Sorted(maps.Keys(x.Policies)) {
+		*policies = append(*policies, name+": allow "+x.Policies[name].Allow)
+	}
+	for _, m := range x.ModelNames() {
+		*model = append(*model, "may use: "+m)
+	}
+	if l := x.Limits; l != nil {
+		if l.MaxLLMTokens > 0 {
+			*limits = append(*limits, fmt.Sprintf("max_llm_tokens: %d", l.MaxLLMTokens))
+		}
+		if l.MaxToolCalls > 0 {
+			*limits = append(*limits, fmt.Sprintf("max_tool_calls: %d", l.MaxToolCalls))
+		}
+	}
+	*tools = slices.Sorted(slices.Values(x.Tools))
+	*inputs = indented(x.Inputs)
+	if v.Description != "" {
+		*description = []string{v.Description}
+	}
+	return out
+}
+
+// ApprovalRuleText says what the i-th approvals rule of an external
+// version holds and who decides, on one line.
+func ApprovalRuleText(i int, a ApprovalRule) string {
+	s := fmt.Sprintf("approvals[%d]: when %s", i, a.When)
+	if a.Reason != "" {
+		s += "; reason " + a.Reason
+	}
+	if a.ApproverScope != "" {
+		s += "; by " + a.ApproverScope
+	}
+	if a.Timeout != "" {
+		s += ", " + a.Timeout
+	}
+	if a.OnTimeout != "" {
+		s += " then " + a.OnTimeout
+	}
+	if a.AllowSelf {
+		s += ", the invoker may decide"
+	}
+	return s
+}
+
+// indented is a JSON Schema of inputs as indented lines, none when absent.
+func indented(schema json.RawMessage) []string {
+	if len(schema) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, schema, "", "  "); err != nil {
+		return nil
+	}
+	return strings.Split(buf.String(), "\n")
 }
 
 // stepKind says what a step does, without its expressions (they are in

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,7 +65,7 @@ func TestDiffVersionsOfTheDemo(t *testing.T) {
 				"Policies: changed: financial: allow !has(args.amount) || args.amount <= 5000.0 | financial: allow !has(args.amount) || args.amount <= 1000.0",
 				"Description: changed: Fraud triage: escalate above 1000, refund at most 5000 | Fraud triage: escalate above 5000, refund at most 1000, approval above 500",
 			},
-			same: []string{"Model", "Instructions", "Limits", "Tools", "Inputs"},
+			same: []string{"Endpoint", "Approvals", "Model", "Instructions", "Limits", "Tools", "Inputs"},
 		},
 		{
 			name: "payments-assistant 1 to 2: one more sentence of instructions",
@@ -73,12 +75,12 @@ func TestDiffVersionsOfTheDemo(t *testing.T) {
 				"Description: changed: Answers the payments team's questions about a transaction (" + "You help the payments team. Look the transaction up, then its customer, and answer in two sentences.)" +
 					" | Answers the payments team's questions about a transaction (You help the payments team. Look the transaction up, then its customer, and answer in two sentences. " + demo.CaseInstruction + ")",
 			},
-			same: []string{"Steps", "Expressions", "Policies", "Model", "Limits", "Tools", "Inputs"},
+			same: []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Limits", "Tools", "Inputs"},
 		},
 		{
 			name: "a version against itself",
 			from: 1, to: 1,
-			same: []string{"Steps", "Expressions", "Policies", "Model", "Instructions", "Limits", "Tools", "Inputs", "Description"},
+			same: []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Instructions", "Limits", "Tools", "Inputs", "Description"},
 		},
 	}
 	for _, tc := range tests {
@@ -142,5 +144,82 @@ func TestDiffVersionsRefusesABrokenDefinition(t *testing.T) {
 	p := problem.As(err)
 	if p == nil || p.Code != problem.ValidationFailed || len(p.Errors) == 0 || p.Errors[0].Field[:4] != "x@1 " {
 		t.Fatalf("err = %v, want a validation problem naming x@1", err)
+	}
+}
+
+// externalVersion is an external version of fraud-triage.
+func externalVersion(version string, edit func(x *agent.External)) *agent.Version {
+	x := &agent.External{
+		URL:   "https://agents.example.com/fraud",
+		Auth:  &agent.ExternalAuth{Type: agent.ExternalAuthBearer, SecretsRef: "env://FRAUD_TOKEN"},
+		Tools: []string{"payments", "customers"}, Models: []string{"gpt"},
+		Policies:  map[string]agent.Policy{"financial": {Allow: "!has(args.amount) || args.amount <= 1000.0"}},
+		Approvals: []agent.ApprovalRule{{When: "operation == 'refund'", ApproverScope: "approve:refunds", Timeout: "1h"}},
+		Limits:    &agent.ExternalLimits{MaxToolCalls: 20},
+	}
+	if edit != nil {
+		edit(x)
+	}
+	return &agent.Version{Name: "fraud-triage", Version: version, Description: "Fraud triage, in Python", External: x}
+}
+
+func TestDiffExternalVersions(t *testing.T) {
+	tests := []struct {
+		name     string
+		from, to *agent.Version
+		changed  []string
+		same     []string
+	}{
+		{
+			name: "an external version against itself",
+			from: externalVersion("3", nil), to: externalVersion("3", nil),
+			same: []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Instructions", "Limits", "Tools", "Inputs", "Description"},
+		},
+		{
+			name: "url, bounds, an approval and a model",
+			from: externalVersion("3", nil),
+			to: externalVersion("4", func(x *agent.External) {
+				x.URL, x.Timeout, x.MaxAttempts = "https://agents.example.com/fraud/v2", "30m", 5
+				x.Approvals = append(x.Approvals, agent.ApprovalRule{When: "args.amount > 500.0", Reason: "'large'", OnTimeout: "approve", AllowSelf: true})
+				x.Models = append(x.Models, "default")
+			}),
+			changed: []string{
+				"Endpoint: changed: url: https://agents.example.com/fraud | url: https://agents.example.com/fraud/v2",
+				"Endpoint: changed: timeout: 10m0s (default) | timeout: 30m",
+				"Endpoint: changed: max_attempts: 3 (default) | max_attempts: 5",
+				"Approvals: added:  | approvals[1]: when args.amount > 500.0; reason 'large' then approve, the invoker may decide",
+				"Model: added:  | may use: default",
+			},
+			same: []string{"Steps", "Expressions", "Policies", "Instructions", "Limits", "Tools", "Inputs", "Description"},
+		},
+		{
+			name: "a defined version to an external one",
+			from: demoVersion(t, 1), to: externalVersion("3", nil),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := agent.DiffVersions(tc.from, tc.to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			changed, same := changes(d)
+			if tc.changed == nil && tc.same == nil {
+				// Defined to external: the steps go, the endpoint and
+				// approvals come.
+				if !slices.Contains(changed, "Endpoint: added:  | url: https://agents.example.com/fraud") ||
+					!slices.Contains(changed, "Approvals: added:  | approvals[0]: when operation == 'refund'; by approve:refunds, 1h") ||
+					!slices.ContainsFunc(changed, func(s string) bool { return strings.HasPrefix(s, "Steps: removed: fetch_transaction") }) {
+					t.Errorf("changed rows:\n%s", strings.Join(changed, "\n"))
+				}
+				return
+			}
+			if diff := cmp.Diff(tc.changed, changed); diff != "" {
+				t.Errorf("changed rows (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.same, same); diff != "" {
+				t.Errorf("unchanged sections (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -56,7 +56,8 @@ type agentPage struct {
 	From, To string
 }
 
-// Agent is one agent's page: its versions and one of their definitions.
+// Agent is one agent's page: its versions and one of them, readably: its
+// definition, or an external version's endpoint and governance.
 func (c *Console) Agent(w http.ResponseWriter, r *http.Request) error {
 	tenant := frontdoor.Principal(r).Tenant
 	name, err := agent.UnpinnedName(r.PathValue("id"))

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/netip"
 	"strings"
@@ -9,8 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/outbound/outboundtest"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -177,27 +178,13 @@ func ext(edit func(x map[string]any)) map[string]any {
 	return map[string]any{"name": "triage", "external": externalBlock(edit)}
 }
 
-// names resolves host names from a table.
-type names map[string]netip.Addr
-
-func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return []netip.Addr{a}, nil
-	}
-	return nil, &noHost{host}
-}
-
-type noHost struct{ host string }
-
-func (e *noHost) Error() string { return "no such host " + e.host }
-
 // TestExternalURLUnderTheSSRFRules: an external version's url is checked
 // at deploy as a webhook's receiver is: a host that is or resolves to a
 // private address is refused, url-not-allowed, without saying the address,
 // unless --allow-private-host names it; plain http only to such a host.
 func TestExternalURLUnderTheSSRFRules(t *testing.T) {
 	t.Parallel()
-	resolver := names{
+	resolver := outboundtest.Names{
 		"agent.internal.test": netip.MustParseAddr("10.1.2.3"),
 		"agents.example.test": netip.MustParseAddr("203.0.113.9"),
 		"localhost":           netip.MustParseAddr("::1"),
@@ -252,5 +239,106 @@ func TestExternalURLUnderTheSSRFRules(t *testing.T) {
 				t.Errorf("detail %q reveals the address or does not name --allow-private-host", d.Detail)
 			}
 		})
+	}
+}
+
+// TestExternalVersionReaders: what reads a version works for an external
+// one: its A2A card and MCP agent tool list it like a defined agent, the
+// console shows its url and governance and compares it with a defined
+// version, and a dry-run replay against it is refused, not failed.
+func TestExternalVersionReaders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tok := externalWorld(t, h)
+	def := map[string]any{"tools": []any{"pets"}, "steps": []any{map[string]any{"action": "done", "finish": "answered"}}}
+	for _, d := range []map[string]any{
+		{"name": "triage", "description": "Triage, defined", "definition": def},
+		{"name": "triage", "description": "Triage, in Python", "external": externalBlock(nil), "promote": true},
+	} {
+		if r := h.do("POST", "/v1/agents", tok, d); r.Status != 201 {
+			t.Fatalf("deploy: %d %s", r.Status, r.Body)
+		}
+	}
+	user := h.token("acme", "agents:read agents:write agents:invoke workflows:read workflows:replay mcp:use")
+
+	r := h.do("GET", "/a2a/triage/.well-known/agent-card.json", user, nil)
+	var card struct {
+		Name, Description, Version string
+		Skills                     []struct{ ID, Description string }
+	}
+	r.json(t, &card)
+	if r.Status != 200 || card.Name != "triage" || card.Version != "2" || card.Description != "Triage, in Python" ||
+		len(card.Skills) != 1 || card.Skills[0].Description != "Triage, in Python" {
+		t.Errorf("card: %d %s", r.Status, r.Body)
+	}
+	if r := h.do("GET", "/a2a/triage/.well-known/agent-card.json?tenant=acme", "", nil); r.Status != 401 {
+		t.Errorf("anonymous card of an external version: %d %s; want 401, it is not public", r.Status, r.Body)
+	}
+
+	cs := mcpSession(t, h, user)
+	var found bool
+	for tl, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl.Name != "agent_triage" {
+			continue
+		}
+		found = true
+		schema, _ := json.Marshal(tl.InputSchema)
+		var s struct {
+			Properties struct {
+				Context map[string]any `json:"context"`
+			} `json:"properties"`
+		}
+		_ = json.Unmarshal(schema, &s)
+		want := externalBlock(nil)["inputs"]
+		if diff := cmp.Diff(want, s.Properties.Context); diff != "" || !strings.HasPrefix(tl.Description, "Triage, in Python.") {
+			t.Errorf("agent_triage: %q, context (-inputs +schema):\n%s", tl.Description, diff)
+		}
+	}
+	if !found {
+		t.Error("MCP lists no agent_triage")
+	}
+
+	wf := h.do("POST", "/v1/agents/triage@1/invoke", user, map[string]any{"goal": "triage"})
+	var run struct {
+		ID string `json:"workflow_id"`
+	}
+	wf.json(t, &run)
+	if wf.Status != 200 {
+		t.Fatalf("invoke the defined version: %d %s", wf.Status, wf.Body)
+	}
+	rp := h.check(t, call{name: "replay", method: "POST", path: "/v1/workflows/" + run.ID + "/replay", pattern: "POST /v1/workflows/{id}/replay",
+		token: user, body: map[string]any{"target_agent_version": "triage@2"}, status: 409})["replay"]
+	if d := rp.problem(t); d.Code != problem.Conflict || !strings.Contains(d.Detail, "triage@2 is an external agent version") {
+		t.Errorf("dry-run replay against the external version: %s", rp.Body)
+	}
+
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, user))
+	status, page := consoletest.Get(t, c, h.URL+"/console/agents/triage")
+	for _, want := range []string{
+		`<h2 id="definition-title">Version 2 (default)</h2>`,
+		`<p id="external-agent">An external agent: agentplane invokes <code>https://203.0.113.7/triage</code>`,
+		"url: https://203.0.113.7/triage", "auth: bearer, secret env://TOOL_TRIAGE_TOKEN", "timeout: 20m", "max_attempts: 4", "max_concurrency: 8",
+		"approvals[0]: when operation == &#39;createPet&#39;; reason &#39;a new pet&#39;; by approve:pets, 1h",
+		"standard: allow operation != &#39;deletePet&#39;", "may use: gpt", "max_tool_calls: 20", "max_llm_tokens: 200000",
+	} {
+		if status != 200 || !strings.Contains(page, want) {
+			t.Errorf("agent page (%d) lacks %s", status, want)
+		}
+	}
+	if strings.Contains(page, "<h3>Steps</h3>") {
+		t.Error("the external version's page shows steps")
+	}
+	status, page = consoletest.Get(t, c, h.URL+"/console/agents/triage/diff?from=1&to=2")
+	for _, want := range []string{
+		`<details class="diff-section" open data-section="Endpoint">`,
+		`<details class="diff-section" open data-section="Steps">`,
+		"<code>url: https://203.0.113.7/triage</code>", "<code>done: finish answered</code>",
+	} {
+		if status != 200 || !strings.Contains(page, want) {
+			t.Errorf("diff page (%d) lacks %s", status, want)
+		}
 	}
 }

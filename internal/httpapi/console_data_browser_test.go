@@ -15,8 +15,9 @@ import (
 // TestConsoleDataPagesInTheBrowser opens the agents, tools, usage, audit,
 // schedules and webhooks pages in Chromium: each shows with no CSP violation or script
 // error and no serious accessibility violation (axe-core). A reader picks
-// two versions and reads the changed expression; a replay whose score
-// changed links to the same diff from its viewer.
+// two versions and reads the changed expression, then reads an external
+// version's url and governance; a replay whose score changed links to the
+// same diff from its viewer.
 func TestConsoleDataPagesInTheBrowser(t *testing.T) {
 	t.Parallel()
 	browser := webtest.Browser(t)
@@ -79,6 +80,26 @@ func TestConsoleDataPagesInTheBrowser(t *testing.T) {
 	consoletest.NoProblems(t, tab, "diff")
 	consoletest.Axe(t, tab, "diff")
 	consoletest.Screenshot(t, tab, "console-agent-diff.png")
+
+	// An external version shows its url and governance instead of steps.
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "fraud-triage", "version": "3", "description": "Fraud triage, in Python",
+		"external": map[string]any{"url": "https://203.0.113.7/fraud", "tools": []string{"payments", "cases"},
+			"approvals": []any{map[string]any{"when": "operation == 'createCase'", "approver_scope": "approve:cases"}},
+			"limits":    map[string]any{"max_tool_calls": 10}}}); r.Status != 201 {
+		t.Fatalf("deploy an external version: %d %s", r.Status, r.Body)
+	}
+	consoletest.Run(t, tab, "external version", chromedp.Navigate(h.URL+"/console/agents/fraud-triage?version=3"),
+		chromedp.WaitVisible(chromedp.ID("external-agent")))
+	shown := consoletest.Eval[string](t, tab, `document.querySelector('section[aria-labelledby="definition-title"]').innerText`)
+	for _, want := range []string{"https://203.0.113.7/fraud", "url: https://203.0.113.7/fraud", "max_attempts: 3 (default)",
+		"approvals[0]: when operation == 'createCase'; by approve:cases", "max_tool_calls: 10", "cases\npayments"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the external version's section lacks %q:\n%s", want, shown)
+		}
+	}
+	consoletest.NoProblems(t, tab, "external version")
+	consoletest.Axe(t, tab, "external version")
+	consoletest.Screenshot(t, tab, "console-agent-external.png")
 
 	// From the replay's viewer to the diff of the versions it compared.
 	consoletest.Run(t, tab, "viewer to diff", chromedp.Navigate(res.ViewerURL), chromedp.Click(chromedp.ID("version-diff")),

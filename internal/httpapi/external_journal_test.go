@@ -268,3 +268,41 @@ func TestExternalStreamsAndAnthropic(t *testing.T) {
 		t.Errorf("anthropic completion step %+v", s)
 	}
 }
+
+// TestExternalCancelReachesTheAgent: cancelling the workflow cancels the
+// request to the agent, and the run's token no longer opens the gateway.
+func TestExternalCancelReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	started, cancelled := make(chan string, 1), make(chan struct{})
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		started <- in.Gateway.Token
+		<-r.Context().Done()
+		close(cancelled)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-cancel", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-cancel/invoke", w.admin, map[string]any{"goal": "wait"}, "Prefer", "respond-async")
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 202 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	token := <-started
+	if r := h.do("POST", "/v1/workflows/"+wf.ID+"/cancel", w.admin, nil); r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	<-cancelled
+	done := externalRunOf(t, h, w.admin, wf.ID)
+	if done.Status != "cancelled" {
+		t.Errorf("after cancel: %s %s", done.Status, stepList(done))
+	}
+	r = h.do("POST", "/gateway/openai/v1/chat/completions", token, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`)
+	if r.Status != 401 {
+		t.Errorf("a gateway call after the cancel: %d %s", r.Status, r.Body)
+	}
+}

@@ -24,8 +24,8 @@ const searchLimit = 10
 // and a context of the agent's inputs.
 func agentToolOf(v *agent.Version) *sdk.Tool {
 	contextSchema := json.RawMessage(`{"type":"object"}`)
-	if def, errs := agent.DecodeDefinition(v.Definition); len(errs) == 0 && len(def.Inputs) > 0 {
-		contextSchema = def.Inputs
+	if in := v.Inputs(); len(in) > 0 {
+		contextSchema = in
 	}
 	schema := fmt.Sprintf(`{"type":"object","properties":{"goal":{"type":"string","minLength":1,"maxLength":8000,"description":"what the agent should achieve"},"context":%s},"required":["goal"]}`, contextSchema)
 	desc := strings.TrimSpace(v.Description)

@@ -229,7 +229,7 @@ func (r *BatchRunner) target(ctx context.Context, b *Batch) (*agent.Version, *ag
 	if err := v.CheckLive(); err != nil {
 		return nil, nil, err
 	}
-	prog, err := r.Service.Programs.Program(ctx, v)
+	prog, err := r.Service.program(ctx, v)
 	if err != nil {
 		return nil, nil, err
 	}

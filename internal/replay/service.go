@@ -134,7 +134,7 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	}
 	r.Status = StatusCompleted
 	r.Mode = req.Mode.WithDefaults()
-	prog, err := s.Programs.Program(ctx, v)
+	prog, err := s.program(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -366,4 +366,13 @@ func (s *Service) now() time.Time {
 		return s.Now().UTC()
 	}
 	return time.Now().UTC()
+}
+
+// program is the compiled program of a version a replay runs against; an
+// external version has none to run here (problem.Conflict).
+func (s *Service) program(ctx context.Context, v *agent.Version) (*agent.Program, error) {
+	if v.External != nil {
+		return nil, problem.New(problem.Conflict, "%s is an external agent version, which has no definition to replay with", v.Ref())
+	}
+	return s.Programs.Program(ctx, v)
 }

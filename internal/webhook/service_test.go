@@ -1,13 +1,13 @@
 package webhook_test
 
 import (
-	"context"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/outbound/outboundtest"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/webhook"
@@ -34,27 +34,13 @@ func TestPlainHTTPOnlyToAllowedHosts(t *testing.T) {
 	}
 }
 
-// names resolves every host name to its address.
-type names map[string]netip.Addr
-
-func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return []netip.Addr{a}, nil
-	}
-	return nil, &netipError{host}
-}
-
-type netipError struct{ host string }
-
-func (e *netipError) Error() string { return "no such host " + e.host }
-
 // TestAReceiverIsCheckedAtRegistration: a URL whose scheme is not http(s)
 // or whose host name resolves to a private address is refused when the
 // webhook is created, url-not-allowed, with a detail that names the flag
 // allowing it and never the address the name resolved to.
 func TestAReceiverIsCheckedAtRegistration(t *testing.T) {
 	db := sqlite.NewTestDB(t)
-	client := outbound.New(outbound.Options{Resolver: names{
+	client := outbound.New(outbound.Options{Resolver: outboundtest.Names{
 		"hooks.internal.test": netip.MustParseAddr("127.0.0.1"),
 		"hooks.example.test":  netip.MustParseAddr("93.184.215.14"),
 		"localhost":           netip.MustParseAddr("::1"),

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -227,7 +228,13 @@ func (r *Runner) decide(ctx context.Context, d Decision, rec *audit.Record) (*Ap
 	if err != nil {
 		return nil, err
 	}
+	if r.handOver(a) {
+		return a, nil // an external agent's call held here goes on
+	}
 	err = guard(func() error { return r.resume(context.WithoutCancel(ctx), wf) })
+	if errors.Is(err, errRunning) && r.resumeAfter(wf) {
+		return a, nil // an external agent's attempt set aside is ending here
+	}
 	if p := panicked(err); p != nil {
 		r.crashed(context.WithoutCancel(ctx), wf, nil, p)
 	} else if err != nil {

@@ -120,6 +120,19 @@ func (r *Runner) executeExternal(ctx context.Context, wf *Workflow, v *agent.Ver
 	}
 	x := newExternalRun(r, wf, v, g, h, j, rec, intents)
 	res, runErr := x.run(ctx)
+	if x.waiting && errors.Is(context.Cause(ctx), errCancel) {
+		return // ended by Cancel, which took it waiting
+	}
+	if x.setAside {
+		// Stored waiting when the call was held. A decision made since
+		// handed the workflow to this replica, running: it is resumed as
+		// this execution returns.
+		_ = j.wait()
+		if now, err := r.opts.Store.Workflow(store, wf.Tenant, wf.ID); err == nil && now.Status == Running && now.Owner == r.opts.Owner {
+			r.resumeAfter(now)
+		}
+		return
+	}
 	if runErr != nil || res.Status == "" {
 		span.SetStatus(codes.Error, "external run")
 	}
@@ -153,6 +166,16 @@ type externalRun struct {
 	limited string
 	// lastStepAt is when the last step ended: a step's start.
 	lastStepAt time.Time
+	// approvals are the calls the run asked decisions for; decided, the
+	// decisions known, by the step that asked.
+	approvals []heldApproval
+	decided   map[int]*Approval
+	// setAside is set once a call waits past the hold: the workflow waits
+	// in the store, and the attempt's later exchanges are refused.
+	setAside bool
+	// waiting is set while the workflow waits in the store for a
+	// decision on a held call: a cancel then ends it (Runner.Cancel).
+	waiting bool
 }
 
 // recorded is an exchange of the run's record.
@@ -169,7 +192,12 @@ type recorded struct {
 
 func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governance, h history, j *journal, rec *recorder, intents []Intent) *externalRun {
 	x := &externalRun{r: r, wf: wf, v: v, g: g, j: j, rec: rec, in: wf.Input(), step: len(h.steps),
-		intents: map[int]Intent{}, lastStepAt: r.opts.Now()}
+		intents: map[int]Intent{}, lastStepAt: r.opts.Now(), decided: map[int]*Approval{}}
+	for step, a := range h.approvals {
+		if a.Decided() {
+			x.decided[step] = a
+		}
+	}
 	byStep := map[int]json.RawMessage{}
 	for n, data := range h.completions {
 		var head struct {
@@ -190,6 +218,8 @@ func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governan
 			if rc, ok := decodeWireCompletion(byStep[s.Step]); ok {
 				x.record = append(x.record, recorded{kind: agent.KindCompletion, key: rc.key, step: s.Step, api: rc.api, answer: rc.answer})
 			}
+		case s.Kind == agent.KindApprove && s.Status == agent.StatusWaitingApproval && s.Tool != "":
+			x.approvals = append(x.approvals, heldApproval{key: callKey(s.Tool, s.Operation, s.Args), step: s.Step})
 		case s.Kind == agent.KindCall && s.Sent:
 			x.calls++
 			x.record = append(x.record, recorded{kind: agent.KindCall, key: callKey(s.Tool, s.Operation, s.Args), step: s.Step,
@@ -218,8 +248,10 @@ func (x *externalRun) maxTokens() int64 {
 }
 
 // attempts counts the attempts the run made before this execution, and
-// the failed ones among them.
-func (x *externalRun) attempts() (made, failed int, open bool) {
+// the failed ones among them; open reports that the last one has no
+// attempt step (its execution stopped), and setAside that it stopped at a
+// call waiting for a decision.
+func (x *externalRun) attempts() (made, failed int, open, setAside bool) {
 	for i := range x.j.steps {
 		s := &x.j.steps[i]
 		made = max(made, s.Attempt)
@@ -230,15 +262,22 @@ func (x *externalRun) attempts() (made, failed int, open bool) {
 			}
 		} else if s.Attempt > 0 {
 			open = true
+			setAside = s.Kind == agent.KindApprove && s.Status == agent.StatusWaitingApproval
 		}
 	}
-	return made, failed, open
+	return made, failed, open, open && setAside
 }
 
 // run makes attempts until one ends the run.
 func (x *externalRun) run(ctx context.Context) (agent.Result, error) {
-	made, failed, open := x.attempts()
-	if open {
+	made, failed, open, setAside := x.attempts()
+	switch {
+	case setAside:
+		if err := x.emitAttempt(made, StatusSetAside, nil, "",
+			"set aside while a call waited for a person's decision"); err != nil {
+			return x.stopped(ctx, err)
+		}
+	case open:
 		// The attempt the last execution made stopped with it.
 		if err := x.emitAttempt(made, agent.StatusError, nil, ErrorCodeInterrupted,
 			"the server stopped, or another replica took the workflow over, while the attempt ran"); err != nil {
@@ -248,6 +287,11 @@ func (x *externalRun) run(ctx context.Context) (agent.Result, error) {
 	maxAttempts := x.v.External.Attempts()
 	for n := made + 1; ; n++ {
 		out := x.attempt(ctx, n)
+		if x.setAside {
+			// The workflow waits in the store for a decision; a new
+			// attempt follows it.
+			return agent.Result{Status: agent.WorkflowWaiting}, nil
+		}
 		if out.err != nil {
 			return x.stopped(ctx, out.err)
 		}
@@ -386,6 +430,12 @@ func (x *externalRun) post(ctx context.Context, n int, token string) agentAnswer
 	if err != nil {
 		return agentAnswer{err: err}
 	}
+	// An attempt is posted once. With its Idempotency-Key and a body it
+	// can rewind, net/http would post it again by itself when a kept-alive
+	// connection breaks before the answer: the same attempt, served live a
+	// second time, sending its writes again. A new attempt, with the
+	// journal, is what follows a broken connection.
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", x.wf.ID+"."+strconv.Itoa(n))

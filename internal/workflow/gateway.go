@@ -79,6 +79,7 @@ func (e *GatewayError) Error() string { return e.Message }
 // Codes of the gateway's refusals (docs/external-agents.md).
 const (
 	GatewayRunEnded        = "run_ended"
+	GatewayRunWaiting      = "run_waiting"
 	GatewayModelNotAllowed = "model_not_allowed"
 	GatewayLimitExceeded   = "limit_exceeded"
 	GatewayUpstreamError   = "upstream_error"
@@ -165,6 +166,16 @@ func (g *GatewayRun) Call(ctx context.Context, name string, args map[string]any)
 // serve makes one exchange and answers it.
 func (x *externalRun) serve(ctx context.Context, a *attemptGateway, ex *exchange) {
 	defer close(ex.done)
+	if x.setAside {
+		// The workflow waits for a decision: nothing more is recorded.
+		const waiting = "the run waits for a person's decision and this attempt is set aside: answer now; agentplane starts a new attempt after the decision"
+		if ex.kind == agent.KindCall {
+			ex.call = CallAnswer{IsError: true, Message: waiting}
+		} else {
+			ex.err = &GatewayError{Status: http.StatusConflict, Code: GatewayRunWaiting, Message: waiting}
+		}
+		return
+	}
 	var err error
 	switch ex.kind {
 	case agent.KindCompletion:
@@ -432,6 +443,15 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 			return refuse(agent.StatusError, ErrorCodeInterrupted, fmt.Sprintf(
 				"%s.%s may have reached the tool before the server stopped (step %d), and repeating it is not safe: the call was not sent again",
 				op.Tool, op.ID, in.Step))
+		}
+	}
+	if req := x.g.Approval(ctx, x.in, op, ex.args); req != nil {
+		ok, refusal, err := x.approve(ctx, a, op, ex.args, key, req)
+		if !ok {
+			if refusal != nil {
+				return *refusal, err
+			}
+			return CallAnswer{}, err
 		}
 	}
 	x.calls++

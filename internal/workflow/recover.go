@@ -65,7 +65,7 @@ func (r *Runner) renew(ctx context.Context) {
 	r.mu.Lock()
 	ids := make([]string, 0, len(r.running))
 	for id := range r.running {
-		if !r.creating[id] {
+		if !r.creating[id] && !r.held(id) {
 			ids = append(ids, id)
 		}
 	}

@@ -84,8 +84,13 @@ type Runner struct {
 	// creating are the workflows executing here that Start is still
 	// storing: their leases are not renewed yet.
 	creating map[string]bool
-	wg       sync.WaitGroup
-	closing  bool
+	// holds are the external agents' calls held here for a decision, by
+	// workflow: the workflow waits in the store meanwhile.
+	holds map[string]*hold
+	// resumeNext are workflows to resume as their execution here returns.
+	resumeNext map[string]*Workflow
+	wg         sync.WaitGroup
+	closing    bool
 	// onFinish is called after each workflow's end is stored here.
 	onFinish func(ctx context.Context, wf *Workflow)
 
@@ -311,8 +316,15 @@ func (r *Runner) launchFunc(parent trace.SpanContext, wf *Workflow, exec func(ct
 		defer func() {
 			r.mu.Lock()
 			delete(r.running, wf.ID)
+			next := r.resumeNext[wf.ID]
+			delete(r.resumeNext, wf.ID)
 			r.mu.Unlock()
 			cancel(nil)
+			if next != nil {
+				if err := guard(func() error { return r.resume(context.Background(), next) }); err != nil {
+					r.opts.Logger.Warn("resume workflow after its approval; trying again once its lease lapses", "workflow_id", wf.ID, "err", err)
+				}
+			}
 		}()
 		defer r.admit(ctx)()
 		exec(ctx)
@@ -366,6 +378,7 @@ func (r *Runner) Cancel(ctx context.Context, tenant, id string) (*Workflow, erro
 		return wf, err
 	}
 	if taken {
+		r.stop(id, errCancel) // an external agent's call held here
 		r.finish(context.WithoutCancel(ctx), wf, nil, nil, agent.Result{Outcome: OutcomeCancelled, Status: Cancelled}, nil)
 		return r.opts.Store.Workflow(ctx, tenant, id)
 	}

@@ -78,18 +78,7 @@ func testAgentDeploy(t *testing.T, s Store, _ Hooks) {
 
 	first.Default = false
 	second.Default = true
-	for _, v := range []*agent.Version{first, beta, second, third} {
-		got, err := s.AgentVersion(ctx, "acme", "triage", v.Version)
-		must(t, err, "version "+v.Version)
-		if diff := cmp.Diff(v, got); diff != "" {
-			t.Errorf("AgentVersion(%q) (-want +got):\n%s", v.Version, diff)
-		}
-	}
-	list, err := s.ListVersions(ctx, "acme", "triage")
-	must(t, err, "list versions")
-	if diff := cmp.Diff([]*agent.Version{third, second, beta, first}, list); diff != "" {
-		t.Errorf("ListVersions newest first (-want +got):\n%s", diff)
-	}
+	wantVersions(t, s, third, second, beta, first)
 	recs, err := s.QueryAudit(ctx, "acme", audit.Filter{Action: "agent.deploy"})
 	must(t, err, "query audit")
 	if len(recs) != 4 {
@@ -100,7 +89,6 @@ func testAgentDeploy(t *testing.T, s Store, _ Hooks) {
 // testAgentExternalVersion: an external version's block round-trips
 // exactly, beside a defined version of the same agent, which has none.
 func testAgentExternalVersion(t *testing.T, s Store, _ Hooks) {
-	ctx := ctxOf(t)
 	defined := deploy(t, s, newVersion("acme", "triage", "", 1), false)
 	ext := newVersion("acme", "triage", "", 2)
 	ext.Definition = nil
@@ -115,17 +103,26 @@ func testAgentExternalVersion(t *testing.T, s Store, _ Hooks) {
 		Limits:    &agent.ExternalLimits{MaxToolCalls: 20, MaxLLMTokens: 200000}, MaxConcurrency: 8,
 	}
 	deploy(t, s, ext, false)
-	for _, want := range []*agent.Version{defined, ext} {
-		got, err := s.AgentVersion(ctx, "acme", "triage", want.Version)
-		must(t, err, "version "+want.Version)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("AgentVersion(%q) (-want +got):\n%s", want.Version, diff)
+	wantVersions(t, s, ext, defined)
+}
+
+// wantVersions checks that the store reads each of an agent's versions
+// back as want, one by one and listed newest first.
+func wantVersions(t *testing.T, s Store, want ...*agent.Version) {
+	t.Helper()
+	ctx := ctxOf(t)
+	tenant, name := want[0].Tenant, want[0].Name
+	for _, v := range want {
+		got, err := s.AgentVersion(ctx, tenant, name, v.Version)
+		must(t, err, "version "+v.Version)
+		if diff := cmp.Diff(v, got); diff != "" {
+			t.Errorf("AgentVersion(%q) (-want +got):\n%s", v.Version, diff)
 		}
 	}
-	list, err := s.ListVersions(ctx, "acme", "triage")
+	list, err := s.ListVersions(ctx, tenant, name)
 	must(t, err, "list versions")
-	if diff := cmp.Diff([]*agent.Version{ext, defined}, list); diff != "" {
-		t.Errorf("ListVersions (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, list); diff != "" {
+		t.Errorf("ListVersions newest first (-want +got):\n%s", diff)
 	}
 }
 
