@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
+)
+
+// The tests of external agents written with third-party frameworks run
+// examples/external/<name>/agent.mjs with Node 22 and the packages its
+// package.json pins (.ci/run installs both).
+const (
+	// Node22Env names a Node 22 binary.
+	Node22Env = "AGENTPLANE_TEST_NODE22"
+	// FrameworksNodeModulesEnv names a node_modules holding the packages
+	// of every examples/external/*/package.json.
+	FrameworksNodeModulesEnv = "AGENTPLANE_TEST_FRAMEWORKS_NODE_MODULES"
+)
+
+// frameworks is the Node 22 binary and the frameworks' node_modules, or a
+// skip (a failure under CI=1).
+func frameworks(t *testing.T) (node, modules string) {
+	t.Helper()
+	node, modules = os.Getenv(Node22Env), os.Getenv(FrameworksNodeModulesEnv)
+	if node != "" && modules != "" {
+		return node, modules
+	}
+	install := fmt.Sprintf("npm install --prefix DIR node@22 and set %s=DIR/node_modules/node/bin/node; "+
+		"npm install --prefix DIR2 the packages of examples/external/*/package.json and set %s=DIR2/node_modules (.ci/run does both)",
+		Node22Env, FrameworksNodeModulesEnv)
+	if os.Getenv("CI") == "1" {
+		t.Fatalf("CI=1 needs %s and %s: %s", Node22Env, FrameworksNodeModulesEnv, install)
+	}
+	t.Skipf("%s or %s unset: %s", Node22Env, FrameworksNodeModulesEnv, install)
+	return "", ""
+}
+
+// startExample runs examples/external/<name>/agent.mjs on a port of its
+// choosing and returns its URL once it listens. The program is copied
+// beside a link to modules: Node resolves an ES module's imports from the
+// module's own directory up, never from NODE_PATH.
+func startExample(t *testing.T, node, modules, name string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "external", name, "agent.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.mjs"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "agent.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"PORT=0"}, env...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s agent's stderr:\n%s", name, logs.String())
+		}
+	})
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				listening <- url
+			}
+		}
+	}()
+	select {
+	case url := <-listening:
+		return url
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the %s agent did not listen within 30 s", name)
+		return ""
+	}
+}
+
+// ledgerAPI is a tool API with one read, getTransaction; it keeps every
+// request it is sent but its spec's.
+type ledgerAPI struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	reqs []string
+}
+
+const ledgerSpec = `{"openapi": "3.0.3", "info": {"title": "ledger", "version": "1"}, "servers": [{"url": "%s"}],
+ "paths": {"/transactions/{id}": {"get": {"operationId": "getTransaction", "summary": "A transaction by its id",
+   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+   "responses": {"200": {"description": "the transaction"}}}}}}`
+
+func newLedgerAPI(t *testing.T) *ledgerAPI {
+	a := &ledgerAPI{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/openapi.json" {
+			fmt.Fprintf(w, ledgerSpec, "http://"+r.Host)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		a.mu.Lock()
+		a.reqs = append(a.reqs, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+string(body)))
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id": %q, "amount": 42.5, "currency": "EUR", "status": "settled"}`, strings.TrimPrefix(r.URL.Path, "/transactions/"))
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *ledgerAPI) requests() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.reqs)
+}
+
+// frameworkCase is one framework's agent and the model it talks to.
+type frameworkCase struct {
+	// example names examples/external/<example>; env is its environment
+	// beyond PORT and MODEL.
+	example string
+	env     []string
+	// provider is the registered model's provider; model starts the
+	// scripted model speaking the wire format the framework uses.
+	provider string
+	model    func(testing.TB, llmtest.Script) *llmtest.Server
+	// stream says the framework streams its completions.
+	stream bool
+}
+
+// The scripted conversation: the model asks for the transaction, then
+// answers with what the tool said.
+const (
+	frameworkGoal   = "What is the status of transaction tx-1?"
+	frameworkAnswer = "Transaction tx-1 is settled: 42.50 EUR."
+)
+
+// runFramework runs c's agent as an external agent of a real server and
+// checks the run end to end: the agent's output, the steps and
+// completions the gateway recorded, the one request the tool received,
+// the model's two requests, and the audit log.
+func runFramework(t *testing.T, c frameworkCase) {
+	node, modules := frameworks(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := startChild(t, addr, "--data", dir, "--allow-private-networks")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:write models:write agents:write agents:invoke workflows:read audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out.String())
+
+	ledger := newLedgerAPI(t)
+	if code, body := srv.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
+		"spec_url": ledger.srv.URL + "/openapi.json"}); code != 201 {
+		t.Fatalf("register the tool: %d %v", code, body)
+	}
+	model := c.model(t, llmtest.Sequence(
+		llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`)),
+		llmtest.Text(frameworkAnswer),
+	))
+	if code, body := srv.do("POST", "/v1/models", tok, map[string]any{"name": "helper", "provider": c.provider,
+		"base_url": model.URL, "model": "test-model"}); code != 201 {
+		t.Fatalf("register the model: %d %v", code, body)
+	}
+	agentURL := startExample(t, node, modules, c.example, append([]string{"MODEL=helper"}, c.env...)...)
+	if code, body := srv.do("POST", "/v1/agents", tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
+		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m", "max_attempts": 1}}); code != 201 {
+		t.Fatalf("deploy: %d %v", code, body)
+	}
+
+	code, res := srv.do("POST", "/v1/agents/ledger-helper/invoke", tok, map[string]any{"goal": frameworkGoal})
+	id, _ := res["workflow_id"].(string)
+	if code != 200 || res["status"] != "completed" || res["outcome"] != "answered" {
+		t.Fatalf("invoke: %d %v", code, res)
+	}
+	if got, _ := json.Marshal(res["output"]); string(got) != `{"answer":"`+frameworkAnswer+`"}` {
+		t.Errorf("output %s", got)
+	}
+
+	// The steps: two completions of the registered model, the call
+	// between, then the attempt's answer.
+	var steps []string
+	for _, s := range res["steps"].([]any) {
+		step := s.(map[string]any)
+		switch step["action"] {
+		case "completion":
+			steps = append(steps, fmt.Sprintf("completion %v in=%v out=%v %v %v", step["model"], step["input_tokens"], step["output_tokens"], step["finish_reason"], step["status"]))
+		case "call":
+			steps = append(steps, fmt.Sprintf("call %v.%v %v", step["tool"], step["operation"], step["status"]))
+		default:
+			steps = append(steps, fmt.Sprintf("%v %v", step["action"], step["status"]))
+		}
+	}
+	want := []string{"completion helper in=10 out=5 tool_calls ok", "call ledger.getTransaction ok",
+		"completion helper in=10 out=5 stop ok", "attempt ok"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q\n%v", steps, want, res["steps"])
+	}
+	// The workflow shows the conversation: the second completion was asked
+	// with the tool's answer and answered with the agent's output.
+	code, wf := srv.do("GET", "/v1/workflows/"+id, tok, nil)
+	var comps []struct {
+		Model   string `json:"model"`
+		Request struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		} `json:"request"`
+		Response struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"response"`
+	}
+	b, _ := json.Marshal(wf["completions"])
+	if err := json.Unmarshal(b, &comps); err != nil || code != 200 || len(comps) != 2 {
+		t.Fatalf("workflow %d: completions %s (%v)", code, b, err)
+	}
+	msgs := comps[1].Request.Messages
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "tool" || !strings.Contains(msgs[len(msgs)-1].Content, `"settled"`) ||
+		comps[1].Response.Message.Content != frameworkAnswer {
+		t.Errorf("the second completion's conversation: %s", b)
+	}
+	if usage, _ := wf["usage"].(map[string]any); usage["completions"] != 2.0 || usage["input_tokens"] != 20.0 || usage["output_tokens"] != 10.0 {
+		t.Errorf("usage %v", usage)
+	}
+
+	// The tool got exactly the call the model asked for.
+	if got := ledger.requests(); !slices.Equal(got, []string{"GET /transactions/tx-1"}) {
+		t.Errorf("the tool received %q", got)
+	}
+	// The model got the goal, then the tool's answer, with the provider's
+	// credentials (none here), never the run's token.
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model received %d requests, want 2", len(reqs))
+	}
+	if !strings.Contains(string(reqs[0].Body), "tx-1") || !strings.Contains(reqs[1].Last().Content, "settled") {
+		t.Errorf("the model's requests:\n%s\n%s", reqs[0].Body, reqs[1].Body)
+	}
+	for _, r := range reqs {
+		if r.Stream != c.stream {
+			t.Errorf("request %d: stream %t, want %t", r.N, r.Stream, c.stream)
+		}
+		if r.Model != "test-model" || r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "" {
+			t.Errorf("request %d: model %q, Authorization %t, X-Api-Key %t", r.N, r.Model, r.Header.Get("Authorization") != "", r.Header.Get("X-Api-Key") != "")
+		}
+	}
+
+	// The audit log has the call and the end of the workflow.
+	code, audit := srv.do("GET", "/v1/audit/query?limit=1000&workflow_id="+id, tok, nil)
+	var actions []string
+	for _, r := range audit["records"].([]any) {
+		actions = append(actions, r.(map[string]any)["action"].(string))
+	}
+	for _, a := range []string{"tool.call", "workflow.step", "workflow.finish"} {
+		if code != 200 || !slices.Contains(actions, a) {
+			t.Errorf("audit of %s: %d, actions %q lack %s", id, code, actions, a)
+		}
+	}
+}
+
+func TestExternalAgentLangGraph(t *testing.T) {
+	runFramework(t, frameworkCase{example: "langgraph", provider: "openai", model: llmtest.NewOpenAIServer})
+}
+
+func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
+	for _, api := range []string{"responses", "chat_completions"} {
+		for _, stream := range []string{"0", "1"} {
+			t.Run(api+"/stream="+stream, func(t *testing.T) {
+				runFramework(t, frameworkCase{example: "openai-agents", env: []string{"OPENAI_API=" + api, "STREAM=" + stream},
+					provider: "openai", model: llmtest.NewOpenAIServer, stream: stream == "1"})
+			})
+		}
+	}
+}
+
+func TestExternalAgentVercelAISDK(t *testing.T) {
+	runFramework(t, frameworkCase{example: "vercel-ai", provider: "anthropic", model: llmtest.NewAnthropicServer})
+}
+
+// TestExternalAgentLangGraphSurvivesAServerKill kills the server while the
+// LangGraph agent's second completion is in flight. After the restart a
+// new attempt runs the agent again: the gateway answers its first
+// completion and its tool call from the run's record, so the tool is
+// called once, and only the unanswered completion is requested again.
+func TestExternalAgentLangGraphSurvivesAServerKill(t *testing.T) {
+	node, modules := frameworks(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	flags := []string{"--data", dir, "--allow-private-networks", "--workflow-lease", "1s"}
+	a := startChild(t, addr, flags...)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:write models:write agents:write agents:invoke workflows:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out.String())
+	ledger := newLedgerAPI(t)
+	if code, body := a.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
+		"spec_url": ledger.srv.URL + "/openapi.json"}); code != 201 {
+		t.Fatalf("register the tool: %d %v", code, body)
+	}
+	inFlight := make(chan struct{}, 1)
+	model := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		switch r.N {
+		case 1:
+			return llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`))
+		case 2: // held until the server that asked is killed
+			inFlight <- struct{}{}
+			return llmtest.Answer{Text: "never sent", Delay: time.Minute}
+		}
+		return llmtest.Text(frameworkAnswer)
+	})
+	if code, body := a.do("POST", "/v1/models", tok, map[string]any{"name": "helper", "provider": "openai",
+		"base_url": model.URL, "model": "test-model"}); code != 201 {
+		t.Fatalf("register the model: %d %v", code, body)
+	}
+	agentURL := startExample(t, node, modules, "langgraph", "MODEL=helper")
+	if code, body := a.do("POST", "/v1/agents", tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
+		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m"}}); code != 201 {
+		t.Fatalf("deploy: %d %v", code, body)
+	}
+	go func() {
+		req, _ := http.NewRequest("POST", a.base+"/v1/agents/ledger-helper/invoke", strings.NewReader(`{"goal": "`+frameworkGoal+`"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, inFlight, "the second completion")
+	a.kill()
+
+	b := startChild(t, addr, flags...)
+	_, list := b.do("GET", "/v1/workflows?agent=ledger-helper", tok, nil)
+	wfs, _ := list["workflows"].([]any)
+	if len(wfs) != 1 {
+		t.Fatalf("workflows after the restart: %v", list)
+	}
+	id, _ := wfs[0].(map[string]any)["workflow_id"].(string)
+	wf := finished(t, b, tok, id)
+	got, _ := json.Marshal(wf["output"])
+	if wf["status"] != "completed" || string(got) != `{"answer":"`+frameworkAnswer+`"}` {
+		t.Fatalf("workflow after the restart: %v", wf)
+	}
+	// Attempt 1's exchanges and its interruption, then attempt 2's one
+	// live completion: its first completion and its call were answered
+	// from the record and made no steps.
+	var steps []string
+	for _, s := range wf["steps"].([]any) {
+		step := s.(map[string]any)
+		steps = append(steps, strings.TrimSpace(fmt.Sprintf("%v attempt=%v %v %v%v%v", step["action"], step["attempt"], step["status"],
+			textOf(step["finish_reason"]), textOf(step["error_code"]), textOf(step["journal"]))))
+	}
+	want := []string{"completion attempt=1 ok tool_calls", "call attempt=1 ok", "attempt attempt=1 error interrupted",
+		"completion attempt=2 ok stop", "attempt attempt=2 ok"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+	if got := ledger.requests(); !slices.Equal(got, []string{"GET /transactions/tx-1"}) {
+		t.Errorf("the tool received %q", got)
+	}
+	if n := model.Count(); n != 3 {
+		t.Errorf("the model received %d requests, want 3: the first once, the second again after the kill", n)
+	}
+}
+
+// textOf is v as text, or "" when v is absent.
+func textOf(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
