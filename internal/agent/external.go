@@ -161,7 +161,7 @@ type GatewayOperation struct {
 }
 
 // GatewayToolName is the MCP tool name of an operation in the gateway.
-func GatewayToolName(toolName, opID string) string { return toolName + "__" + opID }
+func GatewayToolName(toolName, opID string) string { return FunctionName(toolName, opID) }
 
 // CompileExternal checks an external version against the tenant's tools
 // and models. Field paths are relative to the external block.
