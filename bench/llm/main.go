@@ -26,18 +26,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
+	"github.com/agentplane/agentplane/bench/internal/scripted"
 )
 
 const tokenScopes = "tools:write agents:write agents:invoke workflows:read tool:*"
@@ -128,93 +125,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// model is the scripted model: it answers each completion after latency,
-// and notes when each workflow's requests arrived and were answered.
-type model struct {
-	latency time.Duration
-	mu      sync.Mutex
-	// times[id] are arrival and answer times of id's completions, in order.
-	times    map[string][]time.Time
-	requests atomic.Int64
-}
-
-var idPattern = regexp.MustCompile(`w[0-9]+`)
-
-func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	arrived := time.Now()
-	m.requests.Add(1)
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
-		return
-	}
-	id, answered := "", false
-	for _, msg := range req.Messages {
-		switch msg.Role {
-		case "user":
-			id = idPattern.FindString(msg.Content)
-		case "tool":
-			answered = true
-		}
-	}
-	select {
-	case <-time.After(m.latency):
-	case <-r.Context().Done():
-		return
-	}
-	msg := `{"role":"assistant","content":"done: ` + id + `"}`
-	finish := "stop"
-	if !answered {
-		msg = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"svc__getThing","arguments":"{\"id\":\"` + id + `\"}"}}]}`
-		finish = "tool_calls"
-	}
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"chatcmpl-bench","object":"chat.completion","model":"scripted","choices":[{"index":0,"message":%s,"finish_reason":%q}],"usage":{"prompt_tokens":120,"completion_tokens":20,"total_tokens":140}}`, msg, finish)
-	m.mu.Lock()
-	m.times[id] = append(m.times[id], arrived, time.Now())
-	m.mu.Unlock()
-}
-
-const thingSpec = `{"openapi": "3.0.3", "info": {"title": "things", "version": "1"}, "servers": [{"url": "%s"}],
- "paths": {"/things/{id}": {"get": {"operationId": "getThing", "summary": "Read a thing",
-   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
-   "responses": {"200": {"description": "ok"}}}}}}`
-
-const llmAgent = `{"tools": ["svc"],
- "inputs": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
- "instructions": "'Read the thing, then say done.'",
- "steps": [{"action": "solve", "plan": {"prompt": "'thing ' + context.id", "save_as": "answer"}}],
- "output": "answer", "outcome": "'answered'"}`
-
 func measure(ctx context.Context, o options, bin, data, store string, n int, stderr io.Writer) (res result, err error) {
 	res = result{store: store, n: n, ideal: 2 * o.latency}
-	var tools atomic.Int64
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tools.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":%q,"ok":true}`, strings.TrimPrefix(r.URL.Path, "/things/"))
-	}))
-	defer svc.Close()
-	m := &model{latency: o.latency, times: make(map[string][]time.Time, n)}
-	modelSrv := httptest.NewUnstartedServer(m)
-	modelSrv.Config.MaxHeaderBytes = 1 << 16
-	modelSrv.Start()
-	defer modelSrv.Close()
-	debugAddr, err := benchserver.FreeAddr()
-	if err != nil {
-		return res, err
-	}
-	sc := benchserver.Config{Binary: bin, Data: data, Args: []string{
-		"--debug-addr", debugAddr, "--allow-private-networks",
-		"--max-running", strconv.Itoa(n), "--rate-limit", "1000000", "--rate-limit-burst", "1000000",
-		"--llm-base-url", modelSrv.URL + "/v1", "--llm-model", "scripted", "--workflow-timeout", "10m",
-	}}
-	srv, stop, err := benchserver.StartOn(ctx, sc, store, o.databaseURL)
+	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, tokenScopes)
 	if err != nil {
 		return res, err
 	}
@@ -223,14 +136,8 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 			err = serr
 		}
 	}()
-	if err := srv.MintToken(ctx, tokenScopes); err != nil {
-		return res, err
-	}
-	reg := map[string]any{"name": "svc", "type": "openapi", "spec": fmt.Sprintf(thingSpec, svc.URL)}
-	if st, body, err := srv.Do(ctx, "POST", "/v1/tools", reg); err != nil || st != http.StatusCreated {
-		return res, fmt.Errorf("register tool: %d %s %v", st, body, err)
-	}
-	dep := map[string]any{"name": "bench", "version": "1", "definition": json.RawMessage(llmAgent)}
+	srv, m, things, debugAddr := world.Server, world.Model, world.Things, world.DebugAddr
+	dep := map[string]any{"name": "bench", "version": "1", "definition": json.RawMessage(scripted.PlanAgent)}
 	if st, body, err := srv.Do(ctx, "POST", "/v1/agents", dep); err != nil || st != http.StatusCreated {
 		return res, fmt.Errorf("deploy bench@1: %d %s %v", st, body, err)
 	}
@@ -238,35 +145,18 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	if err := invoke(ctx, srv, "w99999999"); err != nil {
 		return res, err
 	}
-	m.mu.Lock()
-	clear(m.times)
-	m.mu.Unlock()
-	m.requests.Store(0)
-	tools.Store(0)
+	m.Reset()
+	things.Reset()
 	if err := srv.ResetPeakRSS(); err != nil {
 		return res, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.limit)
 	defer cancel()
-	peakG := make(chan int, 1)
-	sampling, stopSampling := context.WithCancel(ctx)
-	go func() {
-		peak := 0
-		for sampling.Err() == nil {
-			if g, err := benchserver.Goroutines(sampling, debugAddr); err == nil {
-				peak = max(peak, g)
-			}
-			select {
-			case <-sampling.Done():
-			case <-time.After(o.latency / 5):
-			}
-		}
-		peakG <- peak
-	}()
+	stopSampling := benchserver.PeakGoroutines(ctx, debugAddr, o.latency/5)
 	profiled := make(chan error, 1)
 	if o.cpuProfile != "" {
-		go func() { profiled <- cpuProfile(ctx, debugAddr, 2*o.latency, o.cpuProfile) }()
+		go func() { profiled <- benchserver.CPUProfile(ctx, debugAddr, 2*o.latency, o.cpuProfile) }()
 	} else {
 		profiled <- nil
 	}
@@ -298,8 +188,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	wg.Wait()
 	res.wall = time.Since(start)
 	res.cpuPerWorkflow = (srv.CPU() - cpuBefore) / time.Duration(n)
-	stopSampling()
-	res.peakGoroutines = <-peakG
+	res.peakGoroutines = stopSampling()
 	res.peakRSS = srv.PeakRSS()
 	if firstErr != nil {
 		return res, firstErr
@@ -307,16 +196,14 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	if err := <-profiled; err != nil {
 		return res, err
 	}
-	res.completions, res.tool = m.requests.Load(), tools.Load()
+	res.completions, res.tool = m.Requests(), things.Calls()
 	if res.completions != int64(2*n) || res.tool != int64(n) {
 		return res, fmt.Errorf("the model answered %d completions and the tool %d calls; want %d and %d", res.completions, res.tool, 2*n, n)
 	}
 	var overheads, gaps, heads, tails []time.Duration
-	m.mu.Lock()
 	for i := range n {
-		t := m.times["w"+strconv.Itoa(i)]
+		t := m.Times("w" + strconv.Itoa(i))
 		if len(t) != 4 {
-			m.mu.Unlock()
 			return res, fmt.Errorf("workflow w%d made %d completions, want 2", i, len(t)/2)
 		}
 		modelTime := t[1].Sub(t[0]) + t[3].Sub(t[2])
@@ -325,7 +212,6 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 		heads = append(heads, t[0].Sub(sent[i]))
 		tails = append(tails, done[i].Sub(t[3]))
 	}
-	m.mu.Unlock()
 	res.overhead50, res.overhead99 = percentile(overheads, 0.50), percentile(overheads, 0.99)
 	res.gap50, res.gap99 = percentile(gaps, 0.50), percentile(gaps, 0.99)
 	fmt.Fprintf(stderr, "%s: invoke→first request p50 %s p99 %s; last answer→response p50 %s p99 %s\n", store,
@@ -356,29 +242,6 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
-// cpuProfile writes the server's CPU profile of the next d to file.
-func cpuProfile(ctx context.Context, addr string, d time.Duration, file string) error {
-	secs := max(1, int(d.Round(time.Second)/time.Second))
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
-	}
-	defer resp.Body.Close()
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func printTable(w io.Writer, o options, rs []result) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
+	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
@@ -258,5 +259,64 @@ func TestExternalGatewayRefusesTokens(t *testing.T) {
 		if r.Status != 401 || e.Error.Message == "" {
 			t.Errorf("%s: %d %s", name, r.Status, r.Body)
 		}
+	}
+}
+
+// slowCreation is a store whose storing of a new workflow takes a while,
+// as a loaded database's may: the execution begins meanwhile.
+type slowCreation struct {
+	workflow.Store
+	delay time.Duration
+}
+
+func (s slowCreation) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
+	time.Sleep(s.delay)
+	return s.Store.CreateWorkflow(ctx, w, rec)
+}
+
+// TestExternalCompletionWaitsForTheWorkflowToBeStored: an agent's first
+// completion, answered by the model before Start has stored the workflow,
+// is recorded once it is, not refused as a lost lease.
+func TestExternalCompletionWaitsForTheWorkflowToBeStored(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) {
+		o.Store = slowCreation{Store: o.Store, delay: 300 * time.Millisecond}
+	}))
+	w := newFraudWorld(t, h)
+	statuses := make(chan int, 1)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+"/chat/completions",
+			strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			statuses <- 0
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses <- resp.StatusCode
+		fmt.Fprint(rw, `{"output": {"ok": true}}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-slow", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}, "max_attempts": 1})
+	r := h.do("POST", "/v1/agents/ext-slow/invoke", w.admin, map[string]any{"goal": "go"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if st := <-statuses; st != http.StatusOK {
+		t.Errorf("the gateway answered the completion %d, want 200", st)
+	}
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	got := h.do("GET", "/v1/workflows/"+wf.ID, w.admin, nil)
+	var full externalWorkflow
+	got.json(t, &full)
+	if len(full.Steps) != 2 || full.Steps[0].Kind != "completion" || full.Steps[0].Status != "ok" {
+		t.Errorf("steps %s, want the completion's and the attempt's", got.Body)
 	}
 }

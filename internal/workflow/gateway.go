@@ -269,6 +269,12 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	if x.r.opts.External.Relay == nil {
 		return refuse(http.StatusServiceUnavailable, GatewayUnavailable, agent.ErrorCodeLLM, "this server relays no model requests")
 	}
+	// As before a plan step's request, everything before it is stored
+	// first, the workflow's own row among it: the execution began while
+	// Start stored it, and recording the completion needs it.
+	if err := x.j.flush(); err != nil {
+		return nil, err
+	}
 	start := x.r.opts.Now()
 	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(ctx, x.rec.mask, x.rec.detect), m,
 		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)

@@ -210,8 +210,12 @@ func Token(ctx context.Context, binary string, args ...string) (string, error) {
 
 // CPU returns the server process's CPU time so far (user + system), or 0
 // where /proc is not available.
-func (s *Server) CPU() time.Duration {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
+func (s *Server) CPU() time.Duration { return ProcessCPU(strconv.Itoa(s.cmd.Process.Pid)) }
+
+// ProcessCPU returns the CPU time so far (user + system) of the process
+// pid ("self" for this one), or 0 where /proc is not available.
+func ProcessCPU(pid string) time.Duration {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0
 	}
