@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -307,5 +308,96 @@ func TestExternalCancelReachesTheAgent(t *testing.T) {
 	r = h.do("POST", "/gateway/openai/v1/chat/completions", token, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`)
 	if r.Status != 401 {
 		t.Errorf("a gateway call after the cancel: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestExternalBadInput: a model not in the version's models, the model's
+// own 4xx, a call over max_tool_calls, an answer of 20 MB and an agent
+// that never answers each end as a clear step or workflow error.
+func TestExternalBadInput(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		switch {
+		case strings.Contains(r.Last().Content, "refuse"):
+			return llmtest.Error(400, "This model's maximum context length is 8 tokens")
+		case strings.Contains(r.Last().Content, "max_tool_calls"):
+			return llmtest.Text("I may make no more calls.")
+		case r.Last().Role == "tool":
+			return llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-2"}`))
+		}
+		return llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-1"}`))
+	})
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	errs := make(chan string, 4)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		model := "gpt"
+		if strings.Contains(in.Goal, "other model") {
+			model = "gpt-5-secret"
+		}
+		answer, err := goagent.Run(r.Context(), in, model, 4)
+		if err != nil {
+			errs <- err.Error()
+			json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"error": err.Error()}, "outcome": "gave_up"})
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": answer}})
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-bad", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"},
+		"limits": map[string]any{"max_tool_calls": 1}})
+
+	r := h.do("POST", "/v1/agents/ext-bad/invoke", w.admin, map[string]any{"goal": "use the other model"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if e := <-errs; !strings.Contains(e, "400") || !strings.Contains(e, "not one of this agent version's models") {
+		t.Errorf("another model: the agent got %q", e)
+	}
+	if s := externalRunOf(t, h, w.admin, wf.ID).Steps[0]; s.ErrorCode != workflow.GatewayModelNotAllowed {
+		t.Errorf("another model: step %+v", s)
+	}
+
+	h.do("POST", "/v1/agents/ext-bad/invoke", w.admin, map[string]any{"goal": "refuse this"}).json(t, &wf)
+	if e := <-errs; !strings.Contains(e, "maximum context length") {
+		t.Errorf("the model's 400: the agent got %q", e)
+	}
+	if s := externalRunOf(t, h, w.admin, wf.ID).Steps[0]; s.Status != "error" || s.ErrorCode != "llm_error" || !strings.Contains(s.Error, "maximum context length") {
+		t.Errorf("the model's 400: step %+v", s)
+	}
+
+	r = h.do("POST", "/v1/agents/ext-bad/invoke", w.admin, map[string]any{"goal": "look twice"})
+	r.json(t, &wf)
+	if wf.Outcome != "limit_exceeded" || w.payments.Load() != 1 {
+		t.Errorf("max_tool_calls: %s (payments %d)", r.Body, w.payments.Load())
+	}
+	select {
+	case e := <-errs:
+		t.Errorf("max_tool_calls: the agent failed: %s", e)
+	default:
+	}
+
+	huge := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Write([]byte(`{"output": "`))
+		rw.Write([]byte(strings.Repeat("x", 20<<20)))
+		rw.Write([]byte(`"}`))
+	}))
+	t.Cleanup(huge.Close)
+	deployExternal(t, h, w.admin, "ext-huge", map[string]any{"url": huge.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	h.do("POST", "/v1/agents/ext-huge/invoke", w.admin, map[string]any{"goal": "go"}).json(t, &wf)
+	if wf.Status != "failed" || wf.Error == nil || wf.Error.ErrorCode != workflow.ErrorCodeAgentError || !strings.Contains(wf.Error.Detail, "MiB") {
+		t.Errorf("20 MB: %+v", wf)
+	}
+
+	silent := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // read, so that the server notices the request cancelled
+		<-r.Context().Done()
+	}))
+	t.Cleanup(silent.Close)
+	deployExternal(t, h, w.admin, "ext-silent", map[string]any{"url": silent.URL, "tools": []string{"payments"}, "models": []string{"gpt"}, "timeout": "1s"})
+	h.do("POST", "/v1/agents/ext-silent/invoke", w.admin, map[string]any{"goal": "go"}).json(t, &wf)
+	if wf.Status != "failed" || wf.Outcome != "timed_out" || wf.Error == nil || wf.Error.ErrorCode != "timeout" {
+		t.Errorf("never answers: %+v", wf)
 	}
 }

@@ -96,6 +96,13 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 
 func checkSecurity(t *testing.T, rt route, op *openapi3.Operation) {
 	t.Helper()
+	if rt.gateway {
+		want := openapi3.SecurityRequirements{{"runToken": {}}}
+		if op.Security == nil || !cmp.Equal(want, *op.Security) {
+			t.Errorf("gateway route: security = %v, want the run token", op.Security)
+		}
+		return
+	}
 	if rt.public {
 		if op.Security == nil || len(*op.Security) != 0 {
 			t.Errorf("public route: security = %v, want []", op.Security)
@@ -140,6 +147,25 @@ func checkParameters(t *testing.T, rt route, path string, op *openapi3.Operation
 func checkResponses(t *testing.T, rt route, method string, op *openapi3.Operation) {
 	t.Helper()
 	need := []int{http.StatusInternalServerError}
+	if rt.gateway {
+		// The run gateway answers in the provider's shape, not problem
+		// documents, and is neither rate limited nor idempotent.
+		need = append(need, http.StatusUnauthorized)
+		if op.RequestBody != nil {
+			need = append(need, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
+		}
+		for _, status := range need {
+			if op.Responses.Status(status) == nil {
+				t.Errorf("no %d response", status)
+			}
+		}
+		for code, r := range op.Responses.Map() {
+			if code >= "400" && code != "405" && r.Value.Content.Get("application/json") == nil {
+				t.Errorf("error response %s is not the provider's JSON error", code)
+			}
+		}
+		return
+	}
 	if !rt.public {
 		need = append(need, http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 	} else if !rt.noAudit {

@@ -7,6 +7,7 @@ package goagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -77,6 +78,10 @@ func Run(ctx context.Context, in Invocation, model string, maxTurns int) (string
 	messages := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}
 	for range maxTurns {
 		resp, err := llm.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, Messages: messages, Tools: tools})
+		var refused *openai.Error
+		if errors.As(err, &refused) {
+			return "", fmt.Errorf("completion: the gateway answered %d: %s", refused.StatusCode, refused.Message)
+		}
 		if err != nil {
 			return "", fmt.Errorf("completion: %w", err)
 		}
