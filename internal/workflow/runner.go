@@ -92,8 +92,8 @@ type Runner struct {
 	// versionSlots bound the runs in flight of external versions with a
 	// max_concurrency, by tenant and version.
 	versionSlots map[string]chan struct{}
-	wg         sync.WaitGroup
-	closing    bool
+	wg           sync.WaitGroup
+	closing      bool
 	// onFinish is called after each workflow's end is stored here.
 	onFinish func(ctx context.Context, wf *Workflow)
 
