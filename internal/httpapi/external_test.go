@@ -170,13 +170,18 @@ func TestExternalAgentRunsThroughTheGateway(t *testing.T) {
 	q := h.do("GET", "/v1/audit/query?workflow_id="+wf.ID+"&limit=200", h.token("acme", "audit:read"), nil)
 	var recs struct {
 		Records []struct {
-			Action string `json:"action"`
+			Action  string `json:"action"`
+			TraceID string `json:"trace_id"`
 		} `json:"records"`
 	}
 	q.json(t, &recs)
 	actions := map[string]int{}
 	for _, rec := range recs.Records {
 		actions[rec.Action]++
+		// The agent's own spans join the invocation's trace.
+		if tp, _ := traceparent.Load().(string); rec.Action == "workflow.step" && !strings.Contains(tp, "-"+rec.TraceID+"-") {
+			t.Errorf("traceparent %q sent to the agent is not in the workflow's trace %q", tp, rec.TraceID)
+		}
 	}
 	if actions["gateway.chat"] != 2 || actions["gateway.mcp"] == 0 || actions["tool.call"] != 1 {
 		t.Errorf("audit actions %v", actions)
@@ -316,6 +321,7 @@ func TestExternalCompletionWaitsForTheWorkflowToBeStored(t *testing.T) {
 	got := h.do("GET", "/v1/workflows/"+wf.ID, w.admin, nil)
 	var full externalWorkflow
 	got.json(t, &full)
+
 	if len(full.Steps) != 2 || full.Steps[0].Kind != "completion" || full.Steps[0].Status != "ok" {
 		t.Errorf("steps %s, want the completion's and the attempt's", got.Body)
 	}
