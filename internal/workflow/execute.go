@@ -63,15 +63,7 @@ func (e *interruptedError) Unwrap() error { return ErrInterrupted }
 func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program, h history) {
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
-	ctx, span := tracer.Start(ctx, "invoke_agent "+wf.Agent, trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.agent.name", wf.Agent),
-		attribute.String("gen_ai.agent.id", wf.Agent+"@"+wf.AgentVersion),
-		attribute.String("gen_ai.conversation.id", wf.ID),
-		attribute.String("agentplane.workflow_id", wf.ID),
-		attribute.String("agentplane.agent", wf.Agent+"@"+wf.AgentVersion),
-		attribute.Int("agentplane.resumed_after_step", len(h.steps)),
-	))
+	ctx, span := startInvokeSpan(ctx, wf, len(h.steps))
 	defer span.End()
 	store := context.WithoutCancel(ctx)
 	j, rec := r.begin(store, wf, h)
@@ -142,6 +134,20 @@ func (r *Runner) masking(ctx context.Context, wf *Workflow, j *journal, rec *rec
 		}
 	}
 	return false
+}
+
+// startInvokeSpan starts the invoke_agent span of an execution of wf that
+// resumes after the steps recorded before it.
+func startInvokeSpan(ctx context.Context, wf *Workflow, after int, extra ...attribute.KeyValue) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "invoke_agent "+wf.Agent, trace.WithAttributes(append([]attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.agent.name", wf.Agent),
+		attribute.String("gen_ai.agent.id", wf.Agent+"@"+wf.AgentVersion),
+		attribute.String("gen_ai.conversation.id", wf.ID),
+		attribute.String("agentplane.workflow_id", wf.ID),
+		attribute.String("agentplane.agent", wf.Agent+"@"+wf.AgentVersion),
+		attribute.Int("agentplane.resumed_after_step", after),
+	}, extra...)...))
 }
 
 // conclude ends an execution as its context's cause and its result say:

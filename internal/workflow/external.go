@@ -92,16 +92,7 @@ const (
 func (r *Runner) executeExternal(ctx context.Context, wf *Workflow, v *agent.Version, g *agent.Governance, h history) {
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
-	ctx, span := tracer.Start(ctx, "invoke_agent "+wf.Agent, trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.agent.name", wf.Agent),
-		attribute.String("gen_ai.agent.id", wf.Agent+"@"+wf.AgentVersion),
-		attribute.String("gen_ai.conversation.id", wf.ID),
-		attribute.String("agentplane.workflow_id", wf.ID),
-		attribute.String("agentplane.agent", wf.Agent+"@"+wf.AgentVersion),
-		attribute.String("agentplane.external_url", v.External.URL),
-		attribute.Int("agentplane.resumed_after_step", len(h.steps)),
-	))
+	ctx, span := startInvokeSpan(ctx, wf, len(h.steps), attribute.String("agentplane.external_url", v.External.URL))
 	defer span.End()
 	store := context.WithoutCancel(ctx)
 	// Only this execution's own calls are made: an intent left by an
