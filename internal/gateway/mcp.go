@@ -46,7 +46,8 @@ func newMCP(g *Gateway, version string, logger *slog.Logger) *mcpServer {
 	return m
 }
 
-// MCP serves POST (and GET, DELETE) …/gateway/mcp.
+// MCP serves POST …/gateway/mcp (a GET for a stream, or a DELETE, is 405:
+// the server is stateless).
 func (g *Gateway) MCP(w http.ResponseWriter, r *http.Request) error {
 	run, ok := g.run(r)
 	if !ok {

@@ -193,8 +193,6 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /gateway/openai/v1/models", gateway: true, action: "gateway.models", resource: "workflow", h: s.gateway.Models},
 		{pattern: "POST /gateway/anthropic/v1/messages", gateway: true, action: "gateway.chat", resource: "workflow", h: s.gateway.Messages},
 		{pattern: "POST /gateway/mcp", gateway: true, action: "gateway.mcp", resource: "workflow", h: s.gateway.MCP},
-		{pattern: "GET /gateway/mcp", gateway: true, action: "gateway.mcp", resource: "workflow", h: s.gateway.MCP},
-		{pattern: "DELETE /gateway/mcp", gateway: true, action: "gateway.mcp", resource: "workflow", h: s.gateway.MCP},
 
 		{pattern: "GET /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", h: handleAuditQuery(d.Store)},
 		{pattern: "POST /v1/audit/query", scope: auth.ScopeAuditRead, action: "audit.query", resource: "audit", idempotent: true, h: handleAuditQuery(d.Store)},
