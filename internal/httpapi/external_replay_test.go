@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
@@ -14,15 +16,14 @@ import (
 	"github.com/agentplane/agentplane/internal/replay"
 )
 
-// withExternalReplays makes the replays of the external runner's
-// workflows (after withExternal), as cmd/agentplane wires them: dry runs of
+// withExternalReplays makes the replays and batches use the external
+// runner (after withExternal), as cmd/agentplane wires them: dry runs of
 // external versions through its gateway, live completions and reads.
 func withExternalReplays() option {
 	return func(_ *httpapi.Config, d *httpapi.Deps) {
-		r := d.Runner
-		d.Replays = &replay.Service{Workflows: d.Workflows, Versions: d.Agents, Programs: r, Runner: r, Store: d.ReplayStore,
-			Reader: r, Externals: r, Models: replay.RunnerModels{Runner: r}}
-		r.OnFinish(d.Replays.Finished)
+		r, s := d.Runner, d.Replays
+		s.Programs, s.Runner, s.Reader, s.Externals, s.Models = r, r, r, r, replay.RunnerModels{Runner: r}
+		r.OnFinish(s.Finished)
 	}
 }
 
@@ -47,6 +48,8 @@ func replayScript(r llmtest.Request) llmtest.Answer {
 type replayAgent struct {
 	mu      sync.Mutex
 	replays []map[string]any
+	// inflight counts the invocations being answered, peak the most at once.
+	inflight, peak atomic.Int32
 }
 
 func (ra *replayAgent) serve(t *testing.T, rewrite func(string) string) string {
@@ -66,6 +69,10 @@ func (ra *replayAgent) serve(t *testing.T, rewrite func(string) string) string {
 		ra.mu.Lock()
 		ra.replays = append(ra.replays, run.Run.Replay)
 		ra.mu.Unlock()
+		n := ra.inflight.Add(1)
+		defer ra.inflight.Add(-1)
+		for p := ra.peak.Load(); n > p && !ra.peak.CompareAndSwap(p, n); p = ra.peak.Load() {
+		}
 		in.Goal = rewrite(in.Goal)
 		answer, err := goagent.Run(r.Context(), in, "gpt", 5)
 		if err != nil {
@@ -318,5 +325,56 @@ func TestExternalDefinedReplays(t *testing.T) {
 	}
 	if w.payments.Load() != paid {
 		t.Errorf("the tool got %d requests, want none", w.payments.Load()-paid)
+	}
+}
+
+// TestExternalReplayBatch replays workflows of an external agent against
+// a version with new instructions, the model live: no tool request, every
+// call the same, the gate passed, and no more invocations of the agent at
+// once than its max_concurrency.
+func TestExternalReplayBatch(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, replayScript)
+	h := newHarness(t, withExternal(t, ms), withExternalReplays())
+	w := newFraudWorld(t, h)
+	agents := &replayAgent{}
+	deployExternal(t, h, w.admin, "ext-triage", map[string]any{"url": agents.serve(t, func(g string) string { return g }),
+		"tools": []string{"payments"}, "models": []string{"gpt"}})
+	const n = 12
+	for i := range n {
+		if r := h.do("POST", "/v1/agents/ext-triage/invoke", w.admin, map[string]any{"goal": fmt.Sprintf("How much is tx-1? (%d)", i)}); r.Status != 200 {
+			t.Fatalf("invoke: %d %s", r.Status, r.Body)
+		}
+	}
+	deployExternal(t, h, w.admin, "ext-triage", map[string]any{"url": agents.serve(t, func(g string) string { return "Be brief. " + g }),
+		"tools": []string{"payments"}, "models": []string{"gpt"}, "max_concurrency": 2})
+	paid, modelled := w.payments.Load(), ms.Count()
+	agents.peak.Store(0)
+	tok := h.token("acme", replayScopes)
+	r := h.do("POST", "/v1/replay-batches", tok, map[string]any{
+		"target_agent_version": "ext-triage@2", "workflows": map[string]any{"agent": "ext-triage", "limit": n},
+		"llm": "live", "concurrency": 8,
+		"checks": []map[string]any{{"name": "same_tool_calls"}, {"name": "outcome_unchanged"}},
+		"gate":   map[string]float64{"same_tool_calls": 1},
+	})
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("create batch: %d %s", r.Status, r.Body)
+	}
+	var created checkedBatch
+	r.json(t, &created)
+	b := getCheckedBatch(t, h, tok, created.ID)
+	if b.Status != "completed" || b.Done != n || b.Verdict != "passed" {
+		t.Fatalf("batch %+v", b)
+	}
+	for _, c := range b.Checks {
+		if c.Passed != n {
+			t.Errorf("check %s: %d of %d passed", c.Name, c.Passed, n)
+		}
+	}
+	if w.payments.Load() != paid || ms.Count() != modelled+2*n {
+		t.Errorf("%d tool requests (want none), %d model requests (want %d)", w.payments.Load()-paid, ms.Count()-modelled, 2*n)
+	}
+	if p := agents.peak.Load(); p > 2 || p == 0 {
+		t.Errorf("at most %d invocations at once, want 1 or 2 (max_concurrency)", p)
 	}
 }

@@ -123,6 +123,13 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 		decided: map[int]*Approval{}, dry: d}
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
+	// A batch of dry runs opens no more connections to the agent than
+	// its max_concurrency allows, as its workflows do.
+	release, ok := r.versionSlot(ctx, v)
+	if !ok {
+		return nil, ctx.Err()
+	}
+	defer release()
 	out := x.attempt(ctx, 1)
 	if out.err != nil {
 		if errors.Is(out.err, context.DeadlineExceeded) && ctx.Err() != nil {
@@ -226,6 +233,12 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, agent.StatusError, fmt.Sprintf(
 			"model %q is not one of this agent version's models %v", head.Model, x.g.Models()))
 	}
+	if limit := x.maxTokens(); limit > 0 && x.tokens >= limit {
+		msg := fmt.Sprintf("max_llm_tokens (%d) reached: the run has used %d tokens", limit, x.tokens)
+		x.limited = msg
+		ev.Action = agent.ActionTokenLimitReached
+		return refuse(http.StatusForbidden, GatewayLimitExceeded, agent.StatusLimitExceeded, msg)
+	}
 	if !d.req.LiveLLM {
 		if d.next < len(d.completions) && d.completions[d.next].key == key {
 			rc := d.completions[d.next]
@@ -238,6 +251,9 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 			ev.Status = agent.StatusOK
 			if _, answer, err := llm.Normalize(rc.api, ex.body, rc.answer); err == nil {
 				ev.Usage, ev.FinishReason = answer.Usage, answer.FinishReason
+				if answer.Usage != nil {
+					x.tokens += answer.Usage.Total()
+				}
 			}
 			x.emitDry(ev, 1)
 			return rc.answer, nil
@@ -280,6 +296,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		return nil, err
 	}
 	usage := resp.Usage
+	x.tokens += usage.Total()
 	ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, &usage, resp.FinishReason
 	c := ReplayCompletion{N: len(d.kept) + 1, Step: x.step + 1, RequestSHA256: key}
 	if req, answer, err := llm.Normalize(ex.api, ex.body, resp); err == nil {
