@@ -104,6 +104,14 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 		return &ExternalReplayRun{Outcome: OutcomeFailed, Status: Failed,
 			Error: "the target version's inputs refuse the context: " + strings.Join(msgs, "; "), Steps: []Step{}}, nil
 	}
+	// A batch of dry runs opens no more connections to the agent than
+	// its max_concurrency allows, as its workflows do; the agent's time
+	// runs from the slot on.
+	release, ok := r.versionSlot(ctx, v)
+	if !ok {
+		return nil, ctx.Err()
+	}
+	defer release()
 	now := r.opts.Now()
 	wf := *orig
 	wf.ID, wf.Agent, wf.AgentVersion, wf.ReplayOf = req.ID, v.Name, v.Version, orig.ID
@@ -123,13 +131,6 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 		decided: map[int]*Approval{}, dry: d}
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
-	// A batch of dry runs opens no more connections to the agent than
-	// its max_concurrency allows, as its workflows do.
-	release, ok := r.versionSlot(ctx, v)
-	if !ok {
-		return nil, ctx.Err()
-	}
-	defer release()
 	out := x.attempt(ctx, 1)
 	if out.err != nil {
 		if errors.Is(out.err, context.DeadlineExceeded) && ctx.Err() != nil {
@@ -143,6 +144,9 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 	if out.final != nil {
 		res = *out.final
 	}
+	// The original's output is stored masked: so is the replay's it is
+	// compared with.
+	res = x.rec.maskResult(res)
 	run := &ExternalReplayRun{Outcome: res.Outcome, Status: res.Status, Error: res.Error, Steps: d.steps, Completions: d.kept}
 	if res.Output != nil {
 		run.Output, _ = json.Marshal(res.Output)
