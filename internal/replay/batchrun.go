@@ -365,7 +365,7 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	if rp.Live() {
 		j = &itemJournal{store: r.Store, batchID: b.ID, workflowID: wf.ID}
 	}
-	err = r.Service.dryRun(ctx, wf, prog, rp, j)
+	err = r.Service.dryRun(ctx, wf, v, prog, rp, j)
 	if p := problem.As(err); p != nil && p.Code == problem.WorkflowNotReplayable {
 		rp.ReplayOutcome, rp.ReplayError, rp.Steps = agent.OutcomeFailed, p.Detail, []Entry{}
 	} else if err != nil {
@@ -375,10 +375,10 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	return rp, nil
 }
 
-// dryRun replays wf against prog from its record, or live as r.Mode says
-// (journaled in j when set), and fills r's outcome, steps, delta,
-// completions and usage.
-func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent.Program, r *Replay, j Journal) error {
+// dryRun replays wf against v (prog, when v is defined) from its record,
+// or live as r.Mode says (journaled in j when set), and fills r's outcome,
+// steps, delta, completions and usage.
+func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, v *agent.Version, prog *agent.Program, r *Replay, j Journal) error {
 	if !wf.Done() {
 		return problem.New(problem.WorkflowNotReplayable,
 			"workflow %s is still %s: replay it once it has finished", wf.ID, wf.Status)
@@ -390,6 +390,9 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	comps, err := s.Workflows.Completions(ctx, wf.ID)
 	if err != nil {
 		return err
+	}
+	if v.External != nil {
+		return s.dryRunExternal(ctx, wf, v, r, steps, comps)
 	}
 	agentName, _, _ := strings.Cut(r.Target, "@")
 	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Agent: agentName, Models: s.Models, Reader: s.Reader, Journal: j}
@@ -420,6 +423,33 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, prog *agent
 	r.Usage = Usages{Original: usageOf(orig), Replay: usageOf(run.Completions)}
 	if r.Live() {
 		r.OriginalCompletions, r.Completions = orig, run.Completions
+	}
+	return nil
+}
+
+// dryRunExternal replays wf against the external version v: the agent is
+// invoked through a gateway serving wf's record (steps, comps), as r.Mode
+// says, and r is filled as dryRun fills it.
+func (s *Service) dryRunExternal(ctx context.Context, wf *workflow.Workflow, v *agent.Version, r *Replay, steps []workflow.Step, comps map[int]json.RawMessage) error {
+	mode := r.Mode.WithDefaults()
+	run, err := s.Externals.ReplayExternal(ctx, workflow.ExternalReplay{ID: r.ID, Original: wf, Steps: steps, Completions: comps, Target: v,
+		LiveLLM: mode.Live(), ReadUnrecorded: mode.UnrecordedCalls == UnrecordedRead})
+	if err != nil {
+		return err
+	}
+	r.ReplayOutcome, r.ReplayError, r.ReplayStatus, r.ReplayOutput = run.Outcome, run.Error, run.Status, run.Output
+	r.Steps, r.Delta = Diff(steps, run.Steps)
+	orig, err := originalCompletions(comps)
+	if err != nil {
+		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)
+	}
+	kept := make([]Completion, len(run.Completions))
+	for i, c := range run.Completions {
+		kept[i] = Completion{N: c.N, Step: c.Step, RequestSHA256: c.RequestSHA256, Request: c.Request, Response: c.Response, Cost: c.Cost}
+	}
+	r.Usage = Usages{Original: usageOf(orig), Replay: usageOf(kept)}
+	if r.Live() {
+		r.OriginalCompletions, r.Completions = orig, kept
 	}
 	return nil
 }

@@ -43,9 +43,17 @@ type Service struct {
 	Reader Reader
 	// Masks masks what a dry run compares with a masked history; nil
 	// compares as it is.
-	Masks  Masks
-	Now    func() time.Time
-	Logger *slog.Logger
+	Masks Masks
+	// Externals makes dry runs of external versions; nil refuses them.
+	Externals Externals
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Externals makes dry runs of external versions (workflow.Runner): the
+// agent is invoked through a gateway that serves the original's record.
+type Externals interface {
+	ReplayExternal(ctx context.Context, req workflow.ExternalReplay) (*workflow.ExternalReplayRun, error)
 }
 
 // Masks makes the Masking of a tenant's history that called tools.
@@ -138,7 +146,7 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := s.dryRun(ctx, wf, prog, r, nil); err != nil {
+	if err := s.dryRun(ctx, wf, v, prog, r, nil); err != nil {
 		return nil, err
 	}
 	s.describe(rec, r)
@@ -368,11 +376,15 @@ func (s *Service) now() time.Time {
 	return time.Now().UTC()
 }
 
-// program is the compiled program of a version a replay runs against; an
-// external version has none to run here (problem.Conflict).
+// program is the compiled program of a version a replay runs against;
+// none for an external version, whose dry runs invoke the agent
+// (problem.Conflict when this server makes none).
 func (s *Service) program(ctx context.Context, v *agent.Version) (*agent.Program, error) {
 	if v.External != nil {
-		return nil, problem.New(problem.Conflict, "%s is an external agent version, which has no definition to replay with", v.Ref())
+		if s.Externals == nil {
+			return nil, problem.New(problem.Conflict, "%s is an external agent version, and this server makes no dry runs of external agents", v.Ref())
+		}
+		return nil, nil
 	}
 	return s.Programs.Program(ctx, v)
 }

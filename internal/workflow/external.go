@@ -173,6 +173,9 @@ type externalRun struct {
 	// waiting is set while the workflow waits in the store for a
 	// decision on a held call: a cancel then ends it (Runner.Cancel).
 	waiting bool
+	// dry, set in a dry-run replay, serves the exchanges from the
+	// original's record and keeps the steps instead of storing them.
+	dry *dryReplay
 }
 
 // recorded is an exchange of the run's record.
@@ -420,8 +423,8 @@ func (x *externalRun) post(ctx context.Context, n int, token string) agentAnswer
 		"gateway": map[string]any{"token": token, "openai_base_url": base + "/openai/v1",
 			"anthropic_base_url": base + "/anthropic", "mcp_url": base + "/mcp"},
 	}
-	if x.wf.ReplayOf != "" {
-		body["run"].(map[string]any)["replay"] = map[string]any{"of": x.wf.ReplayOf, "dry_run": false}
+	if replay := x.replayInfo(); replay != nil {
+		body["run"].(map[string]any)["replay"] = replay
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -576,6 +579,10 @@ func (x *externalRun) emitAttempt(n int, status string, result map[string]any, c
 // emit records an event as the run's next step, stored before anything
 // follows it: an exchange's answer reaches the agent only once its step is.
 func (x *externalRun) emit(ev agent.Event, attempt int, journal string) error {
+	if x.dry != nil {
+		x.emitDry(ev, attempt)
+		return nil
+	}
 	x.step++
 	ev.Step = x.step
 	s, recs := x.rec.step(ev)

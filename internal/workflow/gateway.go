@@ -3,8 +3,6 @@ package workflow
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,10 +175,12 @@ func (x *externalRun) serve(ctx context.Context, a *attemptGateway, ex *exchange
 		return
 	}
 	var err error
-	switch ex.kind {
-	case agent.KindCompletion:
+	switch {
+	case x.dry != nil:
+		err = x.serveDry(ctx, a, ex)
+	case ex.kind == agent.KindCompletion:
 		ex.answer, err = x.complete(ctx, a, ex)
-	case agent.KindCall:
+	case ex.kind == agent.KindCall:
 		ex.call, err = x.call(ctx, a, ex)
 	}
 	var ge *GatewayError
@@ -216,8 +216,7 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	if err != nil {
 		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not canonicalizable JSON: " + err.Error()}
 	}
-	sum := sha256.Sum256(append([]byte(ex.api+"\n"), canon...))
-	key := hex.EncodeToString(sum[:])
+	key := wireKey(ex.api, canon)
 	rec, mark := a.journal.take(agent.KindCompletion, key, false)
 	if rec != nil {
 		ctx, span := tracer.Start(ctx, "chat "+head.Model, trace.WithAttributes(

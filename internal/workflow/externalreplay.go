@@ -1,0 +1,415 @@
+package workflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/redact"
+	"github.com/agentplane/agentplane/internal/tool"
+)
+
+// ExternalReplay asks for a dry run of an external version on a finished
+// workflow's record (SPEC §4 "External agents", replay and what-if).
+type ExternalReplay struct {
+	// ID names the run to the agent (run.id) and its gateway: the
+	// replay's id, as the dry run stores no workflow.
+	ID string
+	// Original is the replayed workflow, with its steps and completions.
+	Original    *Workflow
+	Steps       []Step
+	Completions map[int]json.RawMessage
+	Target      *agent.Version
+	// LiveLLM relays every completion to the model; otherwise a request
+	// identical to the next recorded one gets its answer and any other is
+	// refused (unrecorded).
+	LiveLLM bool
+	// ReadUnrecorded makes a call with no recorded answer live when its
+	// operation is a read.
+	ReadUnrecorded bool
+}
+
+// ExternalReplayRun is how an external dry run went.
+type ExternalReplayRun struct {
+	Outcome, Error, Status string
+	Output                 json.RawMessage
+	Steps                  []Step
+	// Completions are those relayed to the model (LiveLLM), in order.
+	Completions []ReplayCompletion
+}
+
+// ReplayCompletion is a completion a dry run requested from the model,
+// in the form every view reads (and its request's wire-form hash).
+type ReplayCompletion struct {
+	N, Step       int
+	RequestSHA256 string
+	Request       *agent.ChatRequest
+	Response      agent.ChatResponse
+	Cost          *Cost
+}
+
+// GatewayUnrecorded refuses, in a dry run, a model request with no
+// recorded answer.
+const GatewayUnrecorded = "unrecorded"
+
+// dryReplay is what an external dry run serves from and keeps.
+type dryReplay struct {
+	req *ExternalReplay
+	// calls are the original's sent calls by key, each served once;
+	// completions its relayed completions in order, next the first unused.
+	calls       map[string][]*Step
+	completions []recordedWire
+	next        int
+	steps       []Step
+	kept        []ReplayCompletion
+	// served are the recorded steps whose answers were served, and reads
+	// the live reads, by the dry run's step.
+	served map[int]*Step
+	reads  map[int]tool.CallResult
+}
+
+// ReplayExternal runs an external version on a finished workflow's goal
+// and context without storing anything: one attempt, whose gateway serves
+// the original's recorded answers (calls identical in tool, operation and
+// canonical masked arguments, in any order, each once; completions
+// identical to the next recorded one) and sends nothing else but, as req
+// says, completions to the model and reads. A write is never sent. The
+// agent is told run.replay {of, dry_run: true}.
+func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*ExternalReplayRun, error) {
+	v, orig := req.Target, req.Original
+	if v.External == nil {
+		return nil, fmt.Errorf("%s is not an external version", v.Ref())
+	}
+	g, tools, err := r.governance(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	in := orig.Input()
+	if errs := g.ValidateContext(in.Context); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Field + ": " + e.Message
+		}
+		return &ExternalReplayRun{Outcome: OutcomeFailed, Status: Failed,
+			Error: "the target version's inputs refuse the context: " + strings.Join(msgs, "; "), Steps: []Step{}}, nil
+	}
+	// A batch of dry runs opens no more connections to the agent than
+	// its max_concurrency allows, as its workflows do; the agent's time
+	// runs from the slot on.
+	release, ok := r.versionSlot(ctx, v)
+	if !ok {
+		return nil, ctx.Err()
+	}
+	defer release()
+	now := r.opts.Now()
+	wf := *orig
+	wf.ID, wf.Agent, wf.AgentVersion, wf.ReplayOf = req.ID, v.Name, v.Version, orig.ID
+	wf.Status, wf.StartedAt, wf.Deadline = Running, now, now.Add(v.External.RunTimeout())
+	d := &dryReplay{req: &req, calls: map[string][]*Step{}, served: map[int]*Step{}, reads: map[int]tool.CallResult{}, steps: []Step{}}
+	if err := d.index(); err != nil {
+		return nil, problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", orig.ID, err)
+	}
+	rec := &recorder{r: r, wf: &wf, tools: map[string]*tool.Tool{}, calls: map[int]*callRecord{}, last: now}
+	for _, t := range tools {
+		rec.tools[t.Name] = t
+	}
+	if err := rec.masking(ctx); err != nil {
+		return nil, err
+	}
+	x := &externalRun{r: r, wf: &wf, v: v, g: g, rec: rec, in: in, intents: map[int]Intent{}, lastStepAt: now,
+		decided: map[int]*Approval{}, dry: d}
+	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
+	defer cancel()
+	out := x.attempt(ctx, 1)
+	if out.err != nil {
+		if errors.Is(out.err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return &ExternalReplayRun{Outcome: OutcomeTimedOut, Status: Failed, Error: "the agent did not answer within its timeout",
+				Steps: d.steps, Completions: d.kept}, nil
+		}
+		return nil, out.err
+	}
+	_ = x.emitAttempt(1, out.status, out.result, out.code, out.detail)
+	res := agent.Result{Outcome: OutcomeFailed, Status: Failed, ErrorCode: out.code, Error: out.detail}
+	if out.final != nil {
+		res = *out.final
+	}
+	// The original's output is stored masked: so is the replay's it is
+	// compared with.
+	res = x.rec.maskResult(res)
+	run := &ExternalReplayRun{Outcome: res.Outcome, Status: res.Status, Error: res.Error, Steps: d.steps, Completions: d.kept}
+	if res.Output != nil {
+		run.Output, _ = json.Marshal(res.Output)
+	}
+	return run, nil
+}
+
+// index reads the original's record: its sent calls, and its relayed
+// completions (a defined agent's, recorded in their normalized form, are
+// no wire request's and answer none).
+func (d *dryReplay) index() error {
+	for i := range d.req.Steps {
+		s := &d.req.Steps[i]
+		if !s.Sent || s.Operation == "" || (s.Status != agent.StatusOK && s.Status != agent.StatusError) {
+			continue
+		}
+		if len(s.Args) > 0 {
+			if _, err := jcs.Transform(s.Args); err != nil {
+				return fmt.Errorf("step %d: the recorded args are not JSON", s.Step)
+			}
+		}
+		key := callKey(s.Tool, s.Operation, s.Args)
+		d.calls[key] = append(d.calls[key], s)
+	}
+	for n := 1; n <= len(d.req.Completions); n++ {
+		if rc, ok := decodeWireCompletion(d.req.Completions[n]); ok {
+			d.completions = append(d.completions, rc)
+		}
+	}
+	return nil
+}
+
+// emitDry keeps a dry run's step: nothing is stored or audited.
+func (x *externalRun) emitDry(ev agent.Event, attempt int) {
+	x.step++
+	ev.Step = x.step
+	s, _ := x.rec.step(ev)
+	s.Attempt = attempt
+	if rec := x.dry.served[ev.Step]; rec != nil {
+		s.Request, s.HTTPStatus = rec.Request, rec.HTTPStatus
+	}
+	if sent, ok := x.dry.reads[ev.Step]; ok {
+		s.Request, _ = json.Marshal(sent.Request)
+		s.HTTPStatus, s.Attempts, s.Sent = sent.Status, sent.Attempts, sent.Attempts > 0
+	}
+	x.dry.steps = append(x.dry.steps, *s)
+}
+
+// serveDry makes one exchange of a dry run.
+func (x *externalRun) serveDry(ctx context.Context, a *attemptGateway, ex *exchange) error {
+	switch ex.kind {
+	case agent.KindCompletion:
+		resp, err := x.completeDry(ctx, ex)
+		ex.answer = resp
+		return err
+	case agent.KindCall:
+		ans, err := x.callDry(ctx, a, ex)
+		ex.call = ans
+		return err
+	}
+	return nil
+}
+
+// completeDry serves a model request of a dry run: the next recorded
+// answer when the request is identical to its request, else unrecorded;
+// with LiveLLM, relayed to the model and kept.
+func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.RelayResponse, error) {
+	d := x.dry
+	var head requestHead
+	if err := json.Unmarshal(ex.body, &head); err != nil || head.Model == "" {
+		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not a JSON object naming a model"}
+	}
+	canon, err := jcs.Transform(ex.body)
+	if err != nil {
+		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not canonicalizable JSON: " + err.Error()}
+	}
+	key := wireKey(ex.api, canon)
+	ev := agent.Event{Action: ActionCompletion, Kind: agent.KindCompletion, Model: head.Model}
+	refuse := func(status int, code, stepStatus, msg string) (*llm.RelayResponse, error) {
+		ev.Status, ev.Error = stepStatus, msg
+		if stepStatus == agent.StatusError {
+			ev.ErrorCode = code
+		}
+		x.emitDry(ev, 1)
+		return nil, &GatewayError{Status: status, Code: code, Message: msg}
+	}
+	if !x.g.AllowsModel(head.Model) {
+		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, agent.StatusError, fmt.Sprintf(
+			"model %q is not one of this agent version's models %v", head.Model, x.g.Models()))
+	}
+	if limit := x.maxTokens(); limit > 0 && x.tokens >= limit {
+		msg := fmt.Sprintf("max_llm_tokens (%d) reached: the run has used %d tokens", limit, x.tokens)
+		x.limited = msg
+		ev.Action = agent.ActionTokenLimitReached
+		return refuse(http.StatusForbidden, GatewayLimitExceeded, agent.StatusLimitExceeded, msg)
+	}
+	if !d.req.LiveLLM {
+		if d.next < len(d.completions) && d.completions[d.next].key == key {
+			rc := d.completions[d.next]
+			d.next++
+			for _, e := range rc.answer.Events {
+				if err := ex.send(e); err != nil || ctx.Err() != nil {
+					break
+				}
+			}
+			ev.Status = agent.StatusOK
+			if _, answer, err := llm.Normalize(rc.api, ex.body, rc.answer); err == nil {
+				ev.Usage, ev.FinishReason = answer.Usage, answer.FinishReason
+				if answer.Usage != nil {
+					x.tokens += answer.Usage.Total()
+				}
+			}
+			x.emitDry(ev, 1)
+			return rc.answer, nil
+		}
+		return refuse(http.StatusBadRequest, GatewayUnrecorded, agent.StatusUnrecorded,
+			"no recorded completion answers this request: a dry run with llm recorded answers only a request identical to the original's next one; replay with llm live to ask the model")
+	}
+	m, err := x.r.opts.Models.Model(ctx, x.wf.Tenant, head.Model)
+	switch {
+	case problem.Is(err, problem.NotFound):
+		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, agent.StatusError, fmt.Sprintf("model %q is no longer registered", head.Model))
+	case err != nil:
+		return nil, err
+	}
+	if err := x.r.dailyBudget(ctx, x.wf.Tenant, m); err != nil {
+		var be *agent.BudgetError
+		if errors.As(err, &be) {
+			return refuse(http.StatusForbidden, GatewayLimitExceeded, agent.StatusLimitExceeded, be.Reason)
+		}
+		return nil, err
+	}
+	if x.r.opts.External.Relay == nil {
+		return refuse(http.StatusServiceUnavailable, GatewayUnavailable, agent.StatusError, "this server relays no model requests")
+	}
+	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(ctx, x.rec.mask, x.rec.detect), m,
+		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return refuse(http.StatusBadGateway, GatewayUpstreamError, agent.StatusError, x.rec.maskText(err.Error()))
+	}
+	if resp.Status != http.StatusOK {
+		ev.Status, ev.ErrorCode = agent.StatusError, agent.ErrorCodeLLM
+		ev.Error = fmt.Sprintf("the model answered %d: %s", resp.Status, clipText(x.rec.maskText(string(resp.Body))))
+		x.emitDry(ev, 1)
+		return resp, nil
+	}
+	if err := x.countUsage(ctx, m, resp.Usage); err != nil {
+		return nil, err
+	}
+	usage := resp.Usage
+	x.tokens += usage.Total()
+	ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, &usage, resp.FinishReason
+	c := ReplayCompletion{N: len(d.kept) + 1, Step: x.step + 1, RequestSHA256: key}
+	if req, answer, err := llm.Normalize(ex.api, ex.body, resp); err == nil {
+		c.Request, c.Response = &req, answer
+	}
+	if m.Price != nil {
+		c.Cost = &Cost{Amount: m.Price.Cost(usage.InputTokens, usage.OutputTokens), Currency: priceCurrency(m)}
+	}
+	d.kept = append(d.kept, c)
+	x.emitDry(ev, 1)
+	return resp, nil
+}
+
+// countUsage counts a dry run's live completion in the tenant's usage, as
+// LiveCompletion does.
+func (x *externalRun) countUsage(ctx context.Context, m *model.Model, usage agent.Usage) error {
+	u := UsageRecord{Tenant: x.wf.Tenant, Agent: x.wf.Agent, Model: m.Name, At: x.r.opts.Now(),
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}
+	if m.Price != nil {
+		u.Cost, u.Currency = m.Price.Cost(u.InputTokens, u.OutputTokens), priceCurrency(m)
+	}
+	if err := x.r.opts.Store.RecordUsage(ctx, u); err != nil {
+		return fmt.Errorf("count completion in usage: %w", err)
+	}
+	return nil
+}
+
+func priceCurrency(m *model.Model) string {
+	if m.Price.Currency != "" {
+		return m.Price.Currency
+	}
+	return model.DefaultCurrency
+}
+
+// callDry serves a tool call of a dry run: the target's policies and
+// max_tool_calls apply; a call identical to a recorded one gets its
+// answer; any other is unrecorded, or made live when it is a read and
+// ReadUnrecorded is set.
+func (x *externalRun) callDry(ctx context.Context, a *attemptGateway, ex *exchange) (CallAnswer, error) {
+	d, op := x.dry, ex.op
+	ev := agent.Event{Action: ActionCall, Kind: agent.KindCall, Tool: op.Tool, Operation: op.ID, Args: ex.args}
+	refuse := func(status, msg string) (CallAnswer, error) {
+		ev.Status, ev.Error = status, msg
+		if status == agent.StatusLimitExceeded {
+			ev.Action = agent.ActionLimitReached
+			x.limited = msg
+		}
+		x.emitDry(ev, a.attempt)
+		return CallAnswer{IsError: true, Message: msg}, nil
+	}
+	if reason := x.g.Refusal(ctx, x.in, op, ex.args); reason != "" {
+		return refuse(agent.StatusDenied, "denied: "+reason)
+	}
+	if n := x.maxCalls(); x.calls >= n {
+		return refuse(agent.StatusLimitExceeded, fmt.Sprintf("max_tool_calls (%d) reached: the run may make no more calls", n))
+	}
+	key := callKey(op.Tool, op.ID, x.rec.maskArgs(op.Tool, ex.args))
+	if q := d.calls[key]; len(q) > 0 {
+		s := q[0]
+		d.calls[key] = q[1:]
+		x.calls++
+		d.served[x.step+1] = s
+		res := agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error, ErrorCode: s.ErrorCode}
+		ev.Status, ev.Result, ev.Error, ev.ErrorCode = res.Status, res.Result, res.Err, res.ErrorCode
+		x.emitDry(ev, a.attempt)
+		return answerOf(res, true), nil
+	}
+	if d.req.ReadUnrecorded && op.Kind == tool.Read {
+		x.calls++
+		res, sent, err := x.r.Read(ctx, d.req.Original, agent.ToolCall{Action: ActionCall, Tool: op.Tool, Operation: op.ID, Kind: op.Kind, Args: ex.args})
+		if err != nil {
+			return CallAnswer{}, err
+		}
+		if sent.Attempts > 0 {
+			d.reads[x.step+1] = sent
+		}
+		ev.Status, ev.Result, ev.Error, ev.ErrorCode = res.Status, res.Result, res.Err, res.ErrorCode
+		x.emitDry(ev, a.attempt)
+		if res.Status == agent.StatusUnrecorded {
+			return CallAnswer{IsError: true, Message: unrecordedCall(op)}, nil
+		}
+		return answerOf(res, false), nil
+	}
+	ev.Status = agent.StatusUnrecorded
+	x.emitDry(ev, a.attempt)
+	return CallAnswer{IsError: true, Message: unrecordedCall(op)}, nil
+}
+
+// unrecordedCall is the result text of a dry run's call that was not made.
+func unrecordedCall(op agent.GatewayOperation) string {
+	msg := "unrecorded: this is a dry-run replay, and the original run recorded no identical call of " + op.Name + ", so it was not made"
+	if op.Kind != tool.Read {
+		return msg + " (a dry run never sends a write)"
+	}
+	return msg
+}
+
+// wireKey is the record's identity of a relayed request: its API and
+// canonical body.
+func wireKey(api string, canon []byte) string {
+	sum := sha256.Sum256(append([]byte(api+"\n"), canon...))
+	return hex.EncodeToString(sum[:])
+}
+
+// replayInfo is an invocation's run.replay: the original, and whether
+// this is a dry run.
+func (x *externalRun) replayInfo() map[string]any {
+	if x.wf.ReplayOf == "" {
+		return nil
+	}
+	return map[string]any{"of": x.wf.ReplayOf, "dry_run": x.dry != nil}
+}
