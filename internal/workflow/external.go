@@ -583,8 +583,19 @@ func (x *externalRun) emitAttempt(n int, status string, result map[string]any, c
 }
 
 // emit records an event as the run's next step, stored before anything
-// follows it: an exchange's answer reaches the agent only once its step is.
+// follows it: a write's answer reaches the agent only once its step is.
 func (x *externalRun) emit(ev agent.Event, attempt int, journal string) error {
+	if err := x.note(ev, attempt, journal, nil); err != nil {
+		return err
+	}
+	return x.j.flush()
+}
+
+// note records an event as the run's next step, with the completion c
+// records (if any), written in the background: a read or a completion may
+// be made again, so its answer need not wait for its step. Every step is
+// stored before a write is sent, a write's answer and the attempt's end.
+func (x *externalRun) note(ev agent.Event, attempt int, journal string, c *Completion) error {
 	x.step++
 	ev.Step = x.step
 	s, recs := x.rec.step(ev)
@@ -592,7 +603,8 @@ func (x *externalRun) emit(ev agent.Event, attempt int, journal string) error {
 	if err := x.j.add(s, recs); err != nil {
 		return err
 	}
-	return x.j.flush()
+	x.j.newest.Completion = c
+	return x.j.release()
 }
 
 // randomToken is a new run token.
