@@ -577,8 +577,23 @@ func (x *externalRun) emitAttempt(n int, status string, result map[string]any, c
 }
 
 // emit records an event as the run's next step, stored before anything
-// follows it: an exchange's answer reaches the agent only once its step is.
+// follows it: a write's answer reaches the agent only once its step is.
 func (x *externalRun) emit(ev agent.Event, attempt int, journal string) error {
+	if err := x.note(ev, attempt, journal, nil); err != nil {
+		return err
+	}
+	if x.dry != nil {
+		return nil
+	}
+	return x.j.flush()
+}
+
+// note records an event as the run's next step, with the completion c
+// records (if any), written in the background: a read or a completion may
+// be made again, so its answer need not wait for its step. Every step is
+// stored before a write is sent, a write's answer and the attempt's end.
+// A dry run keeps its steps instead (emitDry).
+func (x *externalRun) note(ev agent.Event, attempt int, journal string, c *Completion) error {
 	if x.dry != nil {
 		x.emitDry(ev, attempt)
 		return nil
@@ -590,7 +605,8 @@ func (x *externalRun) emit(ev agent.Event, attempt int, journal string) error {
 	if err := x.j.add(s, recs); err != nil {
 		return err
 	}
-	return x.j.flush()
+	x.j.newest.Completion = c
+	return x.j.release()
 }
 
 // randomToken is a new run token.

@@ -295,14 +295,8 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	usage := resp.Usage
 	ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, &usage, resp.FinishReason
 	c := x.wireCompletion(m, ex, key, resp, start)
-	if err := x.r.opts.Store.RecordCompletion(ctx, x.r.opts.Owner, c); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, x.j.fail(fmt.Errorf("record completion: %w", err))
-	}
 	x.tokens += usage.Total()
-	if err := x.emit(ev, a.attempt, mark); err != nil {
+	if err := x.note(ev, a.attempt, mark, c); err != nil {
 		return nil, err
 	}
 	x.record = append(x.record, recorded{kind: agent.KindCompletion, key: key, step: x.step, api: ex.api, answer: resp})
@@ -469,7 +463,11 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	if res.Status == agent.StatusCancelled {
 		ev.Result = nil
 	}
-	if err := x.emit(ev, a.attempt, mark); err != nil {
+	record := x.emit
+	if op.Kind == tool.Read {
+		record = func(ev agent.Event, attempt int, journal string) error { return x.note(ev, attempt, journal, nil) }
+	}
+	if err := record(ev, a.attempt, mark); err != nil {
 		return CallAnswer{}, err
 	}
 	if res.Status == agent.StatusCancelled {

@@ -186,6 +186,9 @@ const JournalDiverged = "diverged"
 type StepWrite struct {
 	Step    *Step
 	Records []*audit.Record
+	// Completion, when set, is the completion the step records, stored
+	// (and added to the tenant's daily usage, once) with it.
+	Completion *Completion
 }
 
 // Intent records a tool call about to be sent that is unsafe to repeat (a

@@ -83,12 +83,19 @@ func (db *DB) prepareSteps(steps []workflow.StepWrite) {
 	for _, sw := range steps {
 		sw.Step.StartedAt = micro(sw.Step.StartedAt)
 		db.prepareAudit(sw.Records...)
+		if sw.Completion != nil {
+			sw.Completion.CreatedAt = micro(sw.Completion.CreatedAt)
+		}
 	}
 }
 
 func appendSteps(tx *wtx, owner string, steps []workflow.StepWrite) {
 	for _, sw := range steps {
 		appendStep(tx, owner, sw.Step, sw.Records)
+		if c := sw.Completion; c != nil {
+			tx.Queue(func(err error) error { return leaseRequired(err, c.WorkflowID, "record completion") },
+				insertCompletion+`SELECT require_rows(count(*), 'lease') FROM held`, completionArgs(owner, c)...)
+		}
 	}
 }
 
@@ -128,12 +135,10 @@ func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent
 	return leaseHeld(tag, in.WorkflowID, "record intent")
 }
 
-// RecordCompletion stores a completion, provided owner holds the lease,
-// and adds it to the tenant's daily usage, once, in one statement.
-func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
-	c.CreatedAt = micro(c.CreatedAt)
-	var held int
-	err := db.pool.QueryRow(ctx, heldBy+`, ins AS (INSERT INTO workflow_completions (workflow_id, n, data, step, tenant,
+// insertCompletion stores a completion ($3 on) of workflow $1, provided
+// owner $2 holds its lease, and adds it to the tenant's daily usage, once;
+// a SELECT FROM held ends it.
+const insertCompletion = heldBy + `, ins AS (INSERT INTO workflow_completions (workflow_id, n, data, step, tenant,
 			agent, agent_version, model, provider_model, input_tokens, output_tokens, cost, currency, finish_reason, created_at)
 		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 FROM held
 		ON CONFLICT (workflow_id, n) DO NOTHING
@@ -144,9 +149,20 @@ func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Co
 			input_tokens = llm_usage_daily.input_tokens + excluded.input_tokens,
 			output_tokens = llm_usage_daily.output_tokens + excluded.output_tokens,
 			completions = llm_usage_daily.completions + 1, cost = llm_usage_daily.cost + excluded.cost)
-	SELECT count(*) FROM held`,
-		c.WorkflowID, owner, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
-		c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, c.CreatedAt, workflow.Day(c.CreatedAt)).Scan(&held)
+	`
+
+// completionArgs are insertCompletion's arguments.
+func completionArgs(owner string, c *workflow.Completion) []any {
+	return []any{c.WorkflowID, owner, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
+		c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, c.CreatedAt, workflow.Day(c.CreatedAt)}
+}
+
+// RecordCompletion stores a completion, provided owner holds the lease,
+// and adds it to the tenant's daily usage, once, in one statement.
+func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
+	c.CreatedAt = micro(c.CreatedAt)
+	var held int
+	err := db.pool.QueryRow(ctx, insertCompletion+`SELECT count(*) FROM held`, completionArgs(owner, c)...).Scan(&held)
 	if err != nil {
 		return fmt.Errorf("record completion: %w", unavailable(err))
 	}

@@ -72,6 +72,9 @@ func (db *DB) prepareSteps(owner string, steps []workflow.StepWrite) [][]any {
 	for i, sw := range steps {
 		rows[i] = stepRow(owner, sw.Step)
 		db.prepareAudit(sw.Records...)
+		if sw.Completion != nil {
+			sw.Completion.CreatedAt = micro(sw.Completion.CreatedAt)
+		}
 	}
 	return rows
 }
@@ -80,6 +83,11 @@ func appendSteps(ctx context.Context, tx dbtx, steps []workflow.StepWrite, rows 
 	for i, sw := range steps {
 		if err := appendStep(ctx, tx, sw.Step, rows[i], sw.Records); err != nil {
 			return err
+		}
+		if sw.Completion != nil {
+			if err := insertCompletion(ctx, tx, sw.Completion); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -143,20 +151,26 @@ func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Co
 		if err != nil {
 			return fmt.Errorf("record completion: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_completions (workflow_id, n, data, step, tenant, agent,
+		return insertCompletion(ctx, tx, c)
+	})
+}
+
+// insertCompletion stores a completion of a workflow whose lease was
+// checked, and adds it to the tenant's daily usage, once.
+func insertCompletion(ctx context.Context, tx dbtx, c *workflow.Completion) error {
+	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_completions (workflow_id, n, data, step, tenant, agent,
 				agent_version, model, provider_model, input_tokens, output_tokens, cost, currency, finish_reason, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workflow_id, n) DO NOTHING`,
-			c.WorkflowID, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
-			c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, sqlrow.FormatTime(c.CreatedAt))
-		if err != nil {
-			return fmt.Errorf("record completion: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err // recorded before: counted then
-		}
-		return addUsage(ctx, tx, workflow.UsageRecord{Tenant: c.Tenant, Agent: c.Agent, Model: c.Model,
-			InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, Cost: c.Cost, Currency: c.Currency, At: c.CreatedAt})
-	})
+		c.WorkflowID, c.N, string(c.Data), c.Step, c.Tenant, c.Agent, c.AgentVersion, c.Model, c.ProviderModel,
+		c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, sqlrow.FormatTime(c.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("record completion: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err // recorded before: counted then
+	}
+	return addUsage(ctx, tx, workflow.UsageRecord{Tenant: c.Tenant, Agent: c.Agent, Model: c.Model,
+		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, Cost: c.Cost, Currency: c.Currency, At: c.CreatedAt})
 }
 
 // FinishWorkflow stores how w ended and drops its lease, provided owner

@@ -122,6 +122,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WorkflowClaimExpired", testWorkflowClaimExpired},
 		{"WorkflowClaimConcurrent", testWorkflowClaimConcurrent},
 		{"WorkflowList", testWorkflowList},
+		{"StepCompletion", testStepCompletion},
 		{"WorkflowListDenseWords", testWorkflowListDenseWords},
 		{"WorkflowKeys", testWorkflowKeys},
 		{"CompletionUsage", testCompletionUsage},

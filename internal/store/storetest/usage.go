@@ -167,3 +167,45 @@ func testRecordUsage(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("Usage by agent (-want +got):\n%s", diff)
 	}
 }
+
+// testStepCompletion: a completion written with its step is stored and
+// counted once in the same transaction, and, like the step, only under the
+// workflow's lease.
+func testStepCompletion(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := create(t, s, newWorkflow("acme", "triage", "replica-a", 0))
+	c := completion(w, 1, `{"request_sha256": "h1"}`)
+	c.Model, c.InputTokens, c.OutputTokens, c.CreatedAt = "gpt", 100, 10, base.Add(999)
+	sw := written(newStep(w.ID, 1))
+	sw.Completion = c
+	must(t, s.AppendSteps(ctx, "replica-a", sw), "append a step with its completion")
+	again := written(newStep(w.ID, 2))
+	again.Completion = completion(w, 1, `{"request_sha256": "other"}`)
+	again.Completion.Model, again.Completion.InputTokens = "gpt", 99999
+	must(t, s.AppendSteps(ctx, "replica-a", again), "append a step with a completion recorded before")
+	lost := written(newStep(w.ID, 3))
+	lost.Completion = completion(w, 2, `{}`)
+	lost.Completion.Model, lost.Completion.InputTokens = "gpt", 7
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-b", lost), "another owner's step and completion")
+
+	got, err := s.WorkflowCompletions(ctx, w.ID)
+	must(t, err, "workflow completions")
+	if len(got) != 1 || got[0].N != 1 || got[0].InputTokens != 100 || !got[0].CreatedAt.Equal(base) {
+		t.Errorf("WorkflowCompletions = %+v; want completion 1 alone, of 100 input tokens, created at %v (µs)", got, base)
+	}
+	if n, err := s.TokensToday(ctx, "acme", "gpt", base); err != nil || n != 110 {
+		t.Errorf("TokensToday = %d, %v; want 110 (counted once)", n, err)
+	}
+	if steps, err := s.Steps(ctx, w.ID, 0); err != nil || len(steps) != 2 {
+		t.Errorf("Steps = %d, %v; want 2", len(steps), err)
+	}
+	fin := *w
+	fin.Status, fin.Outcome = workflow.Completed, "answered"
+	last := written(newStep(w.ID, 3))
+	last.Completion = completion(w, 2, `{}`)
+	last.Completion.Model, last.Completion.InputTokens = "gpt", 5
+	must(t, s.FinishWorkflow(ctx, "replica-a", &fin, nil, last), "finish with a last step and its completion")
+	if n, err := s.TokensToday(ctx, "acme", "gpt", base); err != nil || n != 115 {
+		t.Errorf("TokensToday after finish = %d, %v; want 115", n, err)
+	}
+}
