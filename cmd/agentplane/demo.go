@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/auth"
@@ -36,6 +39,12 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, st session.Store, baseU
 	if err != nil {
 		return nil, err
 	}
+	// The external agent's versions name its URL, so it listens where it
+	// did on the last start: beside the server, 100 ports up.
+	if err := apis.StartAgent(demoAgentAddr(baseURL), cmp.Or(model, demo.ModelName)); err != nil {
+		apis.Close()
+		return nil, err
+	}
 	fmt.Fprintf(stdout, "agentplane demo: example APIs on %s (payments, OpenAPI), %s (customers, GraphQL), %s (cases, SOAP)\n",
 		apis.Payments, apis.Customers, apis.Cases)
 	if model == "" {
@@ -58,6 +67,21 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, st session.Store, baseU
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	return apis, nil
+}
+
+// demoAgentAddr is where the demo's external agent listens: on loopback,
+// 100 ports above the server's (127.0.0.1:8180 beside :8080), or any free
+// port when that cannot be worked out.
+func demoAgentAddr(baseURL string) string {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil || port+100 > 65535 {
+		return "127.0.0.1:0"
+	}
+	return "127.0.0.1:" + strconv.Itoa(port+100)
 }
 
 // waitingRefund invokes a refund of tx_1007 and returns once it waits for

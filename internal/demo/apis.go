@@ -10,6 +10,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
 	"io"
 	"net"
 	"net/http"
@@ -29,7 +30,10 @@ type APIs struct {
 	Cases     string // base URL; the WSDL is at /cases.wsdl, the endpoint /soap
 	// Model is the demo model's API root (Chat Completions at
 	// /chat/completions): rules, not an LLM.
-	Model   string
+	Model string
+	// Agent is the base URL of the demo's external agent, a Go program
+	// (examples/external/go-agent) answering each version at /<version>.
+	Agent   string
 	servers []*http.Server
 	// Delay is how long the customer API takes to answer, so a streamed
 	// invoke shows its steps arrive one by one.
@@ -56,6 +60,26 @@ func Start(delay time.Duration) (*APIs, error) {
 	}
 	a.Model += "/v1"
 	return a, nil
+}
+
+// StartAgent serves the demo's external agent on addr (127.0.0.1:0 when
+// that is taken), asking model: version 1 and 2 at /1 and /2, their
+// instructions differing as payments-assistant's do.
+func (a *APIs) StartAgent(addr, model string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return fmt.Errorf("demo agent: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /1", goagent.NewHandler(goagent.Options{Model: model, MaxTurns: 6, Instructions: assistantInstructions}))
+	mux.Handle("POST /2", goagent.NewHandler(goagent.Options{Model: model, MaxTurns: 6, Instructions: assistantInstructions + " " + CaseInstruction}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.servers = append(a.servers, hs)
+	a.Agent = "http://" + ln.Addr().String()
+	go hs.Serve(ln) //nolint:errcheck // ends with Close
+	return nil
 }
 
 // Close stops the APIs.

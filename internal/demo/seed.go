@@ -125,6 +125,8 @@ type Seeded struct {
 	// Model is the model the LLM agent uses; Assisted its workflows.
 	Model    string
 	Assisted []string
+	// Coded are the external agent's workflows (none when it is not served).
+	Coded []string
 	// History counts fraud-triage's workflows, those of earlier runs on the
 	// same data included; HistoryMore says there are more than it counted.
 	History     int
@@ -205,6 +207,11 @@ func Seed(ctx context.Context, cl *client.Client, apis *APIs, model string, prog
 		out.Assisted = append(out.Assisted, wf.ID)
 		fmt.Fprintf(progress, "  workflow %s  %-24q %s\n", wf.ID, goal, wf.Outcome)
 	}
+	if apis.Agent != "" {
+		if out.Coded, err = seedCoded(ctx, cl, apis, out.Model, progress); err != nil {
+			return nil, err
+		}
+	}
 	out.History, out.HistoryMore, err = countWorkflows(ctx, cl, "fraud-triage")
 	if err != nil {
 		return nil, err
@@ -245,6 +252,46 @@ func seedAssistant(ctx context.Context, cl *client.Client, apis *APIs, model str
 		fmt.Fprintf(progress, "  agent %s@%s  (LLM agent on model %s)\n", Assistant, v["version"], model)
 	}
 	return model, nil
+}
+
+// Coded is the demo's external agent: a Go program (goagent) that the
+// demo serves itself, deployed as two external versions whose
+// instructions differ as payments-assistant's do.
+const Coded = "triage-code"
+
+// seedCoded deploys the external agent's two versions (kept when they
+// exist, as long as the agent still answers at their URL) and invokes
+// version 1 with the assistant's goals; it returns the workflows.
+func seedCoded(ctx context.Context, cl *client.Client, apis *APIs, model string, progress io.Writer) ([]string, error) {
+	for _, version := range []string{"1", "2"} {
+		v := map[string]any{"name": Coded, "version": version,
+			"description": "Answers the payments team's questions, written in Go with openai-go and the MCP Go SDK (version " + version + ")",
+			"external": map[string]any{"url": apis.Agent + "/" + version, "tools": []string{"payments", "customers", "cases"},
+				"models": []string{model}, "timeout": "2m"}}
+		_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents", Body: v})
+		var p *client.Problem
+		if errors.As(err, &p) && p.Status == http.StatusConflict {
+			err = nil // deployed by an earlier run
+		}
+		if err != nil {
+			return nil, fmt.Errorf("deploy %s@%s: %w", Coded, version, err)
+		}
+		fmt.Fprintf(progress, "  agent %s@%s  (external agent at %s/%s)\n", Coded, version, apis.Agent, version)
+	}
+	var ids []string
+	for _, goal := range assistantGoals {
+		var wf struct {
+			ID      string `json:"workflow_id"`
+			Outcome string `json:"outcome"`
+		}
+		body := map[string]any{"goal": goal, "stream": false}
+		if _, err := cl.JSON(ctx, client.Request{Method: http.MethodPost, Path: "/v1/agents/" + Coded + "@1/invoke", Body: body}, &wf); err != nil {
+			return nil, fmt.Errorf("invoke %s with %q: %w", Coded, goal, err)
+		}
+		ids = append(ids, wf.ID)
+		fmt.Fprintf(progress, "  workflow %s  %-24q %s\n", wf.ID, goal, wf.Outcome)
+	}
+	return ids, nil
 }
 
 // maxCounted bounds how many workflows countWorkflows pages through.
@@ -317,6 +364,9 @@ func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 	if s.Model != "" {
 		fmt.Fprintf(&b, "%s, an LLM agent on model %s, is deployed in two versions with %d workflows of version 1.\n", Assistant, s.Model, len(s.Assisted))
 	}
+	if len(s.Coded) > 0 {
+		fmt.Fprintf(&b, "%s, the same assistant written in Go, runs as an external agent in two versions with %d workflows of version 1.\n", Coded, len(s.Coded))
+	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "Paste into another terminal (use `go run ./cmd/agentplane` for `agentplane` if it is not installed):\n\n")
 	fmt.Fprintf(&b, "  export AGENTPLANE_URL=%s\n  export AGENTPLANE_TOKEN=%s\n\n", baseURL, token)
@@ -348,6 +398,15 @@ func Ready(w io.Writer, baseURL, token, approverToken string, s *Seeded) {
 		fmt.Fprintf(&b, "  # 7. what-if: version 2's instructions open fraud cases. Replay version 1's history with\n")
 		fmt.Fprintf(&b, "  #    version 2's model live and every tool answer from the record (no write is ever sent)\n")
 		fmt.Fprintf(&b, "  agentplane replay --batch --target %s@2 --agent %s --llm live \\\n", Assistant, Assistant)
+		fmt.Fprintf(&b, "    --check outcome_unchanged --gate outcome_unchanged=1\n\n")
+	}
+	if len(s.Coded) > 0 {
+		fmt.Fprintf(&b, "  # 8. an agent written in code (Go, openai-go and the MCP Go SDK) that the demo runs as an\n")
+		fmt.Fprintf(&b, "  #    external agent: its completions and calls go through agentplane's run gateway\n")
+		fmt.Fprintf(&b, "  #    (docs/external-agents.md: point your own framework's agent at it the same way)\n")
+		fmt.Fprintf(&b, "  agentplane invoke %s --goal \"Is tx_1003 risky?\" --stream\n", Coded)
+		fmt.Fprintf(&b, "  agentplane workflows get WORKFLOW_ID --conversation\n")
+		fmt.Fprintf(&b, "  agentplane replay --batch --target %s@2 --agent %s --llm live \\\n", Coded, Coded)
 		fmt.Fprintf(&b, "    --check outcome_unchanged --gate outcome_unchanged=1\n\n")
 	}
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout

@@ -34,13 +34,28 @@ type Invocation struct {
 // Handler answers agentplane's invocations with the model named model
 // (one of the version's models), taking at most maxTurns completions.
 func Handler(model string, maxTurns int) http.Handler {
+	return NewHandler(Options{Model: model, MaxTurns: maxTurns})
+}
+
+// Options configure an agent.
+type Options struct {
+	// Model names one of the version's models; MaxTurns bounds the
+	// completions of a run.
+	Model    string
+	MaxTurns int
+	// Instructions, when set, are the system message of every completion.
+	Instructions string
+}
+
+// NewHandler answers agentplane's invocations as opts says.
+func NewHandler(opts Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in Invocation
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 			http.Error(w, "not an invocation: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		answer, err := Run(r.Context(), in, model, maxTurns)
+		answer, err := RunWith(r.Context(), in, opts)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -52,6 +67,12 @@ func Handler(model string, maxTurns int) http.Handler {
 
 // Run works on one invocation's goal and returns the model's final answer.
 func Run(ctx context.Context, in Invocation, model string, maxTurns int) (string, error) {
+	return RunWith(ctx, in, Options{Model: model, MaxTurns: maxTurns})
+}
+
+// RunWith is Run as opts says.
+func RunWith(ctx context.Context, in Invocation, opts Options) (string, error) {
+	model, maxTurns := opts.Model, opts.MaxTurns
 	// The four lines that point an agent at the gateway: the model
 	// client's base URL and key, the MCP client's URL and token.
 	llm := openai.NewClient(option.WithBaseURL(in.Gateway.OpenAIBaseURL), option.WithAPIKey(in.Gateway.Token))
@@ -75,7 +96,11 @@ func Run(ctx context.Context, in Invocation, model string, maxTurns int) (string
 		tools = append(tools, openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
 			Name: t.Name, Description: openai.String(t.Description), Parameters: params}))
 	}
-	messages := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}
+	var messages []openai.ChatCompletionMessageParamUnion
+	if opts.Instructions != "" {
+		messages = append(messages, openai.SystemMessage(opts.Instructions))
+	}
+	messages = append(messages, openai.UserMessage(in.Goal))
 	for range maxTurns {
 		resp, err := llm.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, Messages: messages, Tools: tools})
 		var refused *openai.Error
