@@ -39,10 +39,38 @@ const (
 
 // fastMessage is a JSON-RPC message as the fast path reads it.
 type fastMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
+	JSONRPC string
+	ID      json.RawMessage
+	Method  string
+	Params  json.RawMessage
+}
+
+// fastParams are the parameters the fast path reads.
+type fastParams struct {
+	Meta      map[string]json.RawMessage
+	Name      *string
+	Arguments json.RawMessage
+	Cursor    *string
+	Version   string
+}
+
+// fastFields decodes a JSON object's members, matching names exactly as
+// the SDK does (encoding/json would take "ID" for "id").
+func fastFields(raw []byte, dst map[string]any) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	for k, v := range m {
+		if d, ok := dst[k]; ok {
+			if raw, ok := d.(*json.RawMessage); ok {
+				*raw = v
+			} else if json.Unmarshal(v, d) != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // initializeResult is the result of initialize.
@@ -51,15 +79,6 @@ type initializeResult struct {
 	Capabilities    json.RawMessage     `json:"capabilities"`
 	ServerInfo      *sdk.Implementation `json:"serverInfo"`
 	Instructions    string              `json:"instructions,omitempty"`
-}
-
-// fastParams are the parameters the fast path reads.
-type fastParams struct {
-	Meta      map[string]json.RawMessage `json:"_meta"`
-	Name      *string                    `json:"name"`
-	Arguments json.RawMessage            `json:"arguments"`
-	Cursor    *string                    `json:"cursor"`
-	Version   string                     `json:"protocolVersion"`
 }
 
 // serve answers a request of run, by the fast path when it can.
@@ -88,11 +107,14 @@ func fastHeaders(h http.Header) bool {
 	var jsonOK, streamOK bool
 	for _, v := range h.Values("Accept") {
 		for _, t := range strings.Split(v, ",") {
-			switch strings.TrimSpace(strings.Split(t, ";")[0]) {
-			case "application/json":
+			base, _, _ := strings.Cut(t, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
 				jsonOK = true
-			case "text/event-stream":
+			case "text/event-stream", "text/*":
 				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
 			}
 		}
 	}
@@ -108,12 +130,14 @@ func (m *mcpServer) fast(w http.ResponseWriter, r *http.Request, run mcpRun, bod
 		return false
 	}
 	var msg fastMessage
-	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || !fastID(msg.ID) {
+	if !fastFields(body, map[string]any{"jsonrpc": &msg.JSONRPC, "id": &msg.ID, "method": &msg.Method, "params": &msg.Params}) ||
+		msg.JSONRPC != "2.0" || !fastID(msg.ID) {
 		return false
 	}
 	var p fastParams
 	if len(msg.Params) > 0 && string(msg.Params) != "null" {
-		if msg.Params[0] != '{' || json.Unmarshal(msg.Params, &p) != nil {
+		if msg.Params[0] != '{' || !fastFields(msg.Params, map[string]any{
+			"_meta": &p.Meta, "name": &p.Name, "arguments": &p.Arguments, "cursor": &p.Cursor, "protocolVersion": &p.Version}) {
 			return false
 		}
 	} else if msg.Method != "ping" && msg.Method != "tools/list" && msg.Method != "notifications/initialized" {

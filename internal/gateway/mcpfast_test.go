@@ -107,6 +107,8 @@ func TestMCPFastMatchesSDK(t *testing.T) {
 		{"bad version header", "POST", v("2020-01-01"), `{"jsonrpc":"2.0","id":7,"method":"ping"}`, false},
 		{"not JSON", "POST", nil, `{"jsonrpc":`, false},
 		{"no jsonrpc", "POST", nil, `{"id":7,"method":"ping"}`, false},
+		{"keys in capitals", "POST", nil, `{"jsonrpc":"2.0","ID":7,"Method":"ping"}`, false},
+		{"name in capitals", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"Name":"svc__getOrder","arguments":{"id":"o1"}}}`, false},
 		{"GET", "GET", nil, ``, false},
 		{"DELETE", "DELETE", nil, ``, false},
 	}
@@ -122,7 +124,7 @@ func TestMCPFastMatchesSDK(t *testing.T) {
 		serve(w, r)
 		return w
 	}
-	for _, accept := range []string{"application/json, text/event-stream", "application/json"} {
+	for _, accept := range []string{"application/json, text/event-stream", "*/*", "Application/JSON;q=1, text/*", "application/json"} {
 		for _, c := range cases {
 			t.Run(accept+"/"+c.name, func(t *testing.T) {
 				fastRun, sdkRun := &fakeRun{}, &fakeRun{}
@@ -149,7 +151,7 @@ func TestMCPFastMatchesSDK(t *testing.T) {
 				for k, v := range c.header {
 					r.Header.Set(k, v)
 				}
-				wantFast := c.fast && c.method == "POST" && strings.Contains(accept, "event-stream")
+				wantFast := c.fast && c.method == "POST" && accept != "application/json"
 				if fast := fastHeaders(r.Header) && fm.fast(httptest.NewRecorder(), r, &fakeRun{}, []byte(c.body)); fast != wantFast {
 					t.Errorf("fast path answered: %v, want %v", fast, wantFast)
 				}
