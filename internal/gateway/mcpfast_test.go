@@ -1,0 +1,170 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// fakeRun is an attempt whose calls answer from a table.
+type fakeRun struct{ calls int }
+
+func (*fakeRun) WorkflowID() string { return "wf_1" }
+func (*fakeRun) Attempt() int       { return 1 }
+func (*fakeRun) Agent() string      { return "support@3" }
+func (*fakeRun) Operations() []agent.GatewayOperation {
+	return []agent.GatewayOperation{
+		{Name: "svc__getOrder", Tool: "svc", OperationInfo: agent.OperationInfo{ID: "getOrder", Kind: "read", Description: "Get an order.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)}},
+		{Name: "svc__cancel", Tool: "svc", OperationInfo: agent.OperationInfo{ID: "cancel", Kind: "write"}},
+		{Name: "svc__text", Tool: "svc", OperationInfo: agent.OperationInfo{ID: "text", Kind: "read", InputSchema: json.RawMessage(`null`)}},
+	}
+}
+func (f *fakeRun) Call(_ context.Context, name string, args map[string]any) (workflow.CallAnswer, error) {
+	f.calls++
+	switch name {
+	case "svc__getOrder":
+		return workflow.CallAnswer{Result: json.RawMessage(`{"id":"o1","total":12}`)}, nil
+	case "svc__cancel":
+		return workflow.CallAnswer{IsError: true, Message: "refused: needs approval", Result: json.RawMessage(`{"why":"policy"}`)}, nil
+	}
+	return workflow.CallAnswer{Result: json.RawMessage(`"plain"`)}, nil
+}
+
+const statelessMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+// TestMCPFastMatchesSDK sends each request to the fast path and to the SDK
+// alone, and wants the same status, headers and JSON.
+func TestMCPFastMatchesSDK(t *testing.T) {
+	type req struct {
+		name   string
+		method string
+		header map[string]string
+		body   string
+		fast   bool // the fast path answers it
+	}
+	v := func(ver string) map[string]string { return map[string]string{"Mcp-Protocol-Version": ver} }
+	sl := func(method, name string) map[string]string {
+		h := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	init := func(ver string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + ver + `","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	}
+	cases := []req{
+		{"initialize 2025-06-18", "POST", nil, init("2025-06-18"), true},
+		{"initialize 2025-11-25", "POST", nil, init("2025-11-25"), true},
+		{"initialize 2025-03-26", "POST", nil, init("2025-03-26"), true},
+		{"initialize 2024-11-05", "POST", nil, init("2024-11-05"), true},
+		{"initialize 2026-07-28", "POST", nil, init("2026-07-28"), true},
+		{"initialize unknown", "POST", nil, init("1999-01-01"), true},
+		{"initialize no params", "POST", nil, `{"jsonrpc":"2.0","id":"a","method":"initialize"}`, false},
+		{"initialize null params", "POST", nil, `{"jsonrpc":"2.0","id":"a","method":"initialize","params":null}`, false},
+		{"cancelled no params", "POST", nil, `{"jsonrpc":"2.0","method":"notifications/cancelled"}`, false},
+		{"tools/list null params", "POST", nil, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":null}`, true},
+		{"ping no header", "POST", nil, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, true},
+		{"float id", "POST", nil, `{"jsonrpc":"2.0","id":2.5,"method":"ping"}`, false},
+		{"null id", "POST", nil, `{"jsonrpc":"2.0","id":null,"method":"ping"}`, false},
+		{"initialized", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
+		{"initialized no header", "POST", nil, `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`, true},
+		{"cancelled", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`, true},
+		{"unknown notification", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","method":"notifications/whatever"}`, false},
+		{"ping", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":7,"method":"ping"}`, true},
+		{"tools/list", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`, true},
+		{"tools/list 2025-11-25", "POST", v("2025-11-25"), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, true},
+		{"tools/list cursor", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"x"}}`, false},
+		{"tools/call", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__getOrder","arguments":{"id":"o1"}}}`, true},
+		{"tools/call refused", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__cancel","arguments":{}}}`, true},
+		{"tools/call text", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":"s3","method":"tools/call","params":{"name":"svc__text"}}`, true},
+		{"tools/call unknown tool", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, false},
+		{"tools/call array arguments", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__getOrder","arguments":[1]}}`, false},
+		{"tools/call no name", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}`, false},
+		{"tools/call bad params", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":[1]}`, false},
+		{"stateless tools/list", "POST", sl("tools/list", ""), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + statelessMeta + `}}`, true},
+		{"stateless tools/call", "POST", sl("tools/call", "svc__getOrder"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__getOrder","arguments":{"id":"o1"},` + statelessMeta + `}}`, true},
+		{"stateless tools/call refused", "POST", sl("tools/call", "svc__cancel"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__cancel",` + statelessMeta + `}}`, true},
+		{"stateless no Mcp-Method", "POST", v("2026-07-28"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + statelessMeta + `}}`, false},
+		{"stateless Mcp-Name mismatch", "POST", sl("tools/call", "svc__cancel"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__getOrder",` + statelessMeta + `}}`, false},
+		{"stateless no meta", "POST", sl("tools/list", ""), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, false},
+		{"stateless meta without header", "POST", nil, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + statelessMeta + `}}`, false},
+		{"stateless ping", "POST", sl("ping", ""), `{"jsonrpc":"2.0","id":2,"method":"ping","params":{` + statelessMeta + `}}`, false},
+		{"discover", "POST", sl("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + statelessMeta + `}}`, false},
+		{"batch", "POST", nil, `[{"jsonrpc":"2.0","id":7,"method":"ping"}]`, false},
+		{"unknown method", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":7,"method":"resources/list"}`, false},
+		{"bad version header", "POST", v("2020-01-01"), `{"jsonrpc":"2.0","id":7,"method":"ping"}`, false},
+		{"not JSON", "POST", nil, `{"jsonrpc":`, false},
+		{"no jsonrpc", "POST", nil, `{"id":7,"method":"ping"}`, false},
+		{"keys in capitals", "POST", nil, `{"jsonrpc":"2.0","ID":7,"Method":"ping"}`, false},
+		{"name in capitals", "POST", v("2025-06-18"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"Name":"svc__getOrder","arguments":{"id":"o1"}}}`, false},
+		{"GET", "GET", nil, ``, false},
+		{"DELETE", "DELETE", nil, ``, false},
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	send := func(serve func(http.ResponseWriter, *http.Request), c req, accept string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(c.method, "/gateway/mcp", strings.NewReader(c.body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", accept)
+		for k, v := range c.header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		serve(w, r)
+		return w
+	}
+	for _, accept := range []string{"application/json, text/event-stream", "*/*", "Application/JSON;q=1, text/*", "application/json"} {
+		for _, c := range cases {
+			t.Run(accept+"/"+c.name, func(t *testing.T) {
+				fastRun, sdkRun := &fakeRun{}, &fakeRun{}
+				fm, sm := newMCP(nil, "1.2.3", logger), newMCP(nil, "1.2.3", logger)
+				got := send(func(w http.ResponseWriter, r *http.Request) { fm.serve(w, r, fastRun) }, c, accept)
+				want := send(func(w http.ResponseWriter, r *http.Request) { sm.sdkServe(w, r, sdkRun) }, c, accept)
+				if got.Code != want.Code {
+					t.Errorf("status %d, the SDK's %d (body %s)", got.Code, want.Code, want.Body)
+				}
+				for _, h := range []string{"Content-Type", "Cache-Control", "Mcp-Session-Id", "Allow", "Mcp-Protocol-Version"} {
+					if g, w := got.Header().Values(h), want.Header().Values(h); !cmp.Equal(g, w) {
+						t.Errorf("%s %q, the SDK's %q", h, g, w)
+					}
+				}
+				if diff := cmp.Diff(decoded(want.Body.Bytes()), decoded(got.Body.Bytes())); diff != "" {
+					t.Errorf("body (-sdk +fast):\n%s", diff)
+				}
+				if fastRun.calls != sdkRun.calls {
+					t.Errorf("%d calls, the SDK's %d", fastRun.calls, sdkRun.calls)
+				}
+				r := httptest.NewRequest(c.method, "/gateway/mcp", nil)
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Accept", accept)
+				for k, v := range c.header {
+					r.Header.Set(k, v)
+				}
+				wantFast := c.fast && c.method == "POST" && accept != "application/json"
+				if fast := fastHeaders(r.Header) && fm.fast(httptest.NewRecorder(), r, &fakeRun{}, []byte(c.body)); fast != wantFast {
+					t.Errorf("fast path answered: %v, want %v", fast, wantFast)
+				}
+			})
+		}
+	}
+}
+
+// decoded is a body as JSON, or as text when it is not JSON.
+func decoded(b []byte) any {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	return v
+}
