@@ -104,20 +104,36 @@ type agentProcess struct {
 	logs *lockedBuffer
 }
 
-// buildAgent builds the Go recipe's agent; it skips the test where there
-// is no go command to build it with.
+// agentBuild is the Go recipe's agent, built once for the package's tests
+// (TestMain removes its directory).
+var agentBuild struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildAgent builds the Go recipe's agent, once; it skips the test where
+// there is no go command to build it with.
 func buildAgent(t *testing.T) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command to build examples/external/go-agent with")
 	}
-	bin := filepath.Join(t.TempDir(), "go-agent")
-	build := exec.Command(goCmd, "build", "-o", bin, "../../examples/external/go-agent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the Go recipe's agent: %v\n%s", err, out)
+	agentBuild.once.Do(func() {
+		if agentBuild.dir, agentBuild.err = os.MkdirTemp("", "go-agent-"); agentBuild.err != nil {
+			return
+		}
+		agentBuild.bin = filepath.Join(agentBuild.dir, "go-agent")
+		build := exec.Command(goCmd, "build", "-o", agentBuild.bin, "../../examples/external/go-agent")
+		if out, err := build.CombinedOutput(); err != nil {
+			agentBuild.err = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if agentBuild.err != nil {
+		t.Fatalf("build the Go recipe's agent: %v", agentBuild.err)
 	}
-	return bin
+	return agentBuild.bin
 }
 
 func newAgentProcess(t *testing.T, bin string) *agentProcess {

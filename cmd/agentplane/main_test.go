@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if agentBuild.dir != "" {
+		os.RemoveAll(agentBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // freeAddr returns a loopback address nothing listens on.
