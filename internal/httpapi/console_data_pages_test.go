@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -242,5 +243,30 @@ func TestConsoleSchedulesAndWebhooks(t *testing.T) {
 		if _, page := consoletest.Get(t, reader, h.URL+path); strings.Contains(page, `method="post" action="/console/schedules/`) || strings.Contains(page, "/retry") {
 			t.Errorf("%s offers an action to a reader", path)
 		}
+	}
+}
+
+// TestConsoleToolsShowWhereCallsGo: the tools page names each tool's
+// endpoint, an OpenAPI tool's server as well as a GraphQL tool's endpoint.
+func TestConsoleToolsShowWhereCallsGo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	var tool struct {
+		BaseURL string `json:"base_url"`
+	}
+	var list struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	h.do("GET", "/v1/tools", w.admin, nil).json(t, &list)
+	for _, raw := range list.Tools {
+		if strings.Contains(string(raw), `"name":"payments"`) {
+			json.Unmarshal(raw, &tool)
+		}
+	}
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, w.admin))
+	status, page := consoletest.Get(t, c, h.URL+"/console/tools")
+	if tool.BaseURL == "" || status != 200 || !strings.Contains(page, "<code>"+tool.BaseURL+"</code>") {
+		t.Errorf("the tools page (%d) does not name payments' endpoint %q:\n%s", status, tool.BaseURL, page)
 	}
 }
