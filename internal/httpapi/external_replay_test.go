@@ -109,6 +109,7 @@ type extReplayResult struct {
 	} `json:"steps"`
 	Usage       replay.Usages       `json:"usage"`
 	Completions []replay.Completion `json:"completions"`
+	ViewerURL   string              `json:"viewer_url"`
 }
 
 // replaySteps are the replay side's steps, kind:status.
@@ -197,6 +198,11 @@ func TestExternalDryReplay(t *testing.T) {
 		}
 		if rp := agents.last(); rp["of"] != wf.ID || rp["dry_run"] != true {
 			t.Errorf("run.replay %v", rp)
+		}
+		// The viewer names the agent that ran.
+		page := h.do("GET", strings.TrimPrefix(res.ViewerURL, h.URL), "", nil)
+		if page.Status != 200 || !strings.Contains(string(page.Body), `<code id="target-url">http://127.0.0.1:`) {
+			t.Errorf("the viewer (%d) does not name the external agent's URL:\n%.2000s", page.Status, page.Body)
 		}
 		if res.Usage.Replay.Completions != 0 || res.Usage.Original.Completions != 2 {
 			t.Errorf("usage %+v", res.Usage)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor"
@@ -283,6 +284,11 @@ func (s *Server) handleReplayPage(w http.ResponseWriter, r *http.Request) error 
 	pg := web.ReplayPage{Replay: rp, Tools: info.SignedTools}
 	if wf, err := s.deps.Workflows.Workflow(r.Context(), rp.Tenant, rp.WorkflowID); err == nil {
 		pg.Agent, pg.Goal = wf.Agent, wf.Goal
+	}
+	if name, version, ok := strings.Cut(rp.Target, "@"); ok {
+		if v, err := s.deps.Agents.AgentVersion(r.Context(), rp.Tenant, name, version); err == nil && v.External != nil {
+			pg.TargetURL = v.External.URL
+		}
 	}
 	web.PageHeaders(w.Header())
 	return web.RenderReplay(w, pg)

@@ -75,6 +75,9 @@ type ReplayPage struct {
 	// Tools says whose args, request and response bodies are shown; the
 	// others' are left out of the page.
 	Tools Tools
+	// TargetURL is the URL the replay invoked, when its target is an
+	// external agent version.
+	TargetURL string
 }
 
 // RenderReplay writes the HTML page of a replay; nothing is written on error.
@@ -112,7 +115,10 @@ func RenderRefusedLink(w io.Writer, kind, id string, expired bool) error {
 // already left out, so the template cannot show them by mistake.
 type replayView struct {
 	*replay.Replay
-	Agent, Goal    string
+	Agent, Goal string
+	// TargetURL is the external agent the replay invoked ("" for a
+	// defined version).
+	TargetURL      string
 	Stylesheet     string
 	Created        string
 	CreatedISO     string
@@ -166,6 +172,7 @@ func newReplayView(p ReplayPage) replayView {
 	r := p.Replay
 	v := replayView{
 		Replay:         r,
+		TargetURL:      p.TargetURL,
 		Agent:          p.Agent,
 		Goal:           p.Goal,
 		Stylesheet:     stylesheet,
