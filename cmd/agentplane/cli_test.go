@@ -725,3 +725,59 @@ definition:
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestDemoStartedAgain: serve --demo started again on the same data and
+// address finds its APIs, model and external agent where the first start
+// left them, so the refund the first start left waiting completes when
+// approved, and the external agent still answers at its versions' URL.
+func TestDemoStartedAgain(t *testing.T) {
+	addr, data := freeAddr(t), t.TempDir()
+	readyOf := func(srv *child) string {
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if out := srv.output(); strings.Contains(out, "# 3. open the viewer_url") {
+				return out
+			}
+		}
+		t.Fatal("serve --demo printed no ready block within 60 s")
+		return ""
+	}
+	first := startChild(t, addr, "--demo", "--data", data)
+	readyOf(first)
+	first.stop()
+	second := startChild(t, addr, "--demo", "--data", data)
+	ready := readyOf(second)
+	after := func(prefix string) string {
+		i := strings.Index(ready, prefix)
+		if i < 0 {
+			t.Fatalf("the ready block has no %q:\n%s", prefix, ready)
+		}
+		return strings.Fields(ready[i+len(prefix):])[0]
+	}
+	e := &cliEnv{t: t, url: second.base, config: t.TempDir(), dir: t.TempDir(), token: after("export AGENTPLANE_TOKEN=")}
+	approver := &cliEnv{t: t, url: second.base, config: t.TempDir(), dir: t.TempDir(), token: after("  AGENTPLANE_TOKEN=")}
+	var pending struct {
+		Approvals []struct {
+			WorkflowID string `json:"workflow_id"`
+		} `json:"approvals"`
+	}
+	if err := json.Unmarshal([]byte(approver.ok("approvals", "list", "--status", "pending", "-o", "json")), &pending); err != nil {
+		t.Fatal(err)
+	}
+	if len(pending.Approvals) != 2 {
+		t.Fatalf("pending approvals after two starts: %+v, want the refund of each", pending.Approvals)
+	}
+	older := pending.Approvals[len(pending.Approvals)-1].WorkflowID
+	approver.ok("approvals", "approve", older)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out := e.ok("workflows", "get", older, "-o", "json")
+		if strings.Contains(out, `"status": "completed"`) || strings.Contains(out, `"status":"completed"`) {
+			break
+		}
+		if strings.Contains(out, `"failed"`) || time.Now().After(deadline) {
+			t.Fatalf("the first start's refund, approved after the second start:\n%s", out)
+		}
+	}
+	if out := e.ok("invoke", "triage-code", "--goal", "What is tx_1001?"); !strings.Contains(out, "outcome answered") {
+		t.Errorf("the external agent after the second start:\n%s", out)
+	}
+}

@@ -35,13 +35,15 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, st session.Store, baseU
 	if err != nil {
 		return nil, fmt.Errorf("demo: mint its approver's token: %w", err)
 	}
-	apis, err := demo.Start(demoDelay)
+	// The tools' servers and the external agent's versions name these
+	// addresses, so they listen where they did on the last start: beside
+	// the server, 101 to 105 ports up.
+	base := demoPortBase(baseURL)
+	apis, err := demo.Start(demoDelay, base)
 	if err != nil {
 		return nil, err
 	}
-	// The external agent's versions name its URL, so it listens where it
-	// did on the last start: beside the server, 100 ports up.
-	if err := apis.StartAgent(demoAgentAddr(baseURL), cmp.Or(model, demo.ModelName)); err != nil {
+	if err := apis.StartAgent(base, cmp.Or(model, demo.ModelName)); err != nil {
 		apis.Close()
 		return nil, err
 	}
@@ -69,19 +71,19 @@ func startDemo(ctx context.Context, issuer *auth.Issuer, st session.Store, baseU
 	return apis, nil
 }
 
-// demoAgentAddr is where the demo's external agent listens: on loopback,
-// 100 ports above the server's (127.0.0.1:8180 beside :8080), or any free
-// port when that cannot be worked out.
-func demoAgentAddr(baseURL string) string {
+// demoPortBase is the port the demo's APIs and agent listen above: the
+// server's plus 100 (they take 8181 to 8185 beside :8080), or 0 (any free
+// ports) when that cannot be worked out.
+func demoPortBase(baseURL string) int {
 	u, err := url.Parse(baseURL)
 	if err != nil {
-		return "127.0.0.1:0"
+		return 0
 	}
 	port, err := strconv.Atoi(u.Port())
-	if err != nil || port+100 > 65535 {
-		return "127.0.0.1:0"
+	if err != nil || port+105 > 65535 {
+		return 0
 	}
-	return "127.0.0.1:" + strconv.Itoa(port+100)
+	return port + 100
 }
 
 // waitingRefund invokes a refund of tx_1007 and returns once it waits for

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,15 +41,19 @@ type APIs struct {
 	Delay time.Duration
 }
 
-// Start serves the three APIs on 127.0.0.1 until Close.
-func Start(delay time.Duration) (*APIs, error) {
+// Start serves the three APIs and the demo model on 127.0.0.1 until Close:
+// on ports base+1 to base+4 when base is set and they are free, so that a
+// demo started again on the same data finds its APIs where its workflows
+// (a refund waiting for approval among them) left them; elsewhere on any
+// free port.
+func Start(delay time.Duration, base int) (*APIs, error) {
 	a := &APIs{Delay: delay}
 	cases := &caseBook{}
-	for _, s := range []struct {
+	for i, s := range []struct {
 		url *string
 		h   http.Handler
 	}{{&a.Payments, paymentsHandler()}, {&a.Customers, a.customersHandler()}, {&a.Cases, cases.handler()}, {&a.Model, modelHandler()}} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listenNear(base, i+1)
 		if err != nil {
 			a.Close()
 			return nil, fmt.Errorf("demo API: %w", err)
@@ -62,15 +67,25 @@ func Start(delay time.Duration) (*APIs, error) {
 	return a, nil
 }
 
-// StartAgent serves the demo's external agent on addr (127.0.0.1:0 when
-// that is taken), asking model: version 1 and 2 at /1 and /2, their
-// instructions differing as payments-assistant's do.
-func (a *APIs) StartAgent(addr, model string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return fmt.Errorf("demo agent: %w", err)
+// listenNear listens on 127.0.0.1 at base+offset when base is set and that
+// port is free, else on any free port.
+func listenNear(base, offset int) (net.Listener, error) {
+	if base > 0 && base+offset <= 65535 {
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+offset)); err == nil {
+			return ln, nil
 		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// StartAgent serves the demo's external agent, asking model: version 1
+// and 2 at /1 and /2, their instructions differing as
+// payments-assistant's do. It listens at base+5 as Start's APIs do, so
+// the versions' URLs still answer when the demo starts again.
+func (a *APIs) StartAgent(base int, model string) error {
+	ln, err := listenNear(base, 5)
+	if err != nil {
+		return fmt.Errorf("demo agent: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /1", goagent.NewHandler(goagent.Options{Model: model, MaxTurns: 6, Instructions: assistantInstructions}))

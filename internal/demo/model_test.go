@@ -15,7 +15,7 @@ import (
 // version 1's instructions look up and answer, version 2's also open a case
 // for a risky transaction.
 func TestDemoModelConversation(t *testing.T) {
-	apis, err := Start(0)
+	apis, err := Start(0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
