@@ -156,45 +156,81 @@ type frameworkCase struct {
 }
 
 // The scripted conversation: the model asks for the transaction, then
-// answers with what the tool said.
+// answers with what the tool said, in one word when its instructions are
+// the second version's.
 const (
-	frameworkGoal   = "What is the status of transaction tx-1?"
-	frameworkAnswer = "Transaction tx-1 is settled: 42.50 EUR."
+	frameworkGoal     = "What is the status of transaction tx-1?"
+	frameworkAnswer   = "Transaction tx-1 is settled: 42.50 EUR."
+	frameworkAnswerV2 = "Settled."
+	instructionsV2    = "Answer in one word."
 )
+
+// frameworkScript asks for the transaction until the tool's answer is the
+// last message, then answers.
+func frameworkScript(r llmtest.Request) llmtest.Answer {
+	switch {
+	case !strings.Contains(r.Last().Content, `"settled"`):
+		return llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`))
+	case strings.Contains(string(r.Body), instructionsV2):
+		return llmtest.Text(frameworkAnswerV2)
+	}
+	return llmtest.Text(frameworkAnswer)
+}
+
+// frameworkWorld is a real server with c's agent deployed as version 1 of
+// ledger-helper, its tool and its scripted model.
+type frameworkWorld struct {
+	c             frameworkCase
+	node, modules string
+	srv           *child
+	tok           string
+	ledger        *ledgerAPI
+	model         *llmtest.Server
+}
+
+func newFrameworkWorld(t *testing.T, c frameworkCase) *frameworkWorld {
+	node, modules := frameworks(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	w := &frameworkWorld{c: c, node: node, modules: modules, srv: startChild(t, addr, "--data", dir, "--allow-private-networks")}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
+		"tools:write models:write agents:write agents:invoke workflows:read workflows:replay audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	w.tok = strings.TrimSpace(out.String())
+
+	w.ledger = newLedgerAPI(t)
+	if code, body := w.srv.do("POST", "/v1/tools", w.tok, map[string]any{"name": "ledger", "type": "openapi",
+		"spec_url": w.ledger.srv.URL + "/openapi.json"}); code != 201 {
+		t.Fatalf("register the tool: %d %v", code, body)
+	}
+	w.model = c.model(t, frameworkScript)
+	if code, body := w.srv.do("POST", "/v1/models", w.tok, map[string]any{"name": "helper", "provider": c.provider,
+		"base_url": w.model.URL, "model": "test-model"}); code != 201 {
+		t.Fatalf("register the model: %d %v", code, body)
+	}
+	w.deploy(t)
+	return w
+}
+
+// deploy runs another process of the agent with env added to its own and
+// deploys it as the next version of ledger-helper.
+func (w *frameworkWorld) deploy(t *testing.T, env ...string) {
+	t.Helper()
+	agentURL := startExample(t, w.node, w.modules, w.c.example, slices.Concat([]string{"MODEL=helper"}, w.c.env, env)...)
+	if code, body := w.srv.do("POST", "/v1/agents", w.tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
+		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m", "max_attempts": 1}}); code != 201 {
+		t.Fatalf("deploy: %d %v", code, body)
+	}
+}
 
 // runFramework runs c's agent as an external agent of a real server and
 // checks the run end to end: the agent's output, the steps and
 // completions the gateway recorded, the one request the tool received,
-// the model's two requests, and the audit log.
+// the model's two requests, and the audit log. Then it replays the run.
 func runFramework(t *testing.T, c frameworkCase) {
-	node, modules := frameworks(t)
-	dir, addr := t.TempDir(), freeAddr(t)
-	srv := startChild(t, addr, "--data", dir, "--allow-private-networks")
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
-		"tools:write models:write agents:write agents:invoke workflows:read audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	tok := strings.TrimSpace(out.String())
-
-	ledger := newLedgerAPI(t)
-	if code, body := srv.do("POST", "/v1/tools", tok, map[string]any{"name": "ledger", "type": "openapi",
-		"spec_url": ledger.srv.URL + "/openapi.json"}); code != 201 {
-		t.Fatalf("register the tool: %d %v", code, body)
-	}
-	model := c.model(t, llmtest.Sequence(
-		llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`)),
-		llmtest.Text(frameworkAnswer),
-	))
-	if code, body := srv.do("POST", "/v1/models", tok, map[string]any{"name": "helper", "provider": c.provider,
-		"base_url": model.URL, "model": "test-model"}); code != 201 {
-		t.Fatalf("register the model: %d %v", code, body)
-	}
-	agentURL := startExample(t, node, modules, c.example, append([]string{"MODEL=helper"}, c.env...)...)
-	if code, body := srv.do("POST", "/v1/agents", tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
-		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m", "max_attempts": 1}}); code != 201 {
-		t.Fatalf("deploy: %d %v", code, body)
-	}
+	w := newFrameworkWorld(t, c)
+	srv, tok, ledger, model := w.srv, w.tok, w.ledger, w.model
 
 	code, res := srv.do("POST", "/v1/agents/ledger-helper/invoke", tok, map[string]any{"goal": frameworkGoal})
 	id, _ := res["workflow_id"].(string)
@@ -286,6 +322,135 @@ func runFramework(t *testing.T, c frameworkCase) {
 		if code != 200 || !slices.Contains(actions, a) {
 			t.Errorf("audit of %s: %d, actions %q lack %s", id, code, actions, a)
 		}
+	}
+
+	w.replayNewInstructions(t, id, wf["steps"].([]any))
+	w.replayRecorded(t, id, res["output"])
+}
+
+// frameworkReplay is what a replay answers that the tests check.
+type frameworkReplay struct {
+	Outcome string          `json:"replay_outcome"`
+	Error   string          `json:"replay_error"`
+	Output  json.RawMessage `json:"replay_output"`
+	Delta   struct {
+		Added        int `json:"steps_added"`
+		Changed      int `json:"steps_changed"`
+		Removed      int `json:"steps_removed"`
+		CallsChanged int `json:"tool_calls_changed"`
+	} `json:"delta"`
+	Steps []struct {
+		Kind     string         `json:"kind"`
+		Original map[string]any `json:"original"`
+		Replay   map[string]any `json:"replay"`
+	} `json:"steps"`
+	Usage struct {
+		Replay struct {
+			Completions int `json:"completions"`
+		} `json:"replay"`
+	} `json:"usage"`
+}
+
+// replay replays workflow id as body asks and returns the answer.
+func (w *frameworkWorld) replay(t *testing.T, id string, body map[string]any) frameworkReplay {
+	t.Helper()
+	code, res := w.srv.do("POST", "/v1/workflows/"+id+"/replay", w.tok, body)
+	var rp frameworkReplay
+	b, _ := json.Marshal(res)
+	if err := json.Unmarshal(b, &rp); err != nil || code != 201 {
+		t.Fatalf("replay %v: %d %s (%v)", body, code, b, err)
+	}
+	return rp
+}
+
+// stepFacts are the facts of a step that a replay compares (tool,
+// operation, canonical args, status, result, model, finish reason), one
+// line per step.
+func stepFacts(s map[string]any) string {
+	var b strings.Builder
+	for _, k := range []string{"action", "tool", "operation", "args", "status", "result", "model", "finish_reason"} {
+		v, _ := json.Marshal(s[k]) // map keys sorted: canonical for these values
+		fmt.Fprintf(&b, "%s=%s ", k, v)
+	}
+	return b.String()
+}
+
+// replayNewInstructions deploys the agent again as version 2 with new
+// instructions and replays the recorded run against it, dry and with the
+// model live: the tool receives nothing, the model is asked with the new
+// instructions and then given the recorded tool answer, and the delta is
+// the steps whose facts differ from the original's (original).
+func (w *frameworkWorld) replayNewInstructions(t *testing.T, id string, original []any) {
+	w.deploy(t, "INSTRUCTIONS="+instructionsV2)
+	toolBefore, modelBefore := len(w.ledger.requests()), w.model.Count()
+	rp := w.replay(t, id, map[string]any{"target_agent_version": "ledger-helper@2", "dry_run": true, "llm": "live"})
+	if rp.Outcome != "answered" || string(rp.Output) != `{"answer":"`+frameworkAnswerV2+`"}` {
+		t.Errorf("replay against @2: %s %s (%s)", rp.Outcome, rp.Output, rp.Error)
+	}
+	if got := w.ledger.requests()[toolBefore:]; len(got) != 0 {
+		t.Errorf("the tool received %q during the replay", got)
+	}
+	reqs := w.model.Requests()[modelBefore:]
+	if len(reqs) != 2 {
+		t.Fatalf("the model received %d requests during the replay, want 2", len(reqs))
+	}
+	if !strings.Contains(string(reqs[0].Body), instructionsV2) || !strings.Contains(string(reqs[1].Body), instructionsV2) ||
+		!strings.Contains(reqs[1].Last().Content, `"settled"`) || !strings.Contains(reqs[1].Last().Content, "42.5") {
+		t.Errorf("the model's requests during the replay, want the new instructions and then the recorded answer:\n%s\n%s", reqs[0].Body, reqs[1].Body)
+	}
+	if rp.Usage.Replay.Completions != 2 {
+		t.Errorf("the replay's usage counts %d completions, want 2", rp.Usage.Replay.Completions)
+	}
+
+	// The replay made the original's steps in the original's order, so
+	// every step aligns with the original's at its place and the changed
+	// ones are those whose facts differ.
+	if len(rp.Steps) != len(original) {
+		t.Fatalf("the replay has %d steps, the original %d: %+v", len(rp.Steps), len(original), rp.Steps)
+	}
+	changed := 0
+	for i, e := range rp.Steps {
+		o := original[i].(map[string]any)
+		if e.Original == nil || e.Replay == nil || stepFacts(e.Original) != stepFacts(o) {
+			t.Fatalf("step %d: %+v does not align with the original's %v", i, e, o)
+		}
+		want := "same"
+		if stepFacts(e.Replay) != stepFacts(o) {
+			want = "changed"
+			changed++
+		}
+		if e.Kind != want {
+			t.Errorf("step %d is %s, want %s:\n%s\n%s", i, e.Kind, want, stepFacts(o), stepFacts(e.Replay))
+		}
+	}
+	if d := rp.Delta; d.Added != 0 || d.Removed != 0 || d.Changed != changed || d.CallsChanged != 0 {
+		t.Errorf("delta %+v, want %d steps changed and nothing else", d, changed)
+	}
+}
+
+// replayRecorded replays the recorded run against its own version with
+// the model's answers from the record: neither the model nor the tool
+// receives a request, and the replay answers as the run did, step for
+// step.
+func (w *frameworkWorld) replayRecorded(t *testing.T, id string, output any) {
+	toolBefore, modelBefore := len(w.ledger.requests()), w.model.Count()
+	rp := w.replay(t, id, map[string]any{"target_agent_version": "ledger-helper@1", "dry_run": true, "llm": "recorded"})
+	want, _ := json.Marshal(output)
+	if rp.Outcome != "answered" || string(rp.Output) != string(want) {
+		t.Errorf("replay against @1: %s %s (%s), want answered %s", rp.Outcome, rp.Output, rp.Error, want)
+	}
+	if n, m := len(w.ledger.requests())-toolBefore, w.model.Count()-modelBefore; n != 0 || m != 0 {
+		t.Errorf("during the replay from the record the tool received %d requests and the model %d", n, m)
+	}
+	if rp.Usage.Replay.Completions != 0 {
+		t.Errorf("the replay's usage counts %d completions, want 0", rp.Usage.Replay.Completions)
+	}
+	var kinds []string
+	for _, e := range rp.Steps {
+		kinds = append(kinds, e.Kind)
+	}
+	if d := rp.Delta; d.Added+d.Removed+d.Changed+d.CallsChanged != 0 || len(kinds) != 4 || slices.ContainsFunc(kinds, func(k string) bool { return k != "same" }) {
+		t.Errorf("delta %+v, steps %q: want 4 steps all the same", d, kinds)
 	}
 }
 

@@ -2,15 +2,17 @@
 // completion goes through the run gateway's OpenAI-compatible endpoint and
 // every tool call through its MCP server.
 //
-//   npm install && PORT=9100 MODEL=gpt node agent.mjs
+//   npm install && PORT=9100 MODEL=gpt [INSTRUCTIONS=...] node agent.mjs
 import http from 'node:http';
 import { json } from 'node:stream/consumers';
 import { createReactAgent } from '@langchain/langgraph/prebuilt';
 import { MultiServerMCPClient } from '@langchain/mcp-adapters';
 import { ChatOpenAI } from '@langchain/openai';
 
-// MODEL names one of the models the version may use.
+// MODEL names one of the models the version may use; INSTRUCTIONS, when
+// set, is the system prompt.
 const model = process.env.MODEL ?? 'default';
+const instructions = process.env.INSTRUCTIONS;
 
 async function answer({ goal, context, gateway }) {
   const mcp = new MultiServerMCPClient({
@@ -27,6 +29,7 @@ async function answer({ goal, context, gateway }) {
     const agent = createReactAgent({
       llm: new ChatOpenAI({ model, apiKey: gateway.token, configuration: { baseURL: gateway.openai_base_url } }),
       tools: await mcp.getTools(),
+      prompt: instructions,
     });
     const prompt = context && Object.keys(context).length ? `${goal}\n\nContext: ${JSON.stringify(context)}` : goal;
     const { messages } = await agent.invoke({ messages: [{ role: 'user', content: prompt }] });

@@ -4,7 +4,7 @@
 // OPENAI_API=chat_completions; streamed with STREAM=1) and every tool call
 // through its MCP server.
 //
-//   npm install && PORT=9100 MODEL=gpt node agent.mjs
+//   npm install && PORT=9100 MODEL=gpt [INSTRUCTIONS=...] node agent.mjs
 import http from 'node:http';
 import { json } from 'node:stream/consumers';
 import {
@@ -17,8 +17,10 @@ import {
 } from '@openai/agents';
 import OpenAI from 'openai';
 
-// MODEL names one of the models the version may use.
+// MODEL names one of the models the version may use; INSTRUCTIONS
+// replaces the agent's instructions.
 const model = process.env.MODEL ?? 'default';
+const instructions = process.env.INSTRUCTIONS ?? 'Answer the request; use the tools to look things up.';
 const api = process.env.OPENAI_API ?? 'responses';
 const stream = process.env.STREAM === '1';
 // agentplane records every exchange; the SDK's own traces would go to OpenAI.
@@ -35,7 +37,7 @@ async function answer({ goal, context, gateway }) {
   try {
     const agent = new Agent({
       name: 'assistant',
-      instructions: 'Answer the request; use the tools to look things up.',
+      instructions,
       model:
         api === 'chat_completions'
           ? new OpenAIChatCompletionsModel(client, model)

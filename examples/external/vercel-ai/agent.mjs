@@ -2,15 +2,17 @@
 // completion goes through the run gateway's Anthropic-compatible endpoint
 // and every tool call through its MCP server.
 //
-//   npm install && PORT=9100 MODEL=claude node agent.mjs
+//   npm install && PORT=9100 MODEL=claude [INSTRUCTIONS=...] node agent.mjs
 import http from 'node:http';
 import { json } from 'node:stream/consumers';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createMCPClient } from '@ai-sdk/mcp';
 import { generateText, isStepCount } from 'ai';
 
-// MODEL names one of the models the version may use.
+// MODEL names one of the models the version may use; INSTRUCTIONS, when
+// set, is the system prompt.
 const model = process.env.MODEL ?? 'default';
+const instructions = process.env.INSTRUCTIONS;
 
 async function answer({ goal, context, gateway }) {
   // The AI SDK's Anthropic base URL includes the API version.
@@ -21,6 +23,7 @@ async function answer({ goal, context, gateway }) {
   try {
     const { text } = await generateText({
       model: anthropic(model),
+      system: instructions,
       tools: await mcp.tools(),
       stopWhen: isStepCount(10),
       maxOutputTokens: 4096,
