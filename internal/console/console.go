@@ -139,9 +139,20 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"ms":     FormatMS,
-	"pretty": Pretty,
+	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ms":       FormatMS,
+	"pretty":   Pretty,
+	"headline": Headline,
+}
+
+// Headline is text shortened for a heading: its first line, at most 120
+// characters.
+func Headline(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > 120 {
+		return string(r[:119]) + "…"
+	}
+	return s
 }
 
 // Pretty is JSON indented for reading (as it came when it is not JSON).

@@ -100,6 +100,8 @@ type workflowPage struct {
 	Approvals    []*workflow.Approval
 	Replays      []replayLine
 	Versions     []string
+	// ReplayTarget is the version the replay form offers first.
+	ReplayTarget string
 }
 
 type usageLine struct {
@@ -183,8 +185,14 @@ func (c *Console) Workflow(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		data.ReplayTarget = wf.AgentVersion
 		for _, v := range vs {
 			data.Versions = append(data.Versions, v.Version)
+			// The newest other live version is the replay form's default:
+			// replaying a run against its own version is the rarer ask.
+			if data.ReplayTarget == wf.AgentVersion && v.Version != wf.AgentVersion && v.ArchivedAt == nil {
+				data.ReplayTarget = v.Version
+			}
 		}
 	}
 	live := ""

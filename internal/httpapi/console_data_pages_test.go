@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,38 @@ func TestConsoleToolsShowWhereCallsGo(t *testing.T) {
 	status, page := consoletest.Get(t, c, h.URL+"/console/tools")
 	if tool.BaseURL == "" || status != 200 || !strings.Contains(page, "<code>"+tool.BaseURL+"</code>") {
 		t.Errorf("the tools page (%d) does not name payments' endpoint %q:\n%s", status, tool.BaseURL, page)
+	}
+}
+
+// TestConsoleWorkflowHeadingAndReplayDefault: a workflow's page is headed
+// by its agent and goal, its id beneath, and its replay form offers the
+// agent's newest other version first.
+func TestConsoleWorkflowHeadingAndReplayDefault(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	def, err := os.ReadFile("testdata/fraud_triage.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "fraud-triage", "definition": json.RawMessage(def)}); r.Status != 201 {
+		t.Fatalf("deploy version 2: %d %s", r.Status, r.Body)
+	}
+	var wf struct {
+		ID string `json:"workflow_id"`
+	}
+	r := h.do("POST", "/v1/agents/fraud-triage@1/invoke", w.admin, map[string]any{"goal": "triage tx-1", "context": map[string]any{"transaction_id": "tx-1"}})
+	r.json(t, &wf)
+	if wf.ID == "" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	tok := h.token("acme", adminScopes+" workflows:replay")
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, tok))
+	status, page := consoletest.Get(t, c, h.URL+"/console/workflows/"+wf.ID)
+	if status != 200 || !strings.Contains(page, "<h1>fraud-triage: triage tx-1</h1>") || !strings.Contains(page, `<p class="wf-id"><code>`+wf.ID+`</code></p>`) {
+		t.Errorf("the workflow page's heading (%d):\n%s", status, page)
+	}
+	if !strings.Contains(page, `<option value="fraud-triage@2" selected>`) {
+		t.Errorf("the replay form does not offer version 2 first:\n%s", page)
 	}
 }
