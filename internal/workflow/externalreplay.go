@@ -16,7 +16,6 @@ import (
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
-	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -225,23 +224,17 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	}
 	key := wireKey(ex.api, canon)
 	ev := agent.Event{Action: ActionCompletion, Kind: agent.KindCompletion, Model: head.Model}
-	refuse := func(status int, code, stepStatus, msg string) (*llm.RelayResponse, error) {
-		ev.Status, ev.Error = stepStatus, msg
-		if stepStatus == agent.StatusError {
-			ev.ErrorCode = code
+	refuse := func(no *refusal) (*llm.RelayResponse, error) {
+		ev.Status, ev.Error, ev.ErrorCode = agent.StatusError, no.msg, no.errCode()
+		if no.code == GatewayLimitExceeded {
+			ev.Action, ev.Status = agent.ActionTokenLimitReached, agent.StatusLimitExceeded
+			x.limited = no.msg
 		}
 		x.emitDry(ev, 1)
-		return nil, &GatewayError{Status: status, Code: code, Message: msg}
+		return nil, &GatewayError{Status: no.status, Code: no.code, Message: no.msg}
 	}
-	if !x.g.AllowsModel(head.Model) {
-		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, agent.StatusError, fmt.Sprintf(
-			"model %q is not one of this agent version's models %v", head.Model, x.g.Models()))
-	}
-	if limit := x.maxTokens(); limit > 0 && x.tokens >= limit {
-		msg := fmt.Sprintf("max_llm_tokens (%d) reached: the run has used %d tokens", limit, x.tokens)
-		x.limited = msg
-		ev.Action = agent.ActionTokenLimitReached
-		return refuse(http.StatusForbidden, GatewayLimitExceeded, agent.StatusLimitExceeded, msg)
+	if no := x.admit(head.Model); no != nil {
+		return refuse(no)
 	}
 	if !d.req.LiveLLM {
 		if d.next < len(d.completions) && d.completions[d.next].key == key {
@@ -262,33 +255,17 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 			x.emitDry(ev, 1)
 			return rc.answer, nil
 		}
-		return refuse(http.StatusBadRequest, GatewayUnrecorded, agent.StatusUnrecorded,
-			"no recorded completion answers this request: a dry run with llm recorded answers only a request identical to the original's next one; replay with llm live to ask the model")
+		const why = "no recorded completion answers this request: a dry run with llm recorded answers only a request identical to the original's next one; replay with llm live to ask the model"
+		ev.Status, ev.Error = agent.StatusUnrecorded, why
+		x.emitDry(ev, 1)
+		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayUnrecorded, Message: why}
 	}
-	m, err := x.r.opts.Models.Model(ctx, x.wf.Tenant, head.Model)
+	m, resp, no, err := x.relayLive(ctx, ex, head.Model, nil)
 	switch {
-	case problem.Is(err, problem.NotFound):
-		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, agent.StatusError, fmt.Sprintf("model %q is no longer registered", head.Model))
+	case no != nil:
+		return refuse(no)
 	case err != nil:
 		return nil, err
-	}
-	if err := x.r.dailyBudget(ctx, x.wf.Tenant, m); err != nil {
-		var be *agent.BudgetError
-		if errors.As(err, &be) {
-			return refuse(http.StatusForbidden, GatewayLimitExceeded, agent.StatusLimitExceeded, be.Reason)
-		}
-		return nil, err
-	}
-	if x.r.opts.External.Relay == nil {
-		return refuse(http.StatusServiceUnavailable, GatewayUnavailable, agent.StatusError, "this server relays no model requests")
-	}
-	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(ctx, x.rec.mask, x.rec.detect), m,
-		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return refuse(http.StatusBadGateway, GatewayUpstreamError, agent.StatusError, x.rec.maskText(err.Error()))
 	}
 	if resp.Status != http.StatusOK {
 		ev.Status, ev.ErrorCode = agent.StatusError, agent.ErrorCodeLLM

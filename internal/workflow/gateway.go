@@ -242,46 +242,21 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 		}
 		return nil, &GatewayError{Status: status, Code: code, Message: msg}
 	}
-	if !x.g.AllowsModel(head.Model) {
-		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, GatewayModelNotAllowed, fmt.Sprintf(
-			"model %q is not one of this agent version's models %v: name one of them (GET …/models lists them)", head.Model, x.g.Models()))
-	}
-	if limit := x.maxTokens(); limit > 0 && x.tokens >= limit {
-		return refuse(http.StatusForbidden, GatewayLimitExceeded, "", fmt.Sprintf(
-			"max_llm_tokens (%d) reached: the run has used %d tokens", limit, x.tokens))
-	}
-	m, err := x.r.opts.Models.Model(ctx, x.wf.Tenant, head.Model)
-	switch {
-	case problem.Is(err, problem.NotFound):
-		return refuse(http.StatusBadRequest, GatewayModelNotAllowed, GatewayModelNotAllowed, fmt.Sprintf(
-			"model %q is no longer registered: register it again (POST /v1/models)", head.Model))
-	case err != nil:
-		return nil, x.rec.pause(ctx, fmt.Errorf("model %s: %w", head.Model, err))
-	}
-	if err := x.r.dailyBudget(ctx, x.wf.Tenant, m); err != nil {
-		var be *agent.BudgetError
-		if errors.As(err, &be) {
-			return refuse(http.StatusForbidden, GatewayLimitExceeded, "", be.Reason)
-		}
-		return nil, x.rec.pause(ctx, err)
-	}
-	if x.r.opts.External.Relay == nil {
-		return refuse(http.StatusServiceUnavailable, GatewayUnavailable, agent.ErrorCodeLLM, "this server relays no model requests")
+	if no := x.admit(head.Model); no != nil {
+		return refuse(no.status, no.code, no.errCode(), no.msg)
 	}
 	// As before a plan step's request, everything before it is stored
-	// first, the workflow's own row among it: the execution began while
-	// Start stored it, and recording the completion needs it.
-	if err := x.j.flush(); err != nil {
-		return nil, err
-	}
+	// first (x.j.flush), the workflow's own row among it: the execution
+	// began while Start stored it, and recording the completion needs it.
 	start := x.r.opts.Now()
-	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(ctx, x.rec.mask, x.rec.detect), m,
-		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return refuse(http.StatusBadGateway, GatewayUpstreamError, agent.ErrorCodeLLM, x.rec.maskText(err.Error()))
+	m, resp, no, err := x.relayLive(ctx, ex, head.Model, x.j.flush)
+	switch {
+	case no != nil:
+		return refuse(no.status, no.code, no.errCode(), no.msg)
+	case err != nil && ctx.Err() == nil && !errors.Is(err, errJournal):
+		return nil, x.rec.pause(ctx, err)
+	case err != nil:
+		return nil, err
 	}
 	if resp.Status != http.StatusOK {
 		// The provider's own answer goes back as it is; the step says why.
@@ -301,6 +276,81 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	}
 	x.record = append(x.record, recorded{kind: agent.KindCompletion, key: key, step: x.step, api: ex.api, answer: resp})
 	return resp, nil
+}
+
+// refusal is why the gateway refuses a model request without sending it.
+type refusal struct {
+	status    int
+	code, msg string
+}
+
+// errCode is the step's error_code of a refusal ("" for a limit, whose
+// step's status says it).
+func (r *refusal) errCode() string {
+	switch r.code {
+	case GatewayLimitExceeded:
+		return ""
+	case GatewayModelNotAllowed:
+		return GatewayModelNotAllowed
+	}
+	return agent.ErrorCodeLLM
+}
+
+// admit refuses a request for a model the version may not use, or past
+// the run's max_llm_tokens.
+func (x *externalRun) admit(name string) *refusal {
+	if !x.g.AllowsModel(name) {
+		return &refusal{http.StatusBadRequest, GatewayModelNotAllowed, fmt.Sprintf(
+			"model %q is not one of this agent version's models %v: name one of them (GET …/models lists them)", name, x.g.Models())}
+	}
+	if limit := x.maxTokens(); limit > 0 && x.tokens >= limit {
+		return &refusal{http.StatusForbidden, GatewayLimitExceeded, fmt.Sprintf(
+			"max_llm_tokens (%d) reached: the run has used %d tokens", limit, x.tokens)}
+	}
+	return nil
+}
+
+// errJournal marks a failure to store the steps before a request.
+var errJournal = errors.New("store the steps before the request")
+
+// relayLive sends a model request to the registered model it names, once
+// the registry and the model's daily budget allow it; beforeSend runs just
+// before it goes out. It returns the model and the provider's answer (an
+// error answer included), or why it was refused; an error is the store's
+// (wrapping errJournal when beforeSend failed) or the context's.
+func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, beforeSend func() error) (*model.Model, *llm.RelayResponse, *refusal, error) {
+	m, err := x.r.opts.Models.Model(ctx, x.wf.Tenant, name)
+	switch {
+	case problem.Is(err, problem.NotFound):
+		return nil, nil, &refusal{http.StatusBadRequest, GatewayModelNotAllowed, fmt.Sprintf(
+			"model %q is no longer registered: register it again (POST /v1/models)", name)}, nil
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	if err := x.r.dailyBudget(ctx, x.wf.Tenant, m); err != nil {
+		var be *agent.BudgetError
+		if errors.As(err, &be) {
+			return nil, nil, &refusal{http.StatusForbidden, GatewayLimitExceeded, be.Reason}, nil
+		}
+		return nil, nil, nil, err
+	}
+	if x.r.opts.External.Relay == nil {
+		return nil, nil, &refusal{http.StatusServiceUnavailable, GatewayUnavailable, "this server relays no model requests"}, nil
+	}
+	if beforeSend != nil {
+		if err := beforeSend(); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %w", errJournal, err)
+		}
+	}
+	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(ctx, x.rec.mask, x.rec.detect), m,
+		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil, ctx.Err()
+		}
+		return nil, nil, &refusal{http.StatusBadGateway, GatewayUpstreamError, x.rec.maskText(err.Error())}, nil
+	}
+	return m, resp, nil, nil
 }
 
 // dailyBudget refuses a completion of a model whose daily token budget the
