@@ -414,6 +414,13 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, v *agent.Ve
 	if err != nil {
 		return err
 	}
+	return r.fill(wf, steps, comps, run)
+}
+
+// fill fills r from the run that replayed wf (its recorded steps and
+// completions comps): outcome, the step diff, usage and, for a live
+// replay, both sides' completions.
+func (r *Replay) fill(wf *workflow.Workflow, steps []workflow.Step, comps map[int]json.RawMessage, run *Run) error {
 	r.ReplayOutcome, r.ReplayError, r.ReplayStatus, r.ReplayOutput = run.Outcome, run.Error, run.Status, run.Output
 	r.Steps, r.Delta = Diff(steps, run.Steps)
 	orig, err := originalCompletions(comps)
@@ -437,19 +444,10 @@ func (s *Service) dryRunExternal(ctx context.Context, wf *workflow.Workflow, v *
 	if err != nil {
 		return err
 	}
-	r.ReplayOutcome, r.ReplayError, r.ReplayStatus, r.ReplayOutput = run.Outcome, run.Error, run.Status, run.Output
-	r.Steps, r.Delta = Diff(steps, run.Steps)
-	orig, err := originalCompletions(comps)
-	if err != nil {
-		return problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", wf.ID, err)
-	}
 	kept := make([]Completion, len(run.Completions))
 	for i, c := range run.Completions {
 		kept[i] = Completion{N: c.N, Step: c.Step, RequestSHA256: c.RequestSHA256, Request: c.Request, Response: c.Response, Cost: c.Cost}
 	}
-	r.Usage = Usages{Original: usageOf(orig), Replay: usageOf(kept)}
-	if r.Live() {
-		r.OriginalCompletions, r.Completions = orig, kept
-	}
-	return nil
+	return r.fill(wf, steps, comps, &Run{Outcome: run.Outcome, Error: run.Error, Status: run.Status, Output: run.Output,
+		Steps: run.Steps, Completions: kept})
 }
