@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,34 @@ func TestExternalApprovals(t *testing.T) {
 		}
 		if w.cases.Load() != 1 || ms.Count() != 2 {
 			t.Errorf("cases %d, model requests %d", w.cases.Load(), ms.Count())
+		}
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		t.Parallel()
+		ms := llmtest.NewOpenAIServer(t, script)
+		h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = 10 * time.Second }))
+		w := newFraudWorld(t, h)
+		agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
+		t.Cleanup(agentSrv.Close)
+		deployExternal(t, h, w.admin, "ext-deny", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvals})
+		r := h.do("POST", "/v1/agents/ext-deny/invoke", w.admin, map[string]any{"goal": "open a case"}, "Prefer", "respond-async")
+		var wf externalWorkflow
+		r.json(t, &wf)
+		a := pendingApproval(t, h, approver(h))
+		if r := h.do("POST", "/v1/workflows/"+wf.ID+"/approvals/"+strconv.Itoa(a.Step), approver(h), map[string]any{"decision": "deny"}); r.Status != 200 {
+			t.Fatalf("deny: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, wf.ID, "completed")
+		if got, want := stepList(done), "1:completion:ok 1:approve:waiting_approval 1:approve:denied 1:completion:ok 1:attempt:ok"; got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+		if w.cases.Load() != 0 {
+			t.Errorf("a denied call reached the tool %d times", w.cases.Load())
+		}
+		// The model was told: the denial is the tool result it read.
+		if reqs := ms.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].Last().Content, "was denied by bob") {
+			t.Errorf("the model's second request: %+v", reqs)
 		}
 	})
 

@@ -96,7 +96,7 @@ func (r *Runner) executeExternal(ctx context.Context, wf *Workflow, v *agent.Ver
 	defer span.End()
 	store := context.WithoutCancel(ctx)
 	// Only this execution's own calls are made: an intent left by an
-	// earlier one is the gateway's to judge (see interruptedCall).
+	// earlier one is the gateway's to judge (see externalRun.interrupted).
 	intents := h.pending
 	h.intents, h.pending = nil, nil
 	j, rec := r.begin(store, wf, h)

@@ -419,7 +419,7 @@ func (x *externalRun) wireCompletion(m *model.Model, ex *exchange, key string, r
 	return c
 }
 
-// wireCompletion is a recorded relayed completion, as a journal serves it.
+// recordedWire is a recorded relayed completion, as a journal serves it.
 type recordedWire struct {
 	key, api string
 	answer   *llm.RelayResponse
