@@ -281,7 +281,8 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer background.Wait()
 	ctx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner,
+	invoker := &workflow.Invoker{Runner: runner, Workflows: st, Now: time.Now}
+	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Invoker: invoker, Store: st, Reader: runner,
 		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger,
 		Masks: replayMasks{runner}, Externals: runner}
 	// Every replica sends due webhook deliveries from the outbox, through
@@ -313,7 +314,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// schedules: a revoked client's identity stops on every path within
 	// --revocation-ttl.
 	revocations := auth.NewRevocations(st, c.revocationTTL, time.Now)
-	scheduler := &schedule.Scheduler{Store: st, Invoker: &workflow.Invoker{Runner: runner, Workflows: st, Now: time.Now}, Logger: logger, Revocations: revocations}
+	scheduler := &schedule.Scheduler{Store: st, Invoker: invoker, Logger: logger, Revocations: revocations}
 	background.Go(func() { scheduler.Run(ctx) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 

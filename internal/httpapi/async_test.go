@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -188,6 +189,54 @@ func TestARealReplayWithRespondAsyncAnswers202(t *testing.T) {
 	dry := w.h.do("POST", "/v1/workflows/"+wfID+"/replay", tok, map[string]any{"target_agent_version": "fraud-triage@2"}, "Prefer", "respond-async")
 	if dry.Status != http.StatusCreated || dry.Header.Get("Preference-Applied") != "" {
 		t.Errorf("dry run with respond-async: %d %v", dry.Status, dry.Header)
+	}
+}
+
+// TestRealReplaysRacingWithOneKeyRunOnce sends one keyed real replay from
+// several clients at once: every one gets the same replay, which completes;
+// a request that lost the race for the key leaves its own replay failed,
+// saying which workflow the key made. (A loser's execution may have sent a
+// read while its workflow was being stored, as any start does; never a
+// write, which waits for the store.)
+func TestRealReplaysRacingWithOneKeyRunOnce(t *testing.T) {
+	t.Parallel()
+	w, tok, wfID, release := realReplayWorld(t)
+	const clients = 4
+	answers := make(chan response, clients)
+	for range clients {
+		go func() {
+			answers <- w.h.do("POST", "/v1/workflows/"+wfID+"/replay", tok, replayBody, "Prefer", "respond-async", "Idempotency-Key", "raced")
+		}()
+	}
+	ids := map[string]int{}
+	for range clients {
+		r := <-answers
+		var rp map[string]any
+		r.json(t, &rp)
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("a racing replay: %d %s", r.Status, r.Body)
+		}
+		ids[rp["replay_id"].(string)]++
+	}
+	if len(ids) != 1 {
+		t.Fatalf("racing replays got %v, want one replay for all", ids)
+	}
+	release()
+	var id string
+	for id = range ids {
+	}
+	var got map[string]any
+	waitFor(t, func() bool {
+		w.h.do("GET", "/v1/replays/"+id, tok, nil).json(t, &got)
+		return got["status"] == "completed"
+	})
+	for _, rp := range replayList(t, w, tok, wfID) {
+		if rp["replay_id"] == id {
+			continue
+		}
+		if rp["status"] != "failed" || !strings.Contains(fmt.Sprint(rp["replay_error"]), got["replay_workflow_id"].(string)) {
+			t.Errorf("a losing request's replay: %v, want failed naming workflow %v", rp, got["replay_workflow_id"])
+		}
 	}
 }
 

@@ -9,11 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // withExternalReplays makes the replays and batches use the external
@@ -23,6 +25,7 @@ func withExternalReplays() option {
 	return func(_ *httpapi.Config, d *httpapi.Deps) {
 		r, s := d.Runner, d.Replays
 		s.Programs, s.Runner, s.Reader, s.Externals, s.Models = r, r, r, r, replay.RunnerModels{Runner: r}
+		s.Invoker = &workflow.Invoker{Runner: r, Workflows: d.Workflows, Now: time.Now}
 		r.OnFinish(s.Finished)
 	}
 }

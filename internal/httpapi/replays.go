@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -66,22 +65,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	if len(key) > maxIdempotencyKey {
 		return problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
 	}
-	p := frontdoor.Principal(r)
-	key = workflow.IdempotencyKey(p.ID(), r.URL.Path, key)
-	hash := workflow.Fingerprint(body)
-	wf, err := s.invoker.Find(r.Context(), p.Tenant, key, hash, s.cfg.IdempotencyTTL)
-	if err == nil && wf == nil {
-		err = s.replay(w, r, req, key, hash)
-		if !errors.Is(err, workflow.ErrKeyTaken) {
-			return err
-		}
-		// A repeat that came while the first was being created.
-		wf, err = s.invoker.Attach(r.Context(), p.Tenant, key, hash)
-	}
-	if err != nil {
-		return err
-	}
-	return s.attachReplay(w, r, wf)
+	return s.replay(w, r, req, workflow.IdempotencyKey(frontdoor.Principal(r).ID(), r.URL.Path, key), workflow.Fingerprint(body))
 }
 
 // replay makes the replay req asks for; key and hash are a real replay's
@@ -122,7 +106,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 		Caller:    callerOf(p),
 		RequestID: info.RequestID, TraceID: info.TraceID, Async: async,
 		Stored:         func(rp *replay.Replay) { info.Audited, info.WorkflowID = true, rp.WorkflowID },
-		IdempotencyKey: key, RequestHash: hash,
+		IdempotencyKey: key, RequestHash: hash, KeyTTL: s.cfg.IdempotencyTTL,
 	}, rec)
 	if err != nil {
 		if info.Audited && r.Context().Err() != nil {
@@ -130,29 +114,16 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 		}
 		return err
 	}
+	if rp.Repeat {
+		// The replay an earlier request with the key made: this request
+		// is audited as itself, saying so.
+		info.WorkflowID = rp.WorkflowID
+		info.Details = map[string]any{"idempotent_replayed": true, "replay_id": rp.ID}
+		w.Header().Set("Idempotent-Replayed", "true")
+		return s.answerReplay(w, r, rp, status)
+	}
 	info.Audited, info.WorkflowID = true, rp.WorkflowID
 	return s.answerReplay(w, r, rp, status)
-}
-
-// attachReplay answers a repeat of a real replay request with the replay
-// the first one made (found through its new workflow wf): at once with
-// respond-async, else once it has completed.
-func (s *Server) attachReplay(w http.ResponseWriter, r *http.Request, wf *workflow.Workflow) error {
-	rp, err := s.deps.ReplayStore.ReplayOfWorkflow(r.Context(), wf.ID)
-	if err != nil {
-		return err
-	}
-	info := frontdoor.InfoFrom(r.Context())
-	info.WorkflowID = rp.WorkflowID
-	info.Details = map[string]any{"idempotent_replayed": true, "replay_id": rp.ID}
-	w.Header().Set("Idempotent-Replayed", "true")
-	if prefers(r.Header, preferAsync) {
-		return s.answerReplay(w, r, rp, http.StatusAccepted)
-	}
-	if rp, err = s.deps.Replays.Await(r.Context(), rp); err != nil {
-		return err
-	}
-	return s.answerReplay(w, r, rp, http.StatusCreated)
 }
 
 // answerReplay writes rp with status: 202 with respond-async applied, or

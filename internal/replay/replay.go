@@ -95,6 +95,9 @@ type Replay struct {
 	Completions         []Completion `json:"completions,omitempty"`
 	Creator             Creator      `json:"-"`
 	CreatedAt           time.Time    `json:"created_at"`
+	// Repeat reports a real replay that an earlier request with the same
+	// idempotency key made: this request made nothing (never stored).
+	Repeat bool `json:"-"`
 }
 
 // ListFilter selects replays of one tenant, newest first.

@@ -21,11 +21,18 @@ type Programs interface {
 	Program(ctx context.Context, v *agent.Version) (*agent.Program, error)
 }
 
-// Runner starts real workflows and waits for them (workflow.Runner), for
-// replays that are not dry runs.
+// Runner waits for the workflows of replays that are not dry runs
+// (workflow.Runner).
 type Runner interface {
-	Start(ctx context.Context, req workflow.StartRequest) (*workflow.Workflow, error)
 	Finished(ctx context.Context, tenant, id string) (*workflow.Workflow, []workflow.Step, error)
+}
+
+// Invoker starts the workflows of replays that are not dry runs, or finds
+// the one an idempotency key already made (workflow.Invoker): the invoke
+// use case every front door shares.
+type Invoker interface {
+	Find(ctx context.Context, tenant, key, fingerprint string, ttl time.Duration) (*workflow.Workflow, error)
+	Start(ctx context.Context, in workflow.Invocation) (workflow.Invoked, error)
 }
 
 // Service makes replays.
@@ -34,6 +41,7 @@ type Service struct {
 	Versions  agent.VersionStore
 	Programs  Programs
 	Runner    Runner
+	Invoker   Invoker
 	Store     Store
 	// Judge scores replays for batches' judge checks; nil refuses them.
 	Judge Judge
@@ -81,10 +89,14 @@ type Request struct {
 	// with the request's record, before its workflow starts.
 	Stored func(r *Replay)
 	// IdempotencyKey and RequestHash, when set, are stored with a real
-	// replay's new workflow (workflow.StartRequest): a second real replay
-	// with the key is refused with workflow.ErrKeyTaken, and a repeat
-	// finds the replay through the workflow (Store.ReplayOfWorkflow).
+	// replay's new workflow (workflow.Invocation): a repeat of the request
+	// gets the replay the key made (Replay.Repeat), found through its
+	// workflow (Store.ReplayOfWorkflow), and a request with the key and
+	// another hash is refused (workflow.ErrKeyReused). KeyTTL is how long
+	// after its workflow started a key is honoured (0: as long as it is
+	// kept).
 	IdempotencyKey, RequestHash string
+	KeyTTL                      time.Duration
 }
 
 // ParseTarget splits name@version; both parts are required.
@@ -105,6 +117,15 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	name, version, err := ParseTarget(req.Target)
 	if err != nil {
 		return nil, err
+	}
+	if !req.DryRun && req.IdempotencyKey != "" {
+		made, err := s.Invoker.Find(ctx, req.Tenant, req.IdempotencyKey, req.RequestHash, req.KeyTTL)
+		if err != nil {
+			return nil, err
+		}
+		if made != nil {
+			return s.repeat(ctx, req, made)
+		}
 	}
 	if errs := req.Mode.Check(); len(errs) > 0 {
 		return nil, problem.Validation(errs...)
@@ -188,11 +209,17 @@ func (s *Service) realReplay(ctx context.Context, req Request, wf *workflow.Work
 	if req.Stored != nil {
 		req.Stored(r)
 	}
-	_, err := s.Runner.Start(bg, workflow.StartRequest{
+	started, err := s.Invoker.Start(bg, workflow.Invocation{StartRequest: workflow.StartRequest{
 		ID: r.ReplayWorkflowID, Tenant: req.Tenant, Agent: v.Name, Version: v.Version, Goal: wf.Goal, Context: wf.Input().Context,
 		Caller: req.Caller, MaxToolCalls: &wf.MaxToolCalls, RequestID: req.RequestID, TraceID: req.TraceID,
 		ReplayOf: wf.ID, IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash,
-	})
+	}, TTL: req.KeyTTL})
+	if err == nil && started.Repeat {
+		// A request with the same key made its replay first: this one's
+		// ends here, saying so, and the request gets that one's.
+		s.fail(bg, r, fmt.Errorf("a request with the same Idempotency-Key made workflow %s first", started.Workflow.ID))
+		return s.repeat(ctx, req, started.Workflow)
+	}
 	if err != nil {
 		if problem.Is(err, problem.ValidationFailed) {
 			// The target's inputs refuse the original context: nothing ran.
@@ -207,6 +234,24 @@ func (s *Service) realReplay(ctx context.Context, req Request, wf *workflow.Work
 		return r, nil
 	}
 	return s.Await(ctx, r)
+}
+
+// repeat returns the real replay that made wf, for a request repeating the
+// one that made it (Replay.Repeat): at once when async, else once it has
+// completed.
+func (s *Service) repeat(ctx context.Context, req Request, wf *workflow.Workflow) (*Replay, error) {
+	r, err := s.Store.ReplayOfWorkflow(ctx, wf.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Async {
+		if r, err = s.Await(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	c := *r
+	c.Repeat = true
+	return &c, nil
 }
 
 // Await waits with ctx for the end of a real replay's workflow and returns
