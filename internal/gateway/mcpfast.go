@@ -81,6 +81,24 @@ type initializeResult struct {
 	Instructions    string              `json:"instructions,omitempty"`
 }
 
+// discoverResult is the result of server/discover.
+type discoverResult struct {
+	TTLMs             int             `json:"ttlMs"`
+	CacheScope        string          `json:"cacheScope,omitempty"`
+	SupportedVersions []string        `json:"supportedVersions"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	Instructions      string          `json:"instructions,omitempty"`
+}
+
+// capabilities are the server's capabilities as the SDK declares them by
+// default: logging, and tools once there are some.
+func (m *mcpServer) capabilities(run mcpRun) json.RawMessage {
+	if len(m.attemptOf(run).tools) > 0 {
+		return json.RawMessage(`{"logging":{},"tools":{"listChanged":true}}`)
+	}
+	return json.RawMessage(`{"logging":{}}`)
+}
+
 // serve answers a request of run, by the fast path when it can.
 func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, run mcpRun) {
 	if r.Method != http.MethodPost || r.Body == nil || !fastHeaders(r.Header) {
@@ -179,12 +197,13 @@ func (m *mcpServer) fast(w http.ResponseWriter, r *http.Request, run mcpRun, bod
 		if !slices.Contains(legacyRevisions, v) {
 			v = revLegacy
 		}
-		// The SDK's defaults: logging, and tools once there are some.
-		caps := json.RawMessage(`{"logging":{}}`)
-		if len(m.attemptOf(run).tools) > 0 {
-			caps = json.RawMessage(`{"logging":{},"tools":{"listChanged":true}}`)
+		result = &initializeResult{ProtocolVersion: v, Capabilities: m.capabilities(run), ServerInfo: m.impl(), Instructions: instructions(run)}
+	case "server/discover":
+		if !stateless {
+			return false
 		}
-		result = &initializeResult{ProtocolVersion: v, Capabilities: caps, ServerInfo: m.impl(), Instructions: instructions(run)}
+		result = &discoverResult{TTLMs: 0, CacheScope: "private", SupportedVersions: sdk.SupportedProtocolVersions(),
+			Capabilities: m.capabilities(run), Instructions: instructions(run)}
 	case "ping":
 		if stateless {
 			return false
