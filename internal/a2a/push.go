@@ -23,17 +23,19 @@ var pushEvents = []string{webhook.WorkflowCompleted, webhook.WorkflowFailed, web
 // PushBody is the body of a delivery to wh: for an A2A task's
 // push-notification config (a webhook of one workflow) the StreamResponse
 // {"task": Task} of the queued event, the task as the event saw it, by
-// the mapping GetTask answers with; for any other webhook the queued body.
-func PushBody(wh *webhook.Webhook, body []byte) ([]byte, error) {
+// the mapping GetTask answers with, as application/a2a+json (A2A 1.0.1);
+// for any other webhook the queued body.
+func PushBody(wh *webhook.Webhook, body []byte) ([]byte, string, error) {
 	if wh.WorkflowID == "" {
-		return body, nil
+		return body, "", nil
 	}
 	ev, err := webhook.ReadWorkflowEvent(body)
 	if err != nil {
-		return nil, fmt.Errorf("push notification of task %s: %w", wh.WorkflowID, err)
+		return nil, "", fmt.Errorf("push notification of task %s: %w", wh.WorkflowID, err)
 	}
 	t := taskOf(&ev.Workflow, ev.Reason, ev.At)
-	return frontdoor.Marshal(wire.StreamResponse{Task: &t})
+	b, err := frontdoor.Marshal(wire.StreamResponse{Task: &t})
+	return b, MediaType, err
 }
 
 func (c *call) pushService() (*webhook.Service, error) {
@@ -169,5 +171,5 @@ func (s *Server) pushConfigsREST(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return frontdoor.WriteJSON(w, http.StatusOK, res)
+	return writeREST(w, res)
 }

@@ -34,16 +34,16 @@ func TestPushBody(t *testing.T) {
 			`"message":{"messageId":"wf_1-status","contextId":"wf_1","taskId":"wf_1","role":"ROLE_AGENT","parts":[{"text":"the payments tool answered 503"}]},` +
 			`"timestamp":"2026-11-26T07:00:01Z"},"metadata":{"agent":"refunds","agentVersion":"2","outcome":"failed","status":"failed"}}}`},
 	} {
-		got, err := a2a.PushBody(config, tc.event.Body)
-		if err != nil || strings.TrimSpace(string(got)) != tc.want {
-			t.Errorf("%s: %v\n got %s\nwant %s", tc.name, err, got, tc.want)
+		got, mediaType, err := a2a.PushBody(config, tc.event.Body)
+		if err != nil || strings.TrimSpace(string(got)) != tc.want || mediaType != "application/a2a+json" {
+			t.Errorf("%s: %v\n got %s (%s)\nwant %s (application/a2a+json)", tc.name, err, got, mediaType, tc.want)
 		}
 	}
 	plain := &webhook.Webhook{ID: "whk_2"}
-	if got, err := a2a.PushBody(plain, failed.Body); err != nil || string(got) != string(failed.Body) {
-		t.Errorf("a webhook's body changed: %v %s", err, got)
+	if got, mediaType, err := a2a.PushBody(plain, failed.Body); err != nil || string(got) != string(failed.Body) || mediaType != "" {
+		t.Errorf("a webhook's body changed: %v %s (%s)", err, got, mediaType)
 	}
-	if _, err := a2a.PushBody(config, []byte(`{"type":"replay.completed","data":{}}`)); err == nil || !strings.Contains(err.Error(), "wf_1") {
+	if _, _, err := a2a.PushBody(config, []byte(`{"type":"replay.completed","data":{}}`)); err == nil || !strings.Contains(err.Error(), "wf_1") {
 		t.Errorf("a replay event to a push config: %v", err)
 	}
 }

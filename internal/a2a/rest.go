@@ -10,8 +10,26 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
-// The HTTP+JSON binding: one route per method, errors as problem
-// documents that carry the binding's google.rpc.Status.
+// The HTTP+JSON binding: one route per method, answers as
+// application/a2a+json, errors as problem documents that carry the
+// binding's google.rpc.Status.
+
+// MediaType is the media type of the HTTP+JSON binding's requests and
+// answers and of push notifications (A2A 1.0.1, sections 11.1 and 14.1).
+// Requests may also be sent as application/json.
+const MediaType = "application/a2a+json"
+
+// writeREST writes an HTTP+JSON answer.
+func writeREST(w http.ResponseWriter, v any) error {
+	b, err := frontdoor.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", MediaType)
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(b)
+	return err
+}
 
 // SendMessage serves POST message:send.
 func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request) error {
@@ -76,7 +94,7 @@ func (s *Server) sendREST(stream bool) frontdoor.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return frontdoor.WriteJSON(w, http.StatusOK, res)
+		return writeREST(w, res)
 	}
 }
 
@@ -106,7 +124,7 @@ func (s *Server) taskREST(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return frontdoor.WriteJSON(w, http.StatusOK, res)
+	return writeREST(w, res)
 }
 
 func (s *Server) listTasksREST(w http.ResponseWriter, r *http.Request) error {
@@ -136,5 +154,5 @@ func (s *Server) listTasksREST(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return frontdoor.WriteJSON(w, http.StatusOK, res)
+	return writeREST(w, res)
 }

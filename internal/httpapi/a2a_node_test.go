@@ -174,6 +174,9 @@ func TestA2AWithTheJSSDK(t *testing.T) {
 	if err := verifier.Verify(bodies[0], received[0].Header); err != nil {
 		t.Errorf("the delivery does not verify with the config's token: %v", err)
 	}
+	if ct := received[0].Header.Get("Content-Type"); ct != "application/a2a+json" {
+		t.Errorf("the delivery's Content-Type is %q, want application/a2a+json (A2A 1.0.1)", ct)
+	}
 	if v := received[0].Header.Get("X-A2A-Notification-Token"); v != "" {
 		t.Errorf("the delivery carries the signing secret in X-A2A-Notification-Token")
 	}

@@ -125,11 +125,19 @@ func TestA2AServesAgentsOverJSONRPCAndHTTPJSON(t *testing.T) {
 		t.Errorf("GET tasks/{id}: %d %s", r.Status, r.Body)
 	}
 
-	// HTTP+JSON message:send, then ListTasks pages with the cursor.
+	// HTTP+JSON message:send in the binding's media type (A2A 1.0.1),
+	// answered in it, then ListTasks pages with the cursor.
 	r = h.do("POST", "/a2a/fraud-triage/message:send", tok, map[string]any{
-		"message": a2aMessage("m-2", "triage tx-10", map[string]any{"transaction_id": "tx-10"})})
-	if r.Status != 200 {
-		t.Fatalf("message:send: %d %s", r.Status, r.Body)
+		"message": a2aMessage("m-2", "triage tx-10", map[string]any{"transaction_id": "tx-10"})}, "Content-Type", "application/a2a+json")
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/a2a+json" {
+		t.Fatalf("message:send: %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
+	}
+	if ct := h.do("GET", "/a2a/fraud-triage/tasks/"+task.ID, tok, nil).Header.Get("Content-Type"); ct != "application/a2a+json" {
+		t.Errorf("GET tasks/{id} answered %q, want application/a2a+json", ct)
+	}
+	if rep := h.do("POST", "/a2a/fraud-triage", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+		"params": map[string]any{"id": task.ID}}); rep.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("JSON-RPC answered %q, want application/json", rep.Header.Get("Content-Type"))
 	}
 	var list struct {
 		Tasks         []a2aTaskJSON `json:"tasks"`

@@ -48,8 +48,9 @@ type Deliverer struct {
 	// Backoff is the wait after a failed attempt n (default Backoff).
 	Backoff func(n int) time.Duration
 	// Format makes the body sent to wh from the body queued (and signs
-	// what it answers); nil sends the queued body.
-	Format func(wh *Webhook, body []byte) ([]byte, error)
+	// what it answers) with its media type ("" for application/json);
+	// nil sends the queued body.
+	Format func(wh *Webhook, body []byte) (formatted []byte, mediaType string, err error)
 	// Tick is how often Run looks for due deliveries (DefaultTick).
 	Tick time.Duration
 	// Batch is how many deliveries one pass claims (default 128).
@@ -183,12 +184,15 @@ func (d *Deliverer) attempt(ctx context.Context, dl *Delivery) {
 // send POSTs a delivery and returns the answer's status: nil error for a
 // 2xx. The answer's body is read up to MaxResponseBytes and dropped.
 func (d *Deliverer) send(ctx context.Context, wh *Webhook, dl *Delivery) (int, error) {
-	body := []byte(dl.Body)
+	body, mediaType := []byte(dl.Body), ""
 	if d.Format != nil {
 		var err error
-		if body, err = d.Format(wh, body); err != nil {
+		if body, mediaType, err = d.Format(wh, body); err != nil {
 			return 0, fmt.Errorf("format: %w", err)
 		}
+	}
+	if mediaType == "" {
+		mediaType = "application/json"
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
@@ -197,7 +201,7 @@ func (d *Deliverer) send(ctx context.Context, wh *Webhook, dl *Delivery) (int, e
 		return 0, fmt.Errorf("build request: %w", err)
 	}
 	ts := d.Now()
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", mediaType)
 	req.Header.Set("User-Agent", "agentplane-webhooks")
 	req.Header.Set("webhook-id", dl.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))

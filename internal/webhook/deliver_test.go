@@ -388,6 +388,9 @@ func TestFormatMakesTheSignedBody(t *testing.T) {
 		if err != nil {
 			t.Errorf("the formatted body does not verify: %v", err)
 		}
+		if ct := r.Header.Get("Content-Type"); ct != "application/x-test+json" {
+			t.Errorf("Content-Type %q, want the formatter's", ct)
+		}
 		mu.Lock()
 		bodies = append(bodies, string(body))
 		mu.Unlock()
@@ -398,13 +401,13 @@ func TestFormatMakesTheSignedBody(t *testing.T) {
 	secret = w.hook.Secret
 	id := w.run(t)
 	d := w.deliverer("r")
-	d.Format = func(wh *webhook.Webhook, body []byte) ([]byte, error) {
+	d.Format = func(wh *webhook.Webhook, body []byte) ([]byte, string, error) {
 		ev, err := webhook.ReadWorkflowEvent(body)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		return fmt.Appendf(nil, `{"hook":%q,"type":%q,"task":%q,"status":%q,"outcome":%q,"reason":%q}`,
-			wh.ID, ev.Type, ev.Workflow.ID, ev.Workflow.Status, ev.Workflow.Outcome, ev.Reason), nil
+			wh.ID, ev.Type, ev.Workflow.ID, ev.Workflow.Status, ev.Workflow.Outcome, ev.Reason), "application/x-test+json", nil
 	}
 	w.drain(t, d)
 	want := []string{
@@ -416,7 +419,7 @@ func TestFormatMakesTheSignedBody(t *testing.T) {
 	}
 
 	w.run(t)
-	d.Format = func(*webhook.Webhook, []byte) ([]byte, error) { return nil, errors.New("no body") }
+	d.Format = func(*webhook.Webhook, []byte) ([]byte, string, error) { return nil, "", errors.New("no body") }
 	if _, err := d.RunOnce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
