@@ -173,8 +173,9 @@ func received(t *testing.T, facts *siem.SchemaFacts, events []json.RawMessage, t
 		case s == next:
 			if int(s) <= len(want) {
 				w := want[s-1]
-				if w.Metadata.UID != e.Metadata.UID || w.Unmapped.Hash != e.Unmapped.Hash || w.Unmapped.PrevHash != e.Unmapped.PrevHash {
-					t.Fatalf("seq %d: rsyslog has record %s (hash %s), the chain %s (hash %s)", s, e.Metadata.UID, e.Unmapped.Hash, w.Metadata.UID, w.Unmapped.Hash)
+				if w.Metadata.UID != e.Metadata.UID || len(e.AttestationList) != 1 || len(w.AttestationList) != 1 ||
+					w.AttestationList[0].Fingerprint != e.AttestationList[0].Fingerprint {
+					t.Fatalf("seq %d: rsyslog has record %s (%+v), the chain %s (%+v)", s, e.Metadata.UID, e.AttestationList, w.Metadata.UID, w.AttestationList)
 				}
 			}
 			next++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,11 +20,13 @@ type auditSinkFlags struct {
 	sinks     []string
 	caFile    string
 	secretRef string
+	ocsf      string
 }
 
 func (f *auditSinkFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.sinks, "audit-sink", nil, "push every tenant's audit records, as OCSF events, to syslog+tcp://HOST:PORT, syslog+tls://HOST:PORT (RFC 5424, octet counting) or an https:// URL (signed NDJSON batches); repeatable; private addresses only as --allow-private-host allows")
 	fs.StringVar(&f.caFile, "audit-sink-ca-file", "", "PEM CA bundle trusted, besides the system's roots, by syslog+tls and https audit sinks")
+	fs.StringVar(&f.ocsf, "audit-sink-ocsf-version", siem.OCSFVersion, "OCSF schema version the audit sinks write: "+strings.Join(siem.OCSFVersions, " or ")+" (for a SIEM pinned to it; the chain under unmapped)")
 	fs.StringVar(&f.secretRef, "audit-sink-secret-ref", "", "secret reference (env://, file://, vault://) of the whsec_ secret signing https audit sinks' batches (Standard Webhooks)")
 }
 
@@ -37,6 +40,9 @@ func newAuditPusher(ctx context.Context, f auditSinkFlags, st siem.Store, parts 
 			return nil, fmt.Errorf("--audit-sink-ca-file and --audit-sink-secret-ref configure --audit-sink: give it too")
 		}
 		return nil, nil
+	}
+	if !slices.Contains(siem.OCSFVersions, f.ocsf) {
+		return nil, fmt.Errorf("--audit-sink-ocsf-version %q: write one of %s", f.ocsf, strings.Join(siem.OCSFVersions, ", "))
 	}
 	o := siem.SinkOptions{Dial: parts.client.DialContext, CheckHost: parts.client.CheckHost, CAFile: f.caFile}
 	if f.secretRef != "" {
@@ -57,7 +63,7 @@ func newAuditPusher(ctx context.Context, f auditSinkFlags, st siem.Store, parts 
 		}
 		o.Secret = strings.TrimSpace(o.Secret)
 	}
-	p := &siem.Pusher{Store: st, Mapper: siem.Mapper{Version: version}, Metrics: siem.NewMetrics(reg), Owner: owner, Logger: logger}
+	p := &siem.Pusher{Store: st, Mapper: siem.Mapper{Version: version, OCSF: f.ocsf}, Metrics: siem.NewMetrics(reg), Owner: owner, Logger: logger}
 	seen := map[string]bool{}
 	for _, raw := range f.sinks {
 		s, err := siem.ParseSink(ctx, raw, o)

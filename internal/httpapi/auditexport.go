@@ -11,7 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/siem"
 )
 
-var exportParams = []string{"format", "cursor", "limit"}
+var exportParams = []string{"format", "ocsf_version", "cursor", "limit"}
 
 // exportEnd is the last line of an export: where the next one starts, and
 // whether more records were there already (the page was full).
@@ -24,8 +24,8 @@ type exportEnd struct {
 // after the cursor, oldest first, one OCSF event per line, then
 // {"next_cursor", "more"}.
 func handleAuditExport(store siem.Scanner, version string) frontdoor.HandlerFunc {
-	mapper := siem.Mapper{Version: version}
 	return func(w http.ResponseWriter, r *http.Request) error {
+		mapper := siem.Mapper{Version: version, OCSF: siem.OCSFVersion}
 		v := r.URL.Query()
 		var errs []problem.FieldError
 		for k := range v {
@@ -35,6 +35,12 @@ func handleAuditExport(store siem.Scanner, version string) frontdoor.HandlerFunc
 		}
 		if f := v.Get("format"); f != "" && !slices.Contains(siem.Formats, f) {
 			errs = append(errs, problem.FieldError{Field: "format", Message: strconv.Quote(f) + " is not supported; supported: " + strings.Join(siem.Formats, ", ")})
+		}
+		if o := v.Get("ocsf_version"); o != "" {
+			if !slices.Contains(siem.OCSFVersions, o) {
+				errs = append(errs, problem.FieldError{Field: "ocsf_version", Message: strconv.Quote(o) + " is not written; write one of " + strings.Join(siem.OCSFVersions, ", ")})
+			}
+			mapper.OCSF = o
 		}
 		after, err := siem.DecodeCursor(v.Get("cursor"))
 		if err != nil {

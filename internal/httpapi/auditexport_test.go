@@ -62,7 +62,8 @@ func TestAuditExportPagesOldestFirstAndResumes(t *testing.T) {
 	}
 	for i, e := range first.Events {
 		if e.Metadata.Sequence != int64(i+1) || e.Metadata.TenantUID != "acme" || e.ClassUID != siem.ClassAPIActivity ||
-			e.API.Operation != "tool.list" || e.Metadata.Version != siem.OCSFVersion || e.Unmapped.Hash == "" {
+			e.API.Operation != "tool.list" || e.Metadata.Version != siem.OCSFVersion || len(e.AttestationList) != 1 ||
+			e.AttestationList[0].Fingerprint.Value == "" || e.Unmapped.Hash != "" {
 			t.Errorf("event %d: %+v", i, e)
 		}
 	}
@@ -72,8 +73,20 @@ func TestAuditExportPagesOldestFirstAndResumes(t *testing.T) {
 	if len(rest.Events) != 2 || rest.More || rest.Events[0].Metadata.Sequence != 4 || rest.Events[1].API.Operation != "audit.export" {
 		t.Fatalf("second page: %+v", rest)
 	}
-	if rest.Events[0].Unmapped.PrevHash != first.Events[2].Unmapped.Hash {
+	if prev := rest.Events[0].AttestationList[0].PrevEvent; prev == nil || prev.UID != first.Events[2].Metadata.UID ||
+		prev.Fingerprint.Value != first.Events[2].AttestationList[0].Fingerprint.Value {
 		t.Error("the second page does not continue the chain of the first")
+	}
+	// The 1.4.0 form, for SIEMs pinned to it: the chain under unmapped.
+	old := export(t, h, tok, "format=ocsf&ocsf_version=1.4.0&limit=2")
+	if e := old.Events[1]; e.Metadata.Version != "1.4.0" || e.AttestationList != nil || e.Unmapped.Seq != 2 ||
+		e.Unmapped.PrevHash != first.Events[0].AttestationList[0].Fingerprint.Value {
+		t.Errorf("1.4.0 event: %+v", e)
+	}
+	// The whole chain verifies from the export alone.
+	whole := h.do("GET", "/v1/audit/export?limit=5000", tok, nil)
+	if rep, err := siem.VerifyExport(bytes.NewReader(whole.Body)); err != nil || !rep.OK || rep.RecordsChecked < 6 {
+		t.Errorf("verify the export: %+v %v", rep, err)
 	}
 	// Caught up: no events, and a cursor to poll with later.
 	caught := export(t, h, tok, "cursor="+url.QueryEscape(rest.Next)+"&limit=1")
@@ -94,8 +107,13 @@ func TestAuditExportPagesOldestFirstAndResumes(t *testing.T) {
 		}
 	}
 	after := export(t, h, tok, "cursor="+url.QueryEscape(first.Next))
-	if len(after.Events) == 0 || after.Events[0].Metadata.Sequence != 6 {
+	if len(after.Events) == 0 || after.Events[0].Metadata.Sequence != 6 || after.Events[0].AttestationList[0].PrevEvent != nil {
 		t.Fatalf("after removal below the cursor: %+v", after.Events)
+	}
+	// What is kept verifies from the export alone, anchored at seq 5.
+	kept := h.do("GET", "/v1/audit/export?limit=5000", tok, nil)
+	if rep, err := siem.VerifyExport(bytes.NewReader(kept.Body)); err != nil || !rep.OK || rep.Chains["acme"].AnchoredAtSeq != 5 {
+		t.Errorf("verify what retention kept: %+v %v", rep, err)
 	}
 	// Another tenant's chain is its own.
 	g := export(t, h, other, "")
@@ -113,7 +131,8 @@ func TestAuditExportRefusesBadParameters(t *testing.T) {
 		{"cursor=nonsense", "cursor", "next_cursor"},
 		{"limit=0", "limit", "from 1 to 5000"},
 		{"limit=9999", "limit", "from 1 to 5000"},
-		{"since=2026-01-01T00:00:00Z", "since", "known: format, cursor, limit"},
+		{"since=2026-01-01T00:00:00Z", "since", "known: format, ocsf_version, cursor, limit"},
+		{"ocsf_version=1.1.0", "ocsf_version", "write one of 1.9.0, 1.4.0"},
 	} {
 		r := h.do("GET", "/v1/audit/export?"+tc.query, tok, nil)
 		if r.Status != 422 || !strings.Contains(string(r.Body), `"field":"`+tc.field+`"`) || !strings.Contains(string(r.Body), tc.words) {

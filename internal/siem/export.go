@@ -32,11 +32,27 @@ type Batch struct {
 
 // Read maps up to limit of the tenant's records after afterSeq, in seq
 // order. Records removed below afterSeq's successor by audit retention are
-// skipped: the batch starts at the oldest record still kept.
+// skipped: the batch starts at the oldest record still kept. The record at
+// afterSeq, when kept, is read too, as the previous event of the first.
 func (m Mapper) Read(ctx context.Context, s Scanner, tenant string, afterSeq int64, limit int) (Batch, error) {
 	b := Batch{Tenant: tenant, LastSeq: afterSeq}
-	_, err := s.ScanAudit(ctx, tenant, afterSeq, limit, func(r audit.Record) error {
-		e, err := m.Event(r)
+	from, prev, prevSeq := afterSeq, "", int64(-1)
+	if afterSeq > 0 {
+		from--
+	}
+	_, err := s.ScanAudit(ctx, tenant, from, limit+1, func(r audit.Record) error {
+		if r.Seq <= afterSeq {
+			prev, prevSeq = r.ID, r.Seq
+			return nil
+		}
+		if len(b.Lines) == limit {
+			return nil
+		}
+		linked := prev
+		if prevSeq != r.Seq-1 {
+			linked = "" // the record before is no longer kept
+		}
+		e, err := m.Event(r, linked)
 		if err != nil {
 			return fmt.Errorf("map audit record %d: %w", r.Seq, err)
 		}
@@ -49,6 +65,7 @@ func (m Mapper) Read(ctx context.Context, s Scanner, tenant string, afterSeq int
 		}
 		b.Lines = append(b.Lines, line)
 		b.LastSeq = r.Seq
+		prev, prevSeq = r.ID, r.Seq
 		return nil
 	})
 	return b, err

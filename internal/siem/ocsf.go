@@ -16,8 +16,21 @@ import (
 	"github.com/agentplane/agentplane/internal/audit"
 )
 
-// OCSFVersion is the OCSF schema version every event names and follows.
-const OCSFVersion = "1.4.0"
+// OCSF schema versions the export writes: OCSFVersion by default, the
+// chain in the record_integrity profile's attestation and the agent in the
+// ai_operation profile's ai_agent; OCSFVersion14 for SIEMs pinned to it,
+// the chain under unmapped.
+const (
+	OCSFVersion   = "1.9.0"
+	OCSFVersion14 = "1.4.0"
+)
+
+// OCSFVersions lists the versions the export writes.
+var OCSFVersions = []string{OCSFVersion, OCSFVersion14}
+
+// ChainPrefix begins the chain_uid of a tenant's audit chain in the
+// attestation of its events: agentplane:audit:<tenant>.
+const ChainPrefix = "agentplane:audit:"
 
 // Format names accepted by the export.
 const FormatOCSF = "ocsf"
@@ -81,18 +94,64 @@ type Event struct {
 	AuthProtocol   string        `json:"auth_protocol,omitempty"`
 	RawData        string        `json:"raw_data"`
 	Unmapped       Unmapped      `json:"unmapped"`
+	// AttestationList (1.9, record_integrity) places the record in its
+	// tenant's hash chain.
+	AttestationList []Attestation `json:"attestation_list,omitempty"`
+	// AIAgent (1.9, ai_operation) is the agent a workflow's record acts
+	// for, the invoker being the actor.
+	AIAgent *AIAgent `json:"ai_agent,omitempty"`
+}
+
+// Attestation is a record's place in its chain (OCSF 1.9 record_integrity):
+// its hash as the fingerprint, the previous record and its hash, the
+// tenant's chain. The fingerprint is the audit record's own hash
+// (SHA-256 of the previous hash and the RFC 8785 form of the record without
+// its hash, docs/audit.md), the record being raw_data.
+type Attestation struct {
+	UID          string      `json:"uid"`
+	AuthorityUID string      `json:"authority_uid"`
+	ChainUID     string      `json:"chain_uid"`
+	Fingerprint  Fingerprint `json:"fingerprint"`
+	PrevEvent    *PrevEvent  `json:"prev_event,omitempty"`
+}
+
+// Fingerprint is a SHA-256 hash, hex.
+type Fingerprint struct {
+	AlgorithmID int    `json:"algorithm_id"`
+	Algorithm   string `json:"algorithm"`
+	Value       string `json:"value"`
+}
+
+// PrevEvent is the previous record of the chain: its id (the previous
+// event's metadata.uid) and hash.
+type PrevEvent struct {
+	UID         string      `json:"uid"`
+	Fingerprint Fingerprint `json:"fingerprint"`
+}
+
+// AIAgent is an agent: its name, version and the workflow as the instance.
+type AIAgent struct {
+	UID         string `json:"uid"`
+	Name        string `json:"name"`
+	Version     string `json:"version,omitempty"`
+	InstanceUID string `json:"instance_uid,omitempty"`
+}
+
+func sha256Fingerprint(hash string) Fingerprint {
+	return Fingerprint{AlgorithmID: 3, Algorithm: "SHA-256", Value: hash}
 }
 
 // Metadata is the event's metadata: uid is the audit record's id, sequence
 // its seq in the tenant's chain.
 type Metadata struct {
-	UID            string  `json:"uid"`
-	Version        string  `json:"version"`
-	Product        Product `json:"product"`
-	TenantUID      string  `json:"tenant_uid"`
-	Sequence       int64   `json:"sequence"`
-	CorrelationUID string  `json:"correlation_uid,omitempty"`
-	LogName        string  `json:"log_name"`
+	UID            string   `json:"uid"`
+	Version        string   `json:"version"`
+	Profiles       []string `json:"profiles,omitempty"`
+	Product        Product  `json:"product"`
+	TenantUID      string   `json:"tenant_uid"`
+	Sequence       int64    `json:"sequence"`
+	CorrelationUID string   `json:"correlation_uid,omitempty"`
+	LogName        string   `json:"log_name"`
 }
 
 // Actor is who acted: the token's subject as the user, its OAuth client as
@@ -154,13 +213,13 @@ type HTTPResponse struct {
 	Code int `json:"code"`
 }
 
-// Unmapped holds what OCSF 1.4.0 has no attribute for: the record's place
-// in its hash chain (OCSF has no integrity fields for a log chain), its
-// outcome, workflow and details.
+// Unmapped holds what OCSF has no attribute for: the record's outcome,
+// workflow and details, and in 1.4.0 its place in its hash chain (1.4.0
+// has no integrity fields for a log chain).
 type Unmapped struct {
-	Seq        int64  `json:"seq"`
-	Hash       string `json:"hash"`
-	PrevHash   string `json:"prev_hash"`
+	Seq        int64  `json:"seq,omitempty"`
+	Hash       string `json:"hash,omitempty"`
+	PrevHash   string `json:"prev_hash,omitempty"`
 	Outcome    string `json:"outcome"`
 	WorkflowID string `json:"workflow_id,omitempty"`
 	TraceID    string `json:"trace_id,omitempty"`
@@ -173,22 +232,31 @@ type Unmapped struct {
 type Mapper struct {
 	// Version is agentplane's version, in metadata.product.version.
 	Version string
+	// OCSF is the schema version written, one of OCSFVersions (""
+	// is OCSFVersion).
+	OCSF string
 }
+
+func (m Mapper) ocsf() string { return cmp.Or(m.OCSF, OCSFVersion) }
 
 // Event maps one record: oauth.token to Authentication (a client
 // authenticating for an access token, activity Logon), everything else to
 // API Activity, its activity from the HTTP method (POST create, GET read,
 // PUT or PATCH update, DELETE delete) or, for what a workflow does, from
-// the action's verb, Other when neither says.
-func (m Mapper) Event(r audit.Record) (Event, error) {
+// the action's verb, Other when neither says. prev is the id of the
+// chain's record before r, "" when r is its first or that record is no
+// longer kept (its hash is still r's prev_hash).
+func (m Mapper) Event(r audit.Record, prev string) (Event, error) {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return Event{}, err
 	}
 	var d struct {
-		Method string `json:"method"`
-		Path   string `json:"path"`
-		Code   string `json:"code"`
+		Method       string `json:"method"`
+		Path         string `json:"path"`
+		Code         string `json:"code"`
+		Agent        string `json:"agent"`
+		AgentVersion string `json:"agent_version"`
 	}
 	_ = json.Unmarshal(r.Details, &d)
 	e := Event{
@@ -197,11 +265,24 @@ func (m Mapper) Event(r audit.Record) (Event, error) {
 		Message:      strings.TrimSpace(r.Action + " " + r.Outcome + " " + statusText(r.Status)),
 		StatusDetail: d.Code,
 		Metadata: Metadata{
-			UID: r.ID, Version: OCSFVersion, TenantUID: r.Tenant, Sequence: r.Seq, CorrelationUID: r.TraceID,
+			UID: r.ID, Version: m.ocsf(), TenantUID: r.Tenant, Sequence: r.Seq, CorrelationUID: r.TraceID,
 			LogName: "audit", Product: Product{Name: "agentplane", VendorName: "agentplane", Version: m.Version},
 		},
-		Unmapped: Unmapped{Seq: r.Seq, Hash: r.Hash, PrevHash: r.PrevHash, Outcome: r.Outcome,
-			WorkflowID: r.WorkflowID, TraceID: r.TraceID, Details: r.Details},
+		Unmapped: Unmapped{Outcome: r.Outcome, WorkflowID: r.WorkflowID, TraceID: r.TraceID, Details: r.Details},
+	}
+	if m.ocsf() == OCSFVersion14 {
+		e.Unmapped.Seq, e.Unmapped.Hash, e.Unmapped.PrevHash = r.Seq, r.Hash, r.PrevHash
+	} else {
+		e.Metadata.Profiles = []string{"record_integrity"}
+		a := Attestation{UID: r.ID, AuthorityUID: "agentplane", ChainUID: ChainPrefix + r.Tenant, Fingerprint: sha256Fingerprint(r.Hash)}
+		if prev != "" {
+			a.PrevEvent = &PrevEvent{UID: prev, Fingerprint: sha256Fingerprint(r.PrevHash)}
+		}
+		e.AttestationList = []Attestation{a}
+		if agent := cmp.Or(d.Agent, agentOf(r)); agent != "" {
+			e.Metadata.Profiles = append(e.Metadata.Profiles, "ai_operation")
+			e.AIAgent = &AIAgent{UID: agent, Name: agent, Version: d.AgentVersion, InstanceUID: r.WorkflowID}
+		}
 	}
 	if r.Status != 0 {
 		e.StatusCode = strconv.Itoa(r.Status)
@@ -305,6 +386,14 @@ func requestSource(r audit.Record) *Endpoint {
 		return &Endpoint{Name: "workflow", SvcName: "agentplane"}
 	}
 	return &Endpoint{Name: "api-client"}
+}
+
+// agentOf is the agent an invoke acts on (its resource), else "".
+func agentOf(r audit.Record) string {
+	if r.Action == "agent.invoke" && r.Resource.Type == "agent" {
+		return r.Resource.ID
+	}
+	return ""
 }
 
 func statusText(status int) string {

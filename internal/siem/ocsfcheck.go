@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // SchemaFacts are what an OCSF schema version says of the classes the
@@ -178,6 +179,12 @@ func (f *SchemaFacts) checkValue(path string, v any, t AttrType) []string {
 		if !ok || n != math.Trunc(n) {
 			return []string{fmt.Sprintf("%s: want an integer", path)}
 		}
+		// The classification attributes are checked against the class
+		// (Check); 0 (Unknown) and 99 (Other) are every enum's.
+		_, attr, _ := strings.Cut(path, ".")
+		if len(t.Enum) > 0 && !slices.Contains(classification, attr) && n != 0 && n != 99 && !slices.Contains(t.Enum, int(n)) {
+			return []string{fmt.Sprintf("%s: %v is not a value the schema defines", path, n)}
+		}
 	case "boolean_t":
 		if _, ok := v.(bool); !ok {
 			return []string{fmt.Sprintf("%s: want a boolean", path)}
@@ -189,6 +196,9 @@ func (f *SchemaFacts) checkValue(path string, v any, t AttrType) []string {
 	}
 	return nil
 }
+
+// classification are the attributes that place an event in its class.
+var classification = []string{"class_uid", "category_uid", "activity_id", "type_uid", "severity_id", "status_id"}
 
 func num(v any) float64 {
 	n, _ := v.(float64)

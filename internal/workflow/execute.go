@@ -263,6 +263,8 @@ func outcomeOf(status string) string {
 }
 
 func (r *Runner) auditRecord(wf *Workflow, action, outcome string, details map[string]any) *audit.Record {
+	// The agent the workflow runs, which OCSF exports name as its ai_agent.
+	details["agent"], details["agent_version"] = wf.Agent, wf.AgentVersion
 	return &audit.Record{
 		Time: r.opts.Now(), Tenant: wf.Tenant,
 		Actor:    audit.Actor{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID},
