@@ -143,6 +143,34 @@ var funcs = template.FuncMap{
 	"ms":       FormatMS,
 	"pretty":   Pretty,
 	"headline": Headline,
+	"idParts":  SplitID,
+}
+
+// IDParts is an id as a list shows it: Head and Tail on screen, Middle
+// clipped to an ellipsis but still in the text, so the link's name and
+// what a selection copies are the whole id.
+type IDParts struct{ Head, Middle, Tail string }
+
+// shownIDTail is how many of an id's last characters a list shows: a
+// ULID's last characters are its random part, which tells apart ids made
+// in the same second (their first characters are the time).
+const shownIDTail = 8
+
+// SplitID splits id (prefix_ULID) for a list: the prefix, the ULID's
+// first characters, its last shownIDTail.
+func SplitID(id string) IDParts {
+	head, rest, ok := strings.Cut(id, "_")
+	if !ok {
+		head, rest = "", id
+	} else {
+		head += "_"
+	}
+	r := []rune(rest)
+	if len(r) <= shownIDTail+1 {
+		return IDParts{Head: head, Tail: rest}
+	}
+	cut := len(r) - shownIDTail
+	return IDParts{Head: head, Middle: string(r[:cut]), Tail: string(r[cut:])}
 }
 
 // Headline is text shortened for a heading: its first line, at most 120

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -99,7 +100,12 @@ type workflowPage struct {
 	Conversation []web.Turn
 	Approvals    []*workflow.Approval
 	Replays      []replayLine
-	Versions     []string
+	// Gaps are the waits the timeline collapses (GapAfter the one after
+	// the last step); ScaledMS the time its bars are scaled to.
+	Gaps     []*gapLine
+	GapAfter *gapLine
+	ScaledMS int64
+	Versions []string
 	// ReplayTarget is the version the replay form offers first.
 	ReplayTarget string
 }
@@ -111,7 +117,8 @@ type usageLine struct {
 }
 
 // stepLine is a step with its bar on the timeline: BarX and BarW are its
-// start and length in thousandths of the workflow's duration.
+// start and length in thousandths of the timeline (layoutTimeline); Gap
+// is the wait collapsed just before it.
 type stepLine struct {
 	workflow.Step
 	// N is the step's number (Step is the step itself).
@@ -119,11 +126,33 @@ type stepLine struct {
 	Hidden                bool
 	Args, Request, Result string
 	BarX, BarW            int64
+	Gap                   *gapLine
 }
 
+// replayLine is a replay as the workflow's page lists it, the same for a
+// defined and an external target: its outcomes, delta and unrecorded
+// calls, and for an external target the URL that ran.
 type replayLine struct {
 	*replay.Replay
 	Viewer string
+	// TargetURL is the external agent the replay invoked ("" for a
+	// defined version); Unrecorded counts the replay's calls and
+	// completions the record had no answer for.
+	TargetURL  string
+	Unrecorded int
+}
+
+// newReplayLine is rp's line, its viewer link signed for tools (those
+// whose bodies the reader may see).
+func (c *Console) newReplayLine(ctx context.Context, rp *replay.Replay, tools []string) replayLine {
+	line := replayLine{Replay: rp, Viewer: c.svc.Viewer.ReplayURL(c.svc.PublicURL, rp.ID, tools),
+		TargetURL: web.TargetURL(ctx, c.svc.Agents, rp.Tenant, rp.Target)}
+	for _, e := range rp.Steps {
+		if e.Replay != nil && e.Replay.Status == agent.StatusUnrecorded {
+			line.Unrecorded++
+		}
+	}
+	return line
 }
 
 // Workflow is one workflow's page: its steps, conversation, usage,
@@ -144,18 +173,15 @@ func (c *Console) Workflow(w http.ResponseWriter, r *http.Request) error {
 	if data.Invoker == "" {
 		data.Invoker = wf.Caller.ClientID
 	}
-	total := max(data.DurationMS, 1)
-	for _, st := range steps {
-		line := stepLine{Step: st, N: st.Step}
+	tl := layoutTimeline(wf, steps, data.DurationMS)
+	data.Gaps, data.GapAfter, data.ScaledMS = tl.Gaps, tl.After, tl.ScaledMS
+	for i, st := range steps {
+		line := stepLine{Step: st, N: st.Step, BarX: tl.Bars[i][0], BarW: tl.Bars[i][1], Gap: tl.Before[i]}
 		if workflow.BodiesHidden(p, st) {
 			line.Hidden = true
 		} else {
 			line.Args, line.Request, line.Result = pretty(st.Args), pretty(st.Request), pretty(st.Result)
 		}
-		if !st.StartedAt.IsZero() {
-			line.BarX = min(999, max(0, st.StartedAt.Sub(wf.StartedAt).Milliseconds()*1000/total))
-		}
-		line.BarW = min(1000-line.BarX, max(4, st.DurationMS*1000/total))
 		data.Steps = append(data.Steps, line)
 	}
 	comps, err := c.svc.Workflows.WorkflowCompletions(r.Context(), wf.ID)
@@ -179,7 +205,7 @@ func (c *Console) Workflow(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		for _, rp := range rps {
-			data.Replays = append(data.Replays, replayLine{Replay: rp, Viewer: c.svc.Viewer.ReplayURL(c.svc.PublicURL, rp.ID, p.Tools())})
+			data.Replays = append(data.Replays, c.newReplayLine(r.Context(), rp, p.Tools()))
 		}
 		vs, err := c.svc.Agents.ListVersions(r.Context(), p.Tenant, wf.Agent)
 		if err != nil {

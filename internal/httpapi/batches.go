@@ -425,7 +425,8 @@ func (s *Server) handleBatchPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	tools := []string(info.SignedTools)
 	web.PageHeaders(w.Header())
-	return web.RenderBatch(w, web.BatchPage{Batch: b, Changed: changed, Failed: failed, Link: func(id string) string {
-		return s.deps.Viewer.ReplayURL("", id, tools)
-	}})
+	return web.RenderBatch(w, web.BatchPage{Batch: b, Changed: changed, Failed: failed,
+		TargetURL: web.TargetURL(r.Context(), s.deps.Agents, b.Tenant, b.Target), Link: func(id string) string {
+			return s.deps.Viewer.ReplayURL("", id, tools)
+		}})
 }

@@ -160,7 +160,12 @@ func formDecide(f url.Values) (any, error) {
 
 func formReplay(f url.Values) (any, error) {
 	dry := f.Get("dry_run") == "true"
-	return replayRequest{TargetAgentVersion: f.Get("version"), DryRun: &dry}, nil
+	req := replayRequest{TargetAgentVersion: f.Get("version"), DryRun: &dry}
+	if dry {
+		// A real replay requests every completion: llm is a dry run's.
+		req.LLM = f.Get("llm")
+	}
+	return req, nil
 }
 
 // formDefault is the promote form as PUT /v1/agents/{id}/default's body.

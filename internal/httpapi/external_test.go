@@ -26,7 +26,8 @@ import (
 )
 
 // withExternal gives the server a runner that runs external agents, whose
-// gateway relays to the model "gpt" served by ms (at a price).
+// gateway relays to the model "gpt" served by ms (at a price); with ms nil,
+// to the models registered in the store, as cmd/agentplane's runner does.
 func withExternal(t *testing.T, ms *llmtest.Server, tune ...func(*workflow.Options)) option {
 	return func(cfg *httpapi.Config, d *httpapi.Deps) {
 		policy, _ := secrets.NewPolicy([]string{"env://TOOL_*", "env://AGENT_*"}, false)
@@ -34,14 +35,17 @@ func withExternal(t *testing.T, ms *llmtest.Server, tune ...func(*workflow.Optio
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := ms.Model("gpt")
-		m.Price = &model.Price{InputPerMTok: 1, OutputPerMTok: 2, Currency: "USD"}
-		models := model.LookupFunc(func(_ context.Context, _, name string) (*model.Model, error) {
-			if name != "gpt" {
-				return nil, problem.New(problem.NotFound, "no model named %q", name)
-			}
-			return m, nil
-		})
+		models := model.NewLookup(d.Models.Store, nil)
+		if ms != nil {
+			m := ms.Model("gpt")
+			m.Price = &model.Price{InputPerMTok: 1, OutputPerMTok: 2, Currency: "USD"}
+			models = model.LookupFunc(func(_ context.Context, _, name string) (*model.Model, error) {
+				if name != "gpt" {
+					return nil, problem.New(problem.NotFound, "no model named %q", name)
+				}
+				return m, nil
+			})
+		}
 		out := outbound.New(outbound.Options{AllowPrivate: true})
 		pool := llm.NewClients(llm.Options{Outbound: out})
 		agents := out.HTTPClient()

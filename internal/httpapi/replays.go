@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor"
@@ -256,11 +255,7 @@ func (s *Server) handleReplayPage(w http.ResponseWriter, r *http.Request) error 
 	if wf, err := s.deps.Workflows.Workflow(r.Context(), rp.Tenant, rp.WorkflowID); err == nil {
 		pg.Agent, pg.Goal = wf.Agent, wf.Goal
 	}
-	if name, version, ok := strings.Cut(rp.Target, "@"); ok {
-		if v, err := s.deps.Agents.AgentVersion(r.Context(), rp.Tenant, name, version); err == nil && v.External != nil {
-			pg.TargetURL = v.External.URL
-		}
-	}
+	pg.TargetURL = web.TargetURL(r.Context(), s.deps.Agents, rp.Tenant, rp.Target)
 	web.PageHeaders(w.Header())
 	return web.RenderReplay(w, pg)
 }

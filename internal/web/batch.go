@@ -27,6 +27,9 @@ type BatchPage struct {
 	Failed []*replay.Replay
 	// Link returns the signed link of a replay's page.
 	Link func(replayID string) string
+	// TargetURL is the URL the batch's replays invoked, when its target is
+	// an external agent version.
+	TargetURL string
 }
 
 // RenderBatch writes the HTML report page of a batch; nothing is written
@@ -43,6 +46,9 @@ func RenderBatch(w io.Writer, p BatchPage) error {
 // batchView is the batch template's data, everything formatted.
 type batchView struct {
 	*replay.Batch
+	// TargetURL is the external agent the replays invoked ("" for a
+	// defined version).
+	TargetURL   string
 	Stylesheet  string
 	Created     string
 	CreatedISO  string
@@ -111,6 +117,7 @@ func newBatchView(p BatchPage) batchView {
 	b := p.Batch
 	v := batchView{
 		Batch:      b,
+		TargetURL:  p.TargetURL,
 		Stylesheet: stylesheet,
 		Running:    b.Status == replay.BatchRunning,
 		Unchanged:  b.Done - b.Changed,

@@ -6,6 +6,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"html/template"
@@ -64,6 +65,26 @@ func VersionDiffLink(from, to string) string {
 		return ""
 	}
 	return "/console/agents/" + url.PathEscape(name) + "/diff?" + url.Values{"from": {fromV}, "to": {toV}}.Encode()
+}
+
+// VersionReader reads an agent's version.
+type VersionReader interface {
+	AgentVersion(ctx context.Context, tenant, name, version string) (*agent.Version, error)
+}
+
+// TargetURL is the URL a replay's or a batch's target (name@version) runs
+// at when it is an external version, for the pages to name; "" for a
+// defined version, or one that cannot be read.
+func TargetURL(ctx context.Context, versions VersionReader, tenant, target string) string {
+	name, version, ok := strings.Cut(target, "@")
+	if !ok {
+		return ""
+	}
+	v, err := versions.AgentVersion(ctx, tenant, name, version)
+	if err != nil || v.External == nil {
+		return ""
+	}
+	return v.External.URL
 }
 
 // ReplayPage is what a replay's page shows.
