@@ -68,6 +68,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /oauth/token", public: true, action: "oauth.token", resource: "client", h: handleToken(d.Issuer)},
 		{pattern: "GET /.well-known/oauth-protected-resource", public: true, action: "mcp.resource_metadata", resource: "mcp", h: s.mcp.HandleResourceMetadata},
 		{pattern: "GET /.well-known/oauth-protected-resource/mcp", public: true, action: "mcp.resource_metadata", resource: "mcp", h: s.mcp.HandleResourceMetadata},
+		{pattern: "GET /.well-known/mcp/server-card.json", public: true, action: "mcp.server_card", resource: "mcp", h: s.mcp.HandleServerCard},
 
 		// The tenant's MCP server; each tool call there is checked again
 		// (agents:invoke for agent tools, tool:<name> for call_operation).
