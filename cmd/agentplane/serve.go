@@ -283,7 +283,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	defer stopBackground()
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Store: st, Reader: runner,
 		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger,
-		Masks: replayMasks{runner}, Externals: runner}
+		Masks: replayMasks{runner}, Externals: runner, Tools: st}
 	// Every replica sends due webhook deliveries from the outbox, through
 	// the outbound client (its address policy) without following redirects;
 	// an A2A push-notification config receives the A2A payload.
