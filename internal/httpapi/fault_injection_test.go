@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/fault"
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
 )
 
 // injectedStep is a step with what a fault injected into it.
@@ -325,4 +326,92 @@ func TestFaultsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExternalReplayFaults replays an external agent's workflow (the Go
+// recipe's agent) with a 503 injected into payments, as a dry run with the
+// model live and as a real run: the tool receives nothing, the agent's MCP
+// call gets an isError result carrying the status and the body, its model
+// reads them, and the step says what was injected.
+func TestExternalReplayFaults(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, replayScript)
+	h := newHarness(t, withExternal(t, ms), withExternalReplays())
+	w := newFraudWorld(t, h)
+	agents := &replayAgent{}
+	deployExternal(t, h, w.admin, "ext-triage", map[string]any{"url": agents.serve(t, func(g string) string { return g }),
+		"tools": []string{"payments", "cases"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-triage/invoke", w.admin, map[string]any{"goal": "How much is tx-1?"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "answered" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	replayer := h.token("acme", replayScopes)
+	faults := []map[string]any{{"tool": "payments", "operation": "getTransaction",
+		"result": map[string]any{"status": 503, "body": map[string]any{"error": "payments is down"}}}}
+	// wantInjected checks the step a fault answered and what the agent's
+	// model was given.
+	wantInjected := func(t *testing.T, steps []injectedStep, output json.RawMessage) {
+		t.Helper()
+		var call *injectedStep
+		for i := range steps {
+			if steps[i].Tool == "payments" {
+				call = &steps[i]
+			}
+		}
+		if call == nil || call.Injected == nil || *call.Injected != (fault.Injected{Fault: 0, Status: 503}) || call.Sent || call.HTTPStatus != 503 {
+			t.Errorf("the call's step %+v", call)
+		}
+		last := ms.Requests()[len(ms.Requests())-1].Last()
+		if last.Role != "tool" || !strings.Contains(last.Content, "503 Service Unavailable") || !strings.Contains(last.Content, "payments is down") {
+			t.Errorf("the agent's model was given %+v, want the injected 503 and its body", last)
+		}
+		if !strings.Contains(string(output), "503") {
+			t.Errorf("output %s does not carry the model's reaction", output)
+		}
+	}
+
+	t.Run("dry run, model live", func(t *testing.T) {
+		paid := w.payments.Load()
+		r := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", replayer, map[string]any{"target_agent_version": "ext-triage@1", "llm": "live", "faults": faults})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("replay: %d %s", r.Status, r.Body)
+		}
+		var rp faultedReplay
+		r.json(t, &rp)
+		var out struct {
+			Output json.RawMessage `json:"replay_output"`
+		}
+		r.json(t, &out)
+		if w.payments.Load() != paid {
+			t.Errorf("payments got %d requests, want none", w.payments.Load()-paid)
+		}
+		var steps []injectedStep
+		for _, e := range rp.Steps {
+			if e.Replay != nil {
+				steps = append(steps, *e.Replay)
+			}
+		}
+		wantInjected(t, steps, out.Output)
+	})
+
+	t.Run("real run", func(t *testing.T) {
+		paid := w.payments.Load()
+		r := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", replayer, map[string]any{"target_agent_version": "ext-triage@1", "dry_run": false, "faults": faults})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("replay: %d %s", r.Status, r.Body)
+		}
+		var rp faultedReplay
+		r.json(t, &rp)
+		if w.payments.Load() != paid {
+			t.Errorf("payments got %d requests, want none", w.payments.Load()-paid)
+		}
+		var got struct {
+			Output json.RawMessage `json:"output"`
+			Steps  []injectedStep  `json:"steps"`
+		}
+		h.do("GET", "/v1/workflows/"+rp.ReplayWorkflowID, replayer, nil).json(t, &got)
+		wantInjected(t, got.Steps, got.Output)
+	})
 }
