@@ -93,6 +93,7 @@ func TestInjectMatches(t *testing.T) {
 		{Tool: "payments", Operation: "getTransaction", Rate: rate(0.5), Result: fault.Result{Error: fault.ErrorTimeout}},
 		{Tool: "cases", Rate: rate(0), Result: fault.Result{Status: 500}},
 		{Tool: "payments", Result: fault.Result{Status: 200, Body: json.RawMessage(`{"ok":true}`)}},
+		{Tool: "ledger", When: "args.id.startsWith('tx_')", Result: fault.Result{Status: 500}},
 	})
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -105,10 +106,12 @@ func TestInjectMatches(t *testing.T) {
 		wantFault int // -1: none
 	}{
 		{"when holds", 1, "payments", "refund", map[string]any{"amount": 150.0}, 0},
+		{"a string function on an argument", 1, "ledger", "post", map[string]any{"id": "tx_1"}, 4},
+		{"a string function that does not hold", 1, "ledger", "post", map[string]any{"id": "other"}, -1},
 		{"when does not hold: the next fault", 1, "payments", "refund", map[string]any{"amount": 50.0}, 3},
 		{"when cannot be evaluated: the next fault", 1, "payments", "refund", map[string]any{}, 3},
 		{"rate 0 never", 1, "cases", "createCase", nil, -1},
-		{"another tool", 1, "ledger", "post", nil, -1},
+		{"another tool", 1, "billing", "post", nil, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := p.Inject(ctx, tc.step, tc.tool, tc.op, tc.args)
