@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,18 +14,8 @@ import (
 // every run.)
 func TestCLIReplayFaults(t *testing.T) {
 	e := demoEnv(t)
-	var wfs struct {
-		Workflows []struct {
-			ID string `json:"workflow_id"`
-		} `json:"workflows"`
-	}
-	if err := json.Unmarshal([]byte(e.ok("workflows", "list", "--agent", "fraud-triage", "--status", "completed", "-o", "json")), &wfs); err != nil {
-		t.Fatal(err)
-	}
-	if len(wfs.Workflows) == 0 {
-		t.Fatal("the demo has no fraud-triage workflows")
-	}
-	out := e.ok("replay", wfs.Workflows[0].ID, "--target", "fraud-triage@2", "--fault", `{"tool": "payments", "result": {"error": "timeout"}}`)
+	first := demoTriageWorkflows(t, e)[0]
+	out := e.ok("replay", first, "--target", "fraud-triage@2", "--fault", `{"tool": "payments", "result": {"error": "timeout"}}`)
 	if !strings.Contains(out, "faults: 1 given") || !strings.Contains(out, "[fault 0 injected]") {
 		t.Errorf("replay --fault:\n%s", out)
 	}
@@ -46,11 +35,11 @@ func TestCLIReplayFaults(t *testing.T) {
 		}
 	}
 
-	_, errs, code := e.run("replay", wfs.Workflows[0].ID, "--target", "fraud-triage@2", "--fault", "payments=503@1.5")
+	_, errs, code := e.run("replay", first, "--target", "fraud-triage@2", "--fault", "payments=503@1.5")
 	if code == 0 || !strings.Contains(errs, "faults[0].rate") {
 		t.Errorf("a rate over 1: exit %d, stderr %s", code, errs)
 	}
-	if _, errs, code := e.run("replay", wfs.Workflows[0].ID, "--target", "fraud-triage@2", "--fault", "payments"); code != exitUsage || !strings.Contains(errs, "TOOL[.OPERATION]") {
+	if _, errs, code := e.run("replay", first, "--target", "fraud-triage@2", "--fault", "payments"); code != exitUsage || !strings.Contains(errs, "TOOL[.OPERATION]") {
 		t.Errorf("a fault without an answer: exit %d, stderr %s", code, errs)
 	}
 }

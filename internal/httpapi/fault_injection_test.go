@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/fault"
-	"github.com/agentplane/agentplane/internal/llm/llmtest"
 )
 
 // injectedStep is a step with what a fault injected into it.
@@ -56,31 +55,14 @@ func (r faultedReplay) injected() *injectedStep {
 	return nil
 }
 
-// allBatchReplays pages every replay of a batch.
+// allBatchReplays is every replay of a batch, by workflow id.
 func allBatchReplays(t *testing.T, h *harness, tok, id string) map[string]faultedReplay {
 	t.Helper()
 	out := map[string]faultedReplay{}
-	cursor := ""
-	for range 100 {
-		var pg struct {
-			Replays    []faultedReplay `json:"replays"`
-			NextCursor *string         `json:"next_cursor"`
-		}
-		r := h.do("GET", "/v1/replay-batches/"+id+"/replays?limit=200&cursor="+cursor, tok, nil)
-		if r.Status != http.StatusOK {
-			t.Fatalf("batch replays: %d %s", r.Status, r.Body)
-		}
-		r.json(t, &pg)
-		for _, rp := range pg.Replays {
-			out[rp.WorkflowID] = rp
-		}
-		if pg.NextCursor == nil {
-			return out
-		}
-		cursor = *pg.NextCursor
+	for _, rp := range batchReplaysAs[faultedReplay](t, h, tok, id, "") {
+		out[rp.WorkflowID] = rp
 	}
-	t.Fatal("too many pages")
-	return nil
+	return out
 }
 
 // TestBatchFaultsFailTheSameItemsEveryRun replays 60 workflows against v2
@@ -335,12 +317,7 @@ func TestFaultsBadInput(t *testing.T) {
 // reads them, and the step says what was injected.
 func TestExternalReplayFaults(t *testing.T) {
 	t.Parallel()
-	ms := llmtest.NewOpenAIServer(t, replayScript)
-	h := newHarness(t, withExternal(t, ms), withExternalReplays())
-	w := newFraudWorld(t, h)
-	agents := &replayAgent{}
-	deployExternal(t, h, w.admin, "ext-triage", map[string]any{"url": agents.serve(t, func(g string) string { return g }),
-		"tools": []string{"payments", "cases"}, "models": []string{"gpt"}})
+	h, w, ms := newExternalReplayWorld(t)
 	r := h.do("POST", "/v1/agents/ext-triage/invoke", w.admin, map[string]any{"goal": "How much is tx-1?"})
 	var wf externalWorkflow
 	r.json(t, &wf)
