@@ -268,6 +268,29 @@ func TestReplayFaults(t *testing.T) {
 			t.Errorf("replay %s injected %+v", rp.ReplayOutcome, rp.injected())
 		}
 	})
+
+	t.Run("a batch of a dataset", func(t *testing.T) {
+		if r := h.do("POST", "/v1/datasets", tok, map[string]any{"name": "outage", "workflow_ids": []string{small, big}}); r.Status != http.StatusCreated {
+			t.Fatalf("dataset: %d %s", r.Status, r.Body)
+		}
+		r := h.do("POST", "/v1/replay-batches", tok, map[string]any{"target_agent_version": "fraud-triage@1", "dataset": "outage",
+			"faults": []map[string]any{{"tool": "payments", "result": map[string]any{"error": "transport"}}}})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("batch: %d %s", r.Status, r.Body)
+		}
+		var b struct{ ID string }
+		r.json(t, &b)
+		waitBatch(t, h, tok, b.ID)
+		replays := allBatchReplays(t, h, tok, b.ID)
+		if len(replays) != 2 {
+			t.Fatalf("%d replays, want 2", len(replays))
+		}
+		for id, rp := range replays {
+			if step := rp.injected(); rp.ReplayOutcome != "failed" || step == nil || step.ErrorCode != "transport" {
+				t.Errorf("%s: replay %s, injected step %+v", id, rp.ReplayOutcome, step)
+			}
+		}
+	})
 }
 
 // TestFaultsBadInput refuses each kind of bad fault in replays and batches
