@@ -318,8 +318,8 @@ func priceCurrency(m *model.Model) string {
 
 // callDry serves a tool call of a dry run: the target's policies and
 // max_tool_calls apply; a call a fault applies to gets the injected
-// answer; a call identical to a recorded one gets its answer; any other is unrecorded, or made live when it is a read and
-// ReadUnrecorded is set.
+// answer; a call identical to a recorded one gets its answer; any other
+// is unrecorded, or made live when it is a read and ReadUnrecorded is set.
 func (x *externalRun) callDry(ctx context.Context, a *attemptGateway, ex *exchange) (CallAnswer, error) {
 	d, op := x.dry, ex.op
 	ev := agent.Event{Action: ActionCall, Kind: agent.KindCall, Tool: op.Tool, Operation: op.ID, Args: ex.args}
