@@ -52,7 +52,7 @@ type resumeCase struct {
 	// Faults, when set, make the workflow a real replay (of wf_original)
 	// that injects them.
 	Faults []fault.Fault `json:"faults,omitempty"`
-	Want    resumeResult               `json:"want"`
+	Want   resumeResult  `json:"want"`
 }
 
 // goldenStep is a recorded step, as much of it as a resume reads.
