@@ -27,12 +27,10 @@ func demoEnv(t *testing.T) *cliEnv {
 	return nil
 }
 
-// TestCLIDatasetsChecksJUnit makes a dataset of the demo's history with an
-// expectation that v2 cannot meet, replays it with checks (exit 5 on the
-// failed verdict), and validates the JUnit report against a JUnit XML
-// schema with xmllint; a gate the batch meets exits 0.
-func TestCLIDatasetsChecksJUnit(t *testing.T) {
-	e := demoEnv(t)
+// demoTriageWorkflows are the ids of the demo's completed fraud-triage
+// workflows, newest first (at least one).
+func demoTriageWorkflows(t *testing.T, e *cliEnv) []string {
+	t.Helper()
 	var wfs struct {
 		Workflows []struct {
 			ID string `json:"workflow_id"`
@@ -41,13 +39,27 @@ func TestCLIDatasetsChecksJUnit(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.ok("workflows", "list", "--agent", "fraud-triage", "--status", "completed", "-o", "json")), &wfs); err != nil {
 		t.Fatal(err)
 	}
-	// A dataset holds finished workflows: the demo's refund waiting for
-	// approval is not one of them.
-	n := len(wfs.Workflows)
-	if n == 0 {
+	if len(wfs.Workflows) == 0 {
 		t.Fatal("the demo has no fraud-triage workflows")
 	}
-	first := wfs.Workflows[0].ID
+	ids := make([]string, len(wfs.Workflows))
+	for i, w := range wfs.Workflows {
+		ids[i] = w.ID
+	}
+	return ids
+}
+
+// TestCLIDatasetsChecksJUnit makes a dataset of the demo's history with an
+// expectation that v2 cannot meet, replays it with checks (exit 5 on the
+// failed verdict), and validates the JUnit report against a JUnit XML
+// schema with xmllint; a gate the batch meets exits 0.
+func TestCLIDatasetsChecksJUnit(t *testing.T) {
+	e := demoEnv(t)
+	// A dataset holds finished workflows: the demo's refund waiting for
+	// approval is not one of them.
+	ids := demoTriageWorkflows(t, e)
+	n := len(ids)
+	first := ids[0]
 	expect := e.write("expect.json", `{"`+first+`": {"outcome": "never-reached"}}`)
 	out := e.ok("datasets", "create", "demo-suite", "--agent", "fraud-triage", "--since", "7d", "--expect", expect, "--description", "the demo's history")
 	if !strings.Contains(out, "dataset demo-suite@1") || !strings.Contains(out, "never-reached") {

@@ -26,6 +26,9 @@ func side(st map[string]any) string {
 	case field(st, "outcome") != "":
 		s += " outcome=" + field(st, "outcome")
 	}
+	if field(st, "injected.fault") != "" {
+		s += " [fault " + field(st, "injected.fault") + " injected]"
+	}
 	return s
 }
 
@@ -46,6 +49,9 @@ func replayTable(w io.Writer, doc map[string]any) error {
 		fmt.Fprintf(w, "replay error: %s\n", e)
 	}
 	printUsage(w, doc)
+	if faults := list(doc, "faults"); len(faults) > 0 {
+		fmt.Fprintf(w, "faults: %d given; the steps they answered say [fault N injected]\n", len(faults))
+	}
 	fmt.Fprintf(w, "delta: %s added, %s changed, %s removed, %s tool calls changed\n\n", field(doc, "delta.steps_added"),
 		field(doc, "delta.steps_changed"), field(doc, "delta.steps_removed"), field(doc, "delta.tool_calls_changed"))
 	fmt.Fprintln(w, "KIND\tACTION\tORIGINAL\tREPLAY\tCHANGED")
@@ -90,16 +96,18 @@ func usageText(doc map[string]any, side string) string {
 type whatIfFlags struct {
 	llm, unrecorded string
 	concurrency     int
+	faults          faultFlags
 }
 
 func (f *whatIfFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.llm, "llm", "", "dry runs: recorded (serve completions from the record, the default) or live (ask the target's models now)")
 	cmd.Flags().StringVar(&f.unrecorded, "unrecorded-calls", "", "dry runs: skip (calls with no recorded answer are not made, the default) or read (make the reads among them live)")
 	cmd.Flags().IntVar(&f.concurrency, "concurrency", 0, "--batch: replays at once, 1 to 64 (default 8 with --llm live)")
+	f.faults.register(cmd.Flags())
 }
 
 // set adds the flags given to a request body.
-func (f *whatIfFlags) set(body map[string]any) {
+func (f *whatIfFlags) set(body map[string]any, stdin io.Reader) error {
 	for k, v := range map[string]string{"llm": f.llm, "unrecorded_calls": f.unrecorded} {
 		if v != "" {
 			body[k] = v
@@ -108,6 +116,7 @@ func (f *whatIfFlags) set(body map[string]any) {
 	if f.concurrency != 0 {
 		body["concurrency"] = f.concurrency
 	}
+	return f.faults.apply(body, stdin)
 }
 
 func (c *cli) replayCommand() *cobra.Command {
@@ -140,12 +149,21 @@ same_tool_calls, expected_outcome); --judge-model and --rubric add an
 LLM-as-judge check named judge. --gate NAME=RATE sets a check's minimum pass
 rate. The command exits 5 when the batch's verdict is failed: a gated check
 under its minimum or, without --gate, any check failed. --junit FILE writes a
-JUnit XML report, one test case per workflow and check, for CI.`,
+JUnit XML report, one test case per workflow and check, for CI.
+
+--fault injects a failure into the calls it matches instead of their answer,
+in a dry or a live replay and in every replay of a batch: TOOL[.OPERATION]=
+STATUS|timeout|transport[@RATE], or a fault as JSON with when, body and
+headers; --faults-file reads a list of them. The call is never sent; which
+calls a rate picks depends on the workflow and the step only, so a batch run
+again fails the same items (docs/change-safety.md).`,
 		Example: `  agentplane replay wf_01JD… --target fraud-triage@2
   agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --since 168h --fail-on-change
   agentplane replay --batch --target fraud-triage@2 --dataset triage-suite --check outcome_unchanged \
     --check 'no_denial=replay.outcome != "denied"' --gate outcome_unchanged=0.95 --junit replay.xml
-  agentplane replay --batch --target support@3 --agent support --llm live --unrecorded-calls read --concurrency 16`,
+  agentplane replay --batch --target support@3 --agent support --llm live --unrecorded-calls read --concurrency 16
+  agentplane replay --batch --target fraud-triage@2 --agent fraud-triage --fault payments.getTransaction=503@0.5 \
+    --check 'no_failure=replay.outcome != "failed"' --gate no_failure=0.95`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.complete("/v1/workflows?limit=50", "workflows", "workflow_id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -168,7 +186,9 @@ JUnit XML report, one test case per workflow and check, for CI.`,
 				return usagef("give one workflow id, or --batch to replay several")
 			}
 			body := map[string]any{"target_agent_version": target, "dry_run": !live}
-			wf.set(body)
+			if err := wf.set(body, cmd.InOrStdin()); err != nil {
+				return err
+			}
 			_, err := c.send(cmd, http.MethodPost, "/v1/workflows/"+url.PathEscape(a[0])+"/replay", body, idempotencyHeader(key), replayTable)
 			return err
 		},

@@ -29,7 +29,9 @@ type batchFlags struct {
 // its outcome matrix.
 func (c *cli) replayBatch(cmd *cobra.Command, target string, ids []string, bf batchFlags, wf whatIfFlags, key string) error {
 	body := map[string]any{"target_agent_version": target}
-	wf.set(body)
+	if err := wf.set(body, cmd.InOrStdin()); err != nil {
+		return err
+	}
 	if err := bf.checks.apply(body); err != nil {
 		return err
 	}

@@ -284,7 +284,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	invoker := &workflow.Invoker{Runner: runner, Workflows: st, Now: time.Now}
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Invoker: invoker, Store: st, Reader: runner,
 		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger,
-		Masks: replayMasks{runner}, Externals: runner}
+		Masks: replayMasks{runner}, Externals: runner, Tools: st}
 	// Every replica sends due webhook deliveries from the outbox, through
 	// the outbound client (its address policy) without following redirects;
 	// an A2A push-notification config receives the A2A payload.

@@ -73,12 +73,19 @@ func getCheckedBatch(t *testing.T, h *harness, tok, id string) checkedBatch {
 // batchReplays pages all of a batch's replays matching query (failed=true…).
 func batchReplays(t *testing.T, h *harness, tok, id, query string) []checkedReplay {
 	t.Helper()
-	var all []checkedReplay
+	return batchReplaysAs[checkedReplay](t, h, tok, id, query)
+}
+
+// batchReplaysAs pages all of a batch's replays matching query, each
+// decoded as a T.
+func batchReplaysAs[T any](t *testing.T, h *harness, tok, id, query string) []T {
+	t.Helper()
+	var all []T
 	cursor := ""
 	for range 100 {
 		var pg struct {
-			Replays    []checkedReplay `json:"replays"`
-			NextCursor *string         `json:"next_cursor"`
+			Replays    []T     `json:"replays"`
+			NextCursor *string `json:"next_cursor"`
 		}
 		r := h.do("GET", "/v1/replay-batches/"+id+"/replays?limit=200&"+query+"&cursor="+cursor, tok, nil)
 		if r.Status != http.StatusOK {

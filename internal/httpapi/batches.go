@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -30,6 +31,8 @@ type batchRequest struct {
 	LLM             string `json:"llm,omitempty"`
 	UnrecordedCalls string `json:"unrecorded_calls,omitempty"`
 	Concurrency     int    `json:"concurrency,omitempty"`
+	// Faults are injected into every replay of the batch.
+	Faults []fault.Fault `json:"faults,omitempty"`
 }
 
 type batchSelection struct {
@@ -47,6 +50,8 @@ type batchView struct {
 	CreatedAt  string  `json:"created_at"`
 	FinishedAt *string `json:"finished_at"`
 	ViewerURL  string  `json:"viewer_url"`
+	// Faults are those the batch injects (kept with its checks).
+	Faults []fault.Fault `json:"faults,omitempty"`
 }
 
 // batchView shows b to p with a report link signed for p's tools.
@@ -57,7 +62,7 @@ func (s *Server) batchView(p auth.Principal, b *replay.Batch) batchView {
 }
 
 func viewBatch(b *replay.Batch) batchView {
-	v := batchView{Batch: b, CreatedAt: b.CreatedAt.UTC().Format(timeFormat)}
+	v := batchView{Batch: b, CreatedAt: b.CreatedAt.UTC().Format(timeFormat), Faults: b.Spec.Faults}
 	if b.FinishedAt != nil {
 		f := b.FinishedAt.UTC().Format(timeFormat)
 		v.FinishedAt = &f
@@ -137,7 +142,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	mode := replay.Mode{LLM: req.LLM, UnrecordedCalls: req.UnrecordedCalls}
 	errs = append(append(errs, s.checkMode(mode, true)...), replay.CheckConcurrency(req.Concurrency)...)
 	errs = append(errs, selErrs...)
-	spec := replay.Spec{Checks: req.Checks, Judge: req.Judge, Gate: req.Gate}
+	spec := replay.Spec{Checks: req.Checks, Judge: req.Judge, Gate: req.Gate, Faults: req.Faults}
 	if _, err := replay.CompileChecks(spec, s.deps.Replays.Judge); err != nil {
 		p := problem.As(err)
 		if p == nil {
@@ -145,10 +150,17 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 		}
 		errs = append(errs, p.Errors...)
 	}
+	p := frontdoor.Principal(r)
+	if err := s.deps.Replays.CheckFaults(r.Context(), p.Tenant, req.Faults); err != nil {
+		pe := problem.As(err)
+		if pe.Code != problem.ValidationFailed {
+			return err
+		}
+		errs = append(errs, pe.Errors...)
+	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
-	p := frontdoor.Principal(r)
 	if mc, ok := s.deps.Replays.Judge.(replay.ModelChecker); ok && req.Judge != nil {
 		if err := mc.CheckModel(r.Context(), p.Tenant, req.Judge.Model); problem.Is(err, problem.NotFound) {
 			return problem.Field("judge.model", "no model %s in this tenant: register it (POST /v1/models) or name another", req.Judge.Model)
@@ -192,7 +204,8 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) error
 	rec := s.record(r, http.StatusAccepted)
 	rec.Resource = audit.Resource{Type: "replay_batch", ID: b.ID}
 	rec.Details = audit.Details(map[string]any{"target_agent_version": b.Target, "total": b.Total,
-		"dataset": b.Dataset, "checks": b.Spec.Names(), "llm": b.LLM, "unrecorded_calls": b.UnrecordedCalls})
+		"dataset": b.Dataset, "checks": b.Spec.Names(), "llm": b.LLM, "unrecorded_calls": b.UnrecordedCalls,
+		"faults": len(b.Spec.Faults)})
 	if err := s.deps.BatchStore.CreateBatch(r.Context(), b, wfs, s.deps.Batches.Owner, s.deps.Batches.LeaseUntil(now), rec); err != nil {
 		return err
 	}

@@ -290,17 +290,25 @@ func TestExternalDryReplay(t *testing.T) {
 	})
 }
 
-// TestExternalDefinedReplays replays across kinds: a defined agent's
-// workflow against an external version, and an external agent's workflow
-// against a defined version, each served from the other's record.
-func TestExternalDefinedReplays(t *testing.T) {
-	t.Parallel()
+// newExternalReplayWorld is the fraud world with the replay tests' scripted
+// model and ext-triage@1, the Go recipe's agent, deployed against it.
+func newExternalReplayWorld(t *testing.T) (*harness, *fraudWorld, *llmtest.Server) {
+	t.Helper()
 	ms := llmtest.NewOpenAIServer(t, replayScript)
 	h := newHarness(t, withExternal(t, ms), withExternalReplays())
 	w := newFraudWorld(t, h)
 	agents := &replayAgent{}
 	deployExternal(t, h, w.admin, "ext-triage", map[string]any{"url": agents.serve(t, func(g string) string { return g }),
 		"tools": []string{"payments", "cases"}, "models": []string{"gpt"}})
+	return h, w, ms
+}
+
+// TestExternalDefinedReplays replays across kinds: a defined agent's
+// workflow against an external version, and an external agent's workflow
+// against a defined version, each served from the other's record.
+func TestExternalDefinedReplays(t *testing.T) {
+	t.Parallel()
+	h, w, _ := newExternalReplayWorld(t)
 	ctx := map[string]any{"transaction_id": "tx-1"}
 	var defined, external externalWorkflow
 	h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "How much is tx-1?", "context": ctx}).json(t, &defined)

@@ -107,7 +107,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		stopRunner()
 		runner.Close(context.Background())
 	})
-	replays := &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db, Reader: runner,
+	replays := &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db, Reader: runner, Tools: db,
 		Invoker: &workflow.Invoker{Runner: runner, Workflows: db, Now: time.Now}}
 	runner.OnFinish(replays.Finished) // as cmd/agentplane wires it
 	batches := &replay.BatchRunner{Service: replays, Store: db, Owner: "harness", Lease: 2 * time.Second}

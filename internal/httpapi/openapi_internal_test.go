@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -227,6 +228,13 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		Args: json.RawMessage(`{"limit":1}`), Score: &score, Queue: "fraud-review", Outcome: "escalated",
 		Result: json.RawMessage(`[{"id":1}]`), Error: "boom", Request: json.RawMessage(`{"method":"GET"}`),
 		HTTPStatus: 200, Attempts: 1, StartedAt: now, DurationMS: 12, Sent: true}
+	injected := workflow.Step{Step: 2, Action: "fetch", Kind: "call", Status: "error", Tool: "pets", Operation: "listPets",
+		Result: json.RawMessage(`{"error":"down"}`), Error: "the API answered 503", ErrorCode: "upstream_error", HTTPStatus: 503,
+		Injected: &fault.Injected{Fault: 0, Status: 503}}
+	rate := 0.5
+	faults := []fault.Fault{{Tool: "pets", Operation: "listPets", When: "args.limit > 0", Rate: &rate,
+		Result: fault.Result{Status: 503, Body: json.RawMessage(`{"error":"down"}`), Headers: map[string]string{"Retry-After": "30"}}},
+		{Tool: "pets", Result: fault.Result{Error: fault.ErrorTimeout}}}
 	failure := json.RawMessage(mustMarshal(t, (&problem.Error{Code: problem.WorkflowFailed, Detail: "interrupted"}).Doc("/v1/workflows/wf_x", "", "")))
 	wf := &workflow.Workflow{ID: "wf_01J00000000000000000000000", Agent: "triage", AgentVersion: "2", Status: workflow.Failed,
 		Outcome: workflow.OutcomeFailed, StartedAt: now, FinishedAt: now.Add(time.Second), Error: failure}
@@ -235,8 +243,9 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		Outcome: &outcome, DurationMS: 1000, StartedAt: "2026-11-21T10:00:00.000Z", FinishedAt: &finished,
 		Output: json.RawMessage(`{"queue":"fraud-review"}`)}, Steps: []any{workflow.StepView("triage", step)}, Error: failure}
 	detail := fullWorkflow
-	detail.Steps = []any{stepDetail{Step: step}, stepDetail{Step: workflow.Step{Step: 2, Action: "x", Kind: "call", Status: "denied", Tool: "pets", StartedAt: now}, Hidden: true}}
-	detail.Goal, detail.Context, detail.MaxToolCalls, detail.ReplayOf = "triage", json.RawMessage(`{"amount":1}`), 20, wf.ID
+	detail.Steps = []any{stepDetail{Step: step}, stepDetail{Step: workflow.Step{Step: 2, Action: "x", Kind: "call", Status: "denied", Tool: "pets", StartedAt: now}, Hidden: true},
+		stepDetail{Step: injected}}
+	detail.Goal, detail.Context, detail.MaxToolCalls, detail.ReplayOf, detail.Faults = "triage", json.RawMessage(`{"amount":1}`), 20, wf.ID, faults
 	detail.Caller = &callerView{Sub: "alice", ClientID: "cli_1"}
 
 	version := &agent.Version{Name: "triage", Version: "2", Description: "d", Tools: []string{"pets"}, DeployedAt: now, Default: true,
@@ -315,6 +324,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 			StartedAt: "2026-11-21T10:00:00.000Z", Output: json.RawMessage("null")}, Steps: []any{}}},
 		{"workflow detail", "WorkflowDetail", detail},
 		{"step event", "StreamEvent", workflow.StepView("triage", step)},
+		{"step event of an injected call", "StreamEvent", workflow.StepView("triage", injected)},
 		{"step event, fewest fields", "StreamEvent", workflow.StepView("triage", workflow.Step{Step: 1, Action: "a", Status: "unrecorded"})},
 		{"complete event", "StreamEvent", workflow.CompleteView(wf)},
 		{"complete event of a failed stream", "StreamEvent", map[string]any{"event": "complete", "workflow_id": wf.ID, // as stream writes it
@@ -322,8 +332,9 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"problem with errors", "Problem", problem.Validation(problem.FieldError{Field: "name", Message: "is required"}).Doc("/v1/tools", "", "")},
 		{"replay, every field", "Replay", viewReplay(&replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID, Status: replay.StatusCompleted, Target: "triage@3",
 			OriginalVersion: "triage@2", OriginalOutcome: "escalated", ReplayOutcome: "failed", ReplayError: "boom", ReplayWorkflowID: wf.ID,
-			Delta: replay.Delta{StepsAdded: 1, StepsChanged: 1, StepsRemoved: 1, ToolCallsChanged: 2}, CreatedAt: now,
+			Delta: replay.Delta{StepsAdded: 1, StepsChanged: 1, StepsRemoved: 1, ToolCallsChanged: 2}, CreatedAt: now, Faults: faults,
 			Steps: []replay.Entry{{Kind: replay.Same, Original: &step, Replay: &step}, {Kind: replay.Changed, Fields: []string{"args", "status"}, Original: &step, Replay: &step},
+				{Kind: replay.Changed, Fields: []string{"status", "result", "injected"}, Original: &step, Replay: &injected},
 				{Kind: replay.Added, Replay: &step}, {Kind: replay.Removed, Original: &step}}}, "https://agentplane.test/replays/rpl_x?exp=1&sig=x")},
 		{"replay page, fewest fields", "ReplayPage", map[string]any{"replays": []replayView{viewReplay(&replay.Replay{ID: "rpl_01J00000000000000000000000", WorkflowID: wf.ID, Status: replay.StatusRunning,
 			Target: "triage@3", DryRun: true, OriginalVersion: "triage@2", CreatedAt: now, Steps: []replay.Entry{}}, "http://127.0.0.1:8080/replays/rpl_x?exp=1&sig=x")}, "next_cursor": nil}},
@@ -335,7 +346,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		}()},
 		{"replay batch, finished", "ReplayBatch", func() batchView {
 			b := replay.NewBatch("acme", "triage@3", 3, replay.Creator{Sub: "u"}, now)
-			b.Status, b.Error, b.FinishedAt = replay.BatchFailed, "boom", &now
+			b.Status, b.Error, b.FinishedAt, b.Spec.Faults = replay.BatchFailed, "boom", &now, faults
 			b.Count([]replay.BatchCell{{From: "escalated", To: "cleared", Count: 2, Delta: replay.Delta{StepsChanged: 4}}, {From: "cleared", To: "cleared", Count: 1}})
 			return signedBatch(b)
 		}()},

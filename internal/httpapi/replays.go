@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/page"
@@ -23,6 +24,9 @@ type replayRequest struct {
 	// LLM and UnrecordedCalls say how a dry run is served (replay.Mode).
 	LLM             string `json:"llm,omitempty"`
 	UnrecordedCalls string `json:"unrecorded_calls,omitempty"`
+	// Faults answer the calls they apply to instead of the record or the
+	// tools, in dry and real replays (docs/change-safety.md).
+	Faults []fault.Fault `json:"faults,omitempty"`
 }
 
 // replayView is a replay as the API shows it to one caller: tool bodies
@@ -101,7 +105,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, req replayReques
 	}
 	rec := s.record(r, status)
 	rp, err := s.deps.Replays.Replay(r.Context(), replay.Request{
-		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode,
+		Tenant: p.Tenant, WorkflowID: id, Target: req.TargetAgentVersion, DryRun: dryRun, Mode: mode, Faults: req.Faults,
 		Caller:    callerOf(p),
 		RequestID: info.RequestID, TraceID: info.TraceID, Async: async,
 		Stored:         func(rp *replay.Replay) { info.Audited, info.WorkflowID = true, rp.WorkflowID },

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/retention"
@@ -58,6 +59,8 @@ type workflowView struct {
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
 	ReplayOf     string          `json:"replay_of,omitempty"`
+	// Faults are those a real replay injected (docs/change-safety.md).
+	Faults []fault.Fault `json:"faults,omitempty"`
 	// ScheduleID names the schedule that started the workflow.
 	ScheduleID string `json:"schedule_id,omitempty"`
 }
@@ -98,7 +101,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 		v.Steps = append(v.Steps, d)
 	}
 	if detail {
-		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf
+		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf, v.Faults = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf, wf.Faults
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)

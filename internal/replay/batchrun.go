@@ -361,6 +361,7 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 		return nil, err
 	}
 	rp.OriginalVersion, rp.OriginalOutcome, rp.Mode = wf.Agent+"@"+wf.AgentVersion, wf.Outcome, b.Mode.WithDefaults()
+	rp.Faults = b.Spec.Faults
 	var j Journal
 	if rp.Live() {
 		j = &itemJournal{store: r.Store, batchID: b.ID, workflowID: wf.ID}
@@ -395,7 +396,8 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, v *agent.Ve
 		return s.dryRunExternal(ctx, wf, v, r, steps, comps)
 	}
 	agentName, _, _ := strings.Cut(r.Target, "@")
-	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Agent: agentName, Models: s.Models, Reader: s.Reader, Journal: j}
+	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Agent: agentName, Models: s.Models, Reader: s.Reader, Journal: j,
+		Faults: r.Faults}
 	if s.Masks != nil {
 		var tools []string
 		for _, st := range steps {
@@ -440,7 +442,7 @@ func (r *Replay) fill(wf *workflow.Workflow, steps []workflow.Step, comps map[in
 func (s *Service) dryRunExternal(ctx context.Context, wf *workflow.Workflow, v *agent.Version, r *Replay, steps []workflow.Step, comps map[int]json.RawMessage) error {
 	mode := r.Mode.WithDefaults()
 	run, err := s.Externals.ReplayExternal(ctx, workflow.ExternalReplay{ID: r.ID, Original: wf, Steps: steps, Completions: comps, Target: v,
-		LiveLLM: mode.Live(), ReadUnrecorded: mode.UnrecordedCalls == UnrecordedRead})
+		LiveLLM: mode.Live(), ReadUnrecorded: mode.UnrecordedCalls == UnrecordedRead, Faults: r.Faults})
 	if err != nil {
 		return err
 	}

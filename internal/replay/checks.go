@@ -16,6 +16,7 @@ import (
 	"cel.dev/cel-go/ext"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -69,6 +70,9 @@ type Spec struct {
 	Judge  *JudgeSpec  `json:"judge,omitempty"`
 	// Gate is the minimum pass rate (0..1) of each gated check.
 	Gate map[string]float64 `json:"gate,omitempty"`
+	// Faults are injected into every replay of the batch (see package
+	// fault): stored here so a resumed batch injects the same.
+	Faults []fault.Fault `json:"faults,omitempty"`
 }
 
 // Empty reports whether the spec checks nothing.

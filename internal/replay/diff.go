@@ -25,7 +25,8 @@ func (p actions) pair(ai, bi int) (*workflow.Step, *workflow.Step) { return &p.a
 // unaligned replay steps are added, unaligned original steps removed (the
 // removed ones of a region first). Completion steps align by action like
 // the others; a pair of them also differs in model or finish reason (their
-// token counts are not compared). The same inputs always align the same way.
+// token counts are not compared). A pair of which one call a fault
+// answered and the other not is changed too (field injected). The same inputs always align the same way.
 func Diff(original, replayed []workflow.Step) ([]Entry, Delta) {
 	p := actions{original, replayed}
 	script := myers.Diff(context.Background(), p)
@@ -105,6 +106,9 @@ func changedFields(a, b *workflow.Step) []string {
 	}
 	if a.FinishReason != b.FinishReason {
 		f = append(f, "finish_reason")
+	}
+	if (a.Injected == nil) != (b.Injected == nil) {
+		f = append(f, "injected")
 	}
 	return f
 }

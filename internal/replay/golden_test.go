@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/tool"
 )
@@ -25,6 +26,8 @@ type golden struct {
 	Tools       []goldenTool    `json:"tools"`
 	Target      json.RawMessage `json:"target"`
 	History     replay.History  `json:"history"`
+	// Faults, when set, are injected into the replay.
+	Faults []fault.Fault `json:"faults,omitempty"`
 	// WantError is a part of the error a bad history must fail with.
 	WantError string      `json:"want_error,omitempty"`
 	Want      *goldenWant `json:"want,omitempty"`
@@ -62,7 +65,11 @@ func compileTarget(t testing.TB, g *golden) *agent.Program {
 
 func replayGolden(t testing.TB, g *golden) (*goldenWant, error) {
 	prog := compileTarget(t, g)
-	run, err := replay.DryRun(context.Background(), prog, &g.History)
+	var live *replay.Live
+	if len(g.Faults) > 0 {
+		live = &replay.Live{Faults: g.Faults}
+	}
+	run, err := replay.Rerun(context.Background(), prog, &g.History, live)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -86,6 +87,9 @@ type Replay struct {
 	ReplayWorkflowID string `json:"replay_workflow_id,omitempty"`
 	// Mode is how a dry run was served: llm and unrecorded_calls.
 	Mode
+	// Faults are the faults the replay injected into the calls they
+	// applied to (see package fault); its steps say which.
+	Faults []fault.Fault `json:"faults,omitempty"`
 	// Usage is the tokens and cost of the original's completions and of
 	// those the replay requested (none when they came from the record).
 	Usage Usages `json:"usage"`

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/fault"
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -57,6 +59,9 @@ type Live struct {
 	// Mask, when set, masks calls and requests before they are compared
 	// with a masked history.
 	Mask Masking
+	// Faults answer the calls they apply to instead of the record (see
+	// package fault), decided by the history's workflow id and the step.
+	Faults []fault.Fault
 }
 
 // Masking masks what a replay compares with a history whose values were
@@ -116,10 +121,12 @@ func Rerun(ctx context.Context, prog *agent.Program, h *History, live *Live) (*R
 	return out, nil
 }
 
-// Env serves a replay from a history: a tool call identical to a recorded
-// one that was sent (tool, operation and RFC 8785 canonical arguments) gets
-// the recorded answer and status, repeats consumed in recorded order; any
-// other call is not made and comes back unrecorded. A completion is served
+// Env serves a replay from a history: a call one of the replay's faults
+// applies to gets the injected answer (see package fault); a tool call
+// identical to a recorded one that was sent (tool, operation and RFC 8785
+// canonical arguments) gets the recorded answer and status, repeats
+// consumed in recorded order; any other call is not made and comes back
+// unrecorded. A completion is served
 // only to a request whose canonical hash is the recorded one's; a
 // completion recorded before requests were hashed is served by its number.
 // Live (see goLive), every completion is requested from the models instead,
@@ -145,6 +152,9 @@ type Env struct {
 	args map[int]json.RawMessage
 	// decisions are the recorded approval decisions by action, in order.
 	decisions map[string][]*workflow.Step
+	// faults are the replay's faults; injected what they answered, by step.
+	faults   *fault.Plan
+	injected map[int]*fault.Injected
 }
 
 // Check refuses a history that cannot have been recorded: steps numbered
@@ -189,7 +199,7 @@ func NewEnv(h *History) (*Env, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
 	e := &Env{wf: h.Workflow, reads: map[int]tool.CallResult{}, calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{},
-		args: map[int]json.RawMessage{}, decisions: map[string][]*workflow.Step{}}
+		args: map[int]json.RawMessage{}, decisions: map[string][]*workflow.Step{}, injected: map[int]*fault.Injected{}}
 	for i := range h.Steps {
 		s := &h.Steps[i]
 		if s.Kind == agent.KindApprove && (s.Status == agent.StatusApproved || s.Status == agent.StatusDenied) {
@@ -239,6 +249,11 @@ func (e *Env) Call(ctx context.Context, step int, c agent.ToolCall) (agent.CallR
 		return agent.CallResult{}, err
 	}
 	e.args[step] = args
+	if in := e.faults.Inject(ctx, step, c.Tool, c.Operation, c.Args); in != nil {
+		// The recorded answer stays for a later identical call.
+		e.injected[step] = &in.Injected
+		return in.CallResult(), nil
+	}
 	key := agent.CallKey(c.Tool, c.Operation, args)
 	q := e.calls[key]
 	if len(q) == 0 {
@@ -267,6 +282,10 @@ func (e *Env) goLive(ctx context.Context, live *Live) error {
 		return nil
 	}
 	e.live, e.mask = live, live.Mask
+	var errs []problem.FieldError
+	if e.faults, errs = fault.Compile("faults", e.wf.ID, live.Faults); len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
 	if live.Mode.Live() && live.Models == nil {
 		return errors.New("live replays need the server's model service, and this server has none")
 	}
@@ -347,7 +366,7 @@ func (e *Env) step(ev agent.Event) workflow.Step {
 	s := workflow.Step{
 		Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 		Tool: ev.Tool, Operation: ev.Operation, Score: ev.Score, Queue: ev.Queue, Outcome: ev.Outcome,
-		Result: ev.Result, Error: ev.Error, Reason: ev.Reason, Model: ev.Model, FinishReason: ev.FinishReason,
+		Result: ev.Result, Error: ev.Error, ErrorCode: ev.ErrorCode, Reason: ev.Reason, Model: ev.Model, FinishReason: ev.FinishReason,
 	}
 	if a, ok := e.args[ev.Step]; ok {
 		s.Args = a
@@ -360,6 +379,9 @@ func (e *Env) step(ev agent.Event) workflow.Step {
 	if sent, ok := e.reads[ev.Step]; ok {
 		s.Request, _ = json.Marshal(sent.Request)
 		s.HTTPStatus, s.Attempts, s.Sent = sent.Status, sent.Attempts, true
+	}
+	if in := e.injected[ev.Step]; in != nil {
+		s.Injected, s.HTTPStatus = in, in.Status
 	}
 	return s
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -54,8 +55,11 @@ type Service struct {
 	Masks Masks
 	// Externals makes dry runs of external versions; nil refuses them.
 	Externals Externals
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// Tools looks up the tools and operations a request's faults name;
+	// nil refuses faults.
+	Tools  fault.Tools
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Externals makes dry runs of external versions (workflow.Runner): the
@@ -78,6 +82,9 @@ type Request struct {
 	DryRun bool
 	// Mode says how a dry run serves completions and unrecorded calls.
 	Mode Mode
+	// Faults answer the calls they apply to, in a dry or a real replay,
+	// instead of the record or the tools (see package fault).
+	Faults []fault.Fault
 	// Caller is who replays: a real run runs under their scopes.
 	Caller workflow.Caller
 	// MaxToolCalls bounds a real run (the original's when 0).
@@ -133,6 +140,9 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	if req.Mode.Live() && s.Models == nil {
 		return nil, problem.Field("llm", "live replays need the server's model service, and this server has none: replay with llm recorded")
 	}
+	if err := s.CheckFaults(ctx, req.Tenant, req.Faults); err != nil {
+		return nil, err
+	}
 	wf, err := s.Workflows.Workflow(ctx, req.Tenant, req.WorkflowID)
 	if err != nil {
 		return nil, err
@@ -156,7 +166,7 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 		ID: ids.NewAt(ids.Replay, now), Tenant: req.Tenant, WorkflowID: wf.ID, Target: v.Ref(), DryRun: req.DryRun,
 		OriginalVersion: wf.Agent + "@" + wf.AgentVersion, OriginalOutcome: wf.Outcome,
 		Creator:   Creator{Sub: req.Caller.Sub, ClientID: req.Caller.ClientID, Scopes: req.Caller.Scopes},
-		CreatedAt: now,
+		CreatedAt: now, Faults: req.Faults,
 	}
 	if !req.DryRun {
 		return s.realReplay(ctx, req, wf, v, r, rec)
@@ -177,6 +187,25 @@ func (s *Service) Replay(ctx context.Context, req Request, rec *audit.Record) (*
 	return r, nil
 }
 
+// CheckFaults refuses faults that do not compile or that name a tool or an
+// operation the tenant does not have, naming the field (faults[i].…).
+func (s *Service) CheckFaults(ctx context.Context, tenant string, faults []fault.Fault) error {
+	if len(faults) == 0 {
+		return nil
+	}
+	if s.Tools == nil {
+		return problem.Field("faults", "this server injects no faults: replay without them")
+	}
+	errs, err := fault.Check(ctx, s.Tools, tenant, "faults", faults)
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs...)
+	}
+	return nil
+}
+
 // describe fills in rec, the audit record of the request that made r.
 func (s *Service) describe(rec *audit.Record, r *Replay) {
 	if rec == nil {
@@ -188,6 +217,7 @@ func (s *Service) describe(rec *audit.Record, r *Replay) {
 		"workflow_id": r.WorkflowID, "target_agent_version": r.Target, "dry_run": r.DryRun,
 		"original_outcome": r.OriginalOutcome, "replay_outcome": r.ReplayOutcome,
 		"replay_workflow_id": r.ReplayWorkflowID, "llm": r.LLM, "unrecorded_calls": r.UnrecordedCalls,
+		"faults": len(r.Faults),
 	})
 }
 
@@ -212,7 +242,7 @@ func (s *Service) realReplay(ctx context.Context, req Request, wf *workflow.Work
 	started, err := s.Invoker.Start(bg, workflow.Invocation{StartRequest: workflow.StartRequest{
 		ID: r.ReplayWorkflowID, Tenant: req.Tenant, Agent: v.Name, Version: v.Version, Goal: wf.Goal, Context: wf.Input().Context,
 		Caller: req.Caller, MaxToolCalls: &wf.MaxToolCalls, RequestID: req.RequestID, TraceID: req.TraceID,
-		ReplayOf: wf.ID, IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash,
+		ReplayOf: wf.ID, Faults: req.Faults, IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash,
 	}, TTL: req.KeyTTL})
 	if err == nil && started.Repeat {
 		// A request with the same key made its replay first: this one's

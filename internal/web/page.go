@@ -179,6 +179,9 @@ type stepView struct {
 	// Failed marks a step that did not do what it set out to (denied, an
 	// error, …): its own colour shows whatever the row's kind of change.
 	Failed bool
+	// Injected says which fault answered the step's call instead of the
+	// tool, and with what ("" when none did).
+	Injected string
 }
 
 // kinds are the legend, in its order: label and meaning of each row kind.
@@ -244,6 +247,13 @@ func newStepView(side string, s *workflow.Step, changed []string, tools Tools) *
 	}
 	if s.HTTPStatus != 0 {
 		v.HTTPStatus = strconv.Itoa(s.HTTPStatus)
+	}
+	if in := s.Injected; in != nil {
+		what := in.Error
+		if what == "" {
+			what = "status " + strconv.Itoa(in.Status)
+		}
+		v.Injected = "faults[" + strconv.Itoa(in.Fault) + "]: " + what + "; the call was not sent"
 	}
 	v.Reason = s.Reason
 	if s.Kind == agent.KindApprove && len(s.Result) > 0 {

@@ -10,7 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -224,5 +226,46 @@ func TestRenderReplayErrorCode(t *testing.T) {
 	page := render(t, ReplayPage{Replay: r, Agent: "refunds", Tools: NewTools("orders")})
 	if !strings.Contains(page, `the circuit of orders is open <code class="error-code">circuit_open</code>`) {
 		t.Errorf("the page lacks the step's error code")
+	}
+}
+
+// TestRenderFaults marks a step a fault answered, naming the fault, and
+// lists a replay's and a batch's faults, escaped.
+func TestRenderFaults(t *testing.T) {
+	rate := 0.5
+	faults := []fault.Fault{
+		{Tool: "payments", Operation: "getTransaction", When: "args.note == '<b>x</b>'", Rate: &rate, Result: fault.Result{Status: 503}},
+		{Tool: "cases", Result: fault.Result{Error: fault.ErrorTimeout}},
+	}
+	recorded := &workflow.Step{Step: 1, Action: "fetch", Kind: "call", Status: "ok", Tool: "payments", Operation: "getTransaction", HTTPStatus: 200, Sent: true}
+	injected := &workflow.Step{Step: 1, Action: "fetch", Kind: "call", Status: "error", Tool: "payments", Operation: "getTransaction",
+		Error: "the API answered 503 Service Unavailable", ErrorCode: "upstream_error", HTTPStatus: 503, Injected: &fault.Injected{Fault: 0, Status: 503}}
+	timedOut := &workflow.Step{Step: 2, Action: "open", Kind: "call", Status: "error", Tool: "cases", Operation: "createCase",
+		ErrorCode: "timeout", Injected: &fault.Injected{Fault: 1, Error: fault.ErrorTimeout}}
+	r := &replay.Replay{ID: "rpl_1", WorkflowID: "wf_1", OriginalOutcome: "cleared", ReplayOutcome: "failed", Faults: faults,
+		Steps: []replay.Entry{{Kind: replay.Changed, Fields: []string{"status", "injected"}, Original: recorded, Replay: injected},
+			{Kind: replay.Added, Replay: timedOut}}}
+	page := render(t, ReplayPage{Replay: r, Tools: NewTools("payments", "cases")})
+	for _, want := range []string{
+		`<code>faults[0]</code> payments.getTransaction → 503 at rate 0.5 when <code>args.note == &#39;&lt;b&gt;x&lt;/b&gt;&#39;</code>; <code>faults[1]</code> cases → timeout`,
+		`<div class="injected"><dt>injected</dt><dd>faults[0]: status 503; the call was not sent</dd></div>`,
+		`<div class="injected"><dt>injected</dt><dd>faults[1]: timeout; the call was not sent</dd></div>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if n := strings.Count(page, `<span class="injected-badge">fault injected</span>`); n != 2 {
+		t.Errorf("%d steps marked injected, want 2 (not the recorded one)", n)
+	}
+
+	b := replay.NewBatch("acme", "triage@2", 1, replay.Creator{}, time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC))
+	b.Spec.Faults = faults
+	var out strings.Builder
+	if err := RenderBatch(&out, BatchPage{Batch: b, Link: func(id string) string { return "/replays/" + id }}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `<dd id="batch-faults"><code>faults[0]</code> payments.getTransaction → 503`) {
+		t.Errorf("the batch report does not list its faults")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -37,6 +38,9 @@ type ExternalReplay struct {
 	// ReadUnrecorded makes a call with no recorded answer live when its
 	// operation is a read.
 	ReadUnrecorded bool
+	// Faults answer the calls they apply to instead of the record (see
+	// package fault).
+	Faults []fault.Fault
 }
 
 // ExternalReplayRun is how an external dry run went.
@@ -113,7 +117,7 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 	defer release()
 	now := r.opts.Now()
 	wf := *orig
-	wf.ID, wf.Agent, wf.AgentVersion, wf.ReplayOf = req.ID, v.Name, v.Version, orig.ID
+	wf.ID, wf.Agent, wf.AgentVersion, wf.ReplayOf, wf.Faults = req.ID, v.Name, v.Version, orig.ID, req.Faults
 	wf.Status, wf.StartedAt, wf.Deadline = Running, now, now.Add(v.External.RunTimeout())
 	d := &dryReplay{req: &req, calls: map[string][]*Step{}, served: map[int]*Step{}, reads: map[int]tool.CallResult{}, steps: []Step{}}
 	if err := d.index(); err != nil {
@@ -313,9 +317,9 @@ func priceCurrency(m *model.Model) string {
 }
 
 // callDry serves a tool call of a dry run: the target's policies and
-// max_tool_calls apply; a call identical to a recorded one gets its
-// answer; any other is unrecorded, or made live when it is a read and
-// ReadUnrecorded is set.
+// max_tool_calls apply; a call a fault applies to gets the injected
+// answer; a call identical to a recorded one gets its answer; any other
+// is unrecorded, or made live when it is a read and ReadUnrecorded is set.
 func (x *externalRun) callDry(ctx context.Context, a *attemptGateway, ex *exchange) (CallAnswer, error) {
 	d, op := x.dry, ex.op
 	ev := agent.Event{Action: ActionCall, Kind: agent.KindCall, Tool: op.Tool, Operation: op.ID, Args: ex.args}
@@ -333,6 +337,13 @@ func (x *externalRun) callDry(ctx context.Context, a *attemptGateway, ex *exchan
 	}
 	if n := x.maxCalls(); x.calls >= n {
 		return refuse(agent.StatusLimitExceeded, fmt.Sprintf("max_tool_calls (%d) reached: the run may make no more calls", n))
+	}
+	if in := x.rec.inject(ctx, x.step+1, agent.ToolCall{Tool: op.Tool, Operation: op.ID, Args: ex.args}); in != nil {
+		x.calls++
+		res := in.CallResult()
+		ev.Status, ev.Result, ev.Error, ev.ErrorCode = res.Status, res.Result, res.Err, res.ErrorCode
+		x.emitDry(ev, a.attempt)
+		return answerOf(res, false), nil
 	}
 	key := callKey(op.Tool, op.ID, x.rec.maskArgs(op.Tool, ex.args))
 	if q := d.calls[key]; len(q) > 0 {

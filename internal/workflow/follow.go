@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/fault"
 )
 
 // followPoll is how often a follower re-reads the store while the store's
@@ -147,6 +148,8 @@ type stepEvent struct {
 	*agent.Usage
 	FinishReason string `json:"finish_reason,omitempty"`
 	ErrorCode    string `json:"error_code,omitempty"`
+	// Injected says a replay's fault answered the step's call.
+	Injected *fault.Injected `json:"injected,omitempty"`
 }
 
 // completeEvent ends every stream.
@@ -165,7 +168,7 @@ type completeEvent struct {
 func StepView(agentName string, s Step) any {
 	v := stepEvent{Event: "step", Step: s.Step, Agent: agentName, Action: s.Action, Status: s.Status,
 		Tool: s.Tool, Operation: s.Operation, Score: s.Score, Queue: s.Queue, Outcome: s.Outcome, Error: s.Error,
-		Reason: s.Reason, Model: s.Model, Usage: s.Usage, FinishReason: s.FinishReason, ErrorCode: s.ErrorCode}
+		Reason: s.Reason, Model: s.Model, Usage: s.Usage, FinishReason: s.FinishReason, ErrorCode: s.ErrorCode, Injected: s.Injected}
 	if s.Kind == agent.KindApprove && s.Status != agent.StatusWaitingApproval {
 		v.Approval = s.Result
 	}

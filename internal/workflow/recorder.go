@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -38,6 +39,11 @@ type recorder struct {
 	// tool owns.
 	mask   *redact.Masker
 	detect []string
+	// faults are the workflow's faults compiled (see inject); injected
+	// what they answered, by step.
+	faults   *fault.Plan
+	compiled bool
+	injected map[int]*fault.Injected
 }
 
 // callRecord is what a real call sent and received.
@@ -61,6 +67,9 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	}
 	if e.h.intents[step] {
 		return agent.CallResult{}, &interruptedError{tool: c.Tool, operation: c.Operation, step: step}
+	}
+	if in := e.inject(ctx, step, c); in != nil {
+		return in.CallResult(), nil
 	}
 	t, op, err := e.lookup(ctx, c.Tool, c.Operation)
 	switch {
@@ -134,6 +143,34 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		return agent.CallResult{Status: agent.StatusError, Result: res.Body, Err: callError(err), ErrorCode: tool.ErrorCode(err)}, nil
 	}
 	return agent.CallResult{Status: agent.StatusOK, Result: res.Body}, nil
+}
+
+// inject answers a call of a replay with faults (a real replay's
+// workflow, an external version's dry run) when one of its faults applies
+// to it: the call is not sent, and its step records what was injected.
+// The faults are decided by the replayed workflow's id and the step.
+func (e *recorder) inject(ctx context.Context, step int, c agent.ToolCall) *fault.Injection {
+	if len(e.wf.Faults) == 0 {
+		return nil
+	}
+	if !e.compiled {
+		e.compiled = true
+		var errs []problem.FieldError
+		if e.faults, errs = fault.Compile("faults", e.wf.ReplayOf, e.wf.Faults); len(errs) > 0 {
+			// Checked when the replay was asked for: only a record changed
+			// since could fail, and then nothing is injected.
+			e.r.opts.Logger.Warn("a replay's faults no longer compile; none are injected", "workflow_id", e.wf.ID,
+				"field", errs[0].Field, "error", errs[0].Message)
+		}
+	}
+	in := e.faults.Inject(ctx, step, c.Tool, c.Operation, c.Args)
+	if in != nil {
+		if e.injected == nil {
+			e.injected = map[int]*fault.Injected{}
+		}
+		e.injected[step] = &in.Injected
+	}
+	return in
 }
 
 // callError describes a failed call for its step, naming each bad argument.
@@ -237,6 +274,10 @@ func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 		s.StartedAt, s.DurationMS = c.audit.Time.UTC(), c.res.Duration.Milliseconds()
 		recs = append(recs, c.audit)
 		delete(e.calls, ev.Step)
+	}
+	if in, ok := e.injected[ev.Step]; ok {
+		s.Injected, s.HTTPStatus = in, in.Status
+		delete(e.injected, ev.Step)
 	}
 	e.maskStep(s, ev, recs)
 	return s, recs

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -48,7 +49,10 @@ type resumeCase struct {
 	Updates []goldenTool `json:"updates,omitempty"`
 	// Answers are the tool API's response bodies by tool.operation.
 	Answers map[string]json.RawMessage `json:"answers,omitempty"`
-	Want    resumeResult               `json:"want"`
+	// Faults, when set, make the workflow a real replay (of wf_original)
+	// that injects them.
+	Faults []fault.Fault `json:"faults,omitempty"`
+	Want   resumeResult  `json:"want"`
 }
 
 // goldenStep is a recorded step, as much of it as a resume reads.
@@ -212,7 +216,11 @@ func resumeGolden(t *testing.T, tc *resumeCase) resumeResult {
 		if s.Tool != "" {
 			line += " " + s.Tool + "." + s.Operation
 		}
-		res.Steps = append(res.Steps, line+" "+s.Status)
+		line += " " + s.Status
+		if s.Injected != nil {
+			line += fmt.Sprintf(" injected by faults[%d]", s.Injected.Fault)
+		}
+		res.Steps = append(res.Steps, line)
 	}
 	if done.Status == workflow.Failed {
 		var doc struct {
@@ -236,7 +244,16 @@ func crashedWorkflow(now time.Time, version string, tc *resumeCase) *workflow.Wo
 		Caller:       workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: tc.Scopes},
 		MaxToolCalls: 10, StartedAt: now, Deadline: now.Add(5 * time.Minute),
 		Owner: "replica-a", LeaseUntil: now.Add(-time.Second), ToolRevisions: tc.StartedWith,
+		Faults: tc.Faults, ReplayOf: replayOf(tc),
 	}
+}
+
+// replayOf is the workflow a case with faults replays.
+func replayOf(tc *resumeCase) string {
+	if len(tc.Faults) == 0 {
+		return ""
+	}
+	return "wf_original"
 }
 
 func (gt goldenTool) tool(now time.Time, revision int) *tool.Tool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -38,6 +39,10 @@ type StartRequest struct {
 	RequestID    string
 	TraceID      string
 	ReplayOf     string
+	// Faults, for a real replay (with ReplayOf), answer the calls they
+	// apply to instead of the tools (see package fault); the replay
+	// service has checked them.
+	Faults []fault.Fault
 	// ID, when set, is the new workflow's id (a wf_ id no workflow has):
 	// a real replay stores it with the replay before the workflow starts.
 	ID string
@@ -195,7 +200,7 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 	return &Workflow{
 		ID: id, Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
 		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
-		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, ReplayOf: req.ReplayOf, RequestID: req.RequestID, TraceID: req.TraceID,
+		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, ReplayOf: req.ReplayOf, Faults: req.Faults, RequestID: req.RequestID, TraceID: req.TraceID,
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
 		ScheduleID: req.ScheduleID, ScheduledFor: req.DueAt,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -71,11 +72,14 @@ type Workflow struct {
 	// workflow's program was compiled with: a resume compiles against them.
 	ToolRevisions map[string]int `json:"-"`
 	// ReplayOf links a real (non-dry-run) replay to the workflow it replays.
-	ReplayOf   string    `json:"replay_of,omitempty"`
-	RequestID  string    `json:"request_id,omitempty"`
-	TraceID    string    `json:"trace_id,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	ReplayOf string `json:"replay_of,omitempty"`
+	// Faults are the faults a real replay injects into its calls (see
+	// package fault), decided by ReplayOf's id and each call's step.
+	Faults     []fault.Fault `json:"faults,omitempty"`
+	RequestID  string        `json:"request_id,omitempty"`
+	TraceID    string        `json:"trace_id,omitempty"`
+	StartedAt  time.Time     `json:"started_at"`
+	FinishedAt time.Time     `json:"finished_at,omitzero"`
 	// Deadline is when the workflow times out.
 	Deadline time.Time `json:"-"`
 	// CancelRequested is set by POST /cancel; the owner stops at the next step.
@@ -176,6 +180,9 @@ type Step struct {
 	// the first made live: JournalDiverged when it differed from the next
 	// recorded exchange of its kind.
 	Journal string `json:"journal,omitempty"`
+	// Injected is set on a call a replay's fault answered instead of the
+	// tool (or the record): the call was not sent.
+	Injected *fault.Injected `json:"injected,omitempty"`
 }
 
 // JournalDiverged marks the first exchange of an attempt that differed

@@ -59,7 +59,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 			}
 			return nil
 		}, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash) VALUES ($1, $2, $3, $4, $5, $6,
-			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
+			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`,
 			append(row, key, w.RequestHash)...)
 		claimScheduled(tx, w) // schedules.go
 		tx.Audit(rec)
@@ -111,13 +111,13 @@ func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
 		return leaseRequired(err, s.WorkflowID, "store step")
 	}, heldBy+`, ins AS (INSERT INTO workflow_steps (`+sqlrow.StepColumns+`)
 		SELECT held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $26, $27, $28, $29
+			$23, $24, $25, $26, $27, $28, $29, $30
 		FROM held RETURNING 1)
 		SELECT require_rows(count(*), 'lease') FROM ins`,
 		s.WorkflowID, owner, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason,
-		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal)
+		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal, sqlrow.InjectedValue(s))
 	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
 	tx.Audit(recs...)
 	tx.notify(changeChanged, s.WorkflowID)
@@ -500,9 +500,13 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	if !w.FinishedAt.IsZero() {
 		finished = &w.FinishedAt
 	}
+	faults, err := sqlrow.FaultsValue(w)
+	if err != nil {
+		return nil, err
+	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs), w.MaxLLMTokens}, nil
+		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs), w.MaxLLMTokens, faults}, nil
 }
 
 func collectWorkflows(rows pgx.Rows) ([]*workflow.Workflow, error) {

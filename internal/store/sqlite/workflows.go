@@ -39,7 +39,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
 		if isUnique(err) && key != nil && strings.Contains(err.Error(), "idem_key") {
 			return workflow.KeyTaken()
 		}
@@ -103,13 +103,13 @@ func stepRow(owner string, s *workflow.Step) []any {
 	return []any{s.WorkflowID, s.Seq, s.Step, s.Action, s.Kind, s.Status, s.Tool, s.Operation,
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, sqlrow.FormatTime(s.StartedAt), s.DurationMS, s.Sent, s.Reason,
-		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal,
+		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal, sqlrow.InjectedValue(s),
 		s.WorkflowID, owner}
 }
 
 func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs []*audit.Record) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO workflow_steps (`+sqlrow.StepColumns+`)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)`, row...)
 	if isUnique(err) {
 		return fmt.Errorf("workflow %s already has step %d", s.WorkflowID, s.Seq)
@@ -493,9 +493,14 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	if !w.FinishedAt.IsZero() {
 		finished = sqlrow.FormatTime(w.FinishedAt)
 	}
+	faults, err := sqlrow.FaultsValue(w)
+	if err != nil {
+		return nil, err
+	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		sqlrow.FormatTime(w.StartedAt), finished, sqlrow.FormatTime(w.Deadline), w.CancelRequested, w.Owner, sqlrow.FormatTime(w.LeaseUntil), string(revs), w.MaxLLMTokens}, nil
+		sqlrow.FormatTime(w.StartedAt), finished, sqlrow.FormatTime(w.Deadline), w.CancelRequested, w.Owner, sqlrow.FormatTime(w.LeaseUntil), string(revs), w.MaxLLMTokens,
+		faults}, nil
 }
 
 func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {

@@ -1,6 +1,7 @@
 package sqlrow
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -12,13 +13,13 @@ import (
 // ScanWorkflow.
 const WorkflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens`
+	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens, faults`
 
 // StepColumns are the workflow_steps table's columns, in the order of
 // ScanStep.
 const StepColumns = `workflow_id, seq, step, action, kind, status, tool, operation, args, score, queue,
 	outcome, result, error, request, http_status, attempts, started_at, duration_ms, sent, reason,
-	model, input_tokens, output_tokens, finish_reason, error_code, attempt, journal`
+	model, input_tokens, output_tokens, finish_reason, error_code, attempt, journal, injected`
 
 // ScanWorkflow scans a row of WorkflowColumns; a missing row's error is
 // returned as it is.
@@ -28,7 +29,7 @@ func ScanWorkflow(s Scanner) (*workflow.Workflow, error) {
 		JSON(&w.Caller, "workflow caller"), &w.MaxToolCalls, Raw(&w.Output), Raw(&w.Error), &w.ReplayOf,
 		&w.RequestID, &w.TraceID, Time(&w.StartedAt), TimeOrZero(&w.FinishedAt), Time(&w.Deadline),
 		&w.CancelRequested, &w.Owner, Time(&w.LeaseUntil), JSON(&w.ToolRevisions, "workflow tool revisions"),
-		&w.MaxLLMTokens)
+		&w.MaxLLMTokens, JSON(&w.Faults, "workflow faults"))
 	if IsNoRows(err) {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func ScanStep(s Scanner) (workflow.Step, error) {
 	err := s.Scan(&st.WorkflowID, &st.Seq, &st.Step, &st.Action, &st.Kind, &st.Status, &st.Tool, &st.Operation,
 		Raw(&st.Args), &st.Score, &st.Queue, &st.Outcome, Raw(&st.Result), &st.Error, Raw(&st.Request),
 		&st.HTTPStatus, &st.Attempts, Time(&st.StartedAt), &st.DurationMS, &st.Sent, &st.Reason, &st.Model,
-		&in, &out, &st.FinishReason, &st.ErrorCode, &st.Attempt, &st.Journal)
+		&in, &out, &st.FinishReason, &st.ErrorCode, &st.Attempt, &st.Journal, JSON(&st.Injected, "step injected fault"))
 	if err != nil {
 		return st, fmt.Errorf("scan step: %w", err)
 	}
@@ -55,6 +56,24 @@ func ScanStep(s Scanner) (workflow.Step, error) {
 		st.Usage = &agent.Usage{InputTokens: deref(in), OutputTokens: deref(out)}
 	}
 	return st, nil
+}
+
+// FaultsValue is a workflow's faults column: NULL without faults.
+func FaultsValue(w *workflow.Workflow) (any, error) {
+	if len(w.Faults) == 0 {
+		return nil, nil
+	}
+	return EncodeJSON(w.Faults, "workflow faults")
+}
+
+// InjectedValue is a step's injected column: NULL unless a fault answered
+// its call.
+func InjectedValue(s *workflow.Step) any {
+	if s.Injected == nil {
+		return nil
+	}
+	b, _ := json.Marshal(s.Injected) // ints and a string: it cannot fail
+	return string(b)
 }
 
 func deref(p *int64) int64 {

@@ -116,6 +116,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"WorkflowLifecycle", testWorkflowLifecycle},
 		{"WorkflowAppendSteps", testWorkflowAppendSteps},
 		{"WorkflowExternalSteps", testWorkflowExternalSteps},
+		{"WorkflowFaults", testWorkflowFaults},
 		{"WorkflowFinishWithLastSteps", testWorkflowFinishWithLastSteps},
 		{"WorkflowLeaseEnforced", testWorkflowLeaseEnforced},
 		{"WorkflowRenewCancelRelease", testWorkflowRenewCancelRelease},

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -451,6 +452,43 @@ func testWorkflowExternalSteps(t *testing.T, s Store, _ Hooks) {
 	must(t, err, "steps")
 	if diff := cmp.Diff([]workflow.Step{*first, *second, *third}, steps); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+}
+
+// testWorkflowFaults: a real replay's workflow keeps its faults, and a
+// step a fault answered keeps what was injected; other workflows and
+// steps have none.
+func testWorkflowFaults(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	plain := create(t, s, newWorkflow("acme", "triage", "replica-a", 1))
+	rate := 0.5
+	w := newWorkflow("acme", "triage", "replica-a", 2)
+	w.ReplayOf = plain.ID
+	w.Faults = []fault.Fault{
+		{Tool: "payments", Operation: "getTransaction", When: "args.id != ''", Rate: &rate,
+			Result: fault.Result{Status: 503, Body: json.RawMessage(`{"error":"down"}`), Headers: map[string]string{"Retry-After": "30"}}},
+		{Tool: "cases", Result: fault.Result{Error: fault.ErrorTimeout}},
+	}
+	create(t, s, w)
+	injected := newStep(w.ID, 1)
+	injected.Sent, injected.Request, injected.Attempts, injected.HTTPStatus = false, nil, 0, 503
+	injected.Injected = &fault.Injected{Fault: 0, Status: 503}
+	timedOut := newStep(w.ID, 2)
+	timedOut.Sent, timedOut.Request, timedOut.Attempts, timedOut.HTTPStatus = false, nil, 0, 0
+	timedOut.Injected = &fault.Injected{Fault: 1, Error: fault.ErrorTimeout}
+	must(t, s.AppendSteps(ctx, "replica-a", written(injected), written(timedOut), written(newStep(w.ID, 3))), "append steps")
+	got, err := s.Workflow(ctx, "acme", w.ID)
+	must(t, err, "read workflow")
+	if diff := cmp.Diff(w.Faults, got.Faults); diff != "" {
+		t.Errorf("faults (-want +got):\n%s", diff)
+	}
+	steps, err := s.Steps(ctx, w.ID, 0)
+	must(t, err, "steps")
+	if diff := cmp.Diff([]workflow.Step{*injected, *timedOut, *newStep(w.ID, 3)}, steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	if got, err := s.Workflow(ctx, "acme", plain.ID); err != nil || got.Faults != nil {
+		t.Errorf("a workflow without faults reads back %+v (%v)", got.Faults, err)
 	}
 }
 
