@@ -67,6 +67,9 @@ const (
 type ExternalLimits struct {
 	MaxToolCalls int   `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens int64 `json:"max_llm_tokens,omitempty"`
+	// OnExhausted and Ask mean what they mean in a definition's Limits.
+	OnExhausted string     `json:"on_exhausted,omitempty"`
+	Ask         *BudgetAsk `json:"ask,omitempty"`
 }
 
 // ApprovalRule holds a gateway tool call for a person's decision when When
@@ -169,7 +172,7 @@ func CompileExternal(x External, catalog ToolCatalog) (*Governance, []problem.Fi
 	def := Definition{Tools: x.Tools, Inputs: x.Inputs, Policies: x.Policies,
 		Steps: []Step{{Action: "external", Finish: &Finish{Outcome: "answered", Literal: true}}}}
 	if x.Limits != nil {
-		def.Limits = &Limits{MaxLLMTokens: x.Limits.MaxLLMTokens}
+		def.Limits = &Limits{MaxLLMTokens: x.Limits.MaxLLMTokens, OnExhausted: x.Limits.OnExhausted, Ask: x.Limits.Ask}
 	}
 	p, errs := Compile(def, catalog)
 	c := &compiler{def: def, catalog: catalog, allowed: map[string]bool{}, declared: map[string]bool{}, errs: errs}
