@@ -301,6 +301,13 @@ func (g *Governance) ValidateContext(ctx map[string]any) []problem.FieldError {
 // MaxLLMTokens is the version's limits.max_llm_tokens (0: none).
 func (g *Governance) MaxLLMTokens() int64 { return g.prog.MaxLLMTokens() }
 
+// BudgetApproval is the approval a spent budget b of a run whose
+// invocation says onExhausted asks for, or nil when the exchange is
+// refused instead (Program.BudgetApproval).
+func (g *Governance) BudgetApproval(onExhausted string, b Budget) *ApprovalRequest {
+	return g.prog.BudgetApproval(onExhausted, b)
+}
+
 // MaxToolCalls is the version's limits.max_tool_calls (0: the invocation's).
 func (g *Governance) MaxToolCalls() int {
 	if g.x.Limits == nil {

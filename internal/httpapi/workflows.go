@@ -57,6 +57,7 @@ type workflowView struct {
 	Caller       *callerView     `json:"caller,omitempty"`
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
+	OnExhausted  string          `json:"on_exhausted,omitempty"`
 	ReplayOf     string          `json:"replay_of,omitempty"`
 	// ScheduleID names the schedule that started the workflow.
 	ScheduleID string `json:"schedule_id,omitempty"`
@@ -99,6 +100,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 	}
 	if detail {
 		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf
+		v.OnExhausted = wf.OnExhausted
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)

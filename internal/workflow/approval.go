@@ -80,6 +80,16 @@ func (a *Approval) Kind() string {
 	return KindApproval
 }
 
+// MarshalJSON writes the approval with its kind (the body of its
+// webhook events).
+func (a Approval) MarshalJSON() ([]byte, error) {
+	type plain Approval
+	return json.Marshal(struct {
+		plain
+		Kind string `json:"kind"`
+	}{plain(a), a.Kind()})
+}
+
 // Apply records d on the approval: its status, who decided, when and why,
 // and on a budget's approval, the grant an approval made.
 func (a *Approval) Apply(d Decision) {
