@@ -1,0 +1,394 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// Budgets that ask (docs/change-safety.md): a run past its max_llm_tokens
+// or max_tool_calls under on_exhausted ask waits at a budget_exhausted
+// approval; approving grants more, denying ends it limit_exceeded.
+
+// budgetJSON is a budget approval's budget as the API shows it.
+type budgetJSON struct {
+	Limit   string `json:"limit"`
+	Used    int64  `json:"used"`
+	Allowed int64  `json:"allowed"`
+	Grant   int64  `json:"grant"`
+}
+
+type budgetApprovalJSON struct {
+	approvalJSON
+	Kind   string      `json:"kind"`
+	Budget *budgetJSON `json:"budget"`
+}
+
+// waitingBudget waits until the workflow id waits at an approval, and
+// returns it as the approvals list shows it.
+func waitingBudget(t *testing.T, h *harness, token, id string) budgetApprovalJSON {
+	t.Helper()
+	for range 400 {
+		var page struct {
+			Approvals []budgetApprovalJSON `json:"approvals"`
+		}
+		h.do("GET", "/v1/approvals?status=pending", token, nil).json(t, &page)
+		for _, a := range page.Approvals {
+			if a.WorkflowID == id {
+				return a
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("workflow %s never waited at an approval", id)
+	return budgetApprovalJSON{}
+}
+
+// spendingScript asks for a transaction with a completion of 4,210 tokens,
+// then answers.
+func spendingScript() llmtest.Script {
+	first := llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-1"}`))
+	first.InputTokens, first.OutputTokens = 4000, 210
+	return llmtest.Sequence(first, llmtest.Text("tx-1 is 20 USD."))
+}
+
+const spenderDef = `{"model": "gpt", "tools": ["payments"],
+ "limits": {"max_llm_tokens": 4000, "on_exhausted": "ask"},
+ "steps": [{"action": "solve", "plan": {"prompt": "goal", "save_as": "answer"}}],
+ "output": "answer", "outcome": "'answered'"}`
+
+// budgetWorld is a fraud world whose server runs LLM agents and external
+// ones with the scripted model.
+func budgetWorld(t *testing.T, script llmtest.Script, hold time.Duration) (*harness, *fraudWorld, *llmtest.Server) {
+	t.Helper()
+	ms := llmtest.NewOpenAIServer(t, script)
+	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = hold }))
+	return h, newFraudWorld(t, h), ms
+}
+
+func decide(h *harness, id string, step int, token string, body map[string]any) response {
+	return h.do("POST", "/v1/workflows/"+id+"/approvals/"+strconv.Itoa(step), token, body)
+}
+
+func stepsOf(t *testing.T, h *harness, token, id string) string {
+	t.Helper()
+	var out []string
+	for _, s := range externalRunOf(t, h, token, id).Steps {
+		out = append(out, s.Action+":"+s.Status)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestDefinedAgentTokenBudgetAsks: an LLM agent past its max_llm_tokens
+// waits at a budget_exhausted approval, which only another person with
+// approve:budget may decide; approved with a budget of 5,000 it completes,
+// denied it ends limit_exceeded without asking the model again.
+func TestDefinedAgentTokenBudgetAsks(t *testing.T) {
+	t.Parallel()
+	bob := func(h *harness) string { return h.tokenFor("bob", "workflows:approve workflows:read approve:budget") }
+	start := func(t *testing.T) (*harness, *fraudWorld, *llmtest.Server, string) {
+		h, w, ms := budgetWorld(t, spendingScript(), 10*time.Second)
+		if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "spender", "definition": json.RawMessage(spenderDef)}); r.Status != 201 {
+			t.Fatalf("deploy: %d %s", r.Status, r.Body)
+		}
+		r := h.do("POST", "/v1/agents/spender/invoke", w.admin, map[string]any{"goal": "How much is tx-1?"})
+		var wf externalWorkflow
+		r.json(t, &wf)
+		if r.Status != 200 || wf.Status != "waiting" {
+			t.Fatalf("invoke: %d %s", r.Status, r.Body)
+		}
+		return h, w, ms, wf.ID
+	}
+
+	t.Run("approved with a new budget", func(t *testing.T) {
+		t.Parallel()
+		h, w, ms, id := start(t)
+		a := waitingBudget(t, h, bob(h), id)
+		if a.Kind != "budget_exhausted" || a.Action != "budget_exhausted" || a.ApproverScope == nil || *a.ApproverScope != "approve:budget" ||
+			!strings.HasPrefix(a.Reason, "used 4,210 of 4,000 LLM tokens") {
+			t.Fatalf("approval: %+v", a)
+		}
+		if diff := cmp.Diff(&budgetJSON{Limit: "max_llm_tokens", Used: 4210, Allowed: 4000, Grant: 4000}, a.Budget); diff != "" {
+			t.Errorf("budget (-want +got):\n%s", diff)
+		}
+		// Four eyes and the approver scope, then the decision's checks.
+		for _, c := range []struct {
+			name   string
+			token  string
+			body   map[string]any
+			status int
+			field  string
+		}{
+			{"the invoker", h.tokenFor("alice", "workflows:approve approve:budget"), map[string]any{"decision": "approve"}, 403, ""},
+			{"no approve:budget", h.tokenFor("carol", "workflows:approve"), map[string]any{"decision": "approve"}, 403, ""},
+			{"a budget with a denial", bob(h), map[string]any{"decision": "deny", "budget": 10}, 422, "budget"},
+			{"a budget of 0", bob(h), map[string]any{"decision": "approve", "budget": 0}, 422, "budget"},
+			{"a budget over 10^8", bob(h), map[string]any{"decision": "approve", "budget": 100_000_001}, 422, "budget"},
+		} {
+			r := decide(h, id, a.Step, c.token, c.body)
+			if r.Status != c.status || (c.field != "" && !strings.Contains(string(r.Body), `"field":"`+c.field+`"`)) {
+				t.Errorf("%s: %d %s, want %d naming %q", c.name, r.Status, r.Body, c.status, c.field)
+			}
+		}
+		if r := decide(h, id, a.Step, h.tokenFor("carol", "workflows:approve"), map[string]any{"decision": "approve"}); r.Header.Get("WWW-Authenticate") == "" ||
+			!strings.Contains(r.Header.Get("WWW-Authenticate"), "approve:budget") {
+			t.Errorf("WWW-Authenticate %q, want the approver scope", r.Header.Get("WWW-Authenticate"))
+		}
+		// 100 more is not enough for the next completion: the run asks again.
+		r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "approve", "budget": 100})
+		var decided budgetApprovalJSON
+		r.json(t, &decided)
+		if r.Status != 200 || decided.Status != "approved" || decided.Budget == nil || decided.Budget.Grant != 100 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		again := waitingBudget(t, h, bob(h), id)
+		if !strings.HasPrefix(again.Reason, "used 4,210 of 4,100 LLM tokens") || again.Step <= a.Step {
+			t.Fatalf("second approval %+v", again)
+		}
+		if r := decide(h, id, again.Step, bob(h), map[string]any{"decision": "approve", "budget": 5000, "comment": "worth finishing"}); r.Status != 200 {
+			t.Fatalf("approve again: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		if done.Outcome != "answered" || !strings.Contains(string(done.Output), "20 USD") || ms.Count() != 2 {
+			t.Fatalf("workflow %+v after %d model requests", done, ms.Count())
+		}
+		want := "solve:ok solve:ok budget_exhausted:waiting_approval budget_exhausted:approved budget_exhausted:waiting_approval budget_exhausted:approved solve:ok"
+		if got := stepsOf(t, h, w.admin, id); got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+		q := h.do("GET", "/v1/audit/query?workflow_id="+id+"&action=workflow.approval", h.token("acme", "audit:read"), nil)
+		if !strings.Contains(string(q.Body), `"budget":5000`) || !strings.Contains(string(q.Body), `"kind":"budget_exhausted"`) {
+			t.Errorf("audit of the decision: %s", q.Body)
+		}
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		t.Parallel()
+		h, w, ms, id := start(t)
+		a := waitingBudget(t, h, bob(h), id)
+		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "deny"}); r.Status != 200 {
+			t.Fatalf("deny: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		if done.Outcome != "limit_exceeded" || ms.Count() != 1 {
+			t.Fatalf("workflow %+v after %d model requests", done, ms.Count())
+		}
+		want := "solve:ok solve:ok budget_exhausted:waiting_approval budget_exhausted:denied"
+		if got := stepsOf(t, h, w.admin, id); got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+	})
+}
+
+// TestDefinedAgentToolCallBudgetAsks: an invocation with max_tool_calls 1
+// and on_exhausted ask waits before its second call; approved (the same
+// budget again) the case is opened, denied it is not and the run ends
+// limit_exceeded. A budget on an approve step's approval is refused.
+func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
+	t.Parallel()
+	bob := func(h *harness) string { return h.tokenFor("bob", "workflows:approve workflows:read approve:budget approve:refunds") }
+	start := func(t *testing.T) (*harness, *fraudWorld, string) {
+		h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
+		w.amounts.Store("tx-8", 1500.0)
+		r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage",
+			"context": map[string]any{"transaction_id": "tx-8"}, "max_tool_calls": 1, "on_exhausted": "ask"})
+		var wf externalWorkflow
+		r.json(t, &wf)
+		if r.Status != 200 || wf.Status != "waiting" {
+			t.Fatalf("invoke: %d %s", r.Status, r.Body)
+		}
+		return h, w, wf.ID
+	}
+	const asked = "fetch_transaction:ok fraud_score:ok route_queue:ok budget_exhausted:waiting_approval"
+
+	t.Run("approved", func(t *testing.T) {
+		t.Parallel()
+		h, w, id := start(t)
+		a := waitingBudget(t, h, bob(h), id)
+		if !strings.HasPrefix(a.Reason, "used 1 of 1 tool calls") || a.Budget == nil || a.Budget.Limit != "max_tool_calls" {
+			t.Fatalf("approval %+v", a)
+		}
+		if w.cases.Load() != 0 {
+			t.Fatal("the call past the budget went out before its approval")
+		}
+		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "approve"}); r.Status != 200 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		if done.Outcome != "escalated" || w.cases.Load() != 1 {
+			t.Fatalf("workflow %+v, %d cases", done, w.cases.Load())
+		}
+		if got, want := stepsOf(t, h, w.admin, id), asked+" budget_exhausted:approved open_case:ok"; got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+		var detail struct {
+			OnExhausted string `json:"on_exhausted"`
+		}
+		h.do("GET", "/v1/workflows/"+id, w.admin, nil).json(t, &detail)
+		if detail.OnExhausted != "ask" {
+			t.Errorf("on_exhausted %q, want ask", detail.OnExhausted)
+		}
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		t.Parallel()
+		h, w, id := start(t)
+		a := waitingBudget(t, h, bob(h), id)
+		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "deny", "comment": "enough"}); r.Status != 200 {
+			t.Fatalf("deny: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		if done.Outcome != "limit_exceeded" || w.cases.Load() != 0 {
+			t.Fatalf("workflow %+v, %d cases", done, w.cases.Load())
+		}
+		if got, want := stepsOf(t, h, w.admin, id), asked+" budget_exhausted:denied"; got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+	})
+
+	t.Run("a budget on another approval", func(t *testing.T) {
+		t.Parallel()
+		h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
+		deployRefunds(t, w)
+		w.amounts.Store("tx-9", 900.0)
+		r := h.do("POST", "/v1/agents/refunds/invoke", w.admin, map[string]any{"goal": "refund", "context": map[string]any{"transaction_id": "tx-9"}})
+		var wf externalWorkflow
+		r.json(t, &wf)
+		a := waitingBudget(t, h, bob(h), wf.ID)
+		if a.Kind != "approval" || a.Budget != nil {
+			t.Errorf("an approve step's approval: %+v", a)
+		}
+		r = decide(h, wf.ID, a.Step, bob(h), map[string]any{"decision": "approve", "budget": 100})
+		if r.Status != 422 || !strings.Contains(string(r.Body), `"field":"budget"`) {
+			t.Errorf("budget on an approve step: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestBudgetLimitsAreChecked: on_exhausted other than fail|ask, and an
+// ask block without it, are refused naming the field.
+func TestBudgetLimitsAreChecked(t *testing.T) {
+	t.Parallel()
+	h, w, _ := budgetWorld(t, llmtest.Sequence(), time.Second)
+	for _, c := range []struct {
+		name  string
+		body  map[string]any
+		field string
+	}{
+		{"definition", map[string]any{"name": "bad-1", "definition": json.RawMessage(`{"model": "gpt", "tools": ["payments"],
+			"limits": {"max_llm_tokens": 10, "on_exhausted": "pause"}, "steps": [{"action": "solve", "plan": {"prompt": "goal"}}]}`)}, "definition.limits.on_exhausted"},
+		{"ask without on_exhausted ask", map[string]any{"name": "bad-2", "definition": json.RawMessage(`{"model": "gpt", "tools": ["payments"],
+			"limits": {"max_llm_tokens": 10, "ask": {"approver_scope": "approve:spend"}}, "steps": [{"action": "solve", "plan": {"prompt": "goal"}}]}`)}, "definition.limits.ask"},
+		{"ask timeout", map[string]any{"name": "bad-3", "definition": json.RawMessage(`{"model": "gpt", "tools": ["payments"],
+			"limits": {"max_llm_tokens": 10, "on_exhausted": "ask", "ask": {"timeout": "soon"}}, "steps": [{"action": "solve", "plan": {"prompt": "goal"}}]}`)}, "definition.limits.ask.timeout"},
+		{"external", map[string]any{"name": "bad-4", "external": map[string]any{"url": "http://127.0.0.1:9/agent", "tools": []string{"payments"},
+			"models": []string{"gpt"}, "limits": map[string]any{"max_llm_tokens": 10, "on_exhausted": "later"}}}, "external.limits.on_exhausted"},
+	} {
+		r := h.do("POST", "/v1/agents", w.admin, c.body)
+		if r.Status != 422 || !strings.Contains(string(r.Body), `"field":"`+c.field+`"`) {
+			t.Errorf("%s: %d %s, want 422 naming %s", c.name, r.Status, r.Body, c.field)
+		}
+	}
+	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage",
+		"context": map[string]any{"transaction_id": "tx-1"}, "on_exhausted": "wait"})
+	if r.Status != 422 || !strings.Contains(string(r.Body), `"field":"on_exhausted"`) {
+		t.Errorf("invoke on_exhausted: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestExternalAgentTokenBudgetAsks: the Go agent's second completion would
+// pass its version's max_llm_tokens; the gateway holds it at a
+// budget_exhausted approval. Approved in time it is relayed and the run
+// completes; denied the agent is refused limit_exceeded and the run ends
+// so; approved an hour later, the attempt was set aside and the next one
+// replays the journal to the completion, which goes on with the grant.
+func TestExternalAgentTokenBudgetAsks(t *testing.T) {
+	t.Parallel()
+	bob := func(h *harness) string { return h.tokenFor("bob", "workflows:approve workflows:read approve:budget") }
+	start := func(t *testing.T, hold time.Duration, answered chan struct{}) (*harness, *fraudWorld, *llmtest.Server, string) {
+		h, w, ms := budgetWorld(t, spendingScript(), hold)
+		agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			goagent.Handler("gpt", 5).ServeHTTP(rw, r)
+			if answered != nil {
+				answered <- struct{}{}
+			}
+		}))
+		t.Cleanup(agentSrv.Close)
+		deployExternal(t, h, w.admin, "ext-spender", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"},
+			"limits": map[string]any{"max_llm_tokens": 4000, "on_exhausted": "ask"}})
+		r := h.do("POST", "/v1/agents/ext-spender/invoke", w.admin, map[string]any{"goal": "How much is tx-1?"}, "Prefer", "respond-async")
+		var wf externalWorkflow
+		r.json(t, &wf)
+		if r.Status != 202 {
+			t.Fatalf("invoke: %d %s", r.Status, r.Body)
+		}
+		return h, w, ms, wf.ID
+	}
+
+	t.Run("approved", func(t *testing.T) {
+		t.Parallel()
+		h, w, ms, id := start(t, 10*time.Second, nil)
+		a := waitingBudget(t, h, bob(h), id)
+		if a.Kind != "budget_exhausted" || !strings.HasPrefix(a.Reason, "used 4,210 of 4,000 LLM tokens") || *a.ApproverScope != "approve:budget" {
+			t.Fatalf("approval %+v", a)
+		}
+		if r := decide(h, id, a.Step, h.tokenFor("alice", "workflows:approve approve:budget"), map[string]any{"decision": "approve"}); r.Status != 403 {
+			t.Errorf("the invoker's own decision: %d %s", r.Status, r.Body)
+		}
+		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "approve"}); r.Status != 200 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		if done.Outcome != "answered" || ms.Count() != 2 || w.payments.Load() != 1 {
+			t.Fatalf("workflow %+v, %d model requests, %d tool calls", done, ms.Count(), w.payments.Load())
+		}
+		if got, want := stepList(done), "1:completion:ok 1:call:ok 1:approve:waiting_approval 1:approve:approved 1:completion:ok 1:attempt:ok"; got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		t.Parallel()
+		h, w, ms, id := start(t, 10*time.Second, nil)
+		a := waitingBudget(t, h, bob(h), id)
+		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "deny"}); r.Status != 200 {
+			t.Fatalf("deny: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		if done.Outcome != "limit_exceeded" || ms.Count() != 1 {
+			t.Fatalf("workflow %+v after %d model requests", done, ms.Count())
+		}
+		if got, want := stepList(done), "1:completion:ok 1:call:ok 1:approve:waiting_approval 1:approve:denied 1:completion:limit_exceeded 1:attempt:error"; got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+	})
+
+	t.Run("an hour later", func(t *testing.T) {
+		t.Parallel()
+		answered := make(chan struct{}, 4)
+		h, w, ms, id := start(t, 50*time.Millisecond, answered)
+		a := waitingBudget(t, h, bob(h), id)
+		<-answered // the set-aside attempt is over: the agent holds nothing
+		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "approve", "budget": 1000}); r.Status != 200 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		done := waitStatus(t, h, w.admin, id, "completed")
+		want := "1:completion:ok 1:call:ok 1:approve:waiting_approval 1:attempt:set_aside 2:approve:approved 2:completion:ok 2:attempt:ok"
+		if got := stepList(done); got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+		if done.Outcome != "answered" || ms.Count() != 2 || w.payments.Load() != 1 {
+			t.Errorf("workflow %+v, %d model requests, %d tool calls", done, ms.Count(), w.payments.Load())
+		}
+	})
+}
