@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
+	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -145,7 +147,9 @@ func TestDefinedAgentTokenBudgetAsks(t *testing.T) {
 			t.Errorf("WWW-Authenticate %q, want the approver scope", r.Header.Get("WWW-Authenticate"))
 		}
 		// 100 more is not enough for the next completion: the run asks again.
+		conform(t, "GET", "/v1/approvals", "GET /v1/approvals", h.do("GET", "/v1/approvals?status=pending", bob(h), nil))
 		r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "approve", "budget": 100})
+		conform(t, "POST", "/v1/workflows/"+id+"/approvals/"+strconv.Itoa(a.Step), "POST /v1/workflows/{id}/approvals/{step}", r)
 		var decided budgetApprovalJSON
 		r.json(t, &decided)
 		if r.Status != 200 || decided.Status != "approved" || decided.Budget == nil || decided.Budget.Grant != 100 {
@@ -196,7 +200,9 @@ func TestDefinedAgentTokenBudgetAsks(t *testing.T) {
 // limit_exceeded. A budget on an approve step's approval is refused.
 func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 	t.Parallel()
-	bob := func(h *harness) string { return h.tokenFor("bob", "workflows:approve workflows:read approve:budget approve:refunds") }
+	bob := func(h *harness) string {
+		return h.tokenFor("bob", "workflows:approve workflows:read approve:budget approve:refunds")
+	}
 	start := func(t *testing.T) (*harness, *fraudWorld, string) {
 		h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
 		w.amounts.Store("tx-8", 1500.0)
@@ -234,7 +240,9 @@ func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 		var detail struct {
 			OnExhausted string `json:"on_exhausted"`
 		}
-		h.do("GET", "/v1/workflows/"+id, w.admin, nil).json(t, &detail)
+		r := h.do("GET", "/v1/workflows/"+id, w.admin, nil)
+		conform(t, "GET", "/v1/workflows/"+id, "GET /v1/workflows/{id}", r)
+		r.json(t, &detail)
 		if detail.OnExhausted != "ask" {
 			t.Errorf("on_exhausted %q, want ask", detail.OnExhausted)
 		}
@@ -391,4 +399,46 @@ func TestExternalAgentTokenBudgetAsks(t *testing.T) {
 			t.Errorf("workflow %+v, %d model requests, %d tool calls", done, ms.Count(), w.payments.Load())
 		}
 	})
+}
+
+// TestConsoleGrantsABudget: the console's approvals page shows a spent
+// budget and takes the grant with the decision, as the API does.
+func TestConsoleGrantsABudget(t *testing.T) {
+	t.Parallel()
+	h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
+	w.amounts.Store("tx-8", 1500.0)
+	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage",
+		"context": map[string]any{"transaction_id": "tx-8"}, "max_tool_calls": 1, "on_exhausted": "ask"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	bob := h.tokenFor("bob", "workflows:approve workflows:read approve:budget")
+	a := waitingBudget(t, h, bob, wf.ID)
+
+	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, bob))
+	_, body := consoletest.Get(t, c, h.URL+"/console/approvals")
+	if !strings.Contains(body, "<code>max_tool_calls</code>: used 1 of 1; approving grants 1 more") || !strings.Contains(body, `name="budget"`) {
+		t.Fatalf("the approvals page does not show the budget:\n%s", body)
+	}
+	action := "/console/workflows/" + wf.ID + "/approvals/" + strconv.Itoa(a.Step)
+	form := url.Values{"csrf": {between(body, `name="csrf" value="`, `"`)}, "return": {"/console/approvals"},
+		"decision": {"approve"}, "budget": {"3"}, "comment": {"three more"}}
+	resp, err := c.PostForm(h.URL+action, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("decide in the console: %d", resp.StatusCode)
+	}
+	done := waitStatus(t, h, w.admin, wf.ID, "completed")
+	if done.Outcome != "escalated" || w.cases.Load() != 1 {
+		t.Fatalf("workflow %+v, %d cases", done, w.cases.Load())
+	}
+	var page struct {
+		Approvals []budgetApprovalJSON `json:"approvals"`
+	}
+	h.do("GET", "/v1/approvals?status=decided", bob, nil).json(t, &page)
+	if len(page.Approvals) != 1 || page.Approvals[0].Budget == nil || page.Approvals[0].Budget.Grant != 3 {
+		t.Errorf("decided in the console: %+v", page.Approvals)
+	}
 }
