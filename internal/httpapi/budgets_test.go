@@ -74,7 +74,7 @@ const spenderDef = `{"model": "gpt", "tools": ["payments"],
 func budgetWorld(t *testing.T, script llmtest.Script, hold time.Duration) (*harness, *fraudWorld, *llmtest.Server) {
 	t.Helper()
 	ms := llmtest.NewOpenAIServer(t, script)
-	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = hold }))
+	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = hold }), withExternalReplays())
 	return h, newFraudWorld(t, h), ms
 }
 
@@ -170,6 +170,13 @@ func TestDefinedAgentTokenBudgetAsks(t *testing.T) {
 		if got := stepsOf(t, h, w.admin, id); got != want {
 			t.Errorf("steps %s, want %s", got, want)
 		}
+		// A replay serves both recorded decisions, each with its grant: the
+		// first grant alone is not enough, so without it the replay would
+		// ask once only, and without the second it would end there.
+		res := doExtReplay(t, h, h.token("acme", replayScopes+" tool:*"), id, map[string]any{"target_agent_version": "spender@1"})
+		if res.Outcome != "answered" || res.Delta.StepsChanged != 0 || res.Delta.StepsAdded != 0 || res.Delta.StepsRemoved != 0 || ms.Count() != 2 {
+			t.Errorf("replay: outcome %s, delta %+v, %d model requests", res.Outcome, res.Delta, ms.Count())
+		}
 		q := h.do("GET", "/v1/audit/query?workflow_id="+id+"&action=workflow.approval", h.token("acme", "audit:read"), nil)
 		if !strings.Contains(string(q.Body), `"budget":5000`) || !strings.Contains(string(q.Body), `"kind":"budget_exhausted"`) {
 			t.Errorf("audit of the decision: %s", q.Body)
@@ -252,6 +259,13 @@ func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 		t.Parallel()
 		h, w, id := start(t)
 		a := waitingBudget(t, h, bob(h), id)
+		// Over A2A the task asks for input, saying what was spent.
+		var task a2aTaskJSON
+		h.do("GET", "/a2a/fraud-triage/tasks/"+id, w.admin, nil).json(t, &task)
+		if task.Status.State != "TASK_STATE_INPUT_REQUIRED" || task.Status.Message == nil ||
+			!strings.HasPrefix(task.Status.Message.Parts[0].Text, "used 1 of 1 tool calls") {
+			t.Errorf("the A2A task at a budget: %+v", task)
+		}
 		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "deny", "comment": "enough"}); r.Status != 200 {
 			t.Fatalf("deny: %d %s", r.Status, r.Body)
 		}
@@ -261,6 +275,10 @@ func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 		}
 		if got, want := stepsOf(t, h, w.admin, id), asked+" budget_exhausted:denied"; got != want {
 			t.Errorf("steps %s, want %s", got, want)
+		}
+		h.do("GET", "/a2a/fraud-triage/tasks/"+id, w.admin, nil).json(t, &task)
+		if task.Status.State != "TASK_STATE_FAILED" {
+			t.Errorf("the A2A task after the denial: %+v", task.Status)
 		}
 	})
 
@@ -440,5 +458,43 @@ func TestConsoleGrantsABudget(t *testing.T) {
 	h.do("GET", "/v1/approvals?status=decided", bob, nil).json(t, &page)
 	if len(page.Approvals) != 1 || page.Approvals[0].Budget == nil || page.Approvals[0].Budget.Grant != 3 {
 		t.Errorf("decided in the console: %+v", page.Approvals)
+	}
+}
+
+// TestExternalAgentToolCallBudgetAsks: the Go agent's second call would
+// pass the invocation's max_tool_calls 1 under on_exhausted ask; the
+// gateway holds it, and approved it is made in the same attempt.
+func TestExternalAgentToolCallBudgetAsks(t *testing.T) {
+	t.Parallel()
+	h, w, ms := budgetWorld(t, llmtest.Sequence(
+		llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-1"}`)),
+		llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-2"}`)),
+		llmtest.Text("both are 20 USD."),
+	), 10*time.Second)
+	agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-caller", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-caller/invoke", w.admin, map[string]any{"goal": "How much are tx-1 and tx-2?",
+		"max_tool_calls": 1, "on_exhausted": "ask"}, "Prefer", "respond-async")
+	var wf externalWorkflow
+	r.json(t, &wf)
+	bob := h.tokenFor("bob", "workflows:approve workflows:read approve:budget")
+	a := waitingBudget(t, h, bob, wf.ID)
+	if !strings.HasPrefix(a.Reason, "used 1 of 1 tool calls") || a.Budget == nil || a.Budget.Limit != "max_tool_calls" {
+		t.Fatalf("approval %+v", a)
+	}
+	if w.payments.Load() != 1 {
+		t.Fatalf("the call past the budget went out before its approval: %d calls", w.payments.Load())
+	}
+	if r := decide(h, wf.ID, a.Step, bob, map[string]any{"decision": "approve"}); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	done := waitStatus(t, h, w.admin, wf.ID, "completed")
+	if done.Outcome != "answered" || w.payments.Load() != 2 || ms.Count() != 3 {
+		t.Fatalf("workflow %+v, %d calls, %d model requests", done, w.payments.Load(), ms.Count())
+	}
+	want := "1:completion:ok 1:call:ok 1:completion:ok 1:approve:waiting_approval 1:approve:approved 1:call:ok 1:completion:ok 1:attempt:ok"
+	if got := stepList(done); got != want {
+		t.Errorf("steps %s, want %s", got, want)
 	}
 }
