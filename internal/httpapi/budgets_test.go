@@ -82,6 +82,23 @@ func decide(h *harness, id string, step int, token string, body map[string]any) 
 	return h.do("POST", "/v1/workflows/"+id+"/approvals/"+strconv.Itoa(step), token, body)
 }
 
+// settle decides step of workflow id as body says, waits until the
+// workflow completes, and checks its outcome and its steps (action:status).
+func settle(t *testing.T, h *harness, token, id string, step int, body map[string]any, outcome, steps string) externalWorkflow {
+	t.Helper()
+	if r := decide(h, id, step, token, body); r.Status != 200 {
+		t.Fatalf("decide %v: %d %s", body, r.Status, r.Body)
+	}
+	done := waitStatus(t, h, token, id, "completed")
+	if done.Outcome != outcome {
+		t.Errorf("outcome %s, want %s", done.Outcome, outcome)
+	}
+	if got := stepsOf(t, h, token, id); got != steps {
+		t.Errorf("steps %s, want %s", got, steps)
+	}
+	return done
+}
+
 func stepsOf(t *testing.T, h *harness, token, id string) string {
 	t.Helper()
 	var out []string
@@ -185,20 +202,30 @@ func TestDefinedAgentTokenBudgetAsks(t *testing.T) {
 
 	t.Run("denied", func(t *testing.T) {
 		t.Parallel()
-		h, w, ms, id := start(t)
+		h, _, ms, id := start(t)
 		a := waitingBudget(t, h, bob(h), id)
-		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "deny"}); r.Status != 200 {
-			t.Fatalf("deny: %d %s", r.Status, r.Body)
-		}
-		done := waitStatus(t, h, w.admin, id, "completed")
-		if done.Outcome != "limit_exceeded" || ms.Count() != 1 {
-			t.Fatalf("workflow %+v after %d model requests", done, ms.Count())
-		}
-		want := "solve:ok solve:ok budget_exhausted:waiting_approval budget_exhausted:denied"
-		if got := stepsOf(t, h, w.admin, id); got != want {
-			t.Errorf("steps %s, want %s", got, want)
+		settle(t, h, bob(h), id, a.Step, map[string]any{"decision": "deny"}, "limit_exceeded",
+			"solve:ok solve:ok budget_exhausted:waiting_approval budget_exhausted:denied")
+		if ms.Count() != 1 {
+			t.Errorf("%d model requests after the denial, want 1", ms.Count())
 		}
 	})
+}
+
+// spendingTriage invokes fraud-triage on a transaction over 1,000 with one
+// tool call allowed and on_exhausted ask: it waits before opening the case.
+func spendingTriage(t *testing.T) (*harness, *fraudWorld, string) {
+	t.Helper()
+	h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
+	w.amounts.Store("tx-8", 1500.0)
+	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage",
+		"context": map[string]any{"transaction_id": "tx-8"}, "max_tool_calls": 1, "on_exhausted": "ask"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "waiting" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	return h, w, wf.ID
 }
 
 // TestDefinedAgentToolCallBudgetAsks: an invocation with max_tool_calls 1
@@ -210,18 +237,7 @@ func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 	bob := func(h *harness) string {
 		return h.tokenFor("bob", "workflows:approve workflows:read approve:budget approve:refunds")
 	}
-	start := func(t *testing.T) (*harness, *fraudWorld, string) {
-		h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
-		w.amounts.Store("tx-8", 1500.0)
-		r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage",
-			"context": map[string]any{"transaction_id": "tx-8"}, "max_tool_calls": 1, "on_exhausted": "ask"})
-		var wf externalWorkflow
-		r.json(t, &wf)
-		if r.Status != 200 || wf.Status != "waiting" {
-			t.Fatalf("invoke: %d %s", r.Status, r.Body)
-		}
-		return h, w, wf.ID
-	}
+	start := spendingTriage
 	const asked = "fetch_transaction:ok fraud_score:ok route_queue:ok budget_exhausted:waiting_approval"
 
 	t.Run("approved", func(t *testing.T) {
@@ -234,15 +250,9 @@ func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 		if w.cases.Load() != 0 {
 			t.Fatal("the call past the budget went out before its approval")
 		}
-		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "approve"}); r.Status != 200 {
-			t.Fatalf("approve: %d %s", r.Status, r.Body)
-		}
-		done := waitStatus(t, h, w.admin, id, "completed")
-		if done.Outcome != "escalated" || w.cases.Load() != 1 {
-			t.Fatalf("workflow %+v, %d cases", done, w.cases.Load())
-		}
-		if got, want := stepsOf(t, h, w.admin, id), asked+" budget_exhausted:approved open_case:ok"; got != want {
-			t.Errorf("steps %s, want %s", got, want)
+		settle(t, h, bob(h), id, a.Step, map[string]any{"decision": "approve"}, "escalated", asked+" budget_exhausted:approved open_case:ok")
+		if w.cases.Load() != 1 {
+			t.Errorf("%d cases, want 1", w.cases.Load())
 		}
 		var detail struct {
 			OnExhausted string `json:"on_exhausted"`
@@ -266,15 +276,9 @@ func TestDefinedAgentToolCallBudgetAsks(t *testing.T) {
 			!strings.HasPrefix(task.Status.Message.Parts[0].Text, "used 1 of 1 tool calls") {
 			t.Errorf("the A2A task at a budget: %+v", task)
 		}
-		if r := decide(h, id, a.Step, bob(h), map[string]any{"decision": "deny", "comment": "enough"}); r.Status != 200 {
-			t.Fatalf("deny: %d %s", r.Status, r.Body)
-		}
-		done := waitStatus(t, h, w.admin, id, "completed")
-		if done.Outcome != "limit_exceeded" || w.cases.Load() != 0 {
-			t.Fatalf("workflow %+v, %d cases", done, w.cases.Load())
-		}
-		if got, want := stepsOf(t, h, w.admin, id), asked+" budget_exhausted:denied"; got != want {
-			t.Errorf("steps %s, want %s", got, want)
+		settle(t, h, bob(h), id, a.Step, map[string]any{"decision": "deny", "comment": "enough"}, "limit_exceeded", asked+" budget_exhausted:denied")
+		if w.cases.Load() != 0 {
+			t.Errorf("a denied call reached the tool %d times", w.cases.Load())
 		}
 		h.do("GET", "/a2a/fraud-triage/tasks/"+id, w.admin, nil).json(t, &task)
 		if task.Status.State != "TASK_STATE_FAILED" {
@@ -423,21 +427,16 @@ func TestExternalAgentTokenBudgetAsks(t *testing.T) {
 // budget and takes the grant with the decision, as the API does.
 func TestConsoleGrantsABudget(t *testing.T) {
 	t.Parallel()
-	h, w, _ := budgetWorld(t, llmtest.Sequence(), 10*time.Second)
-	w.amounts.Store("tx-8", 1500.0)
-	r := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin, map[string]any{"goal": "triage",
-		"context": map[string]any{"transaction_id": "tx-8"}, "max_tool_calls": 1, "on_exhausted": "ask"})
-	var wf externalWorkflow
-	r.json(t, &wf)
+	h, w, id := spendingTriage(t)
 	bob := h.tokenFor("bob", "workflows:approve workflows:read approve:budget")
-	a := waitingBudget(t, h, bob, wf.ID)
+	a := waitingBudget(t, h, bob, id)
 
 	c := consoletest.SignInHTTP(t, consoletest.Link(t, h.URL, bob))
 	_, body := consoletest.Get(t, c, h.URL+"/console/approvals")
 	if !strings.Contains(body, "<code>max_tool_calls</code>: used 1 of 1; approving grants 1 more") || !strings.Contains(body, `name="budget"`) {
 		t.Fatalf("the approvals page does not show the budget:\n%s", body)
 	}
-	action := "/console/workflows/" + wf.ID + "/approvals/" + strconv.Itoa(a.Step)
+	action := "/console/workflows/" + id + "/approvals/" + strconv.Itoa(a.Step)
 	form := url.Values{"csrf": {between(body, `name="csrf" value="`, `"`)}, "return": {"/console/approvals"},
 		"decision": {"approve"}, "budget": {"3"}, "comment": {"three more"}}
 	resp, err := c.PostForm(h.URL+action, form)
@@ -448,7 +447,7 @@ func TestConsoleGrantsABudget(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("decide in the console: %d", resp.StatusCode)
 	}
-	done := waitStatus(t, h, w.admin, wf.ID, "completed")
+	done := waitStatus(t, h, w.admin, id, "completed")
 	if done.Outcome != "escalated" || w.cases.Load() != 1 {
 		t.Fatalf("workflow %+v, %d cases", done, w.cases.Load())
 	}
