@@ -385,6 +385,12 @@ func TestExternalAgentTokenBudgetAsks(t *testing.T) {
 		if got, want := stepList(done), "1:completion:ok 1:call:ok 1:approve:waiting_approval 1:approve:approved 1:completion:ok 1:attempt:ok"; got != want {
 			t.Errorf("steps %s, want %s", got, want)
 		}
+		// A dry run has the budget the decision granted: the recorded second
+		// completion is served, not refused over the limit.
+		res := doExtReplay(t, h, h.token("acme", replayScopes+" tool:*"), id, map[string]any{"target_agent_version": "ext-spender@1"})
+		if res.Outcome != "answered" || ms.Count() != 2 || w.payments.Load() != 1 {
+			t.Errorf("dry replay: outcome %s (%s), %d model requests, %d tool calls", res.Outcome, res.ReplayError, ms.Count(), w.payments.Load())
+		}
 	})
 
 	t.Run("denied", func(t *testing.T) {
