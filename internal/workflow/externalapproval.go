@@ -154,7 +154,8 @@ func (x *externalRun) emitDecision(ev agent.Event, decided *Approval, attempt in
 	return d, x.emit(ev, attempt, "")
 }
 
-// wait stores the workflow waiting at a new approval and holds the call:
+// wait stores the workflow waiting at a new approval and holds the
+// exchange that asked (a call, or a completion or call past a budget):
 // the decision, or nil when the hold passed first.
 func (x *externalRun) wait(ctx context.Context, a *attemptGateway, ev agent.Event, req *agent.ApprovalRequest, key string) (*Approval, error) {
 	if err := x.j.flush(); err != nil {
