@@ -45,7 +45,10 @@ deadline at which the step's on_timeout applies; decided ones with who decided.`
 	pageFlags(listCmd)
 
 	decide := func(verb, decision, short string) *cobra.Command {
-		var comment string
+		var (
+			comment string
+			budget  int64
+		)
 		d := &cobra.Command{
 			Use:   verb + " WORKFLOW [STEP]",
 			Short: short,
@@ -74,6 +77,9 @@ and may not decide a workflow you invoked unless the step sets allow_self.`,
 				if comment != "" {
 					body["comment"] = comment
 				}
+				if cmd.Flags().Changed("budget") {
+					body["budget"] = budget
+				}
 				path := "/v1/workflows/" + url.PathEscape(a[0]) + "/approvals/" + url.PathEscape(step)
 				_, err := c.send(cmd, http.MethodPost, path, body, nil, func(w io.Writer, doc map[string]any) error {
 					fmt.Fprintf(w, "%s step %s (%s) of workflow %s as %s\n", field(doc, "status"), field(doc, "step"),
@@ -84,6 +90,9 @@ and may not decide a workflow you invoked unless the step sets allow_self.`,
 			},
 		}
 		d.Flags().StringVar(&comment, "comment", "", "a comment kept with the decision")
+		if decision == "approve" {
+			d.Flags().Int64Var(&budget, "budget", 0, "on a budget_exhausted approval, grant this many more tokens or tool calls (default the same budget again)")
+		}
 		return d
 	}
 	cmd.AddCommand(listCmd,

@@ -245,6 +245,7 @@ func (c *cli) invokeCommand() *cobra.Command {
 		stream, async          bool
 		maxCalls               int
 		maxTokens              int64
+		onExhausted            string
 	)
 	cmd := &cobra.Command{
 		Use:   "invoke AGENT[@VERSION]",
@@ -283,6 +284,9 @@ approval.`,
 			if cmd.Flags().Changed("max-llm-tokens") {
 				body["max_llm_tokens"] = maxTokens
 			}
+			if onExhausted != "" {
+				body["on_exhausted"] = onExhausted
+			}
 			req := client.Request{Method: http.MethodPost, Path: "/v1/agents/" + url.PathEscape(a[0]) + "/invoke", Body: body, Header: idempotencyHeader(key)}
 			if stream {
 				return c.stream(cmd, req)
@@ -311,6 +315,7 @@ approval.`,
 	cmd.Flags().BoolVar(&async, "async", false, "do not wait: print the workflow's id and how to follow it")
 	cmd.Flags().IntVar(&maxCalls, "max-tool-calls", 0, "most tool calls the workflow may make (server default 20)")
 	cmd.Flags().Int64Var(&maxTokens, "max-llm-tokens", 0, "most LLM tokens (input + output) the workflow's completions may use (default the agent's limits.max_llm_tokens)")
+	cmd.Flags().StringVar(&onExhausted, "on-exhausted", "", "fail or ask: when a budget is spent, end the run limit_exceeded or wait for an approval of more (default the agent's limits.on_exhausted)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key gets the same workflow")
 	return cmd
 }

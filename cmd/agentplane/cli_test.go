@@ -619,6 +619,21 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("the approved workflow did not finish:\n%s", out)
 		}
 	}
+	// A budget that asks: one tool call allowed, the run waits before its
+	// second for an approval of more; a grant out of range names the field.
+	out = e.ok("invoke", "fraud-triage", "--goal", "triage tx_1007", "--context", "transaction_id=tx_1007", "--max-tool-calls", "1", "--on-exhausted", "ask")
+	if !strings.Contains(out, "budget_exhausted") || !strings.Contains(out, "used 1 of 1 tool calls") {
+		t.Errorf("invoke --on-exhausted ask does not wait for more budget:\n%s", out)
+	}
+	spent := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "wf_") {
+			spent = f
+		}
+	}
+	if _, errs, code := approver.run("approvals", "approve", spent, "--budget", "0"); code != 1 || !strings.Contains(errs, "budget") {
+		t.Errorf("approvals approve --budget 0: exit %d, stderr %s", code, errs)
+	}
 	// The console link signs in as the demo's approver, on the approvals
 	// page with the refund the demo left waiting; agentplane console
 	// prints a fresh link of the client's own.

@@ -104,6 +104,9 @@ type Program struct {
 	inputs       *jsonschema.Schema
 	maxSteps     int
 	declared     map[string]bool
+	// budgetAsk is the approval a spent budget asks for under
+	// on_exhausted ask: the limits' ask, else the defaults.
+	budgetAsk *capprove
 }
 
 // Definition returns the definition the program was compiled from.
@@ -256,6 +259,7 @@ func Compile(def Definition, catalog ToolCatalog) (*Program, []problem.FieldErro
 		p.policies[class] = c.expr(c.polEnv, def.Policies[class].Allow, "policies."+class+".allow", wantBool)
 	}
 	c.checkAgentLLM()
+	p.budgetAsk = c.compileBudgetAsk()
 	if def.Instructions != "" {
 		p.instructions = c.expr(c.stepEnv, def.Instructions, "instructions", wantString)
 	}

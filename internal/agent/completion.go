@@ -21,13 +21,21 @@ func (u *Usage) add(o Usage) {
 func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
 
 // tokenBudget stops the run before a completion once its tokens have
-// reached max_llm_tokens: the completion is not requested.
+// reached max_llm_tokens: the completion is not requested, unless the
+// run may ask for more and is granted it.
 func (r *runner) tokenBudget(s *cstep) (*ending, error) {
-	limit, used := r.maxLLMTokens, r.usage.Total()
-	if limit <= 0 || used < limit {
-		return nil, nil
+	for r.maxLLMTokens > 0 && r.usage.Total() >= r.maxLLMTokens {
+		limit, used := r.maxLLMTokens, r.usage.Total()
+		grant, end, err := r.askBudget(Budget{Limit: LimitLLMTokens, Used: used, Allowed: limit, Grant: r.baseTokens})
+		if err != nil || end != nil {
+			return end, err
+		}
+		if grant == 0 {
+			return r.tokenLimitReached(s, fmt.Sprintf("max_llm_tokens (%d) reached: the run has used %d tokens", limit, used))
+		}
+		r.maxLLMTokens += grant
 	}
-	return r.tokenLimitReached(s, fmt.Sprintf("max_llm_tokens (%d) reached: the run has used %d tokens", limit, used))
+	return nil, nil
 }
 
 // tokenLimitReached emits the token_limit_reached step and ends the run

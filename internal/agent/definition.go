@@ -59,6 +59,12 @@ type A2AOptions struct {
 type Limits struct {
 	// MaxLLMTokens bounds a run's tokens over all its completions.
 	MaxLLMTokens int64 `json:"max_llm_tokens,omitempty"`
+	// OnExhausted is what a run does when max_llm_tokens or max_tool_calls
+	// is spent: OnExhaustedFail (the default) ends it limit_exceeded,
+	// OnExhaustedAsk has it wait for a person's approval of more.
+	OnExhausted string `json:"on_exhausted,omitempty"`
+	// Ask configures the approval a spent budget asks for.
+	Ask *BudgetAsk `json:"ask,omitempty"`
 }
 
 // Models lists the models the definition names, the agent's first, each once.

@@ -81,8 +81,11 @@ type Input struct {
 	// MaxLLMTokens bounds the run's tokens (input + output) over all its
 	// completions; 0 is no bound.
 	MaxLLMTokens int64
-	Agent        string
-	Version      string
+	// OnExhausted is the invocation's on_exhausted (OnExhaustedFail or
+	// OnExhaustedAsk); "" for the definition's limits.on_exhausted.
+	OnExhausted string
+	Agent       string
+	Version     string
 }
 
 // Event is one emitted step.
@@ -213,6 +216,9 @@ type ApprovalRequest struct {
 	// OnTimeout is DecisionApprove or DecisionDeny.
 	OnTimeout string
 	AllowSelf bool
+	// Budget, when set, is the spent budget the approval would grant more
+	// of (action ActionBudgetExhausted).
+	Budget *Budget
 }
 
 // Decision is an Approver's answer. Status is StatusApproved,

@@ -67,6 +67,9 @@ const (
 type ExternalLimits struct {
 	MaxToolCalls int   `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens int64 `json:"max_llm_tokens,omitempty"`
+	// OnExhausted and Ask mean what they mean in a definition's Limits.
+	OnExhausted string     `json:"on_exhausted,omitempty"`
+	Ask         *BudgetAsk `json:"ask,omitempty"`
 }
 
 // ApprovalRule holds a gateway tool call for a person's decision when When
@@ -169,7 +172,7 @@ func CompileExternal(x External, catalog ToolCatalog) (*Governance, []problem.Fi
 	def := Definition{Tools: x.Tools, Inputs: x.Inputs, Policies: x.Policies,
 		Steps: []Step{{Action: "external", Finish: &Finish{Outcome: "answered", Literal: true}}}}
 	if x.Limits != nil {
-		def.Limits = &Limits{MaxLLMTokens: x.Limits.MaxLLMTokens}
+		def.Limits = &Limits{MaxLLMTokens: x.Limits.MaxLLMTokens, OnExhausted: x.Limits.OnExhausted, Ask: x.Limits.Ask}
 	}
 	p, errs := Compile(def, catalog)
 	c := &compiler{def: def, catalog: catalog, allowed: map[string]bool{}, declared: map[string]bool{}, errs: errs}
@@ -297,6 +300,13 @@ func (g *Governance) ValidateContext(ctx map[string]any) []problem.FieldError {
 
 // MaxLLMTokens is the version's limits.max_llm_tokens (0: none).
 func (g *Governance) MaxLLMTokens() int64 { return g.prog.MaxLLMTokens() }
+
+// BudgetApproval is the approval a spent budget b of a run whose
+// invocation says onExhausted asks for, or nil when the exchange is
+// refused instead (Program.BudgetApproval).
+func (g *Governance) BudgetApproval(onExhausted string, b Budget) *ApprovalRequest {
+	return g.prog.BudgetApproval(onExhausted, b)
+}
 
 // MaxToolCalls is the version's limits.max_tool_calls (0: the invocation's).
 func (g *Governance) MaxToolCalls() int {

@@ -27,6 +27,10 @@ type runner struct {
 	usage        Usage
 	completions  int
 	maxLLMTokens int64
+	// baseCalls and baseTokens are the budgets the run started with: what
+	// approving a spent one grants again.
+	baseCalls  int
+	baseTokens int64
 }
 
 func newRunner(ctx context.Context, p *Program, in Input, env Env) *runner {
@@ -43,7 +47,7 @@ func newRunner(ctx context.Context, p *Program, in Input, env Env) *runner {
 		maxTokens = p.MaxLLMTokens()
 	}
 	return &runner{
-		ctx: ctx, p: p, in: in, env: env, maxCalls: maxCalls, maxLLMTokens: maxTokens,
+		ctx: ctx, p: p, in: in, env: env, maxCalls: maxCalls, maxLLMTokens: maxTokens, baseCalls: maxCalls, baseTokens: maxTokens,
 		act: &activation{
 			goal:     in.Goal,
 			context:  normalize(in.Context),
@@ -389,6 +393,13 @@ func (r *runner) toolCall(s *cstep, t target, args map[string]any, callID string
 			out.end = &ending{outcome: OutcomeDenied, err: fmt.Sprintf("%s (%s): %s", s.field, s.action, reason)}
 		}
 		return out, r.emit(ev)
+	}
+	if r.calls >= r.maxCalls {
+		grant, end, err := r.askBudget(Budget{Limit: LimitToolCalls, Used: int64(r.calls), Allowed: int64(r.maxCalls), Grant: int64(r.baseCalls)})
+		if err != nil || end != nil {
+			return callOutcome{status: StatusLimitExceeded, end: end}, err
+		}
+		r.maxCalls += int(grant)
 	}
 	if r.calls >= r.maxCalls {
 		ev.Action, ev.Status = ActionLimitReached, StatusLimitExceeded

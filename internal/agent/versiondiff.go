@@ -138,6 +138,9 @@ func readable(v *Version) ([][]string, error) {
 	if def.Limits != nil && def.Limits.MaxLLMTokens > 0 {
 		*limits = append(*limits, fmt.Sprintf("max_llm_tokens: %d", def.Limits.MaxLLMTokens))
 	}
+	if def.Limits != nil {
+		*limits = append(*limits, budgetLines(def.Limits.OnExhausted, def.Limits.Ask)...)
+	}
 	if def.MaxSteps > 0 {
 		*limits = append(*limits, fmt.Sprintf("max_steps: %d", def.MaxSteps))
 	}
@@ -195,6 +198,7 @@ func readableExternal(v *Version) [][]string {
 		if l.MaxToolCalls > 0 {
 			*limits = append(*limits, fmt.Sprintf("max_tool_calls: %d", l.MaxToolCalls))
 		}
+		*limits = append(*limits, budgetLines(l.OnExhausted, l.Ask)...)
 	}
 	*tools = slices.Sorted(slices.Values(x.Tools))
 	*inputs = indented(x.Inputs)
@@ -403,4 +407,22 @@ func diffLines(name string, a, b []string) DiffSection {
 		sec.Changed = true
 	}
 	return sec
+}
+
+// budgetLines are the lines of a version's limits.on_exhausted and
+// limits.ask, none when it keeps the default.
+func budgetLines(onExhausted string, ask *BudgetAsk) []string {
+	if onExhausted == "" {
+		return nil
+	}
+	out := []string{"on_exhausted: " + onExhausted}
+	if ask != nil {
+		scope := ask.ApproverScope
+		if scope == "" {
+			scope = DefaultBudgetApproverScope
+		}
+		out = append(out, fmt.Sprintf("ask: approver_scope %s, timeout %s, on_timeout %s, allow_self %t",
+			scope, orDefault(ask.Timeout, DefaultApprovalTimeout.String()), orDefault(ask.OnTimeout, DecisionDeny), ask.AllowSelf))
+	}
+	return out
 }

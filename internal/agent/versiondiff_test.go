@@ -193,6 +193,18 @@ func TestDiffExternalVersions(t *testing.T) {
 			same: []string{"Steps", "Expressions", "Policies", "Instructions", "Limits", "Tools", "Inputs", "Description"},
 		},
 		{
+			name: "a budget that asks",
+			from: externalVersion("3", nil),
+			to: externalVersion("4", func(x *agent.External) {
+				x.Limits = &agent.ExternalLimits{MaxToolCalls: 20, OnExhausted: agent.OnExhaustedAsk, Ask: &agent.BudgetAsk{Timeout: "2h"}}
+			}),
+			changed: []string{
+				"Limits: added:  | on_exhausted: ask",
+				"Limits: added:  | ask: approver_scope approve:budget, timeout 2h, on_timeout deny, allow_self false",
+			},
+			same: []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Instructions", "Tools", "Inputs", "Description"},
+		},
+		{
 			name: "a defined version to an external one",
 			from: demoVersion(t, 1), to: externalVersion("3", nil),
 		},

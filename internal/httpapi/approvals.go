@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/page"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -29,6 +30,10 @@ type approvalView struct {
 	DecidedAt     *string `json:"decided_at"`
 	Comment       *string `json:"comment"`
 	TimedOut      bool    `json:"timed_out"`
+	// Kind is "approval" or "budget_exhausted"; Budget is a spent
+	// budget's (null on any other approval).
+	Kind   string        `json:"kind"`
+	Budget *agent.Budget `json:"budget"`
 }
 
 func viewApproval(a *workflow.Approval) approvalView {
@@ -36,7 +41,7 @@ func viewApproval(a *workflow.Approval) approvalView {
 		WorkflowID: a.WorkflowID, Agent: a.Agent, AgentVersion: a.AgentVersion, Step: a.Step, Action: a.Action,
 		Reason: a.Reason, AllowSelf: a.AllowSelf, Status: a.Status, Invoker: a.Invoker,
 		RequestedAt: a.RequestedAt.UTC().Format(timeFormat), Deadline: a.Deadline.UTC().Format(timeFormat),
-		OnTimeout: a.OnTimeout, TimedOut: a.TimedOut,
+		OnTimeout: a.OnTimeout, TimedOut: a.TimedOut, Kind: a.Kind(), Budget: a.Budget,
 	}
 	if a.ApproverScope != "" {
 		v.ApproverScope = &a.ApproverScope
@@ -90,6 +95,8 @@ func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) err
 type decideRequest struct {
 	Decision string `json:"decision"`
 	Comment  string `json:"comment,omitempty"`
+	// Budget, approving a budget's approval, grants that much more.
+	Budget *int64 `json:"budget,omitempty"`
 }
 
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) error {
@@ -101,7 +108,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	info := frontdoor.InfoFrom(r.Context())
 	info.ResourceID = r.PathValue("id")
 	dr := workflow.DecideRequest{
-		Tenant: p.Tenant, WorkflowID: r.PathValue("id"), Decision: req.Decision, Comment: req.Comment,
+		Tenant: p.Tenant, WorkflowID: r.PathValue("id"), Decision: req.Decision, Comment: req.Comment, Budget: req.Budget,
 		Approver:  workflow.Caller{Sub: p.Subject, ClientID: p.ClientID, Tenant: p.Tenant, Scopes: p.Scopes},
 		RequestID: info.RequestID, TraceID: info.TraceID,
 	}

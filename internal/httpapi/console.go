@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -155,7 +158,15 @@ func formDecide(f url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decideRequest{Decision: f.Get("decision"), Comment: comment}, nil
+	req := decideRequest{Decision: f.Get("decision"), Comment: comment}
+	if v := strings.TrimSpace(f.Get("budget")); v != "" && req.Decision == agent.DecisionApprove {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, problem.Field("budget", "must be a whole number of tokens or tool calls, from 1 to 100000000; leave it empty to grant the same budget again")
+		}
+		req.Budget = &n
+	}
+	return req, nil
 }
 
 func formReplay(f url.Values) (any, error) {

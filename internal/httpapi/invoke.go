@@ -22,6 +22,7 @@ type invokeRequest struct {
 	Stream         *bool          `json:"stream,omitempty"`
 	MaxToolCalls   *int           `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens   *int64         `json:"max_llm_tokens,omitempty"`
+	OnExhausted    string         `json:"on_exhausted,omitempty"`
 	IdempotencyKey string         `json:"idempotency_key,omitempty"`
 }
 
@@ -125,7 +126,7 @@ func invocation(r *http.Request, name, version string, req invokeRequest, key, h
 	info := frontdoor.InfoFrom(r.Context())
 	return workflow.Invocation{StartRequest: workflow.StartRequest{
 		Agent: name, Version: version, Goal: req.Goal, Context: req.Context, Caller: callerOf(frontdoor.Principal(r)),
-		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, RequestID: info.RequestID, TraceID: info.TraceID,
+		MaxToolCalls: req.MaxToolCalls, MaxLLMTokens: req.MaxLLMTokens, OnExhausted: req.OnExhausted, RequestID: info.RequestID, TraceID: info.TraceID,
 		IdempotencyKey: key, RequestHash: hash,
 	}}
 }

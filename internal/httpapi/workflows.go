@@ -58,6 +58,7 @@ type workflowView struct {
 	Caller       *callerView     `json:"caller,omitempty"`
 	MaxToolCalls int             `json:"max_tool_calls,omitempty"`
 	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
+	OnExhausted  string          `json:"on_exhausted,omitempty"`
 	ReplayOf     string          `json:"replay_of,omitempty"`
 	// Faults are those a real replay injected (docs/change-safety.md).
 	Faults []fault.Fault `json:"faults,omitempty"`
@@ -102,6 +103,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 	}
 	if detail {
 		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf, v.Faults = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf, wf.Faults
+		v.OnExhausted = wf.OnExhausted
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)

@@ -58,6 +58,47 @@ type Approval struct {
 	// Remaining is the run time the workflow had left when it paused; its
 	// deadline is moved on by the time spent waiting.
 	Remaining time.Duration `json:"-"`
+	// Budget, on a budget's approval (action agent.ActionBudgetExhausted),
+	// is the spent budget; once approved, its Grant is what was granted.
+	Budget *agent.Budget `json:"budget,omitempty"`
+}
+
+// Kinds of approval, as the API shows them.
+const (
+	// KindApproval is an approve step's, or an external agent's call
+	// matching an approvals rule.
+	KindApproval = "approval"
+	// KindBudgetExhausted is a spent budget's (limits.on_exhausted ask).
+	KindBudgetExhausted = "budget_exhausted"
+)
+
+// Kind is the approval's kind: KindBudgetExhausted or KindApproval.
+func (a *Approval) Kind() string {
+	if a.Budget != nil {
+		return KindBudgetExhausted
+	}
+	return KindApproval
+}
+
+// MarshalJSON writes the approval with its kind (the body of its
+// webhook events).
+func (a Approval) MarshalJSON() ([]byte, error) {
+	type plain Approval
+	return json.Marshal(struct {
+		plain
+		Kind string `json:"kind"`
+	}{plain(a), a.Kind()})
+}
+
+// Apply records d on the approval: its status, who decided, when and why,
+// and on a budget's approval, the grant an approval made.
+func (a *Approval) Apply(d Decision) {
+	a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
+	if a.Budget != nil && d.Budget > 0 {
+		b := *a.Budget
+		b.Grant = d.Budget
+		a.Budget = &b
+	}
 }
 
 // Decided reports whether a person or the timeout decided the approval.
@@ -72,6 +113,10 @@ type decisionRecord struct {
 	DecidedAt time.Time `json:"decided_at"`
 	Comment   string    `json:"comment,omitempty"`
 	TimedOut  bool      `json:"timed_out,omitempty"`
+	// Limit and Budget, on a budget's approval, name the budget and what
+	// approving it granted (agent.GrantOf reads it).
+	Limit  string `json:"limit,omitempty"`
+	Budget int64  `json:"budget,omitempty"`
 }
 
 // decision is the engine's view of a decided approval.
@@ -80,6 +125,12 @@ func (a *Approval) decision() agent.Decision {
 	status := agent.StatusApproved
 	if a.Status == ApprovalDenied {
 		d.Decision, status = agent.DecisionDeny, agent.StatusDenied
+	}
+	if a.Budget != nil {
+		d.Limit = a.Budget.Limit
+		if status == agent.StatusApproved {
+			d.Budget = a.Budget.Grant
+		}
 	}
 	b, _ := json.Marshal(d)
 	return agent.Decision{Status: status, Result: b}
@@ -96,6 +147,9 @@ type Decision struct {
 	Comment  string
 	TimedOut bool
 	At       time.Time
+	// Budget, approving a budget's approval, is what it grants: the
+	// decision's budget, else the approval's own Grant.
+	Budget int64
 }
 
 // ApprovalFilter selects approvals of one tenant.
@@ -157,8 +211,11 @@ type DecideRequest struct {
 	Step   int
 	Action string
 	// Decision is agent.DecisionApprove or agent.DecisionDeny.
-	Decision  string
-	Comment   string
+	Decision string
+	Comment  string
+	// Budget, approving a budget's approval, grants that much more
+	// (1..agent.MaxBudgetGrant) instead of the same budget again.
+	Budget    *int64
 	Approver  Caller
 	RequestID string
 	TraceID   string
@@ -175,6 +232,15 @@ func (r *Runner) Decide(ctx context.Context, req DecideRequest) (*Approval, erro
 	}
 	if utf8.RuneCountInString(req.Comment) > MaxComment {
 		errs = append(errs, problem.FieldError{Field: "comment", Message: fmt.Sprintf("must be at most %d characters", MaxComment)})
+	}
+	if b := req.Budget; b != nil {
+		switch {
+		case req.Decision == agent.DecisionDeny:
+			errs = append(errs, problem.FieldError{Field: "budget", Message: `is granted by an "approve" decision only: leave it out to deny`})
+		case *b < 1 || *b > agent.MaxBudgetGrant:
+			errs = append(errs, problem.FieldError{Field: "budget", Message: fmt.Sprintf(
+				"must be from 1 to %d (10^8); leave it out to grant the same budget again", agent.MaxBudgetGrant)})
+		}
 	}
 	if len(errs) > 0 {
 		return nil, problem.Validation(errs...)
@@ -212,12 +278,17 @@ func (r *Runner) Decide(ctx context.Context, req DecideRequest) (*Approval, erro
 		return nil, &problem.Error{Code: problem.InsufficientScope,
 			Detail: fmt.Sprintf("%s invoked this workflow and may not decide its own approval: another person must (the step does not set allow_self)", a.Invoker)}
 	}
+	if req.Budget != nil && a.Budget == nil {
+		return nil, problem.Validation(problem.FieldError{Field: "budget", Message: fmt.Sprintf(
+			"step %d (%s) is not a budget's approval (kind %s): leave budget out", a.Step, a.Action, a.Kind())})
+	}
 	status := ApprovalApproved
 	if req.Decision == agent.DecisionDeny {
 		status = ApprovalDenied
 	}
 	d := Decision{Tenant: req.Tenant, WorkflowID: wf.ID, Step: a.Step, Status: status, By: req.Approver.Sub,
 		Comment: req.Comment, At: r.opts.Now().UTC()}
+	d.Budget = grantOf(a, d.Status, req.Budget)
 	rec := r.approvalRecord(wf, a, d, audit.Actor{Sub: req.Approver.Sub, ClientID: req.Approver.ClientID}, req.RequestID, req.TraceID)
 	return r.decide(ctx, d, rec)
 }
@@ -244,11 +315,28 @@ func (r *Runner) decide(ctx context.Context, d Decision, rec *audit.Record) (*Ap
 	return a, nil
 }
 
+// grantOf is what a decision with status grants on a: the budget the
+// decision names, else the approval's own grant; 0 on any other approval
+// or a denial.
+func grantOf(a *Approval, status string, budget *int64) int64 {
+	if a.Budget == nil || status != ApprovalApproved {
+		return 0
+	}
+	if budget != nil {
+		return *budget
+	}
+	return a.Budget.Grant
+}
+
 // approvalRecord is the audit record of a decision.
 func (r *Runner) approvalRecord(wf *Workflow, a *Approval, d Decision, actor audit.Actor, requestID, traceID string) *audit.Record {
-	rec := r.auditRecord(wf, "workflow.approval", audit.Success, map[string]any{
+	details := map[string]any{
 		"step": a.Step, "action": a.Action, "decision": d.Status, "timed_out": d.TimedOut, "comment": d.Comment,
-	})
+	}
+	if a.Budget != nil {
+		details["kind"], details["limit"], details["budget"] = KindBudgetExhausted, a.Budget.Limit, d.Budget
+	}
+	rec := r.auditRecord(wf, "workflow.approval", audit.Success, details)
 	rec.Actor, rec.RequestID, rec.TraceID = actor, requestID, traceID
 	return rec
 }
@@ -291,6 +379,7 @@ func (r *Runner) expireApprovals(ctx context.Context) {
 			status = ApprovalApproved
 		}
 		d := Decision{Tenant: a.Tenant, WorkflowID: a.WorkflowID, Step: a.Step, Status: status, By: ServiceActor, TimedOut: true, At: now}
+		d.Budget = grantOf(a, status, nil)
 		wf := &Workflow{ID: a.WorkflowID, Tenant: a.Tenant}
 		rec := r.approvalRecord(wf, a, d, audit.Actor{Sub: ServiceActor}, "", "")
 		_, err := r.decide(ctx, d, rec)
@@ -336,7 +425,7 @@ func (r *Runner) suspend(ctx context.Context, wf *Workflow, steps []Step, last [
 		WorkflowID: wf.ID, Tenant: wf.Tenant, Agent: wf.Agent, AgentVersion: wf.AgentVersion, Step: q.step,
 		Action: q.req.Action, Reason: q.req.Reason, ApproverScope: q.req.ApproverScope, AllowSelf: q.req.AllowSelf,
 		OnTimeout: q.req.OnTimeout, Invoker: wf.Caller.Sub, RequestedAt: now, Deadline: now.Add(q.req.Timeout),
-		Status: ApprovalPending, Remaining: max(wf.Deadline.Sub(now), 0),
+		Status: ApprovalPending, Remaining: max(wf.Deadline.Sub(now), 0), Budget: q.req.Budget,
 	}
 	if err := r.opts.Store.SuspendWorkflow(ctx, r.opts.Owner, a, last...); err != nil {
 		r.opts.Logger.Error("waiting workflow not stored; leaving the workflow to be resumed", "workflow_id", wf.ID, "err", err)

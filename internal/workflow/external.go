@@ -173,6 +173,8 @@ type externalRun struct {
 	// waiting is set while the workflow waits in the store for a
 	// decision on a held call: a cancel then ends it (Runner.Cancel).
 	waiting bool
+	// budgets are the grants and denials of the run's spent budgets.
+	budgets budgetState
 	// dry, set in a dry-run replay, serves the exchanges from the
 	// original's record and keeps the steps instead of storing them.
 	dry *dryReplay
@@ -192,7 +194,7 @@ type recorded struct {
 
 func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governance, h history, j *journal, rec *recorder, intents []Intent) *externalRun {
 	x := &externalRun{r: r, wf: wf, v: v, g: g, j: j, rec: rec, in: wf.Input(), step: len(h.steps),
-		intents: map[int]Intent{}, lastStepAt: r.opts.Now(), decided: map[int]*Approval{}}
+		intents: map[int]Intent{}, lastStepAt: r.opts.Now(), decided: map[int]*Approval{}, budgets: newBudgetState()}
 	for step, a := range h.approvals {
 		if a.Decided() {
 			x.decided[step] = a
@@ -218,6 +220,8 @@ func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governan
 			if rc, ok := decodeWireCompletion(byStep[s.Step]); ok {
 				x.record = append(x.record, recorded{kind: agent.KindCompletion, key: rc.key, step: s.Step, api: rc.api, answer: rc.answer})
 			}
+		case s.Kind == agent.KindApprove && s.Action == agent.ActionBudgetExhausted:
+			x.budgets.replay(s)
 		case s.Kind == agent.KindApprove && s.Status == agent.StatusWaitingApproval && s.Tool != "":
 			x.approvals = append(x.approvals, heldApproval{key: callKey(s.Tool, s.Operation, s.Args), step: s.Step})
 		case s.Kind == agent.KindCall && s.Sent:
@@ -232,15 +236,28 @@ func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governan
 	return x
 }
 
-// limits of the run: the invocation's, else the version's.
+// limits of the run: the invocation's, else the version's, and what
+// approvals granted since.
 func (x *externalRun) maxCalls() int {
+	return x.baseCalls() + int(x.budgets.granted[agent.LimitToolCalls])
+}
+
+func (x *externalRun) maxTokens() int64 {
+	if base := x.baseTokens(); base > 0 {
+		return base + x.budgets.granted[agent.LimitLLMTokens]
+	}
+	return 0
+}
+
+// baseCalls and baseTokens are the limits the run started with.
+func (x *externalRun) baseCalls() int {
 	if n := x.g.MaxToolCalls(); n > 0 && x.wf.MaxToolCalls == x.r.opts.DefaultToolCalls {
 		return n
 	}
 	return x.wf.MaxToolCalls
 }
 
-func (x *externalRun) maxTokens() int64 {
+func (x *externalRun) baseTokens() int64 {
 	if x.wf.MaxLLMTokens > 0 {
 		return x.wf.MaxLLMTokens
 	}
@@ -283,6 +300,9 @@ func (x *externalRun) run(ctx context.Context) (agent.Result, error) {
 			"the server stopped, or another replica took the workflow over, while the attempt ran"); err != nil {
 			return x.stopped(ctx, err)
 		}
+	}
+	if err := x.applyDecidedBudget(made + 1); err != nil {
+		return x.stopped(ctx, err)
 	}
 	maxAttempts := x.v.External.Attempts()
 	for n := made + 1; ; n++ {

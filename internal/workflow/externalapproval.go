@@ -133,12 +133,8 @@ func (x *externalRun) approve(ctx context.Context, a *attemptGateway, op agent.G
 			return false, nil, err
 		}
 	}
-	d := decided.decision()
-	ev.Status, ev.Result = d.Status, d.Result
-	if d.Status == agent.StatusDenied {
-		ev.Error = "the approval was denied"
-	}
-	if err := x.emit(ev, a.attempt, ""); err != nil {
+	d, err := x.emitDecision(ev, decided, a.attempt)
+	if err != nil {
 		return false, nil, err
 	}
 	if d.Status == agent.StatusDenied {
@@ -147,7 +143,19 @@ func (x *externalRun) approve(ctx context.Context, a *attemptGateway, op agent.G
 	return true, nil, nil
 }
 
-// wait stores the workflow waiting at a new approval and holds the call:
+// emitDecision records the step of a decision on the approval ev asked
+// for, in the attempt that goes on after it.
+func (x *externalRun) emitDecision(ev agent.Event, decided *Approval, attempt int) (agent.Decision, error) {
+	d := decided.decision()
+	ev.Status, ev.Result = d.Status, d.Result
+	if d.Status == agent.StatusDenied {
+		ev.Error = "the approval was denied"
+	}
+	return d, x.emit(ev, attempt, "")
+}
+
+// wait stores the workflow waiting at a new approval and holds the
+// exchange that asked (a call, or a completion or call past a budget):
 // the decision, or nil when the hold passed first.
 func (x *externalRun) wait(ctx context.Context, a *attemptGateway, ev agent.Event, req *agent.ApprovalRequest, key string) (*Approval, error) {
 	if err := x.j.flush(); err != nil {
@@ -163,14 +171,16 @@ func (x *externalRun) wait(ctx context.Context, a *attemptGateway, ev agent.Even
 		WorkflowID: x.wf.ID, Tenant: x.wf.Tenant, Agent: x.wf.Agent, AgentVersion: x.wf.AgentVersion, Step: x.step,
 		Action: req.Action, Reason: ev.Reason, ApproverScope: req.ApproverScope, AllowSelf: req.AllowSelf,
 		OnTimeout: req.OnTimeout, Invoker: x.wf.Caller.Sub, RequestedAt: now, Deadline: now.Add(req.Timeout),
-		Status: ApprovalPending, Remaining: max(x.wf.Deadline.Sub(now), 0),
+		Status: ApprovalPending, Remaining: max(x.wf.Deadline.Sub(now), 0), Budget: req.Budget,
 	}
 	h := x.r.holdFor(x.wf.ID, x.step)
 	defer x.r.unhold(x.wf.ID, h)
 	if err := x.r.opts.Store.SuspendWorkflow(x.j.ctx, x.r.opts.Owner, ap, StepWrite{Step: s, Records: recs}); err != nil {
 		return nil, x.j.fail(fmt.Errorf("store the waiting workflow: %w", err))
 	}
-	x.approvals = append(x.approvals, heldApproval{key: key, step: x.step})
+	if key != "" {
+		x.approvals = append(x.approvals, heldApproval{key: key, step: x.step})
+	}
 	x.j.mu.Lock()
 	x.j.steps = append(x.j.steps, *s)
 	x.j.mu.Unlock()

@@ -131,7 +131,14 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 		return nil, err
 	}
 	x := &externalRun{r: r, wf: &wf, v: v, g: g, rec: rec, in: in, intents: map[int]Intent{}, lastStepAt: now,
-		decided: map[int]*Approval{}, dry: d}
+		decided: map[int]*Approval{}, dry: d, budgets: newBudgetState()}
+	// A dry run asks nobody: it has the budget the original's decisions
+	// granted it, and stops where they denied more.
+	for i := range req.Steps {
+		if s := &req.Steps[i]; s.Kind == agent.KindApprove && s.Action == agent.ActionBudgetExhausted {
+			x.budgets.replay(s)
+		}
+	}
 	ctx, cancel := context.WithDeadline(ctx, wf.Deadline)
 	defer cancel()
 	out := x.attempt(ctx, 1)

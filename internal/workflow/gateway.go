@@ -242,6 +242,15 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 		}
 		return nil, &GatewayError{Status: status, Code: code, Message: msg}
 	}
+	if x.g.AllowsModel(head.Model) {
+		// A spent budget may ask for more first; denied or not asked,
+		// admit refuses the request as over the limit.
+		if waiting, err := x.askMore(ctx, a, agent.LimitLLMTokens); err != nil {
+			return nil, err
+		} else if waiting != "" {
+			return nil, &GatewayError{Status: http.StatusConflict, Code: GatewayRunWaiting, Message: waiting}
+		}
+	}
 	if no := x.admit(head.Model); no != nil {
 		return refuse(no.status, no.code, no.errCode(), no.msg)
 	}
@@ -483,6 +492,11 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	}
 	if reason := x.g.Refusal(ctx, x.in, op, ex.args); reason != "" {
 		return refuse(agent.StatusDenied, "", "denied: "+reason)
+	}
+	if waiting, err := x.askMore(ctx, a, agent.LimitToolCalls); err != nil {
+		return CallAnswer{}, err
+	} else if waiting != "" {
+		return CallAnswer{IsError: true, Message: waiting}, nil
 	}
 	if n := x.maxCalls(); x.calls >= n {
 		return refuse(agent.StatusLimitExceeded, "", fmt.Sprintf("max_tool_calls (%d) reached: the run may make no more calls", n))

@@ -36,9 +36,12 @@ type StartRequest struct {
 	// MaxLLMTokens bounds the tokens of the workflow's completions, from 1
 	// to MaxLLMTokens; nil for the definition's limits.max_llm_tokens.
 	MaxLLMTokens *int64
-	RequestID    string
-	TraceID      string
-	ReplayOf     string
+	// OnExhausted is agent.OnExhaustedFail or agent.OnExhaustedAsk; "" for
+	// the version's limits.on_exhausted.
+	OnExhausted string
+	RequestID   string
+	TraceID     string
+	ReplayOf    string
 	// Faults, for a real replay (with ReplayOf), answer the calls they
 	// apply to instead of the tools (see package fault); the replay
 	// service has checked them.
@@ -172,6 +175,13 @@ func (r *Runner) check(req StartRequest) (int, error) {
 		errs = append(errs, problem.FieldError{Field: "max_llm_tokens", Message: fmt.Sprintf(
 			"must be from 1 to %d; leave it out for the agent's limits.max_llm_tokens", agent.MaxLLMTokensLimit)})
 	}
+	switch req.OnExhausted {
+	case "", agent.OnExhaustedFail, agent.OnExhaustedAsk:
+	default:
+		errs = append(errs, problem.FieldError{Field: "on_exhausted", Message: fmt.Sprintf(
+			"must be %q (a spent budget ends the run limit_exceeded) or %q (it waits for a person's approval of more); leave it out for the agent's limits.on_exhausted",
+			agent.OnExhaustedFail, agent.OnExhaustedAsk)})
+	}
 	if len(errs) > 0 {
 		return 0, problem.Validation(errs...)
 	}
@@ -200,7 +210,7 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 	return &Workflow{
 		ID: id, Tenant: req.Tenant, Agent: v.Name, AgentVersion: v.Version,
 		Status: Running, Goal: req.Goal, Context: ctxJSON, Caller: req.Caller,
-		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, ReplayOf: req.ReplayOf, Faults: req.Faults, RequestID: req.RequestID, TraceID: req.TraceID,
+		MaxToolCalls: maxCalls, MaxLLMTokens: maxTokens, OnExhausted: req.OnExhausted, ReplayOf: req.ReplayOf, Faults: req.Faults, RequestID: req.RequestID, TraceID: req.TraceID,
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
 		ScheduleID: req.ScheduleID, ScheduledFor: req.DueAt,

@@ -64,8 +64,11 @@ type Workflow struct {
 	MaxToolCalls int             `json:"max_tool_calls"`
 	// MaxLLMTokens bounds the tokens of the workflow's completions (0: the
 	// definition's limits.max_llm_tokens, else none).
-	MaxLLMTokens int64           `json:"max_llm_tokens,omitempty"`
-	Output       json.RawMessage `json:"output"`
+	MaxLLMTokens int64 `json:"max_llm_tokens,omitempty"`
+	// OnExhausted is the invocation's on_exhausted (agent.OnExhaustedFail
+	// or agent.OnExhaustedAsk; "": the version's limits.on_exhausted).
+	OnExhausted string          `json:"on_exhausted,omitempty"`
+	Output      json.RawMessage `json:"output"`
 	// Error is the problem document of a failed workflow.
 	Error json.RawMessage `json:"error,omitempty"`
 	// ToolRevisions is the revision of each tool, by name, that the
@@ -123,7 +126,7 @@ func (w *Workflow) Input() agent.Input {
 		ctx = map[string]any{}
 	}
 	return agent.Input{
-		Goal: w.Goal, Context: ctx, MaxToolCalls: w.MaxToolCalls, MaxLLMTokens: w.MaxLLMTokens, Agent: w.Agent, Version: w.AgentVersion,
+		Goal: w.Goal, Context: ctx, MaxToolCalls: w.MaxToolCalls, MaxLLMTokens: w.MaxLLMTokens, OnExhausted: w.OnExhausted, Agent: w.Agent, Version: w.AgentVersion,
 		Caller: agent.Caller{Sub: w.Caller.Sub, Tenant: w.Tenant, Scopes: w.Caller.Scopes},
 	}
 }

@@ -21,6 +21,10 @@ import (
 func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last ...workflow.StepWrite) error {
 	db.prepareSteps(last)
 	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
+	budget, err := sqlrow.ApprovalBudget(a)
+	if err != nil {
+		return err
+	}
 	return db.write(ctx, func(tx *wtx) error {
 		appendSteps(tx, owner, last)
 		tag, err := tx.Exec(ctx, `UPDATE workflows SET status = 'waiting', owner = '', lease_until = $3
@@ -33,9 +37,9 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 		}
 		tx.notify(changeChanged, a.WorkflowID) // its followers see it waiting
 		_, err = tx.Exec(ctx, `INSERT INTO workflow_approvals (`+sqlrow.ApprovalColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '', NULL, '', false)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '', NULL, '', false, $16)`,
 			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
-			a.AllowSelf, a.OnTimeout, a.Invoker, a.RequestedAt, a.Deadline, a.Remaining.Milliseconds(), workflow.ApprovalPending)
+			a.AllowSelf, a.OnTimeout, a.Invoker, a.RequestedAt, a.Deadline, a.Remaining.Milliseconds(), workflow.ApprovalPending, budget)
 		if err != nil {
 			return fmt.Errorf("insert approval: %w", err)
 		}
@@ -83,11 +87,15 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 			WHERE id = $1`, wf.ID, owner, wf.LeaseUntil, wf.Deadline); err != nil {
 			return fmt.Errorf("resume workflow: %w", err)
 		}
-		a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
+		a.Apply(d)
+		budget, err := sqlrow.ApprovalBudget(a)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `UPDATE workflow_approvals SET status = $3, decided_by = $4, decided_at = $5,
-				comment = $6, timed_out = $7
+				comment = $6, timed_out = $7, budget = $8
 			WHERE workflow_id = $1 AND step = $2`, a.WorkflowID, a.Step, a.Status, a.DecidedBy, a.DecidedAt,
-			a.Comment, a.TimedOut); err != nil {
+			a.Comment, a.TimedOut, budget); err != nil {
 			return fmt.Errorf("record decision: %w", err)
 		}
 		tx.Audit(rec)

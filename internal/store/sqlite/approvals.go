@@ -19,6 +19,10 @@ import (
 func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.Approval, last ...workflow.StepWrite) error {
 	lastRows := db.prepareSteps(owner, last)
 	a.RequestedAt, a.Deadline = micro(a.RequestedAt), micro(a.Deadline)
+	budget, err := sqlrow.ApprovalBudget(a)
+	if err != nil {
+		return err
+	}
 	return db.write(ctx, func(tx dbtx) error {
 		if err := appendSteps(ctx, tx, last, lastRows); err != nil {
 			return err
@@ -29,10 +33,10 @@ func (db *DB) SuspendWorkflow(ctx context.Context, owner string, a *workflow.App
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO workflow_approvals (`+sqlrow.ApprovalColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '', 0)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '', 0, ?)`,
 			a.WorkflowID, a.Step, a.Tenant, a.Agent, a.AgentVersion, a.Action, a.Reason, a.ApproverScope,
 			a.AllowSelf, a.OnTimeout, a.Invoker, sqlrow.FormatTime(a.RequestedAt), sqlrow.FormatTime(a.Deadline),
-			a.Remaining.Milliseconds(), workflow.ApprovalPending)
+			a.Remaining.Milliseconds(), workflow.ApprovalPending, budget)
 		if err != nil {
 			return fmt.Errorf("insert approval: %w", err)
 		}
@@ -77,11 +81,15 @@ func (db *DB) DecideApproval(ctx context.Context, d workflow.Decision, owner str
 			WHERE id = ?`, owner, sqlrow.FormatTime(wf.LeaseUntil), sqlrow.FormatTime(wf.Deadline), wf.ID); err != nil {
 			return fmt.Errorf("resume workflow: %w", err)
 		}
-		a.Status, a.DecidedBy, a.DecidedAt, a.Comment, a.TimedOut = d.Status, d.By, d.At, d.Comment, d.TimedOut
+		a.Apply(d)
+		budget, err := sqlrow.ApprovalBudget(a)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_approvals SET status = ?, decided_by = ?, decided_at = ?,
-				comment = ?, timed_out = ?
+				comment = ?, timed_out = ?, budget = ?
 			WHERE workflow_id = ? AND step = ?`, a.Status, a.DecidedBy, sqlrow.FormatTime(a.DecidedAt), a.Comment, a.TimedOut,
-			a.WorkflowID, a.Step); err != nil {
+			budget, a.WorkflowID, a.Step); err != nil {
 			return fmt.Errorf("record decision: %w", err)
 		}
 		if err := queueWebhookEvent(ctx, tx, webhook.Decided(a)); err != nil { // webhooks.go: the outbox

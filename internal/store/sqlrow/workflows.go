@@ -13,7 +13,7 @@ import (
 // ScanWorkflow.
 const WorkflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens, faults`
+	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens, faults, on_exhausted`
 
 // StepColumns are the workflow_steps table's columns, in the order of
 // ScanStep.
@@ -29,7 +29,7 @@ func ScanWorkflow(s Scanner) (*workflow.Workflow, error) {
 		JSON(&w.Caller, "workflow caller"), &w.MaxToolCalls, Raw(&w.Output), Raw(&w.Error), &w.ReplayOf,
 		&w.RequestID, &w.TraceID, Time(&w.StartedAt), TimeOrZero(&w.FinishedAt), Time(&w.Deadline),
 		&w.CancelRequested, &w.Owner, Time(&w.LeaseUntil), JSON(&w.ToolRevisions, "workflow tool revisions"),
-		&w.MaxLLMTokens, JSON(&w.Faults, "workflow faults"))
+		&w.MaxLLMTokens, JSON(&w.Faults, "workflow faults"), &w.OnExhausted)
 	if IsNoRows(err) {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func deref(p *int64) int64 {
 // of ScanApproval.
 const ApprovalColumns = `workflow_id, step, tenant, agent, agent_version, action, reason, approver_scope,
 	allow_self, on_timeout, invoker, requested_at, deadline, remaining_ms, status, decided_by, decided_at,
-	comment, timed_out`
+	comment, timed_out, budget`
 
 // ScanApproval scans a row of ApprovalColumns; a missing row's error is
 // returned as it is.
@@ -98,7 +98,7 @@ func ScanApproval(s Scanner) (*workflow.Approval, error) {
 	)
 	err := s.Scan(&a.WorkflowID, &a.Step, &a.Tenant, &a.Agent, &a.AgentVersion, &a.Action, &a.Reason, &a.ApproverScope,
 		&a.AllowSelf, &a.OnTimeout, &a.Invoker, Time(&a.RequestedAt), Time(&a.Deadline), &remaining, &a.Status,
-		&a.DecidedBy, TimeOrZero(&a.DecidedAt), &a.Comment, &a.TimedOut)
+		&a.DecidedBy, TimeOrZero(&a.DecidedAt), &a.Comment, &a.TimedOut, JSON(&a.Budget, "approval budget"))
 	if IsNoRows(err) {
 		return nil, err
 	}
@@ -120,4 +120,13 @@ func ScanIntent(s Scanner) (workflow.Intent, error) {
 		return in, fmt.Errorf("scan intent: %w", err)
 	}
 	return in, nil
+}
+
+// ApprovalBudget is the budget column of an approval: NULL unless it is a
+// budget's.
+func ApprovalBudget(a *workflow.Approval) (any, error) {
+	if a.Budget == nil {
+		return nil, nil
+	}
+	return EncodeJSON(a.Budget, "approval budget")
 }

@@ -132,6 +132,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ApprovalDecideConcurrent", testApprovalDecideConcurrent},
 		{"ApprovalCancelWaiting", testApprovalCancelWaiting},
 		{"ApprovalList", testApprovalList},
+		{"BudgetApproval", testBudgetApproval},
 		{"ReplayRoundTrip", testReplayRoundTrip},
 		{"ReplayTenantIsolation", testReplayTenantIsolation},
 		{"ReplayList", testReplayList},
