@@ -308,9 +308,10 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		x.emitDry(ev, 1)
 		return resp, nil
 	}
-	if err := x.countUsage(ctx, m, resp.Usage); err != nil {
-		return nil, err
-	}
+	// The usage record and the journal's are written at once: the agent
+	// waits for both, one commit's time rather than two.
+	counted := make(chan error, 1)
+	go func() { counted <- x.countUsage(ctx, m, resp.Usage) }()
 	usage := resp.Usage
 	x.tokens += usage.Total()
 	ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, &usage, resp.FinishReason
@@ -321,13 +322,17 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	if m.Price != nil {
 		c.Cost = &Cost{Amount: m.Price.Cost(usage.InputTokens, usage.OutputTokens), Currency: priceCurrency(m)}
 	}
+	var kept error
 	if d.req.Keep != nil {
 		wire, _ := json.Marshal(wireOf(ex, resp))
 		c.Wire = x.rec.maskJSON(wire)
 		if err := d.req.Keep(ctx, c); err != nil {
-			return nil, fmt.Errorf("journal completion %d: %w", c.N, err)
+			kept = fmt.Errorf("journal completion %d: %w", c.N, err)
 		}
 		c.Wire = nil
+	}
+	if err := errors.Join(<-counted, kept); err != nil {
+		return nil, err
 	}
 	d.kept = append(d.kept, c)
 	x.emitDry(ev, 1)
