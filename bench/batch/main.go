@@ -9,9 +9,12 @@
 //
 //	go run ./bench/batch [-store sqlite|postgres|both] [-n 10000] [-workers 0]
 //	go run ./bench/batch -llm live [-n 1000] [-concurrency 32] [-model-delay 200ms]
+//	go run ./bench/batch -external [-n 1000] [-concurrency 32] [-model-delay 200ms] [-store sqlite|postgres|both]
 //
 // -llm live replays an LLM agent's workflows with every completion asked
-// again of a scripted model on loopback (see live.go).
+// again of a scripted model on loopback (see live.go); -external replays an
+// external agent's workflows, with the model live, through the server
+// binary and its run gateway (see external.go).
 //
 // PostgreSQL runs in a fresh database created on the server named by
 // -database-url (default $AGENTPLANE_TEST_DATABASE_URL, else a local one) and
@@ -65,8 +68,12 @@ type options struct {
 	// llm is recorded (the default) or live; concurrency and modelDelay
 	// are the live mode's.
 	llm         string
+	external    bool
 	concurrency int
 	modelDelay  time.Duration
+	// cpuProfile, with -external, receives the server's CPU profile of the
+	// batch, and cpuProfile+".agent" this process's (the agents').
+	cpuProfile string
 }
 
 func main() { benchserver.Main("bench/batch", run) }
@@ -82,13 +89,15 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of seeding and of the batch, each")
 	llm := fs.String("llm", "recorded", "recorded (through the server binary) or live (completions asked again of a scripted model, in this process)")
-	conc := fs.Int("concurrency", 32, "-llm live: the batch's concurrency, 1 to 64")
-	delay := fs.Duration("model-delay", 200*time.Millisecond, "-llm live: how long the scripted model takes to answer")
+	external := fs.Bool("external", false, "replay an external agent's workflows (the Go recipe, served by this process) with the model live, through the server binary")
+	conc := fs.Int("concurrency", 32, "-llm live and -external: the batch's concurrency, 1 to 64")
+	delay := fs.Duration("model-delay", 200*time.Millisecond, "-llm live and -external: how long the scripted model takes to answer")
+	cpuProfile := fs.String("cpuprofile", "", "-external: write the server's CPU profile of the batch to this file, and this process's (the agents') to this file + .agent")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{n: *n, seedConc: *seedConc, workers: *workers, repo: *repo, binary: *binary, limit: *limit,
-		llm: *llm, concurrency: *conc, modelDelay: *delay}
+	o := options{cpuProfile: *cpuProfile, n: *n, seedConc: *seedConc, workers: *workers, repo: *repo, binary: *binary, limit: *limit,
+		llm: *llm, external: *external, concurrency: *conc, modelDelay: *delay}
 	if o.llm != "recorded" && o.llm != "live" || o.concurrency < 1 || o.concurrency > 64 || o.modelDelay <= 0 {
 		return options{}, errors.New("-llm must be recorded or live, -concurrency from 1 to 64, -model-delay positive")
 	}
@@ -118,7 +127,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if o.llm == "live" {
+	switch {
+	case o.external:
+		return runExternal(ctx, o, stdout, stderr)
+	case o.llm == "live":
 		return runLive(ctx, o, stdout, stderr)
 	}
 	bin, tmp, cleanup, err := benchserver.Workdir(ctx, "batch", o.binary, o.repo, stderr)

@@ -393,7 +393,7 @@ func (s *Service) dryRun(ctx context.Context, wf *workflow.Workflow, v *agent.Ve
 		return err
 	}
 	if v.External != nil {
-		return s.dryRunExternal(ctx, wf, v, r, steps, comps)
+		return s.dryRunExternal(ctx, wf, v, r, steps, comps, j)
 	}
 	agentName, _, _ := strings.Cut(r.Target, "@")
 	live := &Live{Mode: r.Mode.WithDefaults(), Tenant: wf.Tenant, Agent: agentName, Models: s.Models, Reader: s.Reader, Journal: j,
@@ -438,18 +438,36 @@ func (r *Replay) fill(wf *workflow.Workflow, steps []workflow.Step, comps map[in
 
 // dryRunExternal replays wf against the external version v: the agent is
 // invoked through a gateway serving wf's record (steps, comps), as r.Mode
-// says, and r is filled as dryRun fills it.
-func (s *Service) dryRunExternal(ctx context.Context, wf *workflow.Workflow, v *agent.Version, r *Replay, steps []workflow.Step, comps map[int]json.RawMessage) error {
+// says, its live completions journaled in j when set, and r is filled as
+// dryRun fills it.
+func (s *Service) dryRunExternal(ctx context.Context, wf *workflow.Workflow, v *agent.Version, r *Replay, steps []workflow.Step, comps map[int]json.RawMessage, j Journal) error {
 	mode := r.Mode.WithDefaults()
-	run, err := s.Externals.ReplayExternal(ctx, workflow.ExternalReplay{ID: r.ID, Original: wf, Steps: steps, Completions: comps, Target: v,
-		LiveLLM: mode.Live(), ReadUnrecorded: mode.UnrecordedCalls == UnrecordedRead, Faults: r.Faults})
+	req := workflow.ExternalReplay{ID: r.ID, Original: wf, Steps: steps, Completions: comps, Target: v,
+		LiveLLM: mode.Live(), ReadUnrecorded: mode.UnrecordedCalls == UnrecordedRead, Faults: r.Faults}
+	if j != nil && mode.Live() {
+		journaled, err := j.Journaled(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range journaled {
+			req.Journaled = append(req.Journaled, workflow.ReplayCompletion{N: c.N, Step: c.Step, RequestSHA256: c.RequestSHA256,
+				Request: c.Request, Response: c.Response, Cost: c.Cost, Wire: c.Wire})
+		}
+		req.Keep = func(ctx context.Context, c workflow.ReplayCompletion) error { return j.Keep(ctx, completionOf(c)) }
+	}
+	run, err := s.Externals.ReplayExternal(ctx, req)
 	if err != nil {
 		return err
 	}
 	kept := make([]Completion, len(run.Completions))
 	for i, c := range run.Completions {
-		kept[i] = Completion{N: c.N, Step: c.Step, RequestSHA256: c.RequestSHA256, Request: c.Request, Response: c.Response, Cost: c.Cost}
+		kept[i] = completionOf(c)
 	}
 	return r.fill(wf, steps, comps, &Run{Outcome: run.Outcome, Error: run.Error, Status: run.Status, Output: run.Output,
 		Steps: run.Steps, Completions: kept})
+}
+
+// completionOf is an external dry run's completion as a replay keeps it.
+func completionOf(c workflow.ReplayCompletion) Completion {
+	return Completion{N: c.N, Step: c.Step, RequestSHA256: c.RequestSHA256, Request: c.Request, Response: c.Response, Cost: c.Cost, Wire: c.Wire}
 }

@@ -108,6 +108,9 @@ type Completion struct {
 	Cost          *Cost              `json:"cost,omitempty"`
 	// MessagesHidden says the messages were left out for this reader.
 	MessagesHidden bool `json:"messages_hidden,omitempty"`
+	// Wire is, in a batch's journal only, an external dry run's exchange
+	// as relayed, which the gateway serves again when the batch resumes.
+	Wire json.RawMessage `json:"wire,omitempty"`
 }
 
 // Usage is the tokens and cost of a run's completions.

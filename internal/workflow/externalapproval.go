@@ -138,7 +138,7 @@ func (x *externalRun) approve(ctx context.Context, a *attemptGateway, op agent.G
 		return false, nil, err
 	}
 	if d.Status == agent.StatusDenied {
-		return false, &CallAnswer{IsError: true, Message: fmt.Sprintf("%s.%s was denied by %s: the call was not made", op.Tool, op.ID, decided.DecidedBy)}, nil
+		return false, &CallAnswer{IsError: true, Message: deniedCall(op, decided.DecidedBy)}, nil
 	}
 	return true, nil, nil
 }
@@ -152,6 +152,11 @@ func (x *externalRun) emitDecision(ev agent.Event, decided *Approval, attempt in
 		ev.Error = "the approval was denied"
 	}
 	return d, x.emit(ev, attempt, "")
+}
+
+// deniedCall is the result text of a call whose approval was denied.
+func deniedCall(op agent.GatewayOperation, by string) string {
+	return fmt.Sprintf("%s.%s was denied by %s: the call was not made", op.Tool, op.ID, by)
 }
 
 // wait stores the workflow waiting at a new approval and holds the

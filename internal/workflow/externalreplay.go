@@ -41,6 +41,13 @@ type ExternalReplay struct {
 	// Faults answer the calls they apply to instead of the record (see
 	// package fault).
 	Faults []fault.Fault
+	// Journaled are the live completions an earlier run of this replay
+	// kept (a batch resumed after a restart): with LiveLLM, a request
+	// identical to a journaled completion of its number gets that answer
+	// again rather than the model's second one. Keep, when set,
+	// keeps each live completion before the agent reads it.
+	Journaled []ReplayCompletion
+	Keep      func(context.Context, ReplayCompletion) error
 }
 
 // ExternalReplayRun is how an external dry run went.
@@ -60,6 +67,9 @@ type ReplayCompletion struct {
 	Request       *agent.ChatRequest
 	Response      agent.ChatResponse
 	Cost          *Cost
+	// Wire is the exchange as relayed (request and answer as sent, masked
+	// as a workflow's completions are), which a resumed batch serves again.
+	Wire json.RawMessage
 }
 
 // GatewayUnrecorded refuses, in a dry run, a model request with no
@@ -69,9 +79,12 @@ const GatewayUnrecorded = "unrecorded"
 // dryReplay is what an external dry run serves from and keeps.
 type dryReplay struct {
 	req *ExternalReplay
-	// calls are the original's sent calls by key, each served once;
-	// completions its relayed completions in order, next the first unused.
+	// calls are the original's sent calls by key, each served once, and
+	// decisions its decided approvals by the key of the call they were
+	// asked for, each served once; completions its relayed completions in
+	// order, next the first unused.
 	calls       map[string][]*Step
+	decisions   map[string][]*Step
 	completions []recordedWire
 	next        int
 	steps       []Step
@@ -119,7 +132,7 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 	wf := *orig
 	wf.ID, wf.Agent, wf.AgentVersion, wf.ReplayOf, wf.Faults = req.ID, v.Name, v.Version, orig.ID, req.Faults
 	wf.Status, wf.StartedAt, wf.Deadline = Running, now, now.Add(v.External.RunTimeout())
-	d := &dryReplay{req: &req, calls: map[string][]*Step{}, served: map[int]*Step{}, reads: map[int]tool.CallResult{}, steps: []Step{}}
+	d := &dryReplay{req: &req, calls: map[string][]*Step{}, decisions: map[string][]*Step{}, served: map[int]*Step{}, reads: map[int]tool.CallResult{}, steps: []Step{}}
 	if err := d.index(); err != nil {
 		return nil, problem.Wrap(problem.WorkflowNotReplayable, err, "workflow %s cannot be replayed: %v", orig.ID, err)
 	}
@@ -164,13 +177,18 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 	return run, nil
 }
 
-// index reads the original's record: its sent calls, and its relayed
-// completions (a defined agent's, recorded in their normalized form, are
-// no wire request's and answer none).
+// index reads the original's record: its sent calls, the decisions on
+// its calls' approvals (a defined agent's approval steps name no call and
+// answer none), and its relayed completions (a defined agent's, recorded
+// in their normalized form, are no wire request's and answer none).
 func (d *dryReplay) index() error {
 	for i := range d.req.Steps {
 		s := &d.req.Steps[i]
-		if !s.Sent || s.Operation == "" || (s.Status != agent.StatusOK && s.Status != agent.StatusError) {
+		into := d.calls
+		switch {
+		case s.Kind == agent.KindApprove && s.Operation != "" && (s.Status == agent.StatusApproved || s.Status == agent.StatusDenied):
+			into = d.decisions
+		case !s.Sent || s.Operation == "" || (s.Status != agent.StatusOK && s.Status != agent.StatusError):
 			continue
 		}
 		if len(s.Args) > 0 {
@@ -179,7 +197,7 @@ func (d *dryReplay) index() error {
 			}
 		}
 		key := callKey(s.Tool, s.Operation, s.Args)
-		d.calls[key] = append(d.calls[key], s)
+		into[key] = append(into[key], s)
 	}
 	for n := 1; n <= len(d.req.Completions); n++ {
 		if rc, ok := decodeWireCompletion(d.req.Completions[n]); ok {
@@ -271,6 +289,23 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		x.emitDry(ev, 1)
 		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayUnrecorded, Message: why}
 	}
+	if c, ok := d.journaled(key); ok {
+		// Asked and answered before the batch was interrupted: the
+		// answer is served again, and was counted in usage then.
+		for _, e := range c.answer.Events {
+			if err := ex.send(e); err != nil || ctx.Err() != nil {
+				break
+			}
+		}
+		ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, c.Response.Usage, c.Response.FinishReason
+		if c.Response.Usage != nil {
+			x.tokens += c.Response.Usage.Total()
+		}
+		c.Step = x.step + 1
+		d.kept = append(d.kept, c.ReplayCompletion)
+		x.emitDry(ev, 1)
+		return c.answer, nil
+	}
 	m, resp, no, err := x.relayLive(ctx, ex, head.Model, nil)
 	switch {
 	case no != nil:
@@ -284,9 +319,10 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		x.emitDry(ev, 1)
 		return resp, nil
 	}
-	if err := x.countUsage(ctx, m, resp.Usage); err != nil {
-		return nil, err
-	}
+	// The usage record and the journal's are written at once: the agent
+	// waits for both, one commit's time rather than two.
+	counted := make(chan error, 1)
+	go func() { counted <- x.countUsage(ctx, m, resp.Usage) }()
 	usage := resp.Usage
 	x.tokens += usage.Total()
 	ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, &usage, resp.FinishReason
@@ -297,9 +333,42 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	if m.Price != nil {
 		c.Cost = &Cost{Amount: m.Price.Cost(usage.InputTokens, usage.OutputTokens), Currency: priceCurrency(m)}
 	}
+	var kept error
+	if d.req.Keep != nil {
+		wire, _ := json.Marshal(wireOf(ex, resp))
+		c.Wire = x.rec.maskJSON(wire)
+		if err := d.req.Keep(ctx, c); err != nil {
+			kept = fmt.Errorf("journal completion %d: %w", c.N, err)
+		}
+		c.Wire = nil
+	}
+	if err := errors.Join(<-counted, kept); err != nil {
+		return nil, err
+	}
 	d.kept = append(d.kept, c)
 	x.emitDry(ev, 1)
 	return resp, nil
+}
+
+// journaledAnswer is a journaled completion and its answer on the wire.
+type journaledAnswer struct {
+	ReplayCompletion
+	answer *llm.RelayResponse
+}
+
+// journaled finds the journaled completion numbered next whose request
+// is identical (key) to the one asked.
+func (d *dryReplay) journaled(key string) (journaledAnswer, bool) {
+	n := len(d.kept) + 1
+	for _, c := range d.req.Journaled {
+		var w wireRecord
+		if c.N != n || c.RequestSHA256 != key || len(c.Wire) == 0 || json.Unmarshal(c.Wire, &w) != nil {
+			continue
+		}
+		c.Wire = nil
+		return journaledAnswer{ReplayCompletion: c, answer: w.answer()}, true
+	}
+	return journaledAnswer{}, false
 }
 
 // countUsage counts a dry run's live completion in the tenant's usage, as
@@ -353,6 +422,11 @@ func (x *externalRun) callDry(ctx context.Context, a *attemptGateway, ex *exchan
 		return answerOf(res, false), nil
 	}
 	key := callKey(op.Tool, op.ID, x.rec.maskArgs(op.Tool, ex.args))
+	if req := x.g.Approval(ctx, x.in, op, ex.args); req != nil {
+		if refusal := x.approveDry(a, op, ex.args, key, req); refusal != nil {
+			return *refusal, nil
+		}
+	}
 	if q := d.calls[key]; len(q) > 0 {
 		s := q[0]
 		d.calls[key] = q[1:]
@@ -382,6 +456,42 @@ func (x *externalRun) callDry(ctx context.Context, a *attemptGateway, ex *exchan
 	ev.Status = agent.StatusUnrecorded
 	x.emitDry(ev, a.attempt)
 	return CallAnswer{IsError: true, Message: unrecordedCall(op)}, nil
+}
+
+// approveDry decides, in a dry run, a call that one of the target's
+// approvals rules holds, as a defined agent's dry replay decides its
+// approval steps: nobody is asked; the decision the original recorded for
+// an identical call (tool, operation, canonical masked arguments; each
+// decision used once) is served, and a denial refuses the call; with no
+// recorded decision the approval step is unrecorded and the call goes on
+// as though approved. It returns the refusal, or nil when the call goes on.
+func (x *externalRun) approveDry(a *attemptGateway, op agent.GatewayOperation, args map[string]any, key string, req *agent.ApprovalRequest) *CallAnswer {
+	d := x.dry
+	// As in the live run and a defined agent's replay: the step that
+	// asks, then the decision's.
+	ev := agent.Event{Action: ActionApproval, Kind: agent.KindApprove, Tool: op.Tool, Operation: op.ID, Args: args,
+		Reason: x.rec.maskText(req.Reason), Status: agent.StatusWaitingApproval}
+	x.emitDry(ev, a.attempt)
+	ev.Status = agent.StatusUnrecorded
+	q := d.decisions[key]
+	if len(q) == 0 {
+		x.emitDry(ev, a.attempt)
+		return nil
+	}
+	rec := q[0]
+	d.decisions[key] = q[1:]
+	ev.Status, ev.Result = rec.Status, rec.Result
+	if rec.Status != agent.StatusDenied {
+		x.emitDry(ev, a.attempt)
+		return nil
+	}
+	ev.Error = "the approval was denied"
+	x.emitDry(ev, a.attempt)
+	// The words the agent read when the original was denied, so that a
+	// completion asked after them can be served from the record.
+	var by decisionRecord
+	_ = json.Unmarshal(rec.Result, &by)
+	return &CallAnswer{IsError: true, Message: deniedCall(op, by.DecidedBy)}
 }
 
 // unrecordedCall is the result text of a dry run's call that was not made.

@@ -402,13 +402,7 @@ func (x *externalRun) wireCompletion(m *model.Model, ex *exchange, key string, r
 	if err != nil {
 		answer = agent.ChatResponse{}
 	}
-	w := wireRecord{API: ex.api, Request: json.RawMessage(ex.body), Status: resp.Status}
-	if json.Valid(resp.Body) {
-		w.Body = resp.Body
-	}
-	for _, ev := range resp.Events {
-		w.Events = append(w.Events, string(ev))
-	}
+	w := wireOf(ex, resp)
 	rec := struct {
 		agent.RecordedCompletion
 		Step int         `json:"step"`
@@ -444,16 +438,35 @@ func decodeWireCompletion(data json.RawMessage) (recordedWire, bool) {
 	if len(data) == 0 || json.Unmarshal(data, &rc) != nil || rc.Wire == nil {
 		return recordedWire{}, false
 	}
-	ans := &llm.RelayResponse{Status: rc.Wire.Status, Body: rc.Wire.Body, Header: http.Header{}}
-	if len(rc.Wire.Events) > 0 {
+	return recordedWire{key: rc.RequestSHA256, api: rc.Wire.API, answer: rc.Wire.answer()}, true
+}
+
+// wireOf is the record of an exchange as relayed: the request as the
+// agent sent it and the answer as the provider gave it.
+func wireOf(ex *exchange, resp *llm.RelayResponse) wireRecord {
+	w := wireRecord{API: ex.api, Request: json.RawMessage(ex.body), Status: resp.Status}
+	if json.Valid(resp.Body) {
+		w.Body = resp.Body
+	}
+	for _, ev := range resp.Events {
+		w.Events = append(w.Events, string(ev))
+	}
+	return w
+}
+
+// answer is the recorded answer as the gateway serves it again: a stream
+// as the same events.
+func (w *wireRecord) answer() *llm.RelayResponse {
+	ans := &llm.RelayResponse{Status: w.Status, Body: w.Body, Header: http.Header{}}
+	if len(w.Events) > 0 {
 		ans.Header.Set("Content-Type", "text/event-stream")
-		for _, ev := range rc.Wire.Events {
+		for _, ev := range w.Events {
 			ans.Events = append(ans.Events, []byte(ev))
 		}
 	} else {
 		ans.Header.Set("Content-Type", "application/json")
 	}
-	return recordedWire{key: rc.RequestSHA256, api: rc.Wire.API, answer: ans}, true
+	return ans
 }
 
 // callKey is the journal's identity of a call: tool, operation and the

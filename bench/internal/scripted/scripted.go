@@ -37,7 +37,8 @@ var idPattern = regexp.MustCompile(`w[0-9]+`)
 
 // Model is the scripted model.
 type Model struct {
-	latency time.Duration
+	// latency is how long it answers after, in nanoseconds.
+	latency atomic.Int64
 	mu      sync.Mutex
 	// times[id] are arrival and answer times of id's completions, in order.
 	times    map[string][]time.Time
@@ -46,8 +47,13 @@ type Model struct {
 
 // NewModel returns a model answering after latency.
 func NewModel(latency time.Duration) *Model {
-	return &Model{latency: latency, times: map[string][]time.Time{}}
+	m := &Model{times: map[string][]time.Time{}}
+	m.SetLatency(latency)
+	return m
 }
+
+// SetLatency makes the model answer after latency from now on.
+func (m *Model) SetLatency(latency time.Duration) { m.latency.Store(int64(latency)) }
 
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
@@ -72,7 +78,7 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	select {
-	case <-time.After(m.latency):
+	case <-time.After(time.Duration(m.latency.Load())):
 	case <-r.Context().Done():
 		return
 	}
