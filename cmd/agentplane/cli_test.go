@@ -746,7 +746,7 @@ definition:
 // left them, so the refund the first start left waiting completes when
 // approved, and the external agent still answers at its versions' URL.
 func TestDemoStartedAgain(t *testing.T) {
-	addr, data := freeAddr(t), t.TempDir()
+	addr, data := demoAddr(t), t.TempDir()
 	readyOf := func(srv *child) string {
 		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if out := srv.output(); strings.Contains(out, "# 3. open the viewer_url") {

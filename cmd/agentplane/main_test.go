@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +48,33 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// demoAddr is a free loopback address for a demo server whose APIs and
+// agent listen 101 to 105 ports up (as the demo puts them beside :8080):
+// below the kernel's ephemeral range, where no outgoing connection of a
+// busy machine takes one of those ports between two starts.
+func demoAddr(t *testing.T) string {
+	t.Helper()
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		var held []net.Listener
+		for _, p := range []int{port, port + 101, port + 102, port + 103, port + 104, port + 105} {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				break
+			}
+			held = append(held, ln)
+		}
+		for _, ln := range held {
+			ln.Close()
+		}
+		if len(held) == 6 {
+			return "127.0.0.1:" + strconv.Itoa(port)
+		}
+	}
+	t.Fatal("no free port with its demo ports free below 32000")
+	return ""
 }
 
 // waitReady polls /readyz until it answers 200.
