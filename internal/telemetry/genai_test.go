@@ -4,63 +4,23 @@ import (
 	"context"
 	"encoding/hex"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/telemetry"
+	"github.com/agentplane/agentplane/internal/telemetry/telemetrytest"
 )
-
-// memoryLogs is an in-memory log exporter: it keeps every record it is
-// handed.
-type memoryLogs struct {
-	mu      sync.Mutex
-	records []sdklog.Record
-}
-
-func (m *memoryLogs) Export(_ context.Context, recs []sdklog.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range recs {
-		m.records = append(m.records, r.Clone())
-	}
-	return nil
-}
-func (m *memoryLogs) Shutdown(context.Context) error   { return nil }
-func (m *memoryLogs) ForceFlush(context.Context) error { return nil }
-
-// recordLogs installs a LoggerProvider that keeps every record emitted.
-func recordLogs(t *testing.T) *memoryLogs {
-	t.Helper()
-	exp := &memoryLogs{}
-	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)))
-	prev := otel.GetLoggerProvider()
-	otel.SetLoggerProvider(lp)
-	t.Cleanup(func() { otel.SetLoggerProvider(prev); lp.Shutdown(context.Background()) })
-	return exp
-}
-
-// logAttrs are a record's attributes as a map.
-func logAttrs(r sdklog.Record) map[string]any {
-	m := map[string]any{}
-	r.WalkAttributes(func(kv attribute.KeyValue) bool {
-		m[string(kv.Key)] = kv.Value.AsInterface()
-		return true
-	})
-	return m
-}
 
 func TestEmitEvaluation(t *testing.T) {
 	rec := recordSpans(t) // Setup first: it installs its own LoggerProvider
-	logs := recordLogs(t)
+	logs := telemetrytest.RecordLogs(t)
 	ctx, span := telemetry.Tracer("test").Start(context.Background(), "replay")
 	score := 0.8
 	telemetry.EmitEvaluation(ctx, telemetry.Evaluation{Name: "judge", Score: &score, Label: "pass",
@@ -68,8 +28,8 @@ func TestEmitEvaluation(t *testing.T) {
 	telemetry.EmitEvaluation(ctx, telemetry.Evaluation{Name: "same_tool_calls", Explanation: "no such step", ErrorType: "evaluation_error"})
 	span.End()
 
-	if len(logs.records) != 2 {
-		t.Fatalf("%d records, want 2", len(logs.records))
+	if len(logs.Records()) != 2 {
+		t.Fatalf("%d records, want 2", len(logs.Records()))
 	}
 	want := []map[string]any{
 		{"gen_ai.evaluation.name": "judge", "gen_ai.evaluation.score.value": 0.8, "gen_ai.evaluation.score.label": "pass",
@@ -77,11 +37,11 @@ func TestEmitEvaluation(t *testing.T) {
 		{"gen_ai.evaluation.name": "same_tool_calls", "gen_ai.evaluation.explanation": "no such step", "error.type": "evaluation_error"},
 	}
 	ended := rec.Ended()
-	for i, r := range logs.records {
+	for i, r := range logs.Records() {
 		if r.EventName() != "gen_ai.evaluation.result" {
 			t.Errorf("record %d: event name %q", i, r.EventName())
 		}
-		if diff := cmp.Diff(want[i], logAttrs(r)); diff != "" {
+		if diff := cmp.Diff(want[i], telemetrytest.Attrs(r)); diff != "" {
 			t.Errorf("record %d attributes (-want +got):\n%s", i, diff)
 		}
 		if r.InstrumentationScope().SchemaURL != telemetry.GenAISchemaURL {
