@@ -10,6 +10,7 @@ import (
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/agentplane/agentplane/internal/redact"
 )
@@ -32,10 +33,22 @@ const (
 	KeyErrorType      = attribute.Key("error.type")
 )
 
-// Tracer returns the tracer of the instrumentation scope name from the
-// global TracerProvider, stamped with GenAISchemaURL.
+// Tracer returns the tracer of the instrumentation scope name, stamped
+// with GenAISchemaURL, that starts each span on the global TracerProvider
+// of that moment: a package-level tracer follows a provider installed after
+// it was made (Setup's, a test's), which otel.Tracer's does only for the
+// first provider installed.
 func Tracer(name string) trace.Tracer {
-	return otel.Tracer(name, trace.WithSchemaURL(GenAISchemaURL))
+	return globalTracer{name: name}
+}
+
+type globalTracer struct {
+	embedded.Tracer
+	name string
+}
+
+func (g globalTracer) Start(ctx context.Context, spanName string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return TracerFrom(otel.GetTracerProvider(), g.name).Start(ctx, spanName, opts...)
 }
 
 // TracerFrom is Tracer over tp.
