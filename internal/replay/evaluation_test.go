@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/telemetry/telemetrytest"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -90,5 +91,46 @@ func TestBatchEmitsEvaluationEvents(t *testing.T) {
 	slices.SortFunc(want, order)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("evaluation events (-want +got):\n%s", diff)
+	}
+}
+
+// TestBatchEvaluationEventsReachAnOTLPReceiver runs a checked batch with
+// telemetry set up as serve sets it up, exporting to a real OTLP/HTTP
+// receiver on loopback: each replay's check result arrives there as a
+// gen_ai.evaluation.result log record of the gen-ai 1.42 schema.
+func TestBatchEvaluationEventsReachAnOTLPReceiver(t *testing.T) {
+	rcv := telemetrytest.NewReceiver(t)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}
+	shutdown, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "agentplane-test",
+		Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sqlite.NewTestDB(t)
+	wfIDs := notesBatch(t, db)
+	programs := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db})
+	svc := &replay.Service{Workflows: db, Versions: db, Programs: programs, Store: db}
+	b := runBatchChecked(t, db, svc, db, wfIDs, replay.Spec{Checks: []replay.CheckSpec{{Name: replay.CheckOutcomeUnchanged}}})
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	logs := rcv.Received()["/v1/logs"]
+	var got []string
+	for i, l := range logs.Logs {
+		attrs := telemetrytest.LogAttrs(l)
+		if attrs["agentplane.batch_id"] != b.ID {
+			continue
+		}
+		if l.GetEventName() != "gen_ai.evaluation.result" || logs.Schemas[0] != telemetry.GenAISchemaURL ||
+			attrs["gen_ai.evaluation.name"] != "outcome_unchanged" || attrs["gen_ai.evaluation.score.label"] != "pass" {
+			t.Errorf("record %d: %s %v (schema %v)", i, l.GetEventName(), attrs, logs.Schemas)
+		}
+		got = append(got, attrs["gen_ai.conversation.id"].(string))
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(wfIDs))
+	if !slices.Equal(got, want) {
+		t.Errorf("evaluation events of workflows %v, want %v", got, want)
 	}
 }

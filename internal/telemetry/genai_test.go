@@ -110,8 +110,8 @@ func TestRecordToolDuration(t *testing.T) {
 // event and a tool duration through Setup's exporters to a real OTLP/HTTP
 // receiver on loopback, which decodes the protobuf requests.
 func TestGenAISignalsReachAnOTLPReceiver(t *testing.T) {
-	srv, got := collector(t)
-	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}
+	rcv := telemetrytest.NewReceiver(t)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}
 	shutdown, err := telemetry.Setup(context.Background(), telemetry.Options{
 		ServiceName: "agentplane-test", Getenv: func(k string) string { return env[k] },
 	})
@@ -127,7 +127,7 @@ func TestGenAISignalsReachAnOTLPReceiver(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 
-	all := received(got)
+	all := rcv.Received()
 	traces, logs, metrics := all["/v1/traces"], all["/v1/logs"], all["/v1/metrics"]
 	if !slices.Contains(traces.Spans, "execute_tool ledger.getTransaction") || !slices.Contains(traces.Schemas, telemetry.GenAISchemaURL) {
 		t.Errorf("traces: spans %v schemas %v", traces.Spans, traces.Schemas)
@@ -139,15 +139,7 @@ func TestGenAISignalsReachAnOTLPReceiver(t *testing.T) {
 		t.Fatalf("logs: events %v schemas %v", logs.Events, logs.Schemas)
 	}
 	l := logs.Logs[0]
-	attrs := map[string]any{}
-	for _, kv := range l.GetAttributes() {
-		switch v := kv.GetValue(); {
-		case v.GetStringValue() != "":
-			attrs[kv.GetKey()] = v.GetStringValue()
-		default:
-			attrs[kv.GetKey()] = v.GetDoubleValue()
-		}
-	}
+	attrs := telemetrytest.LogAttrs(l)
 	want := map[string]any{"gen_ai.evaluation.name": "judge", "gen_ai.evaluation.score.value": 0.4,
 		"gen_ai.evaluation.score.label": "fail", "gen_ai.evaluation.explanation": "wrong account"}
 	if diff := cmp.Diff(want, attrs); diff != "" {
