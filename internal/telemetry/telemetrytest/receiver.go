@@ -13,6 +13,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -26,6 +27,7 @@ type Export struct {
 	Metrics              []string
 	Schemas              []string
 	Logs                 []*logspb.LogRecord
+	Traces               []*tracepb.Span
 }
 
 // Receiver is a real OTLP/HTTP receiver on loopback: it decodes the
@@ -109,6 +111,7 @@ func (e *Export) decode(raw []byte) error {
 				e.Schemas = append(e.Schemas, ss.GetSchemaUrl())
 				for _, s := range ss.GetSpans() {
 					e.Spans = append(e.Spans, s.GetName())
+					e.Traces = append(e.Traces, s)
 				}
 			}
 		}
@@ -126,6 +129,7 @@ func (rcv *Receiver) add(e Export) {
 	e.Metrics = append(prev.Metrics, e.Metrics...)
 	e.Schemas = append(prev.Schemas, e.Schemas...)
 	e.Logs = append(prev.Logs, e.Logs...)
+	e.Traces = append(prev.Traces, e.Traces...)
 	rcv.got[e.Path] = e
 }
 
@@ -142,9 +146,14 @@ func (rcv *Receiver) Received() map[string]Export {
 
 // LogAttrs are an exported log record's attributes: strings, doubles,
 // integers and booleans by key.
-func LogAttrs(l *logspb.LogRecord) map[string]any {
+func LogAttrs(l *logspb.LogRecord) map[string]any { return attrs(l.GetAttributes()) }
+
+// SpanAttrs are an exported span's attributes, as LogAttrs.
+func SpanAttrs(s *tracepb.Span) map[string]any { return attrs(s.GetAttributes()) }
+
+func attrs(kvs []*commonpb.KeyValue) map[string]any {
 	out := map[string]any{}
-	for _, kv := range l.GetAttributes() {
+	for _, kv := range kvs {
 		v := kv.GetValue()
 		switch v.GetValue().(type) {
 		case *commonpb.AnyValue_StringValue:
