@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/ids"
@@ -351,6 +352,11 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	now := r.Service.now()
 	rp = &Replay{ID: ids.NewAt(ids.Replay, now), Status: StatusCompleted, Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
 		DryRun: true, Creator: b.Creator, CreatedAt: now}
+	// The replay's span: its completions' spans and its evaluation events
+	// are in it.
+	ctx, span := tracer.Start(ctx, "replay "+v.Ref(), trace.WithAttributes(attribute.String("agentplane.replay_id", rp.ID),
+		attribute.String("agentplane.batch_id", b.ID), attribute.String("agentplane.workflow_id", it.WorkflowID)))
+	defer span.End()
 	defer func() {
 		if v := recover(); v != nil {
 			r.Logger.Error("replay of a batch's workflow panicked; storing it failed", "batch", b.ID,
@@ -403,6 +409,8 @@ func emitEvaluations(ctx context.Context, b *Batch, rp *Replay) {
 		telemetry.EmitEvaluation(ctx, ev)
 	}
 }
+
+var tracer = telemetry.Tracer("github.com/agentplane/agentplane/internal/replay")
 
 // EvaluationError is the error.type of the evaluation event of a check
 // that could not be evaluated.

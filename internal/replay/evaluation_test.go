@@ -115,12 +115,22 @@ func TestBatchEvaluationEventsReachAnOTLPReceiver(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 
-	logs := rcv.Received()["/v1/logs"]
+	all := rcv.Received()
+	logs := all["/v1/logs"]
+	replaySpans := map[string]bool{} // span id → a replay span of the batch
+	for _, s := range all["/v1/traces"].Traces {
+		if telemetrytest.SpanAttrs(s)["agentplane.batch_id"] == b.ID && s.GetName() == "replay notes@1" {
+			replaySpans[string(s.GetSpanId())] = true
+		}
+	}
 	var got []string
 	for i, l := range logs.Logs {
 		attrs := telemetrytest.LogAttrs(l)
 		if attrs["agentplane.batch_id"] != b.ID {
 			continue
+		}
+		if !replaySpans[string(l.GetSpanId())] {
+			t.Errorf("record %d is not in its replay's span", i)
 		}
 		if l.GetEventName() != "gen_ai.evaluation.result" || logs.Schemas[0] != telemetry.GenAISchemaURL ||
 			attrs["gen_ai.evaluation.name"] != "outcome_unchanged" || attrs["gen_ai.evaluation.score.label"] != "pass" {
