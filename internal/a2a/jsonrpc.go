@@ -111,7 +111,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 	if err != nil {
 		return err
 	}
-	c := &call{s: s, w: w, r: r, agent: v.Name, event: func(v any) any {
+	c := &call{s: s, w: w, r: r, agent: v.Name, version: v.Version, description: v.Description, rpc: true, event: func(v any) any {
 		return rpcResponse{JSONRPC: "2.0", ID: msg.ID, Result: v}
 	}}
 	var res any
@@ -122,49 +122,54 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, req *rpcReques
 			return err
 		}
 		if msg.Method == "SendStreamingMessage" {
-			return c.sendStreamingMessage(p)
+			_, err := c.traced(msg.Method, sendAttrs(p), func() (any, error) { return nil, c.sendStreamingMessage(p) })
+			return err
 		}
-		res, err = c.sendMessage(p)
+		res, err = c.traced(msg.Method, sendAttrs(p), func() (any, error) { return c.sendMessage(p) })
 	case "GetTask", "CancelTask", "SubscribeToTask":
 		var p wire.TaskRequest
 		if err := rpcParams(msg.Params, &p); err != nil {
 			return err
 		}
+		attrs := taskRequestAttrs(p.Tenant, p.ID)
 		switch msg.Method {
 		case "GetTask":
-			res, err = c.getTask(p.ID)
+			res, err = c.traced(msg.Method, attrs, func() (any, error) { return c.getTask(p.ID) })
 		case "CancelTask":
-			res, err = c.cancelTask(p.ID)
+			res, err = c.traced(msg.Method, attrs, func() (any, error) { return c.cancelTask(p.ID) })
 		default:
-			return c.subscribe(p.ID)
+			_, err := c.traced(msg.Method, attrs, func() (any, error) { return nil, c.subscribe(p.ID) })
+			return err
 		}
 	case "ListTasks":
 		var p wire.ListTasksRequest
 		if err := rpcParams(msg.Params, &p); err != nil {
 			return err
 		}
-		res, err = c.listTasks(p)
+		res, err = c.traced(msg.Method, taskRequestAttrs(p.Tenant, ""), func() (any, error) { return c.listTasks(p) })
 	case "CreateTaskPushNotificationConfig":
 		var p wire.TaskPushNotificationConfig
 		if err := rpcParams(msg.Params, &p); err != nil {
 			return err
 		}
-		res, err = c.createPushConfig(p)
+		res, err = c.traced(msg.Method, taskRequestAttrs(p.Tenant, p.TaskID), func() (any, error) { return c.createPushConfig(p) })
 	case "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
 		var p wire.PushConfigRequest
 		if err := rpcParams(msg.Params, &p); err != nil {
 			return err
 		}
-		switch msg.Method {
-		case "GetTaskPushNotificationConfig":
-			res, err = c.getPushConfig(p)
-		case "DeleteTaskPushNotificationConfig":
-			res, err = c.deletePushConfig(p)
-		default:
-			res, err = c.listPushConfigs(p)
-		}
+		res, err = c.traced(msg.Method, taskRequestAttrs(p.Tenant, p.TaskID), func() (any, error) {
+			switch msg.Method {
+			case "GetTaskPushNotificationConfig":
+				return c.getPushConfig(p)
+			case "DeleteTaskPushNotificationConfig":
+				return c.deletePushConfig(p)
+			}
+			return c.listPushConfigs(p)
+		})
 	case "GetExtendedAgentCard":
-		return errNoExtendedCard
+		_, err := c.traced(msg.Method, nil, func() (any, error) { return nil, errNoExtendedCard })
+		return err
 	default:
 		m := msg.Method
 		if len(m) > 64 {

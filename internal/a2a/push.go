@@ -160,13 +160,13 @@ func (s *Server) pushConfigsREST(w http.ResponseWriter, r *http.Request) error {
 			return problem.Field("taskId", "must be the task of the path, %s", req.TaskID)
 		}
 		cfg.TaskID = req.TaskID
-		res, err = c.createPushConfig(cfg)
+		res, err = c.traced("CreateTaskPushNotificationConfig", taskRequestAttrs("", req.TaskID), func() (any, error) { return c.createPushConfig(cfg) })
 	case r.Method == http.MethodDelete:
-		res, err = c.deletePushConfig(req)
+		res, err = c.traced("DeleteTaskPushNotificationConfig", taskRequestAttrs("", req.TaskID), func() (any, error) { return c.deletePushConfig(req) })
 	case req.ID != "":
-		res, err = c.getPushConfig(req)
+		res, err = c.traced("GetTaskPushNotificationConfig", taskRequestAttrs("", req.TaskID), func() (any, error) { return c.getPushConfig(req) })
 	default:
-		res, err = c.listPushConfigs(req)
+		res, err = c.traced("ListTaskPushNotificationConfigs", taskRequestAttrs("", req.TaskID), func() (any, error) { return c.listPushConfigs(req) })
 	}
 	if err != nil {
 		return err

@@ -61,10 +61,12 @@ func (s *Server) PushConfigs(w http.ResponseWriter, r *http.Request) error {
 // the agent is known.
 func (s *Server) ExtendedCard(w http.ResponseWriter, r *http.Request) error {
 	return answerREST(w, r, func(w http.ResponseWriter, r *http.Request) error {
-		if _, err := s.agent(r); err != nil {
+		c, err := s.restCall(w, r)
+		if err != nil {
 			return err
 		}
-		return errNoExtendedCard
+		_, err = c.traced("GetExtendedAgentCard", nil, func() (any, error) { return nil, errNoExtendedCard })
+		return err
 	})
 }
 
@@ -74,7 +76,7 @@ func (s *Server) restCall(w http.ResponseWriter, r *http.Request) (*call, error)
 	if err != nil {
 		return nil, err
 	}
-	return &call{s: s, w: w, r: r, agent: v.Name, event: func(v any) any { return v }}, nil
+	return &call{s: s, w: w, r: r, agent: v.Name, version: v.Version, description: v.Description, event: func(v any) any { return v }}, nil
 }
 
 func (s *Server) sendREST(stream bool) frontdoor.HandlerFunc {
@@ -88,9 +90,10 @@ func (s *Server) sendREST(stream bool) frontdoor.HandlerFunc {
 			return err
 		}
 		if stream {
-			return c.sendStreamingMessage(req)
+			_, err := c.traced("SendStreamingMessage", sendAttrs(req), func() (any, error) { return nil, c.sendStreamingMessage(req) })
+			return err
 		}
-		res, err := c.sendMessage(req)
+		res, err := c.traced("SendMessage", sendAttrs(req), func() (any, error) { return c.sendMessage(req) })
 		if err != nil {
 			return err
 		}
@@ -111,13 +114,15 @@ func (s *Server) taskREST(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, verb := taskVerb(r.PathValue("task"))
 	var res any
+	attrs := taskRequestAttrs("", id)
 	switch {
 	case verb == "subscribe":
-		return c.subscribe(id)
+		_, err := c.traced("SubscribeToTask", attrs, func() (any, error) { return nil, c.subscribe(id) })
+		return err
 	case verb == "" && r.Method == http.MethodGet:
-		res, err = c.getTask(id)
+		res, err = c.traced("GetTask", attrs, func() (any, error) { return c.getTask(id) })
 	case verb == "cancel" && r.Method == http.MethodPost:
-		res, err = c.cancelTask(id)
+		res, err = c.traced("CancelTask", attrs, func() (any, error) { return c.cancelTask(id) })
 	default:
 		return problem.New(problem.NotFound, "no task method %q for %s: GET tasks/{id}, POST tasks/{id}:cancel, tasks/{id}:subscribe", verb, r.Method)
 	}
@@ -150,7 +155,7 @@ func (s *Server) listTasksREST(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.IncludeArtifacts = &b
 	}
-	res, err := c.listTasks(req)
+	res, err := c.traced("ListTasks", nil, func() (any, error) { return c.listTasks(req) })
 	if err != nil {
 		return err
 	}

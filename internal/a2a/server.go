@@ -81,6 +81,10 @@ type call struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	agent string
+	// version and description are the agent's, as its card gives them.
+	version, description string
+	// rpc is set on the JSON-RPC binding.
+	rpc bool
 	// event wraps each streamed StreamResponse for the binding.
 	event func(v any) any
 }

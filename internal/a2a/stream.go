@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentplane/agentplane/internal/a2a/wire"
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/frontdoor"
@@ -65,6 +67,8 @@ func (c *call) stream(wf *workflow.Workflow, afterID int) error {
 	if err != nil {
 		return err
 	}
+	// The A2A server span of the stream names its task.
+	trace.SpanFromContext(c.r.Context()).SetAttributes(taskAttrs(t)...)
 	if err := send(afterID, wire.StreamResponse{Task: &t}); err != nil {
 		return nil
 	}

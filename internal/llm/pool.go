@@ -92,7 +92,7 @@ func NewClients(opts Options) *Pool {
 	}
 	return &Pool{
 		opts:    opts,
-		tracer:  opts.TracerProvider.Tracer("github.com/agentplane/agentplane/internal/llm"),
+		tracer:  telemetry.TracerFrom(opts.TracerProvider, "github.com/agentplane/agentplane/internal/llm"),
 		clients: map[string]*client{},
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	masking "github.com/agentplane/agentplane/internal/redact"
+	"github.com/agentplane/agentplane/internal/telemetry"
 )
 
 // Attribute keys of the OpenTelemetry GenAI semantic conventions.
@@ -39,6 +40,9 @@ func (c *client) startSpan(ctx context.Context, req agent.ChatRequest) (context.
 		keyProvider.String(c.call.name()),
 		keyRequestModel.String(c.model.Model),
 		keyServerAddress.String(c.base.Hostname()),
+	}
+	if id := telemetry.Conversation(ctx); id != "" {
+		attrs = append(attrs, telemetry.KeyConversationID.String(id))
 	}
 	if req.Temperature != nil {
 		attrs = append(attrs, keyTemperature.Float64(*req.Temperature))

@@ -87,12 +87,17 @@ func TestChatSpan(t *testing.T) {
 				srv := p.newServer(t, llmtest.Sequence(llmtest.Answer{Text: "settled", ID: "resp-9", Model: "test-model-1-2026", InputTokens: 42, OutputTokens: 7}))
 				opts := testOptions(t)
 				opts.TracerProvider, opts.CaptureContent = tp, capture
-				if _, err := newClient(t, opts, testModel(p.name, srv)).Complete(context.Background(), conversation()); err != nil {
+				// A workflow's completion is of its conversation.
+				ctx := telemetry.WithConversation(context.Background(), "wf_chat")
+				if _, err := newClient(t, opts, testModel(p.name, srv)).Complete(ctx, conversation()); err != nil {
 					t.Fatal(err)
 				}
 				s := chatSpan(t, rec)
 				if s.Name() != "chat test-model-1" || s.SpanKind() != trace.SpanKindClient || s.Status().Code == codes.Error {
 					t.Errorf("span %q kind %v status %v", s.Name(), s.SpanKind(), s.Status())
+				}
+				if schema := s.InstrumentationScope().SchemaURL; schema != telemetry.GenAISchemaURL {
+					t.Errorf("schema URL %q, want %q", schema, telemetry.GenAISchemaURL)
 				}
 				got := attrs(s)
 				want := map[string]any{
@@ -107,6 +112,7 @@ func TestChatSpan(t *testing.T) {
 					"gen_ai.usage.input_tokens":      int64(42),
 					"gen_ai.usage.output_tokens":     int64(7),
 					"server.address":                 "127.0.0.1",
+					"gen_ai.conversation.id":         "wf_chat",
 				}
 				in, out := got["gen_ai.input.messages"], got["gen_ai.output.messages"]
 				delete(got, "gen_ai.input.messages")

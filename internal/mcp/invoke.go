@@ -7,12 +7,12 @@ import (
 	"net/http"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -29,7 +29,7 @@ const (
 	keyPath = "/mcp"
 )
 
-var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/mcp")
+var tracer = telemetry.Tracer("github.com/agentplane/agentplane/internal/mcp")
 
 // startSpan starts the call's span, a child of the trace context the client
 // put in _meta (W3C traceparent and tracestate) when it did.

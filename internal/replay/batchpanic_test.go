@@ -60,9 +60,16 @@ func notesBatch(t *testing.T, db *sqlite.DB) []string {
 // the batch is over, and returns it.
 func runBatch(t *testing.T, db *sqlite.DB, svc *replay.Service, st replay.BatchStore, wfIDs []string) *replay.Batch {
 	t.Helper()
+	return runBatchChecked(t, db, svc, st, wfIDs, replay.Spec{})
+}
+
+// runBatchChecked is runBatch of a batch that checks what spec asks.
+func runBatchChecked(t *testing.T, db *sqlite.DB, svc *replay.Service, st replay.BatchStore, wfIDs []string, spec replay.Spec) *replay.Batch {
+	t.Helper()
 	ctx := context.Background()
 	runner := &replay.BatchRunner{Service: svc, Store: st, Owner: "replica-a", Workers: 2, Lease: time.Minute}
 	b := replay.NewBatch("acme", "notes@1", len(wfIDs), replay.Creator{Sub: "alice"}, time.Now().UTC())
+	b.Spec = spec
 	if err := db.CreateBatch(ctx, b, wfIDs, "replica-a", runner.LeaseUntil(time.Now()), nil); err != nil {
 		t.Fatal(err)
 	}

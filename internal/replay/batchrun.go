@@ -13,9 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -348,6 +352,11 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 	now := r.Service.now()
 	rp = &Replay{ID: ids.NewAt(ids.Replay, now), Status: StatusCompleted, Tenant: b.Tenant, WorkflowID: it.WorkflowID, Target: v.Ref(),
 		DryRun: true, Creator: b.Creator, CreatedAt: now}
+	// The replay's span: its completions' spans and its evaluation events
+	// are in it.
+	ctx, span := tracer.Start(ctx, "replay "+v.Ref(), trace.WithAttributes(attribute.String("agentplane.replay_id", rp.ID),
+		attribute.String("agentplane.batch_id", b.ID), attribute.String("agentplane.workflow_id", it.WorkflowID)))
+	defer span.End()
 	defer func() {
 		if v := recover(); v != nil {
 			r.Logger.Error("replay of a batch's workflow panicked; storing it failed", "batch", b.ID,
@@ -373,8 +382,40 @@ func (r *BatchRunner) replayItem(ctx context.Context, b *Batch, v *agent.Version
 		return nil, err
 	}
 	rp.Checks = b.checks.Run(ctx, CaseOf(wf, rp, it.Expected))
+	emitEvaluations(ctx, b, rp)
 	return rp, nil
 }
+
+// emitEvaluations emits each check and judge result of rp as a
+// gen_ai.evaluation.result log event (OpenTelemetry GenAI conventions,
+// docs/observability.md): the check's name, the judge's score, "pass" or
+// "fail" as label, the judge's reason or why the check errored as
+// explanation, and the replayed workflow as the conversation.
+func emitEvaluations(ctx context.Context, b *Batch, rp *Replay) {
+	for _, c := range rp.Checks {
+		ev := telemetry.Evaluation{Name: c.Name, Score: c.Score, Explanation: c.Reason, Attrs: []attribute.KeyValue{
+			telemetry.KeyConversationID.String(rp.WorkflowID),
+			attribute.String("agentplane.replay_id", rp.ID),
+			attribute.String("agentplane.batch_id", b.ID),
+			attribute.String("agentplane.tenant", rp.Tenant),
+		}}
+		switch c.Result() {
+		case ResultPassed:
+			ev.Label = "pass"
+		case ResultFailed:
+			ev.Label = "fail"
+		default:
+			ev.Explanation, ev.ErrorType = c.Error, EvaluationError
+		}
+		telemetry.EmitEvaluation(ctx, ev)
+	}
+}
+
+var tracer = telemetry.Tracer("github.com/agentplane/agentplane/internal/replay")
+
+// EvaluationError is the error.type of the evaluation event of a check
+// that could not be evaluated.
+const EvaluationError = "evaluation_error"
 
 // dryRun replays wf against v (prog, when v is defined) from its record,
 // or live as r.Mode says (journaled in j when set), and fills r's outcome,

@@ -1,20 +1,26 @@
-// Package telemetry sets up agentplane's tracing and metrics (SPEC §5):
-// OpenTelemetry with W3C trace context (traceparent, tracestate, baggage)
-// accepted on every request and propagated to every outgoing call, OTLP/HTTP
-// export when OTEL_EXPORTER_OTLP_ENDPOINT is set, and Prometheus metrics for
-// every HTTP request labelled by route pattern.
+// Package telemetry sets up agentplane's tracing, metrics and log events
+// (SPEC §5): OpenTelemetry with W3C trace context (traceparent, tracestate,
+// baggage) accepted on every request and propagated to every outgoing call,
+// the GenAI semantic conventions gen-ai 1.42 (genai.go), OTLP/HTTP export
+// when OTEL_EXPORTER_OTLP_ENDPOINT is set, and Prometheus metrics for every
+// HTTP request labelled by route pattern.
 package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -32,19 +38,24 @@ type Options struct {
 	Getenv func(string) string
 }
 
-// Setup installs the global TracerProvider and the W3C TraceContext + Baggage
-// propagator. Spans are sampled parent-based, always on for new traces.
+// Setup installs the global TracerProvider, MeterProvider and
+// LoggerProvider and the W3C TraceContext + Baggage propagator. Spans are
+// sampled parent-based, always on for new traces.
 //
-// With OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is) or
-// OTEL_EXPORTER_OTLP_ENDPOINT (with /v1/traces appended) set, spans are
-// batched and exported over OTLP/HTTP; OTEL_EXPORTER_OTLP_HEADERS (and the
-// _TRACES_ variant) are read through Getenv too, and the exporter reads the
-// other standard OTEL_EXPORTER_OTLP_* variables (timeout, compression,
+// Each signal is exported over OTLP/HTTP when its endpoint is set:
+// OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT (used as is) or
+// OTEL_EXPORTER_OTLP_ENDPOINT (with /v1/traces, /v1/metrics or /v1/logs
+// appended); spans and log records are batched, metrics read every minute
+// (OTEL_METRIC_EXPORT_INTERVAL). OTEL_EXPORTER_OTLP_HEADERS (and the
+// _<SIGNAL>_ variants) are read through Getenv too, and the exporters read
+// the other standard OTEL_EXPORTER_OTLP_* variables (timeout, compression,
 // certificates) from the process environment. Without an endpoint, or with
-// OTEL_TRACES_EXPORTER=none, nothing is exported but spans still carry real
-// trace ids, which audit records and problem documents need.
+// OTEL_<SIGNAL>_EXPORTER=none, nothing of that signal is exported, but
+// spans still carry real trace ids, which audit records and problem
+// documents need.
 //
-// shutdown flushes pending spans and stops the exporter.
+// shutdown flushes pending log records, metrics and spans and stops the
+// exporters.
 func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) error, err error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -67,61 +78,107 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 	}
-	exporterOpts, export, err := otlpOptions(getenv)
+	traces, err := otlpTarget(getenv, "traces")
 	if err != nil {
 		return nil, err
 	}
-	if export {
-		exp, err := otlptracehttp.New(ctx, exporterOpts...)
+	metrics, err := otlpTarget(getenv, "metrics")
+	if err != nil {
+		return nil, err
+	}
+	logs, err := otlpTarget(getenv, "logs")
+	if err != nil {
+		return nil, err
+	}
+	if traces != nil {
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(traces.endpoint)}
+		if len(traces.headers) > 0 {
+			opts = append(opts, otlptracehttp.WithHeaders(traces.headers))
+		}
+		exp, err := otlptracehttp.New(ctx, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("create otlp trace exporter: %w", err)
 		}
 		// Spans are masked as they end, before the batch holds them.
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(RedactingProcessor(sdktrace.NewBatchSpanProcessor(exp))))
 	}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	if metrics != nil {
+		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(metrics.endpoint)}
+		if len(metrics.headers) > 0 {
+			opts = append(opts, otlpmetrichttp.WithHeaders(metrics.headers))
+		}
+		exp, err := otlpmetrichttp.New(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("create otlp metric exporter: %w", err)
+		}
+		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+	}
+	lpOpts := []sdklog.LoggerProviderOption{sdklog.WithResource(res)}
+	if logs != nil {
+		opts := []otlploghttp.Option{otlploghttp.WithEndpointURL(logs.endpoint)}
+		if len(logs.headers) > 0 {
+			opts = append(opts, otlploghttp.WithHeaders(logs.headers))
+		}
+		exp, err := otlploghttp.New(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("create otlp log exporter: %w", err)
+		}
+		lpOpts = append(lpOpts, sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)))
+	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
+	mp := sdkmetric.NewMeterProvider(mpOpts...)
+	lp := sdklog.NewLoggerProvider(lpOpts...)
 
 	otel.SetTracerProvider(tp)
+	otel.SetMeterProvider(mp)
+	otel.SetLoggerProvider(lp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 		propagation.TraceContext{},
 		propagation.Baggage{},
 	))
 	return func(ctx context.Context) error {
-		if err := tp.Shutdown(ctx); err != nil {
-			return fmt.Errorf("shut down tracing: %w", err)
+		// Logs first: an evaluation event's span may still be batched.
+		if err := errors.Join(lp.Shutdown(ctx), mp.Shutdown(ctx), tp.Shutdown(ctx)); err != nil {
+			return fmt.Errorf("shut down telemetry: %w", err)
 		}
 		return nil
 	}, nil
 }
 
-// otlpOptions returns the exporter options the environment asks for, and
-// false when no trace export is configured.
-func otlpOptions(getenv func(string) string) ([]otlptracehttp.Option, bool, error) {
-	if strings.EqualFold(getenv("OTEL_TRACES_EXPORTER"), "none") {
-		return nil, false, nil
+// otlpExport is where one signal is exported over OTLP/HTTP.
+type otlpExport struct {
+	endpoint string
+	headers  map[string]string
+}
+
+// otlpTarget returns where the environment asks signal ("traces",
+// "metrics", "logs") to be exported, or nil when it is not:
+// OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT
+// with /v1/<signal> appended; OTEL_<SIGNAL>_EXPORTER=none turns it off.
+func otlpTarget(getenv func(string) string, signal string) (*otlpExport, error) {
+	up := strings.ToUpper(signal)
+	if strings.EqualFold(getenv("OTEL_"+up+"_EXPORTER"), "none") {
+		return nil, nil
 	}
-	variable, endpoint := "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	variable := "OTEL_EXPORTER_OTLP_" + up + "_ENDPOINT"
+	endpoint := getenv(variable)
 	if endpoint == "" {
 		variable, endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT", getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 		if endpoint == "" {
-			return nil, false, nil
+			return nil, nil
 		}
-		endpoint = strings.TrimRight(endpoint, "/") + "/v1/traces"
+		endpoint = strings.TrimRight(endpoint, "/") + "/v1/" + signal
 	}
 	// The URL is not repeated in the error: it may carry credentials.
 	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, false, fmt.Errorf("%s: want an http:// or https:// URL with a host", variable)
+		return nil, fmt.Errorf("%s: want an http:// or https:// URL with a host", variable)
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(endpoint)}
-
 	headers := parseHeaders(getenv("OTEL_EXPORTER_OTLP_HEADERS"))
-	for k, v := range parseHeaders(getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")) {
+	for k, v := range parseHeaders(getenv("OTEL_EXPORTER_OTLP_" + up + "_HEADERS")) {
 		headers[k] = v
 	}
-	if len(headers) > 0 {
-		opts = append(opts, otlptracehttp.WithHeaders(headers))
-	}
-	return opts, true, nil
+	return &otlpExport{endpoint: endpoint, headers: headers}, nil
 }
 
 // parseHeaders parses the OTLP headers format: comma-separated key=value

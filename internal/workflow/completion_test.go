@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -177,11 +180,21 @@ func TestGenAISpans(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	prevMP := otel.GetMeterProvider()
+	otel.SetMeterProvider(mp)
+	t.Cleanup(func() { otel.SetMeterProvider(prevMP); mp.Shutdown(context.Background()) })
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	wf := run(t, llmRunner(db, modelTable{}, &scripted{}), "planned")
 	got := map[string]map[string]string{}
 	for _, s := range rec.Ended() {
+		if scope := s.InstrumentationScope(); strings.HasPrefix(s.Name(), "invoke_agent") || strings.HasPrefix(s.Name(), "execute_tool") {
+			if scope.SchemaURL != telemetry.GenAISchemaURL {
+				t.Errorf("span %s: schema URL %q, want %q", s.Name(), scope.SchemaURL, telemetry.GenAISchemaURL)
+			}
+		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes() {
 			if strings.HasPrefix(string(a.Key), "gen_ai.") {
@@ -201,9 +214,9 @@ func TestGenAISpans(t *testing.T) {
 		"invoke_agent planned": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planned",
 			"gen_ai.agent.id": "planned@" + wf.AgentVersion, "gen_ai.conversation.id": wf.ID},
 		"execute_tool ledger.getTransaction": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ledger",
-			"gen_ai.tool.call.id": "call_model_1"},
+			"gen_ai.tool.call.id": "call_model_1", "gen_ai.tool.type": "extension", "gen_ai.conversation.id": wf.ID},
 		"execute_tool ledger.postEntry": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ledger",
-			"gen_ai.tool.call.id": "<workflow>.<step>"},
+			"gen_ai.tool.call.id": "<workflow>.<step>", "gen_ai.tool.type": "extension", "gen_ai.conversation.id": wf.ID},
 	}
 	if post := got["execute_tool ledger.postEntry"]; post != nil && strings.HasPrefix(post["gen_ai.tool.call.id"], wf.ID+".") {
 		post["gen_ai.tool.call.id"] = "<workflow>.<step>"
@@ -212,6 +225,48 @@ func TestGenAISpans(t *testing.T) {
 		if diff := cmp.Diff(attrs, got[name]); diff != "" {
 			t.Errorf("span %s (-want +got):\n%s", name, diff)
 		}
+	}
+
+	// Each tool call is one measurement of gen_ai.execute_tool.duration,
+	// in seconds, on a meter of the gen-ai 1.42 schema. Other tests of the
+	// package may call the ledger meanwhile: at least this run's two.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "gen_ai.execute_tool.duration" {
+				continue
+			}
+			found = true
+			if m.Unit != "s" || sm.Scope.SchemaURL != telemetry.GenAISchemaURL {
+				t.Errorf("gen_ai.execute_tool.duration: unit %q, schema %q", m.Unit, sm.Scope.SchemaURL)
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				t.Fatalf("gen_ai.execute_tool.duration is a %T, want a histogram", m.Data)
+			}
+			var ledger uint64
+			for _, dp := range h.DataPoints {
+				op, _ := dp.Attributes.Value("gen_ai.operation.name")
+				name, _ := dp.Attributes.Value("gen_ai.tool.name")
+				typ, _ := dp.Attributes.Value("gen_ai.tool.type")
+				if op.AsString() != "execute_tool" || typ.AsString() != "extension" {
+					t.Errorf("data point attributes %v", dp.Attributes.ToSlice())
+				}
+				if _, hasErr := dp.Attributes.Value("error.type"); name.AsString() == "ledger" && !hasErr {
+					ledger += dp.Count
+				}
+			}
+			if ledger < 2 {
+				t.Errorf("gen_ai.execute_tool.duration counts %d successful ledger calls, want at least 2", ledger)
+			}
+		}
+	}
+	if !found {
+		t.Error("no gen_ai.execute_tool.duration metric")
 	}
 }
 

@@ -11,13 +11,13 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
-var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/workflow")
+var tracer = telemetry.Tracer("github.com/agentplane/agentplane/internal/workflow")
 
 // history is what a workflow recorded before the current execution.
 type history struct {
@@ -137,9 +137,10 @@ func (r *Runner) masking(ctx context.Context, wf *Workflow, j *journal, rec *rec
 }
 
 // startInvokeSpan starts the invoke_agent span of an execution of wf that
-// resumes after the steps recorded before it.
+// resumes after the steps recorded before it. The workflow is the GenAI
+// conversation of the spans started under it.
 func startInvokeSpan(ctx context.Context, wf *Workflow, after int, extra ...attribute.KeyValue) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "invoke_agent "+wf.Agent, trace.WithAttributes(append([]attribute.KeyValue{
+	return tracer.Start(telemetry.WithConversation(ctx, wf.ID), "invoke_agent "+wf.Agent, trace.WithAttributes(append([]attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.agent.name", wf.Agent),
 		attribute.String("gen_ai.agent.id", wf.Agent+"@"+wf.AgentVersion),

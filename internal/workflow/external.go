@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/telemetry"
 )
 
 // ExternalOptions configure the runs of external agents (SPEC §4
@@ -381,7 +382,7 @@ type attemptOutcome struct {
 
 // attempt POSTs to the agent and serves its gateway until it answers.
 func (x *externalRun) attempt(ctx context.Context, n int) attemptOutcome {
-	ctx, span := tracer.Start(ctx, "invoke_agent "+x.wf.Agent+" attempt "+strconv.Itoa(n), trace.WithAttributes(
+	ctx, span := tracer.Start(telemetry.WithConversation(ctx, x.wf.ID), "invoke_agent "+x.wf.Agent+" attempt "+strconv.Itoa(n), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.agent.name", x.wf.Agent),
 		attribute.String("gen_ai.conversation.id", x.wf.ID),

@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -221,6 +222,7 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	if rec != nil {
 		ctx, span := tracer.Start(ctx, "chat "+head.Model, trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.request.model", head.Model),
+			telemetry.KeyConversationID.String(x.wf.ID),
 			attribute.Bool("agentplane.journal", true)))
 		defer span.End()
 		for _, ev := range rec.answer.Events {

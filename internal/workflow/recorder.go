@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/fault"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -116,13 +117,18 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	ctx, span := tracer.Start(ctx, "execute_tool "+c.Tool+"."+c.Operation, trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.Tool), attribute.String("gen_ai.tool.call.id", callID),
+		telemetry.KeyToolType.String(telemetry.ToolTypeExtension), telemetry.KeyConversationID.String(e.wf.ID),
 		attribute.Int("agentplane.step", step), attribute.String("agentplane.operation_kind", op.Kind)))
 	defer span.End()
-	start := e.r.opts.Now()
+	start, began := e.r.opts.Now(), time.Now()
 	res, err := e.r.opts.Caller.Call(ctx, req)
+	var errType string
 	if err != nil {
+		errType = tool.ErrorCode(err)
+		span.SetAttributes(telemetry.KeyErrorType.String(errType))
 		span.SetStatus(codes.Error, e.mask.Text(err.Error(), detect))
 	}
+	telemetry.RecordToolDuration(ctx, c.Tool, errType, time.Since(began))
 	stored := e.maskCall(c.Tool, c.Args, res)
 	// A call that failed as the execution stopped may not have reached
 	// the tool; one that succeeded did, and is recorded like any other.

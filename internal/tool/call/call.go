@@ -15,7 +15,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -25,6 +24,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -174,7 +174,7 @@ func (e *Executor) Forget(toolID string) {
 	e.breakers.forget(toolID)
 }
 
-var tracer = otel.Tracer("github.com/agentplane/agentplane/internal/tool/call")
+var tracer = telemetry.Tracer("github.com/agentplane/agentplane/internal/tool/call")
 
 // Call calls req's operation. Bad arguments are problem.ValidationFailed; a
 // refused address problem.URLNotAllowed; a refused secrets_ref
