@@ -1,8 +1,9 @@
-// Package drift compares two revisions of a tool's operations: which
-// operations were added or removed, and for each operation present in both,
-// how its input and output schemas changed and whether a caller written for
-// the old revision breaks on the new one (SPEC §4 "Tool drift").
-package drift
+// Tool drift (SPEC §4 "Tool drift"): a structural comparison of two
+// revisions of a tool's operations, which were added or removed, and for
+// each one present in both how its input and output schemas changed and
+// whether a caller written for the old revision breaks on the new one.
+
+package tool
 
 import (
 	"bytes"
@@ -11,29 +12,27 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/agentplane/agentplane/internal/tool"
 )
 
 // Kinds of change.
 const (
-	ParameterRemoved     = "parameter_removed"
-	ParameterRenamed     = "parameter_renamed"
-	ParameterAdded       = "parameter_added"
-	RequiredAdded        = "required_added"
-	RequiredRemoved      = "required_removed"
-	TypeChanged          = "type_changed"
-	FormatChanged        = "format_changed"
-	EnumNarrowed         = "enum_narrowed"
-	EnumWidened          = "enum_widened"
-	ResponseFieldRemoved = "response_field_removed"
-	ResponseFieldAdded   = "response_field_added"
-	EndpointChanged      = "endpoint_changed"
+	ChangeParameterRemoved     = "parameter_removed"
+	ChangeParameterRenamed     = "parameter_renamed"
+	ChangeParameterAdded       = "parameter_added"
+	ChangeRequiredAdded        = "required_added"
+	ChangeRequiredRemoved      = "required_removed"
+	ChangeTypeChanged          = "type_changed"
+	ChangeFormatChanged        = "format_changed"
+	ChangeEnumNarrowed         = "enum_narrowed"
+	ChangeEnumWidened          = "enum_widened"
+	ChangeResponseFieldRemoved = "response_field_removed"
+	ChangeResponseFieldAdded   = "response_field_added"
+	ChangeEndpointChanged      = "endpoint_changed"
 )
 
-// maxDepth bounds the walk through nested schemas (they are already
+// maxDiffDepth bounds the walk through nested schemas (they are already
 // bounded by the importers' rendering).
-const maxDepth = 32
+const maxDiffDepth = 32
 
 // Change is one difference within an operation.
 type Change struct {
@@ -45,8 +44,8 @@ type Change struct {
 	Detail   string `json:"detail"`
 }
 
-// Changed is an operation present in both revisions whose schemas differ.
-type Changed struct {
+// ChangedOperation is an operation present in both revisions whose schemas differ.
+type ChangedOperation struct {
 	Operation string   `json:"operation"`
 	Breaking  bool     `json:"breaking"`
 	Changes   []Change `json:"changes"`
@@ -54,9 +53,9 @@ type Changed struct {
 
 // Diff is what changed between two revisions of a tool's operations.
 type Diff struct {
-	Added   []string  `json:"added"`
-	Removed []string  `json:"removed"`
-	Changed []Changed `json:"changed"`
+	Added   []string           `json:"added"`
+	Removed []string           `json:"removed"`
+	Changed []ChangedOperation `json:"changed"`
 }
 
 // Breaking reports whether a caller of the old revision may break: an
@@ -78,8 +77,8 @@ func (d *Diff) Empty() bool {
 	return len(d.Added) == 0 && len(d.Removed) == 0 && len(d.Changed) == 0
 }
 
-// Summary counts a diff's parts.
-type Summary struct {
+// DiffSummary counts a diff's parts.
+type DiffSummary struct {
 	Added    int  `json:"added"`
 	Removed  int  `json:"removed"`
 	Changed  int  `json:"changed"`
@@ -87,18 +86,18 @@ type Summary struct {
 }
 
 // Summary is the diff in counts.
-func (d *Diff) Summary() Summary {
-	return Summary{Added: len(d.Added), Removed: len(d.Removed), Changed: len(d.Changed), Breaking: d.Breaking()}
+func (d *Diff) Summary() DiffSummary {
+	return DiffSummary{Added: len(d.Added), Removed: len(d.Removed), Changed: len(d.Changed), Breaking: d.Breaking()}
 }
 
-// Operations compares the operations of the old revision with those of the
+// DiffOperations compares the operations of the old revision with those of the
 // new one, by operation id. Lists are sorted by operation id.
-func Operations(old, new []tool.Operation) Diff {
-	byID := make(map[string]*tool.Operation, len(old))
+func DiffOperations(old, new []Operation) Diff {
+	byID := make(map[string]*Operation, len(old))
 	for i := range old {
 		byID[old[i].ID] = &old[i]
 	}
-	d := Diff{Added: []string{}, Removed: []string{}, Changed: []Changed{}}
+	d := Diff{Added: []string{}, Removed: []string{}, Changed: []ChangedOperation{}}
 	seen := make(map[string]bool, len(new))
 	for i := range new {
 		op := &new[i]
@@ -108,8 +107,8 @@ func Operations(old, new []tool.Operation) Diff {
 			d.Added = append(d.Added, op.ID)
 			continue
 		}
-		if cs := Operation(prev, op); len(cs) > 0 {
-			c := Changed{Operation: op.ID, Changes: cs}
+		if cs := DiffOperation(prev, op); len(cs) > 0 {
+			c := ChangedOperation{Operation: op.ID, Changes: cs}
 			for _, ch := range cs {
 				c.Breaking = c.Breaking || ch.Breaking
 			}
@@ -123,27 +122,27 @@ func Operations(old, new []tool.Operation) Diff {
 	}
 	slices.Sort(d.Added)
 	slices.Sort(d.Removed)
-	slices.SortFunc(d.Changed, func(a, b Changed) int { return strings.Compare(a.Operation, b.Operation) })
+	slices.SortFunc(d.Changed, func(a, b ChangedOperation) int { return strings.Compare(a.Operation, b.Operation) })
 	return d
 }
 
-// Operation lists the changes from one revision of an operation to the
+// DiffOperation lists the changes from one revision of an operation to the
 // next: its input schema (the arguments), its output schema (the result)
 // and, for an HTTP operation, its method and path.
-func Operation(old, new *tool.Operation) []Change {
-	w := walker{}
-	w.schema("", decode(old.Input), decode(new.Input), false, 0)
+func DiffOperation(old, new *Operation) []Change {
+	w := diffWalker{}
+	w.schema("", decodeSchema(old.Input), decodeSchema(new.Input), false, 0)
 	if old.Output != nil || new.Output != nil {
-		w.schema("response", decode(old.Output), decode(new.Output), true, 0)
+		w.schema("response", decodeSchema(old.Output), decodeSchema(new.Output), true, 0)
 	}
 	if old.HTTP != nil && new.HTTP != nil && (old.HTTP.Method != new.HTTP.Method || old.HTTP.Path != new.HTTP.Path) {
-		w.add(EndpointChanged, "", false, "%s %s is now %s %s (agentplane calls the new one; the arguments are unchanged)",
+		w.add(ChangeEndpointChanged, "", false, "%s %s is now %s %s (agentplane calls the new one; the arguments are unchanged)",
 			old.HTTP.Method, old.HTTP.Path, new.HTTP.Method, new.HTTP.Path)
 	}
 	return w.changes
 }
 
-func decode(raw json.RawMessage) map[string]any {
+func decodeSchema(raw json.RawMessage) map[string]any {
 	var m map[string]any
 	if len(raw) > 0 {
 		_ = json.Unmarshal(raw, &m) // a stored schema is valid JSON; anything else compares as no schema
@@ -151,21 +150,21 @@ func decode(raw json.RawMessage) map[string]any {
 	return m
 }
 
-type walker struct{ changes []Change }
+type diffWalker struct{ changes []Change }
 
-func (w *walker) add(kind, path string, breaking bool, format string, args ...any) {
+func (w *diffWalker) add(kind, path string, breaking bool, format string, args ...any) {
 	w.changes = append(w.changes, Change{Kind: kind, Path: path, Breaking: breaking, Detail: fmt.Sprintf(format, args...)})
 }
 
-func join(path, name string) string {
+func joinPath(path, name string) string {
 	if path == "" {
 		return name
 	}
 	return path + "." + name
 }
 
-// what names the thing at path for details: an argument or a response field.
-func what(path string, output bool) string {
+// fieldName names the thing at path for details: an argument or a response field.
+func fieldName(path string, output bool) string {
 	if output {
 		return "response field " + path
 	}
@@ -173,18 +172,18 @@ func what(path string, output bool) string {
 }
 
 // schema compares two schemas at path; output is true below the result.
-func (w *walker) schema(path string, old, new map[string]any, output bool, depth int) {
-	if old == nil || new == nil || depth > maxDepth {
+func (w *diffWalker) schema(path string, old, new map[string]any, output bool, depth int) {
+	if old == nil || new == nil || depth > maxDiffDepth {
 		return
 	}
-	if ot, nt := typeOf(old), typeOf(new); ot != "" && nt != "" && ot != nt {
-		w.add(TypeChanged, path, true, "the type of %s changed from %s to %s", what(path, output), ot, nt)
+	if ot, nt := schemaType(old), schemaType(new); ot != "" && nt != "" && ot != nt {
+		w.add(ChangeTypeChanged, path, true, "the type of %s changed from %s to %s", fieldName(path, output), ot, nt)
 		return // what lies below a changed type is another schema
 	}
 	of, _ := old["format"].(string)
 	nf, _ := new["format"].(string)
 	if of != nf && of != "" && nf != "" || of == "" && nf != "" && !output {
-		w.add(FormatChanged, path, true, "the format of %s changed from %q to %q", what(path, output), of, nf)
+		w.add(ChangeFormatChanged, path, true, "the format of %s changed from %q to %q", fieldName(path, output), of, nf)
 	}
 	w.enum(path, old, new, output)
 	w.properties(path, old, new, output, depth)
@@ -195,8 +194,8 @@ func (w *walker) schema(path string, old, new map[string]any, output bool, depth
 	}
 }
 
-// typeOf is a schema's type, its types joined with "|" when a list.
-func typeOf(s map[string]any) string {
+// schemaType is a schema's type, its types joined with "|" when a list.
+func schemaType(s map[string]any) string {
 	switch t := s["type"].(type) {
 	case string:
 		return t
@@ -213,7 +212,7 @@ func typeOf(s map[string]any) string {
 	return ""
 }
 
-func (w *walker) enum(path string, old, new map[string]any, output bool) {
+func (w *diffWalker) enum(path string, old, new map[string]any, output bool) {
 	oe, oHas := old["enum"].([]any)
 	ne, nHas := new["enum"].([]any)
 	if !oHas && !nHas {
@@ -240,20 +239,20 @@ func (w *walker) enum(path string, old, new map[string]any, output bool) {
 	switch {
 	case !oHas:
 		// A value that was free now has a list: the arguments' side narrows.
-		w.add(EnumNarrowed, path, !output, "%s now only takes %s", what(path, output), strings.Join(keys(ne, key), ", "))
+		w.add(ChangeEnumNarrowed, path, !output, "%s now only takes %s", fieldName(path, output), strings.Join(enumKeys(ne, key), ", "))
 	case !nHas:
-		w.add(EnumWidened, path, false, "%s no longer limits its values", what(path, output))
+		w.add(ChangeEnumWidened, path, false, "%s no longer limits its values", fieldName(path, output))
 	default:
 		if len(gone) > 0 {
-			w.add(EnumNarrowed, path, !output, "%s no longer takes %s", what(path, output), strings.Join(gone, ", "))
+			w.add(ChangeEnumNarrowed, path, !output, "%s no longer takes %s", fieldName(path, output), strings.Join(gone, ", "))
 		}
 		if len(added) > 0 {
-			w.add(EnumWidened, path, false, "%s also takes %s", what(path, output), strings.Join(added, ", "))
+			w.add(ChangeEnumWidened, path, false, "%s also takes %s", fieldName(path, output), strings.Join(added, ", "))
 		}
 	}
 }
 
-func keys(vs []any, key func(any) string) []string {
+func enumKeys(vs []any, key func(any) string) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = key(v)
@@ -275,7 +274,7 @@ func requiredOf(s map[string]any) map[string]bool {
 // properties compares an object's members: removed, renamed (a removed
 // and an added member with the same schema, one each), added, made
 // required or optional, and each kept one's schema.
-func (w *walker) properties(path string, old, new map[string]any, output bool, depth int) {
+func (w *diffWalker) properties(path string, old, new map[string]any, output bool, depth int) {
 	op, _ := old["properties"].(map[string]any)
 	np, _ := new["properties"].(map[string]any)
 	if op == nil && np == nil {
@@ -298,14 +297,14 @@ func (w *walker) properties(path string, old, new map[string]any, output bool, d
 		renamed[removed[0]] = added[0]
 	}
 	for _, name := range removed {
-		p := join(path, name)
+		p := joinPath(path, name)
 		switch {
 		case renamed[name] != "":
-			w.add(ParameterRenamed, p, true, "argument %s is now named %s", p, join(path, renamed[name]))
+			w.add(ChangeParameterRenamed, p, true, "argument %s is now named %s", p, joinPath(path, renamed[name]))
 		case output:
-			w.add(ResponseFieldRemoved, p, true, "the result no longer has %s", p)
+			w.add(ChangeResponseFieldRemoved, p, true, "the result no longer has %s", p)
 		default:
-			w.add(ParameterRemoved, p, true, "argument %s was removed; a call that passes it is refused", p)
+			w.add(ChangeParameterRemoved, p, true, "argument %s was removed; a call that passes it is refused", p)
 		}
 	}
 	isRenamed := func(n string) bool {
@@ -317,15 +316,15 @@ func (w *walker) properties(path string, old, new map[string]any, output bool, d
 		return false
 	}
 	for _, name := range added {
-		p := join(path, name)
+		p := joinPath(path, name)
 		switch {
 		case isRenamed(name):
 		case output:
-			w.add(ResponseFieldAdded, p, false, "the result also has %s", p)
+			w.add(ChangeResponseFieldAdded, p, false, "the result also has %s", p)
 		case nreq[name]:
-			w.add(RequiredAdded, p, true, "new required argument %s; a call without it is refused", p)
+			w.add(ChangeRequiredAdded, p, true, "new required argument %s; a call without it is refused", p)
 		default:
-			w.add(ParameterAdded, p, false, "new optional argument %s", p)
+			w.add(ChangeParameterAdded, p, false, "new optional argument %s", p)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(op)) {
@@ -333,12 +332,12 @@ func (w *walker) properties(path string, old, new map[string]any, output bool, d
 		if !ok {
 			continue
 		}
-		p := join(path, name)
+		p := joinPath(path, name)
 		if !output && nreq[name] && !oreq[name] {
-			w.add(RequiredAdded, p, true, "argument %s is now required", p)
+			w.add(ChangeRequiredAdded, p, true, "argument %s is now required", p)
 		}
 		if !output && oreq[name] && !nreq[name] {
-			w.add(RequiredRemoved, p, false, "argument %s is now optional", p)
+			w.add(ChangeRequiredRemoved, p, false, "argument %s is now optional", p)
 		}
 		os, _ := op[name].(map[string]any)
 		nsm, _ := ns.(map[string]any)
