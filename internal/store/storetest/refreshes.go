@@ -32,7 +32,7 @@ func testToolRefreshes(t *testing.T, s Store, _ Hooks) {
 	upd.Revision, upd.OperationCount, upd.SpecSHA256 = 2, len(ops), "sha-2"
 	upd.UpdatedAt = base.Add(time.Minute)
 	applied := &tool.Refresh{Tenant: "acme", ToolID: pets.ID, Status: tool.RefreshApplied, BaseRevision: 1, ToolRevision: 2,
-		Diff: tool.Diff{Added: []string{"zooKeepers"}, Removed: []string{}, Changed: []tool.ChangedOperation{}},
+		Diff:      tool.Diff{Added: []string{"zooKeepers"}, Removed: []string{}, Changed: []tool.ChangedOperation{}},
 		CreatedAt: upd.UpdatedAt, AppliedAt: &upd.UpdatedAt, SpecSHA256: "sha-2"}
 	must(t, s.AddToolRefresh(ctx, applied, &upd, ops, &audit.Record{Tenant: "acme", Action: "tool.refresh", Outcome: audit.Success, Status: 200}), "applied refresh")
 	if applied.N != 1 {
