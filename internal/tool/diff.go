@@ -7,6 +7,7 @@ package tool
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -91,7 +92,8 @@ func (d *Diff) Summary() DiffSummary {
 }
 
 // DiffOperations compares the operations of the old revision with those of the
-// new one, by operation id. Lists are sorted by operation id.
+// new one, by operation id. Lists are sorted by operation id, an
+// operation's changes by path and kind.
 func DiffOperations(old, new []Operation) Diff {
 	byID := make(map[string]*Operation, len(old))
 	for i := range old {
@@ -108,6 +110,9 @@ func DiffOperations(old, new []Operation) Diff {
 			continue
 		}
 		if cs := DiffOperation(prev, op); len(cs) > 0 {
+			slices.SortStableFunc(cs, func(a, b Change) int {
+				return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Kind, b.Kind))
+			})
 			c := ChangedOperation{Operation: op.ID, Changes: cs}
 			for _, ch := range cs {
 				c.Breaking = c.Breaking || ch.Breaking
