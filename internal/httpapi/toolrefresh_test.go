@@ -273,3 +273,40 @@ func TestToolRefreshRefused(t *testing.T) {
 		t.Errorf("refresh with tools:read: %d", r.Status)
 	}
 }
+
+// TestToolRefreshGraphQL: a GraphQL schema served as A, then B, which
+// makes an argument non-null, changes an argument's type where JSON cannot
+// tell (ID to Int is, String to ID is not), removes a field of a result
+// and a root field: each named, the revision pending.
+func TestToolRefreshGraphQL(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tok := h.token("acme", "tools:write tools:read")
+	const sdlA = `type Query { book(id: ID, isbn: String): Book
+  books(limit: Int): [Book!]!
+  authors: [String!]! }
+type Book { id: ID! title: String! price: Float }`
+	const sdlB = `type Query { book(id: ID!, isbn: ID): Book
+  books(limit: Int): [Book!]! }
+type Book { id: ID! title: String! }`
+	spec := newVersionedSpec(t, sdlA)
+	tl := h.mustRegister(tok, map[string]any{"name": "library", "type": "graphql", "spec_url": spec.URL,
+		"endpoint_url": "https://library.example/graphql"})
+	spec.set(sdlB)
+	got, r := h.refresh(tok, tl.ID)
+	if r.Status != http.StatusOK || got.Status != "pending" {
+		t.Fatalf("refresh to B: %d %s", r.Status, r.Body)
+	}
+	if diff := cmp.Diff([]string{"authors"}, got.Diff.Removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	want := []string{
+		"book required_added id breaking",
+		"book type_changed isbn breaking",
+		"book response_field_removed response.price breaking",
+		"books response_field_removed response[].price breaking",
+	}
+	if diff := cmp.Diff(want, got.kinds()); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+}

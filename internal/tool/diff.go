@@ -140,6 +140,9 @@ func DiffOperation(old, new *Operation) []Change {
 	if old.Output != nil || new.Output != nil {
 		w.schema("response", decodeSchema(old.Output), decodeSchema(new.Output), true, 0)
 	}
+	if old.GraphQL != nil && new.GraphQL != nil {
+		w.graphQLArgs(old.GraphQL.Args, new.GraphQL.Args)
+	}
 	if old.HTTP != nil && new.HTTP != nil && (old.HTTP.Method != new.HTTP.Method || old.HTTP.Path != new.HTTP.Path) {
 		w.add(ChangeEndpointChanged, "", false, "%s %s is now %s %s (agentplane calls the new one; the arguments are unchanged)",
 			old.HTTP.Method, old.HTTP.Path, new.HTTP.Method, new.HTTP.Path)
@@ -369,4 +372,25 @@ func sameSchema(a, b any) bool {
 		return out
 	}
 	return bytes.Equal(strip(a), strip(b))
+}
+
+// graphQLArgs reports an argument whose GraphQL type changed where its
+// JSON Schema cannot tell (ID and String are both strings, Int and Float
+// both numbers to JSON): the named type, list or not, nullability aside
+// (an argument made non-null is required_added from the schema).
+func (w *diffWalker) graphQLArgs(old, new []Arg) {
+	types := make(map[string]string, len(old))
+	for _, a := range old {
+		types[a.Name] = a.Type
+	}
+	for _, a := range new {
+		was, ok := types[a.Name]
+		if !ok || strings.ReplaceAll(was, "!", "") == strings.ReplaceAll(a.Type, "!", "") {
+			continue
+		}
+		if slices.ContainsFunc(w.changes, func(c Change) bool { return c.Path == a.Name && c.Kind == ChangeTypeChanged }) {
+			continue
+		}
+		w.add(ChangeTypeChanged, a.Name, true, "the GraphQL type of argument %s changed from %s to %s", a.Name, was, a.Type)
+	}
 }

@@ -113,3 +113,35 @@ func TestDiffOperations(t *testing.T) {
 		t.Errorf("the same operations differ: %+v", same)
 	}
 }
+
+func TestDiffGraphQLArgs(t *testing.T) {
+	gql := func(argType string, required bool) Operation {
+		in := `{"type":"object","properties":{"id":{"type":"string"}}}`
+		if required {
+			in = `{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`
+		}
+		return Operation{ID: "query_book", Input: json.RawMessage(in),
+			GraphQL: &GraphQLBinding{Root: "query", Field: "book", Args: []Arg{{Name: "id", Type: argType, Required: required}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new Operation
+		want     []string
+	}{
+		{"same", gql("ID", false), gql("ID", false), nil},
+		{"ID to String: the same JSON type", gql("ID", false), gql("String", false), []string{"type_changed id"}},
+		{"made non-null", gql("ID", false), gql("ID!", true), []string{"required_added id"}},
+		{"made nullable", gql("ID!", true), gql("ID", false), []string{"required_removed id"}},
+		{"a list", gql("ID", false), gql("[ID]", false), []string{"type_changed id"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, c := range DiffOperation(&tc.old, &tc.new) {
+				got = append(got, c.Kind+" "+c.Path)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("changes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
