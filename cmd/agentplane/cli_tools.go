@@ -219,7 +219,7 @@ and re-indexes the description.`,
 	ops.Flags().String("limit", "", "page size (1–100, default 20)")
 	ops.Flags().String("cursor", "", "next_cursor of the previous page")
 
-	cmd.AddCommand(register, listCmd, getCmd, update, del, ops)
+	cmd.AddCommand(register, listCmd, getCmd, update, del, ops, c.toolsRefreshCommand(completeTool))
 	return cmd
 }
 

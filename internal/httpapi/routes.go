@@ -81,6 +81,9 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/operations", scope: auth.ScopeToolsRead, action: "operation.search", resource: "tool", h: s.handleSearchOperations},
 		{pattern: "PUT /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.update", resource: "tool", h: s.handleUpdateTool},
 		{pattern: "DELETE /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
+		{pattern: "POST /v1/tools/{id}/refresh", scope: auth.ScopeToolsWrite, action: "tool.refresh", resource: "tool", idempotent: true, h: s.handleRefreshTool},
+		{pattern: "GET /v1/tools/{id}/revisions", scope: auth.ScopeToolsRead, action: "tool.revisions", resource: "tool", h: s.handleToolRevisions},
+		{pattern: "POST /v1/tools/{id}/revisions/{n}/apply", scope: auth.ScopeToolsWrite, action: "tool.revision.apply", resource: "tool", idempotent: true, h: s.handleApplyToolRevision},
 
 		{pattern: "POST /v1/models", scope: auth.ScopeModelsWrite, action: "model.create", resource: "model", idempotent: true, h: s.handleRegisterModel},
 		{pattern: "GET /v1/models", scope: auth.ScopeModelsRead, action: "model.list", resource: "model", h: s.handleListModels},

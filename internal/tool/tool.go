@@ -279,6 +279,7 @@ type Store interface {
 	// kept. An update keeps the revision it replaces and those a running
 	// or waiting workflow started with; a delete keeps none.
 	ToolRevision(ctx context.Context, tenant, name string, revision int) (*Tool, []Operation, error)
+	RefreshStore
 }
 
 // FirstLine is the first line of a description, trimmed and cut to 200

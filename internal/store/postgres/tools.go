@@ -47,32 +47,45 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
-		if err := snapshotTool(ctx, tx, t.Tenant, t.ID); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE tools SET name = $3, type = $4, spec_url = $5,
-			endpoint_url = $6, auth = $7, policy_class = $8, side_effects = $9, idempotency_support = $10,
-			spec_sha256 = $11, revision = $12, operation_count = $13, base_url = $14, spec_token_url = $15,
-			indexed_at = $16, created_at = $17, updated_at = $18, limits = $19
-			WHERE id = $1 AND tenant = $2`, row...)
-		if isUnique(err) {
-			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
-		}
-		if err != nil {
-			return fmt.Errorf("update tool: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return toolNotFound(t.ID)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM tool_operations WHERE tool_id = $1`, t.ID); err != nil {
-			return fmt.Errorf("delete operations: %w", err)
-		}
-		if err := insertOperations(ctx, tx, t, ops); err != nil {
+		if err := replaceTool(ctx, tx, t, row, ops, -1); err != nil {
 			return err
 		}
 		tx.Audit(rec)
 		return nil
 	})
+}
+
+// replaceTool keeps a snapshot of the tool's current revision and replaces
+// it by t (row its ToolValues) and ops; with a base of 0 or more, only while
+// the tool is still at that revision (problem.Conflict otherwise).
+func replaceTool(ctx context.Context, tx *wtx, t *tool.Tool, row []any, ops []tool.Operation, base int) error {
+	if err := snapshotTool(ctx, tx, t.Tenant, t.ID); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE tools SET name = $3, type = $4, spec_url = $5,
+		endpoint_url = $6, auth = $7, policy_class = $8, side_effects = $9, idempotency_support = $10,
+		spec_sha256 = $11, revision = $12, operation_count = $13, base_url = $14, spec_token_url = $15,
+		indexed_at = $16, created_at = $17, updated_at = $18, limits = $19
+		WHERE id = $1 AND tenant = $2 AND ($20::integer < 0 OR revision = $20)`, append(row, base)...)
+	if isUnique(err) {
+		return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("update tool: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		if base >= 0 {
+			if err := toolExists(ctx, tx, t.Tenant, t.ID); err != nil {
+				return err
+			}
+			return problem.New(problem.Conflict, "tool %s changed since its revision %d: refresh again", t.ID, base)
+		}
+		return toolNotFound(t.ID)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM tool_operations WHERE tool_id = $1`, t.ID); err != nil {
+		return fmt.Errorf("delete operations: %w", err)
+	}
+	return insertOperations(ctx, tx, t, ops)
 }
 
 // DeleteTool deletes a tool and its operations; problem.Conflict while an
@@ -102,6 +115,9 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM tool_snapshots WHERE tenant = $1 AND id = $2`, tenant, id); err != nil {
 			return fmt.Errorf("delete snapshots: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tool_refreshes WHERE tenant = $1 AND tool_id = $2`, tenant, id); err != nil {
+			return fmt.Errorf("delete refreshes: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM tools WHERE tenant = $1 AND id = $2`, tenant, id); err != nil {
 			return fmt.Errorf("delete tool: %w", err)

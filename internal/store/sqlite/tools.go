@@ -45,31 +45,44 @@ func (db *DB) UpdateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		if err := snapshotTool(ctx, tx, t.Tenant, t.ID); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?, type = ?, spec_url = ?,
-			endpoint_url = ?, auth = ?, policy_class = ?, side_effects = ?, idempotency_support = ?,
-			spec_sha256 = ?, revision = ?, operation_count = ?, base_url = ?, spec_token_url = ?,
-			indexed_at = ?, created_at = ?, updated_at = ?, limits = ?
-			WHERE id = ? AND tenant = ?`, append(row[2:], t.ID, t.Tenant)...)
-		if isUnique(err) {
-			return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
-		}
-		if err != nil {
-			return fmt.Errorf("update tool: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, toolNotFound(t.ID))
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_operations WHERE tool_id = ?`, t.ID); err != nil {
-			return fmt.Errorf("delete operations: %w", err)
-		}
-		if err := insertOperations(ctx, tx, t, ops); err != nil {
+		if err := replaceTool(ctx, tx, t, row, ops, -1); err != nil {
 			return err
 		}
 		return appendAudit(ctx, tx, rec)
 	})
+}
+
+// replaceTool keeps a snapshot of the tool's current revision and replaces
+// it by t (row its ToolValues) and ops; with a base of 0 or more, only while
+// the tool is still at that revision (problem.Conflict otherwise).
+func replaceTool(ctx context.Context, tx dbtx, t *tool.Tool, row []any, ops []tool.Operation, base int) error {
+	if err := snapshotTool(ctx, tx, t.Tenant, t.ID); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?, type = ?, spec_url = ?,
+		endpoint_url = ?, auth = ?, policy_class = ?, side_effects = ?, idempotency_support = ?,
+		spec_sha256 = ?, revision = ?, operation_count = ?, base_url = ?, spec_token_url = ?,
+		indexed_at = ?, created_at = ?, updated_at = ?, limits = ?
+		WHERE id = ? AND tenant = ? AND (? < 0 OR revision = ?)`, append(row[2:], t.ID, t.Tenant, base, base)...)
+	if isUnique(err) {
+		return problem.New(problem.Conflict, "a tool named %q already exists", t.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("update tool: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err == nil && base >= 0 {
+			if err := toolExists(ctx, tx, t.Tenant, t.ID); err != nil {
+				return err
+			}
+			return problem.New(problem.Conflict, "tool %s changed since its revision %d: refresh again", t.ID, base)
+		}
+		return errors.Join(err, toolNotFound(t.ID))
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tool_operations WHERE tool_id = ?`, t.ID); err != nil {
+		return fmt.Errorf("delete operations: %w", err)
+	}
+	return insertOperations(ctx, tx, t, ops)
 }
 
 // DeleteTool deletes a tool and its operations; problem.Conflict while an
@@ -99,6 +112,9 @@ func (db *DB) DeleteTool(ctx context.Context, tenant, id string, rec *audit.Reco
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_snapshots WHERE tenant = ? AND id = ?`, tenant, id); err != nil {
 			return fmt.Errorf("delete snapshots: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_refreshes WHERE tenant = ? AND tool_id = ?`, tenant, id); err != nil {
+			return fmt.Errorf("delete refreshes: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tools WHERE tenant = ? AND id = ?`, tenant, id); err != nil {
 			return fmt.Errorf("delete tool: %w", err)

@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ToolOperations", testToolOperations},
 		{"ToolDeleteInUse", testToolDeleteInUse},
 		{"ToolRevisions", testToolRevisions},
+		{"ToolRefreshes", testToolRefreshes},
 		{"ModelCRUD", testModelCRUD},
 		{"ModelNameConflict", testModelNameConflict},
 		{"ModelTenantIsolation", testModelTenantIsolation},
