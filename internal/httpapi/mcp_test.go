@@ -134,6 +134,26 @@ func TestMCPServesTheTenant(t *testing.T) {
 	if !strings.Contains(string(audit.Body), `"action":"tool.call"`) || !strings.Contains(string(audit.Body), `"action":"workflow.step"`) {
 		t.Errorf("audit of the call: %s", audit.Body)
 	}
+	// Exported as OCSF 1.9, the call's step names its agent and version.
+	agents := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(h.do("GET", "/v1/audit/export?limit=5000", h.token("acme", "audit:read"), nil).Body)), "\n") {
+		var e struct {
+			API      struct{ Operation string }      `json:"api"`
+			AIAgent  *struct{ Name, Version string } `json:"ai_agent"`
+			Unmapped struct {
+				WorkflowID string `json:"workflow_id"`
+			} `json:"unmapped"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.API.Operation == "workflow.step" && e.Unmapped.WorkflowID == called.WorkflowID {
+			if e.AIAgent == nil || e.AIAgent.Name != "mcp" || e.AIAgent.Version != "payments.getTransaction" {
+				t.Errorf("the step's OCSF event names agent %+v, want mcp@payments.getTransaction", e.AIAgent)
+			}
+			agents++
+		}
+	}
+	if agents == 0 {
+		t.Error("the OCSF export holds no workflow.step event of the call")
+	}
 	// The call replays from its record like any workflow.
 	rp := h.do("POST", "/v1/workflows/"+called.WorkflowID+"/replay", h.token("acme", "workflows:replay"),
 		map[string]any{"target_agent_version": "mcp@payments.getTransaction"})
