@@ -20,6 +20,7 @@ import (
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
 	"github.com/agentplane/agentplane/bench/internal/scripted"
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
+	"golang.org/x/sync/errgroup"
 )
 
 // The external mode (-external) replays n recorded workflows of an
@@ -253,42 +254,32 @@ func profileBatch(ctx context.Context, addr string, d time.Duration, file string
 func seedExternal(ctx context.Context, srv *benchserver.Server, n, conc int, limit time.Duration) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	var next atomic.Int64
+	g, ctx := errgroup.WithContext(ctx)
 	start := time.Now()
 	for range conc {
-		wg.Go(func() {
+		g.Go(func() error {
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
 				id := "w" + strconv.FormatInt(i, 10)
 				st, body, err := srv.Do(ctx, "POST", "/v1/agents/triage@1/invoke", map[string]any{"goal": "thing " + id, "context": map[string]any{"id": id}})
-				if err == nil && st != http.StatusOK {
-					err = fmt.Errorf("invoke: %d %.300s", st, body)
+				if err != nil {
+					return err
+				}
+				if st != http.StatusOK {
+					return fmt.Errorf("invoke: %d %.300s", st, body)
 				}
 				var wf struct {
 					Outcome string `json:"outcome"`
 				}
-				if err == nil && (json.Unmarshal(body, &wf) != nil || wf.Outcome != "answered") {
-					err = fmt.Errorf("workflow of %s: %.300s", id, body)
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
+				if json.Unmarshal(body, &wf) != nil || wf.Outcome != "answered" {
+					return fmt.Errorf("workflow of %s: %.300s", id, body)
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
+	if err := g.Wait(); err != nil {
+		return 0, err
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
+	"golang.org/x/sync/errgroup"
 )
 
 // The live mode (-llm live) replays n recorded workflows of an LLM agent
@@ -238,35 +238,29 @@ func liveSetup(ctx context.Context, db *sqlite.DB) error {
 // liveSeed records n workflows of refunds@1, conc at a time.
 func liveSeed(ctx context.Context, runner *workflow.Runner, n, conc int) ([]string, error) {
 	ids := make([]string, n)
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	var next atomic.Int64
+	var g errgroup.Group
 	for range conc {
-		wg.Go(func() {
+		g.Go(func() error {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				wf, err := runner.Start(ctx, workflow.StartRequest{Tenant: "acme", Agent: "refunds", Version: "1",
 					Goal: "Refund " + strconv.Itoa(i), Caller: workflow.Caller{Sub: "bench", Tenant: "acme"}})
-				if err == nil {
-					var done *workflow.Workflow
-					if done, _, err = runner.Finished(ctx, "acme", wf.ID); err == nil && done.Outcome != "approved" {
-						err = fmt.Errorf("workflow %s ended %s: %s", wf.ID, done.Outcome, done.Error)
-					}
-				}
 				if err != nil {
-					mu.Lock()
-					firstErr = errors.Join(firstErr, err)
-					mu.Unlock()
-					return
+					return err
+				}
+				done, _, err := runner.Finished(ctx, "acme", wf.ID)
+				if err != nil {
+					return err
+				}
+				if done.Outcome != "approved" {
+					return fmt.Errorf("workflow %s ended %s: %s", wf.ID, done.Outcome, done.Error)
 				}
 				ids[i] = wf.ID
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	return ids, firstErr
+	return ids, g.Wait()
 }
 
 // selfStatus reads a size field of /proc/self/status in bytes, 0 where

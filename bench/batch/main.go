@@ -32,12 +32,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
+	"golang.org/x/sync/errgroup"
 )
 
 const tokenScopes = "tools:write agents:write agents:invoke workflows:read workflows:replay tool:*"
@@ -270,38 +270,28 @@ func setup(ctx context.Context, srv *benchserver.Server, svcURL string) error {
 func seed(ctx context.Context, srv *benchserver.Server, n, conc int, limit time.Duration, stderr io.Writer) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	var (
-		next, done atomic.Int64
-		mu         sync.Mutex
-		firstErr   error
-		wg         sync.WaitGroup
-	)
+	var next, done atomic.Int64
+	g, ctx := errgroup.WithContext(ctx)
 	start := time.Now()
 	for range conc {
-		wg.Go(func() {
+		g.Go(func() error {
 			for next.Add(1) <= int64(n) {
 				st, body, err := srv.Do(ctx, "POST", "/v1/agents/bench@1/invoke", map[string]any{"goal": "bench"})
-				if err == nil && st != http.StatusOK {
-					err = fmt.Errorf("invoke: %d %.300s", st, body)
-				}
 				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
+					return err
+				}
+				if st != http.StatusOK {
+					return fmt.Errorf("invoke: %d %.300s", st, body)
 				}
 				if d := done.Add(1); d%2000 == 0 {
 					fmt.Fprintf(stderr, "  %d stored\n", d)
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
+	if err := g.Wait(); err != nil {
+		return 0, err
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
