@@ -62,6 +62,7 @@ func (c *child) stop() {
 // takes over when the killed server's lease expires. The batch finishes
 // with every workflow replayed exactly once and no request to the tool.
 func TestReplayBatchSurvivesStopsAndCrashes(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freeAddr(t)
 	flags := func(lease string) []string {
 		return []string{"--data", dir, "--allow-private-networks", "--workflow-lease", lease, "--replay-batch-workers", "1", "--shutdown-timeout", "2s", "--rate-limit", "1000000"}

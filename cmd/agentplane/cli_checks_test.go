@@ -54,6 +54,7 @@ func demoTriageWorkflows(t *testing.T, e *cliEnv) []string {
 // failed verdict), and validates the JUnit report against a JUnit XML
 // schema with xmllint; a gate the batch meets exits 0.
 func TestCLIDatasetsChecksJUnit(t *testing.T) {
+	t.Parallel()
 	e := demoEnv(t)
 	// A dataset holds finished workflows: the demo's refund waiting for
 	// approval is not one of them.

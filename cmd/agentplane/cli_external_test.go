@@ -29,6 +29,7 @@ func tableLines(out string) map[string]string {
 // the client, shows it as a table and as the API's JSON, and sees the
 // server refuse what breaks its rules.
 func TestCLIExternalAgents(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	addr := freeAddr(t)
 	srv := startChild(t, addr, "--data", data, "--secret-ref-allow", "env://AGENT_*")

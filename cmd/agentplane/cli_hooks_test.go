@@ -12,6 +12,7 @@ import (
 )
 
 func TestCLISchedules(t *testing.T) {
+	t.Parallel()
 	data, addr := t.TempDir(), freeAddr(t)
 	srv := startChild(t, addr, "--data", data)
 	var tok bytes.Buffer
@@ -71,6 +72,7 @@ func has(out, want string) bool {
 }
 
 func TestCLIWebhooks(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 10)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		received <- r.Header.Get("webhook-id")

@@ -139,6 +139,7 @@ func (e *cliEnv) write(name, content string) string {
 // a real server process: login, register, deploy, a streamed invoke whose
 // first step prints while the workflow still runs, replay, audit verify.
 func TestCLIQuickstart(t *testing.T) {
+	t.Parallel()
 	api := newCLIAPI(t)
 	data := t.TempDir()
 	addr := freeAddr(t)
@@ -448,6 +449,7 @@ func TestTokenAgreesWithServe(t *testing.T) {
 // listen on loopback only, both versions are deployed, there is history,
 // and a replay of the example workflow against version 2 changes.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	srv := startChild(t, addr, "--demo", "--data", t.TempDir())
 	var ready string
@@ -746,6 +748,7 @@ definition:
 // left them, so the refund the first start left waiting completes when
 // approved, and the external agent still answers at its versions' URL.
 func TestDemoStartedAgain(t *testing.T) {
+	t.Parallel()
 	addr, data := demoAddr(t), t.TempDir()
 	readyOf := func(srv *child) string {
 		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

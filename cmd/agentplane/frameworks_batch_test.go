@@ -39,6 +39,7 @@ const frameworkBatchSize = 200
 // delta and check totals equal those the test computes from each replay's
 // steps and its original's stored ones.
 func TestExternalAgentsBatchThroughCLI(t *testing.T) {
+	t.Parallel()
 	node, modules := frameworks(t)
 	dir, addr := t.TempDir(), freeAddr(t)
 	srv := startChild(t, addr, "--data", dir, "--allow-private-networks", "--rate-limit", "1000000")

@@ -459,6 +459,7 @@ func TestExternalAgentLangGraph(t *testing.T) {
 }
 
 func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
+	t.Parallel()
 	for _, api := range []string{"responses", "chat_completions"} {
 		for _, stream := range []string{"0", "1"} {
 			t.Run(api+"/stream="+stream, func(t *testing.T) {

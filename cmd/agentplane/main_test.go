@@ -4,19 +4,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/store/sqlite"
 )
 
 // childEnv, when set, makes the test binary run agentplane with the
@@ -31,6 +37,15 @@ func TestMain(m *testing.M) {
 			os.Exit(report(err, os.Stderr))
 		}
 		os.Exit(0)
+	}
+	// The tests marked parallel spend most of their time waiting on the
+	// server and client processes they start, not on this process's CPU:
+	// four run at once unless -test.parallel says otherwise.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "4")
 	}
 	code := m.Run()
 	if agentBuild.dir != "" {
@@ -245,6 +260,7 @@ func (l *lockedBuffer) String() string {
 
 func startChild(t *testing.T, addr string, args ...string) *child {
 	t.Helper()
+	seedData(t, args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(append([]string{"serve", "--addr", addr}, args...), "\x1f"))
 	var logs lockedBuffer
@@ -262,6 +278,33 @@ func startChild(t *testing.T, addr string, args ...string) *child {
 	})
 	waitReady(t, c.base)
 	return c
+}
+
+// seedData gives a server started on a new --data directory (and no
+// --database-url) a database with its migrations applied, copied from one
+// made once per test process: under the race detector, applying them costs
+// each start a second of CPU.
+func seedData(t *testing.T, args []string) {
+	t.Helper()
+	var data string
+	for i, a := range args {
+		switch {
+		case a == "--database-url":
+			return
+		case a == "--data" && i+1 < len(args):
+			data = args[i+1]
+		}
+	}
+	if data == "" {
+		return
+	}
+	path := filepath.Join(data, "agentplane.db")
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err := sqlite.WriteTestFile(path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // output is what the server printed so far, stdout and stderr.

@@ -149,6 +149,7 @@ func invokeAsync(t *testing.T, srv *child, tok, agent string) string {
 // through two servers on one PostgreSQL and one Redis to a tool limited to
 // 3 calls in flight and 20 a second: the tool never sees more.
 func TestTwoReplicasKeepAToolsLimitsUnderLoad(t *testing.T) {
+	t.Parallel()
 	a, b, tok := twoReplicas(t)
 	api := newLimitedAPI(t, 30*time.Millisecond, 600*time.Millisecond)
 	registerLimited(t, a, tok, "books", api, map[string]any{"rate": "20/s", "concurrency": 3, "timeout": "30s"})
@@ -200,6 +201,7 @@ func TestTwoReplicasKeepAToolsLimitsUnderLoad(t *testing.T) {
 // the other replica's call, waiting meanwhile, reaches the tool once the
 // dead replica's lease on the slot has run out, not before the kill.
 func TestAKilledReplicasSlotIsFreedWithinItsLease(t *testing.T) {
+	t.Parallel()
 	a, b, tok := twoReplicas(t)
 	api := newLimitedAPI(t, 0, 0)
 	api.hold = true

@@ -60,6 +60,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "agentplane.db")
+	if err := sqlite.WriteTestFile(path); err != nil {
+		t.Fatal(err)
+	}
 	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
