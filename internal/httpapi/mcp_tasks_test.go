@@ -1,0 +1,170 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rpcAnswer is a JSON-RPC response of /mcp.
+type rpcAnswer struct {
+	Result map[string]any
+	Error  *struct {
+		Code    int
+		Message string
+	}
+}
+
+// rpc sends one JSON-RPC request to /mcp as raw Streamable HTTP.
+func rpc(t *testing.T, h *harness, token, method string, params map[string]any) rpcAnswer {
+	t.Helper()
+	r := h.do("POST", "/mcp", token, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+		"Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2025-11-25")
+	var a rpcAnswer
+	if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
+		t.Fatalf("%s: %d %s", method, r.Status, r.Body)
+	}
+	return a
+}
+
+// withTasks is a request's _meta declaring the Tasks extension.
+var withTasks = map[string]any{"io.modelcontextprotocol/clientCapabilities": map[string]any{
+	"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+
+// pollTask polls tasks/get (the extension's form) until the task's status
+// is one of want.
+func pollTask(t *testing.T, h *harness, token, id string, want ...string) map[string]any {
+	t.Helper()
+	for range 400 {
+		a := rpc(t, h, token, "tasks/get", map[string]any{"taskId": id, "_meta": withTasks})
+		if a.Error != nil {
+			t.Fatalf("tasks/get %s: %+v", id, a.Error)
+		}
+		for _, w := range want {
+			if a.Result["status"] == w {
+				return a.Result
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("task %s did not reach %v within 10 s", id, want)
+	return nil
+}
+
+// TestMCPTasksExtension drives the Tasks extension (SEP-2663) with raw
+// JSON-RPC: the capabilities advertised, an agent tool's call answered
+// with a task, an approval wait as input_required decided through the
+// approvals API, a cancelled task, and the scopes and tenant of each
+// message; a call that does not declare the extension is answered as
+// before.
+func TestMCPTasksExtension(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	deployRefunds(t, w)
+	w.amounts.Store("t-big", 900.0)
+	w.amounts.Store("t-small", 20.0)
+	tok := h.tokenFor("alice", "mcp:use agents:invoke workflows:read tool:*")
+	approver := h.tokenFor("bob", "workflows:approve approve:refunds")
+
+	// Advertised: initialize and tools/list, and the server card.
+	init := rpc(t, h, tok, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	caps, _ := init.Result["capabilities"].(map[string]any)
+	exts, _ := caps["extensions"].(map[string]any)
+	legacy, _ := caps["tasks"].(map[string]any)
+	if exts["io.modelcontextprotocol/tasks"] == nil || legacy["requests"] == nil || legacy["cancel"] == nil || caps["tools"] == nil {
+		t.Fatalf("initialize capabilities: %v", caps)
+	}
+	list := rpc(t, h, tok, "tools/list", nil)
+	for _, tl := range list.Result["tools"].([]any) {
+		tool := tl.(map[string]any)
+		exec, _ := tool["execution"].(map[string]any)
+		if agent := strings.HasPrefix(tool["name"].(string), "agent_"); agent != (exec["taskSupport"] == "optional") {
+			t.Errorf("tool %v: execution %v", tool["name"], tool["execution"])
+		}
+	}
+	card := h.do("GET", "/.well-known/mcp/server-card.json", "", nil)
+	if !strings.Contains(string(card.Body), `"io.modelcontextprotocol/tasks":{}`) {
+		t.Errorf("the server card does not name the Tasks extension: %s", card.Body)
+	}
+
+	// A call that does not declare the extension waits, as before.
+	plain := rpc(t, h, tok, "tools/call", map[string]any{"name": "agent_refunds", "arguments": map[string]any{"goal": "refund", "context": map[string]any{"transaction_id": "t-small"}}})
+	if plain.Result["resultType"] == "task" || plain.Result["structuredContent"] == nil {
+		t.Fatalf("plain call: %v", plain.Result)
+	}
+
+	// A task that waits for an approval: input_required, with the approval
+	// as a URL elicitation; decided through the API, it completes.
+	start := func(tx string) string {
+		t.Helper()
+		a := rpc(t, h, tok, "tools/call", map[string]any{"name": "agent_refunds", "_meta": withTasks,
+			"arguments": map[string]any{"goal": "refund", "context": map[string]any{"transaction_id": tx}}})
+		id, _ := a.Result["taskId"].(string)
+		if a.Error != nil || a.Result["resultType"] != "task" || id == "" || a.Result["pollIntervalMs"] == nil || a.Result["createdAt"] == nil {
+			t.Fatalf("tools/call as a task: %+v %v", a.Error, a.Result)
+		}
+		return id
+	}
+	id := start("t-big")
+	waiting := pollTask(t, h, tok, id, "input_required")
+	reqs, _ := waiting["inputRequests"].(map[string]any)
+	el, _ := reqs["approval-2"].(map[string]any)
+	elp, _ := el["params"].(map[string]any)
+	if el["method"] != "elicitation/create" || elp["mode"] != "url" || !strings.Contains(elp["message"].(string), "Refund of 900") {
+		t.Fatalf("input_required: %v", waiting)
+	}
+	if a := rpc(t, h, tok, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{"approval-2": map[string]any{"action": "accept"}}}); a.Error != nil || a.Result["resultType"] != "complete" {
+		t.Errorf("tasks/update: %+v %v", a.Error, a.Result)
+	}
+	if r := h.do("POST", "/v1/workflows/"+id+"/approvals/2", approver, map[string]any{"decision": "approve"}); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	done := pollTask(t, h, tok, id, "completed", "cancelled")
+	res, _ := done["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if done["status"] != "completed" || sc["workflow_id"] != id || sc["status"] != "completed" || sc["outcome"] != "refunded" || res["isError"] == true {
+		t.Fatalf("completed task: %v", done)
+	}
+	audit := h.do("GET", "/v1/audit/query?workflow_id="+id+"&action=mcp.request", h.token("acme", "audit:read"), nil)
+	if !strings.Contains(string(audit.Body), `"tasks/get"`) || !strings.Contains(string(audit.Body), `"tools/call"`) {
+		t.Errorf("the task's mcp.request records: %s", audit.Body)
+	}
+
+	// Scopes and tenant: reading needs workflows:read, cancelling
+	// agents:invoke; another tenant's token finds no such task.
+	if a := rpc(t, h, h.tokenFor("carol", "mcp:use agents:invoke"), "tasks/get", map[string]any{"taskId": id}); a.Error == nil || a.Error.Code != -32003 || !strings.Contains(a.Error.Message, "workflows:read") {
+		t.Errorf("tasks/get without workflows:read: %+v", a)
+	}
+	if a := rpc(t, h, h.token("other", "mcp:use agents:invoke workflows:read"), "tasks/get", map[string]any{"taskId": id}); a.Error == nil || a.Error.Code != -32602 {
+		t.Errorf("tasks/get of another tenant's task: %+v", a)
+	}
+	if a := rpc(t, h, tok, "tasks/get", map[string]any{}); a.Error == nil || !strings.Contains(a.Error.Message, "taskId") {
+		t.Errorf("tasks/get without a taskId: %+v", a)
+	}
+
+	// A cancelled task.
+	id = start("t-big")
+	pollTask(t, h, tok, id, "input_required")
+	if a := rpc(t, h, h.tokenFor("dave", "mcp:use workflows:read"), "tasks/cancel", map[string]any{"taskId": id, "_meta": withTasks}); a.Error == nil || a.Error.Code != -32003 {
+		t.Errorf("tasks/cancel without agents:invoke: %+v", a)
+	}
+	if a := rpc(t, h, tok, "tasks/cancel", map[string]any{"taskId": id, "_meta": withTasks}); a.Error != nil || a.Result["resultType"] != "complete" {
+		t.Fatalf("tasks/cancel: %+v %v", a.Error, a.Result)
+	}
+	if got := pollTask(t, h, tok, id, "cancelled", "completed"); got["status"] != "cancelled" {
+		t.Errorf("after tasks/cancel: %v", got)
+	}
+	r := h.do("GET", "/v1/workflows/"+id, tok, nil)
+	if !strings.Contains(string(r.Body), `"status":"cancelled"`) {
+		t.Errorf("the cancelled task's workflow: %s", r.Body)
+	}
+
+	// A refusal is the tool error the call would answer, not a task.
+	a := rpc(t, h, h.tokenFor("erin", "mcp:use"), "tools/call", map[string]any{"name": "agent_refunds", "_meta": withTasks, "arguments": map[string]any{"goal": "x"}})
+	if a.Result["isError"] != true || a.Result["resultType"] == "task" {
+		t.Errorf("a refused task call: %v", a.Result)
+	}
+}
