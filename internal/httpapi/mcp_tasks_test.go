@@ -1,7 +1,12 @@
 package httpapi_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +171,136 @@ func TestMCPTasksExtension(t *testing.T) {
 	a := rpc(t, h, h.tokenFor("erin", "mcp:use"), "tools/call", map[string]any{"name": "agent_refunds", "_meta": withTasks, "arguments": map[string]any{"goal": "x"}})
 	if a.Result["isError"] != true || a.Result["resultType"] == "task" {
 		t.Errorf("a refused task call: %v", a.Result)
+	}
+}
+
+// MCPSDKNodeModulesEnv names the node_modules directory holding the npm
+// @modelcontextprotocol/sdk package (.ci/run installs
+// @modelcontextprotocol/sdk@1.32.2).
+const MCPSDKNodeModulesEnv = "AGENTPLANE_TEST_MCP_SDK_NODE_MODULES"
+
+// TestMCPTasksWithTheTypeScriptSDK lets a third-party client, the official
+// TypeScript SDK, read the server card and run agent_<name> calls as tasks
+// (its tasks are revision 2025-11-25's): one started, polled and
+// completed; one that waits for an approval, input_required until an
+// approver decides it through the REST API; one cancelled.
+func TestMCPTasksWithTheTypeScriptSDK(t *testing.T) {
+	t.Parallel()
+	modules := os.Getenv(MCPSDKNodeModulesEnv)
+	node, err := exec.LookPath("node")
+	if modules == "" || err != nil {
+		if os.Getenv("CI") == "1" {
+			t.Fatalf("CI=1 needs node and %s (npm install --prefix DIR @modelcontextprotocol/sdk@1.32.2; DIR/node_modules)", MCPSDKNodeModulesEnv)
+		}
+		t.Skipf("node or %s missing: npm install --prefix DIR @modelcontextprotocol/sdk@1.32.2 and set %s=DIR/node_modules", MCPSDKNodeModulesEnv, MCPSDKNodeModulesEnv)
+	}
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	deployRefunds(t, w)
+	w.amounts.Store("t-big", 900.0)
+	w.amounts.Store("t-small", 20.0)
+	args, _ := json.Marshal(map[string]string{
+		"server": h.URL, "token": h.tokenFor("alice", "mcp:use agents:invoke workflows:read tool:*"),
+		"approver": h.tokenFor("bob", "workflows:approve approve:refunds"),
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "testdata/mcp_tasks_client.cjs", string(args))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client: %v\n%s\n%s", err, stdout, stderr.String())
+	}
+	type task struct {
+		TaskID, Status, StatusMessage string
+		PollInterval                  *int
+	}
+	type event struct {
+		Event, Label, Message string
+		Status                int
+		Card                  struct {
+			Meta map[string]any `json:"_meta"`
+		}
+		Capabilities struct{ Tasks map[string]any }
+		Tools        []struct {
+			Name      string
+			Execution struct{ TaskSupport string }
+		}
+		Task   task
+		Result struct {
+			IsError           bool
+			StructuredContent struct {
+				WorkflowID      string `json:"workflow_id"`
+				Status, Outcome string
+			} `json:"structuredContent"`
+			Meta map[string]struct{ TaskID string } `json:"_meta"`
+		}
+		IDs []string
+	}
+	var events []event
+	for _, line := range strings.Split(strings.TrimSpace(string(stdout)), "\n") {
+		var e event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("client printed %q: %v", line, err)
+		}
+		events = append(events, e)
+	}
+	find := func(name, label string) []event {
+		var out []event
+		for _, e := range events {
+			if e.Event == name && e.Label == label {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	one := func(name, label string) event {
+		t.Helper()
+		es := find(name, label)
+		if len(es) != 1 {
+			t.Fatalf("%d %s events of %q, want 1:\n%s", len(es), name, label, stdout)
+		}
+		return es[0]
+	}
+	if one("card", "").Card.Meta["io.agentplane/server"] == nil || one("capabilities", "").Capabilities.Tasks["requests"] == nil {
+		t.Errorf("card or capabilities without tasks:\n%s", stdout)
+	}
+	for _, tl := range one("tools", "").Tools {
+		if strings.HasPrefix(tl.Name, "agent_") != (tl.Execution.TaskSupport == "optional") {
+			t.Errorf("tool %s: taskSupport %q", tl.Name, tl.Execution.TaskSupport)
+		}
+	}
+
+	// Started, polled, completed.
+	small := one("created", "small").Task
+	res := one("result", "small").Result
+	if small.Status != "working" && small.Status != "completed" || small.PollInterval == nil || len(find("status", "small")) == 0 ||
+		res.IsError || res.StructuredContent.WorkflowID != small.TaskID || res.StructuredContent.Status != "completed" ||
+		res.Meta["io.modelcontextprotocol/related-task"].TaskID != small.TaskID {
+		t.Errorf("the small refund's task:\n%s", stdout)
+	}
+	// input_required until approved through the API, then completed.
+	big := one("created", "big").Task
+	statuses := find("status", "big")
+	res = one("result", "big").Result
+	if len(statuses) == 0 || statuses[len(statuses)-1].Task.Status != "input_required" ||
+		!strings.Contains(statuses[len(statuses)-1].Task.StatusMessage, "Refund of 900") || one("approved", "").Status != 200 ||
+		res.StructuredContent.WorkflowID != big.TaskID || res.StructuredContent.Outcome != "refunded" {
+		t.Errorf("the big refund's task:\n%s", stdout)
+	}
+	// Cancelled.
+	before, cancelled, after := one("before-cancel", ""), one("cancel", ""), one("after-cancel", "")
+	if before.Task.Status != "input_required" || cancelled.Task.Status != "cancelled" || after.Task.Status != "cancelled" ||
+		after.Task.TaskID != before.Task.TaskID {
+		t.Errorf("the cancelled task:\n%s", stdout)
+	}
+	if ids := one("list", "").IDs; !slices.Contains(ids, big.TaskID) || !slices.Contains(ids, small.TaskID) || !slices.Contains(ids, after.Task.TaskID) {
+		t.Errorf("tasks/list: %v", ids)
+	}
+	r := h.do("GET", "/v1/workflows/"+after.Task.TaskID, h.token("acme", "workflows:read"), nil)
+	if !strings.Contains(string(r.Body), `"status":"cancelled"`) {
+		t.Errorf("the cancelled task's workflow: %s", r.Body)
 	}
 }
