@@ -90,6 +90,13 @@ func TestMCPTasksExtension(t *testing.T) {
 			t.Errorf("tool %v: execution %v", tool["name"], tool["execution"])
 		}
 	}
+	disc := h.do("POST", "/mcp", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": map[string]any{"name": "raw", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}}},
+		"Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "server/discover")
+	if !strings.Contains(string(disc.Body), `"extensions":{"io.modelcontextprotocol/tasks":{}}`) || !strings.Contains(string(disc.Body), `"tools":{`) {
+		t.Errorf("server/discover: %d %s", disc.Status, disc.Body)
+	}
 	card := h.do("GET", "/.well-known/mcp/server-card.json", "", nil)
 	if !strings.Contains(string(card.Body), `"io.modelcontextprotocol/tasks":{}`) {
 		t.Errorf("the server card does not name the Tasks extension: %s", card.Body)
@@ -146,8 +153,13 @@ func TestMCPTasksExtension(t *testing.T) {
 	if a := rpc(t, h, h.token("other", "mcp:use agents:invoke workflows:read"), "tasks/get", map[string]any{"taskId": id}); a.Error == nil || a.Error.Code != -32602 {
 		t.Errorf("tasks/get of another tenant's task: %+v", a)
 	}
-	if a := rpc(t, h, tok, "tasks/get", map[string]any{}); a.Error == nil || !strings.Contains(a.Error.Message, "taskId") {
-		t.Errorf("tasks/get without a taskId: %+v", a)
+	for _, params := range []map[string]any{{}, {"taskId": 7}, {"taskId": strings.Repeat("w", 300)}, {"taskId": "wf_nope"}} {
+		if a := rpc(t, h, tok, "tasks/get", params); a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Message, "taskId") {
+			t.Errorf("tasks/get %v: %+v", params, a)
+		}
+	}
+	if a := rpc(t, h, tok, "tasks/nope", map[string]any{"taskId": id}); a.Error == nil || a.Error.Code != -32601 {
+		t.Errorf("tasks/nope: %+v", a)
 	}
 
 	// A cancelled task.
@@ -167,10 +179,32 @@ func TestMCPTasksExtension(t *testing.T) {
 		t.Errorf("the cancelled task's workflow: %s", r.Body)
 	}
 
-	// A refusal is the tool error the call would answer, not a task.
+	// A refusal is the tool error the call would answer, not a task; in
+	// 2025-11-25's form, whose tools/call answers a task or an error, a
+	// JSON-RPC error.
 	a := rpc(t, h, h.tokenFor("erin", "mcp:use"), "tools/call", map[string]any{"name": "agent_refunds", "_meta": withTasks, "arguments": map[string]any{"goal": "x"}})
 	if a.Result["isError"] != true || a.Result["resultType"] == "task" {
 		t.Errorf("a refused task call: %v", a.Result)
+	}
+	a = rpc(t, h, h.tokenFor("erin", "mcp:use"), "tools/call", map[string]any{"name": "agent_refunds", "task": map[string]any{"ttl": 1000}, "arguments": map[string]any{"goal": "x"}})
+	if a.Error == nil || a.Error.Code != -32003 || !strings.Contains(a.Error.Message, "agents:invoke") {
+		t.Errorf("a refused 2025-11-25 task call: %+v", a)
+	}
+	a = rpc(t, h, tok, "tools/call", map[string]any{"name": "agent_refunds", "task": map[string]any{}, "arguments": map[string]any{"goal": "x", "extra": 1}})
+	if a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Message, "arguments") {
+		t.Errorf("a 2025-11-25 task call with bad arguments: %+v", a)
+	}
+	// 2025-11-25 refuses to cancel a finished task; the extension acknowledges.
+	if a := rpc(t, h, tok, "tasks/cancel", map[string]any{"taskId": id}); a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Message, "finished") {
+		t.Errorf("tasks/cancel of a finished task (2025-11-25): %+v", a)
+	}
+	if a := rpc(t, h, tok, "tasks/cancel", map[string]any{"taskId": id, "_meta": withTasks}); a.Error != nil || a.Result["resultType"] != "complete" {
+		t.Errorf("tasks/cancel of a finished task (extension): %+v", a)
+	}
+	// An unknown agent is an unknown tool, as the SDK answers it.
+	a = rpc(t, h, tok, "tools/call", map[string]any{"name": "agent_nope", "_meta": withTasks, "arguments": map[string]any{"goal": "x"}})
+	if a.Error == nil && a.Result["isError"] != true || a.Result["resultType"] == "task" {
+		t.Errorf("a task call of an unknown agent: %+v %v", a.Error, a.Result)
 	}
 }
 

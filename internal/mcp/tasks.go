@@ -38,6 +38,8 @@ const (
 	taskPollInterval = 500 * time.Millisecond
 	// taskPage is the size of a tasks/list page.
 	taskPage = 50
+	// maxTaskID bounds a task id (a workflow id) a message may name.
+	maxTaskID = 255
 )
 
 // JSON-RPC error codes of task messages.
@@ -109,9 +111,12 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, m *rpcReques
 	info.AddDetail("mcp_method", m.Method)
 	ext := hasExtension(m.Params.Meta)
 	var p taskParams
-	_ = json.Unmarshal(m.RawParams, &p)
 	var res any
 	var rerr *rpcError
+	if len(m.RawParams) > 0 && json.Unmarshal(m.RawParams, &p) != nil {
+		writeRPC(w, m.ID, nil, rpcErr(codeInvalidParams, "params must be an object whose taskId and cursor are strings"))
+		return true
+	}
 	switch m.Method {
 	case "tasks/get":
 		res, rerr = s.getTask(r, p.TaskID, ext)
@@ -305,6 +310,9 @@ func (s *Server) readTask(r *http.Request, id, scope string) (*workflow.Workflow
 	}
 	if id == "" {
 		return nil, nil, rpcErr(codeInvalidParams, "params.taskId is required: the taskId the tools/call answered")
+	}
+	if len(id) > maxTaskID {
+		return nil, nil, rpcErr(codeInvalidParams, "params.taskId is at most %d characters: the taskId the tools/call answered", maxTaskID)
 	}
 	info.AddDetail("task_id", id)
 	wf, err := s.svc.Workflows.Workflow(r.Context(), frontdoor.Principal(r).Tenant, id)
