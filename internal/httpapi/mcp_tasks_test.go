@@ -121,6 +121,21 @@ func TestMCPTasksExtension(t *testing.T) {
 		return id
 	}
 	id := start("t-big")
+	// The same call with the same idempotency key attaches to its task.
+	keyed := func() map[string]any {
+		t.Helper()
+		return rpc(t, h, tok, "tools/call", map[string]any{"name": "agent_refunds", "_meta": map[string]any{
+			"io.modelcontextprotocol/clientCapabilities": withTasks["io.modelcontextprotocol/clientCapabilities"],
+			"io.agentplane/idempotency-key":              "refund-t-big-1"},
+			"arguments": map[string]any{"goal": "refund", "context": map[string]any{"transaction_id": "t-big"}}}).Result
+	}
+	first, again := keyed(), keyed()
+	if first["taskId"] == nil || again["taskId"] != first["taskId"] || again["taskId"] == id || again["_meta"] == nil {
+		t.Errorf("a keyed task call, twice: %v then %v", first, again)
+	}
+	if r := h.do("POST", "/v1/workflows/"+first["taskId"].(string)+"/cancel", tok, nil); r.Status != 200 {
+		t.Fatalf("cancel the keyed task's workflow: %d %s", r.Status, r.Body)
+	}
 	waiting := pollTask(t, h, tok, id, "input_required")
 	reqs, _ := waiting["inputRequests"].(map[string]any)
 	el, _ := reqs["approval-2"].(map[string]any)

@@ -89,8 +89,8 @@ func hasExtension(meta map[string]any) bool {
 // of an agent tool that asks for a task, and tasks/*. It reports false for
 // every other message, which the SDK answers.
 func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, m *rpcRequest) bool {
-	if len(m.ID) == 0 || string(m.ID) == "null" {
-		return false // a notification: nothing to answer
+	if !validID(m.ID) {
+		return false // a notification, or an id the SDK refuses
 	}
 	if m.Method == "tools/call" && strings.HasPrefix(m.Params.Name, agentTool) {
 		want, ext := m.wantsTask()
@@ -173,12 +173,30 @@ func (s *Server) startTask(r *http.Request, m *rpcRequest, ext bool) (any, *rpcE
 	info.WorkflowID = wf.ID
 	info.AddDetail("task_id", wf.ID)
 	t := taskOf(wf, nil)
+	var view map[string]any
 	if ext {
-		view := t.ext()
+		view = t.ext()
 		view["resultType"] = "task"
-		return view, nil, true
+	} else {
+		view = map[string]any{"task": t.legacy()}
 	}
-	return map[string]any{"task": t.legacy()}, nil, true
+	if started.Repeat {
+		view["_meta"] = map[string]any{replayedMeta: true}
+	}
+	return view, nil, true
+}
+
+// validID reports whether a JSON-RPC request's id is a string or a number.
+func validID(id json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64:
+		return true
+	}
+	return false
 }
 
 // getTask answers tasks/get: the workflow as a task, with the call's result

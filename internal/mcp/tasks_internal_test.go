@@ -82,3 +82,13 @@ func TestAdvertise(t *testing.T) {
 		t.Errorf("a 400: %q", got)
 	}
 }
+
+// TestValidID: a task message is answered here only with an id the SDK
+// would take.
+func TestValidID(t *testing.T) {
+	for raw, want := range map[string]bool{`1`: true, `"a"`: true, `-2.5`: true, `null`: false, ``: false, `{}`: false, `[1]`: false, `true`: false} {
+		if got := validID(json.RawMessage(raw)); got != want {
+			t.Errorf("validID(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
