@@ -189,7 +189,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 		invoker: &workflow.Invoker{Runner: deps.Runner, Workflows: deps.Workflows, Now: deps.Now}}
 	s.mcp = mcp.New(mcp.Config{Version: cfg.Version, PublicURL: cfg.PublicURL, AuthorizationServer: cfg.AuthorizationServer,
 		KeyTTL: cfg.InvokeIdempotencyTTL}, mcp.Services{
-		Agents: deps.Agents, Invoker: s.invoker, Runner: deps.Runner, Logger: deps.Logger,
+		Agents: deps.Agents, Invoker: s.invoker, Runner: deps.Runner, Workflows: deps.Workflows, Logger: deps.Logger,
 		Operations: s.finder(),
 		View: func(r *http.Request, wf *workflow.Workflow, steps []workflow.Step) (any, error) {
 			return s.workflowView(r, wf, steps, false)

@@ -16,6 +16,9 @@ import (
 // version 1).
 const ServerCardSchema = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
 
+// cardMeta is the card's _meta key of what agentplane adds to it.
+const cardMeta = "io.agentplane/server"
+
 // ServerCard is an MCP Server Card (SEP-2127): who the server is and how
 // to connect to it, read before connecting. It lists no tools: those depend
 // on the caller's tenant and token, and tools/list answers them.
@@ -27,6 +30,9 @@ type ServerCard struct {
 	Description string   `json:"description"`
 	WebsiteURL  string   `json:"websiteUrl,omitempty"`
 	Remotes     []Remote `json:"remotes"`
+	// Meta holds what the v1 schema has no field for, under the
+	// publisher's key: the capabilities a client may count on.
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // Remote is one endpoint of a server card.
@@ -57,6 +63,10 @@ func (s *Server) Card() ServerCard {
 				Description: "Bearer access token with the scope " + auth.ScopeMCPUse + " (OAuth: " + s.ResourceMetadataURL() + ")"}},
 			SupportedProtocolVersions: slices.Clone(sdk.SupportedProtocolVersions()),
 		}},
+		Meta: map[string]any{cardMeta: map[string]any{"capabilities": map[string]any{
+			"extensions": map[string]any{extTasks: map[string]any{}},
+			"tasks":      tasksCapability,
+		}}},
 	}
 }
 

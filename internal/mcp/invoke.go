@@ -70,10 +70,24 @@ func (iv invoked) result(res *sdk.CallToolResult, err error) (*sdk.CallToolResul
 // idempotency key made, and waits until it has finished (or waits for an
 // approval).
 func (s *Server) run(ctx context.Context, r *http.Request, req *sdk.CallToolRequest, sr workflow.StartRequest) (invoked, error) {
+	started, err := s.start(ctx, r, req, sr)
+	if err != nil {
+		return invoked{}, err
+	}
+	wf, steps, err := s.svc.Runner.Finished(ctx, frontdoor.Principal(r).Tenant, started.Workflow.ID)
+	if err != nil {
+		return invoked{}, err
+	}
+	return invoked{wf: wf, steps: steps, repeat: started.Repeat}, nil
+}
+
+// start invokes the workflow of a call, or attaches to the one the call's
+// idempotency key made, and returns once it is stored.
+func (s *Server) start(ctx context.Context, r *http.Request, req *sdk.CallToolRequest, sr workflow.StartRequest) (workflow.Invoked, error) {
 	p, info := frontdoor.Principal(r), frontdoor.InfoFrom(r.Context())
 	key, err := callKey(r, req)
 	if err != nil {
-		return invoked{}, err
+		return workflow.Invoked{}, err
 	}
 	if key != "" {
 		sr.IdempotencyKey, sr.RequestHash = key, fingerprint(req)
@@ -87,20 +101,16 @@ func (s *Server) run(ctx context.Context, r *http.Request, req *sdk.CallToolRequ
 	}
 	started, err := s.svc.Invoker.Invoke(ctx, workflow.Invocation{StartRequest: sr, TTL: s.cfg.KeyTTL})
 	if errors.Is(err, workflow.ErrKeyReused) {
-		return invoked{}, problem.New(problem.IdempotencyKeyReused,
+		return workflow.Invoked{}, problem.New(problem.IdempotencyKeyReused,
 			"this idempotency key was used with another call (a different tool or arguments); use a new key for a new call")
 	}
 	if err != nil {
-		return invoked{}, err
+		return workflow.Invoked{}, err
 	}
 	if started.Repeat {
 		info.AddDetail("idempotent_replayed", true)
 	}
-	wf, steps, err := s.svc.Runner.Finished(ctx, p.Tenant, started.Workflow.ID)
-	if err != nil {
-		return invoked{}, err
-	}
-	return invoked{wf: wf, steps: steps, repeat: started.Repeat}, nil
+	return started, nil
 }
 
 // callKey is the stored form of a call's idempotency key, from its _meta or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,6 +80,22 @@ func decodeArgs(raw json.RawMessage, v any) error {
 	return dec.Decode(v)
 }
 
+// agentStart checks a call of the agent tool of the agent name and is the
+// start request of its workflow; a refusal is a tool error.
+func agentStart(r *http.Request, req *sdk.CallToolRequest, name string) (workflow.StartRequest, *sdk.CallToolResult) {
+	if err := frontdoor.Principal(r).Require(auth.ScopeAgentsInvoke); err != nil {
+		return workflow.StartRequest{}, toolError("%s needs the scope %s, which this token lacks", req.Params.Name, auth.ScopeAgentsInvoke)
+	}
+	var in struct {
+		Goal    string         `json:"goal"`
+		Context map[string]any `json:"context"`
+	}
+	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+		return workflow.StartRequest{}, toolError("arguments: %v (want {\"goal\": \"…\", \"context\": {…}})", err)
+	}
+	return workflow.StartRequest{Agent: name, Goal: in.Goal, Context: in.Context}, nil
+}
+
 // invoke is the handler of the agent tool of the agent name.
 func (s *Server) invoke(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -88,17 +105,11 @@ func (s *Server) invoke(name string) sdk.ToolHandler {
 		}
 		ctx, span := startSpan(ctx, req)
 		defer span.End()
-		if err := frontdoor.Principal(r).Require(auth.ScopeAgentsInvoke); err != nil {
-			return toolError("%s needs the scope %s, which this token lacks", req.Params.Name, auth.ScopeAgentsInvoke), nil
+		sr, refusal := agentStart(r, req, name)
+		if refusal != nil {
+			return refusal, nil
 		}
-		var in struct {
-			Goal    string         `json:"goal"`
-			Context map[string]any `json:"context"`
-		}
-		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
-			return toolError("arguments: %v (want {\"goal\": \"…\", \"context\": {…}})", err), nil
-		}
-		run, err := s.run(ctx, r, req, workflow.StartRequest{Agent: name, Goal: in.Goal, Context: in.Context})
+		run, err := s.run(ctx, r, req, sr)
 		if err != nil {
 			return toolError("%s", problemText(err)), nil
 		}
