@@ -27,11 +27,11 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms", "-repo", "../.."}
+	args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms", "-async", "-repo", "../.."}
 	if err := run(ctx, args, os.Getenv, &out, &errOut); err != nil {
 		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errOut)
 	}
-	if !strings.Contains(out.String(), "sqlite") || !strings.Contains(out.String(), "wall/ideal") {
-		t.Errorf("output lacks the sqlite row:\n%s", &out)
+	if !strings.Contains(out.String(), "sqlite") || !strings.Contains(out.String(), "wall/ideal") || !strings.Contains(out.String(), "async") {
+		t.Errorf("output lacks the sqlite rows, sync and async:\n%s", &out)
 	}
 }

@@ -7,7 +7,7 @@
 // workflow makes two completions and one tool call, and all n wait on the
 // model together.
 //
-//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both]
+//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async]
 //
 // It reports the orchestration overhead per completion — a workflow's time
 // from invoke to answer less the time the model took, over its two
@@ -16,6 +16,11 @@
 // call, building the next request), the server's peak RSS and goroutines,
 // and the wall time of all n against the ideal (latency × completions).
 // The server runs with --max-running n, so no workflow queues.
+//
+// With -async each size is measured a second time with invokes that ask
+// for Prefer: respond-async: the client's connection ends at the 202, and a
+// workflow's end is its finished_at, read once all have ended, so the
+// server holds no client connection for a workflow in flight.
 package main
 
 import (
@@ -35,6 +40,7 @@ import (
 
 	"github.com/agentplane/agentplane/bench/internal/benchserver"
 	"github.com/agentplane/agentplane/bench/internal/scripted"
+	"golang.org/x/sync/errgroup"
 )
 
 const tokenScopes = "tools:write agents:write agents:invoke workflows:read tool:*"
@@ -47,6 +53,8 @@ type options struct {
 	repo        string
 	binary      string
 	limit       time.Duration
+	// async adds a round of asynchronous invokes to each size.
+	async bool
 	// cpuProfile, when set, receives the server's CPU profile of the
 	// in-flight phase.
 	cpuProfile string
@@ -64,10 +72,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of one size")
 	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile while the workflows are in flight to this file (go tool pprof reads it)")
+	async := fs.Bool("async", false, "measure each size also with asynchronous invokes (Prefer: respond-async)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, async: *async}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -90,6 +99,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 type result struct {
 	store             string
 	n                 int
+	async             bool
 	overhead50        time.Duration // per completion
 	overhead99        time.Duration
 	gap50, gap99      time.Duration
@@ -113,20 +123,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var rs []result
 	for _, store := range o.stores {
 		for _, n := range o.sizes {
-			r, err := measure(ctx, o, bin, fmt.Sprintf("%s/%s-%d", tmp, store, n), store, n, stderr)
-			if err != nil {
-				printTable(stdout, o, rs)
-				return fmt.Errorf("%s, %d workflows: %w", store, n, err)
+			for _, async := range []bool{false, true} {
+				if async && !o.async {
+					continue
+				}
+				r, err := measure(ctx, o, bin, fmt.Sprintf("%s/%s-%d-%t", tmp, store, n, async), store, n, async, stderr)
+				if err != nil {
+					printTable(stdout, o, rs)
+					return fmt.Errorf("%s, %d workflows (async %t): %w", store, n, async, err)
+				}
+				rs = append(rs, r)
 			}
-			rs = append(rs, r)
 		}
 	}
 	printTable(stdout, o, rs)
 	return nil
 }
 
-func measure(ctx context.Context, o options, bin, data, store string, n int, stderr io.Writer) (res result, err error) {
-	res = result{store: store, n: n, ideal: 2 * o.latency}
+func measure(ctx context.Context, o options, bin, data, store string, n int, async bool, stderr io.Writer) (res result, err error) {
+	res = result{store: store, n: n, async: async, ideal: 2 * o.latency}
 	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, tokenScopes)
 	if err != nil {
 		return res, err
@@ -160,9 +175,10 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	} else {
 		profiled <- nil
 	}
-	fmt.Fprintf(stderr, "%s: %d LLM workflows at once, the model answering after %s …\n", store, n, o.latency)
+	fmt.Fprintf(stderr, "%s: %d LLM workflows at once (async %t), the model answering after %s …\n", store, n, async, o.latency)
 	sent := make([]time.Time, n)
 	done := make([]time.Time, n)
+	ids := make([]string, n)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -173,7 +189,12 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	for i := range n {
 		wg.Go(func() {
 			sent[i] = time.Now()
-			err := invoke(ctx, srv, "w"+strconv.Itoa(i))
+			var err error
+			if async {
+				ids[i], err = invokeAsync(ctx, srv, "w"+strconv.Itoa(i))
+			} else {
+				err = invoke(ctx, srv, "w"+strconv.Itoa(i))
+			}
 			done[i] = time.Now()
 			if err != nil {
 				mu.Lock()
@@ -186,6 +207,9 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 		})
 	}
 	wg.Wait()
+	if async && firstErr == nil {
+		firstErr = allEnded(ctx, srv, m, n, o.latency)
+	}
 	res.wall = time.Since(start)
 	res.cpuPerWorkflow = (srv.CPU() - cpuBefore) / time.Duration(n)
 	res.peakGoroutines = stopSampling()
@@ -195,6 +219,11 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, std
 	}
 	if err := <-profiled; err != nil {
 		return res, err
+	}
+	if async {
+		if err := finishedAt(ctx, srv, ids, done); err != nil {
+			return res, err
+		}
 	}
 	res.completions, res.tool = m.Requests(), things.Calls()
 	if res.completions != int64(2*n) || res.tool != int64(n) {
@@ -235,6 +264,79 @@ func invoke(ctx context.Context, srv *benchserver.Server, id string) error {
 	return nil
 }
 
+// invokeAsync starts the agent on thing id asynchronously and returns its
+// workflow's id.
+func invokeAsync(ctx context.Context, srv *benchserver.Server, id string) (string, error) {
+	st, body, err := srv.DoHeader(ctx, srv.Token, "POST", "/v1/agents/bench/invoke", http.Header{"Prefer": {"respond-async"}},
+		map[string]any{"goal": "bench", "context": map[string]any{"id": id}})
+	if err != nil {
+		return "", err
+	}
+	var wf struct {
+		ID string `json:"workflow_id"`
+	}
+	if st != http.StatusAccepted || json.Unmarshal(body, &wf) != nil || wf.ID == "" {
+		return "", fmt.Errorf("invoke %s asynchronously: %d %.400s; want 202 with the workflow's id", id, st, body)
+	}
+	return wf.ID, nil
+}
+
+// allEnded waits until the model has answered every completion and no
+// workflow of the agent is running, asking the server once every
+// latency/20 (at least 20 ms) only after the last completion.
+func allEnded(ctx context.Context, srv *benchserver.Server, m *scripted.Model, n int, latency time.Duration) error {
+	tick := time.NewTicker(max(latency/20, 20*time.Millisecond))
+	defer tick.Stop()
+	for {
+		if m.Requests() >= int64(2*n) {
+			st, body, err := srv.Do(ctx, "GET", "/v1/workflows?agent=bench&status=running&limit=1", nil)
+			if err != nil {
+				return err
+			}
+			var list struct {
+				Workflows []json.RawMessage `json:"workflows"`
+			}
+			if st != http.StatusOK || json.Unmarshal(body, &list) != nil {
+				return fmt.Errorf("list running workflows: %d %.300s", st, body)
+			}
+			if len(list.Workflows) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the workflows to end: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// finishedAt reads each workflow's end into done and checks its answer.
+func finishedAt(ctx context.Context, srv *benchserver.Server, ids []string, done []time.Time) error {
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i, id := range ids {
+		g.Go(func() error {
+			st, body, err := srv.Do(ctx, "GET", "/v1/workflows/"+id, nil)
+			if err != nil {
+				return err
+			}
+			var wf struct {
+				Outcome    string    `json:"outcome"`
+				Output     string    `json:"output"`
+				FinishedAt time.Time `json:"finished_at"`
+			}
+			want := "done: w" + strconv.Itoa(i)
+			if st != http.StatusOK || json.Unmarshal(body, &wf) != nil || wf.Outcome != "answered" || wf.Output != want || wf.FinishedAt.IsZero() {
+				return fmt.Errorf("workflow %s: %d %.400s; want answered, with output %q", id, st, body, want)
+			}
+			done[i] = wf.FinishedAt
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
 func percentile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -250,9 +352,13 @@ func printTable(w io.Writer, o options, rs []result) {
 	}
 	fmt.Fprintf(w, "LLM workflows in flight at once; the scripted model answers after %s; 2 completions + 1 tool call each\n", o.latency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\t")
+	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t\n", r.store, r.n,
+		invoke := "sync"
+		if r.async {
+			invoke = "async"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t\n", r.store, invoke, r.n,
 			ms(r.overhead50), ms(r.overhead99), ms(r.gap50), ms(r.gap99),
 			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines,
 			ms(r.cpuPerWorkflow))

@@ -367,6 +367,11 @@ func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []
 
 // DoWith is Do with another token.
 func (s *Server) DoWith(ctx context.Context, token, method, path string, body any) (int, []byte, error) {
+	return s.DoHeader(ctx, token, method, path, nil, body)
+}
+
+// DoHeader is DoWith with more request headers.
+func (s *Server) DoHeader(ctx context.Context, token, method, path string, header http.Header, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -378,6 +383,9 @@ func (s *Server) DoWith(ctx context.Context, token, method, path string, body an
 	req, err := http.NewRequestWithContext(ctx, method, s.BaseURL()+path, rd)
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
