@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"database/sql"
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -74,11 +73,7 @@ func TestVerifyFindsATamperedRecord(t *testing.T) {
 		t.Fatalf("untouched chain: %+v", rep)
 	}
 
-	raw, err := sql.Open("sqlite", h.DBPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := h.rawDB()
 	// The record is in the indexed table or still in the tail.
 	for _, table := range []string{"audit_records", "audit_tail"} {
 		if _, err := raw.Exec(`UPDATE ` + table + ` SET status = 500 WHERE tenant = 'acme' AND seq = 3`); err != nil {

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -96,11 +95,7 @@ func TestAuditExportPagesOldestFirstAndResumes(t *testing.T) {
 
 	// Records removed below a cursor (audit retention) are skipped: the
 	// export goes on from the oldest record kept.
-	raw, err := sql.Open("sqlite", h.DBPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := h.rawDB()
 	for _, table := range []string{"audit_records", "audit_tail"} {
 		if _, err := raw.Exec(`DELETE FROM ` + table + ` WHERE tenant = 'acme' AND seq <= 5`); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -246,6 +247,20 @@ func fingerprintOf(t *testing.T, body string) string {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
+}
+
+// rawDB is a connection of its own to the harness's database, for a test
+// that changes rows behind the store's back, closed when the test ends. It
+// waits for the store's writer like the store's own connections do, rather
+// than failing with SQLITE_BUSY while a commit holds the lock.
+func (h *harness) rawDB() *sql.DB {
+	h.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+h.DBPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func TestMain(m *testing.M) {

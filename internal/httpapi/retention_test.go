@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -175,11 +174,7 @@ func TestAuditRetentionKeepsTheChainVerifiable(t *testing.T) {
 		t.Errorf("the _system chain after the trim: %+v, %v", sys, err)
 	}
 
-	raw, err := sql.Open("sqlite", h.DBPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := h.rawDB()
 	bad := rep.AnchoredAtSeq + 2
 	for _, table := range []string{"audit_records", "audit_tail"} {
 		if _, err := raw.Exec(`UPDATE `+table+` SET status = 500 WHERE tenant = 'acme' AND seq = ?`, bad); err != nil {

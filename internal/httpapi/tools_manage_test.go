@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -211,12 +210,7 @@ func TestToolUpdateAndDelete(t *testing.T) {
 // useTool records that an agent version names a tool, as deploying it does.
 func useTool(t *testing.T, h *harness, tenant, agent, version, toolName string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", h.DBPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name) VALUES (?, ?, ?, ?)`,
+	if _, err := h.rawDB().Exec(`INSERT INTO agent_version_tools (tenant, agent, version, tool_name) VALUES (?, ?, ?, ?)`,
 		tenant, agent, version, toolName); err != nil {
 		t.Fatal(err)
 	}
