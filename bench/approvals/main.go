@@ -9,8 +9,8 @@
 //
 //	go run ./bench/approvals [-store sqlite|postgres|both] [-n 10000] [-concurrency 16]
 //
-// Goroutines are counted from the server's /debug/pprof/goroutine on a
-// loopback --debug-addr listener. PostgreSQL runs in a fresh database created
+// Goroutines are counted from the server's /metrics (go_goroutines).
+// PostgreSQL runs in a fresh database created
 // on the server named by -database-url (default
 // $AGENTPLANE_TEST_DATABASE_URL, else a local one) and dropped at the end.
 package main
@@ -129,11 +129,7 @@ func measure(ctx context.Context, o options, bin, tmp, store string, stderr io.W
 	tool := &things{writes: make(map[string]int, o.n)}
 	svc := httptest.NewServer(tool)
 	defer svc.Close()
-	debugAddr, err := benchserver.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	sc := benchserver.Config{Binary: bin, Data: tmp + "/" + store, Args: []string{"--debug-addr", debugAddr}}
+	sc := benchserver.Config{Binary: bin, Data: tmp + "/" + store}
 	srv, stop, err := benchserver.StartOn(ctx, sc, store, o.databaseURL)
 	if err != nil {
 		return nil, err
@@ -154,7 +150,7 @@ func measure(ctx context.Context, o options, bin, tmp, store string, stderr io.W
 		return nil, err
 	}
 	take := func(phase string, waiting int, rate float64) error {
-		g, err := benchserver.Goroutines(ctx, debugAddr)
+		g, err := srv.Goroutines(ctx)
 		if err != nil {
 			return err
 		}

@@ -54,7 +54,7 @@ func (b *bench) round(ctx context.Context, name string, n int, profile string) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.o.limit)
 	defer cancel()
-	stopSampling := benchserver.PeakGoroutines(ctx, b.debugAddr, b.o.latency/2)
+	stopSampling := benchserver.PeakGoroutines(ctx, b.srv, b.o.latency/2)
 	profiled := make(chan error, 1)
 	if profile != "" {
 		go func() { profiled <- benchserver.CPUProfile(ctx, b.debugAddr, b.o.profileFor, profile) }()

@@ -168,7 +168,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 
 	ctx, cancel := context.WithTimeout(ctx, o.limit)
 	defer cancel()
-	stopSampling := benchserver.PeakGoroutines(ctx, debugAddr, o.latency/5)
+	stopSampling := benchserver.PeakGoroutines(ctx, srv, o.latency/5)
 	profiled := make(chan error, 1)
 	if o.cpuProfile != "" {
 		go func() { profiled <- benchserver.CPUProfile(ctx, debugAddr, 2*o.latency, o.cpuProfile) }()

@@ -482,10 +482,13 @@ func Workdir(ctx context.Context, name, binary, repo string, log io.Writer) (bin
 	return bin, dir, cleanup, nil
 }
 
-// Goroutines reads a server's goroutine count from its --debug-addr
-// listener's /debug/pprof/goroutine.
-func Goroutines(ctx context.Context, addr string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/goroutine?debug=1", nil)
+// Goroutines reads the server's goroutine count from its /metrics
+// (go_goroutines, runtime.NumGoroutine): cheap enough to sample while the
+// server is measured, where a goroutine profile walks every goroutine's
+// stack with the world stopped (14 % of the server's CPU at 7,000
+// goroutines sampled every 200 ms).
+func (s *Server) Goroutines(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", s.BaseURL()+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
@@ -494,14 +497,16 @@ func Goroutines(ctx context.Context, addr string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
-	if err != nil {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(f), err
+		}
+	}
+	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	// "goroutine profile: total 42"
-	total, ok := strings.CutPrefix(strings.TrimSpace(line), "goroutine profile: total ")
-	if !ok {
-		return 0, fmt.Errorf("unexpected goroutine profile: %q", line)
-	}
-	return strconv.Atoi(total)
+	return 0, fmt.Errorf("the server's /metrics (status %d) has no go_goroutines", resp.StatusCode)
 }

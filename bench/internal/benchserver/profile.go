@@ -33,16 +33,15 @@ func CPUProfile(ctx context.Context, addr string, d time.Duration, file string) 
 	return f.Close()
 }
 
-// PeakGoroutines samples the goroutines of the server whose --debug-addr is
-// addr every interval until ctx ends or stop is called; stop returns the
-// most seen.
-func PeakGoroutines(ctx context.Context, addr string, every time.Duration) (stop func() int) {
+// PeakGoroutines samples the goroutines of srv every interval until ctx
+// ends or stop is called; stop returns the most seen.
+func PeakGoroutines(ctx context.Context, srv *Server, every time.Duration) (stop func() int) {
 	sampling, cancel := context.WithCancel(ctx)
 	peak := make(chan int, 1)
 	go func() {
 		most := 0
 		for sampling.Err() == nil {
-			if g, err := Goroutines(sampling, addr); err == nil {
+			if g, err := srv.Goroutines(sampling); err == nil {
 				most = max(most, g)
 			}
 			select {
