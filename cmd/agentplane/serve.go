@@ -29,6 +29,7 @@ import (
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool/call"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -377,6 +378,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Metrics:     metrics,
 		Tools:       parts.service,
 		ToolStore:   st,
+		Impact:      &impact.Service{Tools: parts.service, Store: st, Now: time.Now},
 		Models:      models.service,
 		Agents:      st,
 		Runner:      runner,

@@ -215,3 +215,33 @@ func keptLimits(limits map[string]Limits, ops []Operation) map[string]Limits {
 	}
 	return kept
 }
+
+// RevisionOperations returns a tool, its refresh n and the operations the
+// refresh brings: those kept for it while pending, the tool's own while it
+// is still at the revision the refresh made, else that revision's
+// snapshot. problem.NotFound for an unknown n, problem.Conflict for a
+// superseded revision or an applied one whose operations are no longer kept.
+func (s *Service) RevisionOperations(ctx context.Context, tenant, id string, n int) (*Tool, *Refresh, []Operation, error) {
+	t, err := s.Store.Tool(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, ops, err := s.Store.ToolRefresh(ctx, tenant, id, n)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	switch {
+	case r.Status == RefreshPending:
+		return t, r, ops, nil
+	case r.Status != RefreshApplied:
+		return nil, nil, nil, problem.New(problem.Conflict, "revision %d of tool %s is %s: a later refresh replaced it (GET /v1/tools/%s/revisions lists them)", n, id, r.Status, id)
+	case t.Revision == r.ToolRevision:
+		ops, err = s.Store.Operations(ctx, tenant, id, "")
+		return t, r, ops, err
+	}
+	_, ops, err = s.Store.ToolRevision(ctx, tenant, t.Name, r.ToolRevision)
+	if problem.Is(err, problem.NotFound) {
+		return nil, nil, nil, problem.New(problem.Conflict, "revision %d of tool %s made the tool's revision %d, which the tool has left (it is at %d) and which is no longer kept: ask the impact of a later revision", n, id, r.ToolRevision, t.Revision)
+	}
+	return t, r, ops, err
+}
