@@ -317,6 +317,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	revocations := auth.NewRevocations(st, c.revocationTTL, time.Now)
 	scheduler := &schedule.Scheduler{Store: st, Invoker: invoker, Logger: logger, Revocations: revocations}
 	background.Go(func() { scheduler.Run(ctx) })
+	// Tools carrying refresh are refreshed on schedule; the store's claim
+	// of each due time makes one replica refresh it.
+	background.Go(func() { parts.service.RunScheduledRefreshes(ctx, schedule.DefaultTick, logger) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 
 	background.Go(func() { deliverer.Run(ctx) })

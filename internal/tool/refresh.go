@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -27,8 +28,10 @@ const (
 type Refresh struct {
 	Tenant string `json:"-"`
 	ToolID string `json:"-"`
-	N      int    `json:"revision"`
-	Status string `json:"status"`
+	// ToolName names the tool in the tool.drifted event; it is not stored.
+	ToolName string `json:"-"`
+	N        int    `json:"revision"`
+	Status   string `json:"status"`
 	// BaseRevision is the tool's revision the diff was taken against; a
 	// pending refresh applies only while the tool is still at it.
 	BaseRevision int `json:"base_revision"`
@@ -61,6 +64,15 @@ type RefreshStore interface {
 	// applied at t.UpdatedAt with t's revision; problem.Conflict when n is
 	// no longer pending or the tool is no longer at its base revision.
 	ApplyToolRefresh(ctx context.Context, t *Tool, n int, ops []Operation, rec *audit.Record) error
+	// DueToolRefreshes returns up to limit tools, of every tenant, whose
+	// scheduled refresh is due at now, each with RefreshDue set. A tool's
+	// first refresh is due its refresh after it was created or its refresh
+	// last changed.
+	DueToolRefreshes(ctx context.Context, now time.Time, limit int) ([]*Tool, error)
+	// ClaimToolRefresh moves a tool's next scheduled refresh from due to
+	// next; false when it was no longer at due (another replica claimed it,
+	// or the tool changed).
+	ClaimToolRefresh(ctx context.Context, tenant, id string, due, next time.Time) (bool, error)
 }
 
 // RefreshResult is the answer to a refresh.
@@ -80,7 +92,7 @@ func registrationOf(t *Tool) Registration {
 	auth := t.Auth
 	return Registration{Name: t.Name, Type: t.Type, SpecURL: t.SpecURL, EndpointURL: t.EndpointURL,
 		Auth: &auth, PolicyClass: t.PolicyClass, SideEffects: t.SideEffects, IdempotencySupport: t.IdempotencySupport,
-		Limits: t.Limits, Redact: t.Redact}
+		Limits: t.Limits, Redact: t.Redact, Refresh: t.Refresh}
 }
 
 // Refresh fetches a tool's spec_url again, under the rules of registration,
@@ -117,7 +129,7 @@ func (s *Service) Refresh(ctx context.Context, tenant, id string, rec *audit.Rec
 	if d.Empty() && t.SpecSHA256 == old.SpecSHA256 {
 		return res, nil
 	}
-	r := &Refresh{Tenant: tenant, ToolID: id, BaseRevision: old.Revision, Diff: d, CreatedAt: now,
+	r := &Refresh{Tenant: tenant, ToolID: id, ToolName: old.Name, BaseRevision: old.Revision, Diff: d, CreatedAt: now,
 		SpecSHA256: t.SpecSHA256, BaseURL: t.BaseURL, SpecTokenURL: t.SpecTokenURL}
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "tool", ID: id}
@@ -244,4 +256,71 @@ func (s *Service) RevisionOperations(ctx context.Context, tenant, id string, n i
 		return nil, nil, nil, problem.New(problem.Conflict, "revision %d of tool %s made the tool's revision %d, which the tool has left (it is at %d) and which is no longer kept: ask the impact of a later revision", n, id, r.ToolRevision, t.Revision)
 	}
 	return t, r, ops, err
+}
+
+// MinRefresh is the shortest scheduled refresh a tool may carry.
+const MinRefresh = time.Hour
+
+// RefreshEvery is how often the tool is refreshed on schedule; 0 for never.
+func (t *Tool) RefreshEvery() time.Duration {
+	d, err := time.ParseDuration(t.Refresh)
+	if err != nil || d < MinRefresh {
+		return 0
+	}
+	return d
+}
+
+// RefreshActor is the audit actor of the refreshes the scheduler makes.
+var RefreshActor = audit.Actor{Sub: "agentplane:scheduler"}
+
+// maxDueRefreshes bounds the tools one pass refreshes.
+const maxDueRefreshes = 100
+
+// RunScheduledRefreshes refreshes, every tick until ctx is done, the tools
+// whose scheduled refresh is due. Every replica runs it; a tool's due time
+// is claimed in the store first, so one replica refreshes it. A refresh
+// that fails is logged and tried again at the tool's next due time.
+func (s *Service) RunScheduledRefreshes(ctx context.Context, tick time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if err := s.RefreshDue(ctx, logger); err != nil && ctx.Err() == nil {
+			logger.Warn("scheduled tool refreshes failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RefreshDue refreshes the tools whose scheduled refresh is due now and
+// that this call claims.
+func (s *Service) RefreshDue(ctx context.Context, logger *slog.Logger) error {
+	now := s.Now().UTC()
+	due, err := s.Store.DueToolRefreshes(ctx, now, maxDueRefreshes)
+	if err != nil {
+		return err
+	}
+	for _, t := range due {
+		won, err := s.Store.ClaimToolRefresh(ctx, t.Tenant, t.ID, t.RefreshDue, now.Add(t.RefreshEvery()))
+		if err != nil {
+			return err
+		}
+		if !won {
+			continue
+		}
+		rec := &audit.Record{Tenant: t.Tenant, Time: now, Actor: RefreshActor, Action: "tool.refresh", Outcome: audit.Success, Status: 200}
+		res, err := s.Refresh(ctx, t.Tenant, t.ID, rec)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			logger.Warn("scheduled tool refresh failed", "tenant", t.Tenant, "tool_id", t.ID, "tool", t.Name, "error", err)
+			continue
+		}
+		logger.Info("scheduled tool refresh", "tenant", t.Tenant, "tool_id", t.ID, "tool", t.Name, "status", res.Status, "revision", res.Revision)
+	}
+	return nil
 }

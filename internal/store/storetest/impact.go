@@ -98,3 +98,72 @@ func testToolImpactReads(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("pets calls, two of them (-want +got):\n%s", diff)
 	}
 }
+
+// testToolRefreshSchedule: a tool with a refresh is first due its duration
+// after it was stored; a claim moves the due time once (a second claim of
+// the same time loses); an update keeping the refresh keeps the due time,
+// one changing it restarts it, one dropping it ends it; the refresh
+// survives as the tool's.
+func testToolRefreshSchedule(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	pets := newTool("acme", "pets")
+	pets.Refresh = "1h"
+	must(t, s.CreateTool(ctx, pets, petOps(), nil), "create pets")
+	plain := newTool("globex", "plain")
+	must(t, s.CreateTool(ctx, plain, petOps(), nil), "create plain")
+	other := newTool("globex", "cats")
+	other.Refresh = "2h"
+	must(t, s.CreateTool(ctx, other, petOps(), nil), "create cats")
+
+	due := func(at time.Duration) []string {
+		ts, err := s.DueToolRefreshes(ctx, base.Add(at), 10)
+		must(t, err, "due refreshes")
+		var out []string
+		for _, tl := range ts {
+			out = append(out, tl.Name+"@"+tl.RefreshDue.Sub(base).String()+"/"+tl.Refresh)
+		}
+		return out
+	}
+	if got := due(59 * time.Minute); len(got) != 0 {
+		t.Fatalf("due before the hour: %v", got)
+	}
+	if diff := cmp.Diff([]string{"pets@1h0m0s/1h", "cats@2h0m0s/2h"}, due(3*time.Hour)); diff != "" {
+		t.Fatalf("due after two hours (-want +got):\n%s", diff)
+	}
+	won, err := s.ClaimToolRefresh(ctx, "acme", pets.ID, base.Add(time.Hour), base.Add(3*time.Hour))
+	must(t, err, "claim")
+	again, err := s.ClaimToolRefresh(ctx, "acme", pets.ID, base.Add(time.Hour), base.Add(4*time.Hour))
+	must(t, err, "claim again")
+	if !won || again {
+		t.Fatalf("claims of one due time: first %v, second %v; want true, false", won, again)
+	}
+	if diff := cmp.Diff([]string{"cats@2h0m0s/2h"}, due(2*time.Hour)); diff != "" {
+		t.Fatalf("due after the claim (-want +got):\n%s", diff)
+	}
+	// An update keeping the refresh keeps the claimed time; changing it
+	// restarts it from the update; dropping it ends it.
+	upd := *pets
+	upd.Revision, upd.UpdatedAt = 2, base.Add(10*time.Minute)
+	must(t, s.UpdateTool(ctx, &upd, petOps(), nil), "update keeping refresh")
+	if diff := cmp.Diff([]string{"cats@2h0m0s/2h", "pets@3h0m0s/1h"}, due(3*time.Hour)); diff != "" {
+		t.Fatalf("after an update keeping the refresh (-want +got):\n%s", diff)
+	}
+	upd.Revision, upd.Refresh = 3, "24h"
+	must(t, s.UpdateTool(ctx, &upd, petOps(), nil), "update changing refresh")
+	if got := due(24 * time.Hour); len(got) != 1 || got[0] != "cats@2h0m0s/2h" {
+		t.Fatalf("due a day after, before the new refresh: %v", got)
+	}
+	if got := due(25 * time.Hour); len(got) != 2 || got[1] != "pets@24h10m0s/24h" {
+		t.Fatalf("due after the new refresh: %v", got)
+	}
+	upd.Revision, upd.Refresh = 4, ""
+	must(t, s.UpdateTool(ctx, &upd, petOps(), nil), "update dropping refresh")
+	if got := due(100 * time.Hour); len(got) != 1 || got[0] != "cats@2h0m0s/2h" {
+		t.Fatalf("due after the refresh was dropped: %v", got)
+	}
+	got, err := s.Tool(ctx, "globex", other.ID)
+	must(t, err, "tool")
+	if got.Refresh != "2h" {
+		t.Errorf("the stored tool's refresh is %q, want 2h", got.Refresh)
+	}
+}

@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ToolRevisions", testToolRevisions},
 		{"ToolRefreshes", testToolRefreshes},
 		{"ToolImpactReads", testToolImpactReads},
+		{"ToolRefreshSchedule", testToolRefreshSchedule},
 		{"ModelCRUD", testModelCRUD},
 		{"ModelNameConflict", testModelNameConflict},
 		{"ModelTenantIsolation", testModelTenantIsolation},
