@@ -108,9 +108,6 @@ func (s *Service) Refresh(ctx context.Context, tenant, id string, rec *audit.Rec
 	if old.SpecURL == "" {
 		return nil, problem.Field("spec_url", "tool %q was registered from an inline spec: a refresh fetches spec_url again, so register it with spec_url (or update it with PUT /v1/tools/{id} and the new spec)", old.Name)
 	}
-	if old.Type != OpenAPI && old.Type != GraphQL {
-		return nil, problem.Field("type", "a refresh compares openapi and graphql tools; tool %q is %s (update it with PUT /v1/tools/{id})", old.Name, old.Type)
-	}
 	oldOps, err := s.Store.Operations(ctx, tenant, id, "")
 	if err != nil {
 		return nil, err

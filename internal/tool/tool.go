@@ -151,6 +151,10 @@ type MCPBinding struct {
 // SendMessage to the JSON-RPC endpoint at the tool's base URL.
 type A2ABinding struct {
 	Skill string `json:"skill"`
+	// InputModes and OutputModes are the media types the skill takes and
+	// answers (its own, else the card's defaults), compared by a refresh.
+	InputModes  []string `json:"input_modes,omitempty"`
+	OutputModes []string `json:"output_modes,omitempty"`
 }
 
 // HTTPBinding is how to call an OpenAPI operation.
