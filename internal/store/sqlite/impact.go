@@ -25,14 +25,7 @@ func (db *DB) VersionsUsingTool(ctx context.Context, tenant, toolName string) ([
 		if err != nil {
 			return fmt.Errorf("list versions using tool: %w", err)
 		}
-		vs, err = collect(rows, func(s sqlrow.Scanner) (*agent.Version, error) {
-			var name string
-			v, err := sqlrow.ScanVersion(sqlrow.With(s, &name), tenant, "")
-			if v != nil {
-				v.Name = name
-			}
-			return v, err
-		})
+		vs, err = collect(rows, func(s sqlrow.Scanner) (*agent.Version, error) { return sqlrow.ScanNamedVersion(s, tenant) })
 		return err
 	})
 	return vs, err
