@@ -113,7 +113,11 @@ func (s *Service) Of(ctx context.Context, tenant, id string, n int, since time.D
 	if err != nil {
 		return nil, err
 	}
-	from := s.Now().UTC().Add(-since)
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	from := now().UTC().Add(-since)
 	out := &Impact{Tool: t.Name, Revision: r.N, Status: r.Status, Breaking: r.Diff.Breaking(), Since: from,
 		Versions: []VersionImpact{}, Calls: Calls{Items: []CallIssue{}}}
 	c := newChecker(t.Name, r.Diff, ops)
@@ -290,18 +294,20 @@ func (c *checker) args(step, op string, ch *tool.ChangedOperation, args map[stri
 }
 
 // lookup finds path ("a.b", "ids[]" not followed) in a step's args:
-// present when it is there; known when the args say (no expression
-// stands for it or for an object above it).
+// present when it is there; known when the args say it is not (its object
+// is written out and lacks it; an object above it that is left out, or an
+// expression standing for one, says nothing).
 func lookup(args map[string]any, path string) (v any, present, known bool) {
 	var cur any = args
-	for part := range strings.SplitSeq(path, ".") {
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
 		m, ok := cur.(map[string]any)
 		if !ok || strings.HasSuffix(part, "[]") {
 			return nil, false, false
 		}
 		cur, ok = m[part]
 		if !ok {
-			return nil, false, true
+			return nil, false, i == len(parts)-1
 		}
 	}
 	return cur, true, true
