@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -52,9 +53,14 @@ func (c *cli) toolsRefreshCommand(completeTool func(*cobra.Command, []string, st
 		Long: `Sends POST /v1/tools/{id}/refresh: the server fetches the tool's spec_url again
 and compares its operations with the tool's (docs/change-safety.md). A change
 that breaks no caller is applied at once; a breaking one is kept pending, and
-the command exits 5, so a CI job fails on an API's breaking new version:
+the command prints its impact (GET /v1/tools/{id}/revisions/{n}/impact: the
+deployed agent versions it breaks and the calls of the last 7 days that no
+longer fit) and exits 5 when something is affected, so a CI job fails on an
+API's new version that breaks its agents:
 
-  agentplane tools refresh payments || echo "payments changed in a breaking way"
+  agentplane tools refresh payments || echo "payments changed in a way that breaks its agents"
+
+A breaking revision that affects nothing stays pending and the command exits 0.
 
 --apply applies a pending breaking revision at once (POST
 /v1/tools/{id}/revisions/{n}/apply) and exits 0.`,
@@ -76,7 +82,7 @@ the command exits 5, so a CI job fails on an API's breaking new version:
 				return nil
 			}
 			if !apply {
-				return exitError{code: exitChanged, msg: fmt.Sprintf("tool %s: revision %d breaks callers and is pending (apply it with agentplane tools refresh %s --apply)", a[0], got.Revision, a[0])}
+				return c.refreshGate(cmd, id, a[0], got.Revision)
 			}
 			_, err = c.send(cmd, http.MethodPost, "/v1/tools/"+url.PathEscape(id)+"/revisions/"+strconv.Itoa(got.Revision)+"/apply", map[string]any{}, nil,
 				func(w io.Writer, doc map[string]any) error {
@@ -88,4 +94,61 @@ the command exits 5, so a CI job fails on an API's breaking new version:
 	}
 	cmd.Flags().BoolVar(&apply, "apply", false, "apply a pending breaking revision at once")
 	return cmd
+}
+
+// impactAnswer is what the CLI reads of GET …/revisions/{n}/impact.
+type impactAnswer struct {
+	Impacted bool `json:"impacted"`
+	Versions []struct {
+		Agent, Version string
+		Problems       []struct{ Kind, Step, Operation, Path, Detail string }
+	} `json:"versions"`
+	Calls struct {
+		Checked, Total int
+		Items          []struct {
+			WorkflowID string   `json:"workflow_id"`
+			Step       int      `json:"step"`
+			Operation  string   `json:"operation"`
+			Part       string   `json:"part"`
+			Errors     []string `json:"errors"`
+		}
+	} `json:"calls"`
+}
+
+// impactTable prints a revision's impact: one line per problem of a
+// version (!), then per recorded call that no longer fits (x).
+func impactTable(w io.Writer, doc map[string]any) error {
+	var im impactAnswer
+	b, _ := json.Marshal(doc)
+	if err := json.Unmarshal(b, &im); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "impact:\t%d versions, %d of %d recorded calls\n", len(im.Versions), im.Calls.Total, im.Calls.Checked)
+	for _, v := range im.Versions {
+		for _, p := range v.Problems {
+			fmt.Fprintf(w, "! %s@%s\t%s\t%s %s\t%s\n", v.Agent, v.Version, p.Step, p.Kind, p.Path, p.Detail)
+		}
+	}
+	for _, c := range im.Calls.Items {
+		fmt.Fprintf(w, "x %s step %d\t%s\t%s\t%s\n", c.WorkflowID, c.Step, c.Operation, c.Part, strings.Join(c.Errors, "; "))
+	}
+	return nil
+}
+
+// refreshGate shows the impact of pending revision n and fails with exit
+// 5 when it affects a deployed version or a recorded call.
+func (c *cli) refreshGate(cmd *cobra.Command, id, name string, n int) error {
+	resp, err := c.send(cmd, http.MethodGet, "/v1/tools/"+url.PathEscape(id)+"/revisions/"+strconv.Itoa(n)+"/impact", nil, nil, impactTable)
+	if err != nil {
+		return err
+	}
+	var im impactAnswer
+	if err := json.Unmarshal(resp.Body, &im); err != nil {
+		return fmt.Errorf("the server's answer is not an impact: %w", err)
+	}
+	if !im.Impacted {
+		fmt.Fprintf(cmd.ErrOrStderr(), "tool %s: revision %d breaks callers but affects no deployed version and no recorded call; it stays pending (apply it with agentplane tools refresh %s --apply)\n", name, n, name)
+		return nil
+	}
+	return exitError{code: exitChanged, msg: fmt.Sprintf("tool %s: revision %d breaks %d deployed versions and %d recorded calls and is pending (apply it with agentplane tools refresh %s --apply)", name, n, len(im.Versions), im.Calls.Total, name)}
 }

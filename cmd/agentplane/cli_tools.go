@@ -57,7 +57,7 @@ func (c *cli) toolsCommand() *cobra.Command {
 	completeTool := c.complete("/v1/tools?limit=200", "tools", "name")
 
 	var reg struct {
-		name, typ, specURL, specFile, endpoint, policy, key string
+		name, typ, specURL, specFile, endpoint, policy, key, refresh string
 	}
 	register := &cobra.Command{
 		Use:   "register [FILE]",
@@ -87,7 +87,7 @@ flags override the file's fields.
 				body["spec"] = string(raw)
 			}
 			for k, v := range map[string]string{"name": reg.name, "type": reg.typ, "spec_url": reg.specURL,
-				"endpoint_url": reg.endpoint, "policy_class": reg.policy} {
+				"endpoint_url": reg.endpoint, "policy_class": reg.policy, "refresh": reg.refresh} {
 				if v != "" {
 					body[k] = v
 				}
@@ -105,6 +105,7 @@ flags override the file's fields.
 	register.Flags().StringVar(&reg.specFile, "spec-file", "", "a local API description sent inline")
 	register.Flags().StringVar(&reg.endpoint, "endpoint-url", "", "where calls go, when not the description's")
 	register.Flags().StringVar(&reg.policy, "policy-class", "", "policy class of the tool's calls (default standard)")
+	register.Flags().StringVar(&reg.refresh, "refresh", "", "refresh the description from --spec-url this often (a Go duration, at least 1h, e.g. 24h)")
 	register.Flags().StringVar(&reg.key, "idempotency-key", "", "Idempotency-Key of the request, to retry it safely")
 
 	listCmd := &cobra.Command{
@@ -236,7 +237,7 @@ func (c *cli) currentRegistration(cmd *cobra.Command, id string) (map[string]any
 	}
 	body := map[string]any{}
 	for _, k := range []string{"name", "type", "spec_url", "endpoint_url", "policy_class", "side_effects", "idempotency_support",
-		"limits", "operation_limits"} {
+		"limits", "operation_limits", "refresh"} {
 		if v, ok := t[k]; ok && v != nil {
 			body[k] = v
 		}

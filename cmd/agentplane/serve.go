@@ -29,6 +29,7 @@ import (
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool/call"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -316,6 +317,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	revocations := auth.NewRevocations(st, c.revocationTTL, time.Now)
 	scheduler := &schedule.Scheduler{Store: st, Invoker: invoker, Logger: logger, Revocations: revocations}
 	background.Go(func() { scheduler.Run(ctx) })
+	// Tools carrying refresh are refreshed on schedule; the store's claim
+	// of each due time makes one replica refresh it.
+	background.Go(func() { parts.service.RunScheduledRefreshes(ctx, schedule.DefaultTick, logger) })
 	schedules := &schedule.Service{Store: st, Versions: st, Scheduler: scheduler, MaxToolCalls: c.run.maxToolCalls, Now: time.Now}
 
 	background.Go(func() { deliverer.Run(ctx) })
@@ -377,6 +381,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Metrics:     metrics,
 		Tools:       parts.service,
 		ToolStore:   st,
+		Impact:      &impact.Service{Tools: parts.service, Store: st, Now: time.Now},
 		Models:      models.service,
 		Agents:      st,
 		Runner:      runner,

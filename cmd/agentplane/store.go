@@ -20,6 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/store/postgres"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -28,6 +29,7 @@ import (
 type store interface {
 	httpapi.Store
 	tool.Store
+	impact.Store
 	model.Store
 	agent.VersionStore
 	workflow.Store

@@ -36,6 +36,7 @@ import (
 	"github.com/agentplane/agentplane/internal/tool/a2atool"
 	toolcall "github.com/agentplane/agentplane/internal/tool/call"
 	"github.com/agentplane/agentplane/internal/tool/graphql"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 	"github.com/agentplane/agentplane/internal/tool/mcptool"
 	"github.com/agentplane/agentplane/internal/tool/openapi"
 	"github.com/agentplane/agentplane/internal/tool/soap"
@@ -132,6 +133,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Metrics:     telemetry.NewMetrics(prometheus.NewRegistry()),
 		Tools:       tools,
 		ToolStore:   db,
+		Impact:      &impact.Service{Tools: tools, Store: db, Now: time.Now},
 		Models:      &model.Service{Store: db, Secrets: policy, Addresses: out, Now: time.Now},
 		Agents:      db,
 		Runner:      runner,

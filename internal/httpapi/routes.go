@@ -83,6 +83,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "DELETE /v1/tools/{id}", scope: auth.ScopeToolsWrite, action: "tool.delete", resource: "tool", h: s.handleDeleteTool},
 		{pattern: "POST /v1/tools/{id}/refresh", scope: auth.ScopeToolsWrite, action: "tool.refresh", resource: "tool", idempotent: true, h: s.handleRefreshTool},
 		{pattern: "GET /v1/tools/{id}/revisions", scope: auth.ScopeToolsRead, action: "tool.revisions", resource: "tool", h: s.handleToolRevisions},
+		{pattern: "GET /v1/tools/{id}/revisions/{n}/impact", scope: auth.ScopeToolsRead, action: "tool.revision.impact", resource: "tool", h: s.handleToolRevisionImpact},
 		{pattern: "POST /v1/tools/{id}/revisions/{n}/apply", scope: auth.ScopeToolsWrite, action: "tool.revision.apply", resource: "tool", idempotent: true, h: s.handleApplyToolRevision},
 
 		{pattern: "POST /v1/models", scope: auth.ScopeModelsWrite, action: "model.create", resource: "model", idempotent: true, h: s.handleRegisterModel},

@@ -28,6 +28,7 @@ import (
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 	"github.com/agentplane/agentplane/internal/web"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
@@ -92,6 +93,8 @@ type Deps struct {
 	// Tools registers, updates and deletes tools; ToolStore reads them.
 	Tools     *tool.Service
 	ToolStore tool.Store
+	// Impact answers what a tool revision breaks (nil: its route answers 503).
+	Impact *impact.Service
 	// Models registers, updates, deletes and reads the model registry.
 	Models *model.Service
 	// Agents keeps agent versions; Runner runs workflows; Workflows reads them.

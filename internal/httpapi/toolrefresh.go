@@ -8,6 +8,7 @@ import (
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 )
 
 // handleRefreshTool fetches a tool's spec_url again and answers the diff
@@ -26,9 +27,9 @@ func (s *Server) handleRefreshTool(w http.ResponseWriter, r *http.Request) error
 
 // handleApplyToolRevision applies a pending revision.
 func (s *Server) handleApplyToolRevision(w http.ResponseWriter, r *http.Request) error {
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n < 1 {
-		return problem.New(problem.NotFound, "no revision %q: revisions are numbered from 1 (GET /v1/tools/%s/revisions lists them)", r.PathValue("n"), r.PathValue("id"))
+	n, err := revisionNumber(r)
+	if err != nil {
+		return err
 	}
 	rec := s.record(r, http.StatusOK)
 	ref, err := s.deps.Tools.ApplyRefresh(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), n, rec)
@@ -63,4 +64,34 @@ func (s *Server) handleToolRevisions(w http.ResponseWriter, r *http.Request) err
 			CreatedAt: ref.CreatedAt, AppliedAt: ref.AppliedAt, Summary: ref.Diff.Summary(), Diff: ref.Diff}
 	}
 	return frontdoor.WriteJSON(w, http.StatusOK, map[string]any{"revisions": out})
+}
+
+// handleToolRevisionImpact answers what a revision breaks: the deployed
+// agent versions and the calls recorded since ?since= (default 7d).
+func (s *Server) handleToolRevisionImpact(w http.ResponseWriter, r *http.Request) error {
+	if s.deps.Impact == nil {
+		return problem.New(problem.Unavailable, "the impact of tool revisions is not enabled on this server")
+	}
+	n, err := revisionNumber(r)
+	if err != nil {
+		return err
+	}
+	since, err := impact.ParseSince(r.URL.Query().Get("since"))
+	if err != nil {
+		return err
+	}
+	out, err := s.deps.Impact.Of(r.Context(), frontdoor.Principal(r).Tenant, r.PathValue("id"), n, since)
+	if err != nil {
+		return err
+	}
+	return frontdoor.WriteJSON(w, http.StatusOK, out)
+}
+
+// revisionNumber is the path's {n}: revisions are numbered from 1.
+func revisionNumber(r *http.Request) (int, error) {
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 1 {
+		return 0, problem.New(problem.NotFound, "no revision %q: revisions are numbered from 1 (GET /v1/tools/%s/revisions lists them)", r.PathValue("n"), r.PathValue("id"))
+	}
+	return n, nil
 }

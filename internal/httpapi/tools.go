@@ -27,6 +27,7 @@ type toolView struct {
 	Limits             *tool.Limits           `json:"limits,omitempty"`
 	OperationLimits    map[string]tool.Limits `json:"operation_limits,omitempty"`
 	Redact             *redact.Config         `json:"redact,omitempty"`
+	Refresh            string                 `json:"refresh,omitempty"`
 	SpecSHA256         string                 `json:"spec_sha256"`
 	Revision           int                    `json:"revision"`
 	CreatedAt          string                 `json:"created_at"`
@@ -64,7 +65,7 @@ func viewTool(t *tool.Tool) toolView {
 		Auth: authView{Type: t.Auth.Type, SecretsRef: t.Auth.SecretsRef, ClientID: t.Auth.ClientID,
 			TokenURL: t.Auth.TokenURL, Scopes: t.Auth.Scopes, Header: t.Auth.Header, In: t.Auth.In, Name: t.Auth.Name},
 		PolicyClass: t.PolicyClass, SideEffects: t.SideEffects, IdempotencySupport: t.IdempotencySupport,
-		Limits: t.Limits, OperationLimits: t.OperationLimits, Redact: t.Redact,
+		Limits: t.Limits, OperationLimits: t.OperationLimits, Redact: t.Redact, Refresh: t.Refresh,
 		SpecSHA256: t.SpecSHA256, Revision: t.Revision,
 		CreatedAt: t.CreatedAt.UTC().Format(timeFormat), UpdatedAt: t.UpdatedAt.UTC().Format(timeFormat),
 		Warnings: t.Warnings,

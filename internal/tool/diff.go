@@ -29,6 +29,8 @@ const (
 	ChangeResponseFieldRemoved = "response_field_removed"
 	ChangeResponseFieldAdded   = "response_field_added"
 	ChangeEndpointChanged      = "endpoint_changed"
+	ChangeModeRemoved          = "mode_removed"
+	ChangeModeAdded            = "mode_added"
 )
 
 // maxDiffDepth bounds the walk through nested schemas (they are already
@@ -142,6 +144,10 @@ func DiffOperation(old, new *Operation) []Change {
 	}
 	if old.GraphQL != nil && new.GraphQL != nil {
 		w.graphQLArgs(old.GraphQL.Args, new.GraphQL.Args)
+	}
+	if old.A2A != nil && new.A2A != nil {
+		w.modes("input_modes", "takes", old.A2A.InputModes, new.A2A.InputModes)
+		w.modes("output_modes", "answers in", old.A2A.OutputModes, new.A2A.OutputModes)
 	}
 	if old.HTTP != nil && new.HTTP != nil && (old.HTTP.Method != new.HTTP.Method || old.HTTP.Path != new.HTTP.Path) {
 		w.add(ChangeEndpointChanged, "", false, "%s %s is now %s %s (agentplane calls the new one; the arguments are unchanged)",
@@ -315,18 +321,14 @@ func (w *diffWalker) properties(path string, old, new map[string]any, output boo
 			w.add(ChangeParameterRemoved, p, true, "argument %s was removed; a call that passes it is refused", p)
 		}
 	}
-	isRenamed := func(n string) bool {
-		for _, to := range renamed {
-			if to == n {
-				return true
-			}
-		}
-		return false
-	}
+	isRenamed := func(n string) bool { return renamedFrom(renamed, n) != "" }
 	for _, name := range added {
 		p := joinPath(path, name)
 		switch {
 		case isRenamed(name):
+			if !output && nreq[name] && !oreq[renamedFrom(renamed, name)] {
+				w.add(ChangeRequiredAdded, p, true, "argument %s, renamed from %s, is now required", p, joinPath(path, renamedFrom(renamed, name)))
+			}
 		case output:
 			w.add(ChangeResponseFieldAdded, p, false, "the result also has %s", p)
 		case nreq[name]:
@@ -393,4 +395,33 @@ func (w *diffWalker) graphQLArgs(old, new []Arg) {
 		}
 		w.add(ChangeTypeChanged, a.Name, true, "the GraphQL type of argument %s changed from %s to %s", a.Name, was, a.Type)
 	}
+}
+
+// modes compares an A2A skill's input or output modes: a mode dropped
+// breaks a caller that sends (or reads) it; one added breaks nothing. An
+// empty list (no modes declared) is not compared.
+func (w *diffWalker) modes(path, verb string, old, new []string) {
+	if len(old) == 0 || len(new) == 0 {
+		return
+	}
+	for _, m := range old {
+		if !slices.Contains(new, m) {
+			w.add(ChangeModeRemoved, path, true, "the skill no longer %s %s", verb, m)
+		}
+	}
+	for _, m := range new {
+		if !slices.Contains(old, m) {
+			w.add(ChangeModeAdded, path, false, "the skill also %s %s", verb, m)
+		}
+	}
+}
+
+// renamedFrom is the old name of a member renamed to name.
+func renamedFrom(renamed map[string]string, name string) string {
+	for from, to := range renamed {
+		if to == name {
+			return from
+		}
+	}
+	return ""
 }

@@ -246,12 +246,13 @@ type storedLimits struct {
 	Limits          *Limits           `json:"limits,omitempty"`
 	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
 	Redact          *redact.Config    `json:"redact,omitempty"`
+	Refresh         string            `json:"refresh,omitempty"`
 }
 
 // EncodeLimits is t's limits, operation limits and redaction as the JSON
 // a store keeps.
 func (t *Tool) EncodeLimits() ([]byte, error) {
-	data, err := json.Marshal(storedLimits{Limits: t.Limits, OperationLimits: t.OperationLimits, Redact: t.Redact})
+	data, err := json.Marshal(storedLimits{Limits: t.Limits, OperationLimits: t.OperationLimits, Redact: t.Redact, Refresh: t.Refresh})
 	if err != nil {
 		return nil, fmt.Errorf("encode tool limits: %w", err)
 	}
@@ -266,6 +267,6 @@ func (t *Tool) DecodeLimits(data []byte) error {
 			return fmt.Errorf("decode tool limits: %w", err)
 		}
 	}
-	t.Limits, t.OperationLimits, t.Redact = s.Limits, s.OperationLimits, s.Redact
+	t.Limits, t.OperationLimits, t.Redact, t.Refresh = s.Limits, s.OperationLimits, s.Redact, s.Refresh
 	return nil
 }

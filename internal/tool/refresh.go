@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -27,8 +28,10 @@ const (
 type Refresh struct {
 	Tenant string `json:"-"`
 	ToolID string `json:"-"`
-	N      int    `json:"revision"`
-	Status string `json:"status"`
+	// ToolName names the tool in the tool.drifted event; it is not stored.
+	ToolName string `json:"-"`
+	N        int    `json:"revision"`
+	Status   string `json:"status"`
 	// BaseRevision is the tool's revision the diff was taken against; a
 	// pending refresh applies only while the tool is still at it.
 	BaseRevision int `json:"base_revision"`
@@ -61,6 +64,15 @@ type RefreshStore interface {
 	// applied at t.UpdatedAt with t's revision; problem.Conflict when n is
 	// no longer pending or the tool is no longer at its base revision.
 	ApplyToolRefresh(ctx context.Context, t *Tool, n int, ops []Operation, rec *audit.Record) error
+	// DueToolRefreshes returns up to limit tools, of every tenant, whose
+	// scheduled refresh is due at now, each with RefreshDue set. A tool's
+	// first refresh is due its refresh after it was created or its refresh
+	// last changed.
+	DueToolRefreshes(ctx context.Context, now time.Time, limit int) ([]*Tool, error)
+	// ClaimToolRefresh moves a tool's next scheduled refresh from due to
+	// next; false when it was no longer at due (another replica claimed it,
+	// or the tool changed).
+	ClaimToolRefresh(ctx context.Context, tenant, id string, due, next time.Time) (bool, error)
 }
 
 // RefreshResult is the answer to a refresh.
@@ -80,7 +92,7 @@ func registrationOf(t *Tool) Registration {
 	auth := t.Auth
 	return Registration{Name: t.Name, Type: t.Type, SpecURL: t.SpecURL, EndpointURL: t.EndpointURL,
 		Auth: &auth, PolicyClass: t.PolicyClass, SideEffects: t.SideEffects, IdempotencySupport: t.IdempotencySupport,
-		Limits: t.Limits, Redact: t.Redact}
+		Limits: t.Limits, Redact: t.Redact, Refresh: t.Refresh}
 }
 
 // Refresh fetches a tool's spec_url again, under the rules of registration,
@@ -95,9 +107,6 @@ func (s *Service) Refresh(ctx context.Context, tenant, id string, rec *audit.Rec
 	}
 	if old.SpecURL == "" {
 		return nil, problem.Field("spec_url", "tool %q was registered from an inline spec: a refresh fetches spec_url again, so register it with spec_url (or update it with PUT /v1/tools/{id} and the new spec)", old.Name)
-	}
-	if old.Type != OpenAPI && old.Type != GraphQL {
-		return nil, problem.Field("type", "a refresh compares openapi and graphql tools; tool %q is %s (update it with PUT /v1/tools/{id})", old.Name, old.Type)
 	}
 	oldOps, err := s.Store.Operations(ctx, tenant, id, "")
 	if err != nil {
@@ -117,7 +126,7 @@ func (s *Service) Refresh(ctx context.Context, tenant, id string, rec *audit.Rec
 	if d.Empty() && t.SpecSHA256 == old.SpecSHA256 {
 		return res, nil
 	}
-	r := &Refresh{Tenant: tenant, ToolID: id, BaseRevision: old.Revision, Diff: d, CreatedAt: now,
+	r := &Refresh{Tenant: tenant, ToolID: id, ToolName: old.Name, BaseRevision: old.Revision, Diff: d, CreatedAt: now,
 		SpecSHA256: t.SpecSHA256, BaseURL: t.BaseURL, SpecTokenURL: t.SpecTokenURL}
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "tool", ID: id}
@@ -214,4 +223,101 @@ func keptLimits(limits map[string]Limits, ops []Operation) map[string]Limits {
 		return nil
 	}
 	return kept
+}
+
+// RevisionOperations returns a tool, its refresh n and the operations the
+// refresh brings: those kept for it while pending, the tool's own while it
+// is still at the revision the refresh made, else that revision's
+// snapshot. problem.NotFound for an unknown n, problem.Conflict for a
+// superseded revision or an applied one whose operations are no longer kept.
+func (s *Service) RevisionOperations(ctx context.Context, tenant, id string, n int) (*Tool, *Refresh, []Operation, error) {
+	t, err := s.Store.Tool(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, ops, err := s.Store.ToolRefresh(ctx, tenant, id, n)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	switch {
+	case r.Status == RefreshPending:
+		return t, r, ops, nil
+	case r.Status != RefreshApplied:
+		return nil, nil, nil, problem.New(problem.Conflict, "revision %d of tool %s is %s: a later refresh replaced it (GET /v1/tools/%s/revisions lists them)", n, id, r.Status, id)
+	case t.Revision == r.ToolRevision:
+		ops, err = s.Store.Operations(ctx, tenant, id, "")
+		return t, r, ops, err
+	}
+	_, ops, err = s.Store.ToolRevision(ctx, tenant, t.Name, r.ToolRevision)
+	if problem.Is(err, problem.NotFound) {
+		return nil, nil, nil, problem.New(problem.Conflict, "revision %d of tool %s made the tool's revision %d, which the tool has left (it is at %d) and which is no longer kept: ask the impact of a later revision", n, id, r.ToolRevision, t.Revision)
+	}
+	return t, r, ops, err
+}
+
+// MinRefresh is the shortest scheduled refresh a tool may carry.
+const MinRefresh = time.Hour
+
+// RefreshEvery is how often the tool is refreshed on schedule; 0 for never.
+func (t *Tool) RefreshEvery() time.Duration {
+	d, err := time.ParseDuration(t.Refresh)
+	if err != nil || d < MinRefresh {
+		return 0
+	}
+	return d
+}
+
+// RefreshActor is the audit actor of the refreshes the scheduler makes.
+var RefreshActor = audit.Actor{Sub: "agentplane:scheduler"}
+
+// maxDueRefreshes bounds the tools one pass refreshes.
+const maxDueRefreshes = 100
+
+// RunScheduledRefreshes refreshes, every tick until ctx is done, the tools
+// whose scheduled refresh is due. Every replica runs it; a tool's due time
+// is claimed in the store first, so one replica refreshes it. A refresh
+// that fails is logged and tried again at the tool's next due time.
+func (s *Service) RunScheduledRefreshes(ctx context.Context, tick time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if err := s.RefreshDue(ctx, logger); err != nil && ctx.Err() == nil {
+			logger.Warn("scheduled tool refreshes failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RefreshDue refreshes the tools whose scheduled refresh is due now and
+// that this call claims.
+func (s *Service) RefreshDue(ctx context.Context, logger *slog.Logger) error {
+	now := s.Now().UTC()
+	due, err := s.Store.DueToolRefreshes(ctx, now, maxDueRefreshes)
+	if err != nil {
+		return err
+	}
+	for _, t := range due {
+		won, err := s.Store.ClaimToolRefresh(ctx, t.Tenant, t.ID, t.RefreshDue, now.Add(t.RefreshEvery()))
+		if err != nil {
+			return err
+		}
+		if !won {
+			continue
+		}
+		rec := &audit.Record{Tenant: t.Tenant, Time: now, Actor: RefreshActor, Action: "tool.refresh", Outcome: audit.Success, Status: 200}
+		res, err := s.Refresh(ctx, t.Tenant, t.ID, rec)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			logger.Warn("scheduled tool refresh failed", "tenant", t.Tenant, "tool_id", t.ID, "tool", t.Name, "error", err)
+			continue
+		}
+		logger.Info("scheduled tool refresh", "tenant", t.Tenant, "tool_id", t.ID, "tool", t.Name, "status", res.Status, "revision", res.Revision)
+	}
+	return nil
 }

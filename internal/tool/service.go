@@ -40,6 +40,9 @@ type Registration struct {
 	// Redact names what of the tool's calls is masked before it is stored
 	// or sent on; a change applies to workflows started after it.
 	Redact *redact.Config `json:"redact,omitempty"`
+	// Refresh, a Go duration of at least MinRefresh, has the scheduler
+	// refresh the tool's description that often (SPEC §4 "Tool drift").
+	Refresh string `json:"refresh,omitempty"`
 }
 
 // Fetcher fetches specification documents through the hardened client.
@@ -202,6 +205,16 @@ func (s *Service) Validate(tenant string, reg *Registration) error {
 	}
 	validateLimits(reg, add)
 	reg.Redact.Validate("redact", add)
+	if reg.Refresh != "" {
+		switch d, err := time.ParseDuration(reg.Refresh); {
+		case err != nil:
+			add("refresh", "%q is not a duration: give a Go duration such as \"24h\"", reg.Refresh)
+		case d < MinRefresh:
+			add("refresh", "is %s, under the least of %s: a description is fetched at most once an hour", d, MinRefresh)
+		case reg.SpecURL == "":
+			add("refresh", "needs spec_url: a scheduled refresh fetches spec_url again")
+		}
+	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
@@ -371,6 +384,7 @@ func (s *Service) index(ctx context.Context, t *Tool, reg Registration, now time
 	if !reg.Redact.IsZero() {
 		t.Redact = reg.Redact
 	}
+	t.Refresh = reg.Refresh
 	t.SpecSHA256 = hex.EncodeToString(sum[:])
 	t.OperationCount = len(spec.Operations)
 	t.IndexedAt, t.UpdatedAt = now, now

@@ -76,13 +76,19 @@ type Tool struct {
 	OperationLimits map[string]Limits `json:"operation_limits,omitempty"`
 	// Redact is what of the tool's calls is masked before it is stored or
 	// sent on; a workflow masks by the revision it started with.
-	Redact         *redact.Config `json:"redact,omitempty"`
-	SpecSHA256     string         `json:"spec_sha256"`
-	Revision       int            `json:"revision"`
-	OperationCount int            `json:"operations"`
-	IndexedAt      time.Time      `json:"indexed_at"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
+	Redact *redact.Config `json:"redact,omitempty"`
+	// Refresh is how often the scheduler refreshes the tool's description
+	// (a Go duration, "" for never).
+	Refresh string `json:"refresh,omitempty"`
+	// RefreshDue is when the scheduled refresh is next due, as the store
+	// keeps it (zero without one); only DueToolRefreshes sets it.
+	RefreshDue     time.Time `json:"-"`
+	SpecSHA256     string    `json:"spec_sha256"`
+	Revision       int       `json:"revision"`
+	OperationCount int       `json:"operations"`
+	IndexedAt      time.Time `json:"indexed_at"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 	// BaseURL is where calls go: EndpointURL if set, else the spec's server.
 	BaseURL string `json:"base_url,omitempty"`
 	// TokenURL found in the spec (OpenAPI oauth2 client credentials).
@@ -145,6 +151,10 @@ type MCPBinding struct {
 // SendMessage to the JSON-RPC endpoint at the tool's base URL.
 type A2ABinding struct {
 	Skill string `json:"skill"`
+	// InputModes and OutputModes are the media types the skill takes and
+	// answers (its own, else the card's defaults), compared by a refresh.
+	InputModes  []string `json:"input_modes,omitempty"`
+	OutputModes []string `json:"output_modes,omitempty"`
 }
 
 // HTTPBinding is how to call an OpenAPI operation.

@@ -31,6 +31,7 @@ import (
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -43,11 +44,12 @@ const (
 	ApprovalDecided      = "approval.decided"
 	ReplayCompleted      = "replay.completed"
 	ReplayBatchCompleted = "replay_batch.completed"
+	ToolDrifted          = "tool.drifted"
 )
 
 // EventTypes are the events a webhook may subscribe to.
 var EventTypes = []string{WorkflowCompleted, WorkflowFailed, WorkflowCancelled, WorkflowWaiting,
-	ApprovalDecided, ReplayCompleted, ReplayBatchCompleted}
+	ApprovalDecided, ReplayCompleted, ReplayBatchCompleted, ToolDrifted}
 
 // Delivery statuses.
 const (
@@ -322,4 +324,13 @@ func BatchDone(tenant, id, target, status, errMsg string, at time.Time) *Event {
 	name, _, _ := strings.Cut(target, "@")
 	return newEvent(tenant, ReplayBatchCompleted, name, id, at, map[string]any{
 		"batch_id": id, "target_agent_version": target, "status": status, "error": errMsg, "finished_at": at.UTC()})
+}
+
+// Drifted is the event of a stored revision of a tool's description (a
+// refresh that found changes): tool.drifted with its diff, ordered with
+// the tool's other revisions.
+func Drifted(r *tool.Refresh) *Event {
+	return newEvent(r.Tenant, ToolDrifted, "", r.ToolID, r.CreatedAt, map[string]any{
+		"tool_id": r.ToolID, "tool": r.ToolName, "revision": r.N, "status": r.Status, "base_revision": r.BaseRevision,
+		"tool_revision": r.ToolRevision, "breaking": r.Diff.Breaking(), "diff": r.Diff, "created_at": r.CreatedAt.UTC()})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 // AddToolRefresh stores r, assigning r.N; a pending r supersedes the
@@ -58,6 +59,7 @@ func (db *DB) AddToolRefresh(ctx context.Context, r *tool.Refresh, t *tool.Tool,
 		} else if err != nil {
 			return fmt.Errorf("insert refresh: %w", err)
 		}
+		queueWebhookEvent(tx, webhook.Drifted(r))
 		tx.Audit(rec)
 		return nil
 	})

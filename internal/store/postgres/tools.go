@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,6 +33,9 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 			return fmt.Errorf("insert tool: %w", err)
 		}
 		if err := insertOperations(ctx, tx, t, ops); err != nil {
+			return err
+		}
+		if err := scheduleRefresh(ctx, tx, t); err != nil {
 			return err
 		}
 		tx.Audit(rec)
@@ -84,6 +88,9 @@ func replaceTool(ctx context.Context, tx *wtx, t *tool.Tool, row []any, ops []to
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM tool_operations WHERE tool_id = $1`, t.ID); err != nil {
 		return fmt.Errorf("delete operations: %w", err)
+	}
+	if err := scheduleRefresh(ctx, tx, t); err != nil {
+		return err
 	}
 	return insertOperations(ctx, tx, t, ops)
 }
@@ -321,4 +328,61 @@ func toolDeleted(name string) error {
 		return problem.New(problem.Conflict, "a tool this version names was deleted while it was being deployed")
 	}
 	return problem.New(problem.Conflict, "tool %q was deleted while this version was being deployed", name)
+}
+
+// scheduleRefresh keeps t's scheduled refresh in step with its refresh:
+// none without one; a refresh set or changed is first due its duration
+// after t.UpdatedAt; an unchanged one keeps its due time.
+func scheduleRefresh(ctx context.Context, tx *wtx, t *tool.Tool) error {
+	var next *time.Time
+	if d := t.RefreshEvery(); d > 0 {
+		n := micro(t.UpdatedAt.Add(d))
+		next = &n
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tools SET refresh_set = $1,
+		refresh_next = CASE WHEN $2::timestamptz IS NULL THEN NULL
+			WHEN refresh_set = $1 AND refresh_next IS NOT NULL THEN refresh_next ELSE $2::timestamptz END
+		WHERE tenant = $3 AND id = $4`, t.Refresh, next, t.Tenant, t.ID); err != nil {
+		return fmt.Errorf("schedule tool refresh: %w", err)
+	}
+	return nil
+}
+
+// DueToolRefreshes returns up to limit tools, of every tenant, whose
+// scheduled refresh is due at now, soonest first.
+func (db *DB) DueToolRefreshes(ctx context.Context, now time.Time, limit int) ([]*tool.Tool, error) {
+	var out []*tool.Tool
+	err := db.read(ctx, func(tx querier) error {
+		rows, err := tx.Query(ctx, `SELECT `+sqlrow.ToolColumns+`, refresh_next FROM tools
+			WHERE refresh_next IS NOT NULL AND refresh_next <= $1 ORDER BY refresh_next LIMIT $2`, now, limit)
+		if err != nil {
+			return fmt.Errorf("list due tool refreshes: %w", err)
+		}
+		out, err = collect(rows, func(s sqlrow.Scanner) (*tool.Tool, error) {
+			var due time.Time
+			t, err := sqlrow.ScanTool(sqlrow.With(s, &due))
+			if t != nil {
+				t.RefreshDue = due.UTC()
+			}
+			return t, err
+		})
+		return err
+	})
+	return out, err
+}
+
+// ClaimToolRefresh moves a tool's next refresh from due to next, when it
+// is still at due.
+func (db *DB) ClaimToolRefresh(ctx context.Context, tenant, id string, due, next time.Time) (bool, error) {
+	var won bool
+	err := db.write(ctx, func(tx *wtx) error {
+		tag, err := tx.Exec(ctx, `UPDATE tools SET refresh_next = $1
+			WHERE tenant = $2 AND id = $3 AND refresh_next = $4`, micro(next), tenant, id, due)
+		if err != nil {
+			return fmt.Errorf("claim tool refresh: %w", err)
+		}
+		won = tag.RowsAffected() == 1
+		return nil
+	})
+	return won, err
 }

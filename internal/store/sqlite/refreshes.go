@@ -10,6 +10,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/webhook"
 )
 
 // AddToolRefresh stores r, assigning r.N; a pending r supersedes the
@@ -55,6 +56,9 @@ func (db *DB) AddToolRefresh(ctx context.Context, r *tool.Refresh, t *tool.Tool,
 			return problem.New(problem.Conflict, "another refresh of tool %s was stored at the same time: refresh again", r.ToolID)
 		} else if err != nil {
 			return fmt.Errorf("insert refresh: %w", err)
+		}
+		if err := queueWebhookEvent(ctx, tx, webhook.Drifted(r)); err != nil {
+			return err
 		}
 		return appendAudit(ctx, tx, rec)
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/page"
@@ -31,6 +32,9 @@ func (db *DB) CreateTool(ctx context.Context, t *tool.Tool, ops []tool.Operation
 			return fmt.Errorf("insert tool: %w", err)
 		}
 		if err := insertOperations(ctx, tx, t, ops); err != nil {
+			return err
+		}
+		if err := scheduleRefresh(ctx, tx, t); err != nil {
 			return err
 		}
 		return appendAudit(ctx, tx, rec)
@@ -81,6 +85,9 @@ func replaceTool(ctx context.Context, tx dbtx, t *tool.Tool, row []any, ops []to
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM tool_operations WHERE tool_id = ?`, t.ID); err != nil {
 		return fmt.Errorf("delete operations: %w", err)
+	}
+	if err := scheduleRefresh(ctx, tx, t); err != nil {
+		return err
 	}
 	return insertOperations(ctx, tx, t, ops)
 }
@@ -331,4 +338,60 @@ func toolDeleted(name string) error {
 		return problem.New(problem.Conflict, "a tool this version names was deleted while it was being deployed")
 	}
 	return problem.New(problem.Conflict, "tool %q was deleted while this version was being deployed", name)
+}
+
+// scheduleRefresh keeps t's scheduled refresh in step with its refresh:
+// none without one; a refresh set or changed is first due its duration
+// after t.UpdatedAt; an unchanged one keeps its due time.
+func scheduleRefresh(ctx context.Context, tx dbtx, t *tool.Tool) error {
+	next := ""
+	if d := t.RefreshEvery(); d > 0 {
+		next = fmtTime(t.UpdatedAt.Add(d))
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tools SET refresh_set = ?,
+		refresh_next = CASE WHEN ? = '' THEN '' WHEN refresh_set = ? AND refresh_next <> '' THEN refresh_next ELSE ? END
+		WHERE tenant = ? AND id = ?`, t.Refresh, next, t.Refresh, next, t.Tenant, t.ID); err != nil {
+		return fmt.Errorf("schedule tool refresh: %w", err)
+	}
+	return nil
+}
+
+// DueToolRefreshes returns up to limit tools, of every tenant, whose
+// scheduled refresh is due at now, soonest first.
+func (db *DB) DueToolRefreshes(ctx context.Context, now time.Time, limit int) ([]*tool.Tool, error) {
+	var out []*tool.Tool
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.ToolColumns+`, refresh_next FROM tools
+			WHERE refresh_next <> '' AND refresh_next <= ? ORDER BY refresh_next LIMIT ?`, fmtTime(now), limit)
+		if err != nil {
+			return fmt.Errorf("list due tool refreshes: %w", err)
+		}
+		out, err = collect(rows, func(s sqlrow.Scanner) (*tool.Tool, error) {
+			var due time.Time
+			t, err := sqlrow.ScanTool(sqlrow.With(s, sqlrow.Time(&due)))
+			if t != nil {
+				t.RefreshDue = due
+			}
+			return t, err
+		})
+		return err
+	})
+	return out, err
+}
+
+// ClaimToolRefresh moves a tool's next refresh from due to next, when it
+// is still at due.
+func (db *DB) ClaimToolRefresh(ctx context.Context, tenant, id string, due, next time.Time) (bool, error) {
+	var won bool
+	err := db.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tools SET refresh_next = ?
+			WHERE tenant = ? AND id = ? AND refresh_next = ?`, fmtTime(next), tenant, id, fmtTime(due))
+		if err != nil {
+			return fmt.Errorf("claim tool refresh: %w", err)
+		}
+		n, err := res.RowsAffected()
+		won = n == 1
+		return err
+	})
+	return won, err
 }

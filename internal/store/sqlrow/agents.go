@@ -38,6 +38,17 @@ func ScanVersion(s Scanner, tenant, name string) (*agent.Version, error) {
 	return &v, nil
 }
 
+// ScanNamedVersion scans the columns of ScanVersion followed by the
+// version's agent name.
+func ScanNamedVersion(s Scanner, tenant string) (*agent.Version, error) {
+	var name string
+	v, err := ScanVersion(With(s, &name), tenant, "")
+	if v != nil {
+		v.Name = name
+	}
+	return v, err
+}
+
 // EncodeExternal is an external version's block as its column's text, nil
 // (NULL) for a defined version.
 func EncodeExternal(x *agent.External) (any, error) {

@@ -24,6 +24,7 @@ import (
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/tool/impact"
 	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -37,6 +38,7 @@ type Store interface {
 	auth.RevocationStore
 	idempotency.Store
 	tool.Store
+	impact.Store
 	model.Store
 	agent.VersionStore
 	workflow.Store
@@ -80,6 +82,8 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ToolDeleteInUse", testToolDeleteInUse},
 		{"ToolRevisions", testToolRevisions},
 		{"ToolRefreshes", testToolRefreshes},
+		{"ToolImpactReads", testToolImpactReads},
+		{"ToolRefreshSchedule", testToolRefreshSchedule},
 		{"ModelCRUD", testModelCRUD},
 		{"ModelNameConflict", testModelNameConflict},
 		{"ModelTenantIsolation", testModelTenantIsolation},

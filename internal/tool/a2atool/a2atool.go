@@ -26,6 +26,8 @@ type card struct {
 	ProtocolVersion     string                `json:"protocolVersion"` // 0.3 cards only
 	SupportedInterfaces []wire.AgentInterface `json:"supportedInterfaces"`
 	Skills              []wire.AgentSkill     `json:"skills"`
+	DefaultInputModes   []string              `json:"defaultInputModes"`
+	DefaultOutputModes  []string              `json:"defaultOutputModes"`
 }
 
 // InputSchema is every skill's input: the message's text, and the data
@@ -68,7 +70,8 @@ func (Importer) Import(_ context.Context, src tool.Source) (*tool.Spec, error) {
 		}
 		seen[s.ID] = true
 		op := tool.Operation{ID: s.ID, Kind: tool.Write, Summary: s.Name, Description: s.Description,
-			Input: InputSchema, A2A: &tool.A2ABinding{Skill: s.ID}}
+			Input: InputSchema, A2A: &tool.A2ABinding{Skill: s.ID, InputModes: or(s.InputModes, c.DefaultInputModes),
+				OutputModes: or(s.OutputModes, c.DefaultOutputModes)}}
 		if op.Summary == "" {
 			op.Summary = tool.FirstLine(s.Description)
 		}
@@ -78,4 +81,12 @@ func (Importer) Import(_ context.Context, src tool.Source) (*tool.Spec, error) {
 		return nil, problem.New(problem.SpecInvalid, "the agent card lists no skill")
 	}
 	return spec, nil
+}
+
+// or is a skill's modes, else the card's.
+func or(modes, defaults []string) []string {
+	if len(modes) > 0 {
+		return modes
+	}
+	return defaults
 }

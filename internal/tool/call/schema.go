@@ -56,9 +56,15 @@ func (c *schemaCache) validate(key schemaKey, schema json.RawMessage, doc []byte
 	if sch == nil {
 		return nil
 	}
+	return violations(sch, doc, "body")
+}
+
+// violations checks doc against sch: what is wrong, fields named root or
+// root<pointer>, at most maxSchemaErrors of them.
+func violations(sch *jsonschema.Schema, doc []byte, root string) []problem.FieldError {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return []problem.FieldError{{Field: "body", Message: "is not valid JSON"}}
+		return []problem.FieldError{{Field: root, Message: "is not valid JSON"}}
 	}
 	err = sch.Validate(inst)
 	ve, ok := err.(*jsonschema.ValidationError)
@@ -70,7 +76,7 @@ func (c *schemaCache) validate(key schemaKey, schema json.RawMessage, doc []byte
 		if u.Error == nil {
 			continue
 		}
-		field := "body"
+		field := root
 		if u.InstanceLocation != "" {
 			field += u.InstanceLocation
 		}
@@ -80,9 +86,34 @@ func (c *schemaCache) validate(key schemaKey, schema json.RawMessage, doc []byte
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, problem.FieldError{Field: "body", Message: "does not match the operation's schema"})
+		out = append(out, problem.FieldError{Field: root, Message: "does not match the operation's schema"})
 	}
 	return out
+}
+
+// Schema is an operation's schema compiled as a call's body is checked
+// against it, for checking recorded documents (a tool revision's impact).
+type Schema struct{ s *jsonschema.Schema }
+
+// CompileSchema compiles an operation's JSON Schema; nil when it is empty
+// or does not compile (such a schema checks nothing).
+func CompileSchema(schema json.RawMessage) *Schema {
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return nil
+	}
+	if s := compile(schema); s != nil {
+		return &Schema{s: s}
+	}
+	return nil
+}
+
+// Check returns what is wrong with the JSON document doc, each field
+// named root or root/<pointer>; a nil Schema finds nothing wrong.
+func (s *Schema) Check(doc []byte, root string) []problem.FieldError {
+	if s == nil {
+		return nil
+	}
+	return violations(s.s, doc, root)
 }
 
 // compiled returns the compiled schema, from the cache when key names a

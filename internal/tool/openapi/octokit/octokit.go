@@ -26,11 +26,17 @@ var Operations = map[string]int{
 // (api.github.com.json, ghec.json, …), installing the package with npm into
 // realdocs.Cache() when it is not there yet.
 func Dir(ctx context.Context) (string, error) {
+	return DirOf(ctx, Version)
+}
+
+// DirOf is Dir for another published version of the package (tool drift
+// compares two of them).
+func DirOf(ctx context.Context, version string) (string, error) {
 	cache, err := realdocs.Cache()
 	if err != nil {
 		return "", err
 	}
-	dir, err := realdocs.NPMDir(ctx, cache, "@octokit/openapi", Version, "generated/api.github.com.json")
+	dir, err := realdocs.NPMDir(ctx, cache, "@octokit/openapi", version, "generated/api.github.com.json")
 	if err != nil {
 		return "", err
 	}
