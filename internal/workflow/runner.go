@@ -63,7 +63,10 @@ type Options struct {
 	Redact *redact.Service
 	// External configures the runs of external agents.
 	External ExternalOptions
-	Now      func() time.Time
+	// Arms, when set, chooses the arm of a rollout an invocation of an
+	// agent's default version runs.
+	Arms ArmChooser
+	Now  func() time.Time
 	Logger   *slog.Logger
 }
 
