@@ -145,32 +145,32 @@ type Store interface {
 
 // Request is a PUT of a rollout.
 type Request struct {
-	Target      string              `json:"target"`
-	Percent     *float64            `json:"percent"`
-	Sticky      string              `json:"sticky,omitempty"`
-	Mode        string              `json:"mode,omitempty"`
-	Checks      []replay.CheckSpec  `json:"checks,omitempty"`
-	Gate        map[string]float64  `json:"gate,omitempty"`
-	MinRuns     *int                `json:"min_runs,omitempty"`
-	AutoPromote bool                `json:"auto_promote,omitempty"`
+	Target      string             `json:"target"`
+	Percent     *float64           `json:"percent"`
+	Sticky      string             `json:"sticky,omitempty"`
+	Mode        string             `json:"mode,omitempty"`
+	Checks      []replay.CheckSpec `json:"checks,omitempty"`
+	Gate        map[string]float64 `json:"gate,omitempty"`
+	MinRuns     *int               `json:"min_runs,omitempty"`
+	AutoPromote bool               `json:"auto_promote,omitempty"`
 }
 
 // Arm is one arm of a rollout as GET …/rollout shows it.
 type Arm struct {
 	Arm string `json:"arm"`
 	// Version is the version the arm runs: the target, or the default.
-	Version      string               `json:"version"`
-	Runs         int                  `json:"runs"`
-	InputTokens  int64                `json:"input_tokens"`
-	OutputTokens int64                `json:"output_tokens"`
-	Cost         *replay.Cost         `json:"cost"`
-	Checks       []replay.CheckTotal  `json:"checks"`
+	Version      string              `json:"version"`
+	Runs         int                 `json:"runs"`
+	InputTokens  int64               `json:"input_tokens"`
+	OutputTokens int64               `json:"output_tokens"`
+	Cost         *replay.Cost        `json:"cost"`
+	Checks       []replay.CheckTotal `json:"checks"`
 }
 
 // View is a rollout with its arms side by side.
 type View struct {
 	*Rollout
-	Checks []replay.CheckSpec  `json:"checks"`
+	Checks []replay.CheckSpec `json:"checks"`
 	Gate   map[string]float64 `json:"gate,omitempty"`
 	Arms   []Arm              `json:"arms"`
 }

@@ -65,9 +65,9 @@ type Options struct {
 	External ExternalOptions
 	// Arms, when set, chooses the arm of a rollout an invocation of an
 	// agent's default version runs.
-	Arms ArmChooser
-	Now  func() time.Time
-	Logger   *slog.Logger
+	Arms   ArmChooser
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Runner starts, executes, resumes and follows workflows.
