@@ -100,7 +100,7 @@ func (s *Service) shadow(ctx context.Context, r *Rollout, wf *workflow.Workflow)
 	if s.Shadows == nil {
 		return nil
 	}
-	rec := record(r, "rollout.shadow_replay", s.now(), map[string]any{"workflow_id": wf.ID})
+	rec := record(r, audit.Record{Action: "rollout.shadow_replay", Time: s.now()}, map[string]any{"workflow_id": wf.ID})
 	rec.WorkflowID = wf.ID
 	rp, err := s.Shadows.Replay(ctx, replay.Request{Tenant: wf.Tenant, WorkflowID: wf.ID, Target: r.Agent + "@" + r.Target,
 		DryRun: true, Mode: replay.Mode{LLM: replay.LLMLive, UnrecordedCalls: replay.UnrecordedSkip}, Caller: wf.Caller}, rec)
@@ -145,7 +145,7 @@ func (s *Service) judge(ctx context.Context, r *Rollout) error {
 	now := s.now()
 	if check := failing(r.tally(r.TargetArm(), counts)); check != "" {
 		r.State, r.FailedCheck, r.Percent, r.EndedAt = RolledBack, check, 0, now
-		rec := record(r, "rollout.rollback", now, map[string]any{"failed_check": check, "runs": runs})
+		rec := record(r, audit.Record{Action: "rollout.rollback", Time: now}, map[string]any{"failed_check": check, "runs": runs})
 		ok, err := s.Store.EndRollout(ctx, r.Tenant, r.ID, RolledBack, check, now, rec, event(r, webhook.RolloutRolledBack, now))
 		if ok {
 			s.logger().Info("rollout rolled back", "rollout_id", r.ID, "agent", r.Agent, "failed_check", check)
@@ -156,12 +156,12 @@ func (s *Service) judge(ctx context.Context, r *Rollout) error {
 		return nil
 	}
 	r.State, r.EndedAt = Promoted, now
-	rec := record(r, "rollout.promote", now, map[string]any{"runs": runs})
+	rec := record(r, audit.Record{Action: "rollout.promote", Time: now}, map[string]any{"runs": runs})
 	ok, err := s.Store.EndRollout(ctx, r.Tenant, r.ID, Promoted, "", now, rec, event(r, webhook.RolloutPromoted, now))
 	if err != nil || !ok {
 		return err
 	}
-	promote := record(r, "agent.set_default", now, map[string]any{"version": r.Target, "rollout_id": r.ID})
+	promote := record(r, audit.Record{Action: "agent.set_default", Time: now}, map[string]any{"version": r.Target, "rollout_id": r.ID})
 	promote.Resource = audit.Resource{Type: "agent", ID: r.Agent}
 	return s.Versions.SetDefault(ctx, r.Tenant, r.Agent, r.Target, promote)
 }

@@ -275,9 +275,12 @@ func event(r *Rollout, typ string, at time.Time) *webhook.Event {
 // Actor is the audit actor of the changes a rollout makes itself.
 var Actor = audit.Actor{Sub: "agentplane:rollout"}
 
-// record is the audit record of a change the rollout made itself.
-func record(r *Rollout, action string, at time.Time, details map[string]any) *audit.Record {
+// record is the audit record of a change the rollout made itself: rec's
+// action and time, with the rollout as its resource and actor.
+func record(r *Rollout, rec audit.Record, details map[string]any) *audit.Record {
 	details["agent"], details["target"] = r.Agent, r.Target
-	return &audit.Record{Time: at, Tenant: r.Tenant, Action: action, Actor: Actor,
-		Resource: audit.Resource{Type: "rollout", ID: r.ID}, Outcome: audit.Success, Details: audit.Details(details)}
+	rec.Tenant, rec.Actor, rec.Outcome = r.Tenant, Actor, audit.Success
+	rec.Resource = audit.Resource{Type: "rollout", ID: r.ID}
+	rec.Details = audit.Details(details)
+	return &rec
 }

@@ -66,10 +66,7 @@ func (s *Service) Put(ctx context.Context, tenant, agentName string, req Request
 	}
 	now := s.now()
 	r.ID, r.Tenant, r.RequestHash, r.CreatedBy, r.CreatedAt = ids.NewAt(ids.Rollout, now), tenant, hash, actor.Sub, now
-	if rec != nil {
-		rec.Resource = audit.Resource{Type: "rollout", ID: r.ID}
-		rec.Details = audit.Details(map[string]any{"agent": r.Agent, "target": r.Target, "percent": r.Percent, "mode": r.Mode})
-	}
+	addDetails(rec, map[string]any{"rollout_id": r.ID, "target": r.Target, "percent": r.Percent, "mode": r.Mode})
 	if err := s.Store.CreateRollout(ctx, r, rec, event(r, webhook.RolloutStarted, now)); err != nil {
 		if problem.Is(err, problem.Conflict) {
 			if active, aerr := s.Store.ActiveRollout(ctx, tenant, agentName); aerr == nil && active.RequestHash == hash {
@@ -81,6 +78,20 @@ func (s *Service) Put(ctx context.Context, tenant, agentName string, req Request
 	}
 	v, err = s.view(ctx, r)
 	return v, true, err
+}
+
+// addDetails adds to a request's audit record's details what the rollout
+// is.
+func addDetails(rec *audit.Record, add map[string]any) {
+	if rec == nil {
+		return
+	}
+	details := map[string]any{}
+	_ = json.Unmarshal(rec.Details, &details) // a record's details are an object or none
+	for k, v := range add {
+		details[k] = v
+	}
+	rec.Details = audit.Details(details)
 }
 
 func conflict(active *Rollout) error {
@@ -227,10 +238,7 @@ func (s *Service) End(ctx context.Context, tenant, agentName string, rec *audit.
 	}
 	now := s.now()
 	r.State, r.EndedAt = Ended, now
-	if rec != nil {
-		rec.Resource = audit.Resource{Type: "rollout", ID: r.ID}
-		rec.Details = audit.Details(map[string]any{"agent": r.Agent, "target": r.Target})
-	}
+	addDetails(rec, map[string]any{"rollout_id": r.ID, "target": r.Target})
 	ok, err := s.Store.EndRollout(ctx, tenant, r.ID, Ended, "", now, rec, event(r, webhook.RolloutEnded, now))
 	if err != nil {
 		return nil, err
