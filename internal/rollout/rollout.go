@@ -191,7 +191,7 @@ func viewOf(r *Rollout, defaultVersion string, totals []ArmTotals, counts []Chec
 				continue
 			}
 			a.Runs, a.InputTokens, a.OutputTokens = t.Runs, t.InputTokens, t.OutputTokens
-			if t.Runs > 0 && t.Priced == t.Runs && t.MinCurrency == t.MaxCurrency {
+			if t.Runs > 0 && t.Priced == t.Runs && t.MinCurrency != "" && t.MinCurrency == t.MaxCurrency {
 				a.Cost = &replay.Cost{Amount: t.Cost, Currency: t.MinCurrency}
 			}
 		}
