@@ -4,16 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/store/postgres"
+	"github.com/agentplane/agentplane/internal/webhook"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -156,6 +160,11 @@ func TestCanaryRollsBack(t *testing.T) {
 	a, b := newReplica(t, url, "replica-a", counted), newReplica(t, url, "replica-b", counted)
 	deploy(t, a.db, "cleared", false)
 	deploy(t, a.db, "escalated", false)
+	hook := &webhook.Webhook{ID: ids.New(ids.Webhook), Tenant: "acme", URL: "https://hooks.example.com/", Secret: "whsec_test",
+		Events: []string{webhook.RolloutStarted, webhook.RolloutRolledBack}, CreatedAt: time.Now()}
+	if err := a.db.CreateWebhook(t.Context(), hook, nil); err != nil {
+		t.Fatal(err)
+	}
 	const minRuns = 5
 	if _, _, err := a.rollouts.Put(t.Context(), "acme", "triage", rollout.Request{Target: "2", Percent: percent(100),
 		Checks: []replay.CheckSpec{{Name: "cleared", Expr: "run.outcome == 'cleared'"}}, Gate: map[string]float64{"cleared": 0.8},
@@ -197,8 +206,53 @@ func TestCanaryRollsBack(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Errorf("rollback audit records: %v, %v; want one", recs, err)
 	}
+	dl, err := a.db.Deliveries(t.Context(), "acme", hook.ID, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, d := range dl {
+		types = append(types, d.Type)
+		if d.Type == webhook.RolloutRolledBack && !strings.Contains(string(d.Body), `"failed_check":"cleared"`) {
+			t.Errorf("rolled-back event without its failing check: %s", d.Body)
+		}
+	}
+	slices.Sort(types)
+	if want := []string{webhook.RolloutRolledBack, webhook.RolloutStarted}; !slices.Equal(types, want) {
+		t.Errorf("webhook events %v, want %v", types, want)
+	}
 	if _, _, err := a.rollouts.Put(t.Context(), "acme", "triage", rollout.Request{Target: "1", Percent: percent(5)}, audit.Actor{}, nil); !problem.Is(err, problem.ValidationFailed) {
 		t.Errorf("a rollout of the default itself: %v, want a validation problem", err)
+	}
+}
+
+// TestCanaryPromotes: with auto_promote, a target whose every gate holds
+// after min_runs becomes the default and the rollout is promoted.
+func TestCanaryPromotes(t *testing.T) {
+	url := postgres.NewTestDatabase(t)
+	counted := make(chan string, 100)
+	a := newReplica(t, url, "replica-a", counted)
+	deploy(t, a.db, "cleared", false)
+	deploy(t, a.db, "cleared", false)
+	if _, _, err := a.rollouts.Put(t.Context(), "acme", "triage", rollout.Request{Target: "triage@2", Percent: percent(100),
+		Checks: []replay.CheckSpec{{Name: "cleared", Expr: "run.outcome == 'cleared' && run.steps.size() == 1"}},
+		MinRuns: &[]int{3}[0], AutoPromote: true}, audit.Actor{Sub: "alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		wf := invoke(t, a, fmt.Sprint("cus_", i))
+		waitCounted(t, counted, wf.ID)
+	}
+	v, err := a.rollouts.Get(t.Context(), "acme", "triage")
+	if err != nil || v.State != rollout.Promoted {
+		t.Fatalf("after 3 passing runs: %+v, %v; want promoted", v, err)
+	}
+	ag, err := a.db.Agent(t.Context(), "acme", "triage")
+	if err != nil || ag.DefaultVersion != "2" {
+		t.Errorf("the default after the promotion: %+v, %v; want 2", ag, err)
+	}
+	if wf := invoke(t, a, "cus_next"); wf.AgentVersion != "2" || wf.Rollout != nil {
+		t.Errorf("after the promotion the invocation ran %s on %+v", wf.AgentVersion, wf.Rollout)
 	}
 }
 
