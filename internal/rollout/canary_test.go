@@ -235,7 +235,7 @@ func TestCanaryPromotes(t *testing.T) {
 	deploy(t, a.db, "cleared", false)
 	deploy(t, a.db, "cleared", false)
 	if _, _, err := a.rollouts.Put(t.Context(), "acme", "triage", rollout.Request{Target: "triage@2", Percent: percent(100),
-		Checks: []replay.CheckSpec{{Name: "cleared", Expr: "run.outcome == 'cleared' && run.steps.size() == 1"}},
+		Checks:  []replay.CheckSpec{{Name: "cleared", Expr: "run.outcome == 'cleared' && run.steps.size() == 1"}},
 		MinRuns: &[]int{3}[0], AutoPromote: true}, audit.Actor{Sub: "alice"}, nil); err != nil {
 		t.Fatal(err)
 	}
