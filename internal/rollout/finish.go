@@ -41,10 +41,12 @@ func (s *Service) finished(ctx context.Context, wf *workflow.Workflow) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.Store.RecordRolloutRun(ctx, run); err != nil {
+	stored, err := s.Store.RecordRolloutRun(ctx, run)
+	if err != nil {
 		return err
 	}
-	if r.Mode == Shadow && wf.Rollout.Arm == workflow.ArmDefault && takes(r, "workflow:"+wf.ID) {
+	// A workflow counted already had its shadow replayed then.
+	if stored && r.Mode == Shadow && wf.Rollout.Arm == workflow.ArmDefault && takes(r, "workflow:"+wf.ID) {
 		if err := s.shadow(ctx, r, wf); err != nil {
 			return err
 		}
