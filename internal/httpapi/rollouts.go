@@ -9,22 +9,20 @@ import (
 	"github.com/agentplane/agentplane/internal/rollout"
 )
 
-func (s *Server) rollouts() (*rollout.Service, error) {
+// rolloutOf is the rollout service and the agent a rollout route names.
+func (s *Server) rolloutOf(r *http.Request) (*rollout.Service, string, error) {
 	if s.deps.Rollouts == nil {
-		return nil, problem.New(problem.Unavailable, "rollouts are not enabled on this server")
+		return nil, "", problem.New(problem.Unavailable, "rollouts are not enabled on this server")
 	}
-	return s.deps.Rollouts, nil
+	name, err := agent.UnpinnedName(r.PathValue("id"))
+	return s.deps.Rollouts, name, err
 }
 
 // handlePutRollout starts a rollout of the agent's target version
 // (docs/change-safety.md): 201 with the rollout, or 200 with the active one
 // this same request started.
 func (s *Server) handlePutRollout(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.rollouts()
-	if err != nil {
-		return err
-	}
-	name, err := agent.UnpinnedName(r.PathValue("id"))
+	svc, name, err := s.rolloutOf(r)
 	if err != nil {
 		return err
 	}
@@ -46,11 +44,7 @@ func (s *Server) handlePutRollout(w http.ResponseWriter, r *http.Request) error 
 
 // handleGetRollout shows the agent's newest rollout, its arms side by side.
 func (s *Server) handleGetRollout(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.rollouts()
-	if err != nil {
-		return err
-	}
-	name, err := agent.UnpinnedName(r.PathValue("id"))
+	svc, name, err := s.rolloutOf(r)
 	if err != nil {
 		return err
 	}
@@ -63,11 +57,7 @@ func (s *Server) handleGetRollout(w http.ResponseWriter, r *http.Request) error 
 
 // handleEndRollout ends the agent's active rollout.
 func (s *Server) handleEndRollout(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.rollouts()
-	if err != nil {
-		return err
-	}
-	name, err := agent.UnpinnedName(r.PathValue("id"))
+	svc, name, err := s.rolloutOf(r)
 	if err != nil {
 		return err
 	}
