@@ -306,6 +306,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	})
 	background.Go(func() { runner.Run(ctx) })
 	background.Go(func() { replays.RunSweeper(ctx, replaySweep) })
+	// Every replica counts the finished workflows of active rollouts that a
+	// stopped replica left uncounted.
+	background.Go(func() { rollouts.RunSweeper(ctx, replaySweep) })
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
 		Workers: c.batchWorkers, Logger: logger}
 	batchesDone := make(chan struct{})

@@ -270,3 +270,49 @@ func waitCounted(t *testing.T, counted <-chan string, id string) {
 		}
 	}
 }
+
+// TestSweepCountsWhatAStoppedReplicaLeft: workflows whose replica stopped
+// between their end and their count (here, a runner that counts nothing)
+// are counted by another replica's sweep, once, and its gate decides.
+func TestSweepCountsWhatAStoppedReplicaLeft(t *testing.T) {
+	url := postgres.NewTestDatabase(t)
+	db, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	deploy(t, db, "cleared", false)
+	deploy(t, db, "escalated", false)
+	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
+	stopped := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: "replica-a", Lease: time.Minute, Arms: svc})
+	t.Cleanup(func() { _ = stopped.Close(context.Background()) })
+	if _, _, err := svc.Put(t.Context(), "acme", "triage", rollout.Request{Target: "2", Percent: percent(100),
+		Checks: []replay.CheckSpec{{Name: "cleared", Expr: "run.outcome == 'cleared'"}}, MinRuns: &[]int{3}[0]}, audit.Actor{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	inv := &workflow.Invoker{Runner: stopped, Workflows: db, Now: time.Now}
+	for i := range 3 {
+		got, err := inv.Invoke(t.Context(), workflow.Invocation{StartRequest: workflow.StartRequest{Tenant: "acme", Agent: "triage",
+			Goal: "triage", Caller: caller, Context: map[string]any{"customer_id": fmt.Sprint(i)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := stopped.Finished(t.Context(), "acme", got.Workflow.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := func() time.Time { return time.Now().Add(2 * time.Minute) }
+	sweeper := &rollout.Service{Store: db, Versions: db, Workflows: db, Now: later}
+	if v, err := sweeper.Get(t.Context(), "acme", "triage"); err != nil || v.State != rollout.Active || v.Arms[1].Runs != 0 {
+		t.Fatalf("before the sweep: %+v, %v", v, err)
+	}
+	for range 2 { // a second sweep finds nothing more to count
+		if err := sweeper.Sweep(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := sweeper.Get(t.Context(), "acme", "triage")
+	if err != nil || v.State != rollout.RolledBack || v.Arms[1].Runs != 3 || v.FailedCheck != "cleared" {
+		t.Errorf("after the sweep: %+v, %v; want rolled back after 3 canary runs", v, err)
+	}
+}

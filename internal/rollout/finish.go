@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/replay"
@@ -166,6 +167,43 @@ func (s *Service) judge(ctx context.Context, r *Rollout) error {
 	promote := record(r, audit.Record{Action: "agent.set_default", Time: now}, map[string]any{"version": r.Target, "rollout_id": r.ID})
 	promote.Resource = audit.Resource{Type: "agent", ID: r.Agent}
 	return s.Versions.SetDefault(ctx, r.Tenant, r.Agent, r.Target, promote)
+}
+
+// sweepGrace is how long after its end a workflow is left to the replica
+// that finished it before a sweep counts it.
+const sweepGrace = time.Minute
+
+// sweepBatch is how many workflows one sweep counts at most.
+const sweepBatch = 100
+
+// Sweep counts the finished workflows of active rollouts that no replica
+// counted (one stopped between a workflow's end and its count); counting
+// is idempotent, so a sweep racing a replica counts each once.
+func (s *Service) Sweep(ctx context.Context) error {
+	wfs, err := s.Store.UncountedRolloutWorkflows(ctx, s.now().Add(-sweepGrace), sweepBatch)
+	if err != nil {
+		return err
+	}
+	for _, wf := range wfs {
+		s.Finished(ctx, wf)
+	}
+	return nil
+}
+
+// RunSweeper calls Sweep every interval until ctx ends.
+func (s *Service) RunSweeper(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.logger().Warn("rollout: uncounted workflows not swept", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // checkCache holds each rollout's compiled checks: compiled code, the same

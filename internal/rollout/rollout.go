@@ -141,6 +141,11 @@ type Store interface {
 	// RolloutTotals sums a rollout's runs by arm and counts its checks'
 	// results by arm, check and result.
 	RolloutTotals(ctx context.Context, tenant, id string) ([]ArmTotals, []CheckCount, error)
+	// UncountedRolloutWorkflows returns, in every tenant, up to limit
+	// workflows that an active rollout chose the arm of, that finished
+	// before the given time and that the rollout has not counted: those
+	// whose replica stopped between their end and their count.
+	UncountedRolloutWorkflows(ctx context.Context, finishedBefore time.Time, limit int) ([]*workflow.Workflow, error)
 }
 
 // Request is a PUT of a rollout.

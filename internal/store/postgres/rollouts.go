@@ -10,6 +10,7 @@ import (
 	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/webhook"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 var _ rollout.Store = (*DB)(nil)
@@ -136,4 +137,26 @@ func (db *DB) RolloutTotals(ctx context.Context, tenant, id string) ([]rollout.A
 		return err
 	})
 	return totals, counts, err
+}
+
+// UncountedRolloutWorkflows returns finished workflows of active rollouts
+// that the rollouts have not counted.
+func (db *DB) UncountedRolloutWorkflows(ctx context.Context, finishedBefore time.Time, limit int) ([]*workflow.Workflow, error) {
+	var wfs []*workflow.Workflow
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows WHERE (tenant, id) IN (
+				SELECT w.tenant, w.id FROM rollouts r
+				JOIN workflows w ON w.tenant = r.tenant AND w.agent = r.agent AND w.started_at >= r.created_at
+				WHERE r.state = 'active' AND w.rollout->>'id' = r.id AND w.status IN ('completed', 'failed', 'cancelled')
+				  AND w.finished_at < $1
+				  AND NOT EXISTS (SELECT 1 FROM rollout_runs rr WHERE rr.tenant = w.tenant AND rr.rollout_id = r.id AND rr.workflow_id = w.id)
+				ORDER BY w.id LIMIT $2)
+			ORDER BY id`, micro(finishedBefore), limit)
+		if err != nil {
+			return fmt.Errorf("list uncounted rollout workflows: %w", err)
+		}
+		wfs, err = collectWorkflows(rows)
+		return err
+	})
+	return wfs, err
 }

@@ -53,6 +53,39 @@ func testRollouts(t *testing.T, s Store, _ Hooks) {
 		t.Errorf("workflow's rollout arm (-want +got):\n%s", d)
 	}
 
+	uncounted := func(before time.Time) []string {
+		t.Helper()
+		wfs, err := s.UncountedRolloutWorkflows(ctx, before, 10)
+		must(t, err, "uncounted workflows")
+		var ids []string
+		for _, wf := range wfs {
+			ids = append(ids, wf.ID)
+			if wf.Rollout == nil || wf.Rollout.ID != r.ID {
+				t.Errorf("uncounted workflow %s has the arm %+v", wf.ID, wf.Rollout)
+			}
+		}
+		return ids
+	}
+	plain := create(t, s, newWorkflow("acme", "triage", "replica-a", 1))
+	finish(t, s, "replica-a", plain)
+	if got := uncounted(base.Add(time.Hour)); len(got) != 0 {
+		t.Errorf("uncounted while the workflow runs: %v, want none", got)
+	}
+	finish(t, s, "replica-a", w)
+	if got := uncounted(base.Add(30 * time.Second)); len(got) != 0 {
+		t.Errorf("uncounted before the workflow finished: %v, want none", got)
+	}
+	if got := uncounted(base.Add(time.Hour)); !cmp.Equal(got, []string{w.ID}) {
+		t.Errorf("uncounted = %v, want [%s]", got, w.ID)
+	}
+	counted := &rollout.Run{Tenant: "acme", RolloutID: r.ID, WorkflowID: w.ID, Arm: workflow.ArmCanary, Priced: true, FinishedAt: base}
+	if _, err := s.RecordRolloutRun(ctx, counted); err != nil {
+		t.Fatal(err)
+	}
+	if got := uncounted(base.Add(time.Hour)); len(got) != 0 {
+		t.Errorf("uncounted once counted: %v, want none", got)
+	}
+
 	runs := []*rollout.Run{
 		{WorkflowID: "wf_1", Arm: workflow.ArmCanary, Outcome: "done", InputTokens: 10, OutputTokens: 5, Cost: 0.25, Currency: "USD", Priced: true,
 			Checks: []replay.CheckResult{{Name: "ok", Passed: true}}},
@@ -74,7 +107,7 @@ func testRollouts(t *testing.T, s Store, _ Hooks) {
 	totals, counts, err := s.RolloutTotals(ctx, "acme", r.ID)
 	must(t, err, "totals")
 	wantTotals := []rollout.ArmTotals{
-		{Arm: "canary", Runs: 2, InputTokens: 11, OutputTokens: 7, Cost: 0.75, Priced: 2, MinCurrency: "USD", MaxCurrency: "USD"},
+		{Arm: "canary", Runs: 3, InputTokens: 11, OutputTokens: 7, Cost: 0.75, Priced: 3, MinCurrency: "USD", MaxCurrency: "USD"},
 		{Arm: "default", Runs: 1, Priced: 1},
 	}
 	if d := cmp.Diff(wantTotals, totals); d != "" {
