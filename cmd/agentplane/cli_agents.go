@@ -217,7 +217,7 @@ while a schedule invokes it (docs/agents.md).`,
 			})
 		},
 	}
-	cmd.AddCommand(deploy, listCmd, getCmd, versions, promoteCmd, archiveCmd, cardCmd)
+	cmd.AddCommand(deploy, listCmd, getCmd, versions, promoteCmd, archiveCmd, cardCmd, c.rolloutCommand())
 	return cmd
 }
 

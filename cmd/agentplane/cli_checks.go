@@ -53,8 +53,28 @@ func (f *checkFlags) apply(body map[string]any) error {
 	if f.dataset != "" {
 		body["dataset"] = f.dataset
 	}
+	if err := addChecks(body, f.checks, nil); err != nil {
+		return err
+	}
+	switch {
+	case f.judgeModel != "" && f.rubric == "":
+		return usagef("--judge-model needs --rubric: what the judge scores each replay against")
+	case f.judgeModel == "" && (f.rubric != "" || f.passScoreExplicit()):
+		return usagef("--rubric and --judge-pass-score need --judge-model: the model that judges")
+	case f.judgeModel != "":
+		if f.passScore < 0 || f.passScore > 1 {
+			return usagef("--judge-pass-score %v: give a score from 0 to 1", f.passScore)
+		}
+		body["judge"] = map[string]any{"model": f.judgeModel, "rubric": f.rubric, "pass_score": f.passScore}
+	}
+	return addChecks(body, nil, f.gates)
+}
+
+// addChecks adds --check NAME=EXPR (or a built-in NAME) and --gate
+// NAME=RATE flags to a request body as its checks and gate.
+func addChecks(body map[string]any, checkFlags, gateFlags []string) error {
 	var checks []map[string]any
-	for _, c := range f.checks {
+	for _, c := range checkFlags {
 		name, expr, hasExpr := strings.Cut(c, "=")
 		name = strings.TrimSpace(name)
 		if name == "" || (hasExpr && strings.TrimSpace(expr) == "") {
@@ -69,20 +89,9 @@ func (f *checkFlags) apply(body map[string]any) error {
 	if len(checks) > 0 {
 		body["checks"] = checks
 	}
-	switch {
-	case f.judgeModel != "" && f.rubric == "":
-		return usagef("--judge-model needs --rubric: what the judge scores each replay against")
-	case f.judgeModel == "" && (f.rubric != "" || f.passScoreExplicit()):
-		return usagef("--rubric and --judge-pass-score need --judge-model: the model that judges")
-	case f.judgeModel != "":
-		if f.passScore < 0 || f.passScore > 1 {
-			return usagef("--judge-pass-score %v: give a score from 0 to 1", f.passScore)
-		}
-		body["judge"] = map[string]any{"model": f.judgeModel, "rubric": f.rubric, "pass_score": f.passScore}
-	}
-	if len(f.gates) > 0 {
+	if len(gateFlags) > 0 {
 		gate := map[string]float64{}
-		for _, g := range f.gates {
+		for _, g := range gateFlags {
 			name, rate, ok := strings.Cut(g, "=")
 			r, err := strconv.ParseFloat(strings.TrimSpace(rate), 64)
 			if !ok || strings.TrimSpace(name) == "" || err != nil || r < 0 || r > 1 {

@@ -35,7 +35,8 @@ func (c *cli) webhooksCommand() *cobra.Command {
 Standard Webhooks specification (webhook-id, webhook-timestamp, webhook-signature
 headers), retried for 24 hours. Events: workflow.completed, workflow.failed,
 workflow.cancelled, workflow.waiting, approval.decided, replay.completed,
-replay_batch.completed, tool.drifted.`,
+replay_batch.completed, tool.drifted, rollout.started, rollout.rolled_back,
+rollout.promoted, rollout.ended.`,
 		Example: `  agentplane webhooks create --url https://hooks.example.com/agentplane \
     --event workflow.completed --event workflow.failed --agent triage`,
 		Args: args(0, "no arguments: the webhook is given by flags"),

@@ -26,6 +26,7 @@ import (
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool/call"
@@ -272,7 +273,10 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	runner, err := newRunner(c.run, st, parts, models, metrics, logger, c.issuer.issuerURL())
+	// Rollouts choose each invocation's arm from the store, and count each
+	// finished run, on every replica (docs/change-safety.md).
+	rollouts := &rollout.Service{Store: st, Versions: st, Workflows: st, Now: time.Now, Logger: logger}
+	runner, err := newRunner(c.run, st, parts, models, metrics, logger, c.issuer.issuerURL(), rollouts)
 	if err != nil {
 		return err
 	}
@@ -286,6 +290,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	replays := &replay.Service{Workflows: st, Versions: st, Programs: runner, Runner: runner, Invoker: invoker, Store: st, Reader: runner,
 		Models: replay.RunnerModels{Runner: runner}, Judge: replay.ModelJudge(models.lookup, runner), Now: time.Now, Logger: logger,
 		Masks: replayMasks{runner}, Externals: runner, Tools: st}
+	rollouts.Shadows = replays
 	// Every replica sends due webhook deliveries from the outbox, through
 	// the outbound client (its address policy) without following redirects;
 	// an A2A push-notification config receives the A2A payload.
@@ -297,10 +302,14 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// rather than at the deliverer's next tick.
 	runner.OnFinish(func(ctx context.Context, wf *workflow.Workflow) {
 		replays.Finished(ctx, wf)
+		rollouts.Finished(ctx, wf)
 		deliverer.Wake()
 	})
 	background.Go(func() { runner.Run(ctx) })
 	background.Go(func() { replays.RunSweeper(ctx, replaySweep) })
+	// Every replica counts the finished workflows of active rollouts that a
+	// stopped replica left uncounted.
+	background.Go(func() { rollouts.RunSweeper(ctx, replaySweep) })
 	batches := &replay.BatchRunner{Service: replays, Store: st, Owner: runner.Owner(), Lease: c.run.lease,
 		Workers: c.batchWorkers, Logger: logger}
 	batchesDone := make(chan struct{})
@@ -394,6 +403,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 		Viewer:      viewer,
 		Schedules:   schedules,
 		Webhooks:    webhooks,
+		Rollouts:    rollouts,
 		Retention:   &retention.Service{Store: st, Deleted: deleted},
 		ConsoleOIDC: consoleOIDC,
 

@@ -15,6 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/store/postgres"
@@ -38,6 +39,7 @@ type store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	rollout.Store
 	retention.Store
 	retention.WriteCounter
 	auth.RevocationStore

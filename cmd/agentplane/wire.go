@@ -174,7 +174,7 @@ func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) 
 // newRunner builds the workflow runner, asking models through a pool of
 // provider clients that shares the tools' outbound rules (private
 // addresses, --allow-private-host) and secret policy.
-func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger, publicURL string) (*workflow.Runner, error) {
+func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger, publicURL string, arms workflow.ArmChooser) (*workflow.Runner, error) {
 	opts := llm.Options{Outbound: parts.client, Secrets: parts.resolver, Metrics: metrics, CaptureContent: f.otelCaptureContent}
 	if models.def != nil && f.llmAPIKeyRef != "" {
 		// Resolved once now, so a missing key stops serve rather than
@@ -199,7 +199,7 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 		Store: st, Versions: st, Tools: st, Caller: parts.executor, Models: models.lookup, LLM: pool,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
-		Redact: &redact.Service{Keys: st, Detect: detect},
+		Redact: &redact.Service{Keys: st, Detect: detect}, Arms: arms,
 		External: workflow.ExternalOptions{PublicURL: publicURL, HTTP: agents, Secrets: parts.resolver, Relay: pool,
 			ApprovalHold: f.gatewayApprovalHold},
 	}), nil

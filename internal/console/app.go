@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/web"
@@ -49,6 +50,8 @@ type Services struct {
 	// their pages then answer 503.
 	Schedules *schedule.Service
 	Webhooks  *webhook.Service
+	// Rollouts shows an agent's rollout on its page (nil: none shown).
+	Rollouts *rollout.Service
 	// PublicURL is the base of absolute links (sign-in links, viewer pages).
 	PublicURL string
 	Logger    *slog.Logger

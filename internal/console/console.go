@@ -27,6 +27,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,6 +145,7 @@ var funcs = template.FuncMap{
 	"pretty":   Pretty,
 	"headline": Headline,
 	"idParts":  SplitID,
+	"percent":  func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + " %" },
 }
 
 // IDParts is an id as a list shows it: Head and Tail on screen, Middle

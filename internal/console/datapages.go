@@ -13,6 +13,7 @@ import (
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/webhook"
@@ -54,6 +55,9 @@ type agentPage struct {
 	// From and To preselect the diff form: the shown version and the one
 	// before it.
 	From, To string
+	// Rollout is the agent's newest rollout with its arms, nil when it
+	// has had none.
+	Rollout *rollout.View
 }
 
 // Agent is one agent's page: its versions and one of them, readably: its
@@ -93,6 +97,15 @@ func (c *Console) Agent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	data.Sections = d.Sections
+	if c.svc.Rollouts != nil {
+		data.Rollout, err = c.svc.Rollouts.Get(r.Context(), tenant, name)
+		if problem.Is(err, problem.NotFound) {
+			data.Rollout, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return render(w, r, "agent", Page{Title: "Agent " + name, Nav: "agents", Data: data})
 }
 

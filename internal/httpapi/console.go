@@ -204,7 +204,7 @@ func (s *Server) newConsole() *console.Console {
 		Sessions: d.Store, Revocations: d.Revocations, Verifier: d.Verifier,
 		Workflows: d.Workflows, Agents: d.Agents, Replays: d.ReplayStore, Viewer: d.Viewer,
 		Tools: d.ToolStore, SearchOperations: s.consoleSearch, Models: d.Models, Audit: d.Store,
-		Schedules: d.Schedules, Webhooks: d.Webhooks,
+		Schedules: d.Schedules, Webhooks: d.Webhooks, Rollouts: d.Rollouts,
 		PublicURL: s.cfg.PublicURL, Logger: d.Logger, Now: d.Now,
 	})
 }

@@ -32,6 +32,11 @@ func TestConsoleDataPagesInTheBrowser(t *testing.T) {
 		"goal": "triage the morning's first transaction", "context": map[string]any{"transaction_id": "tx_1200"}}); r.Status != 201 {
 		t.Fatalf("schedule: %d %s", r.Status, r.Body)
 	}
+	if r := h.do("PUT", "/v1/agents/fraud-triage/rollout", tok, map[string]any{"target": "2", "percent": 100,
+		"checks": []map[string]any{{"name": "not_failed", "expr": "run.outcome != 'failed'"}}, "gate": map[string]any{"not_failed": 0.95}}); r.Status != 201 {
+		t.Fatalf("rollout: %d %s", r.Status, r.Body)
+	}
+	w.invoke(t, tok, map[string]any{"goal": "triage", "context": map[string]any{"transaction_id": "tx_1200"}})
 	var wh struct {
 		ID string `json:"id"`
 	}
@@ -49,7 +54,7 @@ func TestConsoleDataPagesInTheBrowser(t *testing.T) {
 	consoletest.Run(t, tab, "sign in", chromedp.Navigate(consoletest.Link(t, h.URL, tok)), chromedp.WaitVisible(chromedp.CSS("main")))
 	for _, p := range []struct{ path, shot, wait string }{
 		{"/console/agents", "console-agents.png", "table.list"},
-		{"/console/agents/fraud-triage", "console-agent.png", "pre.definition"},
+		{"/console/agents/fraud-triage", "console-agent.png", "#rollout-arms"},
 		{"/console/tools?q=transaction", "console-tools.png", "details.operation"},
 		{"/console/usage", "console-usage.png", "figure.chart svg rect"},
 		{"/console/audit?resource_type=agent", "console-audit.png", "table.list"},

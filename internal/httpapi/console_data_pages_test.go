@@ -78,6 +78,22 @@ func TestConsoleAgentPages(t *testing.T) {
 		t.Errorf("diff without to: %d", status)
 	}
 
+	// A rollout of version 2 shows its arms side by side.
+	if r := h.do("PUT", "/v1/agents/scorer/rollout", admin, map[string]any{"target": "2", "percent": 100,
+		"checks": []map[string]any{{"name": "routed", "expr": "run.outcome != ''"}}}); r.Status != 201 {
+		t.Fatalf("rollout: %d %s", r.Status, r.Body)
+	}
+	status, page = consoletest.Get(t, c, h.URL+"/console/agents/scorer")
+	for _, want := range []string{`<h2 id="rollout-title">Rollout of version 2</h2>`, `<span class="badge ok">active</span>`,
+		`<th scope="row">default</th>`, `<th scope="row">canary</th>`, `<th scope="col">routed (gate 100.0 %)</th>`} {
+		if status != 200 || !strings.Contains(page, want) {
+			t.Errorf("agent page with a rollout (%d) lacks %s", status, want)
+		}
+	}
+	if r := h.do("DELETE", "/v1/agents/scorer/rollout", admin, nil); r.Status != 200 {
+		t.Fatalf("end the rollout: %d %s", r.Status, r.Body)
+	}
+
 	_, page = consoletest.Get(t, c, h.URL+"/console/agents/scorer")
 	form := url.Values{"csrf": {between(page, `name="csrf" value="`, `"`)}, "idempotency_key": {"promote-2"},
 		"return": {"/console/agents/scorer"}, "version": {"2"}}

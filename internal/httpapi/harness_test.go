@@ -28,6 +28,7 @@ import (
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
@@ -102,8 +103,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rollouts := &rollout.Service{Store: db, Versions: db, Workflows: db}
 	runner := workflow.New(workflow.Options{
-		Store: db, Versions: db, Tools: db, Models: model.NewLookup(db, nil), Lease: 2 * time.Second,
+		Store: db, Versions: db, Tools: db, Models: model.NewLookup(db, nil), Lease: 2 * time.Second, Arms: rollouts,
 		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second}),
 	})
 	runCtx, stopRunner := context.WithCancel(context.Background())
@@ -114,7 +116,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	})
 	replays := &replay.Service{Workflows: db, Versions: db, Programs: runner, Runner: runner, Store: db, Reader: runner, Tools: db,
 		Invoker: &workflow.Invoker{Runner: runner, Workflows: db, Now: time.Now}}
-	runner.OnFinish(replays.Finished) // as cmd/agentplane wires it
+	rollouts.Shadows = replays
+	runner.OnFinish(func(ctx context.Context, wf *workflow.Workflow) { // as cmd/agentplane wires it
+		replays.Finished(ctx, wf)
+		rollouts.Finished(ctx, wf)
+	})
 	batches := &replay.BatchRunner{Service: replays, Store: db, Owner: "harness", Lease: 2 * time.Second}
 	go batches.Run(runCtx)
 	viewer, err := web.LoadSigner(ctx, db, 0)
@@ -147,6 +153,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Schedules: &schedule.Service{Store: db, Versions: db, MaxToolCalls: 100, Now: time.Now,
 			Scheduler: &schedule.Scheduler{Store: db, Invoker: &workflow.Invoker{Runner: runner, Workflows: db, Now: time.Now}}},
 		Webhooks: &webhook.Service{Store: db, Versions: db, AllowHTTP: true, Now: time.Now},
+		Rollouts: rollouts,
 		ExternalChecks: agent.ExternalChecks{URL: outbound.ReceiverRule{CheckHost: out.CheckHost, AllowHTTP: true}.Check,
 			Secret: policy.Check},
 	}

@@ -98,6 +98,9 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/agents/{id}/versions", scope: auth.ScopeAgentsRead, action: "agent.versions", resource: "agent", h: s.handleListVersions},
 		{pattern: "DELETE /v1/agents/{id}", scope: auth.ScopeAgentsWrite, action: "agent.archive", resource: "agent", h: s.handleArchiveAgent},
 		{pattern: "PUT /v1/agents/{id}/default", scope: auth.ScopeAgentsWrite, action: "agent.set_default", resource: "agent", h: s.handleSetDefault},
+		{pattern: "PUT /v1/agents/{id}/rollout", scope: auth.ScopeAgentsWrite, action: "agent.rollout.start", resource: "agent", h: s.handlePutRollout},
+		{pattern: "GET /v1/agents/{id}/rollout", scope: auth.ScopeAgentsRead, action: "agent.rollout.read", resource: "agent", h: s.handleGetRollout},
+		{pattern: "DELETE /v1/agents/{id}/rollout", scope: auth.ScopeAgentsWrite, action: "agent.rollout.end", resource: "agent", h: s.handleEndRollout},
 		{pattern: "POST /v1/agents/{id}/invoke", scope: auth.ScopeAgentsInvoke, action: "agent.invoke", resource: "agent", idempotent: true, ownKeys: true, h: s.handleInvoke},
 
 		// Each agent's A2A server (docs/a2a.md): the card, the JSON-RPC

@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/ratelimit"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -119,6 +120,8 @@ type Deps struct {
 	Schedules *schedule.Service
 	// Webhooks manages webhooks (nil: the webhook routes answer 503).
 	Webhooks *webhook.Service
+	// Rollouts manages agents' rollouts (nil: the rollout routes answer 503).
+	Rollouts *rollout.Service
 	// Retention deletes workflows on request (nil: DELETE
 	// /v1/workflows/{id} answers 503).
 	Retention *retention.Service

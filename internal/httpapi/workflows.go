@@ -64,6 +64,8 @@ type workflowView struct {
 	Faults []fault.Fault `json:"faults,omitempty"`
 	// ScheduleID names the schedule that started the workflow.
 	ScheduleID string `json:"schedule_id,omitempty"`
+	// Rollout is the rollout arm the workflow ran (docs/change-safety.md).
+	Rollout *workflow.RolloutArm `json:"rollout,omitempty"`
 }
 
 type callerView struct {
@@ -103,7 +105,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 	}
 	if detail {
 		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf, v.Faults = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf, wf.Faults
-		v.OnExhausted = wf.OnExhausted
+		v.OnExhausted, v.Rollout = wf.OnExhausted, wf.Rollout
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)

@@ -26,6 +26,7 @@ const (
 	Key      = "key_"
 	Model    = "mdl_"
 	Dataset  = "ds_"
+	Rollout  = "ro_"
 )
 
 var (

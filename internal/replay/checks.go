@@ -137,13 +137,73 @@ var checkEnv = sync.OnceValues(func() (*cel.Env, error) {
 // expressions; the validation error names each bad field
 // (checks[i].expr, gate.<name>, judge.pass_score …).
 func CompileChecks(s Spec, judge Judge) (*Checks, error) {
-	var errs []problem.FieldError
-	add := func(field, format string, args ...any) {
-		errs = append(errs, problem.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
-	}
 	env, err := checkEnv()
 	if err != nil {
 		return nil, err
+	}
+	return compileChecks(s, judge, env, builtinChecks, "original, replay and expected")
+}
+
+var runCheckEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("run", cel.DynType),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+		ext.Strings(), ext.Math(), ext.Lists(), ext.Encoders(),
+	)
+})
+
+// CompileRunChecks validates and compiles the checks of single runs (a
+// canary's: each sees its finished workflow as run, a Side, e.g.
+// run.outcome != 'failed'); they have no built-ins and no judge.
+func CompileRunChecks(s Spec) (*Checks, error) {
+	env, err := runCheckEnv()
+	if err != nil {
+		return nil, err
+	}
+	return compileChecks(s, nil, env, nil, "run")
+}
+
+// RunOn checks one finished run, as CompileRunChecks' checks see it.
+func (c *Checks) RunOn(ctx context.Context, run Side) []CheckResult {
+	if c == nil || c.spec.Empty() {
+		return nil
+	}
+	var m map[string]any
+	err := roundTrip(run, &m)
+	out := make([]CheckResult, 0, len(c.spec.Checks))
+	for _, cs := range c.spec.Checks {
+		res := CheckResult{Name: cs.Name}
+		prg, ok := c.exprs[cs.Name]
+		switch {
+		case err != nil:
+			res.Error = "prepare run: " + err.Error()
+		case !ok:
+			res.Error = "no expression"
+		default:
+			res.Passed, res.Error = evalCheck(ctx, prg, map[string]any{"run": m})
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// RunSide is a finished workflow as checks see it, with its steps and the
+// usage of its completions.
+func RunSide(wf *workflow.Workflow, steps []workflow.Step, usage *Usage) Side {
+	s := Side{Outcome: wf.Outcome, Output: wf.Output, Status: wf.Status, Steps: []StepView{}, ToolCalls: []CallView{}, Usage: usage}
+	for i := range steps {
+		s.add(&steps[i])
+	}
+	return s
+}
+
+// compileChecks is CompileChecks in env, whose variables vars names, with
+// the built-ins named.
+func compileChecks(s Spec, judge Judge, env *cel.Env, builtins []string, vars string) (*Checks, error) {
+	var errs []problem.FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, problem.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	c := &Checks{spec: s, exprs: map[string]cel.Program{}, judge: judge}
 	if len(s.Checks) > MaxChecks {
@@ -165,8 +225,8 @@ func CompileChecks(s Spec, judge Judge) (*Checks, error) {
 		}
 		seen[cs.Name] = true
 		if strings.TrimSpace(cs.Expr) == "" {
-			if !slices.Contains(builtinChecks, cs.Name) {
-				add(field+".expr", "is required: %q is not a built-in check (%s); give a CEL expression over original, replay and expected", cs.Name, strings.Join(builtinChecks, ", "))
+			if !slices.Contains(builtins, cs.Name) {
+				add(field+".expr", "is required: %q is not a built-in check%s; give a CEL expression over %s", cs.Name, builtinList(builtins), vars)
 			}
 			continue
 		}
@@ -212,6 +272,13 @@ func CompileChecks(s Spec, judge Judge) (*Checks, error) {
 		return nil, problem.Validation(errs...)
 	}
 	return c, nil
+}
+
+func builtinList(builtins []string) string {
+	if len(builtins) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(builtins, ", ") + ")"
 }
 
 func quoteList(names []string) string {

@@ -45,11 +45,16 @@ const (
 	ReplayCompleted      = "replay.completed"
 	ReplayBatchCompleted = "replay_batch.completed"
 	ToolDrifted          = "tool.drifted"
+	RolloutStarted       = "rollout.started"
+	RolloutRolledBack    = "rollout.rolled_back"
+	RolloutPromoted      = "rollout.promoted"
+	RolloutEnded         = "rollout.ended"
 )
 
 // EventTypes are the events a webhook may subscribe to.
 var EventTypes = []string{WorkflowCompleted, WorkflowFailed, WorkflowCancelled, WorkflowWaiting,
-	ApprovalDecided, ReplayCompleted, ReplayBatchCompleted, ToolDrifted}
+	ApprovalDecided, ReplayCompleted, ReplayBatchCompleted, ToolDrifted,
+	RolloutStarted, RolloutRolledBack, RolloutPromoted, RolloutEnded}
 
 // Delivery statuses.
 const (
@@ -208,6 +213,12 @@ func newEvent(tenant, typ, agentName, key string, at time.Time, data any) *Event
 		return nil
 	}
 	return &Event{ID: ids.NewAt("", at), Tenant: tenant, Type: typ, Agent: agentName, OrderKey: key, Body: body, At: at}
+}
+
+// RolloutEvent is the event of a change of an agent's rollout (package
+// rollout makes its data), ordered by the rollout's id.
+func RolloutEvent(tenant, typ, agentName, rolloutID string, at time.Time, data any) *Event {
+	return newEvent(tenant, typ, agentName, rolloutID, at, data)
 }
 
 // workflowData is the data of a workflow's events.

@@ -63,8 +63,11 @@ type Options struct {
 	Redact *redact.Service
 	// External configures the runs of external agents.
 	External ExternalOptions
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Arms, when set, chooses the arm of a rollout an invocation of an
+	// agent's default version runs.
+	Arms   ArmChooser
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Runner starts, executes, resumes and follows workflows.

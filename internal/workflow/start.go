@@ -62,6 +62,9 @@ type StartRequest struct {
 	// request that carried it.
 	IdempotencyKey string
 	RequestHash    string
+
+	// arm is the rollout arm the runner chose (Runner.version).
+	arm *RolloutArm
 }
 
 // Start validates an invocation and executes its workflow in the
@@ -72,11 +75,8 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err != nil {
 		return nil, err
 	}
-	v, err := r.opts.Versions.AgentVersion(ctx, req.Tenant, req.Agent, req.Version)
+	v, err := r.version(ctx, &req)
 	if err != nil {
-		return nil, err
-	}
-	if err := v.CheckLive(); err != nil {
 		return nil, err
 	}
 	if v.External != nil {
@@ -98,6 +98,40 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	return r.store(ctx, req, wf, func(c *creation) error {
 		return r.launch(trace.SpanContextFromContext(ctx), wf, prog, history{tools: tools, created: c})
 	})
+}
+
+// version is the live version an invocation runs and, while a rollout of
+// its agent is active and it asks for the default version, the rollout's
+// arm it runs. The arm is chosen once, before the workflow is stored, from
+// the store's rollout and the request alone: whichever replica starts it
+// chooses the same. A target that cannot run (archived since) runs the
+// default instead.
+func (r *Runner) version(ctx context.Context, req *StartRequest) (*agent.Version, error) {
+	if r.opts.Arms != nil && req.Version == "" && req.ReplayOf == "" {
+		if req.ID == "" {
+			req.ID = ids.NewAt(ids.Workflow, r.opts.Now().UTC())
+		}
+		target, arm, err := r.opts.Arms.Choose(ctx, *req, req.ID)
+		if err != nil {
+			return nil, err
+		}
+		req.arm = arm
+		if target != "" {
+			v, err := r.opts.Versions.AgentVersion(ctx, req.Tenant, req.Agent, target)
+			if err == nil && v.CheckLive() == nil {
+				return v, nil
+			}
+			req.arm = &RolloutArm{ID: arm.ID, Arm: ArmDefault}
+		}
+	}
+	v, err := r.opts.Versions.AgentVersion(ctx, req.Tenant, req.Agent, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.CheckLive(); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // store stores a new workflow while its execution, launched by launch with
@@ -214,7 +248,7 @@ func (r *Runner) newWorkflow(v *agent.Version, req StartRequest, maxCalls int) (
 		StartedAt: now, Deadline: now.Add(r.opts.Timeout),
 		Owner: r.opts.Owner, LeaseUntil: now.Add(r.opts.Lease),
 		ScheduleID: req.ScheduleID, ScheduledFor: req.DueAt,
-		IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash,
+		IdempotencyKey: req.IdempotencyKey, RequestHash: req.RequestHash, Rollout: req.arm,
 	}, nil
 }
 

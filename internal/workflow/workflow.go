@@ -107,6 +107,33 @@ type Workflow struct {
 	// body is told the key is reused.
 	IdempotencyKey string `json:"-"`
 	RequestHash    string `json:"-"`
+
+	// Rollout names the rollout whose arm the workflow ran, when an
+	// active rollout of its agent chose between its default version and
+	// its target (see package rollout).
+	Rollout *RolloutArm `json:"rollout,omitempty"`
+}
+
+// Arms of a rollout a workflow runs.
+const (
+	ArmDefault = "default"
+	ArmCanary  = "canary"
+)
+
+// RolloutArm is the arm of a rollout a workflow ran: ArmCanary ran the
+// rollout's target, ArmDefault the agent's default version.
+type RolloutArm struct {
+	ID  string `json:"id"`
+	Arm string `json:"arm"`
+}
+
+// ArmChooser chooses the version an invocation of an agent's default
+// version runs while a rollout of the agent is active (Options.Arms).
+type ArmChooser interface {
+	// Choose returns the version to run ("" for the default) and the arm
+	// to record, nil when no rollout is active. workflowID is the new
+	// workflow's id, which a choice without a sticky key hashes.
+	Choose(ctx context.Context, req StartRequest, workflowID string) (version string, arm *RolloutArm, err error)
 }
 
 // ErrKeyTaken is wrapped by CreateWorkflow's error when another workflow of

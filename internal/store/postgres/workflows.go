@@ -59,7 +59,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 			}
 			return nil
 		}, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash) VALUES ($1, $2, $3, $4, $5, $6,
-			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`,
+			$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`,
 			append(row, key, w.RequestHash)...)
 		claimScheduled(tx, w) // schedules.go
 		tx.Audit(rec)
@@ -506,7 +506,7 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	}
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
-		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs), w.MaxLLMTokens, faults, w.OnExhausted}, nil
+		w.StartedAt, finished, w.Deadline, w.CancelRequested, w.Owner, w.LeaseUntil, string(revs), w.MaxLLMTokens, faults, w.OnExhausted, sqlrow.RolloutValue(w)}, nil
 }
 
 func collectWorkflows(rows pgx.Rows) ([]*workflow.Workflow, error) {

@@ -39,7 +39,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
 		if isUnique(err) && key != nil && strings.Contains(err.Error(), "idem_key") {
 			return workflow.KeyTaken()
 		}
@@ -500,7 +500,7 @@ func workflowRow(w *workflow.Workflow) ([]any, error) {
 	return []any{w.ID, w.Tenant, w.Agent, w.AgentVersion, w.Status, w.Outcome, w.Goal, nullJSON(w.Context),
 		string(caller), w.MaxToolCalls, nullJSON(w.Output), nullJSON(w.Error), w.ReplayOf, w.RequestID, w.TraceID,
 		sqlrow.FormatTime(w.StartedAt), finished, sqlrow.FormatTime(w.Deadline), w.CancelRequested, w.Owner, sqlrow.FormatTime(w.LeaseUntil), string(revs), w.MaxLLMTokens,
-		faults, w.OnExhausted}, nil
+		faults, w.OnExhausted, sqlrow.RolloutValue(w)}, nil
 }
 
 func collectWorkflows(rows *sql.Rows) ([]*workflow.Workflow, error) {

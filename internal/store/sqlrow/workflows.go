@@ -13,7 +13,7 @@ import (
 // ScanWorkflow.
 const WorkflowColumns = `id, tenant, agent, agent_version, status, outcome, goal, context, caller,
 	max_tool_calls, output, error, replay_of, request_id, trace_id, started_at, finished_at, deadline,
-	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens, faults, on_exhausted`
+	cancel_requested, owner, lease_until, tool_revisions, max_llm_tokens, faults, on_exhausted, rollout`
 
 // StepColumns are the workflow_steps table's columns, in the order of
 // ScanStep.
@@ -29,7 +29,8 @@ func ScanWorkflow(s Scanner) (*workflow.Workflow, error) {
 		JSON(&w.Caller, "workflow caller"), &w.MaxToolCalls, Raw(&w.Output), Raw(&w.Error), &w.ReplayOf,
 		&w.RequestID, &w.TraceID, Time(&w.StartedAt), TimeOrZero(&w.FinishedAt), Time(&w.Deadline),
 		&w.CancelRequested, &w.Owner, Time(&w.LeaseUntil), JSON(&w.ToolRevisions, "workflow tool revisions"),
-		&w.MaxLLMTokens, JSON(&w.Faults, "workflow faults"), &w.OnExhausted)
+		&w.MaxLLMTokens, JSON(&w.Faults, "workflow faults"), &w.OnExhausted,
+		JSON(&w.Rollout, "workflow rollout"))
 	if IsNoRows(err) {
 		return nil, err
 	}
@@ -64,6 +65,16 @@ func FaultsValue(w *workflow.Workflow) (any, error) {
 		return nil, nil
 	}
 	return EncodeJSON(w.Faults, "workflow faults")
+}
+
+// RolloutValue is a workflow's rollout column: NULL unless a rollout
+// chose its arm.
+func RolloutValue(w *workflow.Workflow) any {
+	if w.Rollout == nil {
+		return nil
+	}
+	b, _ := json.Marshal(w.Rollout) // two strings: it cannot fail
+	return string(b)
 }
 
 // InjectedValue is a step's injected column: NULL unless a fault answered

@@ -21,6 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/retention"
+	"github.com/agentplane/agentplane/internal/rollout"
 	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/siem"
 	"github.com/agentplane/agentplane/internal/tool"
@@ -47,6 +48,7 @@ type Store interface {
 	replay.DatasetStore
 	schedule.Store
 	webhook.Store
+	rollout.Store
 	retention.Store
 	retention.WriteCounter
 	siem.Store
@@ -138,6 +140,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"ApprovalCancelWaiting", testApprovalCancelWaiting},
 		{"ApprovalList", testApprovalList},
 		{"BudgetApproval", testBudgetApproval},
+		{"Rollouts", testRollouts},
 		{"ReplayRoundTrip", testReplayRoundTrip},
 		{"ReplayTenantIsolation", testReplayTenantIsolation},
 		{"ReplayList", testReplayList},

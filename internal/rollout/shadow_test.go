@@ -1,0 +1,169 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/audit"
+	"github.com/agentplane/agentplane/internal/llm"
+	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/outbound"
+	"github.com/agentplane/agentplane/internal/replay"
+	"github.com/agentplane/agentplane/internal/rollout"
+	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/store/postgres"
+	"github.com/agentplane/agentplane/internal/tool"
+	toolcall "github.com/agentplane/agentplane/internal/tool/call"
+	"github.com/agentplane/agentplane/internal/workflow"
+)
+
+// chatServer speaks the Chat Completions wire format: a conversation's
+// first completion asks for transaction tx-1, the next answers.
+func chatServer(t *testing.T, requests *atomic.Int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		n := requests.Add(1)
+		msg, finish := `{"role": "assistant", "content": "the transaction is fine"}`, "stop"
+		if len(req.Messages) == 2 {
+			msg, finish = `{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+				"function": {"name": "payments__getTransaction", "arguments": "{\"id\": \"tx-1\"}"}}]}`, "tool_calls"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id": "chatcmpl-%d", "object": "chat.completion", "created": 1, "model": "gpt-test",
+			"choices": [{"index": 0, "message": %s, "finish_reason": %q}],
+			"usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}`, n, msg, finish)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newShadowReplica is a replica whose runner asks the chat server through
+// the real provider clients, calls the payments tool over HTTP, and whose
+// rollouts replay shadows through the replay service, as cmd/agentplane
+// wires them.
+func newShadowReplica(t *testing.T, url, owner, chatURL string, counted chan<- string) *replica {
+	t.Helper()
+	db, err := postgres.Open(t.Context(), url, postgres.WithWriters(2), postgres.WithMaxConns(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	models := model.LookupFunc(func(_ context.Context, tenant, name string) (*model.Model, error) {
+		return &model.Model{ID: model.DefaultID, Tenant: tenant, Name: name, Provider: model.OpenAI, BaseURL: chatURL + "/v1",
+			Model: "gpt-test", Timeout: 10 * time.Second, Revision: 1,
+			Price: &model.Price{InputPerMTok: 3, OutputPerMTok: 15, Currency: "USD"}}, nil
+	})
+	out := outbound.New(outbound.Options{AllowPrivate: true})
+	policy, _ := secrets.NewPolicy([]string{"env://TOOL_*"}, false)
+	resolver, err := secrets.NewResolver(secrets.Options{Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
+	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: owner, Lease: time.Minute, Arms: svc,
+		Models: models, LLM: llm.NewClients(llm.Options{Outbound: out}),
+		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second})})
+	svc.Shadows = &replay.Service{Workflows: db, Versions: db, Programs: r, Runner: r, Store: db, Reader: r, Tools: db,
+		Models: replay.RunnerModels{Runner: r}}
+	r.OnFinish(func(ctx context.Context, wf *workflow.Workflow) {
+		svc.Finished(ctx, wf)
+		counted <- wf.ID
+	})
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return &replica{db: db, runner: r, invoker: &workflow.Invoker{Runner: r, Workflows: db, Now: time.Now}, rollouts: svc}
+}
+
+// TestShadowSendsNothing: a shadow rollout on PostgreSQL with two replicas
+// replays each finished workflow of the default against the target as a
+// dry run with the live model: the tool gets the originals' requests and
+// not one more, and the shadow arm reports its runs, tokens and cost.
+func TestShadowSendsNothing(t *testing.T) {
+	url := postgres.NewTestDatabase(t)
+	var toolRequests, chatRequests atomic.Int64
+	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		toolRequests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id": "tx-1", "amount": 42}`)
+	}))
+	t.Cleanup(payments.Close)
+	chat := chatServer(t, &chatRequests)
+	counted := make(chan string, 100)
+	a := newShadowReplica(t, url, "replica-a", chat.URL, counted)
+	b := newShadowReplica(t, url, "replica-b", chat.URL, counted)
+
+	ctx, now := t.Context(), time.Now()
+	pt := &tool.Tool{ID: "tool_01JDPAYMENTS00000000000000", Tenant: "acme", Name: "payments", Type: tool.OpenAPI,
+		Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SideEffects: []string{}, Revision: 1, OperationCount: 1,
+		IndexedAt: now, CreatedAt: now, UpdatedAt: now, BaseURL: payments.URL}
+	ops := []tool.Operation{{ID: "getTransaction", Kind: tool.Read,
+		Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+		HTTP:  &tool.HTTPBinding{Method: "GET", Path: "/transactions/{id}", Params: []tool.Param{{Name: "id", In: "path", Required: true}}}}}
+	if err := a.db.CreateTool(ctx, pt, ops, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, purpose := range []string{"You check transactions.", "You check transactions carefully."} {
+		def := json.RawMessage(fmt.Sprintf(`{"purpose": %q, "tools": ["payments"],
+			"steps": [{"action": "solve", "plan": {"prompt": "goal"}}], "outcome": "'answered'"}`, purpose))
+		if err := a.db.DeployVersion(ctx, &agent.Version{Tenant: "acme", Name: "triage", Definition: def, Tools: []string{"payments"},
+			DeployedAt: time.Now()}, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := a.rollouts.Put(ctx, "acme", "triage", rollout.Request{Target: "2", Percent: percent(100), Mode: rollout.Shadow,
+		Checks: []replay.CheckSpec{{Name: replay.CheckOutcomeUnchanged}}, MinRuns: &[]int{100}[0]}, audit.Actor{Sub: "alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 4
+	shadowCaller := workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"agents:invoke", "tool:*"}}
+	for i := range n {
+		r := []*replica{a, b}[i%2]
+		got, err := r.invoker.Invoke(ctx, workflow.Invocation{StartRequest: workflow.StartRequest{
+			Tenant: "acme", Agent: "triage", Goal: "check tx-1", Caller: shadowCaller}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Workflow.AgentVersion != "1" || got.Workflow.Rollout == nil || got.Workflow.Rollout.Arm != workflow.ArmDefault {
+			t.Fatalf("a shadow's invocation ran %s on %+v, want the default", got.Workflow.AgentVersion, got.Workflow.Rollout)
+		}
+		waitCounted(t, counted, got.Workflow.ID)
+	}
+	if got := toolRequests.Load(); got != n {
+		t.Errorf("the tool got %d requests, want %d: the originals' only", got, n)
+	}
+	if got := chatRequests.Load(); got != 4*n {
+		t.Errorf("the model got %d requests, want %d: two for each original and each shadow", got, 4*n)
+	}
+	v, err := b.rollouts.Get(ctx, "acme", "triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, shadow := v.Arms[0], v.Arms[1]
+	if def.Runs != n || shadow.Arm != rollout.ArmShadow || shadow.Runs != n || shadow.Version != "2" {
+		t.Fatalf("arms = %+v", v.Arms)
+	}
+	// 200 input and 20 output tokens a run at 3 and 15 USD a million.
+	want := float64(n) * (200*3 + 20*15) / 1e6
+	if shadow.InputTokens != 200*n || shadow.Cost == nil || shadow.Cost.Currency != "USD" || shadow.Cost.Amount < want*0.999 || shadow.Cost.Amount > want*1.001 {
+		t.Errorf("shadow arm: %d input tokens, cost %+v; want %d and %v USD", shadow.InputTokens, shadow.Cost, 200*n, want)
+	}
+	if len(shadow.Checks) != 1 || shadow.Checks[0].Passed != n {
+		t.Errorf("shadow checks = %+v, want outcome_unchanged passed %d times", shadow.Checks, n)
+	}
+	if def.Cost == nil || def.InputTokens != 200*n {
+		t.Errorf("default arm: %+v", def)
+	}
+}
