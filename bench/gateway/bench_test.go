@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseOptions(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "5001"}, {"-n", "5,x"}, {"-latency", "0s"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-store", "mysql"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "5001"}, {"-n", "5,x"}, {"-latency", "0s"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-rounds", "2", "-profile-round", "3"}, {"-profile-round", "0"}, {"-store", "mysql"}} {
 		if _, err := parseOptions(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseOptions(%q) = nil error, want one", args)
 		}

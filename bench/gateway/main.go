@@ -57,12 +57,14 @@ type options struct {
 	repo        string
 	binary      string
 	limit       time.Duration
-	// cpuProfile, when set, receives the server's CPU profile of the first
-	// external round, and cpuProfile+".defined" that of the first defined
-	// one.
+	// cpuProfile, when set, receives the server's CPU profile of the
+	// external agent's round profileRound, and cpuProfile+".defined" that
+	// of the defined agent's.
 	cpuProfile string
 	// profileFor is how long each profile lasts.
 	profileFor time.Duration
+	// profileRound is the round (from 1) whose profiles are written.
+	profileRound int
 }
 
 func main() { benchserver.Main("bench/gateway", run) }
@@ -78,12 +80,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	repo := fs.String("repo", ".", "module root holding ./cmd/agentplane")
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of one round")
-	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile of the first external round to this file, and of the first defined round to this file + .defined (go tool pprof reads them)")
+	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile of an external round (-profile-round) to this file, and of the same defined round to this file + .defined (go tool pprof reads them)")
 	profileFor := fs.Duration("profile-for", 0, "how long each CPU profile lasts (default 2.5 × -latency, the first completions to the last)")
+	profileRound := fs.Int("profile-round", 1, "the round of each agent whose CPU profile -cpuprofile writes (the first holds the connections' and the first sessions' costs)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, rounds: *rounds, compare: *compare, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor}
+	o := options{latency: *latency, rounds: *rounds, compare: *compare, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor, profileRound: *profileRound}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -103,6 +106,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.rounds < 1 || o.rounds > 20 {
 		return options{}, fmt.Errorf("-rounds: %d is not from 1 to 20", o.rounds)
+	}
+	if o.profileRound < 1 || o.profileRound > o.rounds {
+		return options{}, fmt.Errorf("-profile-round: %d is not a round from 1 to -rounds (%d)", o.profileRound, o.rounds)
 	}
 	o.databaseURL = stores.DatabaseURL(getenv)
 	return o, nil
@@ -213,7 +219,7 @@ func measure(ctx context.Context, o options, ag *agent, bin, data, store string,
 		}
 		for _, name := range order {
 			profile := ""
-			if o.cpuProfile != "" && len(byAgent[name].rounds) == 0 {
+			if o.cpuProfile != "" && len(byAgent[name].rounds) == o.profileRound-1 {
 				profile = o.cpuProfile
 				if name == defined {
 					profile += ".defined"

@@ -41,7 +41,11 @@ type completionView struct {
 
 // workflowUsage sums the workflow's completions.
 func workflowUsage(comps []workflow.Completion) *usageView {
-	t := workflow.TotalCompletions(comps)
+	return usageOf(workflow.TotalCompletions(comps))
+}
+
+// usageOf shows a workflow's totals.
+func usageOf(t workflow.CompletionTotals) *usageView {
 	return &usageView{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, Completions: t.Completions, Cost: t.Cost}
 }
 

@@ -108,15 +108,25 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 		v.OnExhausted, v.Rollout = wf.OnExhausted, wf.Rollout
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
+	if !detail {
+		// The usage alone: the completions' records (their conversations)
+		// are not read.
+		t, err := s.deps.Workflows.WorkflowUsage(r.Context(), wf.ID)
+		if err != nil {
+			return v, err
+		}
+		if t.Completions > 0 {
+			v.Usage = usageOf(t)
+		}
+		return v, nil
+	}
 	comps, err := s.deps.Workflows.WorkflowCompletions(r.Context(), wf.ID)
 	if err != nil {
 		return v, err
 	}
 	if len(comps) > 0 {
 		v.Usage = workflowUsage(comps)
-		if detail {
-			v.Completions = completionViews(p, comps, steps)
-		}
+		v.Completions = completionViews(p, comps, steps)
 	}
 	return v, nil
 }

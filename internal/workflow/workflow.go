@@ -325,6 +325,9 @@ type Store interface {
 	Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error)
 	// WorkflowCompletions returns a workflow's completions with their usage, by number.
 	WorkflowCompletions(ctx context.Context, workflowID string) ([]Completion, error)
+	// WorkflowUsage sums a workflow's completions as TotalCompletions
+	// does, reading their usage columns only, not their records.
+	WorkflowUsage(ctx context.Context, workflowID string) (CompletionTotals, error)
 	UsageStore
 	// ClaimExpired takes over up to limit running workflows whose lease
 	// lapsed before now, giving owner the lease until until.

@@ -38,6 +38,24 @@ func (db *DB) WorkflowCompletions(ctx context.Context, workflowID string) ([]wor
 	return out, nil
 }
 
+// WorkflowUsage sums the workflow's completions from their usage columns.
+func (db *DB) WorkflowUsage(ctx context.Context, workflowID string) (workflow.CompletionTotals, error) {
+	rows, err := db.pool.Query(ctx, `SELECT input_tokens, output_tokens, cost, currency
+		FROM workflow_completions WHERE workflow_id = $1 ORDER BY n`, workflowID)
+	if err != nil {
+		return workflow.CompletionTotals{}, fmt.Errorf("query completion usage: %w", unavailable(err))
+	}
+	comps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Completion, error) {
+		var c workflow.Completion
+		err := row.Scan(&c.InputTokens, &c.OutputTokens, &c.Cost, &c.Currency)
+		return c, err
+	})
+	if err != nil {
+		return workflow.CompletionTotals{}, fmt.Errorf("query completion usage: %w", err)
+	}
+	return workflow.TotalCompletions(comps), nil
+}
+
 // RecordUsage adds u to the tenant's usage of its day.
 func (db *DB) RecordUsage(ctx context.Context, u workflow.UsageRecord) error {
 	_, err := db.pool.Exec(ctx, `INSERT INTO llm_usage_daily (tenant, day, agent, model, currency,

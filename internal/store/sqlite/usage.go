@@ -41,6 +41,28 @@ func (db *DB) WorkflowCompletions(ctx context.Context, workflowID string) ([]wor
 	return out, err
 }
 
+// WorkflowUsage sums the workflow's completions from their usage columns.
+func (db *DB) WorkflowUsage(ctx context.Context, workflowID string) (workflow.CompletionTotals, error) {
+	var comps []workflow.Completion
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT input_tokens, output_tokens, cost, currency
+			FROM workflow_completions WHERE workflow_id = ? ORDER BY n`, workflowID)
+		if err != nil {
+			return fmt.Errorf("query completion usage: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c workflow.Completion
+			if err := rows.Scan(&c.InputTokens, &c.OutputTokens, &c.Cost, &c.Currency); err != nil {
+				return fmt.Errorf("scan completion usage: %w", err)
+			}
+			comps = append(comps, c)
+		}
+		return rows.Err()
+	})
+	return workflow.TotalCompletions(comps), err
+}
+
 // RecordUsage adds u to the tenant's usage of its day.
 func (db *DB) RecordUsage(ctx context.Context, u workflow.UsageRecord) error {
 	return db.write(ctx, func(tx dbtx) error { return addUsage(ctx, tx, u) })

@@ -74,6 +74,26 @@ func testCompletionUsage(t *testing.T, s Store, _ Hooks) {
 	if !got[0].CreatedAt.Equal(base) {
 		t.Errorf("created_at = %v, want %v (µs)", got[0].CreatedAt, base)
 	}
+	// Two currencies: the tokens and completions summed, no cost.
+	for _, tc := range []struct {
+		w    *workflow.Workflow
+		want workflow.CompletionTotals
+	}{
+		{triage, workflow.CompletionTotals{InputTokens: 600, OutputTokens: 60, Completions: 3}},
+		{refund, workflow.CompletionTotals{InputTokens: 1007, OutputTokens: 103, Completions: 2, Cost: &workflow.Cost{Amount: 4, Currency: "USD"}}},
+		{create(t, s, newWorkflow("acme", "triage", "replica-a", 3)), workflow.CompletionTotals{}},
+	} {
+		usage, err := s.WorkflowUsage(ctx, tc.w.ID)
+		must(t, err, "workflow usage")
+		if diff := cmp.Diff(tc.want, usage); diff != "" {
+			t.Errorf("WorkflowUsage of %s (-want +got):\n%s", tc.w.Agent, diff)
+		}
+		comps, err := s.WorkflowCompletions(ctx, tc.w.ID)
+		must(t, err, "workflow completions")
+		if diff := cmp.Diff(workflow.TotalCompletions(comps), usage); diff != "" {
+			t.Errorf("WorkflowUsage of %s is not TotalCompletions of its completions (-want +got):\n%s", tc.w.Agent, diff)
+		}
+	}
 
 	for _, tc := range []struct {
 		tenant, model string
