@@ -302,8 +302,9 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	// rather than at the deliverer's next tick.
 	runner.OnFinish(func(ctx context.Context, wf *workflow.Workflow) {
 		replays.Finished(ctx, wf)
-		rollouts.Finished(ctx, wf)
 		deliverer.Wake()
+		// Last: a shadow's replay waits on the model.
+		rollouts.Finished(ctx, wf)
 	})
 	background.Go(func() { runner.Run(ctx) })
 	background.Go(func() { replays.RunSweeper(ctx, replaySweep) })
