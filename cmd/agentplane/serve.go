@@ -475,6 +475,17 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	case <-rctx.Done():
 		logger.Warn("replay batches still stopping at shutdown")
 	}
+	// A shadow replay in flight ends (its dry run is not resumed).
+	shadowsDone := make(chan struct{})
+	go func() {
+		rollouts.WaitShadows()
+		close(shadowsDone)
+	}()
+	select {
+	case <-shadowsDone:
+	case <-rctx.Done():
+		logger.Warn("shadow replays still running at shutdown")
+	}
 	return nil
 }
 

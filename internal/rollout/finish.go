@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -48,12 +49,32 @@ func (s *Service) finished(ctx context.Context, wf *workflow.Workflow) error {
 	}
 	// A workflow counted already had its shadow replayed then.
 	if stored && r.Mode == Shadow && wf.Rollout.Arm == workflow.ArmDefault && takes(r, "workflow:"+wf.ID) {
-		if err := s.shadow(ctx, r, wf); err != nil {
-			return err
-		}
+		s.goShadow(ctx, r, wf)
 	}
 	return s.judge(ctx, r)
 }
+
+// goShadow replays wf against the shadow's target on a goroutine of its
+// own, at most MaxShadows at once on this replica, then judges the
+// rollout: the workflow's execution slot is not held while the model
+// answers the replay.
+func (s *Service) goShadow(ctx context.Context, r *Rollout, wf *workflow.Workflow) {
+	s.shadowOnce.Do(func() { s.shadowSlots = make(chan struct{}, cmp.Or(s.MaxShadows, DefaultMaxShadows)) })
+	s.shadowing.Go(func() {
+		s.shadowSlots <- struct{}{}
+		defer func() { <-s.shadowSlots }()
+		err := s.shadow(ctx, r, wf)
+		if err == nil {
+			err = s.judge(ctx, r)
+		}
+		if err != nil {
+			s.logger().Warn("rollout: shadow replay", "workflow_id", wf.ID, "rollout_id", r.ID, "error", err)
+		}
+	})
+}
+
+// WaitShadows waits for the shadow replays this replica has started.
+func (s *Service) WaitShadows() { s.shadowing.Wait() }
 
 // runOf is a finished workflow as its rollout counts it.
 func (s *Service) runOf(ctx context.Context, r *Rollout, wf *workflow.Workflow) (*Run, error) {

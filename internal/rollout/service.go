@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -28,10 +29,20 @@ type Service struct {
 	Shadows ShadowRunner
 	Now     func() time.Time
 	Logger  *slog.Logger
+	// MaxShadows bounds the shadow replays running at once on this
+	// replica (DefaultMaxShadows when 0); more wait for a place.
+	MaxShadows int
 
 	sticky programs
 	checks checkCache
+
+	shadowOnce  sync.Once
+	shadowSlots chan struct{}
+	shadowing   sync.WaitGroup
 }
+
+// DefaultMaxShadows is how many shadow replays a replica runs at once.
+const DefaultMaxShadows = 16
 
 // RunReader reads what checks see of a finished workflow.
 type RunReader interface {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,8 +26,10 @@ import (
 )
 
 // chatServer speaks the Chat Completions wire format: a conversation's
-// first completion asks for transaction tx-1, the next answers.
-func chatServer(t *testing.T, requests *atomic.Int64) *httptest.Server {
+// first completion asks for transaction tx-1, the next answers. With hold,
+// a request of the target's (its instructions say "carefully") is answered
+// only once hold is closed.
+func chatServer(t *testing.T, requests *atomic.Int64, hold <-chan struct{}) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Messages []json.RawMessage `json:"messages"`
@@ -34,6 +37,13 @@ func chatServer(t *testing.T, requests *atomic.Int64) *httptest.Server {
 		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
 			http.NotFound(w, r)
 			return
+		}
+		if hold != nil && strings.Contains(string(req.Messages[0]), "carefully") {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		n := requests.Add(1)
 		msg, finish := `{"role": "assistant", "content": "the transaction is fine"}`, "stop"
@@ -54,7 +64,7 @@ func chatServer(t *testing.T, requests *atomic.Int64) *httptest.Server {
 // the real provider clients, calls the payments tool over HTTP, and whose
 // rollouts replay shadows through the replay service, as cmd/agentplane
 // wires them.
-func newShadowReplica(t *testing.T, url, owner, chatURL string, counted chan<- string) *replica {
+func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, modelTimeout time.Duration, counted chan<- string) *replica {
 	t.Helper()
 	db, err := postgres.Open(t.Context(), url, postgres.WithWriters(2), postgres.WithMaxConns(8))
 	if err != nil {
@@ -63,7 +73,7 @@ func newShadowReplica(t *testing.T, url, owner, chatURL string, counted chan<- s
 	t.Cleanup(func() { db.Close() })
 	models := model.LookupFunc(func(_ context.Context, tenant, name string) (*model.Model, error) {
 		return &model.Model{ID: model.DefaultID, Tenant: tenant, Name: name, Provider: model.OpenAI, BaseURL: chatURL + "/v1",
-			Model: "gpt-test", Timeout: 10 * time.Second, Revision: 1,
+			Model: "gpt-test", Timeout: modelTimeout, Revision: 1,
 			Price: &model.Price{InputPerMTok: 3, OutputPerMTok: 15, Currency: "USD"}}, nil
 	})
 	out := outbound.New(outbound.Options{AllowPrivate: true})
@@ -73,7 +83,7 @@ func newShadowReplica(t *testing.T, url, owner, chatURL string, counted chan<- s
 		t.Fatal(err)
 	}
 	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
-	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: owner, Lease: time.Minute, Arms: svc,
+	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: owner, Lease: time.Minute, Arms: svc, MaxRunning: maxRunning,
 		Models: models, LLM: llm.NewClients(llm.Options{Outbound: out}),
 		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second})})
 	svc.Shadows = &replay.Service{Workflows: db, Versions: db, Programs: r, Runner: r, Store: db, Reader: r, Tools: db,
@@ -99,33 +109,13 @@ func TestShadowSendsNothing(t *testing.T) {
 		fmt.Fprint(w, `{"id": "tx-1", "amount": 42}`)
 	}))
 	t.Cleanup(payments.Close)
-	chat := chatServer(t, &chatRequests)
+	chat := chatServer(t, &chatRequests, nil)
 	counted := make(chan string, 100)
-	a := newShadowReplica(t, url, "replica-a", chat.URL, counted)
-	b := newShadowReplica(t, url, "replica-b", chat.URL, counted)
+	a := newShadowReplica(t, url, "replica-a", chat.URL, 0, 10*time.Second, counted)
+	b := newShadowReplica(t, url, "replica-b", chat.URL, 0, 10*time.Second, counted)
+	setUpShadow(t, a, payments.URL)
 
-	ctx, now := t.Context(), time.Now()
-	pt := &tool.Tool{ID: "tool_01JDPAYMENTS00000000000000", Tenant: "acme", Name: "payments", Type: tool.OpenAPI,
-		Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SideEffects: []string{}, Revision: 1, OperationCount: 1,
-		IndexedAt: now, CreatedAt: now, UpdatedAt: now, BaseURL: payments.URL}
-	ops := []tool.Operation{{ID: "getTransaction", Kind: tool.Read,
-		Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
-		HTTP:  &tool.HTTPBinding{Method: "GET", Path: "/transactions/{id}", Params: []tool.Param{{Name: "id", In: "path", Required: true}}}}}
-	if err := a.db.CreateTool(ctx, pt, ops, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, purpose := range []string{"You check transactions.", "You check transactions carefully."} {
-		def := json.RawMessage(fmt.Sprintf(`{"purpose": %q, "tools": ["payments"],
-			"steps": [{"action": "solve", "plan": {"prompt": "goal"}}], "outcome": "'answered'"}`, purpose))
-		if err := a.db.DeployVersion(ctx, &agent.Version{Tenant: "acme", Name: "triage", Definition: def, Tools: []string{"payments"},
-			DeployedAt: time.Now()}, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := a.rollouts.Put(ctx, "acme", "triage", rollout.Request{Target: "2", Percent: percent(100), Mode: rollout.Shadow,
-		Checks: []replay.CheckSpec{{Name: replay.CheckOutcomeUnchanged}}, MinRuns: &[]int{100}[0]}, audit.Actor{Sub: "alice"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
 
 	const n = 4
 	shadowCaller := workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"agents:invoke", "tool:*"}}
@@ -141,6 +131,8 @@ func TestShadowSendsNothing(t *testing.T) {
 		}
 		waitCounted(t, counted, got.Workflow.ID)
 	}
+	a.rollouts.WaitShadows()
+	b.rollouts.WaitShadows()
 	if got := toolRequests.Load(); got != n {
 		t.Errorf("the tool got %d requests, want %d: the originals' only", got, n)
 	}
@@ -165,5 +157,89 @@ func TestShadowSendsNothing(t *testing.T) {
 	}
 	if def.Cost == nil || def.InputTokens != 200*n {
 		t.Errorf("default arm: %+v", def)
+	}
+}
+
+// setUpShadow registers the payments tool at paymentsURL, deploys triage
+// 1 (the default) and 2, and starts a shadow of 2 on every workflow.
+func setUpShadow(t *testing.T, a *replica, paymentsURL string) {
+	t.Helper()
+	ctx, now := t.Context(), time.Now()
+	pt := &tool.Tool{ID: "tool_01JDPAYMENTS00000000000000", Tenant: "acme", Name: "payments", Type: tool.OpenAPI,
+		Auth: tool.Auth{Type: tool.AuthNone}, PolicyClass: "standard", SideEffects: []string{}, Revision: 1, OperationCount: 1,
+		IndexedAt: now, CreatedAt: now, UpdatedAt: now, BaseURL: paymentsURL}
+	ops := []tool.Operation{{ID: "getTransaction", Kind: tool.Read,
+		Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+		HTTP:  &tool.HTTPBinding{Method: "GET", Path: "/transactions/{id}", Params: []tool.Param{{Name: "id", In: "path", Required: true}}}}}
+	if err := a.db.CreateTool(ctx, pt, ops, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, purpose := range []string{"You check transactions.", "You check transactions carefully."} {
+		def := json.RawMessage(fmt.Sprintf(`{"purpose": %q, "tools": ["payments"],
+			"steps": [{"action": "solve", "plan": {"prompt": "goal"}}], "outcome": "'answered'"}`, purpose))
+		if err := a.db.DeployVersion(ctx, &agent.Version{Tenant: "acme", Name: "triage", Definition: def, Tools: []string{"payments"},
+			DeployedAt: time.Now()}, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := a.rollouts.Put(ctx, "acme", "triage", rollout.Request{Target: "2", Percent: percent(100), Mode: rollout.Shadow,
+		Checks: []replay.CheckSpec{{Name: replay.CheckOutcomeUnchanged}}, MinRuns: &[]int{100}[0]}, audit.Actor{Sub: "alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShadowLeavesTheSlot: a shadow's replay waits on the model off the
+// execution slot of the workflow it shadows, so a replica running one
+// workflow at a time runs the next invocation while the replay waits.
+func TestShadowLeavesTheSlot(t *testing.T) {
+	url := postgres.NewTestDatabase(t)
+	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id": "tx-1", "amount": 42}`)
+	}))
+	t.Cleanup(payments.Close)
+	var chatRequests atomic.Int64
+	hold := make(chan struct{})
+	chat := chatServer(t, &chatRequests, hold)
+	counted := make(chan string, 10)
+	// The shadow's model request is held far past the test's own limit:
+	// only a replay off the slot lets the second invocation run.
+	a := newShadowReplica(t, url, "replica-a", chat.URL, 1, 10*time.Minute, counted)
+	setUpShadow(t, a, payments.URL)
+	t.Cleanup(func() {
+		select {
+		case <-hold:
+		default:
+			close(hold)
+		}
+		a.rollouts.WaitShadows()
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	caller := workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"agents:invoke", "tool:*"}}
+	for i := range 2 {
+		got, err := a.invoker.Invoke(ctx, workflow.Invocation{StartRequest: workflow.StartRequest{
+			Tenant: "acme", Agent: "triage", Goal: "check tx-1", Caller: caller}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _, err := a.runner.Finished(ctx, "acme", got.Workflow.ID)
+		if err != nil {
+			t.Fatalf("invocation %d while the first one's shadow waits on the model: %v", i+1, err)
+		}
+		if done.Outcome != "answered" {
+			t.Fatalf("invocation %d ended %s %s", i+1, done.Outcome, done.Error)
+		}
+		waitCounted(t, counted, got.Workflow.ID)
+	}
+	close(hold)
+	a.rollouts.WaitShadows()
+	v, err := a.rollouts.Get(ctx, "acme", "triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Arms[0].Runs != 2 || v.Arms[1].Runs != 2 {
+		t.Errorf("arms = %+v, want two runs in each", v.Arms)
 	}
 }
