@@ -111,6 +111,10 @@ func TestRolloutAPI(t *testing.T) {
 	if wf.AgentVersion != "3" {
 		t.Errorf("at 100 %% the invocation ran version %s", wf.AgentVersion)
 	}
+	if wf.Rollout == nil || wf.Rollout.ID != ro.ID || wf.Rollout.Arm != "canary" {
+		t.Errorf("invoke's answer: rollout %+v, want canary of %s", wf.Rollout, ro.ID)
+	}
+	wf.Rollout = nil
 	got := h.do("GET", "/v1/workflows/"+wf.WorkflowID, admin, nil)
 	got.json(t, &wf)
 	if wf.Rollout == nil || wf.Rollout.ID != ro.ID || wf.Rollout.Arm != "canary" {

@@ -90,7 +90,8 @@ func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail bool)
 }
 
 func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) (workflowView, error) {
-	v := workflowView{workflowSummary: summarize(wf, s.deps.Now()), Error: wf.Error, Steps: make([]any, 0, len(steps))}
+	v := workflowView{workflowSummary: summarize(wf, s.deps.Now()), Error: wf.Error, Steps: make([]any, 0, len(steps)),
+		Rollout: wf.Rollout}
 	p := frontdoor.Principal(r)
 	for _, st := range steps {
 		if !detail {
@@ -105,7 +106,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 	}
 	if detail {
 		v.Context, v.MaxToolCalls, v.MaxLLMTokens, v.ReplayOf, v.Faults = wf.Context, wf.MaxToolCalls, wf.MaxLLMTokens, wf.ReplayOf, wf.Faults
-		v.OnExhausted, v.Rollout = wf.OnExhausted, wf.Rollout
+		v.OnExhausted = wf.OnExhausted
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
 	if !detail {
