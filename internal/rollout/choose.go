@@ -102,6 +102,9 @@ func (p *programs) compile(src string) (cel.Program, string) {
 	if iss.Err() != nil {
 		return nil, "is not a valid CEL expression over goal, context and caller: " + iss.Err().Error()
 	}
+	if msg := agent.OverCostLimit(env, ast); msg != "" {
+		return nil, msg
+	}
 	prg, err := env.Program(ast, cel.CostLimit(agent.CostLimit), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, "cannot be planned: " + err.Error()
