@@ -528,3 +528,42 @@ func TestIdleWriterMovesTheAuditTail(t *testing.T) {
 	}
 	verifyChain(t, db, "ten_a", idleAuditMove)
 }
+
+// TestUncountedRolloutWorkflowsWalksActiveRollouts: the rollout sweep,
+// which every replica runs each minute, starts from the active rollouts
+// and reads only their agents' workflows since each began, never every
+// finished workflow of every tenant.
+func TestUncountedRolloutWorkflowsWalksActiveRollouts(t *testing.T) {
+	db := NewTestDB(t)
+	ctx := context.Background()
+	var plan []string
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `EXPLAIN QUERY PLAN `+uncountedRolloutWorkflows, "2026-01-01T00:00:00Z", 100)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				return err
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(plan, "\n")
+	if !strings.Contains(joined, "r USING INDEX rollouts_active") ||
+		!strings.Contains(joined, "SEARCH w USING INDEX workflows_agent (tenant=? AND agent=? AND id>?)") {
+		t.Errorf("the sweep's plan does not walk from the active rollouts to their agents' newer workflows:\n%s", joined)
+	}
+	for _, p := range plan {
+		if strings.HasPrefix(p, "SCAN w") || strings.Contains(p, "workflows_lease") || strings.Contains(p, "workflows_finished") {
+			t.Errorf("the sweep reads every finished workflow: %s\n%s", p, joined)
+		}
+	}
+}
