@@ -153,6 +153,9 @@ func (s *Service) shadow(ctx context.Context, r *Rollout, wf *workflow.Workflow)
 // it promotes the target. The store's end of an active rollout happens
 // once, whichever replica judges first.
 func (s *Service) judge(ctx context.Context, r *Rollout) error {
+	if len(r.Spec.Checks) == 0 && !r.AutoPromote {
+		return nil // no check to fall under a gate, no promotion: the sums would decide nothing
+	}
 	totals, counts, err := s.Store.RolloutTotals(ctx, r.Tenant, r.ID)
 	if err != nil {
 		return err
