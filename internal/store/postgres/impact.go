@@ -36,9 +36,8 @@ func (db *DB) VersionsUsingTool(ctx context.Context, tenant, toolName string) ([
 // (replays left out) started at or after since, newest first. The
 // tenant's workflows are ranged by id (workflows_tenant) from sinceID, not
 // read since the first.
-func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int) ([]workflow.Step, error) {
-	var steps []workflow.Step
-	err := db.read(ctx, func(tx querier) error {
+func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int, each func(*workflow.Step) error) error {
+	return db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps
 			WHERE tool = $1 AND kind = 'call' AND sent AND workflow_id IN
 				(SELECT id FROM workflows WHERE tenant = $2 AND id >= $3 AND started_at >= $4 AND replay_of = '')
@@ -46,10 +45,18 @@ func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time
 		if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
-		steps, err = collect(rows, sqlrow.ScanStep)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			st, err := sqlrow.ScanStep(rows)
+			if err != nil {
+				return err
+			}
+			if err := each(&st); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
 	})
-	return steps, err
 }
 
 // sinceID bounds the ids of workflows started at or after since: a

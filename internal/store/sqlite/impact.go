@@ -42,17 +42,24 @@ const toolCalls = `SELECT ` + sqlrow.StepColumns + ` FROM workflow_steps
 // (replays left out) started at or after since, newest first. The
 // tenant's workflows are ranged by id (workflows_tenant) from sinceID, not
 // read since the first.
-func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int) ([]workflow.Step, error) {
-	var steps []workflow.Step
-	err := db.query(ctx, func(tx dbtx) error {
+func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int, each func(*workflow.Step) error) error {
+	return db.query(ctx, func(tx dbtx) error {
 		rows, err := tx.QueryContext(ctx, toolCalls, toolName, tenant, sinceID(since), fmtTimeCeil(since), limit)
 		if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
-		steps, err = collect(rows, sqlrow.ScanStep)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			st, err := sqlrow.ScanStep(rows)
+			if err != nil {
+				return err
+			}
+			if err := each(&st); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
 	})
-	return steps, err
 }
 
 // sinceID bounds the ids of workflows started at or after since: a
