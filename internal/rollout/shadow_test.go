@@ -64,7 +64,7 @@ func chatServer(t *testing.T, requests *atomic.Int64, hold <-chan struct{}) *htt
 // the real provider clients, calls the payments tool over HTTP, and whose
 // rollouts replay shadows through the replay service, as cmd/agentplane
 // wires them.
-func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, modelTimeout time.Duration, counted chan<- string) *replica {
+func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, modelTimeout time.Duration, counted chan<- string, opts ...func(*rollout.Service)) *replica {
 	t.Helper()
 	db, err := postgres.Open(t.Context(), url, postgres.WithWriters(2), postgres.WithMaxConns(8))
 	if err != nil {
@@ -83,6 +83,9 @@ func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, 
 		t.Fatal(err)
 	}
 	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
+	for _, o := range opts {
+		o(svc)
+	}
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: owner, Lease: time.Minute, Arms: svc, MaxRunning: maxRunning,
 		Models: models, LLM: llm.NewClients(llm.Options{Outbound: out}),
 		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second})})
@@ -241,5 +244,58 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 	}
 	if v.Arms[0].Runs != 2 || v.Arms[1].Runs != 2 {
 		t.Errorf("arms = %+v, want two runs in each", v.Arms)
+	}
+}
+
+// TestShadowsWaitingAreBounded: while the model holds a replica's shadow
+// replays, a finished workflow's replay waits for a place only while
+// fewer than MaxShadowsWaiting wait; past them it is not made, so a slow
+// model does not pile up a goroutine and a workflow per finished run.
+func TestShadowsWaitingAreBounded(t *testing.T) {
+	url := postgres.NewTestDatabase(t)
+	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id": "tx-1", "amount": 42}`)
+	}))
+	t.Cleanup(payments.Close)
+	var chatRequests atomic.Int64
+	hold := make(chan struct{})
+	chat := chatServer(t, &chatRequests, hold)
+	counted := make(chan string, 10)
+	a := newShadowReplica(t, url, "replica-a", chat.URL, 4, 10*time.Minute, counted, func(s *rollout.Service) {
+		s.MaxShadows, s.MaxShadowsWaiting = 1, 2
+	})
+	setUpShadow(t, a, payments.URL)
+	t.Cleanup(func() {
+		select {
+		case <-hold:
+		default:
+			close(hold)
+		}
+		a.rollouts.WaitShadows()
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	caller := workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"agents:invoke", "tool:*"}}
+	for range 6 {
+		got, err := a.invoker.Invoke(ctx, workflow.Invocation{StartRequest: workflow.StartRequest{
+			Tenant: "acme", Agent: "triage", Goal: "check tx-1", Caller: caller}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.runner.Finished(ctx, "acme", got.Workflow.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitCounted(t, counted, got.Workflow.ID)
+	}
+	close(hold)
+	a.rollouts.WaitShadows()
+	v, err := a.rollouts.Get(ctx, "acme", "triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Arms[0].Runs != 6 || v.Arms[1].Runs != 3 {
+		t.Errorf("arms = %+v, want 6 default runs and 3 shadow replays (1 running, 2 waiting)", v.Arms)
 	}
 }
