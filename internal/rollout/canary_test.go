@@ -77,6 +77,20 @@ func invoke(t *testing.T, r *replica, customer string) *workflow.Workflow {
 
 func percent(p float64) *float64 { return &p }
 
+// triageVersions is a new database with triage's version 1 (the default,
+// ending cleared) and 2 (ending escalated).
+func triageVersions(t *testing.T) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(t.Context(), postgres.NewTestDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	deploy(t, db, "cleared", false)
+	deploy(t, db, "escalated", false)
+	return db
+}
+
 // TestCanaryAcrossReplicas: on PostgreSQL with two replicas, 1,000
 // invocations of the default at a 10 % canary run the target about 100
 // times, each workflow saying its arm; a sticky key's invocations run one
@@ -276,14 +290,7 @@ func waitCounted(t *testing.T, counted <-chan string, id string) {
 // between their end and their count (here, a runner that counts nothing)
 // are counted by another replica's sweep, once, and its gate decides.
 func TestSweepCountsWhatAStoppedReplicaLeft(t *testing.T) {
-	url := postgres.NewTestDatabase(t)
-	db, err := postgres.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	deploy(t, db, "cleared", false)
-	deploy(t, db, "escalated", false)
+	db := triageVersions(t)
 	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
 	stopped := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: "replica-a", Lease: time.Minute, Arms: svc})
 	t.Cleanup(func() { _ = stopped.Close(context.Background()) })
@@ -334,14 +341,7 @@ func (s *summingStore) RolloutTotals(ctx context.Context, tenant, id string) ([]
 // workflow does not sum every run the rollout has counted (a scan that
 // grows with the rollout, once per workflow).
 func TestNothingToJudgeSumsNothing(t *testing.T) {
-	url := postgres.NewTestDatabase(t)
-	db, err := postgres.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	deploy(t, db, "cleared", false)
-	deploy(t, db, "escalated", false)
+	db := triageVersions(t)
 	store := &summingStore{Store: db}
 	svc := &rollout.Service{Store: store, Versions: db, Workflows: db}
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: "replica-a", Lease: time.Minute, Arms: svc})

@@ -191,10 +191,11 @@ func setUpShadow(t *testing.T, a *replica, paymentsURL string) {
 	}
 }
 
-// TestShadowLeavesTheSlot: a shadow's replay waits on the model off the
-// execution slot of the workflow it shadows, so a replica running one
-// workflow at a time runs the next invocation while the replay waits.
-func TestShadowLeavesTheSlot(t *testing.T) {
+// heldShadow is a replica with a shadow rollout of triage whose model
+// requests are held until close(hold) (done at the test's end at the
+// latest), and the invocations it counted.
+func heldShadow(t *testing.T, maxRunning int, opts ...func(*rollout.Service)) (a *replica, hold chan struct{}, counted chan string) {
+	t.Helper()
 	url := postgres.NewTestDatabase(t)
 	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -202,12 +203,11 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 	}))
 	t.Cleanup(payments.Close)
 	var chatRequests atomic.Int64
-	hold := make(chan struct{})
+	hold = make(chan struct{})
 	chat := chatServer(t, &chatRequests, hold)
-	counted := make(chan string, 10)
-	// The shadow's model request is held far past the test's own limit:
-	// only a replay off the slot lets the second invocation run.
-	a := newShadowReplica(t, url, "replica-a", chat.URL, 1, 10*time.Minute, counted)
+	counted = make(chan string, 10)
+	// The model's requests are held far past the test's own limit.
+	a = newShadowReplica(t, url, "replica-a", chat.URL, maxRunning, 10*time.Minute, counted, opts...)
 	setUpShadow(t, a, payments.URL)
 	t.Cleanup(func() {
 		select {
@@ -217,6 +217,28 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 		}
 		a.rollouts.WaitShadows()
 	})
+	return a, hold, counted
+}
+
+// released lets a heldShadow's model answer, waits for its shadow
+// replays, and returns the rollout's arms.
+func released(t *testing.T, a *replica, hold chan struct{}) []rollout.Arm {
+	t.Helper()
+	close(hold)
+	a.rollouts.WaitShadows()
+	v, err := a.rollouts.Get(t.Context(), "acme", "triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Arms
+}
+
+// TestShadowLeavesTheSlot: a shadow's replay waits on the model off the
+// execution slot of the workflow it shadows, so a replica running one
+// workflow at a time runs the next invocation while the replay waits.
+func TestShadowLeavesTheSlot(t *testing.T) {
+	// Only a replay off the slot lets the second invocation run.
+	a, hold, counted := heldShadow(t, 1)
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -236,14 +258,8 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 		}
 		waitCounted(t, counted, got.Workflow.ID)
 	}
-	close(hold)
-	a.rollouts.WaitShadows()
-	v, err := a.rollouts.Get(ctx, "acme", "triage")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Arms[0].Runs != 2 || v.Arms[1].Runs != 2 {
-		t.Errorf("arms = %+v, want two runs in each", v.Arms)
+	if arms := released(t, a, hold); arms[0].Runs != 2 || arms[1].Runs != 2 {
+		t.Errorf("arms = %+v, want two runs in each", arms)
 	}
 }
 
@@ -252,28 +268,7 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 // fewer than MaxShadowsWaiting wait; past them it is not made, so a slow
 // model does not pile up a goroutine and a workflow per finished run.
 func TestShadowsWaitingAreBounded(t *testing.T) {
-	url := postgres.NewTestDatabase(t)
-	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id": "tx-1", "amount": 42}`)
-	}))
-	t.Cleanup(payments.Close)
-	var chatRequests atomic.Int64
-	hold := make(chan struct{})
-	chat := chatServer(t, &chatRequests, hold)
-	counted := make(chan string, 10)
-	a := newShadowReplica(t, url, "replica-a", chat.URL, 4, 10*time.Minute, counted, func(s *rollout.Service) {
-		s.MaxShadows, s.MaxShadowsWaiting = 1, 2
-	})
-	setUpShadow(t, a, payments.URL)
-	t.Cleanup(func() {
-		select {
-		case <-hold:
-		default:
-			close(hold)
-		}
-		a.rollouts.WaitShadows()
-	})
+	a, hold, counted := heldShadow(t, 4, func(s *rollout.Service) { s.MaxShadows, s.MaxShadowsWaiting = 1, 2 })
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -289,13 +284,7 @@ func TestShadowsWaitingAreBounded(t *testing.T) {
 		}
 		waitCounted(t, counted, got.Workflow.ID)
 	}
-	close(hold)
-	a.rollouts.WaitShadows()
-	v, err := a.rollouts.Get(ctx, "acme", "triage")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Arms[0].Runs != 6 || v.Arms[1].Runs != 3 {
-		t.Errorf("arms = %+v, want 6 default runs and 3 shadow replays (1 running, 2 waiting)", v.Arms)
+	if arms := released(t, a, hold); arms[0].Runs != 6 || arms[1].Runs != 3 {
+		t.Errorf("arms = %+v, want 6 default runs and 3 shadow replays (1 running, 2 waiting)", arms)
 	}
 }
