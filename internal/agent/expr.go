@@ -140,9 +140,8 @@ func compileExpr(env *cel.Env, src string, w want) (*expr, string) {
 	if !w.accepts(checked.OutputType()) {
 		return nil, fmt.Sprintf("type error: expression gives %s, want %s", checked.OutputType(), w)
 	}
-	// An expression certain to pass the cost limit would fail at every run.
-	if est, err := env.EstimateCost(checked, unknownSizes{}); err == nil && est.Min > CostLimit {
-		return nil, fmt.Sprintf("expression costs at least %d to evaluate, over the limit of %d: it would be stopped at every run", est.Min, CostLimit)
+	if msg := OverCostLimit(env, checked); msg != "" {
+		return nil, msg
 	}
 	prg, err := env.Program(checked,
 		cel.CostLimit(CostLimit),
@@ -153,6 +152,16 @@ func compileExpr(env *cel.Env, src string, w want) (*expr, string) {
 		return nil, "cannot plan expression: " + err.Error()
 	}
 	return &expr{src: src, prg: prg}, ""
+}
+
+// OverCostLimit says why a checked expression is certain to pass
+// CostLimit whatever its inputs, so that it would be stopped at every
+// evaluation; "" when it may finish under it.
+func OverCostLimit(env *cel.Env, checked *cel.Ast) string {
+	if est, err := env.EstimateCost(checked, unknownSizes{}); err == nil && est.Min > CostLimit {
+		return fmt.Sprintf("expression costs at least %d to evaluate, over the limit of %d: it would be stopped at every run", est.Min, CostLimit)
+	}
+	return ""
 }
 
 // unknownSizes is a cost estimator that knows no sizes: the estimate's

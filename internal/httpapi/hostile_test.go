@@ -124,6 +124,9 @@ func TestHostileInput(t *testing.T) {
 		{"POST", "/v1/workflows/" + wfID + "/replay"}, {"GET", "/v1/replays/" + rp.ReplayID},
 		{"GET", "/v1/replay-batches/" + batch.ID}, {"GET", "/v1/replay-batches/" + batch.ID + "/replays"},
 		{"GET", "/v1/replay-batches/" + batch.ID + "/events"}, {"POST", "/v1/replay-batches/" + batch.ID + "/cancel"},
+		{"PUT", "/v1/agents/fraud-triage/rollout"}, {"GET", "/v1/agents/fraud-triage/rollout"}, {"DELETE", "/v1/agents/fraud-triage/rollout"},
+		{"POST", "/v1/tools/" + toolID + "/refresh"}, {"GET", "/v1/tools/" + toolID + "/revisions"},
+		{"GET", "/v1/tools/" + toolID + "/revisions/1/impact"},
 	} {
 		var body any
 		switch {
@@ -133,6 +136,8 @@ func TestHostileInput(t *testing.T) {
 			body = map[string]any{"target_agent_version": "fraud-triage@1"}
 		case strings.HasSuffix(p[1], "/default"):
 			body = map[string]any{"version": "1"}
+		case strings.HasSuffix(p[1], "/rollout") && p[0] == "PUT":
+			body = map[string]any{"target": "1", "percent": 10}
 		case p[0] == "PUT":
 			body = map[string]any{"spec": minimalOpenAPI}
 		}
@@ -224,17 +229,26 @@ func TestHostileInput(t *testing.T) {
 	register("vault path of another tenant", "openapi", map[string]any{"spec": minimalOpenAPI,
 		"auth": map[string]any{"type": "bearer", "secrets_ref": "vault://kv/tenants/globex/key"}}, 422, problem.SecretRefNotAllowed)
 
+	// Tool revisions and refreshes given numbers and periods out of any
+	// bound (TestHostileRollout has a rollout's).
+	for _, since := range []string{"-1h", "0s", "1e9h", "100000d", "-7d", "9999999999999999999d", "91d", "x"} {
+		add(hostile{name: "impact since " + since, method: "GET", path: "/v1/tools/" + toolID + "/revisions/1/impact?since=" + url.QueryEscape(since),
+			token: tok, status: 422, code: problem.ValidationFailed})
+	}
+	for _, n := range []string{"0", "-1", "99999999999999999999", "1e3", "x"} {
+		add(hostile{name: "impact revision " + n, method: "GET", path: "/v1/tools/" + toolID + "/revisions/" + n + "/impact", token: tok, status: 404, code: problem.NotFound})
+	}
+	for _, every := range []string{"1e9h", "-24h", "59m", "9999999999999h", "24"} {
+		register("refresh "+every, "openapi", map[string]any{"spec_url": "http://127.0.0.1:1/openapi.json", "refresh": every}, 422, problem.ValidationFailed)
+	}
+
 	// Definitions that would run or grow without bound.
 	deploy := func(name string, def string) {
 		add(hostile{name: name, method: "POST", path: "/v1/agents", token: tok,
 			body: map[string]any{"name": "hostile", "definition": json.RawMessage(def)}, status: 422, code: problem.ValidationFailed})
 	}
 	nested := "[1,2,3,4,5,6,7,8,9,10]"
-	loop := "true"
-	for i := range 8 {
-		loop = fmt.Sprintf("%s.exists_one(x%d, %s)", nested, i, loop)
-	}
-	deploy("CEL of 10^8 iterations", `{"tools": ["payments"], "steps": [{"action": "a", "set": {"v": "`+loop+`"}}], "outcome": "'done'"}`)
+	deploy("CEL of 10^8 iterations", `{"tools": ["payments"], "steps": [{"action": "a", "set": {"v": "`+loopCEL()+`"}}], "outcome": "'done'"}`)
 	grow := "'a string of some length'"
 	for i := range 8 {
 		grow = fmt.Sprintf("%s.map(y%d, %s)", nested, i, grow)
@@ -282,6 +296,63 @@ func TestHostileInput(t *testing.T) {
 		t.Errorf("the heap grew by %d MB over %d hostile requests", grown>>20, len(cases))
 	}
 	t.Logf("%d hostile requests; heap %d MB before, %d MB after", len(cases), before.HeapAlloc>>20, after.HeapAlloc>>20)
+}
+
+// TestHostileRollout sends a rollout's fields out of any bound: each gets
+// a 4xx naming the field, and no rollout starts.
+func TestHostileRollout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	admin := h.token("acme", adminScopes)
+	deployFinishing(t, h, admin, "triage", "cleared")
+	deployFinishing(t, h, admin, "triage", "escalated")
+	for _, c := range []struct {
+		name, body string
+		status     int
+		field      string // "" for a body that is not JSON of the request's shape
+	}{
+		{"percent 1e400", `{"target": "2", "percent": 1e400}`, 400, ""},
+		{"percent of 400 digits", `{"target": "2", "percent": 1` + strings.Repeat("0", 400) + `}`, 400, ""},
+		{"percent just over 100", `{"target": "2", "percent": 100.0000000001}`, 422, "percent"},
+		{"percent -1e-300", `{"target": "2", "percent": -1e-300}`, 422, "percent"},
+		{"percent a string", `{"target": "2", "percent": "10"}`, 400, ""},
+		{"min_runs -1", `{"target": "2", "percent": 10, "min_runs": -1}`, 422, "min_runs"},
+		{"min_runs 1e12", `{"target": "2", "percent": 10, "min_runs": 1000000000000}`, 422, "min_runs"},
+		{"min_runs 1e30", `{"target": "2", "percent": 10, "min_runs": 1000000000000000000000000000000}`, 400, ""},
+		{"target ../x", `{"target": "../x", "percent": 10}`, 422, "target"},
+		{"target triage@../2", `{"target": "triage@../2", "percent": 10}`, 422, "target"},
+		{"target @", `{"target": "@", "percent": 10}`, 422, "target"},
+		{"target triage@2@2", `{"target": "triage@2@2", "percent": 10}`, 422, "target"},
+		{"target of 100,000 bytes", `{"target": "` + strings.Repeat("9", 100_000) + `", "percent": 10}`, 422, "target"},
+		{"sticky of 5,000 bytes", `{"target": "2", "percent": 10, "sticky": "` + strings.Repeat("a", 5000) + `"}`, 422, "sticky"},
+		{"sticky not CEL", `{"target": "2", "percent": 10, "sticky": "goal +"}`, 422, "sticky"},
+		{"sticky of 10^8 iterations", `{"target": "2", "percent": 10, "sticky": "` + loopCEL() + `"}`, 422, "sticky"},
+		{"check of 10^8 iterations", `{"target": "2", "percent": 10, "checks": [{"name": "c", "expr": "` + loopCEL() + `"}]}`, 422, "checks[0].expr"},
+		{"gate of a check not named", `{"target": "2", "percent": 10, "gate": {"nope": 0.5}}`, 422, "gate.nope"},
+		{"mode unknown", `{"target": "2", "percent": 10, "mode": "blue-green"}`, 422, "mode"},
+	} {
+		r := h.do("PUT", "/v1/agents/triage/rollout", admin, []byte(c.body))
+		if r.Status != c.status {
+			t.Errorf("%s: status %d, want %d: %.300s", c.name, r.Status, c.status, r.Body)
+			continue
+		}
+		p := r.problem(t)
+		if c.field != "" && (len(p.Errors) == 0 || p.Errors[0].Field != c.field) {
+			t.Errorf("%s: errors %+v, want the field %s", c.name, p.Errors, c.field)
+		}
+	}
+	if r := h.do("GET", "/v1/agents/triage/rollout", admin, nil); r.Status != 404 {
+		t.Errorf("a rollout after the hostile PUTs: %d %.300s", r.Status, r.Body)
+	}
+}
+
+// loopCEL is a CEL expression of 10^8 iterations.
+func loopCEL() string {
+	loop := "true"
+	for i := range 8 {
+		loop = fmt.Sprintf("[1,2,3,4,5,6,7,8,9,10].exists_one(x%d, %s)", i, loop)
+	}
+	return loop
 }
 
 // smallHeaders is n headers of size bytes each, as name and value pairs.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -308,5 +309,42 @@ type Book { id: ID! title: String! }`
 	}
 	if diff := cmp.Diff(want, got.kinds()); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+}
+
+// TestToolRefreshToAnotherHostWaits: a description whose operations do
+// not change but whose server moves to another host is kept pending, as
+// a breaking one is: a scheduled refresh would otherwise send the tool's
+// credentials to whoever the description names. Applied by a person, the
+// tool moves.
+func TestToolRefreshToAnotherHostWaits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tok := h.token("acme", "tools:write tools:read")
+	spec := newVersionedSpec(t, issuesA)
+	tl := h.mustRegister(tok, map[string]any{"name": "issues", "type": "openapi", "spec_url": spec.URL})
+
+	spec.set(strings.Replace(issuesA, "https://issues.example/v1", "https://elsewhere.example/v1", 1))
+	got, r := h.refresh(tok, tl.ID)
+	if r.Status != http.StatusOK || got.Status != "pending" || got.Breaking || got.Revision != 1 || got.ToolRevision != 1 {
+		t.Fatalf("refresh to another host: %d %s, want pending, not breaking, revision 1", r.Status, r.Body)
+	}
+	var cur toolJSON
+	h.do("GET", "/v1/tools/"+tl.ID, tok, nil).json(t, &cur)
+	if cur.Revision != 1 || cur.BaseURL != "https://issues.example/v1" {
+		t.Fatalf("while pending the tool is at revision %d at %s, want 1 at https://issues.example/v1", cur.Revision, cur.BaseURL)
+	}
+	if r := h.do("POST", "/v1/tools/"+tl.ID+"/revisions/1/apply", tok, nil); r.Status != http.StatusOK {
+		t.Fatalf("apply: %d %s", r.Status, r.Body)
+	}
+	h.do("GET", "/v1/tools/"+tl.ID, tok, nil).json(t, &cur)
+	if cur.Revision != 2 || cur.BaseURL != "https://elsewhere.example/v1" {
+		t.Fatalf("after apply the tool is at revision %d at %s, want 2 at https://elsewhere.example/v1", cur.Revision, cur.BaseURL)
+	}
+
+	// Another path on the same host is applied at once.
+	spec.set(strings.Replace(issuesA, "https://issues.example/v1", "https://elsewhere.example/v2", 1))
+	if got, r := h.refresh(tok, tl.ID); r.Status != http.StatusOK || got.Status != "applied" {
+		t.Fatalf("refresh to another path: %d %s, want applied", r.Status, r.Body)
 	}
 }

@@ -47,6 +47,16 @@ func NewAt(prefix string, t time.Time) string {
 	return prefix + id.String()
 }
 
+// Floor is the least id of prefix that NewAt can make at t or later: a
+// lower bound on an id column for "made since t".
+func Floor(prefix string, t time.Time) string {
+	var u ulid.ULID
+	if err := u.SetTime(ulid.Timestamp(t)); err != nil {
+		return prefix // before 1970 or past 10889: no bound
+	}
+	return prefix + u.String()
+}
+
 // Valid reports whether s is prefix followed by a well-formed ULID.
 func Valid(prefix, s string) bool {
 	rest, ok := strings.CutPrefix(s, prefix)

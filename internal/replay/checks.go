@@ -298,6 +298,9 @@ func compileCheck(env *cel.Env, src string) (cel.Program, string) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Sprintf("gives %s, want bool: a check passes when its expression is true", t)
 	}
+	if msg := agent.OverCostLimit(env, ast); msg != "" {
+		return nil, msg
+	}
 	prg, err := env.Program(ast, cel.CostLimit(agent.CostLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, "cannot be planned: " + err.Error()

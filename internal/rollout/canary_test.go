@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +76,20 @@ func invoke(t *testing.T, r *replica, customer string) *workflow.Workflow {
 }
 
 func percent(p float64) *float64 { return &p }
+
+// triageVersions is a new database with triage's version 1 (the default,
+// ending cleared) and 2 (ending escalated).
+func triageVersions(t *testing.T) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(t.Context(), postgres.NewTestDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	deploy(t, db, "cleared", false)
+	deploy(t, db, "escalated", false)
+	return db
+}
 
 // TestCanaryAcrossReplicas: on PostgreSQL with two replicas, 1,000
 // invocations of the default at a 10 % canary run the target about 100
@@ -275,14 +290,7 @@ func waitCounted(t *testing.T, counted <-chan string, id string) {
 // between their end and their count (here, a runner that counts nothing)
 // are counted by another replica's sweep, once, and its gate decides.
 func TestSweepCountsWhatAStoppedReplicaLeft(t *testing.T) {
-	url := postgres.NewTestDatabase(t)
-	db, err := postgres.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	deploy(t, db, "cleared", false)
-	deploy(t, db, "escalated", false)
+	db := triageVersions(t)
 	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
 	stopped := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: "replica-a", Lease: time.Minute, Arms: svc})
 	t.Cleanup(func() { _ = stopped.Close(context.Background()) })
@@ -314,5 +322,54 @@ func TestSweepCountsWhatAStoppedReplicaLeft(t *testing.T) {
 	v, err := sweeper.Get(t.Context(), "acme", "triage")
 	if err != nil || v.State != rollout.RolledBack || v.Arms[1].Runs != 3 || v.FailedCheck != "cleared" {
 		t.Errorf("after the sweep: %+v, %v; want rolled back after 3 canary runs", v, err)
+	}
+}
+
+// summingStore counts the sums of a rollout's runs asked of it.
+type summingStore struct {
+	rollout.Store
+	sums atomic.Int64
+}
+
+func (s *summingStore) RolloutTotals(ctx context.Context, tenant, id string) ([]rollout.ArmTotals, []rollout.CheckCount, error) {
+	s.sums.Add(1)
+	return s.Store.RolloutTotals(ctx, tenant, id)
+}
+
+// TestNothingToJudgeSumsNothing: a rollout with no checks and no
+// auto_promote has nothing its runs' sums could decide, so a finished
+// workflow does not sum every run the rollout has counted (a scan that
+// grows with the rollout, once per workflow).
+func TestNothingToJudgeSumsNothing(t *testing.T) {
+	db := triageVersions(t)
+	store := &summingStore{Store: db}
+	svc := &rollout.Service{Store: store, Versions: db, Workflows: db}
+	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: "replica-a", Lease: time.Minute, Arms: svc})
+	counted := make(chan string, 4)
+	r.OnFinish(func(ctx context.Context, wf *workflow.Workflow) {
+		svc.Finished(ctx, wf)
+		counted <- wf.ID
+	})
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	if _, _, err := svc.Put(t.Context(), "acme", "triage", rollout.Request{Target: "2", Percent: percent(50), MinRuns: &[]int{1}[0]}, audit.Actor{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := store.sums.Load()
+	inv := &workflow.Invoker{Runner: r, Workflows: db, Now: time.Now}
+	for i := range 4 {
+		if _, err := inv.Invoke(t.Context(), workflow.Invocation{StartRequest: workflow.StartRequest{Tenant: "acme", Agent: "triage",
+			Goal: "triage", Caller: caller, Context: map[string]any{"customer_id": fmt.Sprint(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		<-counted
+	}
+	if n := store.sums.Load() - before; n != 0 {
+		t.Errorf("4 finished workflows summed the rollout's runs %d times, want none", n)
+	}
+	v, err := svc.Get(t.Context(), "acme", "triage")
+	if err != nil || v.State != rollout.Active || v.Arms[0].Runs+v.Arms[1].Runs != 4 {
+		t.Errorf("after 4 runs: %+v, %v; want active with 4 counted", v, err)
 	}
 }

@@ -73,8 +73,15 @@ func bucket(rolloutID, key string) int {
 }
 
 // programs are compiled sticky expressions by source: compiled code, not
-// state; any replica compiles the same.
-type programs struct{ m sync.Map }
+// state; any replica compiles the same. At most maxPrograms are kept (a
+// PUT compiles its sticky whether or not its rollout starts).
+type programs struct {
+	mu sync.Mutex
+	m  map[string]cel.Program
+}
+
+// maxPrograms bounds the sticky expressions kept compiled.
+const maxPrograms = 1000
 
 var stickyEnv = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(
@@ -88,8 +95,11 @@ var stickyEnv = sync.OnceValues(func() (*cel.Env, error) {
 
 // compile compiles a sticky expression; the message says what is wrong.
 func (p *programs) compile(src string) (cel.Program, string) {
-	if prg, ok := p.m.Load(src); ok {
-		return prg.(cel.Program), ""
+	p.mu.Lock()
+	prg, ok := p.m[src]
+	p.mu.Unlock()
+	if ok {
+		return prg, ""
 	}
 	if len(src) > 4096 {
 		return nil, "is longer than 4096 bytes"
@@ -102,11 +112,19 @@ func (p *programs) compile(src string) (cel.Program, string) {
 	if iss.Err() != nil {
 		return nil, "is not a valid CEL expression over goal, context and caller: " + iss.Err().Error()
 	}
-	prg, err := env.Program(ast, cel.CostLimit(agent.CostLimit), cel.InterruptCheckFrequency(100))
+	if msg := agent.OverCostLimit(env, ast); msg != "" {
+		return nil, msg
+	}
+	prg, err = env.Program(ast, cel.CostLimit(agent.CostLimit), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, "cannot be planned: " + err.Error()
 	}
-	p.m.Store(src, prg)
+	p.mu.Lock()
+	if p.m == nil || len(p.m) >= maxPrograms {
+		p.m = map[string]cel.Program{}
+	}
+	p.m[src] = prg
+	p.mu.Unlock()
 	return prg, ""
 }
 

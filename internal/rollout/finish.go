@@ -55,12 +55,23 @@ func (s *Service) finished(ctx context.Context, wf *workflow.Workflow) error {
 }
 
 // goShadow replays wf against the shadow's target on a goroutine of its
-// own, at most MaxShadows at once on this replica, then judges the
+// own, at most MaxShadows at once on this replica and MaxShadowsWaiting
+// more waiting (past them it is not made), then judges the
 // rollout: the workflow's execution slot is not held while the model
 // answers the replay.
 func (s *Service) goShadow(ctx context.Context, r *Rollout, wf *workflow.Workflow) {
-	s.shadowOnce.Do(func() { s.shadowSlots = make(chan struct{}, cmp.Or(s.MaxShadows, DefaultMaxShadows)) })
+	s.shadowOnce.Do(func() {
+		s.shadowSlots = make(chan struct{}, cmp.Or(s.MaxShadows, DefaultMaxShadows))
+		s.shadowQueue = make(chan struct{}, cmp.Or(s.MaxShadows, DefaultMaxShadows)+cmp.Or(s.MaxShadowsWaiting, DefaultMaxShadowsWaiting))
+	})
+	select {
+	case s.shadowQueue <- struct{}{}:
+	default:
+		s.logger().Warn("rollout: shadow replay not made: too many wait on this replica", "workflow_id", wf.ID, "rollout_id", r.ID)
+		return
+	}
 	s.shadowing.Go(func() {
+		defer func() { <-s.shadowQueue }()
 		s.shadowSlots <- struct{}{}
 		defer func() { <-s.shadowSlots }()
 		err := s.shadow(ctx, r, wf)
@@ -153,6 +164,9 @@ func (s *Service) shadow(ctx context.Context, r *Rollout, wf *workflow.Workflow)
 // it promotes the target. The store's end of an active rollout happens
 // once, whichever replica judges first.
 func (s *Service) judge(ctx context.Context, r *Rollout) error {
+	if len(r.Spec.Checks) == 0 && !r.AutoPromote {
+		return nil // no check to fall under a gate, no promotion: the sums would decide nothing
+	}
 	totals, counts, err := s.Store.RolloutTotals(ctx, r.Tenant, r.ID)
 	if err != nil {
 		return err

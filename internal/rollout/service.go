@@ -32,17 +32,26 @@ type Service struct {
 	// MaxShadows bounds the shadow replays running at once on this
 	// replica (DefaultMaxShadows when 0); more wait for a place.
 	MaxShadows int
+	// MaxShadowsWaiting bounds the shadow replays waiting for a place on
+	// this replica (DefaultMaxShadowsWaiting when 0); past it a finished
+	// workflow's replay is not made, and logged.
+	MaxShadowsWaiting int
 
 	sticky programs
 	checks checkCache
 
 	shadowOnce  sync.Once
 	shadowSlots chan struct{}
+	shadowQueue chan struct{}
 	shadowing   sync.WaitGroup
 }
 
 // DefaultMaxShadows is how many shadow replays a replica runs at once.
 const DefaultMaxShadows = 16
+
+// DefaultMaxShadowsWaiting is how many shadow replays may wait for a place
+// on a replica.
+const DefaultMaxShadowsWaiting = 1024
 
 // RunReader reads what checks see of a finished workflow.
 type RunReader interface {

@@ -64,7 +64,7 @@ func chatServer(t *testing.T, requests *atomic.Int64, hold <-chan struct{}) *htt
 // the real provider clients, calls the payments tool over HTTP, and whose
 // rollouts replay shadows through the replay service, as cmd/agentplane
 // wires them.
-func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, modelTimeout time.Duration, counted chan<- string) *replica {
+func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, modelTimeout time.Duration, counted chan<- string, opts ...func(*rollout.Service)) *replica {
 	t.Helper()
 	db, err := postgres.Open(t.Context(), url, postgres.WithWriters(2), postgres.WithMaxConns(8))
 	if err != nil {
@@ -83,6 +83,9 @@ func newShadowReplica(t *testing.T, url, owner, chatURL string, maxRunning int, 
 		t.Fatal(err)
 	}
 	svc := &rollout.Service{Store: db, Versions: db, Workflows: db}
+	for _, o := range opts {
+		o(svc)
+	}
 	r := workflow.New(workflow.Options{Store: db, Versions: db, Tools: db, Owner: owner, Lease: time.Minute, Arms: svc, MaxRunning: maxRunning,
 		Models: models, LLM: llm.NewClients(llm.Options{Outbound: out}),
 		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second})})
@@ -188,10 +191,11 @@ func setUpShadow(t *testing.T, a *replica, paymentsURL string) {
 	}
 }
 
-// TestShadowLeavesTheSlot: a shadow's replay waits on the model off the
-// execution slot of the workflow it shadows, so a replica running one
-// workflow at a time runs the next invocation while the replay waits.
-func TestShadowLeavesTheSlot(t *testing.T) {
+// heldShadow is a replica with a shadow rollout of triage whose model
+// requests are held until close(hold) (done at the test's end at the
+// latest), and the invocations it counted.
+func heldShadow(t *testing.T, maxRunning int, opts ...func(*rollout.Service)) (a *replica, hold chan struct{}, counted chan string) {
+	t.Helper()
 	url := postgres.NewTestDatabase(t)
 	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -199,12 +203,11 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 	}))
 	t.Cleanup(payments.Close)
 	var chatRequests atomic.Int64
-	hold := make(chan struct{})
+	hold = make(chan struct{})
 	chat := chatServer(t, &chatRequests, hold)
-	counted := make(chan string, 10)
-	// The shadow's model request is held far past the test's own limit:
-	// only a replay off the slot lets the second invocation run.
-	a := newShadowReplica(t, url, "replica-a", chat.URL, 1, 10*time.Minute, counted)
+	counted = make(chan string, 10)
+	// The model's requests are held far past the test's own limit.
+	a = newShadowReplica(t, url, "replica-a", chat.URL, maxRunning, 10*time.Minute, counted, opts...)
 	setUpShadow(t, a, payments.URL)
 	t.Cleanup(func() {
 		select {
@@ -214,6 +217,28 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 		}
 		a.rollouts.WaitShadows()
 	})
+	return a, hold, counted
+}
+
+// released lets a heldShadow's model answer, waits for its shadow
+// replays, and returns the rollout's arms.
+func released(t *testing.T, a *replica, hold chan struct{}) []rollout.Arm {
+	t.Helper()
+	close(hold)
+	a.rollouts.WaitShadows()
+	v, err := a.rollouts.Get(t.Context(), "acme", "triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Arms
+}
+
+// TestShadowLeavesTheSlot: a shadow's replay waits on the model off the
+// execution slot of the workflow it shadows, so a replica running one
+// workflow at a time runs the next invocation while the replay waits.
+func TestShadowLeavesTheSlot(t *testing.T) {
+	// Only a replay off the slot lets the second invocation run.
+	a, hold, counted := heldShadow(t, 1)
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -233,13 +258,33 @@ func TestShadowLeavesTheSlot(t *testing.T) {
 		}
 		waitCounted(t, counted, got.Workflow.ID)
 	}
-	close(hold)
-	a.rollouts.WaitShadows()
-	v, err := a.rollouts.Get(ctx, "acme", "triage")
-	if err != nil {
-		t.Fatal(err)
+	if arms := released(t, a, hold); arms[0].Runs != 2 || arms[1].Runs != 2 {
+		t.Errorf("arms = %+v, want two runs in each", arms)
 	}
-	if v.Arms[0].Runs != 2 || v.Arms[1].Runs != 2 {
-		t.Errorf("arms = %+v, want two runs in each", v.Arms)
+}
+
+// TestShadowsWaitingAreBounded: while the model holds a replica's shadow
+// replays, a finished workflow's replay waits for a place only while
+// fewer than MaxShadowsWaiting wait; past them it is not made, so a slow
+// model does not pile up a goroutine and a workflow per finished run.
+func TestShadowsWaitingAreBounded(t *testing.T) {
+	a, hold, counted := heldShadow(t, 4, func(s *rollout.Service) { s.MaxShadows, s.MaxShadowsWaiting = 1, 2 })
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	caller := workflow.Caller{Sub: "alice", Tenant: "acme", Scopes: []string{"agents:invoke", "tool:*"}}
+	for range 6 {
+		got, err := a.invoker.Invoke(ctx, workflow.Invocation{StartRequest: workflow.StartRequest{
+			Tenant: "acme", Agent: "triage", Goal: "check tx-1", Caller: caller}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.runner.Finished(ctx, "acme", got.Workflow.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitCounted(t, counted, got.Workflow.ID)
+	}
+	if arms := released(t, a, hold); arms[0].Runs != 6 || arms[1].Runs != 3 {
+		t.Errorf("arms = %+v, want 6 default runs and 3 shadow replays (1 running, 2 waiting)", arms)
 	}
 }

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -131,7 +132,10 @@ func (s *Service) Refresh(ctx context.Context, tenant, id string, rec *audit.Rec
 	if rec != nil {
 		rec.Resource = audit.Resource{Type: "tool", ID: id}
 	}
-	if res.Breaking {
+	// A description that sends the tool's calls, or its OAuth client's
+	// credentials, to another host waits for a person to apply it, as a
+	// breaking one does: the tool's secrets would follow it.
+	if res.Breaking || otherHost(old.BaseURL, t.BaseURL) || otherHost(old.SpecTokenURL, t.SpecTokenURL) {
 		r.Status = RefreshPending
 		if err := s.Store.AddToolRefresh(ctx, r, nil, ops, rec); err != nil {
 			return nil, err
@@ -146,6 +150,17 @@ func (s *Service) Refresh(ctx context.Context, tenant, id string, rec *audit.Rec
 	s.forget(id)
 	res.Revision, res.ToolRevision, res.Status = r.N, t.Revision, RefreshApplied
 	return res, nil
+}
+
+// otherHost reports whether URL b names another scheme, host or port
+// than URL a.
+func otherHost(a, b string) bool {
+	if a == b {
+		return false
+	}
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA != nil || errB != nil || ua.Scheme != ub.Scheme || ua.Host != ub.Host
 }
 
 // ApplyRefresh applies pending refresh n of a tool: its operations replace

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -32,19 +33,33 @@ func (db *DB) VersionsUsingTool(ctx context.Context, tenant, toolName string) ([
 }
 
 // ToolCalls returns the tool's sent calls of the tenant's workflows
-// (replays left out) started at or after since, newest first.
-func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int) ([]workflow.Step, error) {
-	var steps []workflow.Step
-	err := db.read(ctx, func(tx querier) error {
+// (replays left out) started at or after since, newest first. The
+// tenant's workflows are ranged by id (workflows_tenant) from sinceID, not
+// read since the first.
+func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int, each func(*workflow.Step) error) error {
+	return db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps
 			WHERE tool = $1 AND kind = 'call' AND sent AND workflow_id IN
-				(SELECT id FROM workflows WHERE tenant = $2 AND started_at >= $3 AND replay_of = '')
-			ORDER BY started_at DESC, workflow_id, seq LIMIT $4`, toolName, tenant, microCeil(since), limit)
+				(SELECT id FROM workflows WHERE tenant = $2 AND id >= $3 AND started_at >= $4 AND replay_of = '')
+			ORDER BY started_at DESC, workflow_id, seq LIMIT $5`, toolName, tenant, sinceID(since), microCeil(since), limit)
 		if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
-		steps, err = collect(rows, sqlrow.ScanStep)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			st, err := sqlrow.ScanStep(rows)
+			if err != nil {
+				return err
+			}
+			if err := each(&st); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
 	})
-	return steps, err
 }
+
+// sinceID bounds the ids of workflows started at or after since: a
+// workflow's id is made at most moments before its start, so a minute
+// earlier leaves none out.
+func sinceID(since time.Time) string { return ids.Floor(ids.Workflow, since.Add(-time.Minute)) }

@@ -140,14 +140,17 @@ func (db *DB) RolloutTotals(ctx context.Context, tenant, id string) ([]rollout.A
 }
 
 // UncountedRolloutWorkflows returns finished workflows of active rollouts
-// that the rollouts have not counted.
+// that the rollouts have not counted: from the active rollouts to each
+// one's agent's workflows whose ids are no older than the rollout's id's
+// time truncated to 2^20 ms (workflows_agent), never every finished
+// workflow.
 func (db *DB) UncountedRolloutWorkflows(ctx context.Context, finishedBefore time.Time, limit int) ([]*workflow.Workflow, error) {
 	var wfs []*workflow.Workflow
 	err := db.read(ctx, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows WHERE (tenant, id) IN (
 				SELECT w.tenant, w.id FROM rollouts r
-				JOIN workflows w ON w.tenant = r.tenant AND w.agent = r.agent AND w.started_at >= r.created_at
-				WHERE r.state = 'active' AND w.rollout->>'id' = r.id AND w.status IN ('completed', 'failed', 'cancelled')
+				JOIN workflows w ON w.tenant = r.tenant AND w.agent = r.agent AND w.id >= 'wf_' || substr(r.id, 4, 6)
+				WHERE r.state = 'active' AND w.started_at >= r.created_at AND w.rollout->>'id' = r.id AND w.status IN ('completed', 'failed', 'cancelled')
 				  AND w.finished_at < $1
 				  AND NOT EXISTS (SELECT 1 FROM rollout_runs rr WHERE rr.tenant = w.tenant AND rr.rollout_id = r.id AND rr.workflow_id = w.id)
 				ORDER BY w.id LIMIT $2)

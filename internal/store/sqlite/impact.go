@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -31,20 +32,37 @@ func (db *DB) VersionsUsingTool(ctx context.Context, tenant, toolName string) ([
 	return vs, err
 }
 
+// toolCalls lists what ToolCalls returns.
+const toolCalls = `SELECT ` + sqlrow.StepColumns + ` FROM workflow_steps
+	WHERE tool = ? AND kind = 'call' AND sent = 1 AND workflow_id IN
+		(SELECT id FROM workflows WHERE tenant = ? AND id >= ? AND started_at >= ? AND replay_of = '')
+	ORDER BY started_at DESC, workflow_id, seq LIMIT ?`
+
 // ToolCalls returns the tool's sent calls of the tenant's workflows
-// (replays left out) started at or after since, newest first.
-func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int) ([]workflow.Step, error) {
-	var steps []workflow.Step
-	err := db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps
-			WHERE tool = ? AND kind = 'call' AND sent = 1 AND workflow_id IN
-				(SELECT id FROM workflows WHERE tenant = ? AND started_at >= ? AND replay_of = '')
-			ORDER BY started_at DESC, workflow_id, seq LIMIT ?`, toolName, tenant, fmtTimeCeil(since), limit)
+// (replays left out) started at or after since, newest first. The
+// tenant's workflows are ranged by id (workflows_tenant) from sinceID, not
+// read since the first.
+func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int, each func(*workflow.Step) error) error {
+	return db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, toolCalls, toolName, tenant, sinceID(since), fmtTimeCeil(since), limit)
 		if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
-		steps, err = collect(rows, sqlrow.ScanStep)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			st, err := sqlrow.ScanStep(rows)
+			if err != nil {
+				return err
+			}
+			if err := each(&st); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
 	})
-	return steps, err
 }
+
+// sinceID bounds the ids of workflows started at or after since: a
+// workflow's id is made at most moments before its start, so a minute
+// earlier leaves none out.
+func sinceID(since time.Time) string { return ids.Floor(ids.Workflow, since.Add(-time.Minute)) }

@@ -142,19 +142,27 @@ func (db *DB) RolloutTotals(ctx context.Context, tenant, id string) ([]rollout.A
 	return totals, counts, err
 }
 
+// uncountedRolloutWorkflows lists what UncountedRolloutWorkflows returns.
+// It walks from the active rollouts (rollouts_active) to each one's
+// agent's workflows started since it (workflows_agent, from the rollout
+// id's time truncated to 2^20 ms, about 17 minutes, so that a workflow
+// whose id was made just before the rollout is not left out): with no
+// active rollout it reads nothing, and never every finished workflow.
+const uncountedRolloutWorkflows = `SELECT ` + sqlrow.WorkflowColumns + ` FROM workflows WHERE (tenant, id) IN (
+		SELECT w.tenant, w.id FROM rollouts r
+		CROSS JOIN workflows w ON w.tenant = r.tenant AND w.agent = r.agent AND w.id >= 'wf_' || substr(r.id, 4, 6)
+		WHERE r.state = 'active' AND w.started_at >= r.created_at AND json_extract(w.rollout, '$.id') = r.id
+		  AND w.status IN ('completed', 'failed', 'cancelled') AND w.finished_at != '' AND w.finished_at < ?
+		  AND NOT EXISTS (SELECT 1 FROM rollout_runs rr WHERE rr.tenant = w.tenant AND rr.rollout_id = r.id AND rr.workflow_id = w.id)
+		ORDER BY w.id LIMIT ?)
+	ORDER BY id`
+
 // UncountedRolloutWorkflows returns finished workflows of active rollouts
 // that the rollouts have not counted.
 func (db *DB) UncountedRolloutWorkflows(ctx context.Context, finishedBefore time.Time, limit int) ([]*workflow.Workflow, error) {
 	var wfs []*workflow.Workflow
 	err := db.read(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+sqlrow.WorkflowColumns+` FROM workflows WHERE (tenant, id) IN (
-				SELECT w.tenant, w.id FROM rollouts r
-				JOIN workflows w ON w.tenant = r.tenant AND w.agent = r.agent AND w.started_at >= r.created_at
-				WHERE r.state = 'active' AND json_extract(w.rollout, '$.id') = r.id AND w.status IN ('completed', 'failed', 'cancelled')
-				  AND w.finished_at != '' AND w.finished_at < ?
-				  AND NOT EXISTS (SELECT 1 FROM rollout_runs rr WHERE rr.tenant = w.tenant AND rr.rollout_id = r.id AND rr.workflow_id = w.id)
-				ORDER BY w.id LIMIT ?)
-			ORDER BY id`, fmtTime(finishedBefore), limit)
+		rows, err := q.QueryContext(ctx, uncountedRolloutWorkflows, fmtTime(finishedBefore), limit)
 		if err != nil {
 			return fmt.Errorf("list uncounted rollout workflows: %w", err)
 		}

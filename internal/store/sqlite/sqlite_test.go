@@ -528,3 +528,57 @@ func TestIdleWriterMovesTheAuditTail(t *testing.T) {
 	}
 	verifyChain(t, db, "ten_a", idleAuditMove)
 }
+
+// TestUncountedRolloutWorkflowsWalksActiveRollouts: the rollout sweep,
+// which every replica runs each minute, starts from the active rollouts
+// and reads only their agents' workflows since each began, never every
+// finished workflow of every tenant.
+func TestUncountedRolloutWorkflowsWalksActiveRollouts(t *testing.T) {
+	plan := queryPlan(t, NewTestDB(t), uncountedRolloutWorkflows, "2026-01-01T00:00:00Z", 100)
+	joined := strings.Join(plan, "\n")
+	if !strings.Contains(joined, "r USING INDEX rollouts_active") ||
+		!strings.Contains(joined, "SEARCH w USING INDEX workflows_agent (tenant=? AND agent=? AND id>?)") {
+		t.Errorf("the sweep's plan does not walk from the active rollouts to their agents' newer workflows:\n%s", joined)
+	}
+	for _, p := range plan {
+		if strings.HasPrefix(p, "SCAN w") || strings.Contains(p, "workflows_lease") || strings.Contains(p, "workflows_finished") {
+			t.Errorf("the sweep reads every finished workflow: %s\n%s", p, joined)
+		}
+	}
+}
+
+// TestToolCallsRangeTheTenantsWorkflows: a tool revision's impact reads
+// the tenant's workflows of its period by id, not every one it has.
+func TestToolCallsRangeTheTenantsWorkflows(t *testing.T) {
+	plan := queryPlan(t, NewTestDB(t), toolCalls, "pets", "acme", "wf_", "2026-01-01T00:00:00Z", 10001)
+	if joined := strings.Join(plan, "\n"); !strings.Contains(joined, "workflows USING INDEX workflows_tenant (tenant=? AND id>?)") {
+		t.Errorf("the impact's plan reads every workflow of the tenant:\n%s", joined)
+	}
+}
+
+// queryPlan is SQLite's EXPLAIN QUERY PLAN of query, a line a step.
+func queryPlan(t *testing.T, db *DB, query string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	var plan []string
+	err := db.query(ctx, func(tx dbtx) error {
+		rows, err := tx.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				return err
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -80,15 +81,15 @@ func testToolImpactReads(t *testing.T, s Store, _ Hooks) {
 	wf("globex", 4, "", call("pets", true))
 
 	calls := func(limit int) []string {
-		steps, err := s.ToolCalls(ctx, "acme", "pets", base, limit)
-		must(t, err, "tool calls")
 		var out []string
-		for _, st := range steps {
+		err := s.ToolCalls(ctx, "acme", "pets", base, limit, func(st *workflow.Step) error {
 			if st.Operation != "listPets" || string(st.Args) != `{"limit": 3}` && string(st.Args) != `{"limit":3}` {
 				t.Errorf("call %s/%d: operation %q args %s", st.WorkflowID, st.Step, st.Operation, st.Args)
 			}
 			out = append(out, st.WorkflowID+"/"+string(rune('0'+st.Step)))
-		}
+			return nil
+		})
+		must(t, err, "tool calls")
 		return out
 	}
 	if diff := cmp.Diff([]string{w3 + "/2", w3 + "/1", w1 + "/1"}, calls(10)); diff != "" {
@@ -96,6 +97,12 @@ func testToolImpactReads(t *testing.T, s Store, _ Hooks) {
 	}
 	if diff := cmp.Diff([]string{w3 + "/2", w3 + "/1"}, calls(2)); diff != "" {
 		t.Errorf("pets calls, two of them (-want +got):\n%s", diff)
+	}
+	// An error of the callback stops the listing and is returned.
+	stop := errors.New("stop")
+	seen := 0
+	if err := s.ToolCalls(ctx, "acme", "pets", base, 10, func(*workflow.Step) error { seen++; return stop }); !errors.Is(err, stop) || seen != 1 {
+		t.Errorf("a callback's error: %v after %d calls, want it after 1", err, seen)
 	}
 }
 

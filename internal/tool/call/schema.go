@@ -3,10 +3,13 @@ package call
 import (
 	"bytes"
 	"encoding/json"
+	"math/big"
+	"strconv"
 	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/agentplane/agentplane/internal/problem"
 )
@@ -56,12 +59,14 @@ func (c *schemaCache) validate(key schemaKey, schema json.RawMessage, doc []byte
 	if sch == nil {
 		return nil
 	}
-	return violations(sch, doc, "body")
+	return violations(sch, doc, "body", false)
 }
 
 // violations checks doc against sch: what is wrong, fields named root or
-// root<pointer>, at most maxSchemaErrors of them.
-func violations(sch *jsonschema.Schema, doc []byte, root string) []problem.FieldError {
+// root<pointer>, at most maxSchemaErrors of them. With valueFree no
+// message quotes a value of doc (a recorded document is checked for a
+// reader who may not read it).
+func violations(sch *jsonschema.Schema, doc []byte, root string, valueFree bool) []problem.FieldError {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return []problem.FieldError{{Field: root, Message: "is not valid JSON"}}
@@ -80,7 +85,11 @@ func violations(sch *jsonschema.Schema, doc []byte, root string) []problem.Field
 		if u.InstanceLocation != "" {
 			field += u.InstanceLocation
 		}
-		out = append(out, problem.FieldError{Field: field, Message: u.Error.String()})
+		msg := u.Error.String()
+		if valueFree {
+			msg = withoutValue(u.Error.Kind, msg)
+		}
+		out = append(out, problem.FieldError{Field: field, Message: msg})
 		if len(out) == maxSchemaErrors {
 			break
 		}
@@ -113,7 +122,32 @@ func (s *Schema) Check(doc []byte, root string) []problem.FieldError {
 	if s == nil {
 		return nil
 	}
-	return violations(s.s, doc, root)
+	return violations(s.s, doc, root, true)
+}
+
+// withoutValue is the message of a violation of kind k without the
+// document's value the library's message quotes (a pattern's or a
+// format's string, a bound's number); msg for the other kinds, which quote
+// the schema, types, names or counts only.
+func withoutValue(k jsonschema.ErrorKind, msg string) string {
+	rat := func(r *big.Rat) string { f, _ := r.Float64(); return strconv.FormatFloat(f, 'g', -1, 64) }
+	switch k := k.(type) {
+	case *kind.Pattern:
+		return "does not match pattern " + strconv.Quote(k.Want)
+	case *kind.Format:
+		return "is not valid " + k.Want
+	case *kind.Minimum:
+		return "minimum: want " + rat(k.Want)
+	case *kind.Maximum:
+		return "maximum: want " + rat(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "exclusiveMinimum: want " + rat(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "exclusiveMaximum: want " + rat(k.Want)
+	case *kind.MultipleOf:
+		return "multipleOf: want " + rat(k.Want)
+	}
+	return msg
 }
 
 // compiled returns the compiled schema, from the cache when key names a

@@ -130,23 +130,24 @@ func (s *Service) Of(ctx context.Context, tenant, id string, n int, since time.D
 			out.Versions = append(out.Versions, vi)
 		}
 	}
-	calls, err := s.Store.ToolCalls(ctx, tenant, t.Name, from, MaxCallsChecked+1)
-	if err != nil {
-		return nil, err
-	}
-	if len(calls) > MaxCallsChecked {
-		calls, out.Calls.Truncated = calls[:MaxCallsChecked], true
-	}
-	out.Calls.Checked = len(calls)
-	for i := range calls {
-		issue, ok := c.call(&calls[i])
+	err = s.Store.ToolCalls(ctx, tenant, t.Name, from, MaxCallsChecked+1, func(st *workflow.Step) error {
+		if out.Calls.Checked == MaxCallsChecked {
+			out.Calls.Truncated = true
+			return nil
+		}
+		out.Calls.Checked++
+		issue, ok := c.call(st)
 		if !ok {
-			continue
+			return nil
 		}
 		out.Calls.Total++
 		if len(out.Calls.Items) < MaxCallsListed {
 			out.Calls.Items = append(out.Calls.Items, issue)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out.Impacted = len(out.Versions) > 0 || out.Calls.Total > 0
 	return out, nil

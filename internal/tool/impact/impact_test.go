@@ -2,6 +2,7 @@ package impact
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/tool"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 func TestLiteral(t *testing.T) {
@@ -88,6 +90,44 @@ func TestParseSince(t *testing.T) {
 	for _, in := range []string{"x", "0", "-1h", "91d", "d", "1.5d"} {
 		if _, err := ParseSince(in); err == nil {
 			t.Errorf("ParseSince(%q) took it", in)
+		}
+	}
+}
+
+// TestCallIssuesQuoteNoRecordedValue: a recorded call's args and response
+// that a revision's pattern, format or bound refuses are listed by field
+// and by the revision's rule, never with the recorded value, which the
+// impact's reader (tools:read) may not read (workflows:read).
+func TestCallIssuesQuoteNoRecordedValue(t *testing.T) {
+	oldOp := tool.Operation{ID: "get",
+		Input:  json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"},"n":{"type":"number"}}}`),
+		Output: json.RawMessage(`{"type":"object","properties":{"token":{"type":"string"},"balance":{"type":"number"}}}`)}
+	newOp := tool.Operation{ID: "get",
+		Input:  json.RawMessage(`{"type":"object","properties":{"email":{"type":"string","pattern":"^x"},"n":{"type":"number","maximum":10}}}`),
+		Output: json.RawMessage(`{"type":"object","properties":{"token":{"type":"string","pattern":"^tok_"},"balance":{"type":"number","minimum":1000000}}}`)}
+	d := tool.DiffOperations([]tool.Operation{oldOp}, []tool.Operation{newOp})
+	if len(d.Changed) == 0 {
+		d.Changed = []tool.ChangedOperation{{Operation: "get"}}
+	}
+	c := newChecker("bank", d, []tool.Operation{newOp})
+	for _, s := range []workflow.Step{
+		{WorkflowID: "wf_1", Step: 1, Operation: "get", Status: agent.StatusOK, Args: json.RawMessage(`{"email":"alice@secret.example","n":4242.5}`)},
+		{WorkflowID: "wf_2", Step: 1, Operation: "get", Status: agent.StatusOK, Args: json.RawMessage(`{}`),
+			Result: json.RawMessage(`{"token":"sk-live-SECRET123","balance":31337.25}`)},
+	} {
+		issue, ok := c.call(&s)
+		if !ok || len(issue.Errors) == 0 {
+			t.Errorf("%s: no issue, want the revision's rules broken", s.WorkflowID)
+			continue
+		}
+		got := strings.Join(issue.Errors, "; ")
+		for _, leak := range []string{"alice@secret.example", "4242.5", "4,242.5", "sk-live-SECRET123", "31337.25", "31,337.25"} {
+			if strings.Contains(got, leak) {
+				t.Errorf("%s: the issue quotes the recorded %q: %s", s.WorkflowID, leak, got)
+			}
+		}
+		if !strings.Contains(got, "pattern") {
+			t.Errorf("%s: the issue names no pattern: %s", s.WorkflowID, got)
 		}
 	}
 }
