@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,9 +105,28 @@ func TestToolScheduledRefresh(t *testing.T) {
 	if len(dl.Deliveries) != 1 || dl.Deliveries[0].Type != "tool.drifted" {
 		t.Errorf("deliveries: %+v, want one tool.drifted", dl.Deliveries)
 	}
+
 	var page auditPage
 	h.do("GET", "/v1/audit/query?action=tool.refresh&resource_id="+tl.ID, tok, nil).json(t, &page)
 	if len(page.Records) != 1 || page.Records[0].Actor.Sub != tool.RefreshActor.Sub {
 		t.Errorf("audit of the scheduled refresh: %+v", page.Records)
+	}
+
+	// Applied, then a description changed in its wording alone: a
+	// revision is stored, applied with an empty diff, and nothing drifted.
+	if r := h.do("POST", "/v1/tools/"+tl.ID+"/revisions/1/apply", tok, nil); r.Status != 200 {
+		t.Fatalf("apply: %d %s", r.Status, r.Body)
+	}
+	spec.set(strings.Replace(issuesB, `"title":"issues"`, `"title":"issues, reworded"`, 1))
+	clock = clock.Add(2 * time.Hour)
+	if err := a.RefreshDue(t.Context(), quiet); err != nil {
+		t.Fatal(err)
+	}
+	if got := revisions(); len(got) != 2 || got[0] != "applied" {
+		t.Fatalf("after a reworded description, revisions %v, want a second one applied", got)
+	}
+	h.do("GET", "/v1/webhooks/"+wh.ID+"/deliveries", tok, nil).json(t, &dl)
+	if len(dl.Deliveries) != 1 {
+		t.Errorf("deliveries after a reworded description: %+v, want still the one tool.drifted", dl.Deliveries)
 	}
 }

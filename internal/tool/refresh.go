@@ -47,6 +47,12 @@ type Refresh struct {
 	SpecTokenURL string `json:"-"`
 }
 
+// Drifted reports whether r is drift a tool.drifted event reports: its
+// operations differ, or it waits for a person (a moved server does, with
+// operations that did not change). A description changed in its wording
+// alone is applied with an empty diff and reports nothing.
+func (r *Refresh) Drifted() bool { return !r.Diff.Empty() || r.Status == RefreshPending }
+
 // RefreshStore keeps a tool's refreshes.
 type RefreshStore interface {
 	// AddToolRefresh stores r and assigns r.N. A pending r supersedes the

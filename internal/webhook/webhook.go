@@ -337,8 +337,8 @@ func BatchDone(tenant, id, target, status, errMsg string, at time.Time) *Event {
 		"batch_id": id, "target_agent_version": target, "status": status, "error": errMsg, "finished_at": at.UTC()})
 }
 
-// Drifted is the event of a stored revision of a tool's description (a
-// refresh that found changes): tool.drifted with its diff, ordered with
+// Drifted is the event of a stored revision of a tool's description that
+// drifted (tool.Refresh.Drifted): tool.drifted with its diff, ordered with
 // the tool's other revisions.
 func Drifted(r *tool.Refresh) *Event {
 	return newEvent(r.Tenant, ToolDrifted, "", r.ToolID, r.CreatedAt, map[string]any{

@@ -59,7 +59,9 @@ func (db *DB) AddToolRefresh(ctx context.Context, r *tool.Refresh, t *tool.Tool,
 		} else if err != nil {
 			return fmt.Errorf("insert refresh: %w", err)
 		}
-		queueWebhookEvent(tx, webhook.Drifted(r))
+		if r.Drifted() {
+			queueWebhookEvent(tx, webhook.Drifted(r))
+		}
 		tx.Audit(rec)
 		return nil
 	})

@@ -57,8 +57,10 @@ func (db *DB) AddToolRefresh(ctx context.Context, r *tool.Refresh, t *tool.Tool,
 		} else if err != nil {
 			return fmt.Errorf("insert refresh: %w", err)
 		}
-		if err := queueWebhookEvent(ctx, tx, webhook.Drifted(r)); err != nil {
-			return err
+		if r.Drifted() {
+			if err := queueWebhookEvent(ctx, tx, webhook.Drifted(r)); err != nil {
+				return err
+			}
 		}
 		return appendAudit(ctx, tx, rec)
 	})
