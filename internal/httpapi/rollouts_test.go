@@ -94,6 +94,10 @@ func TestRolloutAPI(t *testing.T) {
 	if r := h.do("PUT", "/v1/agents/triage/rollout", admin, other); r.Status != 409 {
 		t.Errorf("another PUT while one is active: %d %s, want 409", r.Status, r.Body)
 	}
+	bad := map[string]any{"target": "3", "percent": 120}
+	if r := h.do("PUT", "/v1/agents/triage/rollout", admin, bad); r.Status != 422 || len(r.problem(t).Errors) != 1 || r.problem(t).Errors[0].Field != "percent" {
+		t.Errorf("a bad PUT while one is active: %d %s, want 422 naming percent", r.Status, r.Body)
+	}
 
 	inv := h.do("POST", "/v1/agents/triage/invoke", admin, map[string]any{"goal": "triage", "context": map[string]any{"customer_id": "c1"}})
 	if inv.Status != 200 {

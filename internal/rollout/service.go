@@ -76,6 +76,10 @@ func (s *Service) Put(ctx context.Context, tenant, agentName string, req Request
 			v, err := s.view(ctx, active)
 			return v, false, err
 		}
+		// Bad input is named before the conflict, whose fix it would not be.
+		if _, err := s.validate(ctx, a, req); err != nil {
+			return nil, false, err
+		}
 		return nil, false, conflict(active)
 	} else if !problem.Is(err, problem.NotFound) {
 		return nil, false, err
