@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
-	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -34,14 +33,14 @@ func (db *DB) VersionsUsingTool(ctx context.Context, tenant, toolName string) ([
 
 // ToolCalls returns the tool's sent calls of the tenant's workflows
 // (replays left out) started at or after since, newest first. The
-// tenant's workflows are ranged by id (workflows_tenant) from sinceID, not
+// tenant's workflows are ranged by id (workflows_tenant) from sqlrow.WorkflowIDSince, not
 // read since the first.
 func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int, each func(*workflow.Step) error) error {
 	return db.read(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps
 			WHERE tool = $1 AND kind = 'call' AND sent AND workflow_id IN
 				(SELECT id FROM workflows WHERE tenant = $2 AND id >= $3 AND started_at >= $4 AND replay_of = '')
-			ORDER BY started_at DESC, workflow_id, seq LIMIT $5`, toolName, tenant, sinceID(since), microCeil(since), limit)
+			ORDER BY started_at DESC, workflow_id, seq LIMIT $5`, toolName, tenant, sqlrow.WorkflowIDSince(since), microCeil(since), limit)
 		if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
@@ -58,8 +57,3 @@ func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time
 		return rows.Err()
 	})
 }
-
-// sinceID bounds the ids of workflows started at or after since: a
-// workflow's id is made at most moments before its start, so a minute
-// earlier leaves none out.
-func sinceID(since time.Time) string { return ids.Floor(ids.Workflow, since.Add(-time.Minute)) }

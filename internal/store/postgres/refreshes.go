@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"encoding/json"
 	"fmt"
 	"github.com/jackc/pgx/v5"
 
@@ -99,23 +98,16 @@ func (db *DB) ToolRefresh(ctx context.Context, tenant, toolID string, n int) (*t
 		ops []tool.Operation
 	)
 	err := db.read(ctx, func(tx querier) error {
-		var data []byte
 		var err error
-		r, err = sqlrow.ScanRefresh(sqlrow.With(tx.QueryRow(ctx, `SELECT `+sqlrow.RefreshColumns+`, operations
-			FROM tool_refreshes WHERE tenant = $1 AND tool_id = $2 AND n = $3`, tenant, toolID, n), &data))
-		if errors.Is(err, pgx.ErrNoRows) {
+		r, ops, err = sqlrow.ScanRefreshOperations(tx.QueryRow(ctx, `SELECT `+sqlrow.RefreshColumns+`, operations
+			FROM tool_refreshes WHERE tenant = $1 AND tool_id = $2 AND n = $3`, tenant, toolID, n))
+		if sqlrow.IsNoRows(err) {
 			if err := toolExists(ctx, tx, tenant, toolID); err != nil {
 				return err
 			}
-			return problem.New(problem.NotFound, "tool %s has no revision %d: GET /v1/tools/%s/revisions lists them", toolID, n, toolID)
+			return sqlrow.RefreshNotFound(toolID, n)
 		}
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(data, &ops); err != nil {
-			return fmt.Errorf("decode refresh operations: %w", err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, nil, err

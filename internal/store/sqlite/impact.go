@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
-	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -40,11 +39,11 @@ const toolCalls = `SELECT ` + sqlrow.StepColumns + ` FROM workflow_steps
 
 // ToolCalls returns the tool's sent calls of the tenant's workflows
 // (replays left out) started at or after since, newest first. The
-// tenant's workflows are ranged by id (workflows_tenant) from sinceID, not
+// tenant's workflows are ranged by id (workflows_tenant) from sqlrow.WorkflowIDSince, not
 // read since the first.
 func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time.Time, limit int, each func(*workflow.Step) error) error {
 	return db.query(ctx, func(tx dbtx) error {
-		rows, err := tx.QueryContext(ctx, toolCalls, toolName, tenant, sinceID(since), fmtTimeCeil(since), limit)
+		rows, err := tx.QueryContext(ctx, toolCalls, toolName, tenant, sqlrow.WorkflowIDSince(since), fmtTimeCeil(since), limit)
 		if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
@@ -61,8 +60,3 @@ func (db *DB) ToolCalls(ctx context.Context, tenant, toolName string, since time
 		return rows.Err()
 	})
 }
-
-// sinceID bounds the ids of workflows started at or after since: a
-// workflow's id is made at most moments before its start, so a minute
-// earlier leaves none out.
-func sinceID(since time.Time) string { return ids.Floor(ids.Workflow, since.Add(-time.Minute)) }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentplane/agentplane/internal/audit"
@@ -98,23 +97,16 @@ func (db *DB) ToolRefresh(ctx context.Context, tenant, toolID string, n int) (*t
 		ops []tool.Operation
 	)
 	err := db.query(ctx, func(tx dbtx) error {
-		var data []byte
 		var err error
-		r, err = sqlrow.ScanRefresh(sqlrow.With(tx.QueryRowContext(ctx, `SELECT `+sqlrow.RefreshColumns+`, operations
-			FROM tool_refreshes WHERE tenant = ? AND tool_id = ? AND n = ?`, tenant, toolID, n), &data))
-		if err == sql.ErrNoRows {
+		r, ops, err = sqlrow.ScanRefreshOperations(tx.QueryRowContext(ctx, `SELECT `+sqlrow.RefreshColumns+`, operations
+			FROM tool_refreshes WHERE tenant = ? AND tool_id = ? AND n = ?`, tenant, toolID, n))
+		if sqlrow.IsNoRows(err) {
 			if err := toolExists(ctx, tx, tenant, toolID); err != nil {
 				return err
 			}
-			return problem.New(problem.NotFound, "tool %s has no revision %d: GET /v1/tools/%s/revisions lists them", toolID, n, toolID)
+			return sqlrow.RefreshNotFound(toolID, n)
 		}
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(data, &ops); err != nil {
-			return fmt.Errorf("decode refresh operations: %w", err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, nil, err

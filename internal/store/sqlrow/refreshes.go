@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/tool"
 )
 
@@ -34,6 +35,27 @@ func RefreshValues(r *tool.Refresh, ops []tool.Operation, at Times, unset any) (
 	}
 	return []any{r.Tenant, r.ToolID, r.N, r.Status, r.BaseRevision, r.ToolRevision, diff, r.SpecSHA256,
 		r.BaseURL, r.SpecTokenURL, at(r.CreatedAt), applied, opsJSON}, nil
+}
+
+// ScanRefreshOperations scans a row of RefreshColumns and operations: the
+// refresh with the operations it keeps for its apply.
+func ScanRefreshOperations(s Scanner) (*tool.Refresh, []tool.Operation, error) {
+	var data []byte
+	r, err := ScanRefresh(With(s, &data))
+	if err != nil {
+		return nil, nil, err
+	}
+	var ops []tool.Operation
+	if err := json.Unmarshal(data, &ops); err != nil {
+		return nil, nil, fmt.Errorf("decode refresh operations: %w", err)
+	}
+	return r, ops, nil
+}
+
+// RefreshNotFound is the problem of a revision n that tool toolID does
+// not have.
+func RefreshNotFound(toolID string, n int) error {
+	return problem.New(problem.NotFound, "tool %s has no revision %d: GET /v1/tools/%s/revisions lists them", toolID, n, toolID)
 }
 
 // ScanRefresh scans a row of RefreshColumns.

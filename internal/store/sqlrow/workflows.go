@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -141,3 +142,8 @@ func ApprovalBudget(a *workflow.Approval) (any, error) {
 	}
 	return EncodeJSON(a.Budget, "approval budget")
 }
+
+// WorkflowIDSince bounds the ids of workflows started at or after since: a
+// workflow's id is made at most moments before its start, so a minute
+// earlier leaves none out.
+func WorkflowIDSince(since time.Time) string { return ids.Floor(ids.Workflow, since.Add(-time.Minute)) }
