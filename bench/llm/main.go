@@ -58,6 +58,9 @@ type options struct {
 	// cpuProfile, when set, receives the server's CPU profile of the
 	// in-flight phase.
 	cpuProfile string
+	// heapProfile, when set, receives the server's heap profile as the
+	// model gets the last workflow's first completion request.
+	heapProfile string
 }
 
 func main() { benchserver.Main("bench/llm", run) }
@@ -72,11 +75,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of one size")
 	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile while the workflows are in flight to this file (go tool pprof reads it)")
+	heapProfile := fs.String("heapprofile", "", "write the server's heap profile, taken as the model gets the last workflow's first completion request, to this file (go tool pprof reads it)")
 	async := fs.Bool("async", false, "measure each size also with asynchronous invokes (Prefer: respond-async)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, async: *async}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, heapProfile: *heapProfile, async: *async}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -175,6 +179,17 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	} else {
 		profiled <- nil
 	}
+	heaped := make(chan error, 1)
+	if o.heapProfile != "" {
+		go func() {
+			for m.Requests() < int64(n) && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			heaped <- benchserver.HeapProfile(ctx, debugAddr, o.heapProfile)
+		}()
+	} else {
+		heaped <- nil
+	}
 	fmt.Fprintf(stderr, "%s: %d LLM workflows at once (async %t), the model answering after %s …\n", store, n, async, o.latency)
 	sent := make([]time.Time, n)
 	done := make([]time.Time, n)
@@ -217,7 +232,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	if firstErr != nil {
 		return res, firstErr
 	}
-	if err := <-profiled; err != nil {
+	if err := errors.Join(<-profiled, <-heaped); err != nil {
 		return res, err
 	}
 	if async {

@@ -13,13 +13,32 @@ import (
 // one) of the server whose --debug-addr is addr to file.
 func CPUProfile(ctx context.Context, addr string, d time.Duration, file string) error {
 	secs := max(1, int((d+time.Second-1)/time.Second))
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	return saveProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), file)
+}
+
+// HeapProfile writes the heap profile of the server whose --debug-addr is
+// addr to file, with a collection first (gc=1), so its in-use figures are
+// what is live at that moment, and the runtime's memory statistics of the
+// same moment (stacks, heap, what the process holds) to file + ".txt", and
+// its goroutines, grouped by stack, to file + ".goroutines".
+func HeapProfile(ctx context.Context, addr, file string) error {
+	if err := saveProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), file); err != nil {
+		return err
+	}
+	if err := saveProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/heap?debug=1", addr), file+".txt"); err != nil {
+		return err
+	}
+	return saveProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", addr), file+".goroutines")
+}
+
+func saveProfile(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	defer resp.Body.Close()
 	f, err := os.Create(file)
