@@ -150,7 +150,7 @@ type frameworkCase struct {
 	// provider is the registered model's provider; model starts the
 	// scripted model speaking the wire format the framework uses.
 	provider string
-	model    func(testing.TB, llmtest.Script) *llmtest.Server
+	model    func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
 	// stream says the framework streams its completions.
 	stream bool
 }

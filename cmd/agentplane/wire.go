@@ -68,6 +68,7 @@ type runFlags struct {
 	llmModel            string
 	llmAPIKeyRef        string
 	llmProvider         string
+	llmH2C              bool
 	// otelCaptureContent puts message content on the GenAI spans.
 	otelCaptureContent bool
 }
@@ -84,6 +85,7 @@ func (f *runFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.llmModel, "llm-model", "", "the provider's model id of the server-wide model (required with --llm-base-url)")
 	fs.StringVar(&f.llmAPIKeyRef, "llm-api-key-ref", "", "secret reference (env://, file://, vault://) of the LLM API key")
 	fs.StringVar(&f.llmProvider, "llm-provider", model.OpenAI, "wire format of the server-wide model \"default\": openai (Chat Completions) or anthropic (Messages)")
+	fs.BoolVar(&f.llmH2C, "llm-http2-prior-knowledge", false, "speak HTTP/2 without TLS (h2c) to an http:// --llm-base-url, so completions in flight share a few connections; the model server must speak it")
 	fs.BoolVar(&f.otelCaptureContent, "otel-capture-content", false, "record completions' message content on their spans (off: token counts and models only)")
 }
 
@@ -155,16 +157,16 @@ type modelParts struct {
 // policies, and the server-wide model when --llm-base-url is set.
 func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) {
 	var def *model.Model
-	if f.llmBaseURL == "" && (f.llmModel != "" || f.llmAPIKeyRef != "" || f.llmProvider != model.OpenAI) {
-		return nil, fmt.Errorf("--llm-model, --llm-api-key-ref and --llm-provider define the server-wide model with --llm-base-url: give it too")
+	if f.llmBaseURL == "" && (f.llmModel != "" || f.llmAPIKeyRef != "" || f.llmProvider != model.OpenAI || f.llmH2C) {
+		return nil, fmt.Errorf("--llm-model, --llm-api-key-ref, --llm-provider and --llm-http2-prior-knowledge define the server-wide model with --llm-base-url: give it too")
 	}
 	if f.llmBaseURL != "" {
 		if f.llmModel == "" {
 			return nil, fmt.Errorf("--llm-model is required with --llm-base-url")
 		}
 		var err error
-		if def, err = model.ServerDefault(f.llmProvider, f.llmBaseURL, f.llmModel, f.llmAPIKeyRef); err != nil {
-			return nil, fmt.Errorf("--llm-base-url, --llm-model, --llm-provider: %w", err)
+		if def, err = model.ServerDefault(f.llmProvider, f.llmBaseURL, f.llmModel, f.llmAPIKeyRef, f.llmH2C); err != nil {
+			return nil, fmt.Errorf("--llm-base-url, --llm-model, --llm-provider, --llm-http2-prior-knowledge: %w", err)
 		}
 	}
 	svc := &model.Service{Store: st, Secrets: parts.policy, Addresses: parts.client, Now: time.Now}

@@ -256,7 +256,7 @@ func TestConcurrencyBound(t *testing.T) {
 	}
 	cases := []struct {
 		name      string
-		newServer func(testing.TB, llmtest.Script) *llmtest.Server
+		newServer func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
 		provider  string
 		calls     []call
 	}{

@@ -23,7 +23,7 @@ const testSecret = "sk-test-7f3a9c1e5b"
 // providers are the wire formats every behaviour is checked in.
 var providers = []struct {
 	name      string
-	newServer func(testing.TB, llmtest.Script) *llmtest.Server
+	newServer func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
 }{
 	{model.OpenAI, llmtest.NewOpenAIServer},
 	{model.Anthropic, llmtest.NewAnthropicServer},

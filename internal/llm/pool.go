@@ -153,6 +153,9 @@ func (p *Pool) newClient(m *model.Model) (*client, error) {
 		return nil, fmt.Errorf("llm: model %s: base_url %q is not an http(s) URL", mc.Name, mc.BaseURL)
 	}
 	hc := p.opts.Outbound.HTTPClient()
+	if mc.HTTP2PriorKnowledge && base.Scheme == "http" {
+		hc = p.opts.Outbound.H2CHTTPClient()
+	}
 	hc.Timeout = mc.Timeout
 	c := &client{pool: p, model: mc, base: base, http: hc}
 	if mc.MaxConcurrency > 0 {

@@ -22,7 +22,7 @@ import (
 var relayAPIs = []struct {
 	api       string
 	provider  string
-	newServer func(testing.TB, llmtest.Script) *llmtest.Server
+	newServer func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
 	body      string
 }{
 	{ChatCompletions, model.OpenAI, llmtest.NewOpenAIServer,
@@ -308,7 +308,7 @@ func TestRelayHeaders(t *testing.T) {
 func TestRelayRefusesAnAPIItsProviderDoesNotSpeak(t *testing.T) {
 	cases := []struct {
 		api, provider, endpoint string
-		newServer               func(testing.TB, llmtest.Script) *llmtest.Server
+		newServer               func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
 	}{
 		{ChatCompletions, model.Anthropic, "/anthropic/v1/messages", llmtest.NewAnthropicServer},
 		{Responses, model.Anthropic, "/anthropic/v1/messages", llmtest.NewAnthropicServer},

@@ -83,6 +83,12 @@ type Model struct {
 	Auth  Auth   `json:"auth"`
 	// Headers are sent with every request (no secrets: use Auth).
 	Headers map[string]string `json:"headers,omitempty"`
+	// HTTP2PriorKnowledge has requests to an http:// BaseURL speak HTTP/2
+	// without TLS from their first byte (h2c with prior knowledge, RFC
+	// 9113 §3.3), so the requests in flight share a few connections; the
+	// server must speak it. An https:// BaseURL negotiates HTTP/2 by ALPN
+	// without it.
+	HTTP2PriorKnowledge bool `json:"http2_prior_knowledge,omitempty"`
 	// Timeout bounds one request, retries excluded (default 120s, at most 15m).
 	Timeout time.Duration `json:"-"`
 	// MaxConcurrency bounds this replica's requests in flight (0: no bound).

@@ -25,6 +25,26 @@ func TestBuildDefaults(t *testing.T) {
 	}
 }
 
+func TestBuildHTTP2PriorKnowledge(t *testing.T) {
+	m, err := Build(Registration{Name: "vllm", Provider: OpenAI, BaseURL: "HTTP://127.0.0.1:8000/v1", Model: "m", HTTP2PriorKnowledge: true})
+	if err != nil || !m.HTTP2PriorKnowledge {
+		t.Fatalf("Build over http: %+v, %v", m, err)
+	}
+	b, _ := json.Marshal(m)
+	var back Model
+	if err := json.Unmarshal(b, &back); err != nil || !back.HTTP2PriorKnowledge {
+		t.Errorf("JSON round trip %s: %+v, %v", b, back, err)
+	}
+	d, err := ServerDefault("", "http://127.0.0.1:8000/v1", "m", "", true)
+	if err != nil || !d.HTTP2PriorKnowledge {
+		t.Errorf("server default over http: %+v, %v", d, err)
+	}
+	if _, err := ServerDefault("", "https://llm.example/v1", "m", "", true); !problem.Is(err, problem.ValidationFailed) ||
+		problem.As(err).Errors[0].Field != "http2_prior_knowledge" {
+		t.Errorf("server default over https: %v", err)
+	}
+}
+
 func TestBuildRefuses(t *testing.T) {
 	ok := func() Registration {
 		return Registration{Name: "gpt", Provider: OpenAI, BaseURL: "https://api.openai.com/v1", Model: "m"}
@@ -48,6 +68,7 @@ func TestBuildRefuses(t *testing.T) {
 		{"header with a newline", func(r *Registration) { r.Headers = map[string]string{"X-A": "a\r\nX-B: b"} }, []string{"headers.X-A"}},
 		{"Host header", func(r *Registration) { r.Headers = map[string]string{"Host": "evil"} }, []string{"headers.Host"}},
 		{"model with a control character", func(r *Registration) { r.Model = "gpt\x00" }, []string{"model"}},
+		{"prior knowledge over https", func(r *Registration) { r.HTTP2PriorKnowledge = true }, []string{"http2_prior_knowledge"}},
 		{"lower-case currency and huge price", func(r *Registration) { r.Price = &Price{InputPerMTok: 1e9, Currency: "eur"} },
 			[]string{"price.input_per_mtok", "price.currency"}},
 	}
@@ -103,18 +124,18 @@ func TestModelJSON(t *testing.T) {
 }
 
 func TestServerDefault(t *testing.T) {
-	m, err := ServerDefault("", "https://api.openai.com/v1", "gpt-4o-mini", "env://OPENAI_API_KEY")
+	m, err := ServerDefault("", "https://api.openai.com/v1", "gpt-4o-mini", "env://OPENAI_API_KEY", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Name != DefaultName || m.ID != "mdl_default" || m.Provider != OpenAI || m.Auth != (Auth{Type: AuthBearer, SecretsRef: "env://OPENAI_API_KEY"}) {
 		t.Errorf("default model: %+v", m)
 	}
-	a, err := ServerDefault(Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5", "env://K")
+	a, err := ServerDefault(Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5", "env://K", false)
 	if err != nil || a.Auth.Type != AuthAPIKey {
 		t.Errorf("anthropic default: %+v, %v", a, err)
 	}
-	if _, err := ServerDefault("gemini", "https://x/v1", "m", ""); !problem.Is(err, problem.ValidationFailed) {
+	if _, err := ServerDefault("gemini", "https://x/v1", "m", "", false); !problem.Is(err, problem.ValidationFailed) {
 		t.Errorf("unknown provider: %v", err)
 	}
 }
@@ -169,7 +190,7 @@ func TestServiceAndLookup(t *testing.T) {
 		t.Errorf("registered %+v, record resource %+v", m, rec.Resource)
 	}
 
-	def, _ := ServerDefault("", "https://llm.example/v1", "big", "")
+	def, _ := ServerDefault("", "https://llm.example/v1", "big", "", false)
 	lookup := NewLookup(st, def)
 	reg.Model = "gpt-4o"
 	if _, err := svc.Update(ctx, "acme", "gpt", reg, nil); err != nil {

@@ -21,6 +21,9 @@ type Registration struct {
 	Model    string            `json:"model"`
 	Auth     *Auth             `json:"auth,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
+	// HTTP2PriorKnowledge is Model.HTTP2PriorKnowledge, for http://
+	// base URLs only.
+	HTTP2PriorKnowledge bool `json:"http2_prior_knowledge,omitempty"`
 	// Timeout is a Go duration ("120s", "2m"); default DefaultTimeout.
 	Timeout          string `json:"timeout,omitempty"`
 	MaxConcurrency   int    `json:"max_concurrency,omitempty"`
@@ -78,6 +81,7 @@ func Build(reg Registration) (*Model, error) {
 	m := &Model{
 		Name: reg.Name, Provider: reg.Provider, BaseURL: reg.BaseURL, Model: reg.Model,
 		Headers: reg.Headers, MaxConcurrency: reg.MaxConcurrency, DailyTokenBudget: reg.DailyTokenBudget,
+		HTTP2PriorKnowledge: reg.HTTP2PriorKnowledge,
 	}
 	switch {
 	case reg.Name == "":
@@ -96,6 +100,8 @@ func Build(reg Registration) (*Model, error) {
 	}
 	if msg := checkBaseURL(reg.BaseURL); msg != "" {
 		errs.add("base_url", "%s", msg)
+	} else if u, _ := url.Parse(reg.BaseURL); reg.HTTP2PriorKnowledge && u.Scheme != "http" {
+		errs.add("http2_prior_knowledge", "applies to an http:// base_url only: over https, HTTP/2 is negotiated in the TLS handshake (ALPN) whenever the server speaks it")
 	}
 	switch {
 	case strings.TrimSpace(reg.Model) == "":
@@ -235,14 +241,16 @@ func checkPrice(errs *fieldErrors, p *Price) *Price {
 }
 
 // ServerDefault is the server-wide model DefaultName that the --llm-*
-// flags define: provider (openai when ""), baseURL and modelID checked as a
-// registration's, authenticated with apiKeyRef when it is given (bearer for
-// openai, the x-api-key header for anthropic).
-func ServerDefault(provider, baseURL, modelID, apiKeyRef string) (*Model, error) {
+// flags define: provider (openai when ""), baseURL, modelID and
+// http2PriorKnowledge checked as a registration's, authenticated with
+// apiKeyRef when it is given (bearer for openai, the x-api-key header for
+// anthropic).
+func ServerDefault(provider, baseURL, modelID, apiKeyRef string, http2PriorKnowledge bool) (*Model, error) {
 	if provider == "" {
 		provider = OpenAI
 	}
-	reg := Registration{Name: "server-default", Provider: provider, BaseURL: baseURL, Model: modelID}
+	reg := Registration{Name: "server-default", Provider: provider, BaseURL: baseURL, Model: modelID,
+		HTTP2PriorKnowledge: http2PriorKnowledge}
 	if apiKeyRef != "" {
 		reg.Auth = &Auth{Type: AuthBearer, SecretsRef: apiKeyRef}
 		if provider == Anthropic {

@@ -9,6 +9,8 @@ package outbound
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +60,9 @@ type Options struct {
 	// net.DefaultResolver. Requests resolve through the system's resolver
 	// whatever it is.
 	Resolver Resolver
+	// RootCAs are the certificate authorities https servers are checked
+	// against; default the system's.
+	RootCAs *x509.CertPool
 }
 
 // Resolver looks a host name up (*net.Resolver is one).
@@ -69,7 +74,10 @@ type Resolver interface {
 type Client struct {
 	opts      Options
 	transport http.RoundTripper
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	// h2c is transport speaking HTTP/2 with prior knowledge to http://
+	// URLs (H2CHTTPClient).
+	h2c  http.RoundTripper
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New returns a client with opts, defaults filled in.
@@ -96,10 +104,31 @@ func New(opts Options) *Client {
 		ControlContext: c.control,
 	}
 	c.dial = c.dialContext(dialer)
+	c.transport = c.newTransport(nil, 0)
+	// Unencrypted HTTP/2 needs HTTP/1 off: the transport then starts
+	// HTTP/2 with prior knowledge on every http:// connection; https
+	// still negotiates HTTP/2 by ALPN. Of HTTP/2 connections,
+	// MaxConnsPerHost bounds the dials in progress, not the connections
+	// (one at the server's limit of streams gets another): without it, as
+	// many requests as arrive at once before the first connection is up
+	// would each dial one.
+	h2c := new(http.Protocols)
+	h2c.SetUnencryptedHTTP2(true)
+	h2c.SetHTTP2(true)
+	c.h2c = c.newTransport(h2c, 1)
+	return c
+}
+
+// newTransport returns a transport dialling under the address policy, with
+// credentials applied beneath tracing, speaking protocols (nil: HTTP/1.1,
+// and HTTP/2 where TLS negotiates it), with maxConnsPerHost.
+func (c *Client) newTransport(protocols *http.Protocols, maxConnsPerHost int) http.RoundTripper {
 	base := &http.Transport{
+		MaxConnsPerHost:   maxConnsPerHost,
 		Proxy:             nil, // a proxy would dial on our behalf, past the check
 		DialContext:       c.dial,
 		ForceAttemptHTTP2: true,
+		Protocols:         protocols,
 		// Many workflows call the same business API or model at once;
 		// keeping their connections saves a dial (and a TLS handshake)
 		// per call: a workflow's next completion reuses the connection
@@ -109,11 +138,17 @@ func New(opts Options) *Client {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// An HTTP/2 connection carries many requests at once: one that
+		// has gone silent is pinged, and closed when no answer comes,
+		// rather than holding each of its requests to its time-out.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second},
+	}
+	if c.opts.RootCAs != nil {
+		base.TLSClientConfig = &tls.Config{RootCAs: c.opts.RootCAs, MinVersion: tls.VersionTLS12}
 	}
 	// Credentials are applied under the tracing transport: its client span
 	// records the full URL, and a query parameter may be an API key.
-	c.transport = otelhttp.NewTransport(credentialTransport{base: base})
-	return c
+	return otelhttp.NewTransport(credentialTransport{base: base})
 }
 
 // DialContext dials a TCP connection under the address policy, as every
@@ -211,9 +246,19 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 // HTTPClient returns a new *http.Client over the checked transport, with the
 // redirect policy and Timeout. Each call returns a new value, so a library
 // that changes its fields (Vault's sets CheckRedirect) changes only its own.
-func (c *Client) HTTPClient() *http.Client {
+func (c *Client) HTTPClient() *http.Client { return c.httpClient(c.transport) }
+
+// H2CHTTPClient is HTTPClient, but its requests to http:// URLs speak
+// HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3): many requests in flight
+// share one connection (more when the server limits the streams of one)
+// instead of a connection each. A server that speaks only HTTP/1.1 fails
+// every request. Requests to https:// URLs need the server to negotiate
+// HTTP/2.
+func (c *Client) H2CHTTPClient() *http.Client { return c.httpClient(c.h2c) }
+
+func (c *Client) httpClient(transport http.RoundTripper) *http.Client {
 	return &http.Client{
-		Transport:     c.transport,
+		Transport:     transport,
 		CheckRedirect: c.checkRedirect,
 		Timeout:       c.opts.Timeout,
 	}

@@ -12,8 +12,8 @@ import (
 // NewAnthropicServer starts a scripted model speaking the Messages API at
 // POST /v1/messages; its URL is the server's root, as Anthropic documents
 // its base URL.
-func NewAnthropicServer(t testing.TB, script Script) *Server {
-	s := newServer(t, model.Anthropic, script, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
+func NewAnthropicServer(t testing.TB, script Script, opts ...Option) *Server {
+	s := newServer(t, model.Anthropic, script, opts, wireFormat{path: "/v1/messages", decode: decodeAnthropic,
 		errorBody: anthropicError, answer: anthropicMessage, stream: anthropicEvents})
 	s.URL = s.Server.URL
 	return s

@@ -14,6 +14,7 @@ package llmtest
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -50,6 +51,8 @@ type Request struct {
 	Body json.RawMessage
 	// Stream is the body's "stream": true: the answer is server-sent events.
 	Stream bool
+	// ProtoMajor is the request's HTTP major version: 1, or 2 for HTTP/2.
+	ProtoMajor int
 }
 
 // Last is the request's last message (a zero message when it has none): the
@@ -149,7 +152,21 @@ type Server struct {
 	mu       sync.Mutex
 	n        int
 	reqs     []Request
+	conns    int
 }
+
+// Option changes how a scripted model's server is served.
+type Option func(*serving)
+
+type serving struct{ h2c, tls bool }
+
+// H2C serves unencrypted HTTP/2 only, with prior knowledge (RFC 9113
+// §3.3): HTTP/1 is off.
+func H2C() Option { return func(s *serving) { s.h2c = true } }
+
+// TLS serves https, HTTP/2 and HTTP/1.1 negotiated by ALPN, with the
+// certificate of the httptest server (Server.Certificate).
+func TLS() Option { return func(s *serving) { s.tls = true } }
 
 // Model is a model of the given registered name served by s, without
 // authentication, its provider model id "test-model".
@@ -165,6 +182,13 @@ func (s *Server) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.n
+}
+
+// Conns is how many connections the server has accepted.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
 }
 
 // Requests are the requests received so far, in order.
@@ -222,15 +246,38 @@ func decode(api string, body json.RawMessage, refusal string) (Request, string) 
 		MaxTokens: cr.MaxOutputTokens, OutputSchema: cr.OutputSchema}, ""
 }
 
-// newServer starts a server of the wire formats answering with script.
-func newServer(t testing.TB, provider string, script Script, wfs ...wireFormat) *Server {
+// newServer starts a server of the wire formats answering with script,
+// served as opts say.
+func newServer(t testing.TB, provider string, script Script, opts []Option, wfs ...wireFormat) *Server {
 	t.Helper()
 	s := &Server{provider: provider, script: script}
 	mux := http.NewServeMux()
 	for _, wf := range wfs {
 		mux.HandleFunc("POST "+wf.path, func(w http.ResponseWriter, r *http.Request) { s.serve(wf, w, r) })
 	}
-	s.Server = httptest.NewServer(mux)
+	var how serving
+	for _, o := range opts {
+		o(&how)
+	}
+	s.Server = httptest.NewUnstartedServer(mux)
+	s.Server.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.mu.Lock()
+			s.conns++
+			s.mu.Unlock()
+		}
+	}
+	switch {
+	case how.tls:
+		s.Server.EnableHTTP2 = true
+		s.Server.StartTLS()
+	case how.h2c:
+		s.Server.Config.Protocols = new(http.Protocols)
+		s.Server.Config.Protocols.SetUnencryptedHTTP2(true)
+		s.Server.Start()
+	default:
+		s.Server.Start()
+	}
 	t.Cleanup(s.Server.Close)
 	return s
 }
@@ -251,7 +298,7 @@ func (s *Server) serve(wf wireFormat, w http.ResponseWriter, r *http.Request) {
 		Stream bool `json:"stream"`
 	}
 	_ = json.Unmarshal(body, &opts)
-	req.Header, req.Body, req.Stream = r.Header.Clone(), body, opts.Stream
+	req.Header, req.Body, req.Stream, req.ProtoMajor = r.Header.Clone(), body, opts.Stream, r.ProtoMajor
 	req, a := s.record(req)
 	if !wait(r, a) {
 		return

@@ -12,8 +12,8 @@ import (
 // NewOpenAIServer starts a scripted model speaking Chat Completions at
 // POST /v1/chat/completions and the Responses API at POST /v1/responses;
 // its URL ends in /v1.
-func NewOpenAIServer(t testing.TB, script Script) *Server {
-	s := newServer(t, model.OpenAI, script,
+func NewOpenAIServer(t testing.TB, script Script, opts ...Option) *Server {
+	s := newServer(t, model.OpenAI, script, opts,
 		wireFormat{path: "/v1/chat/completions", decode: decodeOpenAI, errorBody: openAIError,
 			answer: openAICompletion, stream: openAIChunks, done: true},
 		wireFormat{path: "/v1/responses", decode: decodeResponses, errorBody: openAIError,

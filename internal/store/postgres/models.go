@@ -25,7 +25,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO models (`+sqlrow.ModelColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, row...)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, row...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)
 		}
@@ -47,7 +47,8 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 	return db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `UPDATE models SET name = $3, provider = $4, base_url = $5, model = $6,
 			auth = $7, headers = $8, timeout_ns = $9, max_concurrency = $10, price = $11,
-			daily_token_budget = $12, revision = $13, created_at = $14, updated_at = $15
+			daily_token_budget = $12, revision = $13, created_at = $14, updated_at = $15,
+			http2_prior_knowledge = $16
 			WHERE id = $1 AND tenant = $2 AND revision = $13 - 1`, row...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)

@@ -23,7 +23,7 @@ func (db *DB) CreateModel(ctx context.Context, m *model.Model, rec *audit.Record
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO models (`+sqlrow.ModelColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)
 		}
@@ -44,7 +44,7 @@ func (db *DB) UpdateModel(ctx context.Context, m *model.Model, rec *audit.Record
 	return db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE models SET name = ?, provider = ?, base_url = ?, model = ?,
 			auth = ?, headers = ?, timeout_ns = ?, max_concurrency = ?, price = ?, daily_token_budget = ?,
-			revision = ?, created_at = ?, updated_at = ?
+			revision = ?, created_at = ?, updated_at = ?, http2_prior_knowledge = ?
 			WHERE id = ? AND tenant = ? AND revision = ?`, append(row[2:], m.ID, m.Tenant, m.Revision-1)...)
 		if isUnique(err) {
 			return model.NameTaken(m.Name)

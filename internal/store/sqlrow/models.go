@@ -10,7 +10,7 @@ import (
 // ModelColumns are the models table's columns, in the order of ModelValues
 // and ScanModel.
 const ModelColumns = `id, tenant, name, provider, base_url, model, auth, headers, timeout_ns,
-	max_concurrency, price, daily_token_budget, revision, created_at, updated_at`
+	max_concurrency, price, daily_token_budget, revision, created_at, updated_at, http2_prior_knowledge`
 
 // ModelValues are m's values in ModelColumns order, times written by at.
 func ModelValues(m *model.Model, at Times) ([]any, error) {
@@ -20,7 +20,7 @@ func ModelValues(m *model.Model, at Times) ([]any, error) {
 	}
 	return []any{m.ID, m.Tenant, m.Name, m.Provider, m.BaseURL, m.Model, string(auth), string(headers),
 		int64(m.Timeout), m.MaxConcurrency, string(price), m.DailyTokenBudget, m.Revision,
-		at(m.CreatedAt), at(m.UpdatedAt)}, nil
+		at(m.CreatedAt), at(m.UpdatedAt), m.HTTP2PriorKnowledge}, nil
 }
 
 // ScanModel scans a row of ModelColumns; a missing row's error is returned
@@ -32,7 +32,8 @@ func ScanModel(s Scanner) (*model.Model, error) {
 		timeout           int64
 	)
 	err := s.Scan(&m.ID, &m.Tenant, &m.Name, &m.Provider, &m.BaseURL, &m.Model, &auth, &hdrs, &timeout,
-		&m.MaxConcurrency, &price, &m.DailyTokenBudget, &m.Revision, Time(&m.CreatedAt), Time(&m.UpdatedAt))
+		&m.MaxConcurrency, &price, &m.DailyTokenBudget, &m.Revision, Time(&m.CreatedAt), Time(&m.UpdatedAt),
+		&m.HTTP2PriorKnowledge)
 	if IsNoRows(err) {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ func testModelCRUD(t *testing.T, s Store, _ Hooks) {
 
 	upd := *want
 	upd.Model, upd.Price, upd.Headers, upd.Revision = "gpt-4o", nil, nil, 2
+	upd.BaseURL, upd.HTTP2PriorKnowledge = "http://10.0.0.7:8000/v1", true
 	upd.UpdatedAt = base.Add(time.Minute)
 	must(t, s.UpdateModel(ctx, &upd, record("acme", "model.update", 2)), "update")
 	got, err = s.ModelByName(ctx, "acme", "gpt-small")
