@@ -15,7 +15,7 @@ import (
 
 func modelTable(w io.Writer, m map[string]any) error {
 	vertical(w, m, "id", "name", "provider", "base_url", "model", "auth.type", "auth.secrets_ref", "auth.header",
-		"timeout", "max_concurrency", "price.input_per_mtok", "price.output_per_mtok", "price.currency",
+		"timeout", "http2_prior_knowledge", "max_concurrency", "price.input_per_mtok", "price.output_per_mtok", "price.currency",
 		"daily_token_budget", "revision", "updated_at")
 	return nil
 }
@@ -24,6 +24,7 @@ func modelTable(w io.Writer, m map[string]any) error {
 type modelFields struct {
 	file, name, provider, baseURL, model, keyRef string
 	priceIn, priceOut                            float64
+	h2c                                          bool
 }
 
 func (f *modelFields) register(fs *pflag.FlagSet, withName bool) {
@@ -35,6 +36,7 @@ func (f *modelFields) register(fs *pflag.FlagSet, withName bool) {
 	fs.StringVar(&f.baseURL, "base-url", "", "the API root, such as https://api.openai.com/v1")
 	fs.StringVar(&f.model, "model", "", "the provider's model id, such as gpt-4o-mini")
 	fs.StringVar(&f.keyRef, "api-key-ref", "", "secret reference of the API key (env://, file://, vault://), sent as a bearer token; for another header, give auth in the file")
+	fs.BoolVar(&f.h2c, "http2-prior-knowledge", false, "speak HTTP/2 without TLS (h2c) to an http:// base URL, so completions in flight share a few connections; the server must speak it (=false turns it off)")
 	fs.Float64Var(&f.priceIn, "price-in", 0, "price of a million input tokens (USD unless the file says)")
 	fs.Float64Var(&f.priceOut, "price-out", 0, "price of a million output tokens")
 }
@@ -60,6 +62,9 @@ func (f *modelFields) body(cmd *cobra.Command) (map[string]any, error) {
 		body["auth"] = map[string]any{"type": "bearer", "secrets_ref": f.keyRef}
 	}
 	flags := cmd.Flags()
+	if flags.Changed("http2-prior-knowledge") {
+		body["http2_prior_knowledge"] = f.h2c
+	}
 	if flags.Changed("price-in") || flags.Changed("price-out") {
 		price, _ := body["price"].(map[string]any)
 		if price == nil {

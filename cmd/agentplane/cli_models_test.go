@@ -31,8 +31,8 @@ func TestCLIModels(t *testing.T) {
 	e := &cliEnv{t: t, url: srv.base, config: t.TempDir(), dir: t.TempDir(), token: strings.TrimSpace(tok.String())}
 
 	out := e.ok("models", "register", "--name", "ollama", "--provider", "openai", "--base-url", ollama.URL+"/v1", "--model", "llama3.1",
-		"--price-in", "0", "--price-out", "0")
-	for _, want := range []string{"name", "ollama", "llama3.1", "2m0s", "USD"} {
+		"--price-in", "0", "--price-out", "0", "--http2-prior-knowledge")
+	for _, want := range []string{"name", "ollama", "llama3.1", "2m0s", "USD", "http2_prior_knowledge"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("register printed no %q:\n%s", want, out)
 		}
@@ -60,6 +60,10 @@ price: {input_per_mtok: 0.15, output_per_mtok: 0.6}
 	if err := json.Unmarshal([]byte(out), &m); err != nil || m["model"] != "gpt-4o" || m["revision"] != 2.0 ||
 		m["auth"].(map[string]any)["header"] != "api-key" {
 		t.Errorf("models update --model: %v\n%s", err, out)
+	}
+	out = e.ok("models", "update", "ollama", "--http2-prior-knowledge=false", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m["http2_prior_knowledge"] != nil || m["model"] != "llama3.1" {
+		t.Errorf("models update --http2-prior-knowledge=false: %v\n%s", err, out)
 	}
 	e.ok("models", "update", "gpt-small", "-f", azure)
 	if out := e.ok("models", "get", "gpt-small"); !strings.Contains(out, "gpt-4o-mini") || !strings.Contains(out, "3") {
@@ -102,6 +106,8 @@ func TestServeRefusesBadModelFlags(t *testing.T) {
 		{[]string{"--llm-base-url", "https://llm.example/v1", "--llm-model", "m", "--llm-provider", "gemini"}, "provider"},
 		{[]string{"--llm-base-url", "https://me:pw@llm.example/v1", "--llm-model", "m"}, "base_url"},
 		{[]string{"--llm-model", "m"}, "--llm-base-url"},
+		{[]string{"--llm-http2-prior-knowledge"}, "--llm-base-url"},
+		{[]string{"--llm-base-url", "https://llm.example/v1", "--llm-model", "m", "--llm-http2-prior-knowledge"}, "http2_prior_knowledge"},
 		{[]string{"--llm-base-url", "https://llm.example/v1", "--llm-model", "m", "--llm-api-key-ref", "env://AGENTPLANE_TEST_UNSET_KEY"}, "--llm-api-key-ref"},
 	} {
 		args := append([]string{"serve", "--data", t.TempDir(), "--addr", freeAddr(t)}, tc.args...)

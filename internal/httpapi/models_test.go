@@ -80,6 +80,7 @@ func TestConformModels(t *testing.T) {
 
 	put := azureModel("gpt-small")
 	put["model"], put["timeout"] = "gpt-4o", "15m"
+	put["base_url"], put["http2_prior_knowledge"] = "http://127.0.0.1:8000/v1", true
 	delete(put, "price")
 	got = h.check(t,
 		call{name: "put", method: "PUT", path: "/v1/models/gpt-small", pattern: "PUT /v1/models/{name}", token: tok, body: put, status: 200},
@@ -92,7 +93,8 @@ func TestConformModels(t *testing.T) {
 	)
 	var upd model.Model
 	got["get after put"].json(t, &upd)
-	if upd.Revision != 2 || upd.Model != "gpt-4o" || upd.Price != nil || upd.Timeout.String() != "15m0s" || upd.ID != m.ID {
+	if upd.Revision != 2 || upd.Model != "gpt-4o" || upd.Price != nil || upd.Timeout.String() != "15m0s" || upd.ID != m.ID ||
+		!upd.HTTP2PriorKnowledge || m.HTTP2PriorKnowledge {
 		t.Errorf("a PUT is not seen at once: %s", got["get after put"].Body)
 	}
 }
@@ -126,6 +128,7 @@ func TestModelValidation(t *testing.T) {
 		{"timeout over 15m", with(func(b map[string]any) { b["timeout"] = "16m" }), "timeout"},
 		{"negative max_concurrency", with(func(b map[string]any) { b["max_concurrency"] = -1 }), "max_concurrency"},
 		{"negative daily_token_budget", with(func(b map[string]any) { b["daily_token_budget"] = -5 }), "daily_token_budget"},
+		{"http2_prior_knowledge over https", with(func(b map[string]any) { b["http2_prior_knowledge"] = true }), "http2_prior_knowledge"},
 		{"unknown auth type", with(func(b map[string]any) { b["auth"] = map[string]any{"type": "oauth2", "secrets_ref": "env://TOOL_K"} }), "auth.type"},
 		{"bearer without secrets_ref", with(func(b map[string]any) { b["auth"] = map[string]any{"type": "bearer"} }), "auth.secrets_ref"},
 		{"api_key without secrets_ref", with(func(b map[string]any) { b["auth"] = map[string]any{"type": "api_key", "header": "api-key"} }), "auth.secrets_ref"},
