@@ -95,7 +95,7 @@ func measureExternal(ctx context.Context, o options, bin, data, store string, st
 		times: map[string][2]time.Time{}}
 	v2 := httptest.NewServer(target)
 	defer v2.Close()
-	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, max(o.seedConc, o.concurrency), 0, externalScopes)
+	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, max(o.seedConc, o.concurrency), 0, false, externalScopes)
 	if err != nil {
 		return r, err
 	}

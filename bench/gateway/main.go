@@ -171,7 +171,7 @@ type bench struct {
 func measure(ctx context.Context, o options, ag *agent, bin, data, store string, n int, stderr io.Writer) (rs []result, err error) {
 	agentSrv := httptest.NewServer(ag)
 	defer agentSrv.Close()
-	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, tokenScopes)
+	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, false, tokenScopes)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,12 @@ import (
 	"context"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/bench/internal/benchserver"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -18,20 +21,30 @@ func TestParseOptions(t *testing.T) {
 	}
 }
 
-// TestEndToEnd runs the whole benchmark with a few workflows on SQLite. It
-// builds and starts the server, so it runs only with AGENTPLANE_BENCH=1.
+// TestEndToEnd runs the whole benchmark with a few workflows on SQLite,
+// the model over HTTP/1.1 and then over h2c. It builds and starts the
+// server, so it runs only with AGENTPLANE_BENCH=1.
 func TestEndToEnd(t *testing.T) {
 	if os.Getenv("AGENTPLANE_BENCH") != "1" {
 		t.Skip("set AGENTPLANE_BENCH=1 to run the benchmark end to end")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
-	args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms", "-async", "-repo", "../.."}
-	if err := run(ctx, args, os.Getenv, &out, &errOut); err != nil {
-		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errOut)
+	bin, err := benchserver.Build(ctx, "../..", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "sqlite") || !strings.Contains(out.String(), "wall/ideal") || !strings.Contains(out.String(), "async") {
-		t.Errorf("output lacks the sqlite rows, sync and async:\n%s", &out)
+	for _, h2c := range []bool{false, true} {
+		var out, errOut bytes.Buffer
+		args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms", "-async", "-binary", bin, "-h2c=" + strconv.FormatBool(h2c)}
+		if err := run(ctx, args, os.Getenv, &out, &errOut); err != nil {
+			t.Fatalf("run %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, &out, &errOut)
+		}
+		if !strings.Contains(out.String(), "sqlite") || !strings.Contains(out.String(), "wall/ideal") || !strings.Contains(out.String(), "async") {
+			t.Errorf("output lacks the sqlite rows, sync and async:\n%s", &out)
+		}
+		if h2c != strings.Contains(out.String(), "over unencrypted HTTP/2") {
+			t.Errorf("-h2c=%t, output:\n%s", h2c, &out)
+		}
 	}
 }

@@ -7,15 +7,21 @@
 // workflow makes two completions and one tool call, and all n wait on the
 // model together.
 //
-//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async]
+//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-h2c]
 //
 // It reports the orchestration overhead per completion — a workflow's time
 // from invoke to answer less the time the model took, over its two
 // completions — at p50 and p99, the gap between a completion's answer and
 // the workflow's next completion request (recording the answer, the tool
 // call, building the next request), the server's peak RSS and goroutines,
-// and the wall time of all n against the ideal (latency × completions).
-// The server runs with --max-running n, so no workflow queues.
+// the model server's connections (the most open at once, and all it
+// accepted) and the wall time of all n against the ideal (latency ×
+// completions). The server runs with --max-running n, so no workflow
+// queues.
+//
+// With -h2c the scripted model speaks unencrypted HTTP/2 only and the
+// server asks it with --llm-http2-prior-knowledge: the completions in
+// flight share a few connections instead of one each.
 //
 // With -async each size is measured a second time with invokes that ask
 // for Prefer: respond-async: the client's connection ends at the 202, and a
@@ -55,6 +61,8 @@ type options struct {
 	limit       time.Duration
 	// async adds a round of asynchronous invokes to each size.
 	async bool
+	// h2c has the model speak unencrypted HTTP/2 (prior knowledge).
+	h2c bool
 	// cpuProfile, when set, receives the server's CPU profile of the
 	// in-flight phase.
 	cpuProfile string
@@ -77,10 +85,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile while the workflows are in flight to this file (go tool pprof reads it)")
 	heapProfile := fs.String("heapprofile", "", "write the server's heap profile, taken as the model gets the last workflow's first completion request, to this file (go tool pprof reads it)")
 	async := fs.Bool("async", false, "measure each size also with asynchronous invokes (Prefer: respond-async)")
+	h2c := fs.Bool("h2c", false, "serve the scripted model with unencrypted HTTP/2 only and start the server with --llm-http2-prior-knowledge")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, heapProfile: *heapProfile, async: *async}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, heapProfile: *heapProfile, async: *async, h2c: *h2c}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -112,6 +121,9 @@ type result struct {
 	cpuPerWorkflow    time.Duration
 	peakGoroutines    int
 	completions, tool int64
+	// modelConns is the most connections to the model open at once,
+	// modelAccepted all the model accepted.
+	modelConns, modelAccepted int
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -146,7 +158,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 func measure(ctx context.Context, o options, bin, data, store string, n int, async bool, stderr io.Writer) (res result, err error) {
 	res = result{store: store, n: n, async: async, ideal: 2 * o.latency}
-	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, tokenScopes)
+	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, o.h2c, tokenScopes)
 	if err != nil {
 		return res, err
 	}
@@ -166,6 +178,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	}
 	m.Reset()
 	things.Reset()
+	world.ModelConns.ResetPeak()
 	if err := srv.ResetPeakRSS(); err != nil {
 		return res, err
 	}
@@ -229,6 +242,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	res.cpuPerWorkflow = (srv.CPU() - cpuBefore) / time.Duration(n)
 	res.peakGoroutines = stopSampling()
 	res.peakRSS = srv.PeakRSS()
+	res.modelConns, res.modelAccepted = world.ModelConns.Peak()
 	if firstErr != nil {
 		return res, firstErr
 	}
@@ -365,18 +379,22 @@ func printTable(w io.Writer, o options, rs []result) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "LLM workflows in flight at once; the scripted model answers after %s; 2 completions + 1 tool call each\n", o.latency)
+	proto := "HTTP/1.1"
+	if o.h2c {
+		proto = "unencrypted HTTP/2 (--llm-http2-prior-knowledge)"
+	}
+	fmt.Fprintf(w, "LLM workflows in flight at once; the scripted model answers after %s over %s; 2 completions + 1 tool call each\n", o.latency, proto)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\t")
+	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\tmodel conns peak\taccepted\t")
 	for _, r := range rs {
 		invoke := "sync"
 		if r.async {
 			invoke = "async"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t\n", r.store, invoke, r.n,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%d\t%d\t\n", r.store, invoke, r.n,
 			ms(r.overhead50), ms(r.overhead99), ms(r.gap50), ms(r.gap99),
 			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines,
-			ms(r.cpuPerWorkflow))
+			ms(r.cpuPerWorkflow), r.modelConns, r.modelAccepted)
 	}
 	tw.Flush()
 }
