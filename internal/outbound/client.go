@@ -138,10 +138,13 @@ func (c *Client) newTransport(protocols *http.Protocols, maxConnsPerHost int) ht
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		// An HTTP/2 connection carries many requests at once: one that
-		// has gone silent is pinged, and closed when no answer comes,
-		// rather than holding each of its requests to its time-out.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second},
+	}
+	if protocols != nil && protocols.UnencryptedHTTP2() {
+		// An h2c connection carries all the requests in flight to its
+		// host: one that has gone silent is pinged, and closed when no
+		// answer comes, rather than holding each of its requests to its
+		// time-out.
+		base.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second}
 	}
 	if c.opts.RootCAs != nil {
 		base.TLSClientConfig = &tls.Config{RootCAs: c.opts.RootCAs, MinVersion: tls.VersionTLS12}
