@@ -153,7 +153,10 @@ func (p *Pool) newClient(m *model.Model) (*client, error) {
 		return nil, fmt.Errorf("llm: model %s: base_url %q is not an http(s) URL", mc.Name, mc.BaseURL)
 	}
 	hc := p.opts.Outbound.HTTPClient()
-	hc.Timeout = mc.Timeout
+	// An attempt's context bounds it (withTimeout): http.Client.Timeout
+	// over a wrapped transport would cost two goroutines a request in
+	// flight (net/http's cancellation for transports it does not know).
+	hc.Timeout = 0
 	c := &client{pool: p, model: mc, base: base, http: hc}
 	if mc.MaxConcurrency > 0 {
 		c.sem = make(chan struct{}, mc.MaxConcurrency)
@@ -266,7 +269,16 @@ func (c *client) once(ctx context.Context, req agent.ChatRequest, rec *exchange)
 		return agent.ChatResponse{}, err
 	}
 	defer release()
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	return c.call.attempt(ctx, req, rec)
+}
+
+// withTimeout bounds one attempt, from its request to the end of its
+// answer, by the model's timeout. Its end is a timeout (a net.Error whose
+// Timeout is true) to failure, as the outer context's is not.
+func (c *client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.model.Timeout)
 }
 
 // acquire takes a place within the model's concurrency bound, waiting for
