@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -320,5 +321,62 @@ func TestConcurrencyWaitEndsWithTheContext(t *testing.T) {
 	defer cancel()
 	if _, err := c.Complete(ctx, conversation()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v, want the context's deadline while waiting for a slot", err)
+	}
+}
+
+// TestCompletionsInFlightHoldNoTimerGoroutines checks that a completion
+// waiting on its model holds no goroutine of net/http's cancellation for
+// transports it does not know (setRequestCancel, awaitLegacyCancel), which
+// http.Client.Timeout costs over the outbound client's wrapped transport:
+// two more a completion, 10,000 at 5,000 in flight.
+func TestCompletionsInFlightHoldNoTimerGoroutines(t *testing.T) {
+	const n = 8
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			srv := p.newServer(t, llmtest.Sequence(llmtest.Answer{Delay: time.Minute}))
+			c := newClient(t, testOptions(t), testModel(p.name, srv))
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() { _, _ = c.Complete(ctx, conversation()) })
+			}
+			defer wg.Wait()
+			defer cancel()
+			for deadline := time.Now().Add(10 * time.Second); srv.Count() < n; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d completions reached the model", srv.Count(), n)
+				}
+			}
+			var stacks strings.Builder
+			if err := pprof.Lookup("goroutine").WriteTo(&stacks, 2); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"net/http.setRequestCancel", "net/http.awaitLegacyCancel"} {
+				if k := strings.Count(stacks.String(), "\n"+f); k > 0 {
+					t.Errorf("%d goroutines in %s with %d completions in flight", k, f, n)
+				}
+			}
+		})
+	}
+}
+
+// TestRelayTimesOut checks that a relayed request ends at the model's
+// timeout with the error a completion gets.
+func TestRelayTimesOut(t *testing.T) {
+	for _, a := range relayAPIs {
+		t.Run(a.api, func(t *testing.T) {
+			srv := a.newServer(t, llmtest.Sequence(llmtest.Answer{Delay: time.Minute}))
+			m := testModel(a.provider, srv)
+			m.Timeout = 300 * time.Millisecond
+			start := time.Now()
+			_, err := relayer(t).Relay(context.Background(), m, RelayRequest{API: a.api, Body: []byte(a.body)}, func([]byte) error { return nil })
+			le := llmError(t, err)
+			if !strings.Contains(le.Message, "did not answer within 300ms") {
+				t.Errorf("error %+v, want the model's timeout", le)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Errorf("ended after %v", d)
+			}
+		})
 	}
 }

@@ -156,7 +156,10 @@ func (p *Pool) newClient(m *model.Model) (*client, error) {
 	if mc.HTTP2PriorKnowledge && base.Scheme == "http" {
 		hc = p.opts.Outbound.H2CHTTPClient()
 	}
-	hc.Timeout = mc.Timeout
+	// An attempt's context bounds it (withTimeout): http.Client.Timeout
+	// over a wrapped transport would cost two goroutines a request in
+	// flight (net/http's cancellation for transports it does not know).
+	hc.Timeout = 0
 	c := &client{pool: p, model: mc, base: base, http: hc}
 	if mc.MaxConcurrency > 0 {
 		c.sem = make(chan struct{}, mc.MaxConcurrency)
@@ -269,7 +272,16 @@ func (c *client) once(ctx context.Context, req agent.ChatRequest, rec *exchange)
 		return agent.ChatResponse{}, err
 	}
 	defer release()
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	return c.call.attempt(ctx, req, rec)
+}
+
+// withTimeout bounds one attempt, from its request to the end of its
+// answer, by the model's timeout. Its end is a timeout (a net.Error whose
+// Timeout is true) to failure, as the outer context's is not.
+func (c *client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.model.Timeout)
 }
 
 // acquire takes a place within the model's concurrency bound, waiting for

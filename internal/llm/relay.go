@@ -194,6 +194,8 @@ func (c *client) relayOnce(ctx context.Context, target string, req RelayRequest,
 		return nil, nil, err
 	}
 	defer release()
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(rb.body))
 	if err != nil {
 		return nil, nil, &agent.LLMError{Message: "the request could not be made: " + err.Error()}

@@ -52,7 +52,8 @@ type Options struct {
 // certificates) from the process environment. Without an endpoint, or with
 // OTEL_<SIGNAL>_EXPORTER=none, nothing of that signal is exported, but
 // spans still carry real trace ids, which audit records and problem
-// documents need.
+// documents need, and are sampled as they would be; without a trace
+// exporter they record nothing (see unrecorded).
 //
 // shutdown flushes pending log records, metrics and spans and stops the
 // exporters.
@@ -130,7 +131,11 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	lp := sdklog.NewLoggerProvider(lpOpts...)
 
-	otel.SetTracerProvider(tp)
+	if traces != nil {
+		otel.SetTracerProvider(tp)
+	} else {
+		otel.SetTracerProvider(&unrecorded{})
+	}
 	otel.SetMeterProvider(mp)
 	otel.SetLoggerProvider(lp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(

@@ -2,12 +2,15 @@ package telemetry_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/telemetry"
 	"github.com/agentplane/agentplane/internal/telemetry/telemetrytest"
@@ -98,5 +101,51 @@ func TestSetupWithoutExporterStillMakesTraceIDs(t *testing.T) {
 	defer span.End()
 	if got := telemetry.TraceID(ctx); len(got) != 32 {
 		t.Errorf("TraceID = %q, want 32 hex digits", got)
+	}
+}
+
+// TestSpansWithoutExporterAreSampledButNotRecorded checks the spans made
+// when no trace is exported: nothing recorded, but the ids, parents and
+// sampling decisions (as sent on in traceparent) of the SDK's parent-based
+// always-on sampler.
+func TestSpansWithoutExporterAreSampledButNotRecorded(t *testing.T) {
+	setup(t)
+	tracer := otel.Tracer("test")
+	traceparent := func(ctx context.Context) string {
+		h := http.Header{}
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+		return h.Get("Traceparent")
+	}
+
+	root, span := tracer.Start(context.Background(), "invoke")
+	sc := span.SpanContext()
+	if span.IsRecording() || !sc.IsValid() || !sc.IsSampled() {
+		t.Fatalf("root span: recording %t, valid %t, sampled %t; want a valid sampled span recording nothing", span.IsRecording(), sc.IsValid(), sc.IsSampled())
+	}
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; traceparent(root) != want {
+		t.Errorf("traceparent %q, want %q", traceparent(root), want)
+	}
+	child, cspan := span.TracerProvider().Tracer("test").Start(root, "step")
+	csc := cspan.SpanContext()
+	if csc.TraceID() != sc.TraceID() || csc.SpanID() == sc.SpanID() || !csc.SpanID().IsValid() || !csc.IsSampled() {
+		t.Errorf("child %v of %v: want the same trace, its own span id, sampled", csc, sc)
+	}
+	if _, other := tracer.Start(child, "other", trace.WithNewRoot()); other.SpanContext().TraceID() == sc.TraceID() {
+		t.Error("a new root span is in its parent's trace")
+	}
+	if _, again := tracer.Start(context.Background(), "invoke"); again.SpanContext().TraceID() == sc.TraceID() {
+		t.Error("two root spans share a trace id")
+	}
+
+	// A caller's trace that is not sampled stays so, with its trace state.
+	h := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}, "Tracestate": {"vendor=opaque"}}
+	remote := otel.GetTextMapPropagator().Extract(context.Background(), propagation.HeaderCarrier(h))
+	in, rspan := tracer.Start(remote, "invoke")
+	rsc := rspan.SpanContext()
+	if rsc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || rsc.IsSampled() || rsc.TraceState().String() != "vendor=opaque" {
+		t.Errorf("span of an unsampled caller: %v, tracestate %q", rsc, rsc.TraceState())
+	}
+	if got := traceparent(in); !strings.HasSuffix(got, "-00") || !strings.Contains(got, "4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Errorf("traceparent sent on %q: want the caller's trace, not sampled", got)
 	}
 }

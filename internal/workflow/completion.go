@@ -18,7 +18,7 @@ import (
 // through that model today have reached its daily budget, and recorded
 // (with its usage) before use.
 func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
-	hash, err := RequestHash(e.mask, e.detect, req)
+	hash, raw, err := hashRequest(e.mask, e.detect, req)
 	if err != nil {
 		return agent.ChatResponse{}, err
 	}
@@ -40,7 +40,7 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 	if err != nil {
 		return resp, err
 	}
-	c, err := e.completion(step, n, m, hash, req, resp)
+	c, err := e.completion(step, n, m, hash, raw, resp)
 	if err != nil {
 		return resp, err
 	}
@@ -124,9 +124,10 @@ func (r *Runner) LiveCompletion(ctx context.Context, tenant, agentName string, r
 	return resp, m, nil
 }
 
-// completion is the record of a new completion: the request and response
-// whole, the usage the provider reported and its cost at m's price.
-func (e *recorder) completion(step, n int, m *model.Model, hash string, req agent.ChatRequest, resp agent.ChatResponse) (*Completion, error) {
+// completion is the record of a new completion: the request (req, as
+// encoded for its hash) and response whole, the usage the provider
+// reported and its cost at m's price.
+func (e *recorder) completion(step, n int, m *model.Model, hash string, req json.RawMessage, resp agent.ChatResponse) (*Completion, error) {
 	c := &Completion{
 		WorkflowID: e.wf.ID, N: n, Step: step, Tenant: e.wf.Tenant, Agent: e.wf.Agent, AgentVersion: e.wf.AgentVersion,
 		Model: m.Name, ProviderModel: cmp.Or(resp.Model, m.Model), FinishReason: resp.FinishReason,
@@ -136,12 +137,15 @@ func (e *recorder) completion(step, n int, m *model.Model, hash string, req agen
 		c.InputTokens, c.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
 	}
 	// The record carries its step and cost beside the exchange, so a
-	// replay reading the history alone has them.
+	// replay reading the history alone has them. Its members are
+	// agent.RecordedCompletion's, the request as it was encoded once.
 	rec := struct {
-		agent.RecordedCompletion
-		Step int   `json:"step"`
-		Cost *Cost `json:"cost,omitempty"`
-	}{RecordedCompletion: agent.RecordedCompletion{RequestSHA256: hash, Request: &req, Response: resp}, Step: step}
+		RequestSHA256 string             `json:"request_sha256"`
+		Request       json.RawMessage    `json:"request"`
+		Response      agent.ChatResponse `json:"response"`
+		Step          int                `json:"step"`
+		Cost          *Cost              `json:"cost,omitempty"`
+	}{RequestSHA256: hash, Request: req, Response: resp, Step: step}
 	if m.Price != nil {
 		c.Cost = m.Price.Cost(c.InputTokens, c.OutputTokens)
 		c.Currency = cmp.Or(m.Price.Currency, model.DefaultCurrency)

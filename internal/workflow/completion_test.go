@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -108,7 +109,25 @@ func TestCompletionsAreRecordedWithUsage(t *testing.T) {
 		}
 		rc, err := agent.DecodeCompletion(c.Data)
 		if err != nil || rc.Request == nil || len(rc.Request.Messages) < 2 || rc.Response.ID == "" {
-			t.Errorf("completion %d data = %s (%v): want the whole request and response", i+1, c.Data, err)
+			t.Fatalf("completion %d data = %s (%v): want the whole request and response", i+1, c.Data, err)
+		}
+		// The record is the request as sent, under its hash, with the
+		// response, step and cost, in this order of members.
+		req := m.requests[i]
+		hash, err := req.Hash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(struct {
+			agent.RecordedCompletion
+			Step int            `json:"step"`
+			Cost *workflow.Cost `json:"cost,omitempty"`
+		}{agent.RecordedCompletion{RequestSHA256: hash, Request: &req, Response: rc.Response}, c.Step, &workflow.Cost{Amount: c.Cost, Currency: "USD"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(c.Data) != string(data) {
+			t.Errorf("completion %d data =\n%s\nwant\n%s", i+1, c.Data, data)
 		}
 	}
 	if comps[0].Step < 1 || comps[1].Step <= comps[0].Step {

@@ -137,19 +137,27 @@ func (e *recorder) maskJSON(raw json.RawMessage) json.RawMessage {
 // request as masked by m (agent.ChatRequest.Hash when m is nil), so a
 // request made again from masked answers finds its record.
 func RequestHash(m *redact.Masker, detect []string, req agent.ChatRequest) (string, error) {
-	if m == nil {
-		return req.Hash()
-	}
+	hash, _, err := hashRequest(m, detect, req)
+	return hash, err
+}
+
+// hashRequest is RequestHash, with the request's JSON it hashed (before
+// masking), for a record that holds it.
+func hashRequest(m *redact.Masker, detect []string, req agent.ChatRequest) (string, json.RawMessage, error) {
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return "", fmt.Errorf("marshal chat request: %w", err)
+		return "", nil, fmt.Errorf("marshal chat request: %w", err)
 	}
-	canon, err := jcs.Transform(m.JSON(raw, "", nil, detect))
+	hashed := raw
+	if m != nil {
+		hashed = m.JSON(raw, "", nil, detect)
+	}
+	canon, err := jcs.Transform(hashed)
 	if err != nil {
-		return "", fmt.Errorf("canonicalize chat request: %w", err)
+		return "", nil, fmt.Errorf("canonicalize chat request: %w", err)
 	}
 	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:]), raw, nil
 }
 
 // maskResult masks a run's output and error before its end is stored
