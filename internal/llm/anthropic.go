@@ -142,10 +142,12 @@ func toolInput(arguments string) any {
 // anthropicTool is a function offered to the model, its JSON Schema as the
 // tool's input_schema.
 func anthropicTool(name, description string, parameters json.RawMessage) (anthropic.ToolUnionParam, error) {
-	schema, err := schemaObject(parameters, "parameters of function "+name)
+	raw, err := schemaObject(parameters, "parameters of function "+name)
 	if err != nil {
 		return anthropic.ToolUnionParam{}, err
 	}
+	var schema map[string]any
+	_ = json.Unmarshal(raw, &schema)
 	in := anthropic.ToolInputSchemaParam{ExtraFields: map[string]any{}}
 	for k, v := range schema {
 		switch k {

@@ -34,6 +34,15 @@ type chatToolCall struct {
 
 // chatAnswer reads a chat.completion.
 func chatAnswer(body []byte) (agent.ChatResponse, error) {
+	resp, _, err := ChatCompletion(body)
+	return resp, err
+}
+
+// ChatCompletion reads a chat.completion: its first choice's message and
+// finish reason (the function tool calls of the message, others left out),
+// its id, model and usage (nil when it reports none), and how many choices
+// it has.
+func ChatCompletion(body []byte) (resp agent.ChatResponse, choices int, err error) {
 	var in struct {
 		ID      string `json:"id"`
 		Model   string `json:"model"`
@@ -47,7 +56,7 @@ func chatAnswer(body []byte) (agent.ChatResponse, error) {
 		Usage *chatUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
-		return agent.ChatResponse{}, err
+		return agent.ChatResponse{}, 0, err
 	}
 	out := agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant}, ID: in.ID, Model: in.Model, Usage: in.Usage.usage()}
 	if len(in.Choices) > 0 {
@@ -62,7 +71,7 @@ func chatAnswer(body []byte) (agent.ChatResponse, error) {
 		}
 		out.FinishReason = OpenAIFinish(ch.FinishReason)
 	}
-	return out, nil
+	return out, len(in.Choices), nil
 }
 
 // chatChunk is a chat.completion.chunk.
