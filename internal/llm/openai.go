@@ -172,7 +172,7 @@ func (p *openAIProvider) body(req agent.ChatRequest) ([]byte, error) {
 			return nil, err
 		}
 		f := &responseFormat{Type: "json_schema"}
-		f.JSONSchema.Name, f.JSONSchema.Schema, f.JSONSchema.Strict = outputSchemaName, schema, strictSchema(schema)
+		f.JSONSchema.Name, f.JSONSchema.Schema, f.JSONSchema.Strict = outputSchemaName, schema, strictSchemas.get(schema, strictSchema)
 		b.ResponseFormat = f
 	}
 	return json.Marshal(b)
@@ -215,41 +215,55 @@ func schemaObject(raw json.RawMessage, what string) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return emptySchema, nil
 	}
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(raw) {
+	if !isObject(raw) {
 		return nil, &agent.LLMError{Message: what + " is not a JSON Schema object"}
 	}
 	return raw, nil
 }
 
-// strictSchemas remembers strictCompatible of the output schemas seen, by
-// their bytes (forgotten all at once past maxStrictSchemas).
-var strictSchemas struct {
-	sync.Mutex
-	m map[string]bool
+// isObject reports whether b is one JSON object.
+func isObject(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(b)
 }
 
-// maxStrictSchemas bounds the output schemas strictSchemas remembers.
-const maxStrictSchemas = 1024
+// schemaMemo remembers what is made of each schema, by its bytes, so that
+// a schema sent with every request is decoded once (all is forgotten at
+// once past maxSchemaMemo schemas).
+type schemaMemo[T any] struct {
+	mu sync.Mutex
+	m  map[string]T
+}
 
-// strictSchema is strictCompatible of the JSON object schema, decoded the
-// first time it is seen only.
-func strictSchema(schema json.RawMessage) bool {
-	strictSchemas.Lock()
-	strict, ok := strictSchemas.m[string(schema)]
-	strictSchemas.Unlock()
+// maxSchemaMemo bounds the schemas a schemaMemo remembers.
+const maxSchemaMemo = 1024
+
+// get is build(schema), built the first time schema is seen.
+func (c *schemaMemo[T]) get(schema []byte, build func([]byte) T) T {
+	c.mu.Lock()
+	v, ok := c.m[string(schema)]
+	c.mu.Unlock()
 	if ok {
-		return strict
+		return v
 	}
+	v = build(schema)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSchemaMemo {
+		c.m = map[string]T{}
+	}
+	c.m[string(schema)] = v
+	c.mu.Unlock()
+	return v
+}
+
+// strictSchemas remembers strictSchema of the output schemas seen.
+var strictSchemas schemaMemo[bool]
+
+// strictSchema is strictCompatible of a JSON object schema.
+func strictSchema(schema []byte) bool {
 	var v any
 	_ = json.Unmarshal(schema, &v)
-	strict = strictCompatible(v)
-	strictSchemas.Lock()
-	if strictSchemas.m == nil || len(strictSchemas.m) >= maxStrictSchemas {
-		strictSchemas.m = map[string]bool{}
-	}
-	strictSchemas.m[string(schema)] = strict
-	strictSchemas.Unlock()
-	return strict
+	return strictCompatible(v)
 }
 
 // strictCompatible reports whether OpenAI's strict structured output accepts

@@ -71,12 +71,12 @@ type outcome struct {
 // and answer types), each with a pool of its own.
 func bothWays(t *testing.T, provider string, sdk func(*client) provider, req agent.ChatRequest, ans rawAnswer) (own, viaSDK outcome) {
 	t.Helper()
+	srv, s := answerServer(t, ans)
+	m := testModel(provider, &llmtest.Server{URL: srv.URL})
+	if provider == model.OpenAI {
+		m.BaseURL = srv.URL + "/v1"
+	}
 	run := func(swap bool) outcome {
-		srv, s := answerServer(t, ans)
-		m := testModel(provider, &llmtest.Server{URL: srv.URL})
-		if provider == model.OpenAI {
-			m.BaseURL = srv.URL + "/v1"
-		}
 		c, err := NewClients(testOptions(t)).clientOf(m)
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +87,9 @@ func bothWays(t *testing.T, provider string, sdk func(*client) provider, req age
 		resp, err := c.Complete(context.Background(), req)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return outcome{resp: resp, err: err, bodies: s.bodies, headers: s.headers}
+		o := outcome{resp: resp, err: err, bodies: s.bodies, headers: s.headers}
+		s.bodies, s.headers = nil, nil
+		return o
 	}
 	return run(false), run(true)
 }
