@@ -202,7 +202,11 @@ var errNotJSON = errors.New("the answer's type is not JSON")
 // jsonMedia reports whether a response's Content-Type is JSON
 // (application/json or a +json type), as the SDKs decode it.
 func jsonMedia(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	if ct == "application/json" {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
 	return strings.Contains(mt, "application/json") || strings.HasSuffix(mt, "+json")
 }
 
