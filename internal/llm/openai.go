@@ -1,15 +1,18 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"mime"
 	"net/http"
+	"strings"
+	"sync"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/llm/wire"
@@ -19,17 +22,28 @@ import (
 // response format's schema for openai, the forced tool for anthropic.
 const outputSchemaName = "final_answer"
 
-// openAIProvider speaks Chat Completions through openai-go.
+// openAIProvider speaks Chat Completions: openai-go sends the request
+// (base URL, headers, middleware) and hands back the answer's bytes; the
+// body is encoded and the answer read here, with only the fields used.
 type openAIProvider struct {
-	model string
-	svc   openai.ChatCompletionService
+	model  string
+	client openai.Client
 }
 
-// newOpenAI builds the service directly, not through openai.NewClient, so
-// nothing is read from the environment (OPENAI_API_KEY, OPENAI_BASE_URL):
-// the model's record is all there is. The SDK neither retries nor
-// authenticates; Complete does both.
+// newOpenAI builds the client from openAIOptions alone, not through
+// openai.NewClient, so nothing is read from the environment
+// (OPENAI_API_KEY, OPENAI_BASE_URL): the model's record is all there is.
 func newOpenAI(c *client) *openAIProvider {
+	// The service's options are the client's, layered as the SDK layers a
+	// service's own.
+	svc := openai.NewChatCompletionService(openAIOptions(c)...)
+	return &openAIProvider{model: c.model.Model, client: openai.Client{Options: svc.Options}}
+}
+
+// openAIOptions are the requests' options: the model's base URL and
+// headers, c's HTTP client. The SDK neither retries nor authenticates;
+// Complete does both.
+func openAIOptions(c *client) []option.RequestOption {
 	opts := []option.RequestOption{
 		option.WithBaseURL(c.base.String()),
 		option.WithHTTPClient(c.http),
@@ -38,124 +52,222 @@ func newOpenAI(c *client) *openAIProvider {
 	for k, v := range c.model.Headers {
 		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &openAIProvider{model: c.model.Model, svc: openai.NewChatCompletionService(opts...)}
+	return opts
 }
 
 func (p *openAIProvider) name() string { return "openai" }
 
 func (p *openAIProvider) attempt(ctx context.Context, req agent.ChatRequest, rec *exchange) (agent.ChatResponse, error) {
-	params, err := p.params(req)
+	body, err := p.body(req)
 	if err != nil {
 		return agent.ChatResponse{}, err
 	}
 	capture := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 		return rec.capture(r, next)
 	})
-	resp, err := p.svc.New(ctx, params, capture)
-	if err != nil {
+	var raw []byte
+	if err := p.client.Post(ctx, "chat/completions", body, &raw, capture); err != nil {
 		return agent.ChatResponse{}, err
 	}
-	return openAIResponse(resp)
+	return openAIAnswer(raw, rec.header)
 }
 
-// params converts a ChatRequest to the SDK's request.
-func (p *openAIProvider) params(req agent.ChatRequest) (openai.ChatCompletionNewParams, error) {
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
-	for _, m := range req.Messages {
+// chatBody is a Chat Completions request.
+type chatBody struct {
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	Tools               []chatTool      `json:"tools,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	MaxCompletionTokens int64           `json:"max_completion_tokens,omitempty"`
+	ResponseFormat      *responseFormat `json:"response_format,omitempty"`
+}
+
+// chatMessage is a message of a Chat Completions request; its fields point
+// into the ChatRequest's.
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID *string        `json:"tool_call_id,omitempty"`
+}
+
+// chatToolCall is an assistant message's function call.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatTool is a function offered to the model.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// responseFormat asks for a structured answer.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// body encodes a ChatRequest as a Chat Completions request. The schemas
+// are sent as they are, once checked to be JSON objects.
+func (p *openAIProvider) body(req agent.ChatRequest) ([]byte, error) {
+	b := chatBody{Model: p.model, Messages: make([]chatMessage, len(req.Messages))}
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		out := &b.Messages[i]
 		switch m.Role {
-		case agent.RoleSystem:
-			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
-		case agent.RoleUser:
-			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+		case agent.RoleSystem, agent.RoleUser:
+			out.Role, out.Content = m.Role, &m.Content
 		case agent.RoleTool:
-			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+			out.Role, out.Content, out.ToolCallID = m.Role, &m.Content, &m.ToolCallID
 		case agent.RoleAssistant:
-			a := openai.ChatCompletionAssistantMessageParam{}
+			out.Role = m.Role
 			if m.Content != "" || len(m.ToolCalls) == 0 {
-				a.Content.OfString = param.NewOpt(m.Content)
+				out.Content = &m.Content
 			}
-			for _, tc := range m.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID: tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-							Name: tc.Name, Arguments: tc.Arguments,
-						},
-					},
-				})
+			if len(m.ToolCalls) > 0 {
+				out.ToolCalls = make([]chatToolCall, len(m.ToolCalls))
 			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			for j, tc := range m.ToolCalls {
+				c := &out.ToolCalls[j]
+				c.ID, c.Type = tc.ID, "function"
+				c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments
+			}
 		default:
-			return params, &agent.LLMError{Message: fmt.Sprintf("chat message role %q is not system, user, assistant or tool", m.Role)}
+			return nil, &agent.LLMError{Message: fmt.Sprintf("chat message role %q is not system, user, assistant or tool", m.Role)}
 		}
 	}
-	for _, t := range req.Tools {
+	if len(req.Tools) > 0 {
+		b.Tools = make([]chatTool, len(req.Tools))
+	}
+	for i, t := range req.Tools {
 		schema, err := schemaObject(t.Parameters, "parameters of function "+t.Name)
 		if err != nil {
-			return params, err
+			return nil, err
 		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(schema)}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
+		tool := &b.Tools[i]
+		tool.Type = "function"
+		tool.Function.Name, tool.Function.Description, tool.Function.Parameters = t.Name, t.Description, schema
 	}
-	if req.Temperature != nil {
-		params.Temperature = param.NewOpt(*req.Temperature)
-	}
+	b.Temperature = req.Temperature
 	if req.MaxOutputTokens > 0 {
-		params.MaxCompletionTokens = param.NewOpt(req.MaxOutputTokens)
+		b.MaxCompletionTokens = req.MaxOutputTokens
 	}
 	if len(req.OutputSchema) > 0 {
 		schema, err := schemaObject(req.OutputSchema, "output_schema")
 		if err != nil {
-			return params, err
+			return nil, err
 		}
-		params.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-				Name:   outputSchemaName,
-				Schema: schema,
-				Strict: param.NewOpt(strictCompatible(schema)),
-			},
-		}
+		f := &responseFormat{Type: "json_schema"}
+		f.JSONSchema.Name, f.JSONSchema.Schema, f.JSONSchema.Strict = outputSchemaName, schema, strictSchemas.get(schema, strictSchema)
+		b.ResponseFormat = f
 	}
-	return params, nil
+	return json.Marshal(b)
 }
 
-// openAIResponse maps a chat.completion to a ChatResponse.
-func openAIResponse(resp *openai.ChatCompletion) (agent.ChatResponse, error) {
-	if len(resp.Choices) == 0 {
+// openAIAnswer reads a chat.completion, sent with header, as a
+// ChatResponse. A body that is not JSON, by its type or its bytes, is an
+// error that is not an *agent.LLMError: the attempt's failure says what it
+// was.
+func openAIAnswer(raw []byte, header http.Header) (agent.ChatResponse, error) {
+	if !jsonMedia(header) {
+		return agent.ChatResponse{}, errNotJSON
+	}
+	resp, choices, err := wire.ChatCompletion(raw)
+	if err != nil {
+		return agent.ChatResponse{}, err
+	}
+	if choices == 0 {
 		return agent.ChatResponse{}, &agent.LLMError{Message: "its answer has no choices"}
 	}
-	ch := resp.Choices[0]
-	out := agent.ChatResponse{
-		Message:      agent.ChatMessage{Role: agent.RoleAssistant, Content: ch.Message.Content},
-		FinishReason: wire.OpenAIFinish(ch.FinishReason),
-		ID:           resp.ID,
-		Model:        resp.Model,
-	}
-	for _, tc := range ch.Message.ToolCalls {
-		if tc.Type != "" && tc.Type != "function" {
-			continue
-		}
-		out.Message.ToolCalls = append(out.Message.ToolCalls, agent.ChatToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-	}
-	if resp.JSON.Usage.Valid() {
-		out.Usage = &agent.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
-	}
-	return out, nil
+	return resp, nil
 }
 
-// schemaObject decodes a JSON Schema object.
-func schemaObject(raw json.RawMessage, what string) (map[string]any, error) {
-	var schema map[string]any
-	if len(raw) == 0 {
-		return map[string]any{"type": "object"}, nil
+// errNotJSON is the error of an answer whose type is not JSON.
+var errNotJSON = errors.New("the answer's type is not JSON")
+
+// jsonMedia reports whether a response's Content-Type is JSON
+// (application/json or a +json type), as the SDKs decode it.
+func jsonMedia(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	if ct == "application/json" {
+		return true
 	}
-	if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return strings.Contains(mt, "application/json") || strings.HasSuffix(mt, "+json")
+}
+
+// emptySchema is the schema of a function that names none.
+var emptySchema = json.RawMessage(`{"type":"object"}`)
+
+// schemaObject checks that raw is a JSON object: a JSON Schema to send as
+// it is ({"type":"object"} when empty).
+func schemaObject(raw json.RawMessage, what string) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return emptySchema, nil
+	}
+	if !isObject(raw) {
 		return nil, &agent.LLMError{Message: what + " is not a JSON Schema object"}
 	}
-	return schema, nil
+	return raw, nil
+}
+
+// isObject reports whether b is one JSON object.
+func isObject(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(b)
+}
+
+// schemaMemo remembers what is made of each schema, by its bytes, so that
+// a schema sent with every request is decoded once (all is forgotten at
+// once past maxSchemaMemo schemas).
+type schemaMemo[T any] struct {
+	mu sync.Mutex
+	m  map[string]T
+}
+
+// maxSchemaMemo bounds the schemas a schemaMemo remembers.
+const maxSchemaMemo = 1024
+
+// get is build(schema), built the first time schema is seen.
+func (c *schemaMemo[T]) get(schema []byte, build func([]byte) T) T {
+	c.mu.Lock()
+	v, ok := c.m[string(schema)]
+	c.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = build(schema)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSchemaMemo {
+		c.m = map[string]T{}
+	}
+	c.m[string(schema)] = v
+	c.mu.Unlock()
+	return v
+}
+
+// strictSchemas remembers strictSchema of the output schemas seen.
+var strictSchemas schemaMemo[bool]
+
+// strictSchema is strictCompatible of a JSON object schema.
+func strictSchema(schema []byte) bool {
+	var v any
+	_ = json.Unmarshal(schema, &v)
+	return strictCompatible(v)
 }
 
 // strictCompatible reports whether OpenAI's strict structured output accepts

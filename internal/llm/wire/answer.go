@@ -34,6 +34,15 @@ type chatToolCall struct {
 
 // chatAnswer reads a chat.completion.
 func chatAnswer(body []byte) (agent.ChatResponse, error) {
+	resp, _, err := ChatCompletion(body)
+	return resp, err
+}
+
+// ChatCompletion reads a chat.completion: its first choice's message and
+// finish reason (the function tool calls of the message, others left out),
+// its id, model and usage (nil when it reports none), and how many choices
+// it has.
+func ChatCompletion(body []byte) (resp agent.ChatResponse, choices int, err error) {
 	var in struct {
 		ID      string `json:"id"`
 		Model   string `json:"model"`
@@ -47,7 +56,7 @@ func chatAnswer(body []byte) (agent.ChatResponse, error) {
 		Usage *chatUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
-		return agent.ChatResponse{}, err
+		return agent.ChatResponse{}, 0, err
 	}
 	out := agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant}, ID: in.ID, Model: in.Model, Usage: in.Usage.usage()}
 	if len(in.Choices) > 0 {
@@ -62,7 +71,7 @@ func chatAnswer(body []byte) (agent.ChatResponse, error) {
 		}
 		out.FinishReason = OpenAIFinish(ch.FinishReason)
 	}
-	return out, nil
+	return out, len(in.Choices), nil
 }
 
 // chatChunk is a chat.completion.chunk.
@@ -202,43 +211,43 @@ func responsesStream(events [][]byte) (agent.ChatResponse, error) {
 	return last.response(), nil
 }
 
-// anthropicUsage is a Messages usage object.
-type anthropicUsage struct {
+// AnthropicUsage is a Messages usage object.
+type AnthropicUsage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
-// input is all the input tokens, cached or not.
-func (u anthropicUsage) input() int64 {
+// Input is all the input tokens, cached or not.
+func (u AnthropicUsage) Input() int64 {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
 }
 
-// anthropicAnswer is a message object.
-type anthropicAnswer struct {
+// AnthropicMessage is a message object.
+type AnthropicMessage struct {
 	ID         string           `json:"id"`
 	Model      string           `json:"model"`
-	Content    []anthropicBlock `json:"content"`
+	Content    []AnthropicBlock `json:"content"`
 	StopReason string           `json:"stop_reason"`
-	Usage      *anthropicUsage  `json:"usage"`
+	Usage      *AnthropicUsage  `json:"usage"`
 }
 
-func (a anthropicAnswer) response() agent.ChatResponse {
+func (a AnthropicMessage) response() agent.ChatResponse {
 	out := agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant}, ID: a.ID, Model: a.Model,
 		FinishReason: AnthropicFinish(a.StopReason)}
 	if msgs := anthropicMessages(nil, agent.RoleAssistant, a.Content); len(msgs) > 0 {
 		out.Message = msgs[len(msgs)-1]
 	}
 	if a.Usage != nil {
-		out.Usage = &agent.Usage{InputTokens: a.Usage.input(), OutputTokens: a.Usage.OutputTokens}
+		out.Usage = &agent.Usage{InputTokens: a.Usage.Input(), OutputTokens: a.Usage.OutputTokens}
 	}
 	return out
 }
 
 // messagesAnswer reads a message object.
 func messagesAnswer(body []byte) (agent.ChatResponse, error) {
-	var a anthropicAnswer
+	var a AnthropicMessage
 	if err := json.Unmarshal(body, &a); err != nil {
 		return agent.ChatResponse{}, err
 	}
@@ -249,20 +258,20 @@ func messagesAnswer(body []byte) (agent.ChatResponse, error) {
 // its blocks from content_block_start and their deltas, message_delta's
 // stop_reason and output tokens.
 func messagesStream(events [][]byte) (agent.ChatResponse, error) {
-	var msg anthropicAnswer
+	var msg AnthropicMessage
 	partial := map[int]string{} // a tool_use block's input, as streamed
 	for _, ev := range events {
 		var e struct {
-			Type         string          `json:"type"`
-			Message      anthropicAnswer `json:"message"`
-			Index        int             `json:"index"`
-			ContentBlock anthropicBlock  `json:"content_block"`
+			Type         string           `json:"type"`
+			Message      AnthropicMessage `json:"message"`
+			Index        int              `json:"index"`
+			ContentBlock AnthropicBlock   `json:"content_block"`
 			Delta        struct {
 				Text        string `json:"text"`
 				PartialJSON string `json:"partial_json"`
 				StopReason  string `json:"stop_reason"`
 			} `json:"delta"`
-			Usage *anthropicUsage `json:"usage"`
+			Usage *AnthropicUsage `json:"usage"`
 		}
 		if err := json.Unmarshal(EventData(ev), &e); err != nil {
 			return agent.ChatResponse{}, err
@@ -272,7 +281,7 @@ func messagesStream(events [][]byte) (agent.ChatResponse, error) {
 			msg = e.Message
 		case "content_block_start":
 			for len(msg.Content) <= e.Index {
-				msg.Content = append(msg.Content, anthropicBlock{})
+				msg.Content = append(msg.Content, AnthropicBlock{})
 			}
 			msg.Content[e.Index] = e.ContentBlock
 		case "content_block_delta":
@@ -284,10 +293,10 @@ func messagesStream(events [][]byte) (agent.ChatResponse, error) {
 			msg.StopReason = cmp.Or(e.Delta.StopReason, msg.StopReason)
 			if u := e.Usage; u != nil {
 				if msg.Usage == nil {
-					msg.Usage = &anthropicUsage{}
+					msg.Usage = &AnthropicUsage{}
 				}
 				msg.Usage.OutputTokens = u.OutputTokens
-				if u.input() > 0 {
+				if u.Input() > 0 {
 					msg.Usage.InputTokens, msg.Usage.CacheCreationInputTokens, msg.Usage.CacheReadInputTokens =
 						u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens
 				}

@@ -153,8 +153,8 @@ func responsesRequest(body []byte) (agent.ChatRequest, error) {
 	return req, nil
 }
 
-// anthropicBlock is a content block of a request or an answer.
-type anthropicBlock struct {
+// AnthropicBlock is a content block of a request or an answer.
+type AnthropicBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
 	ID        string          `json:"id"`
@@ -165,12 +165,12 @@ type anthropicBlock struct {
 }
 
 // anthropicBlocks reads a content that is a string or an array of blocks.
-func anthropicBlocks(raw json.RawMessage) []anthropicBlock {
+func anthropicBlocks(raw json.RawMessage) []AnthropicBlock {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return []anthropicBlock{{Type: "text", Text: s}}
+		return []AnthropicBlock{{Type: "text", Text: s}}
 	}
-	var bs []anthropicBlock
+	var bs []AnthropicBlock
 	_ = json.Unmarshal(raw, &bs)
 	return bs
 }
@@ -178,7 +178,7 @@ func anthropicBlocks(raw json.RawMessage) []anthropicBlock {
 // anthropicMessages maps a message's blocks to chat messages: text and
 // tool_use blocks make one message of role, each tool_result a tool
 // message, in their order.
-func anthropicMessages(msgs []agent.ChatMessage, role string, blocks []anthropicBlock) []agent.ChatMessage {
+func anthropicMessages(msgs []agent.ChatMessage, role string, blocks []AnthropicBlock) []agent.ChatMessage {
 	cm := agent.ChatMessage{Role: role}
 	for _, b := range blocks {
 		switch b.Type {

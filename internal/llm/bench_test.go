@@ -1,0 +1,73 @@
+package llm
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/outbound"
+)
+
+// benchAnswers are the answers of the benchmark's loopback servers: a
+// completion asking for a tool call, with its usage, as each provider
+// sends it.
+var benchAnswers = map[string]struct{ path, body string }{
+	model.OpenAI: {"/v1/chat/completions", `{"id":"chatcmpl-1","object":"chat.completion","created":1767225600,` +
+		`"model":"test-model-1","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,` +
+		`"tool_calls":[{"id":"call_1","type":"function","function":{"name":"payments__get","arguments":"{\"id\":\"p2\"}"}}]},` +
+		`"finish_reason":"tool_calls","logprobs":null}],"usage":{"prompt_tokens":120,"completion_tokens":9,"total_tokens":129}}`},
+	model.Anthropic: {"/v1/messages", `{"id":"msg_1","type":"message","role":"assistant","model":"test-model-1",` +
+		`"content":[{"type":"tool_use","id":"toolu_1","name":"payments__get","input":{"id":"p2"}}],` +
+		`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":9}}`},
+}
+
+// BenchmarkComplete is one completion of the second turn of a run (a
+// goal, one tool call and its result, one tool offered) against a
+// loopback server answering a fixed body, so that what is measured is the
+// client's: building and encoding the request, the HTTP exchange, reading
+// the answer.
+func BenchmarkComplete(b *testing.B) {
+	for _, provider := range []string{model.OpenAI, model.Anthropic} {
+		b.Run(provider, func(b *testing.B) {
+			ans := benchAnswers[provider]
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", strconv.Itoa(len(ans.body)))
+				_, _ = io.WriteString(w, ans.body)
+			}))
+			b.Cleanup(srv.Close)
+			base := srv.URL
+			if provider == model.OpenAI {
+				base += "/v1"
+			}
+			m := &model.Model{ID: "mdl_bench", Name: "helper", Provider: provider, BaseURL: base,
+				Model: "test-model-1", Auth: model.Auth{Type: model.AuthNone}, Revision: 1}
+			c, err := NewClients(Options{Outbound: outbound.New(outbound.Options{AllowPrivate: true})}).Client(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := conversation()
+			req.Messages = append(req.Messages,
+				agent.ChatMessage{Role: agent.RoleAssistant, ToolCalls: []agent.ChatToolCall{
+					{ID: "call_0", Name: "payments__get", Arguments: `{"id":"p1"}`}}},
+				agent.ChatMessage{Role: agent.RoleTool, ToolCallID: "call_0", Content: `{"id":"p1","status":"settled","amount":1200}`})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.Complete(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(resp.Message.ToolCalls) != 1 || resp.Usage == nil {
+					b.Fatalf("answer %+v", resp)
+				}
+			}
+		})
+	}
+}
