@@ -7,7 +7,7 @@
 // workflow makes two completions and one tool call, and all n wait on the
 // model together.
 //
-//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-h2c]
+//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-h2c] [-cpuprofile FILE] [-heapprofile FILE]
 //
 // It reports the orchestration overhead per completion — a workflow's time
 // from invoke to answer less the time the model took, over its two
