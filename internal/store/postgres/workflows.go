@@ -118,7 +118,9 @@ func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
 		nullJSON(s.Args), s.Score, s.Queue, s.Outcome, nullJSON(s.Result), s.Error, nullJSON(s.Request),
 		s.HTTPStatus, s.Attempts, s.StartedAt, s.DurationMS, s.Sent, s.Reason,
 		s.Model, in, out, s.FinishReason, s.ErrorCode, s.Attempt, s.Journal, sqlrow.InjectedValue(s))
-	tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
+	if s.Tool != "" { // an intent is a call's: only a call's step ends it
+		tx.Queue(wrapErr("store step"), `DELETE FROM workflow_intents WHERE workflow_id = $1 AND step = $2`, s.WorkflowID, s.Step)
+	}
 	tx.Audit(recs...)
 	tx.notify(changeChanged, s.WorkflowID)
 }

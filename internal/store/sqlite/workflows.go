@@ -117,6 +117,9 @@ func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs 
 	if err := leaseHeld(res, err, s.WorkflowID, "store step"); err != nil {
 		return err
 	}
+	if s.Tool == "" { // an intent is a call's: only a call's step ends it
+		return appendAudit(ctx, tx, recs...)
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM workflow_intents WHERE workflow_id = ? AND step = ?`,
 		s.WorkflowID, s.Step); err != nil {
 		return fmt.Errorf("clear intent: %w", err)

@@ -121,6 +121,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		{"AgentArchiveVersion", testAgentArchiveVersion},
 		{"AgentArchiveWhole", testAgentArchiveWhole},
 		{"WorkflowLifecycle", testWorkflowLifecycle},
+		{"IntentsEndWithTheirCall", testIntentsEndWithTheirCall},
 		{"WorkflowAppendSteps", testWorkflowAppendSteps},
 		{"WorkflowExternalSteps", testWorkflowExternalSteps},
 		{"WorkflowFaults", testWorkflowFaults},

@@ -74,6 +74,34 @@ func workflowIDs(wfs []*workflow.Workflow) []string {
 	return out
 }
 
+// testIntentsEndWithTheirCall: an intent is cleared by the step of its
+// call (a step naming a tool), not by a step of another kind that took its
+// number (an external agent's completion after a crash), which leaves the
+// call's possible sending known.
+func testIntentsEndWithTheirCall(t *testing.T, s Store, _ Hooks) {
+	ctx := ctxOf(t)
+	w := newWorkflow("acme", "triage", "replica-a", 0)
+	must(t, s.CreateWorkflow(ctx, w, nil), "create")
+	in := workflow.Intent{WorkflowID: w.ID, Step: 1, Tool: "pets", Operation: "createPet", At: base}
+	must(t, s.RecordIntent(ctx, "replica-a", in), "record intent")
+	completion := &workflow.Step{WorkflowID: w.ID, Seq: 1, Step: 1, Action: "chat", Kind: "completion", Status: "ok",
+		Model: "default", StartedAt: base, DurationMS: 5}
+	must(t, s.AppendSteps(ctx, "replica-a", written(completion)), "append a completion at the intent's step")
+	ins, err := s.Intents(ctx, w.ID)
+	must(t, err, "intents")
+	if diff := cmp.Diff([]workflow.Intent{in}, ins); diff != "" {
+		t.Errorf("Intents after a completion at step 1 (-want +got):\n%s", diff)
+	}
+	in.Step = 2
+	must(t, s.RecordIntent(ctx, "replica-a", in), "record intent of step 2")
+	must(t, s.AppendSteps(ctx, "replica-a", written(newStep(w.ID, 2))), "append the call of step 2")
+	ins, err = s.Intents(ctx, w.ID)
+	must(t, err, "intents")
+	if len(ins) != 1 || ins[0].Step != 1 {
+		t.Errorf("Intents after the call of step 2 = %+v; want step 1's alone", ins)
+	}
+}
+
 func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
 	w := newWorkflow("acme", "triage", "replica-a", 0)
