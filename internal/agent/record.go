@@ -13,6 +13,16 @@ import (
 // recorded completion is served again (on resume or in a replay) only to a
 // request with the same hash.
 func (r ChatRequest) Hash() (string, error) {
+	if canon, ok := r.canonical(); ok {
+		sum := sha256.Sum256(canon)
+		return hex.EncodeToString(sum[:]), nil
+	}
+	return r.hashOfEncoding()
+}
+
+// hashOfEncoding is Hash the long way: the request encoded, then
+// canonicalized. canonical is held to it.
+func (r ChatRequest) hashOfEncoding() (string, error) {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return "", fmt.Errorf("marshal chat request: %w", err)

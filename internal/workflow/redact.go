@@ -148,11 +148,11 @@ func hashRequest(m *redact.Masker, detect []string, req agent.ChatRequest) (stri
 	if err != nil {
 		return "", nil, fmt.Errorf("marshal chat request: %w", err)
 	}
-	hashed := raw
-	if m != nil {
-		hashed = m.JSON(raw, "", nil, detect)
+	if m == nil {
+		hash, err := req.Hash() // canonical without parsing raw again
+		return hash, raw, err
 	}
-	canon, err := jcs.Transform(hashed)
+	canon, err := jcs.Transform(m.JSON(raw, "", nil, detect))
 	if err != nil {
 		return "", nil, fmt.Errorf("canonicalize chat request: %w", err)
 	}

@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
+
+// requestOf is a request with one of each part, made of the fuzzer's
+// values.
+func requestOf(model, content, name, args string, temp float64, maxTokens int64, schema []byte) ChatRequest {
+	return ChatRequest{
+		Model: model,
+		Messages: []ChatMessage{
+			{Role: RoleSystem, Content: content},
+			{Role: RoleUser, Content: name + content},
+			{Role: RoleAssistant, ToolCalls: []ChatToolCall{{ID: "call_" + name, Name: name, Arguments: args}, {ID: "2", Name: "b", Arguments: "{}"}}},
+			{Role: RoleTool, Content: args, ToolCallID: "call_" + name},
+		},
+		Tools:           []ChatTool{{Name: name, Description: content, Parameters: schema}, {Name: "plain", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		Temperature:     &temp,
+		MaxOutputTokens: maxTokens,
+		OutputSchema:    schema,
+	}
+}
+
+// checkHash fails t unless Hash answers what the long way answers.
+func checkHash(t *testing.T, r ChatRequest) {
+	t.Helper()
+	got, gerr := r.Hash()
+	want, werr := r.hashOfEncoding()
+	if got != want || (gerr == nil) != (werr == nil) {
+		t.Fatalf("Hash() = %q, %v; encoded and canonicalized: %q, %v\nrequest %+v", got, gerr, want, werr, r)
+	}
+}
+
+func TestHashIsTheCanonicalEncodingsHash(t *testing.T) {
+	schema := json.RawMessage(` {"type": "object", "required": ["b", "a"], "properties": {"b": {"type": "number", "maximum": 1E3}, "a": {"enum": ["<&>", "\u2028", "é"]}}} `)
+	cases := map[string]ChatRequest{
+		"empty":             {},
+		"no messages":       {Model: "m", Messages: nil},
+		"empty messages":    {Messages: []ChatMessage{}},
+		"tools empty":       {Messages: []ChatMessage{{Role: "user"}}, Tools: []ChatTool{}},
+		"nil parameters":    {Messages: []ChatMessage{{Role: "user"}}, Tools: []ChatTool{{Name: "t"}}},
+		"html and controls": requestOf("gpt<5>&co", "a\"b\\c\b\f\n\r\t\x00\x01\x1f\x7f <script> & \u2028\u2029 é 😀", "n", `{"x": "<y>"}`, 0.2, 1024, schema),
+		"invalid utf-8":     requestOf("m", "bad \xff\xfe bytes \xc3", "\xed\xa0\x80", "\x80", 1, 1, schema),
+		"numbers":           requestOf("m", "c", "n", "{}", 1e21, 1<<60, schema),
+		"small numbers":     requestOf("m", "c", "n", "{}", 1e-7, -3, schema),
+		"negative zero":     requestOf("m", "c", "n", "{}", math.Copysign(0, -1), 0, schema),
+		"zero temperature":  requestOf("m", "c", "n", "{}", 0, 9007199254740993, nil),
+		"NaN":               requestOf("m", "c", "n", "{}", math.NaN(), 1, schema),
+		"infinite":          requestOf("m", "c", "n", "{}", math.Inf(1), 1, schema),
+		"bad schema":        requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`{"a":`)),
+		"schema of one":     requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`1.50`)),
+		"duplicate keys":    requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`{"a":1,"a":2}`)),
+		"deep schema":       requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`{"b":[{"d":null,"c":true}],"a":{"z":"\u00e9\ud83d\ude00"}}`)),
+	}
+	for name, r := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkHash(t, r)
+			checkHash(t, r) // a schema the second time from the cache
+		})
+	}
+}
+
+func FuzzHash(f *testing.F) {
+	f.Add("gpt-4o", "Is payment p1 settled?", "payments__get", `{"id":"p1"}`, 0.2, int64(1024), []byte(`{"type":"object","properties":{"id":{"type":"string"}}}`))
+	f.Add("", "<\u2028>\x00", "\xff", "", math.Copysign(0, -1), int64(-1), []byte(`[1,2e3,"\u00e9"]`))
+	f.Fuzz(func(t *testing.T, model, content, name, args string, temp float64, maxTokens int64, schema []byte) {
+		checkHash(t, requestOf(model, content, name, args, temp, maxTokens, schema))
+	})
+}
+
+// BenchmarkRequestHash hashes a plan step's second request (system, user,
+// the assistant's call and its answer; two tools) both ways.
+func BenchmarkRequestHash(b *testing.B) {
+	r := requestOf("default", "Read the thing, then say done.", "svc__getThing", `{"id":"w123"}`, 0.2, 0,
+		[]byte(`{"type":"object","required":["id"],"properties":{"id":{"type":"string","description":"the thing's id"}}}`))
+	r.OutputSchema = nil
+	for _, way := range []struct {
+		name string
+		hash func() (string, error)
+	}{{"canonical", r.Hash}, {"encoded", r.hashOfEncoding}} {
+		b.Run(way.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := way.hash(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
