@@ -3,10 +3,11 @@ package agent
 import (
 	"encoding/json"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/agentplane/agentplane/internal/memo"
 )
 
 // canonical writes the RFC 8785 canonical JSON of r, the bytes
@@ -59,8 +60,8 @@ func (r *ChatRequest) canonical() (out []byte, ok bool) {
 	}
 	if len(r.OutputSchema) > 0 {
 		member("output_schema")
-		s, ok := schemas.canonical(r.OutputSchema)
-		if !ok {
+		s := schemas.Get(r.OutputSchema, canonicalSchema)
+		if s == nil {
 			return nil, false
 		}
 		b = append(b, s...)
@@ -93,8 +94,8 @@ func (r *ChatRequest) canonical() (out []byte, ok bool) {
 			if t.Parameters == nil {
 				b = append(b, "null"...)
 			} else {
-				s, ok := schemas.canonical(t.Parameters)
-				if !ok {
+				s := schemas.Get(t.Parameters, canonicalSchema)
+				if s == nil {
 					return nil, false
 				}
 				b = append(b, s...)
@@ -189,39 +190,20 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// schemaCache keeps the canonical JSON of the schemas requests carry (a
-// version's tools, its output schema), by their bytes.
-type schemaCache struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
+// schemas remembers the canonical JSON of the schemas requests carry (a
+// version's tools, its output schema); nil for one that json.Marshal or
+// jcs.Transform would refuse.
+var schemas memo.ByBytes[[]byte]
 
-// maxSchemas bounds the schemas kept; past it the cache starts again.
-const maxSchemas = 4096
-
-var schemas = &schemaCache{m: map[string][]byte{}}
-
-// canonical is raw's canonical JSON, as json.Marshal then jcs.Transform
-// make it of a json.RawMessage; ok is false when either would refuse it.
-func (c *schemaCache) canonical(raw json.RawMessage) ([]byte, bool) {
-	c.mu.Lock()
-	s, ok := c.m[string(raw)]
-	c.mu.Unlock()
-	if ok {
-		return s, true
-	}
+// canonicalSchema is raw's canonical JSON, as json.Marshal then
+// jcs.Transform make it of a json.RawMessage, or nil.
+func canonicalSchema(raw []byte) []byte {
 	if !json.Valid(raw) {
-		return nil, false
+		return nil
 	}
 	s, err := jcs.Transform(raw)
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	c.mu.Lock()
-	if len(c.m) >= maxSchemas {
-		c.m = map[string][]byte{}
-	}
-	c.m[string(raw)] = s
-	c.mu.Unlock()
-	return s, true
+	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/llm/wire"
+	"github.com/agentplane/agentplane/internal/memo"
 )
 
 // DefaultAnthropicMaxTokens is max_tokens when a request sets none: the
@@ -222,11 +223,11 @@ func anthropicTool(name, description string, parameters json.RawMessage) (messag
 	if err != nil {
 		return messagesTool{}, err
 	}
-	return messagesTool{Name: name, Description: description, InputSchema: inputSchemas.get(schema, inputSchema)}, nil
+	return messagesTool{Name: name, Description: description, InputSchema: inputSchemas.Get(schema, inputSchema)}, nil
 }
 
 // inputSchemas remembers inputSchema of the schemas seen.
-var inputSchemas schemaMemo[json.RawMessage]
+var inputSchemas memo.ByBytes[json.RawMessage]
 
 // inputSchema is a JSON Schema object as an input_schema.
 func inputSchema(raw []byte) json.RawMessage {

@@ -9,13 +9,13 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/llm/wire"
+	"github.com/agentplane/agentplane/internal/memo"
 )
 
 // outputSchemaName names the structured output of a completion: the
@@ -172,7 +172,7 @@ func (p *openAIProvider) body(req agent.ChatRequest) ([]byte, error) {
 			return nil, err
 		}
 		f := &responseFormat{Type: "json_schema"}
-		f.JSONSchema.Name, f.JSONSchema.Schema, f.JSONSchema.Strict = outputSchemaName, schema, strictSchemas.get(schema, strictSchema)
+		f.JSONSchema.Name, f.JSONSchema.Schema, f.JSONSchema.Strict = outputSchemaName, schema, strictSchemas.Get(schema, strictSchema)
 		b.ResponseFormat = f
 	}
 	return json.Marshal(b)
@@ -219,11 +219,14 @@ func schemaObject(raw json.RawMessage, what string) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return emptySchema, nil
 	}
-	if !isObject(raw) {
+	if !objects.Get(raw, isObject) {
 		return nil, &agent.LLMError{Message: what + " is not a JSON Schema object"}
 	}
 	return raw, nil
 }
+
+// objects remembers isObject of the schemas seen.
+var objects memo.ByBytes[bool]
 
 // isObject reports whether b is one JSON object.
 func isObject(b []byte) bool {
@@ -231,37 +234,8 @@ func isObject(b []byte) bool {
 	return len(t) > 0 && t[0] == '{' && json.Valid(b)
 }
 
-// schemaMemo remembers what is made of each schema, by its bytes, so that
-// a schema sent with every request is decoded once (all is forgotten at
-// once past maxSchemaMemo schemas).
-type schemaMemo[T any] struct {
-	mu sync.Mutex
-	m  map[string]T
-}
-
-// maxSchemaMemo bounds the schemas a schemaMemo remembers.
-const maxSchemaMemo = 1024
-
-// get is build(schema), built the first time schema is seen.
-func (c *schemaMemo[T]) get(schema []byte, build func([]byte) T) T {
-	c.mu.Lock()
-	v, ok := c.m[string(schema)]
-	c.mu.Unlock()
-	if ok {
-		return v
-	}
-	v = build(schema)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxSchemaMemo {
-		c.m = map[string]T{}
-	}
-	c.m[string(schema)] = v
-	c.mu.Unlock()
-	return v
-}
-
 // strictSchemas remembers strictSchema of the output schemas seen.
-var strictSchemas schemaMemo[bool]
+var strictSchemas memo.ByBytes[bool]
 
 // strictSchema is strictCompatible of a JSON object schema.
 func strictSchema(schema []byte) bool {
