@@ -133,17 +133,18 @@ func (c *client) failure(err error, rec *exchange, secret string) failure {
 		f.err = &agent.LLMError{Status: rec.status, Message: "its answer is not a chat completion in JSON (" + mediaType(rec.header) + " body)"}
 	default:
 		msg := "the model could not be reached at " + c.base.Host + ": " + outbound.Reason(err, c.model.Timeout)
-		if c.model.HTTP2PriorKnowledge && c.base.Scheme == "http" {
-			// Go's HTTP/2 client says so when HTTP/1.1 answers its preface.
-			if strings.Contains(err.Error(), "looked like an HTTP/1.1 header") {
-				msg = "the model at " + c.base.Host + " answered HTTP/2 in HTTP/1.1: it does not speak HTTP/2 without TLS; turn http2_prior_knowledge off"
-				f.err = &agent.LLMError{Message: msg}
-				break
-			}
+		f.retry = true
+		switch {
+		case !c.model.HTTP2PriorKnowledge || c.base.Scheme != "http":
+		case strings.Contains(err.Error(), "looked like an HTTP/1.1 header"):
+			// Go's HTTP/2 client says so when HTTP/1.1 answers its preface:
+			// asking again would be answered the same.
+			msg = "the model at " + c.base.Host + " answered HTTP/2 in HTTP/1.1: it does not speak HTTP/2 without TLS; turn http2_prior_knowledge off"
+			f.retry = false
+		default:
 			msg += " (with http2_prior_knowledge, which the server must speak)"
 		}
 		f.err = &agent.LLMError{Message: msg}
-		f.retry = true
 	}
 	f.err = &agent.LLMError{Status: f.err.Status, Message: redact(f.err.Message, secret)}
 	return f
