@@ -91,8 +91,8 @@ func TestH2CModelAgainstHTTP1Server(t *testing.T) {
 	m.HTTP2PriorKnowledge = true
 	_, err := newClient(t, testOptions(t), m).Complete(context.Background(), conversation())
 	le := llmError(t, err)
-	if !strings.Contains(le.Message, "http2_prior_knowledge") {
-		t.Errorf("error %q does not name http2_prior_knowledge", le.Message)
+	if !strings.Contains(le.Message, "does not speak HTTP/2 without TLS; turn http2_prior_knowledge off") {
+		t.Errorf("error %q does not say to turn http2_prior_knowledge off", le.Message)
 	}
 }
 
