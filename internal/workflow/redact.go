@@ -137,6 +137,9 @@ func (e *recorder) maskJSON(raw json.RawMessage) json.RawMessage {
 // request as masked by m (agent.ChatRequest.Hash when m is nil), so a
 // request made again from masked answers finds its record.
 func RequestHash(m *redact.Masker, detect []string, req agent.ChatRequest) (string, error) {
+	if m == nil {
+		return req.Hash()
+	}
 	hash, _, err := hashRequest(m, detect, req)
 	return hash, err
 }
