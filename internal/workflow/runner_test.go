@@ -887,3 +887,39 @@ func TestAWorkflowNotStoredStopsAndWritesNothing(t *testing.T) {
 		t.Errorf("audit: %+v, %v", rep, err)
 	}
 }
+
+// hangingUp is a store whose CreateWorkflow sees its caller hang up while
+// the creation waits to be taken, and honours that as the stores' write
+// queues do: a write not yet taken when its context ends is not made.
+type hangingUp struct {
+	*sqlite.DB
+	hangUp context.CancelFunc
+}
+
+func (s hangingUp) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *audit.Record) error {
+	s.hangUp()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.DB.CreateWorkflow(ctx, w, rec)
+}
+
+// TestAStartedWorkflowIsStoredWhenItsCallerHangsUp checks that once Start
+// has begun a workflow's execution, the caller's going away does not undo
+// its storing: the execution's reads are out already, and a retry with
+// the invocation's key must find the workflow, not start another.
+func TestAStartedWorkflowIsStoredWhenItsCallerHangsUp(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	ctx, hangUp := context.WithCancel(t.Context())
+	r := workflow.New(workflow.Options{Store: hangingUp{DB: db, hangUp: hangUp}, Versions: db, Tools: db, Caller: &ledger{},
+		Owner: "replica-a", Lease: time.Minute})
+	wf, err := r.Start(ctx, request("settle"))
+	if err != nil {
+		t.Fatalf("Start after the caller hung up: %v", err)
+	}
+	done, err := r.Wait(t.Context(), "acme", wf.ID)
+	if err != nil || done.Status != workflow.Completed || done.Outcome != "settled" {
+		t.Fatalf("workflow %+v, %v: want it stored and completed", done, err)
+	}
+}

@@ -163,7 +163,10 @@ func (r *Runner) store(ctx context.Context, req StartRequest, wf *Workflow, laun
 	if req.Created != nil {
 		created = req.Created(&stored)
 	}
-	c.err = r.opts.Store.CreateWorkflow(ctx, &stored, created)
+	// Its execution has begun (its reads may be out): the caller's going
+	// away must not undo its storing, or a retry with its key would find
+	// nothing and start another.
+	c.err = r.opts.Store.CreateWorkflow(context.WithoutCancel(ctx), &stored, created)
 	close(c.done)
 	r.mu.Lock()
 	delete(r.creating, wf.ID)
