@@ -15,7 +15,7 @@ import (
 // demoEnv starts serve --demo and returns a client environment with its token.
 func demoEnv(t *testing.T) *cliEnv {
 	t.Helper()
-	srv := startChild(t, freeAddr(t), "--demo", "--data", t.TempDir())
+	srv := startChild(t, demoAddr(t), "--demo", "--data", t.TempDir())
 	const prefix = "export AGENTPLANE_TOKEN="
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if out := srv.output(); strings.Contains(out, "# 3. open the viewer_url") {

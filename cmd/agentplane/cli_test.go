@@ -450,7 +450,7 @@ func TestTokenAgreesWithServe(t *testing.T) {
 // and a replay of the example workflow against version 2 changes.
 func TestDemo(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := demoAddr(t)
 	srv := startChild(t, addr, "--demo", "--data", t.TempDir())
 	var ready string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
