@@ -16,7 +16,7 @@ import (
 // Complete implements agent.Completer: recorded completions are served
 // again; a new one is asked of its model, unless the tenant's tokens
 // through that model today have reached its daily budget, and recorded
-// (with its usage) before use.
+// (with its usage) with the step that reports it (see answer).
 func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
 	hash, raw, err := hashRequest(e.mask, e.detect, req)
 	if err != nil {
@@ -44,13 +44,22 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 	if err != nil {
 		return resp, err
 	}
-	if err := e.r.opts.Store.RecordCompletion(ctx, e.r.opts.Owner, c); err != nil {
-		if ctx.Err() != nil {
-			return resp, ctx.Err()
-		}
-		return resp, e.j.fail(fmt.Errorf("record completion: %w", err))
+	if e.answered == nil {
+		e.answered = map[int]*Completion{}
 	}
+	e.answered[step] = c
 	return resp, nil
+}
+
+// answer returns the completion the step reports, if it reports one not
+// yet stored: it is stored with its step, one commit for both, before the
+// execution sends anything after it (journal.beforeRead, and the flush
+// before a write or a completion request). Its step always follows it, as
+// the plan step emits the event of every completion answered.
+func (e *recorder) answer(step int) *Completion {
+	c := e.answered[step]
+	delete(e.answered, step)
+	return c
 }
 
 // storeError is a failure to read a model or its usage from the store:

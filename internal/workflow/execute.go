@@ -94,7 +94,8 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 		}
 		span.AddEvent("step", trace.WithAttributes(attribute.Int("step", ev.Step),
 			attribute.String("action", ev.Action), attribute.String("status", ev.Status)))
-		if err := j.add(rec.step(ev)); err != nil {
+		s, recs := rec.step(ev)
+		if err := j.add(s, recs, rec.answer(ev.Step)); err != nil {
 			break
 		}
 	}

@@ -623,10 +623,9 @@ func (x *externalRun) note(ev agent.Event, attempt int, journal string, c *Compl
 	ev.Step = x.step
 	s, recs := x.rec.step(ev)
 	s.Attempt, s.Journal = attempt, journal
-	if err := x.j.add(s, recs); err != nil {
+	if err := x.j.add(s, recs, c); err != nil {
 		return err
 	}
-	x.j.newest.Completion = c
 	return x.j.release()
 }
 

@@ -22,7 +22,9 @@ import (
 //     step released then, one commit for both, or is written on its own
 //     once that write has been done for stepLinger. A read is safe to make
 //     again, so it need not wait for the steps before it.
-//   - Before a write or a planner request, every step is stored first.
+//   - Before a write or a planner request, every step is stored first; so
+//     is every step before a read when one of them carries a completion
+//     (a defined agent's: see beforeRead).
 //   - The steps not yet written at the end are stored with it.
 //   - A new workflow's own storing, under way in Start as the execution
 //     begins, is the first write in flight: every write waits for it.
@@ -47,14 +49,39 @@ type journal struct {
 	// writing is closed when the write in flight ends; nil when none is.
 	writing chan struct{}
 	steps   []Step // stored, the history's included
-	err     error  // the first failure to store; the execution stops
+	// answers are the completions carried by steps added and not yet
+	// stored.
+	answers int
+	err     error // the first failure to store; the execution stops
 }
 
-// add holds s, releasing the step held before it.
-func (j *journal) add(s *Step, recs []*audit.Record) error {
+// add holds s, with the completion c it records (if any), releasing the
+// step held before it.
+func (j *journal) add(s *Step, recs []*audit.Record, c *Completion) error {
 	err := j.release()
-	j.newest = &StepWrite{Step: s, Records: recs}
+	j.newest = &StepWrite{Step: s, Records: recs, Completion: c}
+	if c != nil {
+		j.mu.Lock()
+		j.answers++
+		j.mu.Unlock()
+	}
 	return err
+}
+
+// beforeRead readies the journal for a read to be sent: the held step is
+// released, and when a step not yet stored carries a completion, every
+// step is stored first. A completion once answered is never asked again
+// (SPEC: it is recorded before anything follows it), while a read's own
+// step may be: so a completion costs no commit of its own, yet a crash
+// during a later read finds it stored.
+func (j *journal) beforeRead() error {
+	j.mu.Lock()
+	answers := j.answers
+	j.mu.Unlock()
+	if answers > 0 {
+		return j.flush()
+	}
+	return j.release()
 }
 
 // release queues the held step to be written in the background; it
@@ -106,6 +133,9 @@ func (j *journal) inFlight(write func() error, steps []StepWrite) {
 		}
 		for _, sw := range steps {
 			j.steps = append(j.steps, *sw.Step)
+			if sw.Completion != nil {
+				j.answers--
+			}
 		}
 		if len(j.queued) > 0 && j.linger == nil {
 			j.linger = time.AfterFunc(cmp.Or(j.lingerFor, stepLinger), j.lingered)

@@ -76,14 +76,14 @@ func TestJournalWritesInTheBackgroundAndHandsTheRestToTheEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(j.add(journalStep(1), nil))
+	must(j.add(journalStep(1), nil, nil))
 	if got := st.written(); len(got) != 0 {
 		t.Fatalf("the held step was written: %v", got)
 	}
 	must(j.release()) // a read goes out: step 1 is written meanwhile
-	must(j.add(journalStep(2), nil))
+	must(j.add(journalStep(2), nil, nil))
 	must(j.release()) // step 2 waits for step 1's write
-	must(j.add(journalStep(3), nil))
+	must(j.add(journalStep(3), nil, nil))
 	eventually(t, "step 1's write", func() bool { return len(st.written()) == 1 })
 
 	type taken struct {
@@ -148,9 +148,9 @@ func TestJournalStepsReleasedMeanwhileGoWithTheNextRelease(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			must(j.add(journalStep(1), nil))
+			must(j.add(journalStep(1), nil, nil))
 			must(j.release()) // step 1's write is in flight
-			must(j.add(journalStep(2), nil))
+			must(j.add(journalStep(2), nil, nil))
 			must(j.release()) // step 2 is queued behind it
 			close(st.gate)
 			eventually(t, "step 1's write", func() bool {
@@ -163,7 +163,7 @@ func TestJournalStepsReleasedMeanwhileGoWithTheNextRelease(t *testing.T) {
 			} else if got := st.written(); len(got) != 1 {
 				t.Fatalf("step 2 was written before the next release: %v", got)
 			}
-			must(j.add(journalStep(3), nil))
+			must(j.add(journalStep(3), nil, nil))
 			must(j.flush())
 			if diff := cmp.Diff(tc.want, st.written()); diff != "" {
 				t.Errorf("batches written (-want +got):\n%s", diff)
@@ -178,13 +178,13 @@ func TestJournalFlushStoresEverything(t *testing.T) {
 	t.Parallel()
 	st := &gatedSteps{gate: make(chan struct{})}
 	j := newJournal(st)
-	if err := j.add(journalStep(1), nil); err != nil {
+	if err := j.add(journalStep(1), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.release(); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.add(journalStep(2), nil); err != nil {
+	if err := j.add(journalStep(2), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	flushed := make(chan error, 1)
@@ -213,7 +213,7 @@ func TestJournalStopsAfterAFailedWrite(t *testing.T) {
 	st := &gatedSteps{gate: make(chan struct{}), err: errors.New("disk full")}
 	close(st.gate)
 	j := newJournal(st)
-	if err := j.add(journalStep(1), nil); err != nil {
+	if err := j.add(journalStep(1), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.release(); err != nil {
@@ -222,7 +222,7 @@ func TestJournalStopsAfterAFailedWrite(t *testing.T) {
 	if err := j.wait(); err == nil {
 		t.Fatal("a failed write was not reported")
 	}
-	if err := j.add(journalStep(2), nil); err == nil {
+	if err := j.add(journalStep(2), nil, nil); err == nil {
 		t.Error("a step was added after a failed write")
 	}
 	if _, _, err := j.take(); err == nil {

@@ -32,8 +32,11 @@ type recorder struct {
 	h     history
 	j     *journal
 	calls map[int]*callRecord
-	tools map[string]*tool.Tool
-	last  time.Time
+	// answered are the new completions not yet handed to the journal, by
+	// the step that reports each.
+	answered map[int]*Completion
+	tools    map[string]*tool.Tool
+	last     time.Time
 	// asked is the approval the execution paused at, if it did.
 	asked *asked
 	// mask masks what is stored; detect are the detectors of text no one
@@ -80,13 +83,14 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 	case err != nil:
 		return agent.CallResult{}, e.pause(ctx, err)
 	}
-	// A read goes out while the steps before it are written: a crash before
-	// they are stored only sends reads again. A write waits until they are,
-	// so that its arguments come from stored answers (a resumed workflow
-	// sends an idempotent write again with the same arguments, and its key)
-	// and an unrepeatable write's intent follows them.
+	// A read goes out while the steps before it are written (unless one of
+	// them records a completion): a crash before they are stored only sends
+	// reads again. A write waits until they are, so that its arguments come
+	// from stored answers (a resumed workflow sends an idempotent write
+	// again with the same arguments, and its key) and an unrepeatable
+	// write's intent follows them.
 	if op.Kind == tool.Read {
-		if err := e.j.release(); err != nil {
+		if err := e.j.beforeRead(); err != nil {
 			return agent.CallResult{}, err
 		}
 	} else if err := e.j.flush(); err != nil {

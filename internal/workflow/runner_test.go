@@ -315,11 +315,11 @@ func (s *faultyStore) RecordIntent(ctx context.Context, owner string, in workflo
 	return s.DB.RecordIntent(ctx, owner, in)
 }
 
-func (s *faultyStore) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
-	if err := s.failure("RecordCompletion"); err != nil {
+func (s *faultyStore) AppendSteps(ctx context.Context, owner string, steps ...workflow.StepWrite) error {
+	if err := s.failure("AppendSteps"); err != nil {
 		return err
 	}
-	return s.DB.RecordCompletion(ctx, owner, c)
+	return s.DB.AppendSteps(ctx, owner, steps...)
 }
 
 func (s *faultyStore) Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error) {
@@ -448,11 +448,12 @@ func TestAClosedRunnerReleasesWhatItClaims(t *testing.T) {
 }
 
 // TestAWriteNotRecordedLeavesTheWorkflowToBeResumed checks that failing to
-// store what an execution needs before it goes on (a call's intent, a
-// completion) stops the execution without failing the workflow.
+// store what an execution needs before a write (the call's intent, the
+// steps before it: here the plan's completion with its step) stops the
+// execution without failing the workflow, and the write is sent once.
 func TestAWriteNotRecordedLeavesTheWorkflowToBeResumed(t *testing.T) {
 	t.Parallel()
-	for _, method := range []string{"RecordIntent", "RecordCompletion"} {
+	for _, method := range []string{"RecordIntent", "AppendSteps"} {
 		t.Run(method, func(t *testing.T) {
 			db := setup(t)
 			ctx := context.Background()

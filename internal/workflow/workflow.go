@@ -316,11 +316,6 @@ type Store interface {
 	// ReleaseLease gives up owner's lease on a running workflow at once, so
 	// another replica (or this one, restarted) can resume it.
 	ReleaseLease(ctx context.Context, owner, workflowID string) error
-	// RecordCompletion stores a workflow's completion, provided owner holds
-	// its lease, and adds its tokens and cost to the tenant's daily usage
-	// in the same transaction. A completion already recorded under its
-	// number is kept as it was and counted once.
-	RecordCompletion(ctx context.Context, owner string, c *Completion) error
 	// Completions returns a workflow's recorded completions (their Data) by number.
 	Completions(ctx context.Context, workflowID string) (map[int]json.RawMessage, error)
 	// WorkflowCompletions returns a workflow's completions with their usage, by number.

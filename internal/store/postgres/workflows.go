@@ -159,21 +159,6 @@ func completionArgs(owner string, c *workflow.Completion) []any {
 		c.InputTokens, c.OutputTokens, c.Cost, c.Currency, c.FinishReason, c.CreatedAt, workflow.Day(c.CreatedAt)}
 }
 
-// RecordCompletion stores a completion, provided owner holds the lease,
-// and adds it to the tenant's daily usage, once, in one statement.
-func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
-	c.CreatedAt = micro(c.CreatedAt)
-	var held int
-	err := db.pool.QueryRow(ctx, insertCompletion+`SELECT count(*) FROM held`, completionArgs(owner, c)...).Scan(&held)
-	if err != nil {
-		return fmt.Errorf("record completion: %w", unavailable(err))
-	}
-	if held == 0 {
-		return fmt.Errorf("record completion: workflow %s is not running under this owner: %w", c.WorkflowID, workflow.ErrLeaseLost)
-	}
-	return nil
-}
-
 // FinishWorkflow stores how w ended and drops its lease, provided owner
 // holds it, after the last steps in the same transaction.
 func (db *DB) FinishWorkflow(ctx context.Context, owner string, w *workflow.Workflow, recs []*audit.Record,

@@ -30,7 +30,8 @@ func BenchmarkInvokeUsage(b *testing.B) {
 		data, _ := json.Marshal(map[string]string{"request_sha256": "h", "wire": strings.Repeat("x", size)})
 		c := &workflow.Completion{WorkflowID: w.ID, N: n + 1, Step: n + 1, Tenant: "acme", Agent: "ext", AgentVersion: "1",
 			Model: "default", InputTokens: 100, OutputTokens: 10, CreatedAt: now, Data: data}
-		if err := db.RecordCompletion(ctx, "replica-a", c); err != nil {
+		s := &workflow.Step{WorkflowID: w.ID, Seq: n + 1, Step: n + 1, Action: "ask", Kind: "completion", Status: "ok", StartedAt: now}
+		if err := db.AppendSteps(ctx, "replica-a", workflow.StepWrite{Step: s, Completion: c}); err != nil {
 			b.Fatal(err)
 		}
 	}

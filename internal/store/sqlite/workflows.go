@@ -140,24 +140,6 @@ func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent
 	})
 }
 
-// RecordCompletion stores a completion, provided owner holds the lease,
-// and adds it to the tenant's daily usage, once.
-func (db *DB) RecordCompletion(ctx context.Context, owner string, c *workflow.Completion) error {
-	c.CreatedAt = micro(c.CreatedAt)
-	return db.write(ctx, func(tx dbtx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?`,
-			c.WorkflowID, owner).Scan(&one)
-		if sqlrow.IsNoRows(err) {
-			return fmt.Errorf("record completion: workflow %s is not running under this owner: %w", c.WorkflowID, workflow.ErrLeaseLost)
-		}
-		if err != nil {
-			return fmt.Errorf("record completion: %w", err)
-		}
-		return insertCompletion(ctx, tx, c)
-	})
-}
-
 // insertCompletion stores a completion of a workflow whose lease was
 // checked, and adds it to the tenant's daily usage, once.
 func insertCompletion(ctx context.Context, tx dbtx, c *workflow.Completion) error {

@@ -21,7 +21,7 @@ func testWorkflowLeaseEnforced(t *testing.T, s Store, _ Hooks) {
 	rec := record("acme", "workflow.step", 1)
 	wantLeaseLost(t, s.AppendSteps(ctx, "replica-b", written(newStep(w.ID, 1), rec)), "another owner's step")
 	wantLeaseLost(t, s.RecordIntent(ctx, "replica-b", workflow.Intent{WorkflowID: w.ID, Step: 1, At: base}), "another owner's intent")
-	wantLeaseLost(t, s.RecordCompletion(ctx, "replica-b", completion(w, 1, `{}`)), "another owner's completion")
+	wantLeaseLost(t, s.AppendSteps(ctx, "replica-b", answered(completion(w, 1, `{}`), 1)), "another owner's completion")
 	done := *w
 	done.Status, done.Outcome = workflow.Completed, "ok"
 	wantLeaseLost(t, s.FinishWorkflow(ctx, "replica-b", &done, []*audit.Record{record("acme", "workflow.finish", 2)}), "another owner's finish")

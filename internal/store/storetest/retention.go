@@ -21,8 +21,7 @@ func finishedAt(t *testing.T, s Store, tenant string, i int, at time.Time) *work
 	w := newWorkflow(tenant, "triage", "replica-a", i)
 	w.IdempotencyKey, w.RequestHash = workflow.IdempotencyKey("user-1", "/v1/agents/triage/invoke", w.ID), "hash"
 	create(t, s, w)
-	must(t, s.AppendSteps(ctx, "replica-a", workflow.StepWrite{Step: newStep(w.ID, 1)}), "append step")
-	must(t, s.RecordCompletion(ctx, "replica-a", completion(w, 1, `{"text": "hi"}`)), "record completion")
+	must(t, s.AppendSteps(ctx, "replica-a", answered(completion(w, 1, `{"text": "hi"}`), 1)), "append a step with its completion")
 	w.Status, w.Outcome, w.FinishedAt = workflow.Completed, "routed", at
 	must(t, s.FinishWorkflow(ctx, "replica-a", w, nil), "finish "+w.ID)
 	return w

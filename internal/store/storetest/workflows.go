@@ -167,7 +167,7 @@ func testWorkflowLifecycle(t *testing.T, s Store, _ Hooks) {
 	// Completions.
 	comps := map[int]json.RawMessage{1: json.RawMessage(`{"content": "a"}`), 2: json.RawMessage(`{"content": "b"}`)}
 	for n, c := range comps {
-		must(t, s.RecordCompletion(ctx, "replica-a", completion(w, n, string(c))), "record completion")
+		must(t, s.AppendSteps(ctx, "replica-a", answered(completion(w, n, string(c)), 100+n)), "record completion")
 	}
 	gotComps, err := s.Completions(ctx, w.ID)
 	must(t, err, "completions")
@@ -537,6 +537,14 @@ func wantActions(t *testing.T, s Store, tenant string, want ...string) {
 // written is a step with its records, as a write stores them.
 func written(s *workflow.Step, recs ...*audit.Record) workflow.StepWrite {
 	return workflow.StepWrite{Step: s, Records: recs}
+}
+
+// answered is step seq of c's workflow, the completion c reports, stored
+// with it.
+func answered(c *workflow.Completion, seq int) workflow.StepWrite {
+	st := newStep(c.WorkflowID, seq)
+	st.Kind, st.Tool, st.Operation, st.Model = "completion", "", "", c.Model
+	return workflow.StepWrite{Step: st, Completion: c}
 }
 
 // testWorkflowKeys: an invoke's idempotency key is stored with its workflow
