@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/catalogcache"
 	"io"
 	"log/slog"
 	"net"
@@ -275,8 +276,11 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	}
 	// Rollouts choose each invocation's arm from the store, and count each
 	// finished run, on every replica (docs/change-safety.md).
-	rollouts := &rollout.Service{Store: st, Versions: st, Workflows: st, Now: time.Now, Logger: logger}
-	runner, err := newRunner(c.run, st, parts, models, metrics, logger, c.issuer.issuerURL(), rollouts)
+	// An invocation's reads of its agent, tools and rollout are kept while
+	// its tenant's catalog does not change (docs/performance.md).
+	catalog := catalogcache.New(st, 0)
+	rollouts := &rollout.Service{Store: catalogcache.Rollouts{Store: st, Cache: catalog}, Versions: st, Workflows: st, Now: time.Now, Logger: logger}
+	runner, err := newRunner(c.run, st, parts, models, metrics, logger, c.issuer.issuerURL(), rollouts, catalog)
 	if err != nil {
 		return err
 	}

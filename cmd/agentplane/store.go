@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/catalogcache"
 	"path/filepath"
 	"strings"
 
@@ -45,6 +46,7 @@ type store interface {
 	auth.RevocationStore
 	siem.Store
 	redact.KeyStore
+	catalogcache.Generations
 	Close() error
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/catalogcache"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -176,7 +177,7 @@ func newModelParts(f runFlags, st store, parts *toolParts) (*modelParts, error) 
 // newRunner builds the workflow runner, asking models through a pool of
 // provider clients that shares the tools' outbound rules (private
 // addresses, --allow-private-host) and secret policy.
-func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger, publicURL string, arms workflow.ArmChooser) (*workflow.Runner, error) {
+func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metrics *telemetry.Metrics, logger *slog.Logger, publicURL string, arms workflow.ArmChooser, catalog *catalogcache.Cache) (*workflow.Runner, error) {
 	opts := llm.Options{Outbound: parts.client, Secrets: parts.resolver, Metrics: metrics, CaptureContent: f.otelCaptureContent}
 	if models.def != nil && f.llmAPIKeyRef != "" {
 		// Resolved once now, so a missing key stops serve rather than
@@ -198,7 +199,9 @@ func newRunner(f runFlags, st store, parts *toolParts, models *modelParts, metri
 	agents := parts.client.HTTPClient()
 	agents.Timeout = 0
 	return workflow.New(workflow.Options{
-		Store: st, Versions: st, Tools: st, Caller: parts.executor, Models: models.lookup, LLM: pool,
+		Store: st, Versions: catalogcache.Versions{VersionStore: st, Cache: catalog},
+		Tools: catalogcache.Tools{ToolLookup: st, Cache: catalog}, Catalog: catalog,
+		Caller: parts.executor, Models: models.lookup, LLM: pool,
 		Lease: f.lease, Timeout: f.workflowTimeout, Logger: logger,
 		DefaultToolCalls: f.defaultToolCalls, MaxToolCalls: f.maxToolCalls, MaxRunning: f.maxRunning,
 		Redact: &redact.Service{Keys: st, Detect: detect}, Arms: arms,

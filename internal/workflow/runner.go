@@ -65,7 +65,13 @@ type Options struct {
 	External ExternalOptions
 	// Arms, when set, chooses the arm of a rollout an invocation of an
 	// agent's default version runs.
-	Arms   ArmChooser
+	Arms ArmChooser
+	// Catalog, when set, marks each invocation's context with its tenant's
+	// catalog generation, so that its reads of its version, tools and
+	// rollout may come from a cache (catalogcache.Cache).
+	Catalog interface {
+		At(ctx context.Context, tenant string) context.Context
+	}
 	Now    func() time.Time
 	Logger *slog.Logger
 }

@@ -75,6 +75,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (*Workflow, error)
 	if err != nil {
 		return nil, err
 	}
+	if r.opts.Catalog != nil {
+		ctx = r.opts.Catalog.At(ctx, req.Tenant)
+	}
 	v, err := r.version(ctx, &req)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"github.com/agentplane/agentplane/internal/catalogcache"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ type Store interface {
 	siem.Store
 	redact.KeyStore
 	session.Store
+	catalogcache.Generations
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }
@@ -76,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) Store, h Hooks) {
 		fn   func(t *testing.T, s Store, h Hooks)
 	}{
 		{"Ping", testPing},
+		{"CatalogGeneration", testCatalogGeneration},
 		{"ToolCRUD", testToolCRUD},
 		{"ToolNameConflict", testToolNameConflict},
 		{"ToolTenantIsolation", testToolTenantIsolation},

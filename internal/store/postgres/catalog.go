@@ -1,0 +1,26 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentplane/agentplane/internal/store/sqlrow"
+)
+
+// CatalogGeneration returns the tenant's catalog generation: 0 until its
+// agents, versions, tools or rollouts first change, then one more at every
+// change (the triggers of migration 0032 count them).
+func (db *DB) CatalogGeneration(ctx context.Context, tenant string) (int64, error) {
+	var gen int64
+	err := db.read(ctx, func(q querier) error {
+		err := q.QueryRow(ctx, `SELECT generation FROM catalog_generations WHERE tenant = $1`, tenant).Scan(&gen)
+		if sqlrow.IsNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("catalog generation: %w", err)
+		}
+		return nil
+	})
+	return gen, err
+}
