@@ -394,7 +394,7 @@ func printTable(w io.Writer, o options, rs []result) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%d\t%d\t\n", r.store, invoke, r.n,
 			ms(r.overhead50), ms(r.overhead99), ms(r.gap50), ms(r.gap99),
 			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines,
-			ms(r.cpuPerWorkflow), r.modelConns, r.modelAccepted)
+			fmt.Sprintf("%.2f ms", float64(r.cpuPerWorkflow)/float64(time.Millisecond)), r.modelConns, r.modelAccepted)
 	}
 	tw.Flush()
 }
