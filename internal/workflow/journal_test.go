@@ -206,6 +206,48 @@ func TestJournalFlushStoresEverything(t *testing.T) {
 	}
 }
 
+// TestJournalStoresACompletionBeforeARead checks beforeRead: a read after
+// a step that carries a completion waits until that step is stored; a read
+// after any other step goes out while it is written.
+func TestJournalStoresACompletionBeforeARead(t *testing.T) {
+	t.Parallel()
+	st := &gatedSteps{gate: make(chan struct{})}
+	j := newJournal(st)
+	if err := j.add(journalStep(1), nil, &Completion{WorkflowID: "wf_1", N: 1, Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { read <- j.beforeRead() }()
+	select {
+	case err := <-read:
+		t.Fatalf("the read went out (%v) while the completion's step was being written", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(st.gate)
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if j.answers != 0 {
+		t.Errorf("%d completions counted as not stored, want 0", j.answers)
+	}
+
+	plain := &gatedSteps{gate: make(chan struct{})}
+	j = newJournal(plain)
+	if err := j.add(journalStep(1), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.beforeRead(); err != nil { // returns with step 1's write in flight
+		t.Fatal(err)
+	}
+	close(plain.gate)
+	if err := j.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][]int{{1}}, plain.written()); diff != "" {
+		t.Errorf("batches written (-want +got):\n%s", diff)
+	}
+}
+
 // TestJournalStopsAfterAFailedWrite checks that a write failing in the
 // background stops the execution at its next step, and at its end.
 func TestJournalStopsAfterAFailedWrite(t *testing.T) {
