@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/agentplane/agentplane/internal/store/sqlrow"
 )
@@ -13,14 +12,9 @@ import (
 func (db *DB) CatalogGeneration(ctx context.Context, tenant string) (int64, error) {
 	var gen int64
 	err := db.query(ctx, func(q dbtx) error {
-		err := q.QueryRowContext(ctx, `SELECT generation FROM catalog_generations WHERE tenant = ?`, tenant).Scan(&gen)
-		if sqlrow.IsNoRows(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("catalog generation: %w", err)
-		}
-		return nil
+		var err error
+		gen, err = sqlrow.ScanGeneration(q.QueryRowContext(ctx, `SELECT generation FROM catalog_generations WHERE tenant = ?`, tenant))
+		return err
 	})
 	return gen, err
 }
