@@ -44,9 +44,6 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 	if err != nil {
 		return resp, err
 	}
-	if e.answered == nil {
-		e.answered = map[int]*Completion{}
-	}
 	e.answered[step] = c
 	return resp, nil
 }

@@ -111,7 +111,7 @@ func (r *Runner) begin(store context.Context, wf *Workflow, h history) (*journal
 		j.inFlight(h.created.wait, nil)
 		j.mu.Unlock()
 	}
-	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
+	rec := &recorder{r: r, wf: wf, h: h, j: j, calls: map[int]*callRecord{}, answered: map[int]*Completion{}, tools: map[string]*tool.Tool{}, last: r.opts.Now()}
 	for _, t := range h.tools {
 		if t != nil {
 			rec.tools[t.Name] = t

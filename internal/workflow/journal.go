@@ -70,10 +70,10 @@ func (j *journal) add(s *Step, recs []*audit.Record, c *Completion) error {
 
 // beforeRead readies the journal for a read to be sent: the held step is
 // released, and when a step not yet stored carries a completion, every
-// step is stored first. A completion once answered is never asked again
-// (SPEC: it is recorded before anything follows it), while a read's own
-// step may be: so a completion costs no commit of its own, yet a crash
-// during a later read finds it stored.
+// step is stored first. A read may be sent again after a crash, but a
+// completion once answered is recorded and never asked again (SPEC §4,
+// "Calls to models"): so a completion costs no commit of its own, yet a
+// crash during a later read finds it stored.
 func (j *journal) beforeRead() error {
 	j.mu.Lock()
 	answers := j.answers
