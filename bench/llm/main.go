@@ -110,15 +110,17 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 
 // result is one size's figures.
 type result struct {
-	store             string
-	n                 int
-	async             bool
-	overhead50        time.Duration // per completion
-	overhead99        time.Duration
-	gap50, gap99      time.Duration
-	wall, ideal       time.Duration
-	peakRSS           int64
-	cpuPerWorkflow    time.Duration
+	store          string
+	n              int
+	async          bool
+	overhead50     time.Duration // per completion
+	overhead99     time.Duration
+	gap50, gap99   time.Duration
+	wall, ideal    time.Duration
+	peakRSS        int64
+	cpuPerWorkflow time.Duration
+	// faultsPerWorkflow is the server's minor page faults per workflow.
+	faultsPerWorkflow float64
 	peakGoroutines    int
 	completions, tool int64
 	// modelConns is the most connections to the model open at once,
@@ -213,6 +215,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 		firstErr error
 	)
 	cpuBefore := srv.CPU()
+	faultsBefore := srv.MinorFaults()
 	start := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -240,6 +243,7 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	}
 	res.wall = time.Since(start)
 	res.cpuPerWorkflow = (srv.CPU() - cpuBefore) / time.Duration(n)
+	res.faultsPerWorkflow = float64(srv.MinorFaults()-faultsBefore) / float64(n)
 	res.peakGoroutines = stopSampling()
 	res.peakRSS = srv.PeakRSS()
 	res.modelConns, res.modelAccepted = world.ModelConns.Peak()
@@ -385,16 +389,16 @@ func printTable(w io.Writer, o options, rs []result) {
 	}
 	fmt.Fprintf(w, "LLM workflows in flight at once; the scripted model answers after %s over %s; 2 completions + 1 tool call each\n", o.latency, proto)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\tmodel conns peak\taccepted\t")
+	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\tmodel conns peak\taccepted\tpage faults/workflow\t")
 	for _, r := range rs {
 		invoke := "sync"
 		if r.async {
 			invoke = "async"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%d\t%d\t\n", r.store, invoke, r.n,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%d\t%d\t%.0f\t\n", r.store, invoke, r.n,
 			ms(r.overhead50), ms(r.overhead99), ms(r.gap50), ms(r.gap99),
 			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines,
-			fmt.Sprintf("%.2f ms", float64(r.cpuPerWorkflow)/float64(time.Millisecond)), r.modelConns, r.modelAccepted)
+			fmt.Sprintf("%.2f ms", float64(r.cpuPerWorkflow)/float64(time.Millisecond)), r.modelConns, r.modelAccepted, r.faultsPerWorkflow)
 	}
 	tw.Flush()
 }

@@ -215,17 +215,8 @@ func (s *Server) CPU() time.Duration { return ProcessCPU(strconv.Itoa(s.cmd.Proc
 // ProcessCPU returns the CPU time so far (user + system) of the process
 // pid ("self" for this one), or 0 where /proc is not available.
 func ProcessCPU(pid string) time.Duration {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) start at state.
-	rest := string(data)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
+	f := procStat(pid)
+	if f == nil {
 		return 0
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
@@ -235,6 +226,42 @@ func ProcessCPU(pid string) time.Duration {
 	}
 	const clockTicks = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// MinorFaults returns the server process's minor page faults so far: each
+// is a first touch of a page of memory the kernel had not yet given it.
+func (s *Server) MinorFaults() int64 { return ProcessMinorFaults(strconv.Itoa(s.cmd.Process.Pid)) }
+
+// ProcessMinorFaults returns the minor page faults so far of the process
+// pid, or 0 where /proc is not available.
+func ProcessMinorFaults(pid string) int64 {
+	f := procStat(pid)
+	if f == nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(f[7], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// procStat returns the fields of /proc/pid/stat after the command name
+// (which may hold spaces), from the state on, or nil.
+func procStat(pid string) []string {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil
+	}
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return nil
+	}
+	return f
 }
 
 // Exited reports an error when the server stopped on its own.
