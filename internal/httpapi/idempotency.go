@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"time"
@@ -49,21 +48,6 @@ func (s *Server) idempotent(h http.Handler) http.Handler {
 		}
 		s.runOnce(w, r, key, body, h)
 	})
-}
-
-// bodyIdempotencyKey reconciles the header key with the body's
-// idempotency_key field: either may be given; both must then agree.
-func bodyIdempotencyKey(header string, body []byte) (string, error) {
-	var b struct {
-		Key *string `json:"idempotency_key"`
-	}
-	if json.Unmarshal(body, &b) != nil || b.Key == nil {
-		return header, nil // the handler reports malformed bodies
-	}
-	if header != "" && *b.Key != header {
-		return "", problem.Field("idempotency_key", "differs from the Idempotency-Key header; send one or make them equal")
-	}
-	return *b.Key, nil
 }
 
 func (s *Server) runOnce(w http.ResponseWriter, r *http.Request, key string, body []byte, h http.Handler) {

@@ -17,13 +17,15 @@ import (
 
 // invokeRequest is the body of POST /v1/agents/{id}/invoke.
 type invokeRequest struct {
-	Goal           string         `json:"goal"`
-	Context        map[string]any `json:"context,omitempty"`
-	Stream         *bool          `json:"stream,omitempty"`
-	MaxToolCalls   *int           `json:"max_tool_calls,omitempty"`
-	MaxLLMTokens   *int64         `json:"max_llm_tokens,omitempty"`
-	OnExhausted    string         `json:"on_exhausted,omitempty"`
-	IdempotencyKey string         `json:"idempotency_key,omitempty"`
+	Goal         string         `json:"goal"`
+	Context      map[string]any `json:"context,omitempty"`
+	Stream       *bool          `json:"stream,omitempty"`
+	MaxToolCalls *int           `json:"max_tool_calls,omitempty"`
+	MaxLLMTokens *int64         `json:"max_llm_tokens,omitempty"`
+	OnExhausted  string         `json:"on_exhausted,omitempty"`
+	// IdempotencyKey is a pointer so that an empty key sent beside the
+	// header is told apart from no key (they must then agree).
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 }
 
 // wantsStream reports whether an invoke is answered with events: as its
@@ -47,7 +49,13 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, err := invokeKey(r, body)
+	// Decoded once: a repeat's body is the first's (the fingerprint
+	// says so), so it decodes as the first one did.
+	var req invokeRequest
+	if err := jsonbody.Decode(body, &req); err != nil {
+		return err
+	}
+	key, err := invokeKey(r, req.IdempotencyKey)
 	if err != nil {
 		return err
 	}
@@ -60,12 +68,8 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if wf != nil {
-			return s.attachInvoke(w, r, body, wf)
+			return s.attachInvoke(w, r, req, wf)
 		}
-	}
-	var req invokeRequest
-	if err := jsonbody.Decode(body, &req); err != nil {
-		return err
 	}
 	name, version, err := splitRef(r.PathValue("id"))
 	if err != nil {
@@ -106,7 +110,7 @@ func (s *Server) handleInvoke(w http.ResponseWriter, r *http.Request) error {
 		// A repeat that came while the first was being created: it
 		// attaches as any repeat does, its stream counted there.
 		release()
-		return s.attachInvoke(w, r, body, wf)
+		return s.attachInvoke(w, r, req, wf)
 	}
 	info.WorkflowID = wf.ID
 	w.Header().Set("Workflow-Id", wf.ID)
@@ -138,10 +142,16 @@ func callerOf(p auth.Principal) workflow.Caller {
 
 // invokeKey is the stored form of an invoke's idempotency key (header or
 // body field), "" when it has none.
-func invokeKey(r *http.Request, body []byte) (string, error) {
-	key, err := bodyIdempotencyKey(r.Header.Get("Idempotency-Key"), body)
-	if err != nil || key == "" {
-		return "", err
+func invokeKey(r *http.Request, field *string) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if field != nil {
+		if key != "" && *field != key {
+			return "", problem.Field("idempotency_key", "differs from the Idempotency-Key header; send one or make them equal")
+		}
+		key = *field
+	}
+	if key == "" {
+		return "", nil
 	}
 	if len(key) > maxIdempotencyKey {
 		return "", problem.Field("Idempotency-Key", "must be at most %d characters", maxIdempotencyKey)
@@ -152,9 +162,7 @@ func invokeKey(r *http.Request, body []byte) (string, error) {
 // attachInvoke answers a repeat of an invoke with the workflow the first
 // one created: at once with respond-async, by its events with a stream,
 // else once it has ended.
-func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, body []byte, wf *workflow.Workflow) error {
-	var req invokeRequest
-	_ = json.Unmarshal(body, &req) // it decoded when the workflow was created
+func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, req invokeRequest, wf *workflow.Workflow) error {
 	p := frontdoor.Principal(r)
 	info := frontdoor.InfoFrom(r.Context())
 	info.ResourceID, info.WorkflowID = wf.Agent, wf.ID

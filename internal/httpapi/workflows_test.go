@@ -336,17 +336,21 @@ func TestInvokeValidation(t *testing.T) {
 		status     int
 		code       string
 		field      string
+		headers    []string
 	}{
-		{"no goal", "/v1/agents/fraud-triage/invoke", map[string]any{"context": map[string]any{"transaction_id": "x"}}, 422, "validation-failed", "goal"},
-		{"max_tool_calls 0", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "max_tool_calls": 0}, 422, "validation-failed", "max_tool_calls"},
-		{"max_tool_calls 101", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "max_tool_calls": 101}, 422, "validation-failed", "max_tool_calls"},
-		{"context breaks inputs", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{}}, 422, "validation-failed", "context.transaction_id"},
-		{"unknown agent", "/v1/agents/nobody/invoke", map[string]any{"goal": "g"}, 404, "not-found", ""},
-		{"unknown version", "/v1/agents/fraud-triage@99/invoke", map[string]any{"goal": "g"}, 404, "agent-version-not-found", ""},
-		{"empty version", "/v1/agents/fraud-triage@/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}}, 404, "agent-version-not-found", ""},
+		{"no goal", "/v1/agents/fraud-triage/invoke", map[string]any{"context": map[string]any{"transaction_id": "x"}}, 422, "validation-failed", "goal", nil},
+		{"max_tool_calls 0", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "max_tool_calls": 0}, 422, "validation-failed", "max_tool_calls", nil},
+		{"max_tool_calls 101", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "max_tool_calls": 101}, 422, "validation-failed", "max_tool_calls", nil},
+		{"context breaks inputs", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{}}, 422, "validation-failed", "context.transaction_id", nil},
+		{"unknown agent", "/v1/agents/nobody/invoke", map[string]any{"goal": "g"}, 404, "not-found", "", nil},
+		{"unknown version", "/v1/agents/fraud-triage@99/invoke", map[string]any{"goal": "g"}, 404, "agent-version-not-found", "", nil},
+		{"empty version", "/v1/agents/fraud-triage@/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}}, 404, "agent-version-not-found", "", nil},
+		{"key differs from the header", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "idempotency_key": "a"}, 422, "validation-failed", "idempotency_key", []string{"Idempotency-Key", "b"}},
+		{"empty key beside the header", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "idempotency_key": ""}, 422, "validation-failed", "idempotency_key", []string{"Idempotency-Key", "b"}},
+		{"key too long", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "idempotency_key": strings.Repeat("k", 256)}, 422, "validation-failed", "Idempotency-Key", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := h.do("POST", tc.path, w.admin, tc.body)
+			r := h.do("POST", tc.path, w.admin, tc.body, tc.headers...)
 			if r.Status != tc.status {
 				t.Fatalf("%d %s", r.Status, r.Body)
 			}
