@@ -203,14 +203,17 @@ func TestConsoleWorkflowListKeepsWordsWhole(t *testing.T) {
 		t.Errorf("the refund's timeline shows the waits %q, want one: waited 2 h 14 min for approval", gaps)
 	}
 	// Each step's bar: the fetches of the transaction and the customer,
-	// 2 h 14 min before the refund, still take a visible share.
+	// 2 h 14 min before the refund, still take a visible share. Were the
+	// wait not collapsed, every bar would be at its smallest (0.004 of the
+	// width); the idle moments between steps (under a second, longer on a
+	// loaded machine) are not collapsed and take the rest.
 	widths := consoletest.Eval[[]float64](t, tab, `[...document.querySelectorAll('#steps li.step svg.bar')].map(svg =>
   svg.querySelector('rect.fill').getBoundingClientRect().width / svg.getBoundingClientRect().width)`)
 	var shown float64
 	for _, f := range widths {
 		shown += f
 	}
-	if len(widths) < 4 || shown < 0.5 {
+	if len(widths) < 4 || shown < 0.2 {
 		t.Errorf("the steps' bars take %v of the width (%.2f together): want them scaled to the steps' own time", widths, shown)
 	}
 	consoletest.NoProblems(t, tab, "refund after a wait")
