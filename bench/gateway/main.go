@@ -48,11 +48,13 @@ const (
 )
 
 type options struct {
-	stores      []string
-	sizes       []int
-	latency     time.Duration
-	rounds      int
-	compare     bool
+	stores  []string
+	sizes   []int
+	latency time.Duration
+	rounds  int
+	compare bool
+	// warm runs an unmeasured round of each agent at each size first.
+	warm        bool
 	databaseURL string
 	repo        string
 	binary      string
@@ -83,10 +85,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile of an external round (-profile-round) to this file, and of the same defined round to this file + .defined (go tool pprof reads them)")
 	profileFor := fs.Duration("profile-for", 0, "how long each CPU profile lasts (default 2.5 × -latency, the first completions to the last)")
 	profileRound := fs.Int("profile-round", 1, "the round of each agent whose CPU profile -cpuprofile writes (the first holds the connections' and the first sessions' costs)")
+	warm := fs.Bool("warm", true, "run an unmeasured round of each agent at each size first, so that every measured round finds the server's memory and connections as a server past its first burst has them (without it, the first agent's first round pays for the memory both agents then reuse)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, rounds: *rounds, compare: *compare, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor, profileRound: *profileRound}
+	o := options{latency: *latency, rounds: *rounds, compare: *compare, warm: *warm, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor, profileRound: *profileRound}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -199,6 +202,14 @@ func measure(ctx context.Context, o options, ag *agent, bin, data, store string,
 	for _, name := range agents {
 		if err := invoke(ctx, srv, name, "w99999999"); err != nil {
 			return nil, err
+		}
+	}
+	if o.warm {
+		for _, name := range agents {
+			fmt.Fprintf(stderr, "%s: an unmeasured round of %d %s runs, to warm the server …\n", store, n, name)
+			if _, err := b.round(ctx, name, n, ""); err != nil {
+				return nil, fmt.Errorf("%s warm-up round: %w\nthe server's log ends:\n%s", name, err, srv.LogTail())
+			}
 		}
 	}
 	byAgent := map[string]*result{}

@@ -17,6 +17,8 @@ import (
 type roundFigures struct {
 	wall time.Duration
 	cpu  time.Duration // the server's, over the round
+	// faults are the server's minor page faults over the round.
+	faults int64
 	// benchCPU is this process's: the agent, the model, the tool and the
 	// invoking clients.
 	benchCPU time.Duration
@@ -68,7 +70,7 @@ func (b *bench) round(ctx context.Context, name string, n int, profile string) (
 		mu       sync.Mutex
 		firstErr error
 	)
-	cpuBefore, benchBefore := b.srv.CPU(), benchserver.ProcessCPU("self")
+	cpuBefore, benchBefore, faultsBefore := b.srv.CPU(), benchserver.ProcessCPU("self"), b.srv.MinorFaults()
 	start := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -91,6 +93,7 @@ func (b *bench) round(ctx context.Context, name string, n int, profile string) (
 		firstErr = fmt.Errorf("the gateway answered the agent other than 200: %v", fails)
 	}
 	f.cpu = b.srv.CPU() - cpuBefore
+	f.faults = b.srv.MinorFaults() - faultsBefore
 	f.benchCPU = benchserver.ProcessCPU("self") - benchBefore
 	f.peakG = stopSampling()
 	f.peakRSS = b.srv.PeakRSS()
@@ -180,6 +183,15 @@ func (r *result) cpuPerRun() (server, bench time.Duration) {
 	return server / runs, bench / runs
 }
 
+// faultsPerRun is the server's minor page faults per run over all rounds.
+func (r *result) faultsPerRun() float64 {
+	var faults int64
+	for _, f := range r.rounds {
+		faults += f.faults
+	}
+	return float64(faults) / float64(len(r.rounds)*r.n)
+}
+
 func (r *result) medianWall() time.Duration {
 	var walls []time.Duration
 	for _, f := range r.rounds {
@@ -206,7 +218,7 @@ func printTable(w io.Writer, o options, rs []result) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "agent\tstore\truns\tgateway overhead/exchange p50\tp99\tcompletion p50\tcall p50\tMCP session/run p50\trun overhead/completion p50\tp99\twall (median)\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/run\tbench CPU/run\t")
+	fmt.Fprintln(tw, "agent\tstore\truns\tgateway overhead/exchange p50\tp99\tcompletion p50\tcall p50\tMCP session/run p50\trun overhead/completion p50\tp99\twall (median)\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/run\tbench CPU/run\tpage faults/run\t")
 	for i := range rs {
 		r := &rs[i]
 		gw := []string{"–", "–", "–", "–", "–"}
@@ -221,9 +233,9 @@ func printTable(w io.Writer, o options, rs []result) {
 		rss, g := r.peaks()
 		wall := r.medianWall()
 		server, bench := r.cpuPerRun()
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%s\t\n", r.agent, r.store, r.n,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%s\t%.0f\t\n", r.agent, r.store, r.n,
 			gw[0], gw[1], gw[2], gw[3], gw[4], ms(run.P(50)), ms(run.P(99)),
-			wall.Round(10*time.Millisecond), r.ideal, float64(wall)/float64(r.ideal), float64(rss)/(1<<20), g, ms(server), ms(bench))
+			wall.Round(10*time.Millisecond), r.ideal, float64(wall)/float64(r.ideal), float64(rss)/(1<<20), g, ms(server), ms(bench), r.faultsPerRun())
 	}
 	tw.Flush()
 	for i := range rs {
