@@ -7,7 +7,7 @@
 // workflow makes two completions and one tool call, and all n wait on the
 // model together.
 //
-//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-h2c] [-cpuprofile FILE] [-heapprofile FILE]
+//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-h2c] [-warm] [-cpuprofile FILE] [-heapprofile FILE]
 //
 // It reports the orchestration overhead per completion — a workflow's time
 // from invoke to answer less the time the model took, over its two
@@ -22,6 +22,11 @@
 // With -h2c the scripted model speaks unencrypted HTTP/2 only and the
 // server asks it with --llm-http2-prior-knowledge: the completions in
 // flight share a few connections instead of one each.
+//
+// With -warm an unmeasured burst of n workflows comes first, so the
+// measured one finds the memory a server past its first burst holds: on a
+// host whose page faults are dear, a fresh server's first burst pays for
+// every page it touches (the table's page faults per workflow say how many).
 //
 // With -async each size is measured a second time with invokes that ask
 // for Prefer: respond-async: the client's connection ends at the 202, and a
@@ -61,6 +66,8 @@ type options struct {
 	limit       time.Duration
 	// async adds a round of asynchronous invokes to each size.
 	async bool
+	// warm runs an unmeasured burst of n workflows before the measured one.
+	warm bool
 	// h2c has the model speak unencrypted HTTP/2 (prior knowledge).
 	h2c bool
 	// cpuProfile, when set, receives the server's CPU profile of the
@@ -85,11 +92,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile while the workflows are in flight to this file (go tool pprof reads it)")
 	heapProfile := fs.String("heapprofile", "", "write the server's heap profile, taken as the model gets the last workflow's first completion request, to this file (go tool pprof reads it)")
 	async := fs.Bool("async", false, "measure each size also with asynchronous invokes (Prefer: respond-async)")
+	warm := fs.Bool("warm", false, "run an unmeasured burst of as many workflows first, so that the measured one finds the server's memory and connections as a server past its first burst has them (the default measures a fresh server's first burst)")
 	h2c := fs.Bool("h2c", false, "serve the scripted model with unencrypted HTTP/2 only and start the server with --llm-http2-prior-knowledge")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, heapProfile: *heapProfile, async: *async, h2c: *h2c}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, heapProfile: *heapProfile, async: *async, warm: *warm, h2c: *h2c}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -177,6 +185,16 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	// One workflow first, so the figures hold no first-use costs.
 	if err := invoke(ctx, srv, "w99999999"); err != nil {
 		return res, err
+	}
+	if o.warm {
+		fmt.Fprintf(stderr, "%s: an unmeasured burst of %d workflows, to warm the server …\n", store, n)
+		var g errgroup.Group
+		for i := range n {
+			g.Go(func() error { return invoke(ctx, srv, "w"+strconv.Itoa(1_000_000+i)) })
+		}
+		if err := g.Wait(); err != nil {
+			return res, fmt.Errorf("warm-up burst: %w", err)
+		}
 	}
 	m.Reset()
 	things.Reset()
