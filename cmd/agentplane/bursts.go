@@ -36,10 +36,10 @@ func (b *burstWatch) observe(running int) bool {
 	return true
 }
 
-// collectAfterBursts samples running every burstEvery until ctx ends and
+// collectAfterBursts samples running at each interval until ctx ends and
 // runs collect, on a goroutine of its own, each time a burst drains.
-func collectAfterBursts(ctx context.Context, running func() int, collect func()) {
-	t := time.NewTicker(burstEvery)
+func collectAfterBursts(ctx context.Context, every time.Duration, running func() int, collect func()) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	var w burstWatch
 	for {

@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
 
 func TestABurstIsCollectedOnceWhenItDrains(t *testing.T) {
 	var w burstWatch
@@ -19,5 +24,42 @@ func TestABurstIsCollectedOnceWhenItDrains(t *testing.T) {
 		if got := w.observe(s.running); got != s.collect {
 			t.Fatalf("step %d (%d running): collect %t, want %t", i, s.running, got, s.collect)
 		}
+	}
+}
+
+// TestCollectAfterBurstsSamplesTheRunner drives the sampling loop with a
+// runner whose executions rise past the floor and drain: one collection
+// runs, and the loop ends with its context.
+func TestCollectAfterBurstsSamplesTheRunner(t *testing.T) {
+	var running atomic.Int64
+	running.Store(1000)
+	collected := make(chan struct{}, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		collectAfterBursts(ctx, time.Millisecond, runningOf(func() (int, int) { return int(running.Load()), 0 }), func() { collected <- struct{}{} })
+	}()
+	time.Sleep(20 * time.Millisecond) // the peak is seen
+	select {
+	case <-collected:
+		t.Fatal("collected while the burst ran")
+	default:
+	}
+	running.Store(0)
+	select {
+	case <-collected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no collection after the burst drained")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if len(collected) != 0 {
+		t.Errorf("%d more collections after one burst, want none", len(collected))
+	}
+	cancel()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not end with its context")
 	}
 }

@@ -376,7 +376,7 @@ func serve(ctx context.Context, c serveConfig, getenv func(string) string, stdou
 	verifier = revocations.Verifier(verifier)
 
 	telemetry.RegisterExecutions(reg, runner.Executions)
-	background.Go(func() { collectAfterBursts(ctx, runningOf(runner.Executions), runtime.GC) })
+	background.Go(func() { collectAfterBursts(ctx, burstEvery, runningOf(runner.Executions), runtime.GC) })
 	srv := httpapi.NewServer(httpapi.Config{
 		MaxBodyBytes:         c.maxBodyBytes,
 		IdempotencyTTL:       c.idempotencyTTL,

@@ -187,15 +187,7 @@ func TestJournalFlushStoresEverything(t *testing.T) {
 	if err := j.add(journalStep(2), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	flushed := make(chan error, 1)
-	go func() { flushed <- j.flush() }()
-	select {
-	case err := <-flushed:
-		t.Fatalf("flush returned (%v) while step 1 was being written", err)
-	case <-time.After(10 * time.Millisecond):
-	}
-	close(st.gate)
-	if err := <-flushed; err != nil {
+	if err := heldUntilOpened(t, st.gate, "flush returned", j.flush); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([][]int{{1}, {2}}, st.written()); diff != "" {
@@ -216,15 +208,7 @@ func TestJournalStoresACompletionBeforeARead(t *testing.T) {
 	if err := j.add(journalStep(1), nil, &Completion{WorkflowID: "wf_1", N: 1, Step: 1}); err != nil {
 		t.Fatal(err)
 	}
-	read := make(chan error, 1)
-	go func() { read <- j.beforeRead() }()
-	select {
-	case err := <-read:
-		t.Fatalf("the read went out (%v) while the completion's step was being written", err)
-	case <-time.After(10 * time.Millisecond):
-	}
-	close(st.gate)
-	if err := <-read; err != nil {
+	if err := heldUntilOpened(t, st.gate, "the read went out", j.beforeRead); err != nil {
 		t.Fatal(err)
 	}
 	if j.answers != 0 {
@@ -301,4 +285,20 @@ func TestLeasesOfWorkflowsBeingStoredAreNotRenewed(t *testing.T) {
 	if diff := cmp.Diff([]string{"wf_stored"}, st.ids); diff != "" {
 		t.Errorf("renewed (-want +got):\n%s", diff)
 	}
+}
+
+// heldUntilOpened runs fn while a write waits on gate, checks that fn has
+// not returned 10 ms later (saying what it did if it has), then opens the
+// gate and returns fn's error.
+func heldUntilOpened(t *testing.T, gate chan struct{}, what string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		t.Fatalf("%s (%v) while the step was being written", what, err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(gate)
+	return <-done
 }
