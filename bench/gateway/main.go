@@ -172,6 +172,13 @@ type bench struct {
 }
 
 func measure(ctx context.Context, o options, ag *agent, bin, data, store string, n int, stderr io.Writer) (rs []result, err error) {
+	// In this process each run in flight holds its invoke's socket, the
+	// agent's ends of the server's request and of its own gateway
+	// requests, the model's and the tool's; the server, which inherits the
+	// limit, as many.
+	if _, err := benchserver.RaiseFileLimit(uint64(5*n + 1024)); err != nil {
+		return nil, fmt.Errorf("%d runs at once: %w", n, err)
+	}
 	agentSrv := httptest.NewServer(ag)
 	defer agentSrv.Close()
 	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, false, tokenScopes)

@@ -168,6 +168,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 func measure(ctx context.Context, o options, bin, data, store string, n int, async bool, stderr io.Writer) (res result, err error) {
 	res = result{store: store, n: n, async: async, ideal: 2 * o.latency}
+	// In this process each workflow in flight holds its invoke's socket,
+	// the model's end of its completion's and the tool's end of its call's;
+	// the server, which inherits the limit, as many.
+	if _, err := benchserver.RaiseFileLimit(uint64(3*n + 1024)); err != nil {
+		return res, fmt.Errorf("%d workflows at once: %w", n, err)
+	}
 	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, o.h2c, tokenScopes)
 	if err != nil {
 		return res, err
