@@ -65,6 +65,7 @@ type DB struct {
 	wstmts    *stmtCache
 	rstmts    *stmtCache
 	heads     *headCache // the writer's
+	goals     *goalIndex // the writer's
 	now       func() time.Time
 	auditMove int
 
@@ -133,7 +134,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	rdb.SetMaxIdleConns(o.readConns)
 	db := &DB{
 		wdb: wdb, rdb: rdb, now: o.now, auditMove: max(1, o.auditMove),
-		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb), heads: newHeadCache(),
+		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb), heads: newHeadCache(), goals: &goalIndex{},
 	}
 	if err := wdb.QueryRowContext(ctx, `SELECT count(*) FROM audit_tail`).Scan(&db.heads.tail); err != nil {
 		rdb.Close()

@@ -78,6 +78,9 @@ type dbtx struct {
 	stmts *stmtCache
 	// heads is the writer's audit chain heads; nil outside the writer.
 	heads *headCache
+	// goals is the writer's batch's workflows whose goals are not yet
+	// indexed; nil outside the writer.
+	goals *goalIndex
 	// ctx, when set, replaces the context a statement is given. The
 	// writer sets it: a batch's writes share one transaction, and SQLite
 	// interrupting a write's statement because its caller went away would

@@ -38,7 +38,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 	}
 	db.prepareAudit(rec)
 	return db.write(ctx, func(tx dbtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash)
+		res, err := tx.ExecContext(ctx, `INSERT INTO workflows (`+sqlrow.WorkflowColumns+`, idem_key, idem_hash)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row, key, w.RequestHash)...)
 		if isUnique(err) && key != nil && strings.Contains(err.Error(), "idem_key") {
 			return workflow.KeyTaken()
@@ -48,6 +48,9 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 		}
 		if err != nil {
 			return fmt.Errorf("insert workflow: %w", err)
+		}
+		if err := noteGoal(ctx, tx, res); err != nil { // goals.go
+			return err
 		}
 		if err := claimScheduled(ctx, tx, w); err != nil { // schedules.go
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/ids"
+	"github.com/agentplane/agentplane/internal/tool"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -26,6 +27,11 @@ func BenchmarkWorkflows(b *testing.B) {
 func benchmarkWorkflows(b *testing.B, audited bool) {
 	db := NewTestDB(b)
 	ctx := b.Context()
+	pets := &tool.Tool{ID: ids.New(ids.Tool), Tenant: "acme", Name: "pets", Type: tool.OpenAPI,
+		SpecURL: "https://api.example.com/openapi.json", EndpointURL: "https://api.example.com", Revision: 1}
+	if err := db.CreateTool(ctx, pets, nil, nil); err != nil {
+		b.Fatal(err)
+	}
 	v := &agent.Version{Tenant: "acme", Name: "triage", Definition: json.RawMessage(`{}`), Tools: []string{"pets"}}
 	if err := db.DeployVersion(ctx, v, false, nil); err != nil {
 		b.Fatal(err)
@@ -82,4 +88,39 @@ func benchmarkWorkflows(b *testing.B, audited bool) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "workflows/s")
+}
+
+// BenchmarkCreateWorkflows creates workflows only, 16 and 256 at a time
+// (a burst of invocations): the writer's cost of a workflow's row, its
+// goal in the search index among it.
+func BenchmarkCreateWorkflows(b *testing.B) {
+	for _, concurrency := range []int{16, 256} {
+		b.Run(fmt.Sprintf("concurrency=%d", concurrency), func(b *testing.B) {
+			db := NewTestDB(b)
+			ctx := b.Context()
+			var next atomic.Int64
+			var failed atomic.Value
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range concurrency {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						now := time.Now().UTC()
+						w := &workflow.Workflow{ID: ids.NewAt(ids.Workflow, now), Tenant: "acme", Agent: "triage", AgentVersion: "1",
+							Status: workflow.Running, Goal: "route the ticket about invoice 4242", Context: json.RawMessage(`{"ticket":42}`),
+							Caller: workflow.Caller{Sub: "user-1", Tenant: "acme"}, StartedAt: now, Deadline: now.Add(time.Minute),
+							Owner: "replica-a", LeaseUntil: now.Add(15 * time.Second)}
+						if err := db.CreateWorkflow(ctx, w, nil); err != nil {
+							failed.Store(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err, ok := failed.Load().(error); ok {
+				b.Fatal(err)
+			}
+		})
+	}
 }

@@ -52,7 +52,8 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		answer()
 		return
 	}
-	tx := dbtx{tx: sqlTx, stmts: db.wstmts, heads: db.heads, ctx: ctx}
+	db.goals.reset()
+	tx := dbtx{tx: sqlTx, stmts: db.wstmts, heads: db.heads, goals: db.goals, ctx: ctx}
 	var broken error
 	for i, r := range batch {
 		if broken != nil {
@@ -81,9 +82,14 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		_, broken = savepoint(ctx, tx, func(tx dbtx) error { return moveAudit(ctx, tx) })
 		db.heads.tail = 0
 	}
+	if broken == nil {
+		// After every savepoint of the batch, so FTS5 writes them once.
+		broken = db.goals.index(ctx, tx)
+	}
 	if broken != nil {
 		sqlTx.Rollback()
 		db.heads.rollback()
+		db.goals.reset()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = broken
