@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
+	"time"
 )
 
 // A Doc is one pinned description.
@@ -125,6 +127,16 @@ func NPMDir(ctx context.Context, cache, pkg, version, want string) (string, erro
 	if err := os.MkdirAll(prefix, 0o755); err != nil {
 		return "", fmt.Errorf("create cache directory: %w", err)
 	}
+	// Test packages run as processes of their own, at once, and may want
+	// the same package: one installs it, the others wait and find it.
+	unlock, err := lockFile(ctx, prefix+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(dir, want)); err == nil {
+		return dir, nil
+	}
 	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", prefix, pkg+"@"+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("npm install %s@%s: %w: %s", pkg, version, err, out)
@@ -167,5 +179,31 @@ func gomod(module, version, file string) func(context.Context, string) (string, 
 			return "", fmt.Errorf("go mod download %s@%s: %s", module, version, info.Error)
 		}
 		return filepath.Join(info.Dir, filepath.FromSlash(file)), nil
+	}
+}
+
+// lockFile takes an exclusive lock on the file at path (created if need
+// be), waiting for another process holding it until ctx ends; unlock
+// releases it.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("wait for another install holding %s: %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
