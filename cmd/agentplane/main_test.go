@@ -57,24 +57,39 @@ func TestMain(m *testing.M) {
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freePorts(t)
 }
 
 // demoAddr is a free loopback address for a demo server whose APIs and
-// agent listen 101 to 105 ports up (as the demo puts them beside :8080):
-// below the kernel's ephemeral range, where no outgoing connection of a
-// busy machine takes one of those ports between two starts.
+// agent listen 101 to 105 ports up (as the demo puts them beside :8080).
 func demoAddr(t *testing.T) string {
+	t.Helper()
+	return freePorts(t, 101, 102, 103, 104, 105)
+}
+
+// givenPorts are the ports freePorts has handed out in this test process.
+var givenPorts sync.Map
+
+// freePorts returns a loopback address whose port, and the ports the
+// given offsets above it, nothing listens on now. The ports are below the
+// kernel's ephemeral range (32768 and up), where neither an outgoing
+// connection of a busy machine nor another test's listener on port 0 takes
+// one between the check and the server's start, and none is handed out
+// twice in one test process: a second server would fail to listen, and
+// its test, polling the address, would talk to the first.
+func freePorts(t *testing.T, offsets ...int) string {
 	t.Helper()
 	for range 200 {
 		port := 20000 + rand.IntN(12000)
+		ports := []int{port}
+		for _, o := range offsets {
+			ports = append(ports, port+o)
+		}
 		var held []net.Listener
-		for _, p := range []int{port, port + 101, port + 102, port + 103, port + 104, port + 105} {
+		for _, p := range ports {
+			if _, given := givenPorts.LoadOrStore(p, true); given {
+				break // a port tried and refused stays given: there are thousands
+			}
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
 				break
@@ -84,11 +99,11 @@ func demoAddr(t *testing.T) string {
 		for _, ln := range held {
 			ln.Close()
 		}
-		if len(held) == 6 {
+		if len(held) == len(ports) {
 			return "127.0.0.1:" + strconv.Itoa(port)
 		}
 	}
-	t.Fatal("no free port with its demo ports free below 32000")
+	t.Fatal("no free loopback port below 32000")
 	return ""
 }
 
