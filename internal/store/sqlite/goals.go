@@ -54,21 +54,6 @@ func (g *goalIndex) index(ctx context.Context, tx dbtx) error {
 	return nil
 }
 
-// reset forgets the noted workflows (their batch rolled back).
+// reset forgets the noted workflows: a batch begins with none, whatever
+// became of the last one.
 func (g *goalIndex) reset() { g.rowids = g.rowids[:0] }
-
-// noteGoal indexes the goal of the workflow res inserted: with the
-// writer's batch, or at once outside the writer.
-func noteGoal(ctx context.Context, tx dbtx, res sql.Result) error {
-	if tx.goals != nil {
-		return tx.goals.add(res)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("read the new workflow's rowid: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, indexGoalsOf, fmt.Sprintf("[%d]", id)); err != nil {
-		return fmt.Errorf("index workflow goal: %w", err)
-	}
-	return nil
-}

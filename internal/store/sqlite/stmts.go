@@ -79,7 +79,7 @@ type dbtx struct {
 	// heads is the writer's audit chain heads; nil outside the writer.
 	heads *headCache
 	// goals is the writer's batch's workflows whose goals are not yet
-	// indexed; nil outside the writer.
+	// indexed; nil outside the writer, which alone creates workflows.
 	goals *goalIndex
 	// ctx, when set, replaces the context a statement is given. The
 	// writer sets it: a batch's writes share one transaction, and SQLite

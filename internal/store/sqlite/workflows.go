@@ -49,7 +49,7 @@ func (db *DB) CreateWorkflow(ctx context.Context, w *workflow.Workflow, rec *aud
 		if err != nil {
 			return fmt.Errorf("insert workflow: %w", err)
 		}
-		if err := noteGoal(ctx, tx, res); err != nil { // goals.go
+		if err := tx.goals.add(res); err != nil { // indexed with the batch: goals.go
 			return err
 		}
 		if err := claimScheduled(ctx, tx, w); err != nil { // schedules.go

@@ -89,7 +89,6 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 	if broken != nil {
 		sqlTx.Rollback()
 		db.heads.rollback()
-		db.goals.reset()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = broken
