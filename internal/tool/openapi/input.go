@@ -35,6 +35,11 @@ func (bd *builder) input(where string, params []param, body *tool.Body, bodyNode
 		taken[name] = true
 		b = appendString(b, name)
 		b = append(b, ':')
+		if len(schema) == 0 {
+			// A property without a schema (YAML's "name:" alone) takes
+			// any value, as it does inside the body's schema.
+			schema = []byte(`{}`)
+		}
 		b = append(b, schema...)
 	}
 	for _, p := range params {
