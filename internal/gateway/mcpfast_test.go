@@ -113,39 +113,10 @@ func TestMCPFastMatchesSDK(t *testing.T) {
 		{"GET", "GET", nil, ``, false},
 		{"DELETE", "DELETE", nil, ``, false},
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	send := func(serve func(http.ResponseWriter, *http.Request), c req, accept string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(c.method, "/gateway/mcp", strings.NewReader(c.body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", accept)
-		for k, v := range c.header {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		serve(w, r)
-		return w
-	}
-	for _, accept := range []string{"application/json, text/event-stream", "*/*", "Application/JSON;q=1, text/*", "application/json"} {
+	for _, accept := range accepts {
 		for _, c := range cases {
 			t.Run(accept+"/"+c.name, func(t *testing.T) {
-				fastRun, sdkRun := &fakeRun{}, &fakeRun{}
-				fm, sm := newMCP(nil, "1.2.3", logger), newMCP(nil, "1.2.3", logger)
-				got := send(func(w http.ResponseWriter, r *http.Request) { fm.serve(w, r, fastRun) }, c, accept)
-				want := send(func(w http.ResponseWriter, r *http.Request) { sm.sdkServe(w, r, sdkRun) }, c, accept)
-				if got.Code != want.Code {
-					t.Errorf("status %d, the SDK's %d (body %s)", got.Code, want.Code, want.Body)
-				}
-				for _, h := range []string{"Content-Type", "Cache-Control", "Mcp-Session-Id", "Allow", "Mcp-Protocol-Version"} {
-					if g, w := got.Header().Values(h), want.Header().Values(h); !cmp.Equal(g, w) {
-						t.Errorf("%s %q, the SDK's %q", h, g, w)
-					}
-				}
-				if diff := cmp.Diff(decoded(want.Body.Bytes()), decoded(got.Body.Bytes())); diff != "" {
-					t.Errorf("body (-sdk +fast):\n%s", diff)
-				}
-				if fastRun.calls != sdkRun.calls {
-					t.Errorf("%d calls, the SDK's %d", fastRun.calls, sdkRun.calls)
-				}
+				fm := matchSDK(t, c.method, c.header, c.body, accept)
 				r := httptest.NewRequest(c.method, "/gateway/mcp", nil)
 				r.Header.Set("Content-Type", "application/json")
 				r.Header.Set("Accept", accept)
@@ -159,6 +130,83 @@ func TestMCPFastMatchesSDK(t *testing.T) {
 			})
 		}
 	}
+}
+
+// accepts are the Accept headers both paths are compared under.
+var accepts = []string{"application/json, text/event-stream", "*/*", "Application/JSON;q=1, text/*", "application/json"}
+
+// matchSDK sends one request to the fast path and to the SDK alone, fails
+// t unless both answer with the same status, headers, JSON and calls, and
+// returns the fast path's server.
+func matchSDK(t *testing.T, method string, header map[string]string, body, accept string) *mcpServer {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	send := func(serve func(http.ResponseWriter, *http.Request)) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "/gateway/mcp", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", accept)
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		serve(w, r)
+		return w
+	}
+	fastRun, sdkRun := &fakeRun{}, &fakeRun{}
+	fm, sm := newMCP(nil, "1.2.3", logger), newMCP(nil, "1.2.3", logger)
+	got := send(func(w http.ResponseWriter, r *http.Request) { fm.serve(w, r, fastRun) })
+	want := send(func(w http.ResponseWriter, r *http.Request) { sm.sdkServe(w, r, sdkRun) })
+	if got.Code != want.Code {
+		t.Errorf("status %d, the SDK's %d (body %s)", got.Code, want.Code, want.Body)
+	}
+	for _, h := range []string{"Content-Type", "Cache-Control", "Mcp-Session-Id", "Allow", "Mcp-Protocol-Version"} {
+		if g, w := got.Header().Values(h), want.Header().Values(h); !cmp.Equal(g, w) {
+			t.Errorf("%s %q, the SDK's %q", h, g, w)
+		}
+	}
+	if diff := cmp.Diff(decoded(want.Body.Bytes()), decoded(got.Body.Bytes())); diff != "" {
+		t.Errorf("body (-sdk +fast):\n%s", diff)
+	}
+	if fastRun.calls != sdkRun.calls {
+		t.Errorf("%d calls, the SDK's %d", fastRun.calls, sdkRun.calls)
+	}
+	return fm
+}
+
+// FuzzMCPFastMatchesSDK: whatever an agent's client sends, the fast path
+// answers as the SDK does (or leaves the message to it).
+func FuzzMCPFastMatchesSDK(f *testing.F) {
+	headers := []map[string]string{
+		nil,
+		{"Mcp-Protocol-Version": "2025-06-18"},
+		{"Mcp-Protocol-Version": "2025-11-25"},
+		{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "svc__getOrder"},
+		{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
+		{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "ping"},
+	}
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	for _, seed := range []struct {
+		header uint8
+		body   string
+	}{
+		{0, init},
+		{1, `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{1, `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
+		{1, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`},
+		{1, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__getOrder","arguments":{"id":"o1"}}}`},
+		{2, `{"jsonrpc":"2.0","id":"s3","method":"tools/call","params":{"name":"svc__text"}}`},
+		{3, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + statelessMeta + `}}`},
+		{4, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"svc__getOrder","arguments":{"id":"o1"},` + statelessMeta + `}}`},
+		{5, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + statelessMeta + `}}`},
+	} {
+		for a := range accepts {
+			f.Add(seed.header, uint8(a), seed.body)
+		}
+	}
+	f.Fuzz(func(t *testing.T, header, accept uint8, body string) {
+		matchSDK(t, "POST", headers[int(header)%len(headers)], body, accepts[int(accept)%len(accepts)])
+	})
 }
 
 // decoded is a body as JSON, or as text when it is not JSON.
