@@ -3,13 +3,18 @@ package wire
 import (
 	"bytes"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 )
 
 var apis = []string{ChatCompletions, Responses, Messages}
 
 // FuzzRequest: whatever body an external agent sends, reading it never
-// panics, and a request read is one the journal can hash, the same way
-// each time, since a retried attempt is matched to the record by it.
+// panics; and a body the gateway takes (one with a canonical form: the
+// journal's key, so a body with a duplicate member is refused 400 before
+// it is read) reads as a request that hashes, the same way each time, as
+// the record of its completion and a replay against a defined version
+// need.
 func FuzzRequest(f *testing.F) {
 	for _, seed := range []struct {
 		api  uint8
@@ -39,6 +44,9 @@ func FuzzRequest(f *testing.F) {
 		name := apis[int(api)%len(apis)]
 		req, err := Request(name, body)
 		if err != nil {
+			return
+		}
+		if _, err := jcs.Transform(body); err != nil {
 			return
 		}
 		first, err := req.Hash()
