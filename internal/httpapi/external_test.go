@@ -271,6 +271,69 @@ func TestExternalGatewayRefusesTokens(t *testing.T) {
 	}
 }
 
+// TestExternalGatewayRefusesMalformedBodies: a model request that is not
+// JSON, names no model, or repeats a member (it has no canonical form,
+// which the journal keys completions by) is refused 400 in the provider's
+// error shape, without reaching the model, and the run goes on.
+func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	bodies := map[string]string{
+		"not JSON":          `{"model":`,
+		"no model":          `{"messages":[{"role":"user","content":"hi"}]}`,
+		"a repeated member": `{"model":"gpt","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":1,"a":2}}}]}`,
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan map[string]answer, 1)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		got := map[string]answer{}
+		for name, body := range bodies {
+			req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+"/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				got[name] = answer{0, err.Error()}
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got[name] = answer{resp.StatusCode, string(b)}
+		}
+		answers <- got
+		fmt.Fprint(rw, `{"output": {"ok": true}}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-malformed", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-malformed/invoke", w.admin, map[string]any{"goal": "go"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	for name, a := range <-answers {
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}
+		if a.status != 400 || json.Unmarshal([]byte(a.body), &e) != nil || e.Error.Message == "" || e.Error.Type == "" {
+			t.Errorf("%s: %d %s", name, a.status, a.body)
+		}
+	}
+	if n := ms.Count(); n != 0 {
+		t.Errorf("the model got %d requests", n)
+	}
+}
+
 // slowCreation is a store whose storing of a new workflow takes a while,
 // as a loaded database's may: the execution begins meanwhile.
 type slowCreation struct {
