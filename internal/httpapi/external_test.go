@@ -258,17 +258,23 @@ func TestExternalGatewayRefusesTokens(t *testing.T) {
 	body := `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`
 	for name, tok := range map[string]string{"none": "", "unknown": "apr_nope", "ended": ended} {
 		r := h.do("POST", "/gateway/openai/v1/chat/completions", tok, body)
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-				Type    string `json:"type"`
-			} `json:"error"`
-		}
-		r.json(t, &e)
-		if r.Status != 401 || e.Error.Message == "" {
+		if msg, _ := openAIError(r.Body); r.Status != 401 || msg == "" {
 			t.Errorf("%s: %d %s", name, r.Status, r.Body)
 		}
 	}
+}
+
+// openAIError reads an error answer in the shape OpenAI's SDKs parse:
+// its message and type, empty when the body is not such an answer.
+func openAIError(body []byte) (message, typ string) {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+		} `json:"error"`
+	}
+	json.Unmarshal(body, &e)
+	return e.Error.Message, e.Error.Type
 }
 
 // TestExternalGatewayRefusesMalformedBodies: a model request that is not
@@ -319,13 +325,7 @@ func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
 		t.Fatalf("invoke: %d %s", r.Status, r.Body)
 	}
 	for name, a := range <-answers {
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-				Type    string `json:"type"`
-			} `json:"error"`
-		}
-		if a.status != 400 || json.Unmarshal([]byte(a.body), &e) != nil || e.Error.Message == "" || e.Error.Type == "" {
+		if msg, typ := openAIError([]byte(a.body)); a.status != 400 || msg == "" || typ == "" {
 			t.Errorf("%s: %d %s", name, a.status, a.body)
 		}
 	}
