@@ -10,11 +10,10 @@ import (
 var apis = []string{ChatCompletions, Responses, Messages}
 
 // FuzzRequest: whatever body an external agent sends, reading it never
-// panics; and a body the gateway takes (one with a canonical form: the
-// journal's key, so a body with a duplicate member is refused 400 before
-// it is read) reads as a request that hashes, the same way each time, as
-// the record of its completion and a replay against a defined version
-// need.
+// panics; and a body the gateway takes (one with a canonical form, the
+// journal's key: a body with a duplicate member is refused 400 before it
+// is read) reads as a ChatRequest like a plan step's, which a completion's
+// record keeps, so ChatRequest.Hash holds for it, the same each time.
 func FuzzRequest(f *testing.F) {
 	for _, seed := range []struct {
 		api  uint8
