@@ -177,6 +177,13 @@ func (c *cli) client(ctx context.Context) (*client.Client, error) {
 	}
 	cl := &client.Client{BaseURL: first(c.url, c.getenv("AGENTPLANE_URL"), cfg.URL, "http://127.0.0.1:8080"),
 		Token: first(c.token, c.getenv("AGENTPLANE_TOKEN")), UserAgent: "agentplane-cli/" + version}
+	from := "AGENTPLANE_TOKEN"
+	if c.token != "" {
+		from = "--token"
+	}
+	if err := headerSafe(cl.Token, from); err != nil {
+		return nil, err
+	}
 	if cl.Token == "" && cfg.Token != "" && (first(c.url, c.getenv("AGENTPLANE_URL")) == "" || first(c.url, c.getenv("AGENTPLANE_URL")) == cfg.URL) {
 		cl.Token = cfg.Token
 		if cfg.ClientID != "" && !cfg.Expires.IsZero() && time.Until(cfg.Expires) < 30*time.Second {
@@ -191,6 +198,19 @@ func (c *cli) client(ctx context.Context) (*client.Client, error) {
 		}
 	}
 	return cl, nil
+}
+
+// headerSafe refuses a token that an Authorization header cannot carry
+// (a space, a line break or another control character: two tokens, or a
+// line of a terminal, pasted at once), which net/http would refuse to
+// send with an error that reads as if the server were down.
+func headerSafe(token, from string) error {
+	for i := 0; i < len(token); i++ {
+		if b := token[i]; b <= ' ' || b == 0x7f {
+			return usagef("the token in %s has a space or control character at byte %d (%q): set it to the token alone", from, i+1, rune(b))
+		}
+	}
+	return nil
 }
 
 func first(vs ...string) string {

@@ -361,6 +361,8 @@ func TestCLIQuickstart(t *testing.T) {
 				`line 2: "definition:"; line 3: "  tools: [a"`},
 			{"bad output", []string{"tools", "list", "-o", "xml"}, exitUsage, `-o "xml": use table, json or yaml`},
 			{"no server", []string{"tools", "list", "--url", "http://" + freeAddr(t)}, exitOther, "cannot reach the server"},
+			{"a token with a line break", []string{"tools", "list", "--token", "eyJa\neyJb"}, exitUsage,
+				`the token in --token has a space or control character at byte 5 ('\n'): set it to the token alone`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				out, errs, code := e.run(tc.args...)
