@@ -659,6 +659,23 @@ func TestDemo(t *testing.T) {
 	if status, page := consoletest.Get(t, consoletest.SignInHTTP(t, link), srv.base+"/console/workflows"); status != 200 || !strings.Contains(page, "demo · demo") {
 		t.Errorf("agentplane console printed %q; its session's page: %d", out, status)
 	}
+	// The demo model speaks Anthropic's Messages API as demo-anthropic: an
+	// LLM agent on it runs through the server's Anthropic client.
+	e.ok("agents", "deploy", e.write("claude-assistant.yaml", `name: claude-assistant
+definition:
+  model: demo-anthropic
+  tools: [payments, customers]
+  steps:
+    - action: solve
+      plan: {prompt: goal, save_as: answer, operations: [payments.getTransaction, customers.customer]}
+  output: answer
+`))
+	out = e.ok("invoke", "claude-assistant", "--goal", "Is tx_1003 risky?", "--stream")
+	for _, want := range []string{"completion demo-anthropic", "payments.getTransaction", "customers.customer", "It looks risky"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("an agent on demo-anthropic: the invoke lacks %q:\n%s", want, out)
+		}
+	}
 	if out := e.ok("audit", "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Errorf("audit verify: %q", out)
 	}

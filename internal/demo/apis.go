@@ -29,8 +29,8 @@ type APIs struct {
 	Payments  string // base URL; the OpenAPI document is at /openapi.json
 	Customers string // base URL; the SDL is at /schema.graphql, the endpoint /graphql
 	Cases     string // base URL; the WSDL is at /cases.wsdl, the endpoint /soap
-	// Model is the demo model's API root (Chat Completions at
-	// /chat/completions): rules, not an LLM.
+	// Model is the demo model's OpenAI API root (Chat Completions at
+	// /chat/completions, Responses at /responses): rules, not an LLM.
 	Model string
 	// Agent is the base URL of the demo's external agent, a Go program
 	// (examples/external/go-agent) answering each version at /<version>.
@@ -98,6 +98,10 @@ func (a *APIs) StartAgent(base int, model string) error {
 }
 
 // Close stops the APIs.
+// AnthropicModel is the demo model's Anthropic API root (Messages at
+// /v1/messages, as Anthropic's base URL has it).
+func (a *APIs) AnthropicModel() string { return strings.TrimSuffix(a.Model, "/v1") }
+
 func (a *APIs) Close() {
 	for _, s := range a.servers {
 		s.Close()

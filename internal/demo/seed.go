@@ -72,8 +72,13 @@ func agent(version string, threshold, refundLimit, approveAbove float64) map[str
 	}
 }
 
-// ModelName is the name the demo model is registered under.
+// ModelName is the name the demo model is registered under, speaking
+// OpenAI's APIs (Chat Completions and Responses).
 const ModelName = "demo"
+
+// AnthropicModelName is the name the same demo model is registered under
+// speaking Anthropic's Messages API, for agents written against it.
+const AnthropicModelName = "demo-anthropic"
 
 // Assistant is the demo's LLM agent.
 const Assistant = "payments-assistant"
@@ -224,18 +229,23 @@ func Seed(ctx context.Context, cl *client.Client, apis *APIs, model string, prog
 func seedAssistant(ctx context.Context, cl *client.Client, apis *APIs, model string, progress io.Writer) (string, error) {
 	if model == "" {
 		model = ModelName
-		reg := map[string]any{"name": ModelName, "provider": "openai", "base_url": apis.Model, "model": ModelID,
-			"price": map[string]any{"input_per_mtok": 0.15, "output_per_mtok": 0.60}}
-		_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/models", Body: reg})
-		var p *client.Problem
-		if errors.As(err, &p) && p.Status == http.StatusConflict {
-			// Registered by an earlier run: its port has changed.
-			_, err = cl.Do(ctx, client.Request{Method: http.MethodPut, Path: "/v1/models/" + ModelName, Body: reg})
+		for _, m := range []struct{ name, provider, baseURL string }{
+			{ModelName, "openai", apis.Model},
+			{AnthropicModelName, "anthropic", apis.AnthropicModel()},
+		} {
+			reg := map[string]any{"name": m.name, "provider": m.provider, "base_url": m.baseURL, "model": ModelID,
+				"price": map[string]any{"input_per_mtok": 0.15, "output_per_mtok": 0.60}}
+			_, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: "/v1/models", Body: reg})
+			var p *client.Problem
+			if errors.As(err, &p) && p.Status == http.StatusConflict {
+				// Registered by an earlier run: its port has changed.
+				_, err = cl.Do(ctx, client.Request{Method: http.MethodPut, Path: "/v1/models/" + m.name, Body: reg})
+			}
+			if err != nil {
+				return "", fmt.Errorf("register the demo model %s: %w", m.name, err)
+			}
+			fmt.Fprintf(progress, "  model %-14s %s at %s, %s API (%s)\n", m.name, ModelID, m.baseURL, m.provider, ModelLabel)
 		}
-		if err != nil {
-			return "", fmt.Errorf("register the demo model: %w", err)
-		}
-		fmt.Fprintf(progress, "  model %s  %s at %s (%s)\n", ModelName, ModelID, apis.Model, ModelLabel)
 	}
 	for _, v := range []map[string]any{
 		assistant("1", model, assistantInstructions),
