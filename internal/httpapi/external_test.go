@@ -291,33 +291,8 @@ func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
 		"no model":          `{"messages":[{"role":"user","content":"hi"}]}`,
 		"a repeated member": `{"model":"gpt","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":1,"a":2}}}]}`,
 	}
-	type answer struct {
-		status int
-		body   string
-	}
-	answers := make(chan map[string]answer, 1)
-	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		var in goagent.Invocation
-		json.NewDecoder(r.Body).Decode(&in)
-		got := map[string]answer{}
-		for name, body := range bodies {
-			req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+"/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				got[name] = answer{0, err.Error()}
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			got[name] = answer{resp.StatusCode, string(b)}
-		}
-		answers <- got
-		fmt.Fprint(rw, `{"output": {"ok": true}}`)
-	}))
-	t.Cleanup(agentSrv.Close)
-	deployExternal(t, h, w.admin, "ext-malformed", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	answers, url := rawAgent(t, "/chat/completions", bodies)
+	deployExternal(t, h, w.admin, "ext-malformed", map[string]any{"url": url, "tools": []string{"payments"}, "models": []string{"gpt"}})
 	r := h.do("POST", "/v1/agents/ext-malformed/invoke", w.admin, map[string]any{"goal": "go"})
 	var wf externalWorkflow
 	r.json(t, &wf)
@@ -331,6 +306,66 @@ func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
 	}
 	if n := ms.Count(); n != 0 {
 		t.Errorf("the model got %d requests", n)
+	}
+}
+
+// rawAnswer is the gateway's answer to a body a rawAgent sent.
+type rawAnswer struct {
+	status int
+	body   string
+}
+
+// rawAgent serves an external agent that POSTs each of bodies, as it is,
+// to the gateway's OpenAI path and answers its run once all are answered;
+// the answers arrive on the channel, by the bodies' names.
+func rawAgent(t *testing.T, path string, bodies map[string]string) (<-chan map[string]rawAnswer, string) {
+	answers := make(chan map[string]rawAnswer, 1)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		got := map[string]rawAnswer{}
+		for name, body := range bodies {
+			req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				got[name] = rawAnswer{0, err.Error()}
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got[name] = rawAnswer{resp.StatusCode, string(b)}
+		}
+		answers <- got
+		fmt.Fprint(rw, `{"output": {"ok": true}}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	return answers, agentSrv.URL
+}
+
+// TestExternalResponsesAPINotServed: a provider that serves no Responses
+// API answers an agent's Responses request 404; the agent gets that answer
+// as it is, and the completion's step says what to do about it.
+func TestExternalResponsesAPINotServed(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Error(http.StatusNotFound, "404 page not found")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	answers, url := rawAgent(t, "/responses", map[string]string{"responses": `{"model":"gpt","input":"hi"}`})
+	deployExternal(t, h, w.admin, "ext-responses", map[string]any{"url": url, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-responses/invoke", w.admin, map[string]any{"goal": "go"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if a := (<-answers)["responses"]; a.status != http.StatusNotFound || !strings.Contains(a.body, "404 page not found") {
+		t.Errorf("the agent got %d %s, want the provider's 404", a.status, a.body)
+	}
+	if len(wf.Steps) == 0 || wf.Steps[0].ErrorCode != "llm_error" ||
+		!strings.Contains(wf.Steps[0].Error, "the model answered 404") || !strings.Contains(wf.Steps[0].Error, "setOpenAIAPI('chat_completions')") {
+		t.Errorf("steps %+v, want the completion's 404 with what to do about it", wf.Steps)
 	}
 }
 

@@ -273,6 +273,9 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 		// The provider's own answer goes back as it is; the step says why.
 		ev.Status, ev.ErrorCode = agent.StatusError, agent.ErrorCodeLLM
 		ev.Error = fmt.Sprintf("the model answered %d: %s", resp.Status, clipText(x.rec.maskText(string(resp.Body))))
+		if resp.Status == http.StatusNotFound && ex.api == llm.Responses {
+			ev.Error += " (" + noResponsesAPI + ")"
+		}
 		if err := x.emit(ev, a.attempt, mark); err != nil {
 			return nil, err
 		}
@@ -288,6 +291,12 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	x.record = append(x.record, recorded{kind: agent.KindCompletion, key: key, step: x.step, api: ex.api, answer: resp})
 	return resp, nil
 }
+
+// noResponsesAPI is what a completion step adds to a provider's 404 to a
+// Responses API request: many OpenAI-compatible servers serve only Chat
+// Completions, and the agent's framework can be told to use it.
+const noResponsesAPI = "the provider may not serve OpenAI's Responses API: have the agent use Chat Completions, " +
+	"e.g. setOpenAIAPI('chat_completions') in the OpenAI Agents SDK"
 
 // refusal is why the gateway refuses a model request without sending it.
 type refusal struct {
