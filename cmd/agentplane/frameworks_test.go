@@ -474,6 +474,37 @@ func TestExternalAgentVercelAISDK(t *testing.T) {
 	runFramework(t, frameworkCase{example: "vercel-ai", provider: "anthropic", model: llmtest.NewAnthropicServer})
 }
 
+// TestFrameworksAgainstTheDemo runs each framework's recipe against serve
+// --demo as docs/external-agents.md tells a new user to ("Each recipe
+// against the demo"): the demo model on the wire the recipe speaks, the
+// demo's payments and customers APIs as its tools.
+func TestFrameworksAgainstTheDemo(t *testing.T) {
+	t.Parallel()
+	node, modules := frameworks(t)
+	e := demoEnv(t)
+	for i, c := range []struct {
+		example, model string
+		env            []string
+	}{
+		{"langgraph", "demo", nil},
+		{"openai-agents", "demo", nil}, // the Responses API
+		{"openai-agents", "demo", []string{"OPENAI_API=chat_completions", "STREAM=1"}},
+		{"vercel-ai", "demo-anthropic", nil}, // Anthropic's Messages API
+	} {
+		url := startExample(t, node, modules, c.example, append([]string{"MODEL=" + c.model}, c.env...)...)
+		name := fmt.Sprintf("helper-%d", i)
+		e.ok("agents", "deploy", e.write(name+".yaml", fmt.Sprintf(
+			"name: %s\nexternal:\n  url: %s\n  tools: [payments, customers]\n  models: [%s]\n", name, url, c.model)))
+		out := e.ok("invoke", name, "--goal", "Is tx_1003 risky?", "--stream")
+		for _, want := range []string{"completion " + c.model, "payments.getTransaction", "customers.customer",
+			"completed, outcome answered", "tx_1003 is 2400.00 EUR at Gold & Co", "It looks risky"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s %v on %s: the invoke lacks %q:\n%s", c.example, c.env, c.model, want, out)
+			}
+		}
+	}
+}
+
 // TestExternalAgentLangGraphSurvivesAServerKill kills the server while the
 // LangGraph agent's second completion is in flight. After the restart a
 // new attempt runs the agent again: the gateway answers its first
