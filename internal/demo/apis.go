@@ -97,11 +97,11 @@ func (a *APIs) StartAgent(base int, model string) error {
 	return nil
 }
 
-// Close stops the APIs.
 // AnthropicModel is the demo model's Anthropic API root (Messages at
 // /v1/messages, as Anthropic's base URL has it).
 func (a *APIs) AnthropicModel() string { return strings.TrimSuffix(a.Model, "/v1") }
 
+// Close stops the APIs.
 func (a *APIs) Close() {
 	for _, s := range a.servers {
 		s.Close()
