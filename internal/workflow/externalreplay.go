@@ -315,7 +315,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	}
 	if resp.Status != http.StatusOK {
 		ev.Status, ev.ErrorCode = agent.StatusError, agent.ErrorCodeLLM
-		ev.Error = fmt.Sprintf("the model answered %d: %s", resp.Status, clipText(x.rec.maskText(string(resp.Body))))
+		ev.Error = x.providerError(ex.api, resp)
 		x.emitDry(ev, 1)
 		return resp, nil
 	}

@@ -272,10 +272,7 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	if resp.Status != http.StatusOK {
 		// The provider's own answer goes back as it is; the step says why.
 		ev.Status, ev.ErrorCode = agent.StatusError, agent.ErrorCodeLLM
-		ev.Error = fmt.Sprintf("the model answered %d: %s", resp.Status, clipText(x.rec.maskText(string(resp.Body))))
-		if resp.Status == http.StatusNotFound && ex.api == llm.Responses {
-			ev.Error += " (" + noResponsesAPI + ")"
-		}
+		ev.Error = x.providerError(ex.api, resp)
 		if err := x.emit(ev, a.attempt, mark); err != nil {
 			return nil, err
 		}
@@ -292,11 +289,18 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	return resp, nil
 }
 
-// noResponsesAPI is what a completion step adds to a provider's 404 to a
-// Responses API request: many OpenAI-compatible servers serve only Chat
-// Completions, and the agent's framework can be told to use it.
-const noResponsesAPI = "the provider may not serve OpenAI's Responses API: have the agent use Chat Completions, " +
-	"e.g. setOpenAIAPI('chat_completions') in the OpenAI Agents SDK"
+// providerError is a completion step's error for a provider's error
+// answer: its status and words, and, for a 404 to a Responses API request,
+// what to do about it (many OpenAI-compatible servers serve only Chat
+// Completions, and the agent's framework can be told to use it).
+func (x *externalRun) providerError(api string, resp *llm.RelayResponse) string {
+	msg := fmt.Sprintf("the model answered %d: %s", resp.Status, clipText(x.rec.maskText(string(resp.Body))))
+	if resp.Status == http.StatusNotFound && api == llm.Responses {
+		msg += " (the provider may not serve OpenAI's Responses API: have the agent use Chat Completions, " +
+			"e.g. setOpenAIAPI('chat_completions') in the OpenAI Agents SDK)"
+	}
+	return msg
+}
 
 // refusal is why the gateway refuses a model request without sending it.
 type refusal struct {
