@@ -109,12 +109,12 @@ type reply struct {
 
 func (r reply) outputTokens() int {
 	if r.call != nil {
-		args, _ := json.Marshal(r.call.args)
-		return (len(args)+len(r.call.name))/4 + 1
+		return (len(r.arguments())+len(r.call.name))/4 + 1
 	}
 	return len(r.text)/4 + 1
 }
 
+// arguments are the call's arguments as a function call carries them.
 func (r reply) arguments() string {
 	args, _ := json.Marshal(r.call.args)
 	return string(args)

@@ -3,6 +3,7 @@ package demo
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 )
@@ -100,23 +101,17 @@ func (m *demoModel) responses(w http.ResponseWriter, r *http.Request) {
 		seq++
 		sse.event(typ, fields)
 	}
-	created := map[string]any{}
-	for k, v := range resp {
-		created[k] = v
-	}
+	created := maps.Clone(resp)
 	created["status"], created["output"], created["usage"] = "in_progress", []any{}, nil
 	event("response.created", map[string]any{"response": created})
-	started := map[string]any{}
-	for k, v := range item {
-		started[k] = v
-	}
+	started := maps.Clone(item)
 	started["status"] = "in_progress"
 	id := item["id"]
 	if rep.call != nil {
 		started["arguments"] = ""
 		event("response.output_item.added", map[string]any{"output_index": 0, "item": started})
-		event("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": 0, "delta": rep.arguments()})
-		event("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": 0, "arguments": rep.arguments()})
+		event("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": 0, "delta": item["arguments"]})
+		event("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": 0, "arguments": item["arguments"]})
 	} else {
 		started["content"] = []any{}
 		part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
@@ -211,10 +206,7 @@ func (m *demoModel) messages(w http.ResponseWriter, r *http.Request) {
 	// Streamed: the message started, its one block started, its text or
 	// input as one delta, the block stopped, the stop reason, the end.
 	sse := newSSE(w)
-	started := map[string]any{}
-	for k, v := range msg {
-		started[k] = v
-	}
+	started := maps.Clone(msg)
 	started["content"], started["stop_reason"] = []any{}, nil
 	started["usage"] = map[string]int{"input_tokens": in, "output_tokens": 1}
 	sse.event("message_start", map[string]any{"type": "message_start", "message": started})
