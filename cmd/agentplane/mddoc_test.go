@@ -70,23 +70,7 @@ func TestMarkdownIsWellFormed(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel, _ := filepath.Rel(root, page)
-		var fence string
-		for i, line := range strings.Split(string(src), "\n") {
-			if m := fenceLine.FindStringSubmatch(line); m != nil {
-				switch {
-				case fence == "":
-					fence = m[1]
-				case m[1][0] == fence[0] && len(m[1]) >= len(fence):
-					if strings.TrimSpace(m[2]) != "" {
-						t.Errorf("%s:%d: %q has words after its closing fence, so it does not close the code block: put them on a line of their own", rel, i+1, line)
-					}
-					fence = ""
-				}
-				continue
-			}
-			if fence != "" {
-				continue
-			}
+		open := prose(string(src), func(i int, line string) {
 			for _, m := range mdLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
 				target := m[1]
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
@@ -105,33 +89,48 @@ func TestMarkdownIsWellFormed(t *testing.T) {
 					t.Errorf("%s:%d: the link %q names #%s, which is not a heading of %s", rel, i+1, target, anchor, filepath.Base(dest))
 				}
 			}
-		}
-		if fence != "" {
-			t.Errorf("%s: a code block opened with %s is never closed", rel, fence)
+		}, func(i int, line string) {
+			t.Errorf("%s:%d: %q has words after its closing fence, so it does not close the code block: put them on a line of their own", rel, i+1, line)
+		})
+		if open != "" {
+			t.Errorf("%s: a code block opened with %s is never closed", rel, open)
 		}
 	}
+}
+
+// prose calls line with each line of a Markdown page outside its fenced
+// code blocks, and wordyClose with each would-be closing fence followed by
+// words, which (as in CommonMark) does not close its block. It returns the
+// fence of a block left open at the end.
+func prose(src string, line, wordyClose func(i int, text string)) (open string) {
+	for i, text := range strings.Split(src, "\n") {
+		m := fenceLine.FindStringSubmatch(text)
+		switch {
+		case m == nil && open == "":
+			line(i, text)
+		case m == nil:
+		case open == "":
+			open = m[1]
+		case m[1][0] != open[0] || len(m[1]) < len(open):
+		case strings.TrimSpace(m[2]) != "":
+			if wordyClose != nil {
+				wordyClose(i, text)
+			}
+		default:
+			open = ""
+		}
+	}
+	return open
 }
 
 // headings returns the text of a page's ATX headings outside code blocks.
 func headings(src string) []string {
 	var hs []string
-	var fence string
-	for _, line := range strings.Split(src, "\n") {
-		if m := fenceLine.FindStringSubmatch(line); m != nil {
-			switch {
-			case fence == "":
-				fence = m[1]
-			case m[1][0] == fence[0] && len(m[1]) >= len(fence) && strings.TrimSpace(m[2]) == "":
-				fence = ""
-			}
-			continue
+	prose(src, func(_ int, line string) {
+		if text, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			hs = append(hs, strings.TrimSpace(text))
 		}
-		if fence == "" && strings.HasPrefix(line, "#") {
-			if text := strings.TrimLeft(line, "#"); strings.HasPrefix(text, " ") {
-				hs = append(hs, strings.TrimSpace(text))
-			}
-		}
-	}
+	}, nil)
 	return hs
 }
 
