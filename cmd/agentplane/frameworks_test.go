@@ -153,6 +153,8 @@ type frameworkCase struct {
 	model    func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
 	// stream says the framework streams its completions.
 	stream bool
+	// script is the model's script, frameworkScript when nil.
+	script llmtest.Script
 }
 
 // The scripted conversation: the model asks for the transaction, then
@@ -204,7 +206,11 @@ func newFrameworkWorld(t *testing.T, c frameworkCase) *frameworkWorld {
 		"spec_url": w.ledger.srv.URL + "/openapi.json"}); code != 201 {
 		t.Fatalf("register the tool: %d %v", code, body)
 	}
-	w.model = c.model(t, frameworkScript)
+	script := c.script
+	if script == nil {
+		script = frameworkScript
+	}
+	w.model = c.model(t, script)
 	if code, body := w.srv.do("POST", "/v1/models", w.tok, map[string]any{"name": "helper", "provider": c.provider,
 		"base_url": w.model.URL, "model": "test-model"}); code != 201 {
 		t.Fatalf("register the model: %d %v", code, body)
@@ -451,6 +457,70 @@ func (w *frameworkWorld) replayRecorded(t *testing.T, id string, output any) {
 	}
 	if d := rp.Delta; d.Added+d.Removed+d.Changed+d.CallsChanged != 0 || len(kinds) != 4 || slices.ContainsFunc(kinds, func(k string) bool { return k != "same" }) {
 		t.Errorf("delta %+v, steps %q: want 4 steps all the same", d, kinds)
+	}
+}
+
+// parallelScript asks for two transactions in one answer until the
+// tools' answers are the last messages, then answers.
+func parallelScript(r llmtest.Request) llmtest.Answer {
+	if !strings.Contains(r.Last().Content, `"settled"`) {
+		return llmtest.Calls(llmtest.Call("ledger__getTransaction", `{"id":"tx-1"}`), llmtest.Call("ledger__getTransaction", `{"id":"tx-2"}`))
+	}
+	return llmtest.Text(frameworkAnswer)
+}
+
+// TestExternalAgentLangGraphParallelCalls: the model asks for two calls in
+// one answer and LangGraph's ToolNode makes them at once. The gateway makes
+// them in turn, each once, in whatever order they came; replays of the run
+// from its record, whose calls may come in another order, change nothing.
+func TestExternalAgentLangGraphParallelCalls(t *testing.T) {
+	w := newFrameworkWorld(t, frameworkCase{example: "langgraph", provider: "openai", model: llmtest.NewOpenAIServer, script: parallelScript})
+	code, res := w.srv.do("POST", "/v1/agents/ledger-helper/invoke", w.tok, map[string]any{"goal": "What are tx-1 and tx-2?"})
+	id, _ := res["workflow_id"].(string)
+	if code != 200 || res["status"] != "completed" || res["outcome"] != "answered" {
+		t.Fatalf("invoke: %d %v", code, res)
+	}
+	code, wf := w.srv.do("GET", "/v1/workflows/"+id, w.tok, nil)
+	if code != 200 {
+		t.Fatalf("get %s: %d %v", id, code, wf)
+	}
+	var steps, calls []string
+	for _, s := range wf["steps"].([]any) {
+		step := s.(map[string]any)
+		steps = append(steps, fmt.Sprintf("%v %v", step["action"], step["status"]))
+		if step["action"] == "call" {
+			args, _ := json.Marshal(step["args"])
+			calls = append(calls, string(args))
+		}
+	}
+	if want := []string{"completion ok", "call ok", "call ok", "completion ok", "attempt ok"}; !slices.Equal(steps, want) {
+		t.Fatalf("steps %q, want %q", steps, want)
+	}
+	slices.Sort(calls)
+	if want := []string{`{"id":"tx-1"}`, `{"id":"tx-2"}`}; !slices.Equal(calls, want) {
+		t.Errorf("calls %q, want %q", calls, want)
+	}
+	got := w.ledger.requests()
+	slices.Sort(got)
+	if want := []string{"GET /transactions/tx-1", "GET /transactions/tx-2"}; !slices.Equal(got, want) {
+		t.Errorf("the tool received %q, want each transaction once", got)
+	}
+	// The agent's framework makes the two calls at once, so a replay's may
+	// reach the gateway in either order; each replay pairs them with the
+	// run's by their arguments.
+	for i := range 3 {
+		rp := w.replay(t, id, map[string]any{"target_agent_version": "ledger-helper@1", "dry_run": true, "llm": "recorded"})
+		var kinds []string
+		for _, e := range rp.Steps {
+			kinds = append(kinds, e.Kind)
+		}
+		if d := rp.Delta; rp.Outcome != "answered" || d.Added+d.Removed+d.Changed+d.CallsChanged != 0 ||
+			!slices.Equal(kinds, []string{"same", "same", "same", "same", "same"}) {
+			t.Errorf("replay %d: %s (%s), delta %+v, steps %q: want the run's steps all the same", i+1, rp.Outcome, rp.Error, d, kinds)
+		}
+	}
+	if n := len(w.ledger.requests()); n != 2 {
+		t.Errorf("the tool received %d requests in all, want the run's 2", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/workflow"
 	"github.com/pkg/diff/myers"
 )
@@ -26,7 +27,9 @@ func (p actions) pair(ai, bi int) (*workflow.Step, *workflow.Step) { return &p.a
 // removed ones of a region first). Completion steps align by action like
 // the others; a pair of them also differs in model or finish reason (their
 // token counts are not compared). A pair of which one call a fault
-// answered and the other not is changed too (field injected). The same inputs always align the same way.
+// answered and the other not is changed too (field injected). An external
+// agent's calls between two completions pair by their calls, in any order
+// (pairCalls). The same inputs always align the same way.
 func Diff(original, replayed []workflow.Step) ([]Entry, Delta) {
 	p := actions{original, replayed}
 	script := myers.Diff(context.Background(), p)
@@ -35,8 +38,9 @@ func Diff(original, replayed []workflow.Step) ([]Entry, Delta) {
 	for _, r := range script.Ranges {
 		switch {
 		case r.IsEqual():
+			order := pairCalls(original[r.LowA:r.HighA], replayed[r.LowB:r.HighB])
 			for i := range r.HighA - r.LowA {
-				o, n := p.pair(r.LowA+i, r.LowB+i)
+				o, n := p.pair(r.LowA+order[i], r.LowB+i)
 				fields := changedFields(o, n)
 				e := Entry{Kind: Same, Original: o, Replay: n}
 				if len(fields) > 0 {
@@ -66,6 +70,69 @@ func Diff(original, replayed []workflow.Step) ([]Entry, Delta) {
 		}
 	}
 	return entries, d
+}
+
+// pairCalls pairs the steps of two aligned ranges, of equal length: the
+// replay's i-th step with the original's order[i]-th. Steps pair in place,
+// except an external agent's calls between two of its completions: a
+// framework may make a model's parallel tool calls in any order (the
+// gateway takes them as they come), so such a run of calls pairs each
+// replay call with an original call identical to it (tool, operation,
+// canonical args) where there is one, and the rest in their order (the
+// Myers alignment pairs steps of one action, and so does a run). Calls a
+// defined agent makes keep their places: their order is the agent's.
+func pairCalls(original, replayed []workflow.Step) []int {
+	order := make([]int, len(replayed))
+	for i := range order {
+		order[i] = i
+	}
+	for start := 0; start < len(order); {
+		end := start
+		for end < len(order) && externalCall(&original[end]) && externalCall(&replayed[end]) &&
+			original[end].Action == original[start].Action {
+			end++
+		}
+		if end-start > 1 {
+			matchCalls(original[start:end], replayed[start:end], order[start:end], start)
+		}
+		start = max(end, start+1)
+	}
+	return order
+}
+
+// matchCalls fills order (offset by base) for a run of calls: identical
+// calls first, each original used once, then the rest in their order.
+func matchCalls(original, replayed []workflow.Step, order []int, base int) {
+	used := make([]bool, len(original))
+	paired := make([]bool, len(replayed))
+	for i := range replayed {
+		for k := range original {
+			if !used[k] && sameCall(&original[k], &replayed[i]) {
+				used[k], paired[i], order[i] = true, true, base+k
+				break
+			}
+		}
+	}
+	k := 0
+	for i := range replayed {
+		if paired[i] {
+			continue
+		}
+		for used[k] {
+			k++
+		}
+		used[k], order[i] = true, base+k
+	}
+}
+
+// externalCall reports whether a step is a call an external agent made
+// through the gateway.
+func externalCall(s *workflow.Step) bool { return s.Attempt > 0 && s.Kind == agent.KindCall }
+
+// sameCall reports whether two steps make the same call: tool, operation
+// and canonical args.
+func sameCall(a, b *workflow.Step) bool {
+	return a.Tool == b.Tool && a.Operation == b.Operation && sameJSON(a.Args, b.Args)
 }
 
 // hasCall reports whether a step names an operation, made or not.

@@ -216,6 +216,59 @@ func TestDiffAlignsByActions(t *testing.T) {
 	}
 }
 
+// TestDiffPairsParallelCalls: an external agent's framework may make a
+// model's parallel tool calls in any order, so a replay that made them in
+// another order changed nothing; a defined agent's calls keep their
+// places, and a call that did change still shows.
+func TestDiffPairsParallelCalls(t *testing.T) {
+	step := func(attempt int, kind, op, args string) workflow.Step {
+		s := workflow.Step{Action: kind, Kind: kind, Status: agent.StatusOK, Attempt: attempt}
+		if kind == agent.KindCall {
+			s.Tool, s.Operation, s.Args, s.Result = "ledger", op, json.RawMessage(args), json.RawMessage(`{"for":`+args+`}`)
+		}
+		return s
+	}
+	run := func(attempt int, calls ...string) []workflow.Step {
+		out := []workflow.Step{step(attempt, agent.KindCompletion, "", "")}
+		for _, c := range calls {
+			out = append(out, step(attempt, agent.KindCall, "get", c))
+		}
+		return append(out, step(attempt, agent.KindCompletion, "", ""))
+	}
+	tests := []struct {
+		name               string
+		original, replayed []workflow.Step
+		want               []string // each entry: kind and the args of its original and replay
+		calls              int
+	}{
+		{name: "external, another order", original: run(1, `{"id":1}`, `{"id":2}`, `{"id":3}`), replayed: run(1, `{"id":3}`, `{"id":1}`, `{"id":2}`),
+			want: []string{"same", `same {"id":3} {"id":3}`, `same {"id":1} {"id":1}`, `same {"id":2} {"id":2}`, "same"}},
+		{name: "external, one call changed", original: run(1, `{"id":1}`, `{"id":2}`), replayed: run(2, `{"id":9}`, `{"id":1}`),
+			want: []string{"same", `changed {"id":2} {"id":9}`, `same {"id":1} {"id":1}`, "same"}, calls: 1},
+		{name: "defined, another order", original: run(0, `{"id":1}`, `{"id":2}`), replayed: run(0, `{"id":2}`, `{"id":1}`),
+			want: []string{"same", `changed {"id":1} {"id":2}`, `changed {"id":2} {"id":1}`, "same"}, calls: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			entries, delta := replay.Diff(tc.original, tc.replayed)
+			var got []string
+			for _, e := range entries {
+				if e.Original.Kind == agent.KindCall {
+					got = append(got, e.Kind+" "+string(e.Original.Args)+" "+string(e.Replay.Args))
+				} else {
+					got = append(got, e.Kind)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("entries (-want +got):\n%s", diff)
+			}
+			if delta.ToolCallsChanged != tc.calls || delta.StepsChanged != tc.calls || delta.StepsAdded+delta.StepsRemoved != 0 {
+				t.Errorf("delta = %+v, want %d calls changed", delta, tc.calls)
+			}
+		})
+	}
+}
+
 func TestDiffComparesCompletions(t *testing.T) {
 	completion := func(model, status, finish string) workflow.Step {
 		return workflow.Step{Step: 1, Action: "solve", Kind: agent.KindCompletion, Status: status, Model: model, FinishReason: finish}
