@@ -303,6 +303,80 @@ func newExternalReplayWorld(t *testing.T) (*harness, *fraudWorld, *llmtest.Serve
 	return h, w, ms
 }
 
+// TestExternalDryReplayCompletionsInAnotherOrder: an agent that asks the
+// model twice at once may ask in another order in a replay; with llm
+// recorded each request still gets the recorded answer to its identical
+// request, and nothing changed.
+func TestExternalDryReplayCompletionsInAnotherOrder(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer { return llmtest.Text("on " + r.Last().Content) })
+	h := newHarness(t, withExternal(t, ms), withExternalReplays())
+	w := newFraudWorld(t, h)
+	bodies := map[string]string{"a": `{"model":"gpt","messages":[{"role":"user","content":"tx-1"}]}`,
+		"b": `{"model":"gpt","messages":[{"role":"user","content":"tx-2"}]}`}
+	answers := make(chan []string, 4)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in struct {
+			goagent.Invocation
+			Run struct {
+				Replay map[string]any `json:"replay"`
+			} `json:"run"`
+		}
+		json.NewDecoder(r.Body).Decode(&in)
+		order := []string{"a", "b"}
+		if in.Run.Replay != nil {
+			order = []string{"b", "a"}
+		}
+		var got []string
+		for _, name := range order {
+			req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+"/chat/completions", strings.NewReader(bodies[name]))
+			req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				got = append(got, err.Error())
+				continue
+			}
+			var answer struct {
+				Choices []struct {
+					Message struct {
+						Content string `json:"content"`
+					} `json:"message"`
+				} `json:"choices"`
+			}
+			json.NewDecoder(resp.Body).Decode(&answer)
+			resp.Body.Close()
+			text := fmt.Sprint(resp.StatusCode)
+			if len(answer.Choices) > 0 {
+				text += " " + answer.Choices[0].Message.Content
+			}
+			got = append(got, name+": "+text)
+		}
+		answers <- got
+		fmt.Fprint(rw, `{"output": {"ok": true}}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-twice", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-twice/invoke", w.admin, map[string]any{"goal": "compare"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if got := strings.Join(<-answers, ", "); got != "a: 200 on tx-1, b: 200 on tx-2" {
+		t.Fatalf("the run's answers: %s", got)
+	}
+	modelled := ms.Count()
+	res := doExtReplay(t, h, h.token("acme", replayScopes), wf.ID, map[string]any{"target_agent_version": "ext-twice@1"})
+	if got := strings.Join(<-answers, ", "); got != "b: 200 on tx-2, a: 200 on tx-1" {
+		t.Errorf("the replay's answers: %s, want each request's recorded answer", got)
+	}
+	if res.Outcome != "answered" || res.Delta != (replay.Delta{}) || ms.Count() != modelled {
+		t.Errorf("replay %s (%s), delta %+v, steps %v, the model asked %d times: want answered, nothing changed or asked",
+			res.Outcome, res.ReplayError, res.Delta, res.replaySteps(), ms.Count()-modelled)
+	}
+}
+
 // TestExternalDefinedReplays replays across kinds: a defined agent's
 // workflow against an external version, and an external agent's workflow
 // against a defined version, each served from the other's record.

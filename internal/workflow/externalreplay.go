@@ -82,11 +82,11 @@ type dryReplay struct {
 	// calls are the original's sent calls by key, each served once, and
 	// decisions its decided approvals by the key of the call they were
 	// asked for, each served once; completions its relayed completions in
-	// order, next the first unused.
+	// order, each served once (used).
 	calls       map[string][]*Step
 	decisions   map[string][]*Step
 	completions []recordedWire
-	next        int
+	used        []bool
 	steps       []Step
 	kept        []ReplayCompletion
 	// served are the recorded steps whose answers were served, and reads
@@ -99,7 +99,8 @@ type dryReplay struct {
 // and context without storing anything: one attempt, whose gateway serves
 // the original's recorded answers (calls identical in tool, operation and
 // canonical masked arguments, in any order, each once; completions
-// identical to the next recorded one) and sends nothing else but, as req
+// identical to a recorded one, each once, the first unused of identical
+// ones) and sends nothing else but, as req
 // says, completions to the model and reads. A write is never sent. The
 // agent is told run.replay {of, dry_run: true}.
 func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*ExternalReplayRun, error) {
@@ -238,9 +239,9 @@ func (x *externalRun) serveDry(ctx context.Context, a *attemptGateway, ex *excha
 	return nil
 }
 
-// completeDry serves a model request of a dry run: the next recorded
-// answer when the request is identical to its request, else unrecorded;
-// with LiveLLM, relayed to the model and kept.
+// completeDry serves a model request of a dry run: the answer of a
+// recorded completion whose request is identical (recorded), else
+// unrecorded; with LiveLLM, relayed to the model and kept.
 func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.RelayResponse, error) {
 	d := x.dry
 	var head requestHead
@@ -266,9 +267,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		return refuse(no)
 	}
 	if !d.req.LiveLLM {
-		if d.next < len(d.completions) && d.completions[d.next].key == key {
-			rc := d.completions[d.next]
-			d.next++
+		if rc := d.recorded(key); rc != nil {
 			for _, e := range rc.answer.Events {
 				if err := ex.send(e); err != nil || ctx.Err() != nil {
 					break
@@ -284,7 +283,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 			x.emitDry(ev, 1)
 			return rc.answer, nil
 		}
-		const why = "no recorded completion answers this request: a dry run with llm recorded answers only a request identical to the original's next one; replay with llm live to ask the model"
+		const why = "no recorded completion answers this request: a dry run with llm recorded answers only a request identical to one of the original's, each once; replay with llm live to ask the model"
 		ev.Status, ev.Error = agent.StatusUnrecorded, why
 		x.emitDry(ev, 1)
 		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayUnrecorded, Message: why}
@@ -354,6 +353,24 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 type journaledAnswer struct {
 	ReplayCompletion
 	answer *llm.RelayResponse
+}
+
+// recorded takes the first unused recorded completion whose request is
+// identical (key) to the one asked, or nil. Identical requests are served
+// in their order, others in any: an agent may ask the model twice at once
+// (parallel branches of a graph, agents as tools), and its requests then
+// reach the gateway in either order.
+func (d *dryReplay) recorded(key string) *recordedWire {
+	if d.used == nil {
+		d.used = make([]bool, len(d.completions))
+	}
+	for i := range d.completions {
+		if !d.used[i] && d.completions[i].key == key {
+			d.used[i] = true
+			return &d.completions[i]
+		}
+	}
+	return nil
 }
 
 // journaled finds the journaled completion numbered next whose request
