@@ -229,3 +229,31 @@ func TestChecksReadUsage(t *testing.T) {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
 }
+
+// TestSameToolCallsOfParallelCalls: same_tool_calls reads the calls as the
+// step diff pairs them, so an external agent's parallel calls made in
+// another order are the same calls; a defined agent's are not.
+func TestSameToolCallsOfParallelCalls(t *testing.T) {
+	c, err := CompileChecks(Spec{Checks: []CheckSpec{{Name: CheckSameToolCalls}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(attempt int, ids ...string) []workflow.Step {
+		steps := []workflow.Step{{Action: agent.KindCompletion, Kind: agent.KindCompletion, Status: agent.StatusOK, Attempt: attempt}}
+		for _, id := range ids {
+			steps = append(steps, workflow.Step{Action: agent.KindCall, Kind: agent.KindCall, Status: agent.StatusOK, Attempt: attempt,
+				Tool: "ledger", Operation: "get", Args: json.RawMessage(`{"id":"` + id + `"}`)})
+		}
+		return steps
+	}
+	for _, tc := range []struct {
+		attempt int
+		want    string
+	}{{1, ResultPassed}, {0, ResultFailed}} {
+		rp := &Replay{}
+		rp.Steps, rp.Delta = Diff(run(tc.attempt, "tx-1", "tx-2"), run(tc.attempt, "tx-2", "tx-1"))
+		if got := c.Run(t.Context(), CaseOf(&workflow.Workflow{}, rp, nil))[0].Result(); got != tc.want {
+			t.Errorf("attempt %d: same_tool_calls %s, want %s", tc.attempt, got, tc.want)
+		}
+	}
+}
