@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,13 +24,16 @@ import (
 )
 
 // entriesAPI is a tool API with one unrepeatable write, POST /entries. It
-// counts the writes it receives; with hold set, the first one waits until
-// released, so a test can kill a process while the write is in flight.
+// counts the writes it receives and keeps each one's Idempotency-Key and
+// memo; with hold set, the first one waits until released, so a test can
+// kill a process while the write is in flight.
 type entriesAPI struct {
 	srv     *httptest.Server
 	writes  atomic.Int32
 	arrived chan struct{}
 	release chan struct{}
+	mu      sync.Mutex
+	keyed   []string // "<Idempotency-Key> <memo>"
 }
 
 const entriesSpec = `{"openapi": "3.0.3", "info": {"title": "ledger", "version": "1"}, "servers": [{"url": "%s"}],
@@ -43,6 +48,13 @@ func newEntriesAPI(t *testing.T, hold bool) *entriesAPI {
 		case r.URL.Path == "/openapi.json":
 			fmt.Fprintf(w, entriesSpec, "http://"+r.Host)
 		case r.Method == "POST" && r.URL.Path == "/entries":
+			var entry struct {
+				Memo string `json:"memo"`
+			}
+			json.NewDecoder(r.Body).Decode(&entry)
+			a.mu.Lock()
+			a.keyed = append(a.keyed, r.Header.Get("Idempotency-Key")+" "+entry.Memo)
+			a.mu.Unlock()
 			n := a.writes.Add(1)
 			a.arrived <- struct{}{}
 			if hold && n == 1 {
@@ -60,6 +72,13 @@ func newEntriesAPI(t *testing.T, hold bool) *entriesAPI {
 		a.srv.Close()
 	})
 	return a
+}
+
+// received are the writes received, "<Idempotency-Key> <memo>" each.
+func (a *entriesAPI) received() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.keyed)
 }
 
 // open lets a held write answer.
@@ -102,6 +121,8 @@ type agentProcess struct {
 	addr string
 	cmd  *exec.Cmd
 	logs *lockedBuffer
+	// model is the model it asks for ("default" when empty).
+	model string
 }
 
 // agentBuild is the Go recipe's agent, built once for the package's tests
@@ -154,7 +175,7 @@ func (p *agentProcess) start() {
 	p.t.Helper()
 	_, port, _ := net.SplitHostPort(p.addr)
 	p.cmd = exec.Command(p.bin)
-	p.cmd.Env = append(os.Environ(), "PORT="+port, "MODEL=default")
+	p.cmd.Env = append(os.Environ(), "PORT="+port, "MODEL="+cmp.Or(p.model, "default"))
 	if p.logs == nil {
 		p.logs = &lockedBuffer{}
 	}
@@ -190,30 +211,47 @@ type externalKill struct {
 }
 
 func startExternalKill(t *testing.T, api *entriesAPI, ms *llmtest.Server, agent *agentProcess) *externalKill {
-	k := newExternalServer(t, api, ms, agent.url())
+	k := newExternalServer(t, api, ms, agent.url(), killSetup{})
 	k.invoke("settle tx-1")
 	return k
 }
 
+// killSetup is what a test asks of newExternalServer beyond its defaults.
+type killSetup struct {
+	// idempotent registers the tool with idempotency_support.
+	idempotent bool
+	// other, when set, is registered as the model "other", which the
+	// agent may ask as well as "default".
+	other *llmtest.Server
+}
+
 // newExternalServer starts the server of an externalKill with the agent at
 // url, not yet invoked.
-func newExternalServer(t *testing.T, api *entriesAPI, ms *llmtest.Server, url string) *externalKill {
+func newExternalServer(t *testing.T, api *entriesAPI, ms *llmtest.Server, url string, setup killSetup) *externalKill {
 	k := &externalKill{dir: t.TempDir(), addr: freeAddr(t)}
 	k.flags = []string{"--data", k.dir, "--allow-private-networks", "--workflow-lease", "1s",
 		"--llm-base-url", ms.URL, "--llm-model", "test-model"}
 	k.server = startChild(t, k.addr, k.flags...)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"token", "--data", k.dir, "--addr", k.addr, "--tenant", "acme", "--scope",
-		"tools:write agents:read agents:write agents:invoke workflows:read audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		"tools:write models:write agents:read agents:write agents:invoke workflows:read audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	k.tok = strings.TrimSpace(out.String())
 	if code, body := k.server.do("POST", "/v1/tools", k.tok, map[string]any{"name": "ledger", "type": "openapi",
-		"spec_url": api.srv.URL + "/openapi.json", "side_effects": []string{"create"}}); code != 201 {
+		"spec_url": api.srv.URL + "/openapi.json", "side_effects": []string{"create"}, "idempotency_support": setup.idempotent}); code != 201 {
 		t.Fatalf("register: %d %v", code, body)
 	}
+	models := []string{"default"}
+	if setup.other != nil {
+		if code, body := k.server.do("POST", "/v1/models", k.tok, map[string]any{"name": "other", "provider": "openai",
+			"base_url": setup.other.URL, "model": "test-model"}); code != 201 {
+			t.Fatalf("register the model other: %d %v", code, body)
+		}
+		models = append(models, "other")
+	}
 	if code, body := k.server.do("POST", "/v1/agents", k.tok, map[string]any{"name": "settle", "external": map[string]any{
-		"url": url, "tools": []string{"ledger"}, "models": []string{"default"}}}); code != 201 {
+		"url": url, "tools": []string{"ledger"}, "models": models}}); code != 201 {
 		t.Fatalf("deploy: %d %v", code, body)
 	}
 	return k
@@ -389,6 +427,74 @@ func TestExternalServerKilledMidWriteRefusesToRepeatIt(t *testing.T) {
 	}
 }
 
+// TestExternalServerKilledMidIdempotentWrite kills agentplane while the
+// agent's write to a tool that honours Idempotency-Key is in flight, and
+// starts the agent again. Asking the same model, the new attempt repeats
+// the write, which is sent again with the key it had: the tool can tell it
+// is the same. Asking another model, the attempt diverges and makes
+// another write, which is another call with a key of its own: the tool
+// must not take it for the first.
+func TestExternalServerKilledMidIdempotentWrite(t *testing.T) {
+	tests := []struct {
+		name, model string
+		memos       []string
+		sameKey     bool
+		steps       string
+	}{
+		{name: "repeated", model: "default", memos: []string{"settle tx-1", "settle tx-1"}, sameKey: true,
+			steps: "completion:ok:1 attempt:error:1:interrupted call:ok:2 completion:ok:2 attempt:ok:2"},
+		{name: "another write", model: "other", memos: []string{"settle tx-1", "settle tx-1 again"},
+			steps: "completion:ok:1 attempt:error:1:interrupted completion:ok:2:diverged call:ok:2 completion:ok:2 attempt:ok:2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			agent := newAgentProcess(t, buildAgent(t))
+			api := newEntriesAPI(t, true)
+			ms, _ := entryModel(t, false)
+			other := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+				if r.Last().Role != "tool" {
+					return llmtest.Calls(llmtest.Call("ledger__createEntry", `{"amount": 42, "memo": "settle tx-1 again"}`))
+				}
+				return llmtest.Text("Entry " + r.Last().Content + " settles tx-1.")
+			})
+			agent.start()
+			k := newExternalServer(t, api, ms, agent.url(), killSetup{idempotent: true, other: other})
+			k.invoke("settle tx-1")
+			waitFor(t, api.arrived, "the write")
+			id := k.workflowID(t)
+			k.server.kill()
+			api.open()
+			agent.kill()
+			agent.model = tc.model
+			agent.start()
+
+			b := startChild(t, k.addr, k.flags...)
+			wf := finished(t, b, k.tok, id)
+			if wf["status"] != "completed" || wf["outcome"] != "answered" {
+				t.Errorf("workflow %v %v: %v", wf["status"], wf["outcome"], wf["error"])
+			}
+			got := api.received()
+			if len(got) != 2 {
+				t.Fatalf("the tool received %q, want two writes", got)
+			}
+			var keys []string
+			for i, g := range got {
+				key, memo, _ := strings.Cut(g, " ")
+				if memo != tc.memos[i] || !strings.HasPrefix(key, id+".") {
+					t.Errorf("write %d: key %q, memo %q; want a key of the run and %q", i+1, key, memo, tc.memos[i])
+				}
+				keys = append(keys, key)
+			}
+			if (keys[0] == keys[1]) != tc.sameKey {
+				t.Errorf("Idempotency-Keys %q: want the same key %t", keys, tc.sameKey)
+			}
+			if got := attemptSteps(wf); got != tc.steps {
+				t.Errorf("steps\n got %s\nwant %s", got, tc.steps)
+			}
+		})
+	}
+}
+
 // agentBalancer forwards each connection it accepts to the agent process
 // it points at, as a layer-4 load balancer in front of an agent's replicas
 // does; a connection ends on both sides when either side closes it.
@@ -454,7 +560,7 @@ func TestExternalAgentKilledOnAKeptAliveConnection(t *testing.T) {
 		}
 		return llmtest.Text("Entry " + r.Last().Content + " settles tx-1.")
 	})
-	k := newExternalServer(t, api, ms, lb.url())
+	k := newExternalServer(t, api, ms, lb.url(), killSetup{})
 	if code, wf := k.server.do("POST", "/v1/agents/settle/invoke", k.tok, map[string]any{"goal": "say hello"}); code != 200 || wf["status"] != "completed" {
 		t.Fatalf("the first run: %d %v", code, wf)
 	}

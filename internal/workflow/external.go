@@ -157,6 +157,9 @@ type externalRun struct {
 	// calls counts the calls sent; tokens the completions' tokens.
 	calls  int
 	tokens int64
+	// made counts the calls sent by their journal key: the occurrence in a
+	// write's idempotency key (idempotencyKey).
+	made map[string]int
 	// completions counts the completions recorded (their numbers).
 	completions int
 	// limited says why a limit refused an exchange: the outcome is then
@@ -195,7 +198,7 @@ type recorded struct {
 
 func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governance, h history, j *journal, rec *recorder, intents []Intent) *externalRun {
 	x := &externalRun{r: r, wf: wf, v: v, g: g, j: j, rec: rec, in: wf.Input(), step: len(h.steps),
-		intents: map[int]Intent{}, lastStepAt: r.opts.Now(), decided: map[int]*Approval{}, budgets: newBudgetState()}
+		intents: map[int]Intent{}, made: map[string]int{}, lastStepAt: r.opts.Now(), decided: map[int]*Approval{}, budgets: newBudgetState()}
 	for step, a := range h.approvals {
 		if a.Decided() {
 			x.decided[step] = a
@@ -226,8 +229,10 @@ func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governan
 		case s.Kind == agent.KindApprove && s.Status == agent.StatusWaitingApproval && s.Tool != "":
 			x.approvals = append(x.approvals, heldApproval{key: callKey(s.Tool, s.Operation, s.Args), step: s.Step})
 		case s.Kind == agent.KindCall && s.Sent:
+			key := callKey(s.Tool, s.Operation, s.Args)
 			x.calls++
-			x.record = append(x.record, recorded{kind: agent.KindCall, key: callKey(s.Tool, s.Operation, s.Args), step: s.Step,
+			x.made[key]++
+			x.record = append(x.record, recorded{kind: agent.KindCall, key: key, step: s.Step,
 				call: agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error, ErrorCode: s.ErrorCode}})
 		}
 	}

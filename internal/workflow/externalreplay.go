@@ -144,7 +144,7 @@ func (r *Runner) ReplayExternal(ctx context.Context, req ExternalReplay) (*Exter
 	if err := rec.masking(ctx); err != nil {
 		return nil, err
 	}
-	x := &externalRun{r: r, wf: &wf, v: v, g: g, rec: rec, in: in, intents: map[int]Intent{}, lastStepAt: now,
+	x := &externalRun{r: r, wf: &wf, v: v, g: g, rec: rec, in: in, intents: map[int]Intent{}, made: map[string]int{}, lastStepAt: now,
 		decided: map[int]*Approval{}, dry: d, budgets: newBudgetState()}
 	// A dry run asks nobody: it has the budget the original's decisions
 	// granted it, and stops where they denied more.

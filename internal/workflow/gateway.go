@@ -3,6 +3,8 @@ package workflow
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -546,10 +548,14 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 		}
 	}
 	x.calls++
+	n := x.made[key] + 1
 	res, err := x.rec.Call(ctx, x.step+1, agent.ToolCall{Action: ActionCall, Tool: op.Tool, Operation: op.ID, Kind: op.Kind,
-		Args: ex.args, IdempotencyKey: x.wf.ID + ".c" + strconv.Itoa(x.calls)})
+		Args: ex.args, IdempotencyKey: idempotencyKey(x.wf.ID, key, n)})
 	if err != nil {
 		return CallAnswer{}, err
+	}
+	if x.rec.sent(x.step + 1) {
+		x.made[key] = n
 	}
 	ev.Status, ev.Result, ev.Error, ev.ErrorCode = res.Status, res.Result, res.Err, res.ErrorCode
 	if res.Status == agent.StatusCancelled {
@@ -567,6 +573,18 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	}
 	x.record = append(x.record, recorded{kind: agent.KindCall, key: key, step: x.step, call: res})
 	return answerOf(res, false), nil
+}
+
+// idempotencyKey is the Idempotency-Key of the n-th call of a run whose
+// journal key is key: the run, a digest of the call (tool, operation and
+// canonical masked arguments) and n. A call repeated in a new attempt after
+// its answer went unrecorded (a crash while it was in flight) is the same
+// call and gets the same key, whatever the attempt made before it: its
+// calls may come in another order (a framework's parallel calls) or differ
+// (an agent that diverged), and no other call takes its key.
+func idempotencyKey(workflowID, key string, n int) string {
+	sum := sha256.Sum256([]byte(key))
+	return workflowID + ".c" + hex.EncodeToString(sum[:8]) + "." + strconv.Itoa(n)
 }
 
 // answerOf is a call's answer to the agent.

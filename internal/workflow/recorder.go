@@ -263,6 +263,13 @@ func (r *Runner) operation(ctx context.Context, tenant string, t *tool.Tool, opI
 	return op, nil
 }
 
+// sent reports whether the call that step records reached its tool (its
+// step's Sent), before the step is recorded.
+func (e *recorder) sent(step int) bool {
+	c, ok := e.calls[step]
+	return ok && c.res.Attempts > 0
+}
+
 // step builds the stored step of an event and its audit records.
 func (e *recorder) step(ev agent.Event) (*Step, []*audit.Record) {
 	now := e.r.opts.Now()
