@@ -48,6 +48,54 @@ func waitStatus(t *testing.T, h *harness, token, id, status string) externalWork
 	return externalWorkflow{}
 }
 
+// approvalRules hold createCase over 500 for a person with approve:cases.
+var approvalRules = []map[string]any{{"when": "operation == 'createCase' && args.amount > 500.0",
+	"reason": "'Open a case for ' + string(args.amount)", "approver_scope": "approve:cases"}}
+
+// heldRun is a run of the Go recipe's agent deployed with approvalRules,
+// the model following a script, and the gateway holding a call up to 10 s.
+type heldRun struct {
+	h  *harness
+	w  *fraudWorld
+	ms *llmtest.Server
+	id string
+}
+
+// startHeldRun deploys the agent as name and invokes it asynchronously.
+func startHeldRun(t *testing.T, name string, script llmtest.Script) *heldRun {
+	t.Helper()
+	ms := llmtest.NewOpenAIServer(t, script)
+	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = 10 * time.Second }))
+	w := newFraudWorld(t, h)
+	agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, name, map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvalRules})
+	var wf externalWorkflow
+	h.do("POST", "/v1/agents/"+name+"/invoke", w.admin, map[string]any{"goal": "open a case"}, "Prefer", "respond-async").json(t, &wf)
+	return &heldRun{h: h, w: w, ms: ms, id: wf.ID}
+}
+
+// approver is a token of a person who may decide the rules' approvals.
+func (r *heldRun) approver() string {
+	return r.h.tokenFor("bob", "workflows:approve workflows:read approve:cases")
+}
+
+// decide waits for the run's pending approval and decides it, returning it.
+func (r *heldRun) decide(t *testing.T, decision string) approvalJSON {
+	t.Helper()
+	a := pendingApproval(t, r.h, r.approver())
+	if resp := r.h.do("POST", "/v1/workflows/"+r.id+"/approvals/"+strconv.Itoa(a.Step), r.approver(), map[string]any{"decision": decision}); resp.Status != 200 {
+		t.Fatalf("%s: %d %s", decision, resp.Status, resp.Body)
+	}
+	return a
+}
+
+// steps waits for the run to complete and lists its steps.
+func (r *heldRun) steps(t *testing.T) string {
+	t.Helper()
+	return stepList(waitStatus(t, r.h, r.w.admin, r.id, "completed"))
+}
+
 // TestExternalApprovals: a call that matches an approvals rule waits for a
 // person. Decided while the gateway holds it, the call goes on in the same
 // attempt. Decided an hour later, the attempt was set aside, and the new
@@ -59,65 +107,121 @@ func TestExternalApprovals(t *testing.T) {
 		llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud","amount":900}`)),
 		llmtest.Text("case opened"),
 	)
-	approvals := []map[string]any{{"when": "operation == 'createCase' && args.amount > 500.0",
-		"reason": "'Open a case for ' + string(args.amount)", "approver_scope": "approve:cases"}}
 	approver := func(h *harness) string { return h.tokenFor("bob", "workflows:approve workflows:read approve:cases") }
 
 	t.Run("in time", func(t *testing.T) {
 		t.Parallel()
-		ms := llmtest.NewOpenAIServer(t, script)
-		h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = 10 * time.Second }))
-		w := newFraudWorld(t, h)
-		agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
-		t.Cleanup(agentSrv.Close)
-		deployExternal(t, h, w.admin, "ext-approve", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvals})
-		r := h.do("POST", "/v1/agents/ext-approve/invoke", w.admin, map[string]any{"goal": "open a case"}, "Prefer", "respond-async")
-		var wf externalWorkflow
-		r.json(t, &wf)
-		a := pendingApproval(t, h, approver(h))
-		if a.WorkflowID != wf.ID || a.Reason != "Open a case for 900" {
+		r := startHeldRun(t, "ext-approve", script)
+		a := pendingApproval(t, r.h, r.approver())
+		if a.WorkflowID != r.id || a.Reason != "Open a case for 900" {
 			t.Fatalf("pending: %+v", a)
 		}
-		if w.cases.Load() != 0 {
+		if r.w.cases.Load() != 0 {
 			t.Fatal("the call went out before its approval")
 		}
-		if r := h.do("POST", "/v1/workflows/"+wf.ID+"/approvals/"+strconv.Itoa(a.Step), approver(h), map[string]any{"decision": "approve"}); r.Status != 200 {
-			t.Fatalf("approve: %d %s", r.Status, r.Body)
-		}
-		done := waitStatus(t, h, w.admin, wf.ID, "completed")
-		if got, want := stepList(done), "1:completion:ok 1:approve:waiting_approval 1:approve:approved 1:call:ok 1:completion:ok 1:attempt:ok"; got != want {
+		r.decide(t, "approve")
+		if got, want := r.steps(t), "1:completion:ok 1:approve:waiting_approval 1:approve:approved 1:call:ok 1:completion:ok 1:attempt:ok"; got != want {
 			t.Errorf("steps %s, want %s", got, want)
 		}
-		if w.cases.Load() != 1 || ms.Count() != 2 {
-			t.Errorf("cases %d, model requests %d", w.cases.Load(), ms.Count())
+		if r.w.cases.Load() != 1 || r.ms.Count() != 2 {
+			t.Errorf("cases %d, model requests %d", r.w.cases.Load(), r.ms.Count())
 		}
 	})
 
 	t.Run("denied", func(t *testing.T) {
 		t.Parallel()
-		ms := llmtest.NewOpenAIServer(t, script)
-		h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.External.ApprovalHold = 10 * time.Second }))
-		w := newFraudWorld(t, h)
-		agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
-		t.Cleanup(agentSrv.Close)
-		deployExternal(t, h, w.admin, "ext-deny", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvals})
-		r := h.do("POST", "/v1/agents/ext-deny/invoke", w.admin, map[string]any{"goal": "open a case"}, "Prefer", "respond-async")
-		var wf externalWorkflow
-		r.json(t, &wf)
-		a := pendingApproval(t, h, approver(h))
-		if r := h.do("POST", "/v1/workflows/"+wf.ID+"/approvals/"+strconv.Itoa(a.Step), approver(h), map[string]any{"decision": "deny"}); r.Status != 200 {
-			t.Fatalf("deny: %d %s", r.Status, r.Body)
-		}
-		done := waitStatus(t, h, w.admin, wf.ID, "completed")
-		if got, want := stepList(done), "1:completion:ok 1:approve:waiting_approval 1:approve:denied 1:completion:ok 1:attempt:ok"; got != want {
+		r := startHeldRun(t, "ext-deny", script)
+		r.decide(t, "deny")
+		if got, want := r.steps(t), "1:completion:ok 1:approve:waiting_approval 1:approve:denied 1:completion:ok 1:attempt:ok"; got != want {
 			t.Errorf("steps %s, want %s", got, want)
 		}
-		if w.cases.Load() != 0 {
-			t.Errorf("a denied call reached the tool %d times", w.cases.Load())
+		if r.w.cases.Load() != 0 {
+			t.Errorf("a denied call reached the tool %d times", r.w.cases.Load())
 		}
 		// The model was told: the denial is the tool result it read.
-		if reqs := ms.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].Last().Content, "was denied by bob") {
+		if reqs := r.ms.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].Last().Content, "was denied by bob") {
 			t.Errorf("the model's second request: %+v", reqs)
+		}
+	})
+
+	// The same call made twice in a run is two calls, and each needs its
+	// own decision: the first one's approval does not let the second
+	// through.
+	t.Run("the same call twice", func(t *testing.T) {
+		t.Parallel()
+		call := llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud","amount":900}`))
+		r := startHeldRun(t, "ext-twice", llmtest.Sequence(call, call, llmtest.Text("two cases opened")))
+		for n := range 2 {
+			pendingApproval(t, r.h, r.approver())
+			if got := r.w.cases.Load(); got != int32(n) {
+				t.Fatalf("%d calls reached the tool before the approval of call %d", got, n+1)
+			}
+			r.decide(t, "approve")
+		}
+		want := "1:completion:ok 1:approve:waiting_approval 1:approve:approved 1:call:ok 1:completion:ok " +
+			"1:approve:waiting_approval 1:approve:approved 1:call:ok 1:completion:ok 1:attempt:ok"
+		if got := r.steps(t); got != want {
+			t.Errorf("steps %s, want %s", got, want)
+		}
+		if r.w.cases.Load() != 2 {
+			t.Errorf("cases %d, want 2", r.w.cases.Load())
+		}
+	})
+
+	// A call the tool answered with an error did not use its approval: the
+	// agent's repeat of it goes through without asking again.
+	t.Run("the same call again after it failed", func(t *testing.T) {
+		t.Parallel()
+		call := llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"busy","amount":900}`))
+		r := startHeldRun(t, "ext-retry", llmtest.Sequence(call, call, llmtest.Text("case opened")))
+		r.decide(t, "approve")
+		want := "1:completion:ok 1:approve:waiting_approval 1:approve:approved 1:call:error 1:completion:ok 1:approve:approved 1:call:ok 1:completion:ok 1:attempt:ok"
+		if got := r.steps(t); got != want || r.w.cases.Load() != 2 {
+			t.Errorf("steps %s, cases %d; want %s and 2 cases (the first refused busy)", got, r.w.cases.Load(), want)
+		}
+	})
+
+	// Across resumed attempts too: each of three identical calls, decided
+	// after its hold, waits for a decision of its own.
+	t.Run("the same call three times, each decided later", func(t *testing.T) {
+		t.Parallel()
+		call := llmtest.Calls(llmtest.Call("cases__createCase", `{"transaction":"tx-1","queue":"fraud","amount":900}`))
+		ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+			if strings.Count(string(r.Body), `"role":"tool"`) < 3 {
+				return call
+			}
+			return llmtest.Text("three cases opened")
+		})
+		clock := &testClock{}
+		h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) {
+			o.External.ApprovalHold = 50 * time.Millisecond
+			o.Now = clock.now
+		}))
+		w := newFraudWorld(t, h)
+		answered := make(chan struct{}, 4)
+		agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			goagent.Handler("gpt", 8).ServeHTTP(rw, r)
+			answered <- struct{}{}
+		}))
+		t.Cleanup(agentSrv.Close)
+		deployExternal(t, h, w.admin, "ext-thrice", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvalRules})
+		r := h.do("POST", "/v1/agents/ext-thrice/invoke", w.admin, map[string]any{"goal": "open three cases"}, "Prefer", "respond-async")
+		var wf externalWorkflow
+		r.json(t, &wf)
+		for n := range 3 {
+			a := pendingApproval(t, h, approver(h))
+			<-answered // the set-aside attempt is over
+			if got := w.cases.Load(); got != int32(n) {
+				t.Fatalf("%d calls reached the tool before the approval of call %d", got, n+1)
+			}
+			clock.advance(time.Hour)
+			if r := h.do("POST", "/v1/workflows/"+wf.ID+"/approvals/"+strconv.Itoa(a.Step), approver(h), map[string]any{"decision": "approve"}); r.Status != 200 {
+				t.Fatalf("approve call %d: %d %s", n+1, r.Status, r.Body)
+			}
+		}
+		done := waitStatus(t, h, w.admin, wf.ID, "completed")
+		if w.cases.Load() != 3 || !strings.HasSuffix(stepList(done), "4:call:ok 4:completion:ok 4:attempt:ok") {
+			t.Errorf("cases %d, steps %s: want 3 cases, the third made by attempt 4", w.cases.Load(), stepList(done))
 		}
 	})
 
@@ -136,7 +240,7 @@ func TestExternalApprovals(t *testing.T) {
 			answered <- struct{}{}
 		}))
 		t.Cleanup(agentSrv.Close)
-		deployExternal(t, h, w.admin, "ext-later", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvals})
+		deployExternal(t, h, w.admin, "ext-later", map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvalRules})
 		r := h.do("POST", "/v1/agents/ext-later/invoke", w.admin, map[string]any{"goal": "open a case"})
 		var wf externalWorkflow
 		r.json(t, &wf)
@@ -180,9 +284,7 @@ func TestExternalDryReplayApprovals(t *testing.T) {
 	w := newFraudWorld(t, h)
 	agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
 	t.Cleanup(agentSrv.Close)
-	approvals := []map[string]any{{"when": "operation == 'createCase' && args.amount > 500.0",
-		"reason": "'Open a case for ' + string(args.amount)", "approver_scope": "approve:cases"}}
-	held := map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvals}
+	held := map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}, "approvals": approvalRules}
 	plain := map[string]any{"url": agentSrv.URL, "tools": []string{"cases"}, "models": []string{"gpt"}}
 	deployExternal(t, h, w.admin, "ext-held", held) // @1
 	deployExternal(t, h, w.admin, "ext-held", held) // @2, the replays' target

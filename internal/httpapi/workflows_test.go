@@ -26,6 +26,9 @@ type fraudWorld struct {
 	// caseBodies are the bodies createCase received.
 	mu         sync.Mutex
 	caseBodies []map[string]any
+	// busy is set once createCase has answered 503 to a case for the
+	// queue "busy", as it does the first time.
+	busy atomic.Bool
 	// gate, when set, holds getTransaction until closed.
 	gate chan struct{}
 	// traceparents are the traceparent headers getTransaction received.
@@ -77,6 +80,10 @@ func newFraudWorld(t *testing.T, h *harness) *fraudWorld {
 		w.mu.Lock()
 		w.caseBodies = append(w.caseBodies, body)
 		w.mu.Unlock()
+		if body["queue"] == "busy" && w.busy.CompareAndSwap(false, true) {
+			http.Error(rw, `{"error": "the queue is busy, try again"}`, http.StatusServiceUnavailable)
+			return
+		}
 		rw.WriteHeader(http.StatusCreated)
 		json.NewEncoder(rw).Encode(map[string]any{"case_id": fmt.Sprintf("case-%d", n), "queue": body["queue"]})
 	}))

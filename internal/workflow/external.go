@@ -232,6 +232,9 @@ func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governan
 			key := callKey(s.Tool, s.Operation, s.Args)
 			x.calls++
 			x.made[key]++
+			if s.Status == agent.StatusOK {
+				x.approvedCall(key)
+			}
 			x.record = append(x.record, recorded{kind: agent.KindCall, key: key, step: s.Step,
 				call: agent.CallResult{Status: s.Status, Result: s.Result, Err: s.Error, ErrorCode: s.ErrorCode}})
 		}
@@ -240,6 +243,18 @@ func newExternalRun(r *Runner, wf *Workflow, v *agent.Version, g *agent.Governan
 		x.intents[in.Step] = in
 	}
 	return x
+}
+
+// approvedCall notes that a call made before and answered ok (key) used
+// the first approval of an identical call that had not let one through, if
+// any: each lets one such call through.
+func (x *externalRun) approvedCall(key string) {
+	for i, ha := range x.approvals {
+		if a := x.decided[ha.step]; ha.key == key && !ha.used && a != nil && a.Status == ApprovalApproved {
+			x.approvals[i].used = true
+			return
+		}
+	}
 }
 
 // limits of the run: the invocation's, else the version's, and what

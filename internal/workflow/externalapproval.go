@@ -29,6 +29,11 @@ type hold struct {
 type heldApproval struct {
 	key  string
 	step int
+	// used is set once the approval let a call through that the tool
+	// answered ok: an approval lets one call through, the one it was
+	// asked for, and its repeats while they fail (a denial refuses every
+	// identical call of the run).
+	used bool
 }
 
 // holdFor registers the held call of a workflow: a decision on its
@@ -88,17 +93,19 @@ func (r *Runner) held(id string) bool {
 	return r.holds[id] != nil // r.mu is held
 }
 
-// approvalOf finds the decided approval of a call identical to key.
-func (x *externalRun) approvalOf(ctx context.Context, key string) (*Approval, error) {
-	for _, ha := range x.approvals {
-		if ha.key != key {
+// approvalOf is the decision on an approval the run asked for the call
+// key that has not let a call through yet (used), and its index in
+// x.approvals; nil (and -1) when there is none.
+func (x *externalRun) approvalOf(ctx context.Context, key string) (*Approval, int, error) {
+	for i, ha := range x.approvals {
+		if ha.key != key || ha.used {
 			continue
 		}
 		a := x.decided[ha.step]
 		if a == nil {
 			as, err := x.r.opts.Store.WorkflowApprovals(ctx, x.wf.ID)
 			if err != nil {
-				return nil, err
+				return nil, -1, err
 			}
 			for _, each := range as {
 				if each.Decided() {
@@ -108,39 +115,42 @@ func (x *externalRun) approvalOf(ctx context.Context, key string) (*Approval, er
 			a = x.decided[ha.step]
 		}
 		if a != nil {
-			return a, nil
+			return a, i, nil
 		}
 	}
-	return nil, nil
+	return nil, -1, nil
 }
 
-// approve decides whether a call that needs a decision may be made: ok
-// when approved, a refusal's answer when denied or when the hold passed.
-func (x *externalRun) approve(ctx context.Context, a *attemptGateway, op agent.GatewayOperation, args map[string]any, key string, req *agent.ApprovalRequest) (ok bool, refusal *CallAnswer, err error) {
+// approve decides whether a call that needs a decision may be made: the
+// index in x.approvals of the approval that lets it through, or -1 and a
+// refusal's answer when denied or when the hold passed. The caller marks
+// the approval used once the call is answered ok.
+func (x *externalRun) approve(ctx context.Context, a *attemptGateway, op agent.GatewayOperation, args map[string]any, key string, req *agent.ApprovalRequest) (held int, refusal *CallAnswer, err error) {
 	ev := agent.Event{Action: ActionApproval, Kind: agent.KindApprove, Tool: op.Tool, Operation: op.ID, Args: args, Reason: x.rec.maskText(req.Reason)}
-	decided, err := x.approvalOf(ctx, key)
+	decided, held, err := x.approvalOf(ctx, key)
 	if err != nil {
-		return false, nil, x.rec.pause(ctx, err)
+		return -1, nil, x.rec.pause(ctx, err)
 	}
 	if decided == nil {
+		held = len(x.approvals) // wait holds it there
 		if decided, err = x.wait(ctx, a, ev, req, key); err != nil || decided == nil {
 			if err == nil {
 				x.setAside = true
-				return false, &CallAnswer{IsError: true, Message: fmt.Sprintf(
+				return -1, &CallAnswer{IsError: true, Message: fmt.Sprintf(
 					"%s.%s waits for a person's approval (step %d): %s. This attempt is set aside; after the decision agentplane starts a new one, in which the same call is made or refused",
 					op.Tool, op.ID, x.step, ev.Reason)}, nil
 			}
-			return false, nil, err
+			return -1, nil, err
 		}
 	}
 	d, err := x.emitDecision(ev, decided, a.attempt)
 	if err != nil {
-		return false, nil, err
+		return -1, nil, err
 	}
 	if d.Status == agent.StatusDenied {
-		return false, &CallAnswer{IsError: true, Message: deniedCall(op, decided.DecidedBy)}, nil
+		return -1, &CallAnswer{IsError: true, Message: deniedCall(op, decided.DecidedBy)}, nil
 	}
-	return true, nil, nil
+	return held, nil, nil
 }
 
 // emitDecision records the step of a decision on the approval ev asked

@@ -538,14 +538,16 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 				op.Tool, op.ID, in.Step))
 		}
 	}
+	approval := -1
 	if req := x.g.Approval(ctx, x.in, op, ex.args); req != nil {
-		ok, refusal, err := x.approve(ctx, a, op, ex.args, key, req)
-		if !ok {
+		held, refusal, err := x.approve(ctx, a, op, ex.args, key, req)
+		if held < 0 {
 			if refusal != nil {
 				return *refusal, err
 			}
 			return CallAnswer{}, err
 		}
+		approval = held
 	}
 	x.calls++
 	n := x.made[key] + 1
@@ -556,6 +558,9 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	}
 	if x.rec.sent(x.step + 1) {
 		x.made[key] = n
+	}
+	if approval >= 0 && res.Status == agent.StatusOK {
+		x.approvals[approval].used = true
 	}
 	ev.Status, ev.Result, ev.Error, ev.ErrorCode = res.Status, res.Result, res.Err, res.ErrorCode
 	if res.Status == agent.StatusCancelled {
