@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/tool"
 )
 
 func TestCompileSpecExample(t *testing.T) {
@@ -284,5 +285,36 @@ func TestFunctionName(t *testing.T) {
 		if got := FunctionName(tc.tool, tc.op); got != tc.want {
 			t.Errorf("FunctionName(%q, %q) = %q, want %q", tc.tool, tc.op, got, tc.want)
 		}
+	}
+}
+
+// TestGatewayNamesAreUnique: operations whose gateway names are the same
+// once cleaned or cut to 64 characters get names of their own, so a call
+// by name reaches the operation that name was listed for.
+func TestGatewayNamesAreUnique(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	c := testCatalog()
+	c.Add(&tool.Tool{Name: "gh"}, []tool.Operation{
+		{ID: "repos.get", Kind: tool.Read}, {ID: "repos_get", Kind: tool.Write},
+		{ID: long + "A", Kind: tool.Read}, {ID: long + "B", Kind: tool.Write},
+	})
+	g, errs := CompileExternal(External{URL: "https://agents.example.com/a", Tools: []string{"gh"}, Models: []string{DefaultModel}}, c)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	want := map[string]string{"gh__repos_get": "repos.get", "gh__repos_get_2": "repos_get",
+		"gh__" + long[:60]: long + "A", "gh__" + long[:58] + "_2": long + "B"}
+	got := map[string]string{}
+	for _, op := range g.Operations() {
+		got[op.Name] = op.ID
+		if found, ok := g.Operation(op.Name); !ok || found.ID != op.ID {
+			t.Errorf("Operation(%q) = %q, want %q", op.Name, found.ID, op.ID)
+		}
+		if len(op.Name) > 64 {
+			t.Errorf("%q is longer than 64 characters", op.Name)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("gateway names (-want +got):\n%s", diff)
 	}
 }

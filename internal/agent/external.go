@@ -156,15 +156,13 @@ type compiledRule struct {
 }
 
 // GatewayOperation is an operation the gateway's MCP server offers: named
-// <tool>__<operation>.
+// <tool>__<operation> (FunctionName), with a suffix _2, _3, … where two
+// operations' names would be the same.
 type GatewayOperation struct {
 	Name string
 	Tool string
 	OperationInfo
 }
-
-// GatewayToolName is the MCP tool name of an operation in the gateway.
-func GatewayToolName(toolName, opID string) string { return FunctionName(toolName, opID) }
 
 // CompileExternal checks an external version against the tenant's tools
 // and models. Field paths are relative to the external block.
@@ -206,7 +204,8 @@ func CompileExternal(x External, catalog ToolCatalog) (*Governance, []problem.Fi
 			continue
 		}
 		for _, op := range catalog.Operations(name) {
-			gop := GatewayOperation{Name: GatewayToolName(name, op.ID), Tool: name, OperationInfo: op}
+			taken := func(n string) bool { _, ok := g.byName[n]; return ok }
+			gop := GatewayOperation{Name: uniqueFunctionName(name, op.ID, taken), Tool: name, OperationInfo: op}
 			g.ops = append(g.ops, gop)
 			g.byName[gop.Name] = gop
 		}
@@ -358,7 +357,7 @@ func (g *Governance) Approval(ctx context.Context, in Input, op GatewayOperation
 				reason = s
 			}
 		}
-		return &ApprovalRequest{Action: GatewayToolName(op.Tool, op.ID), Reason: reason, ApproverScope: rule.scope,
+		return &ApprovalRequest{Action: op.Name, Reason: reason, ApproverScope: rule.scope,
 			Timeout: rule.timeout, OnTimeout: rule.onTimeout, AllowSelf: rule.allowSelf}
 	}
 	return nil

@@ -96,6 +96,20 @@ func FunctionName(toolName, opID string) string {
 	return name
 }
 
+// uniqueFunctionName is FunctionName(toolName, opID), or, when taken says
+// that name is taken (two operations whose names are the same once cleaned
+// or cut), the same with the first suffix _2, _3, … that is free, within
+// 64 characters.
+func uniqueFunctionName(toolName, opID string, taken func(string) bool) string {
+	base := FunctionName(toolName, opID)
+	name := base
+	for n := 2; taken(name); n++ {
+		suffix := "_" + strconv.Itoa(n)
+		name = base[:min(len(base), 64-len(suffix))] + suffix
+	}
+	return name
+}
+
 func (c *compiler) compilePlan(field string, pl *Plan) *cplan {
 	cp := &cplan{maxCalls: pl.MaxCalls, byName: map[string]target{}}
 	cp.prompt = c.expr(c.stepEnv, pl.Prompt, field+".prompt", wantString)
@@ -134,15 +148,7 @@ func (c *compiler) compilePlan(field string, pl *Plan) *cplan {
 			continue
 		}
 		seen[key] = true
-		name := FunctionName(t.tool, t.op.ID)
-		for n := 2; cp.byName[name].tool != ""; n++ {
-			suffix := "_" + strconv.Itoa(n)
-			base := FunctionName(t.tool, t.op.ID)
-			if len(base)+len(suffix) > 64 {
-				base = base[:64-len(suffix)]
-			}
-			name = base + suffix
-		}
+		name := uniqueFunctionName(t.tool, t.op.ID, func(n string) bool { return cp.byName[n].tool != "" })
 		cp.byName[name] = t
 		params := t.op.InputSchema
 		if len(params) == 0 || !json.Valid(params) {
