@@ -495,6 +495,54 @@ func TestExternalServerKilledMidIdempotentWrite(t *testing.T) {
 	}
 }
 
+// TestExternalServerKilledMidWriteRefusesOnlyThatCall kills agentplane
+// while the agent's unrepeatable write is in flight, and starts the agent
+// again asking another model, which makes another write of the same
+// operation first and then the interrupted one. The other write was never
+// sent and goes out; the interrupted one is refused, not sent again.
+func TestExternalServerKilledMidWriteRefusesOnlyThatCall(t *testing.T) {
+	agent := newAgentProcess(t, buildAgent(t))
+	api := newEntriesAPI(t, true)
+	ms, _ := entryModel(t, false)
+	other := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		switch strings.Count(string(r.Body), `"role":"tool"`) {
+		case 0:
+			return llmtest.Calls(llmtest.Call("ledger__createEntry", `{"amount": 7, "memo": "settle tx-2"}`))
+		case 1:
+			return llmtest.Calls(llmtest.Call("ledger__createEntry", `{"amount": 42, "memo": "settle tx-1"}`))
+		}
+		return llmtest.Text("tx-2 settled; tx-1 may have been.")
+	})
+	agent.start()
+	k := newExternalServer(t, api, ms, agent.url(), killSetup{other: other})
+	k.invoke("settle tx-1")
+	waitFor(t, api.arrived, "the write")
+	id := k.workflowID(t)
+	k.server.kill()
+	api.open()
+	agent.kill()
+	agent.model = "other"
+	agent.start()
+
+	b := startChild(t, k.addr, k.flags...)
+	wf := finished(t, b, k.tok, id)
+	if wf["status"] != "completed" || wf["outcome"] != "answered" {
+		t.Errorf("workflow %v %v: %v", wf["status"], wf["outcome"], wf["error"])
+	}
+	var memos []string
+	for _, g := range api.received() {
+		_, memo, _ := strings.Cut(g, " ")
+		memos = append(memos, memo)
+	}
+	if want := []string{"settle tx-1", "settle tx-2"}; !slices.Equal(memos, want) {
+		t.Errorf("the tool received %q, want %q: each write once", memos, want)
+	}
+	want := "completion:ok:1 attempt:error:1:interrupted completion:ok:2:diverged call:ok:2 completion:ok:2 call:error:2:interrupted completion:ok:2 attempt:ok:2"
+	if got := attemptSteps(wf); got != want {
+		t.Errorf("steps\n got %s\nwant %s", got, want)
+	}
+}
+
 // agentBalancer forwards each connection it accepts to the agent process
 // it points at, as a layer-4 load balancer in front of an agent's replicas
 // does; a connection ends on both sides when either side closes it.

@@ -148,9 +148,12 @@ type ToolCall struct {
 	CallID string
 	// IdempotencyKey, when set, is the key a write carries instead of one
 	// made from the call's step (an external agent's calls are keyed by
-	// their number among the run's calls, so that a call repeated by a
-	// new attempt carries the same key).
+	// the call and its occurrence, so that a call repeated by a new
+	// attempt carries the same key).
 	IdempotencyKey string
+	// CallDigest, set for an external agent's call, is kept with an
+	// unrepeatable write's intent: which call may have been sent.
+	CallDigest string
 }
 
 // CallResult is Env's answer to a ToolCall. Status is StatusOK,

@@ -531,8 +531,9 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	if n := x.maxCalls(); x.calls >= n {
 		return refuse(agent.StatusLimitExceeded, "", fmt.Sprintf("max_tool_calls (%d) reached: the run may make no more calls", n))
 	}
+	digest := callDigest(key)
 	if op.Kind != tool.Read {
-		if in, ok := x.interrupted(op); ok {
+		if in, ok := x.interrupted(op, digest); ok {
 			return refuse(agent.StatusError, ErrorCodeInterrupted, fmt.Sprintf(
 				"%s.%s may have reached the tool before the server stopped (step %d), and repeating it is not safe: the call was not sent again",
 				op.Tool, op.ID, in.Step))
@@ -552,7 +553,7 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	x.calls++
 	n := x.made[key] + 1
 	res, err := x.rec.Call(ctx, x.step+1, agent.ToolCall{Action: ActionCall, Tool: op.Tool, Operation: op.ID, Kind: op.Kind,
-		Args: ex.args, IdempotencyKey: idempotencyKey(x.wf.ID, key, n)})
+		Args: ex.args, IdempotencyKey: x.wf.ID + ".c" + digest + "." + strconv.Itoa(n), CallDigest: digest})
 	if err != nil {
 		return CallAnswer{}, err
 	}
@@ -580,16 +581,18 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	return answerOf(res, false), nil
 }
 
-// idempotencyKey is the Idempotency-Key of the n-th call of a run whose
-// journal key is key: the run, a digest of the call (tool, operation and
-// canonical masked arguments) and n. A call repeated in a new attempt after
-// its answer went unrecorded (a crash while it was in flight) is the same
-// call and gets the same key, whatever the attempt made before it: its
-// calls may come in another order (a framework's parallel calls) or differ
-// (an agent that diverged), and no other call takes its key.
-func idempotencyKey(workflowID, key string, n int) string {
+// callDigest names a call by its journal key (tool, operation and
+// canonical masked arguments): 16 hex digits of its SHA-256. A write's
+// Idempotency-Key is <workflow_id>.c<digest>.<n>, the n-th identical call
+// the run sends, and an unrepeatable write's intent keeps the digest. A
+// call repeated in a new attempt after its answer went unrecorded (a crash
+// while it was in flight) is the same call, with the same key and intent,
+// whatever the attempt made before it: its calls may come in another order
+// (a framework's parallel calls) or differ (an agent that diverged), and no
+// other call takes its key or is refused for its intent.
+func callDigest(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return workflowID + ".c" + hex.EncodeToString(sum[:8]) + "." + strconv.Itoa(n)
+	return hex.EncodeToString(sum[:8])
 }
 
 // answerOf is a call's answer to the agent.
@@ -603,11 +606,12 @@ func answerOf(res agent.CallResult, journal bool) CallAnswer {
 }
 
 // interrupted finds an unrepeatable write an earlier execution may have
-// sent: the same tool and operation as op, not yet answered. It is taken:
-// one refusal per intent.
-func (x *externalRun) interrupted(op agent.GatewayOperation) (Intent, bool) {
+// sent: the same call (digest) as op's, not yet answered (an intent stored
+// before intents named their call matches any call of its operation). It
+// is taken: one refusal per intent.
+func (x *externalRun) interrupted(op agent.GatewayOperation, digest string) (Intent, bool) {
 	for step, in := range x.intents {
-		if in.Tool == op.Tool && in.Operation == op.ID {
+		if in.Tool == op.Tool && in.Operation == op.ID && (in.Call == "" || in.Call == digest) {
 			delete(x.intents, step)
 			return in, true
 		}

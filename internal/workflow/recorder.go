@@ -97,7 +97,7 @@ func (e *recorder) Call(ctx context.Context, step int, c agent.ToolCall) (agent.
 		return agent.CallResult{}, err
 	}
 	if op.Kind == tool.Write && !t.IdempotencySupport {
-		in := Intent{WorkflowID: e.wf.ID, Step: step, Tool: c.Tool, Operation: c.Operation, At: e.r.opts.Now()}
+		in := Intent{WorkflowID: e.wf.ID, Step: step, Tool: c.Tool, Operation: c.Operation, Call: c.CallDigest, At: e.r.opts.Now()}
 		if err := e.r.opts.Store.RecordIntent(ctx, e.r.opts.Owner, in); err != nil {
 			// Stopped meanwhile: the cause of the stop decides the workflow's fate.
 			if ctx.Err() != nil {

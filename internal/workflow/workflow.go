@@ -236,7 +236,11 @@ type Intent struct {
 	Step       int
 	Tool       string
 	Operation  string
-	At         time.Time
+	// Call is the digest of an external agent's call (its tool, operation
+	// and canonical masked arguments) the intent is for; empty for a
+	// defined agent's, whose step says which call it is.
+	Call string
+	At   time.Time
 }
 
 // LeaseStatus is what a lease renewal found.

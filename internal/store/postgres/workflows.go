@@ -127,10 +127,11 @@ func appendStep(tx *wtx, owner string, s *workflow.Step, recs []*audit.Record) {
 
 // RecordIntent stores an intent, provided owner holds the lease.
 func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
-	tag, err := db.pool.Exec(ctx, heldBy+`INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
-		SELECT held.id, $3, $4, $5, $6 FROM held
-		ON CONFLICT (workflow_id, step) DO UPDATE SET tool = excluded.tool, operation = excluded.operation, at = excluded.at`,
-		in.WorkflowID, owner, in.Step, in.Tool, in.Operation, micro(in.At))
+	tag, err := db.pool.Exec(ctx, heldBy+`INSERT INTO workflow_intents (workflow_id, step, tool, operation, call_digest, at)
+		SELECT held.id, $3, $4, $5, $6, $7 FROM held
+		ON CONFLICT (workflow_id, step) DO UPDATE SET tool = excluded.tool, operation = excluded.operation,
+			call_digest = excluded.call_digest, at = excluded.at`,
+		in.WorkflowID, owner, in.Step, in.Tool, in.Operation, in.Call, micro(in.At))
 	if err != nil {
 		return fmt.Errorf("record intent: %w", unavailable(err))
 	}

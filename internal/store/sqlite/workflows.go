@@ -134,11 +134,12 @@ func appendStep(ctx context.Context, tx dbtx, s *workflow.Step, row []any, recs 
 func (db *DB) RecordIntent(ctx context.Context, owner string, in workflow.Intent) error {
 	at := sqlrow.FormatTime(in.At)
 	return db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_intents (workflow_id, step, tool, operation, at)
-			SELECT ?, ?, ?, ?, ?
+		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_intents (workflow_id, step, tool, operation, call_digest, at)
+			SELECT ?, ?, ?, ?, ?, ?
 			WHERE EXISTS (SELECT 1 FROM workflows WHERE id = ? AND status = 'running' AND owner = ?)
-			ON CONFLICT (workflow_id, step) DO UPDATE SET tool = excluded.tool, operation = excluded.operation, at = excluded.at`,
-			in.WorkflowID, in.Step, in.Tool, in.Operation, at, in.WorkflowID, owner)
+			ON CONFLICT (workflow_id, step) DO UPDATE SET tool = excluded.tool, operation = excluded.operation,
+				call_digest = excluded.call_digest, at = excluded.at`,
+			in.WorkflowID, in.Step, in.Tool, in.Operation, in.Call, at, in.WorkflowID, owner)
 		return leaseHeld(res, err, in.WorkflowID, "record intent")
 	})
 }

@@ -123,12 +123,12 @@ func ScanApproval(s Scanner) (*workflow.Approval, error) {
 
 // IntentColumns are the workflow_intents table's columns, in the order of
 // ScanIntent.
-const IntentColumns = `workflow_id, step, tool, operation, at`
+const IntentColumns = `workflow_id, step, tool, operation, call_digest, at`
 
 // ScanIntent scans a row of IntentColumns.
 func ScanIntent(s Scanner) (workflow.Intent, error) {
 	var in workflow.Intent
-	if err := s.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, Time(&in.At)); err != nil {
+	if err := s.Scan(&in.WorkflowID, &in.Step, &in.Tool, &in.Operation, &in.Call, Time(&in.At)); err != nil {
 		return in, fmt.Errorf("scan intent: %w", err)
 	}
 	return in, nil

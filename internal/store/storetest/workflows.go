@@ -82,7 +82,7 @@ func testIntentsEndWithTheirCall(t *testing.T, s Store, _ Hooks) {
 	ctx := ctxOf(t)
 	w := newWorkflow("acme", "triage", "replica-a", 0)
 	must(t, s.CreateWorkflow(ctx, w, nil), "create")
-	in := workflow.Intent{WorkflowID: w.ID, Step: 1, Tool: "pets", Operation: "createPet", At: base}
+	in := workflow.Intent{WorkflowID: w.ID, Step: 1, Tool: "pets", Operation: "createPet", Call: "5d41402abc4b2a76", At: base}
 	must(t, s.RecordIntent(ctx, "replica-a", in), "record intent")
 	completion := &workflow.Step{WorkflowID: w.ID, Seq: 1, Step: 1, Action: "chat", Kind: "completion", Status: "ok",
 		Model: "default", StartedAt: base, DurationMS: 5}
