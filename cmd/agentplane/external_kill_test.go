@@ -269,6 +269,22 @@ func (k *externalKill) invoke(goal string) {
 	}()
 }
 
+// killMidWrite starts a run, kills the server while the run's write is in
+// flight, and starts the agent again asking model; it returns the
+// workflow's id, for a server started again on k's data.
+func (k *externalKill) killMidWrite(t *testing.T, api *entriesAPI, agent *agentProcess, model string) string {
+	t.Helper()
+	k.invoke("settle tx-1")
+	waitFor(t, api.arrived, "the write")
+	id := k.workflowID(t)
+	k.server.kill()
+	api.open()
+	agent.kill()
+	agent.model = model
+	agent.start()
+	return id
+}
+
 // workflowID is the id of the one workflow of "settle".
 func (k *externalKill) workflowID(t *testing.T) string {
 	t.Helper()
@@ -459,14 +475,7 @@ func TestExternalServerKilledMidIdempotentWrite(t *testing.T) {
 			})
 			agent.start()
 			k := newExternalServer(t, api, ms, agent.url(), killSetup{idempotent: true, other: other})
-			k.invoke("settle tx-1")
-			waitFor(t, api.arrived, "the write")
-			id := k.workflowID(t)
-			k.server.kill()
-			api.open()
-			agent.kill()
-			agent.model = tc.model
-			agent.start()
+			id := k.killMidWrite(t, api, agent, tc.model)
 
 			b := startChild(t, k.addr, k.flags...)
 			wf := finished(t, b, k.tok, id)
@@ -515,14 +524,7 @@ func TestExternalServerKilledMidWriteRefusesOnlyThatCall(t *testing.T) {
 	})
 	agent.start()
 	k := newExternalServer(t, api, ms, agent.url(), killSetup{other: other})
-	k.invoke("settle tx-1")
-	waitFor(t, api.arrived, "the write")
-	id := k.workflowID(t)
-	k.server.kill()
-	api.open()
-	agent.kill()
-	agent.model = "other"
-	agent.start()
+	id := k.killMidWrite(t, api, agent, "other")
 
 	b := startChild(t, k.addr, k.flags...)
 	wf := finished(t, b, k.tok, id)
