@@ -207,6 +207,21 @@ func TestGenAISpans(t *testing.T) {
 	db := setup(t)
 	deploy(t, db, "planned", plannedAgent)
 	wf := run(t, llmRunner(db, modelTable{}, &scripted{}), "planned")
+	// The execution's span ends as it returns, just after the workflow's end
+	// reached Wait.
+	invoked := func() bool {
+		for _, s := range rec.Ended() {
+			for _, a := range s.Attributes() {
+				if s.Name() == "invoke_agent planned" && a.Key == "gen_ai.conversation.id" && a.Value.AsString() == wf.ID {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); !invoked() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	got := map[string]map[string]string{}
 	for _, s := range rec.Ended() {
 		if scope := s.InstrumentationScope(); strings.HasPrefix(s.Name(), "invoke_agent") || strings.HasPrefix(s.Name(), "execute_tool") {
