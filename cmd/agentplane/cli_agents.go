@@ -44,6 +44,7 @@ func externalTable(w io.Writer, v map[string]any) {
 	line("timeout", orDefault(field(x, "timeout"), "10m (default)"))
 	line("max_attempts", orDefault(field(x, "max_attempts"), "3 (default)"))
 	line("max_concurrency", field(x, "max_concurrency"))
+	line("operations", field(x, "operations"))
 	line("models", field(x, "models"))
 	policies, _ := x["policies"].(map[string]any)
 	for _, class := range slices.Sorted(maps.Keys(policies)) {

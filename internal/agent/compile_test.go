@@ -318,3 +318,23 @@ func TestGatewayNamesAreUnique(t *testing.T) {
 		t.Errorf("gateway names (-want +got):\n%s", diff)
 	}
 }
+
+// TestExternalOperationsNarrowTheGateway: an external version's operations
+// are all the gateway offers, a tool standing for all of its operations.
+func TestExternalOperationsNarrowTheGateway(t *testing.T) {
+	g, errs := CompileExternal(External{URL: "https://agents.example.com/a", Tools: []string{"payments", "cases"},
+		Operations: []string{"payments.getTransaction", "cases", "payments.getTransaction"}, Models: []string{DefaultModel}}, testCatalog())
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	var names []string
+	for _, op := range g.Operations() {
+		names = append(names, op.Name)
+	}
+	if diff := cmp.Diff([]string{"payments__getTransaction", "cases__createCase"}, names); diff != "" {
+		t.Errorf("offered (-want +got):\n%s", diff)
+	}
+	if _, ok := g.Operation("payments__refund"); ok {
+		t.Error("payments__refund is offered, though operations leave it out")
+	}
+}

@@ -198,6 +198,9 @@ func TestNewVersionExternalErrors(t *testing.T) {
 		{"max_concurrency negative", edit("max_concurrency", `-2`), map[string]string{"external.max_concurrency": "must be from 1 to 10000"}},
 		{"max_tool_calls over 1000", edit("limits", `{"max_tool_calls": 1001}`), map[string]string{"external.limits.max_tool_calls": "must be from 1 to 1000"}},
 		{"bad inputs schema", edit("inputs", `{"type": 7}`), map[string]string{"external.inputs": ""}},
+		{"operations", edit("operations", `["payments.getTransaction", "payments.nope", "ghost", "payments/refund", "ledger.post"]`), map[string]string{
+			"external.operations[1]": `tool "payments" has no operation "nope"`, "external.operations[2]": `tool "ghost" is not in the agent's tools`,
+			"external.operations[3]": `tool "payments/refund" is not in the agent's tools`, "external.operations[4]": `tool "ledger" is not in the agent's tools`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,13 +35,17 @@ type External struct {
 	// default 10m, at most 1h).
 	Timeout string `json:"timeout,omitempty"`
 	// MaxAttempts bounds the attempts of one run (default 3, 1..10).
-	MaxAttempts int               `json:"max_attempts,omitempty"`
-	Tools       []string          `json:"tools"`
-	Models      []string          `json:"models,omitempty"`
-	Policies    map[string]Policy `json:"policies,omitempty"`
-	Approvals   []ApprovalRule    `json:"approvals,omitempty"`
-	Inputs      json.RawMessage   `json:"inputs,omitempty"`
-	Limits      *ExternalLimits   `json:"limits,omitempty"`
+	MaxAttempts int      `json:"max_attempts,omitempty"`
+	Tools       []string `json:"tools"`
+	// Operations narrows what the gateway offers to these, each a tool of
+	// Tools (all its operations) or <tool>.<operation>, as a plan's
+	// operations are; absent, every operation of Tools.
+	Operations []string          `json:"operations,omitempty"`
+	Models     []string          `json:"models,omitempty"`
+	Policies   map[string]Policy `json:"policies,omitempty"`
+	Approvals  []ApprovalRule    `json:"approvals,omitempty"`
+	Inputs     json.RawMessage   `json:"inputs,omitempty"`
+	Limits     *ExternalLimits   `json:"limits,omitempty"`
 	// MaxConcurrency bounds the runs of the version in flight at once on
 	// one replica, what-if batches included (0: no bound of its own).
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
@@ -94,6 +98,8 @@ const (
 	MaxExternalMaxAttempts     = 10
 	MaxExternalApprovals       = 32
 	MaxExternalConcurrency     = 10_000
+	// MaxExternalOperations bounds an external version's operations.
+	MaxExternalOperations = 1000
 )
 
 // ModelNames lists the models the version may use, each once.
@@ -199,15 +205,28 @@ func CompileExternal(x External, catalog ToolCatalog) (*Governance, []problem.Fi
 			c.bad(fmt.Sprintf("models[%d]", i), missingModel(m))
 		}
 	}
+	offer := func(name string, op OperationInfo) {
+		taken := func(n string) bool { _, ok := g.byName[n]; return ok }
+		gop := GatewayOperation{Name: uniqueFunctionName(name, op.ID, taken), Tool: name, OperationInfo: op}
+		g.ops = append(g.ops, gop)
+		g.byName[gop.Name] = gop
+	}
+	if n := len(x.Operations); n > MaxExternalOperations {
+		c.bad("operations", fmt.Sprintf("lists %d operations, at most %d", n, MaxExternalOperations))
+	} else if n > 0 {
+		for _, name := range x.Tools {
+			c.allowed[name] = true
+		}
+		for _, t := range c.operationTargets("operations", x.Operations) {
+			offer(t.tool, t.op)
+		}
+	}
 	for _, name := range x.Tools {
-		if !catalog.Has(name) {
+		if !catalog.Has(name) || len(x.Operations) > 0 {
 			continue
 		}
 		for _, op := range catalog.Operations(name) {
-			taken := func(n string) bool { _, ok := g.byName[n]; return ok }
-			gop := GatewayOperation{Name: uniqueFunctionName(name, op.ID, taken), Tool: name, OperationInfo: op}
-			g.ops = append(g.ops, gop)
-			g.byName[gop.Name] = gop
+			offer(name, op)
 		}
 	}
 	if len(c.errs) > 0 {

@@ -96,6 +96,37 @@ func FunctionName(toolName, opID string) string {
 	return name
 }
 
+// operationTargets resolves refs, each a tool of the agent's (all its
+// operations, by id) or <tool>.<operation>, to the operations they name,
+// each once, in order; a ref that names none is an error at field[i].
+func (c *compiler) operationTargets(field string, refs []string) []target {
+	var targets []target
+	seen := map[string]bool{}
+	add := func(t target) {
+		if key := t.tool + "." + t.op.ID; !seen[key] {
+			seen[key] = true
+			targets = append(targets, t)
+		}
+	}
+	for i, ref := range refs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if !strings.Contains(ref, ".") {
+			if !c.allowed[ref] {
+				c.bad(f, fmt.Sprintf("tool %q is not in the agent's tools", ref))
+				continue
+			}
+			for _, t := range c.toolOperations(ref) {
+				add(t)
+			}
+			continue
+		}
+		if t, ok := c.resolveCall(f, ref); ok {
+			add(t)
+		}
+	}
+	return targets
+}
+
 // uniqueFunctionName is FunctionName(toolName, opID), or, when taken says
 // that name is taken (two operations whose names are the same once cleaned
 // or cut), the same with the first suffix _2, _3, … that is free, within
@@ -126,28 +157,10 @@ func (c *compiler) compilePlan(field string, pl *Plan) *cplan {
 		for _, t := range c.def.Tools {
 			targets = append(targets, c.toolOperations(t)...)
 		}
+	} else {
+		targets = c.operationTargets(field+".operations", pl.Operations)
 	}
-	for i, ref := range pl.Operations {
-		f := fmt.Sprintf("%s.operations[%d]", field, i)
-		if !strings.Contains(ref, ".") {
-			if !c.allowed[ref] {
-				c.bad(f, fmt.Sprintf("tool %q is not in the agent's tools", ref))
-				continue
-			}
-			targets = append(targets, c.toolOperations(ref)...)
-			continue
-		}
-		if t, ok := c.resolveCall(f, ref); ok {
-			targets = append(targets, t)
-		}
-	}
-	seen := map[string]bool{}
 	for _, t := range targets {
-		key := t.tool + "." + t.op.ID
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
 		name := uniqueFunctionName(t.tool, t.op.ID, func(n string) bool { return cp.byName[n].tool != "" })
 		cp.byName[name] = t
 		params := t.op.InputSchema

@@ -201,6 +201,9 @@ func readableExternal(v *Version) [][]string {
 		*limits = append(*limits, budgetLines(l.OnExhausted, l.Ask)...)
 	}
 	*tools = slices.Sorted(slices.Values(x.Tools))
+	for _, op := range x.Operations {
+		*tools = append(*tools, "offers: "+op)
+	}
 	*inputs = indented(x.Inputs)
 	if v.Description != "" {
 		*description = []string{v.Description}
