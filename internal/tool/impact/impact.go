@@ -212,6 +212,12 @@ func (c *checker) version(v *agent.Version) VersionImpact {
 			vi.Problems = append(vi.Problems, Problem{Kind: ProblemAllowList,
 				Detail: fmt.Sprintf("its tools allow-list names %s, whose operations %s changed in a breaking way; its recorded calls are checked below", c.tool, strings.Join(c.breakingOps(), ", "))})
 		}
+		for _, name := range v.External.Operations {
+			if op, ok := strings.CutPrefix(name, c.tool+"."); ok && c.removed[op] {
+				vi.Problems = append(vi.Problems, Problem{Kind: ProblemOperationRemoved, Operation: op,
+					Detail: fmt.Sprintf("its operations offer %s, which the revision removes: the version no longer compiles, and its invocations are refused", name)})
+			}
+		}
 		return vi
 	}
 	def, errs := agent.DecodeDefinition(v.Definition)

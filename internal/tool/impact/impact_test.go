@@ -2,6 +2,7 @@ package impact
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,11 @@ func TestVersionProblems(t *testing.T) {
 	ext := &agent.Version{Name: "x", Version: "1", External: &agent.External{Tools: []string{"shop"}}}
 	if got := problems(ext); len(got) != 1 || got[0] != " allow_list " {
 		t.Errorf("external version: %q", got)
+	}
+	// One whose operations offer a removed operation no longer compiles.
+	ext.External.Operations = []string{"shop.create", "shop.gone"}
+	if got := problems(ext); !slices.Equal(got, []string{" allow_list ", " operation_removed "}) {
+		t.Errorf("external version with operations: %q", got)
 	}
 }
 
