@@ -507,8 +507,9 @@ func TestExternalServerKilledMidIdempotentWrite(t *testing.T) {
 // TestExternalServerKilledMidWriteRefusesOnlyThatCall kills agentplane
 // while the agent's unrepeatable write is in flight, and starts the agent
 // again asking another model, which makes another write of the same
-// operation first and then the interrupted one. The other write was never
-// sent and goes out; the interrupted one is refused, not sent again.
+// operation first and then the interrupted one, twice. The other write was
+// never sent and goes out; the interrupted one is refused each time, never
+// sent again.
 func TestExternalServerKilledMidWriteRefusesOnlyThatCall(t *testing.T) {
 	agent := newAgentProcess(t, buildAgent(t))
 	api := newEntriesAPI(t, true)
@@ -517,7 +518,7 @@ func TestExternalServerKilledMidWriteRefusesOnlyThatCall(t *testing.T) {
 		switch strings.Count(string(r.Body), `"role":"tool"`) {
 		case 0:
 			return llmtest.Calls(llmtest.Call("ledger__createEntry", `{"amount": 7, "memo": "settle tx-2"}`))
-		case 1:
+		case 1, 2:
 			return llmtest.Calls(llmtest.Call("ledger__createEntry", `{"amount": 42, "memo": "settle tx-1"}`))
 		}
 		return llmtest.Text("tx-2 settled; tx-1 may have been.")
@@ -539,7 +540,8 @@ func TestExternalServerKilledMidWriteRefusesOnlyThatCall(t *testing.T) {
 	if want := []string{"settle tx-1", "settle tx-2"}; !slices.Equal(memos, want) {
 		t.Errorf("the tool received %q, want %q: each write once", memos, want)
 	}
-	want := "completion:ok:1 attempt:error:1:interrupted completion:ok:2:diverged call:ok:2 completion:ok:2 call:error:2:interrupted completion:ok:2 attempt:ok:2"
+	want := "completion:ok:1 attempt:error:1:interrupted completion:ok:2:diverged call:ok:2 completion:ok:2 call:error:2:interrupted " +
+		"completion:ok:2 call:error:2:interrupted completion:ok:2 attempt:ok:2"
 	if got := attemptSteps(wf); got != want {
 		t.Errorf("steps\n got %s\nwant %s", got, want)
 	}

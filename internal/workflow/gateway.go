@@ -606,12 +606,19 @@ func answerOf(res agent.CallResult, journal bool) CallAnswer {
 }
 
 // interrupted finds an unrepeatable write an earlier execution may have
-// sent: the same call (digest) as op's, not yet answered (an intent stored
-// before intents named their call matches any call of its operation). It
-// is taken: one refusal per intent.
+// sent: the same call (digest) as op's, not yet answered. It stays: every
+// repeat of the call is refused, as the agent's repeats of a write never
+// send it twice. An intent stored before intents named their call matches
+// any call of its operation, and is taken: one refusal.
 func (x *externalRun) interrupted(op agent.GatewayOperation, digest string) (Intent, bool) {
 	for step, in := range x.intents {
-		if in.Tool == op.Tool && in.Operation == op.ID && (in.Call == "" || in.Call == digest) {
+		if in.Tool != op.Tool || in.Operation != op.ID {
+			continue
+		}
+		switch in.Call {
+		case digest:
+			return in, true
+		case "":
 			delete(x.intents, step)
 			return in, true
 		}
