@@ -46,6 +46,7 @@ func TestCLIExternalAgents(t *testing.T) {
   auth: {type: bearer, secrets_ref: env://AGENT_TRIAGE_TOKEN}
   timeout: 20m
   tools: [payments]
+  operations: [payments.getTransaction]
   models: [gpt]
   policies: {standard: {allow: "operation != 'getCustomer'"}}
   approvals:
@@ -63,6 +64,7 @@ func TestCLIExternalAgents(t *testing.T) {
 		"auth":                  "bearer, secret env://AGENT_TRIAGE_TOKEN",
 		"timeout":               "20m",
 		"max_attempts":          "3 (default)",
+		"operations":            "payments.getTransaction",
 		"models":                "gpt",
 		"policies.standard":     "allow operation != 'getCustomer'",
 		"approvals":             "2",

@@ -211,22 +211,24 @@ func CompileExternal(x External, catalog ToolCatalog) (*Governance, []problem.Fi
 		g.ops = append(g.ops, gop)
 		g.byName[gop.Name] = gop
 	}
-	if n := len(x.Operations); n > MaxExternalOperations {
+	switch n := len(x.Operations); {
+	case n > MaxExternalOperations:
 		c.bad("operations", fmt.Sprintf("lists %d operations, at most %d", n, MaxExternalOperations))
-	} else if n > 0 {
+	case n > 0:
 		for _, name := range x.Tools {
 			c.allowed[name] = true
 		}
 		for _, t := range c.operationTargets("operations", x.Operations) {
 			offer(t.tool, t.op)
 		}
-	}
-	for _, name := range x.Tools {
-		if !catalog.Has(name) || len(x.Operations) > 0 {
-			continue
-		}
-		for _, op := range catalog.Operations(name) {
-			offer(name, op)
+	default:
+		for _, name := range x.Tools {
+			if !catalog.Has(name) {
+				continue // reported under tools[]
+			}
+			for _, op := range catalog.Operations(name) {
+				offer(name, op)
+			}
 		}
 	}
 	if len(c.errs) > 0 {

@@ -205,6 +205,18 @@ func TestDiffExternalVersions(t *testing.T) {
 			same: []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Instructions", "Tools", "Inputs", "Description"},
 		},
 		{
+			name: "operations narrowed",
+			from: externalVersion("3", nil),
+			to: externalVersion("4", func(x *agent.External) {
+				x.Operations = []string{"payments.getTransaction", "customers"}
+			}),
+			changed: []string{
+				"Tools: added:  | offers: payments.getTransaction",
+				"Tools: added:  | offers: customers",
+			},
+			same: []string{"Endpoint", "Steps", "Expressions", "Approvals", "Policies", "Model", "Instructions", "Limits", "Inputs", "Description"},
+		},
+		{
 			name: "a defined version to an external one",
 			from: demoVersion(t, 1), to: externalVersion("3", nil),
 		},

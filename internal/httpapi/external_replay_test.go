@@ -329,14 +329,7 @@ func TestExternalDryReplayCompletionsInAnotherOrder(t *testing.T) {
 		}
 		var got []string
 		for _, name := range order {
-			req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+"/chat/completions", strings.NewReader(bodies[name]))
-			req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				got = append(got, err.Error())
-				continue
-			}
+			a := postGateway(r.Context(), in.Invocation, "/chat/completions", bodies[name])
 			var answer struct {
 				Choices []struct {
 					Message struct {
@@ -344,10 +337,8 @@ func TestExternalDryReplayCompletionsInAnotherOrder(t *testing.T) {
 					} `json:"message"`
 				} `json:"choices"`
 			}
-			json.NewDecoder(resp.Body).Decode(&answer)
-			resp.Body.Close()
-			text := fmt.Sprint(resp.StatusCode)
-			if len(answer.Choices) > 0 {
+			text := fmt.Sprint(a.status)
+			if json.Unmarshal([]byte(a.body), &answer) == nil && len(answer.Choices) > 0 {
 				text += " " + answer.Choices[0].Message.Content
 			}
 			got = append(got, name+": "+text)

@@ -315,6 +315,22 @@ type rawAnswer struct {
 	body   string
 }
 
+// postGateway POSTs body, as it is, to the gateway's OpenAI path with
+// the run's token, and returns the answer (status 0 and the error's words
+// when there is none).
+func postGateway(ctx context.Context, in goagent.Invocation, path, body string) rawAnswer {
+	req, _ := http.NewRequestWithContext(ctx, "POST", in.Gateway.OpenAIBaseURL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rawAnswer{0, err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return rawAnswer{resp.StatusCode, string(b)}
+}
+
 // rawAgent serves an external agent that POSTs each of bodies, as it is,
 // to the gateway's OpenAI path and answers its run once all are answered;
 // the answers arrive on the channel, by the bodies' names.
@@ -325,17 +341,7 @@ func rawAgent(t *testing.T, path string, bodies map[string]string) (<-chan map[s
 		json.NewDecoder(r.Body).Decode(&in)
 		got := map[string]rawAnswer{}
 		for name, body := range bodies {
-			req, _ := http.NewRequestWithContext(r.Context(), "POST", in.Gateway.OpenAIBaseURL+path, strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+in.Gateway.Token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				got[name] = rawAnswer{0, err.Error()}
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			got[name] = rawAnswer{resp.StatusCode, string(b)}
+			got[name] = postGateway(r.Context(), in, path, body)
 		}
 		answers <- got
 		fmt.Fprint(rw, `{"output": {"ok": true}}`)

@@ -158,7 +158,7 @@ type externalRun struct {
 	calls  int
 	tokens int64
 	// made counts the calls sent by their journal key: the occurrence in a
-	// write's idempotency key (idempotencyKey).
+	// write's Idempotency-Key (callDigest).
 	made map[string]int
 	// completions counts the completions recorded (their numbers).
 	completions int
