@@ -69,6 +69,39 @@ func startExample(t *testing.T, node, modules, name string, env ...string) strin
 	}
 	cmd := exec.Command(node, "agent.mjs")
 	cmd.Dir = dir
+	return listening(t, cmd, name, env)
+}
+
+// python is the Python 3 that runs examples/external/python, or a skip (a
+// failure under CI=1). The recipe needs nothing beyond the standard library.
+func python(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err == nil {
+		return py
+	}
+	if os.Getenv("CI") == "1" {
+		t.Fatalf("CI=1 needs python3 on the PATH (apt-get install python3; .ci/run does)")
+	}
+	t.Skip("no python3 on the PATH")
+	return ""
+}
+
+// startPythonExample runs examples/external/python/agent.py where it is
+// (its import of server.py is from its own directory), writing no bytecode
+// there, and returns its URL once it listens.
+func startPythonExample(t *testing.T, py string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(py, "agent.py")
+	cmd.Dir = filepath.Join("..", "..", "examples", "external", "python")
+	return listening(t, cmd, "python", append([]string{"PYTHONDONTWRITEBYTECODE=1"}, env...))
+}
+
+// listening starts cmd on a port of its choosing (PORT=0, env added to the
+// test's environment) and returns the URL it prints once it listens; the
+// process is killed when the test ends.
+func listening(t *testing.T, cmd *exec.Cmd, name string, env []string) string {
+	t.Helper()
 	cmd.Env = append(os.Environ(), append([]string{"PORT=0"}, env...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -183,7 +216,8 @@ func frameworkScript(r llmtest.Request) llmtest.Answer {
 // ledger-helper, its tool and its scripted model.
 type frameworkWorld struct {
 	c             frameworkCase
-	node, modules string
+	node, modules string // agent.mjs's
+	python        string // agent.py's
 	srv           *child
 	tok           string
 	ledger        *ledgerAPI
@@ -191,9 +225,14 @@ type frameworkWorld struct {
 }
 
 func newFrameworkWorld(t *testing.T, c frameworkCase) *frameworkWorld {
-	node, modules := frameworks(t)
+	w := &frameworkWorld{c: c}
+	if c.example == "python" {
+		w.python = python(t)
+	} else {
+		w.node, w.modules = frameworks(t)
+	}
 	dir, addr := t.TempDir(), freeAddr(t)
-	w := &frameworkWorld{c: c, node: node, modules: modules, srv: startChild(t, addr, "--data", dir, "--allow-private-networks")}
+	w.srv = startChild(t, addr, "--data", dir, "--allow-private-networks")
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"token", "--data", dir, "--addr", addr, "--tenant", "acme", "--scope",
 		"tools:write models:write agents:write agents:invoke workflows:read workflows:replay audit:read tool:*"}, func(string) string { return "" }, &out, io.Discard); err != nil {
@@ -223,7 +262,13 @@ func newFrameworkWorld(t *testing.T, c frameworkCase) *frameworkWorld {
 // deploys it as the next version of ledger-helper.
 func (w *frameworkWorld) deploy(t *testing.T, env ...string) {
 	t.Helper()
-	agentURL := startExample(t, w.node, w.modules, w.c.example, slices.Concat([]string{"MODEL=helper"}, w.c.env, env)...)
+	env = slices.Concat([]string{"MODEL=helper"}, w.c.env, env)
+	var agentURL string
+	if w.python != "" {
+		agentURL = startPythonExample(t, w.python, env...)
+	} else {
+		agentURL = startExample(t, w.node, w.modules, w.c.example, env...)
+	}
 	if code, body := w.srv.do("POST", "/v1/agents", w.tok, map[string]any{"name": "ledger-helper", "external": map[string]any{
 		"url": agentURL, "tools": []string{"ledger"}, "models": []string{"helper"}, "timeout": "2m", "max_attempts": 1}}); code != 201 {
 		t.Fatalf("deploy: %d %v", code, body)
@@ -540,6 +585,12 @@ func TestExternalAgentOpenAIAgentsSDK(t *testing.T) {
 	}
 }
 
+// TestExternalAgentPython: the Python recipe with no framework (urllib for
+// Chat Completions and for MCP) goes through the same checks.
+func TestExternalAgentPython(t *testing.T) {
+	runFramework(t, frameworkCase{example: "python", provider: "openai", model: llmtest.NewOpenAIServer})
+}
+
 func TestExternalAgentVercelAISDK(t *testing.T) {
 	runFramework(t, frameworkCase{example: "vercel-ai", provider: "anthropic", model: llmtest.NewAnthropicServer})
 }
@@ -551,6 +602,7 @@ func TestExternalAgentVercelAISDK(t *testing.T) {
 func TestFrameworksAgainstTheDemo(t *testing.T) {
 	t.Parallel()
 	node, modules := frameworks(t)
+	py := python(t)
 	e := demoEnv(t)
 	for i, c := range []struct {
 		example, model string
@@ -560,8 +612,15 @@ func TestFrameworksAgainstTheDemo(t *testing.T) {
 		{"openai-agents", "demo", nil}, // the Responses API
 		{"openai-agents", "demo", []string{"OPENAI_API=chat_completions", "STREAM=1"}},
 		{"vercel-ai", "demo-anthropic", nil}, // Anthropic's Messages API
+		{"python", "demo", nil},
 	} {
-		url := startExample(t, node, modules, c.example, append([]string{"MODEL=" + c.model}, c.env...)...)
+		env := append([]string{"MODEL=" + c.model}, c.env...)
+		var url string
+		if c.example == "python" {
+			url = startPythonExample(t, py, env...)
+		} else {
+			url = startExample(t, node, modules, c.example, env...)
+		}
 		name := fmt.Sprintf("helper-%d", i)
 		e.ok("agents", "deploy", e.write(name+".yaml", fmt.Sprintf(
 			"name: %s\nexternal:\n  url: %s\n  tools: [payments, customers]\n  models: [%s]\n", name, url, c.model)))
@@ -666,4 +725,32 @@ func textOf(v any) string {
 		return ""
 	}
 	return fmt.Sprint(v)
+}
+
+// TestPythonRecipesParse: the Python frameworks' recipes of
+// docs/external-agents.md, which the suite does not run (their packages
+// come from PyPI), are Python that parses.
+func TestPythonRecipesParse(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "external-agents.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := 0
+	for _, part := range strings.Split(string(doc), "```python\n")[1:] {
+		src, _, ok := strings.Cut(part, "\n```\n")
+		if !ok {
+			t.Fatalf("a python block that does not close: %.80q", part)
+		}
+		blocks++
+		cmd := exec.Command(py, "-c", "import ast, sys; ast.parse(sys.stdin.read())")
+		cmd.Stdin = strings.NewReader(src)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("python block %d does not parse: %v\n%s\n%s", blocks, err, out, src)
+		}
+	}
+	if blocks < 4 {
+		t.Errorf("%d python blocks in external-agents.md, want the recipes' 4", blocks)
+	}
 }
