@@ -14,6 +14,7 @@ import (
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
+	"github.com/agentplane/agentplane/internal/redact"
 	"github.com/agentplane/agentplane/internal/replay"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -458,5 +459,44 @@ func TestExternalReplayBatch(t *testing.T) {
 	}
 	if p := agents.peak.Load(); p > 2 || p == 0 {
 		t.Errorf("at most %d invocations at once, want 1 or 2 (max_concurrency)", p)
+	}
+}
+
+// TestExternalDryReplayOfAMaskedRun: with redaction on, the original's
+// record keeps the model's and the tool's answers masked, and a dry run
+// serves them so; the agent's next request, built from them, is still
+// identical to the recorded one (both compared masked, as a definition's
+// completions are), so it gets the recorded answer, not unrecorded.
+func TestExternalDryReplayOfAMaskedRun(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		if last := r.Last(); last.Role == "tool" {
+			return llmtest.Text("done: " + last.Content)
+		}
+		return llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"jane.doe@example.com"}`))
+	})
+	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) {
+		o.Redact = &redact.Service{Keys: o.Store.(redact.KeyStore), Detect: []string{redact.Email}}
+	}), withExternalReplays())
+	w := newFraudWorld(t, h)
+	agents := &replayAgent{}
+	deployExternal(t, h, w.admin, "ext-masked", map[string]any{"url": agents.serve(t, func(g string) string { return g }),
+		"tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-masked/invoke", w.admin, map[string]any{"goal": "How much is the transaction?"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "answered" || !strings.Contains(string(wf.Output), "[redacted:email:") {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	paid, modelled := w.payments.Load(), ms.Count()
+	res := doExtReplay(t, h, h.token("acme", replayScopes), wf.ID, map[string]any{"target_agent_version": "ext-masked@1"})
+	if got := strings.Join(res.replaySteps(), " "); got != "completion:ok call:ok completion:ok attempt:ok" {
+		t.Errorf("replay steps %s (%s)", got, res.ReplayError)
+	}
+	if res.Outcome != "answered" || string(res.Output) != string(wf.Output) || res.Delta != (replay.Delta{}) {
+		t.Errorf("replay %s %s, delta %+v; want answered %s and no delta", res.Outcome, res.Output, res.Delta, wf.Output)
+	}
+	if w.payments.Load() != paid || ms.Count() != modelled {
+		t.Errorf("tool %d→%d, model %d→%d requests: a dry run with recorded completions sends nothing", paid, w.payments.Load(), modelled, ms.Count())
 	}
 }

@@ -248,11 +248,10 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	if err := json.Unmarshal(ex.body, &head); err != nil || head.Model == "" {
 		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not a JSON object naming a model"}
 	}
-	canon, err := jcs.Transform(ex.body)
+	key, err := x.requestKey(ex)
 	if err != nil {
-		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not canonicalizable JSON: " + err.Error()}
+		return nil, err
 	}
-	key := wireKey(ex.api, canon)
 	ev := agent.Event{Action: ActionCompletion, Kind: agent.KindCompletion, Model: head.Model}
 	refuse := func(no *refusal) (*llm.RelayResponse, error) {
 		ev.Status, ev.Error, ev.ErrorCode = agent.StatusError, no.msg, no.errCode()
@@ -518,6 +517,22 @@ func unrecordedCall(op agent.GatewayOperation) string {
 		return msg + " (a dry run never sends a write)"
 	}
 	return msg
+}
+
+// requestKey is the record's identity of a model request: its API and
+// its canonical body as masked, as a definition's completions are hashed
+// (RequestHash). The record keeps the answers masked, and so serves them
+// to a journal's attempt or a dry run: the request the agent builds from
+// them must still be identical to the one the record answered.
+func (x *externalRun) requestKey(ex *exchange) (string, error) {
+	canon, err := jcs.Transform(ex.body)
+	if err == nil && x.rec.mask != nil {
+		canon, err = jcs.Transform(x.rec.maskJSON(ex.body))
+	}
+	if err != nil {
+		return "", &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not canonicalizable JSON: " + err.Error()}
+	}
+	return wireKey(ex.api, canon), nil
 }
 
 // wireKey is the record's identity of a relayed request: its API and

@@ -215,11 +215,10 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	if head.Model == "" {
 		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request names no model: set model to one of " + fmt.Sprint(x.g.Models())}
 	}
-	canon, err := jcs.Transform(ex.body)
+	key, err := x.requestKey(ex)
 	if err != nil {
-		return nil, &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not canonicalizable JSON: " + err.Error()}
+		return nil, err
 	}
-	key := wireKey(ex.api, canon)
 	rec, mark := a.journal.take(agent.KindCompletion, key, false)
 	if rec != nil {
 		ctx, span := tracer.Start(ctx, "chat "+head.Model, trace.WithAttributes(
