@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	openaiopt "github.com/openai/openai-go/v3/option"
+
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
@@ -498,5 +501,49 @@ func TestExternalDryReplayOfAMaskedRun(t *testing.T) {
 	}
 	if w.payments.Load() != paid || ms.Count() != modelled {
 		t.Errorf("tool %d→%d, model %d→%d requests: a dry run with recorded completions sends nothing", paid, w.payments.Load(), modelled, ms.Count())
+	}
+}
+
+// TestExternalDryReplayOfAStream: a streamed chat completion whose agent
+// did not ask for its usage is recorded with the tokens the gateway asked
+// for; a dry run serving it with llm recorded counts them too (its step,
+// max_llm_tokens), as the original did.
+func TestExternalDryReplayOfAStream(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("streamed words")))
+	h := newHarness(t, withExternal(t, ms), withExternalReplays())
+	w := newFraudWorld(t, h)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token))
+		stream := client.Chat.Completions.NewStreaming(r.Context(), openai.ChatCompletionNewParams{
+			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil || len(acc.Choices) == 0 {
+			http.Error(rw, fmt.Sprint("stream: ", err), 500)
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": acc.Choices[0].Message.Content}})
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-stream", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	var wf externalWorkflow
+	if r := h.do("POST", "/v1/agents/ext-stream/invoke", w.admin, map[string]any{"goal": "say something"}); r.Status != 200 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	} else {
+		r.json(t, &wf)
+	}
+	orig := externalRunOf(t, h, w.admin, wf.ID).Steps[0]
+	if orig.InputTokens == 0 {
+		t.Fatalf("original completion step %+v", orig)
+	}
+	res := doExtReplay(t, h, h.token("acme", replayScopes), wf.ID, map[string]any{"target_agent_version": "ext-stream@1"})
+	s := res.replayStep("completion")
+	if res.Outcome != "answered" || s == nil || s.InputTokens != orig.InputTokens || s.OutputTokens != orig.OutputTokens {
+		t.Errorf("replay %s (%s), completion step %+v; want the original's tokens %d+%d", res.Outcome, res.ReplayError, s, orig.InputTokens, orig.OutputTokens)
 	}
 }

@@ -445,16 +445,24 @@ type recordedWire struct {
 }
 
 // decodeWireCompletion reads the exchange a relayed completion's record
-// keeps; false for any other record.
+// keeps, with the usage it was counted with (a stream's usage chunk the
+// relay asked for is not among its events); false for any other record.
 func decodeWireCompletion(data json.RawMessage) (recordedWire, bool) {
 	var rc struct {
-		RequestSHA256 string      `json:"request_sha256"`
-		Wire          *wireRecord `json:"wire"`
+		RequestSHA256 string `json:"request_sha256"`
+		Response      struct {
+			Usage *agent.Usage `json:"usage"`
+		} `json:"response"`
+		Wire *wireRecord `json:"wire"`
 	}
 	if len(data) == 0 || json.Unmarshal(data, &rc) != nil || rc.Wire == nil {
 		return recordedWire{}, false
 	}
-	return recordedWire{key: rc.RequestSHA256, api: rc.Wire.API, answer: rc.Wire.answer()}, true
+	answer := rc.Wire.answer()
+	if u := rc.Response.Usage; u != nil {
+		answer.Usage = *u
+	}
+	return recordedWire{key: rc.RequestSHA256, api: rc.Wire.API, answer: answer}, true
 }
 
 // wireOf is the record of an exchange as relayed: the request as the
