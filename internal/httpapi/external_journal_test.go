@@ -401,3 +401,65 @@ func TestExternalBadInput(t *testing.T) {
 		t.Errorf("never answers: %+v", wf)
 	}
 }
+
+// TestExternalJournalSendsWhatWasNotSent: a call the tool never received
+// (its circuit was open) is not in the run's record, and a new attempt's
+// repeat of it is made, as after a restart, rather than served the old
+// refusal: once the circuit lets a probe through, the run gets past it.
+func TestExternalJournalSendsWhatWasNotSent(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Answer {
+		if last := r.Last(); last.Role == "tool" {
+			return llmtest.Text("result: " + last.Content)
+		}
+		if strings.Contains(r.Messages[0].Content, "trip") {
+			return llmtest.Calls(llmtest.Call("ledger__getEntry", `{"id":"trip"}`))
+		}
+		return llmtest.Calls(llmtest.Call("ledger__getEntry", `{"id":"e-1"}`))
+	})
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	var sent atomic.Int32
+	ledger := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/openapi.json" {
+			fmt.Fprintf(rw, `{"openapi": "3.0.3", "info": {"title": "ledger", "version": "1"}, "servers": [{"url": "http://%s"}],
+ "paths": {"/entries/{id}": {"get": {"operationId": "getEntry",
+   "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+   "responses": {"200": {"description": "ok"}}}}}}`, r.Host)
+			return
+		}
+		sent.Add(1)
+		if strings.HasSuffix(r.URL.Path, "/trip") {
+			http.Error(rw, `{"error": "down"}`, http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(rw, `{"amount": 5}`)
+	}))
+	t.Cleanup(ledger.Close)
+	if r := h.do("POST", "/v1/tools", w.admin, map[string]any{"name": "ledger", "type": "openapi", "spec_url": ledger.URL + "/openapi.json",
+		"limits": map[string]any{"circuit": map[string]any{"failures": 1, "window": "1m", "open_for": "300ms"}}}); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		answer, err := goagent.Run(r.Context(), in, "gpt", 5)
+		if err != nil || strings.Contains(answer, "circuit") {
+			http.Error(rw, fmt.Sprint("the ledger is unavailable: ", answer, err), http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": answer}})
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-circuit", map[string]any{"url": agentSrv.URL, "tools": []string{"ledger"}, "models": []string{"gpt"}, "max_attempts": 10})
+	var wf externalWorkflow
+	h.do("POST", "/v1/agents/ext-circuit/invoke", w.admin, map[string]any{"goal": "trip the circuit"}).json(t, &wf)
+	if wf.Status != "completed" || sent.Load() != 1 {
+		t.Fatalf("the run that trips the circuit: %s/%s, %d sent", wf.Status, wf.Outcome, sent.Load())
+	}
+	h.do("POST", "/v1/agents/ext-circuit/invoke", w.admin, map[string]any{"goal": "read entry e-1"}).json(t, &wf)
+	full := externalRunOf(t, h, w.admin, wf.ID)
+	if wf.Status != "completed" || !strings.Contains(string(wf.Output), "amount") || sent.Load() != 2 {
+		t.Errorf("run %s/%s %s (%d sent): %s", wf.Status, wf.Outcome, wf.Output, sent.Load(), stepList(full))
+	}
+}

@@ -564,7 +564,8 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	if err != nil {
 		return CallAnswer{}, err
 	}
-	if x.rec.sent(x.step + 1) {
+	sent := x.rec.sent(x.step + 1)
+	if sent {
 		x.made[key] = n
 	}
 	if approval >= 0 && res.Status == agent.StatusOK {
@@ -584,7 +585,11 @@ func (x *externalRun) call(ctx context.Context, a *attemptGateway, ex *exchange)
 	if res.Status == agent.StatusCancelled {
 		return CallAnswer{}, ctx.Err()
 	}
-	x.record = append(x.record, recorded{kind: agent.KindCall, key: key, step: x.step, call: res})
+	if sent {
+		// As a new execution reads the record (newExternalRun): a call
+		// never sent (an open circuit, a fault) is made again.
+		x.record = append(x.record, recorded{kind: agent.KindCall, key: key, step: x.step, call: res})
+	}
 	return answerOf(res, false), nil
 }
 
