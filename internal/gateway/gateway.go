@@ -128,14 +128,19 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, api string) e
 	stream := &relayStream{w: w, rc: http.NewResponseController(w)}
 	resp, err := run.Complete(r.Context(), api, body, passHeaders(r.Header), stream.send)
 	if err != nil {
-		if stream.started {
-			return nil // the answer was cut short; the agent sees its stream end
-		}
+		status, message, code := http.StatusServiceUnavailable, "the request was not answered: "+err.Error(), workflow.GatewayUnavailable
 		if ge, ok := err.(*workflow.GatewayError); ok {
-			writeError(w, api, ge.Status, ge.Message, ge.Code)
+			status, message, code = ge.Status, ge.Message, ge.Code
+		}
+		if stream.started {
+			// The answer was cut short: the stream ends with an error
+			// event, as a provider's own failing stream does, so that the
+			// agent's SDK fails it rather than take what came for the
+			// whole answer.
+			_ = stream.send(streamError(api, status, message, code))
 			return nil
 		}
-		writeError(w, api, http.StatusServiceUnavailable, "the request was not answered: "+err.Error(), workflow.GatewayUnavailable)
+		writeError(w, api, status, message, code)
 		return nil
 	}
 	if stream.started {
@@ -195,6 +200,14 @@ func (s *relayStream) send(event []byte) error {
 		return err
 	}
 	return s.rc.Flush()
+}
+
+// streamError is the event that ends a stream cut short: an error event
+// whose data is the error in the shape of api (OpenAI's SDKs fail a stream
+// at an event whose data has an "error" member, Anthropic's at an event
+// named error).
+func streamError(api string, status int, message, code string) []byte {
+	return append([]byte("event: error\ndata: "), llm.ErrorBody(api, status, message, code)...)
 }
 
 // writeError writes a refusal in the shape the provider's SDKs parse.

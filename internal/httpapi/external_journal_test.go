@@ -273,6 +273,68 @@ func TestExternalStreamsAndAnthropic(t *testing.T) {
 	}
 }
 
+// TestExternalCutStreamEndsWithAnError: a streamed answer the model cuts
+// short reaches the agent ending with an error event in the provider's
+// shape, so that its SDK fails the stream instead of taking the part it
+// got for the whole answer; the completion's step says it was cut short.
+func TestExternalCutStreamEndsWithAnError(t *testing.T) {
+	t.Parallel()
+	cut := llmtest.Sequence(llmtest.Answer{Text: "a long answer the model never finishes", Truncate: true})
+	for _, tc := range []struct {
+		name   string
+		server func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
+		stream func(ctx context.Context, in goagent.Invocation, anthropicURL string) error
+	}{
+		{"openai", llmtest.NewOpenAIServer, func(ctx context.Context, in goagent.Invocation, _ string) error {
+			client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token))
+			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+				Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
+			for stream.Next() {
+			}
+			return stream.Err()
+		}},
+		{"anthropic", llmtest.NewAnthropicServer, func(ctx context.Context, in goagent.Invocation, anthropicURL string) error {
+			client := anthropic.NewClient(anthropicopt.WithBaseURL(anthropicURL), anthropicopt.WithAPIKey(in.Gateway.Token))
+			stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 100,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(in.Goal))}})
+			for stream.Next() {
+			}
+			return stream.Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, withExternal(t, tc.server(t, cut)))
+			w := newFraudWorld(t, h)
+			errs := make(chan error, 1)
+			agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				var in struct {
+					goagent.Invocation
+					Gateway struct {
+						AnthropicBaseURL string `json:"anthropic_base_url"`
+					} `json:"gateway"`
+				}
+				raw, _ := io.ReadAll(r.Body)
+				json.Unmarshal(raw, &in.Invocation)
+				json.Unmarshal(raw, &in)
+				errs <- tc.stream(r.Context(), in.Invocation, in.Gateway.AnthropicBaseURL)
+				fmt.Fprint(rw, `{"output": "done"}`)
+			}))
+			t.Cleanup(agentSrv.Close)
+			deployExternal(t, h, w.admin, "ext-cut", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+			r := h.do("POST", "/v1/agents/ext-cut/invoke", w.admin, map[string]any{"goal": "say a lot"})
+			var wf externalWorkflow
+			r.json(t, &wf)
+			if err := <-errs; err == nil || !strings.Contains(err.Error(), "cut short") {
+				t.Errorf("the agent's stream ended with %v, want an error saying it was cut short", err)
+			}
+			if s := externalRunOf(t, h, w.admin, wf.ID).Steps[0]; s.Kind != "completion" || s.Status != "error" || !strings.Contains(s.Error, "cut short") {
+				t.Errorf("completion step %+v", s)
+			}
+		})
+	}
+}
+
 // TestExternalCancelReachesTheAgent: cancelling the workflow cancels the
 // request to the agent, and the run's token no longer opens the gateway.
 func TestExternalCancelReachesTheAgent(t *testing.T) {
