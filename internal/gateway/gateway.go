@@ -128,6 +128,9 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, api string) e
 	stream := &relayStream{w: w, rc: http.NewResponseController(w)}
 	resp, err := run.Complete(r.Context(), api, body, passHeaders(r.Header), stream.send)
 	if err != nil {
+		if r.Context().Err() != nil {
+			return nil // the agent went: no one reads an answer
+		}
 		status, message, code := http.StatusServiceUnavailable, "the request was not answered: "+err.Error(), workflow.GatewayUnavailable
 		if ge, ok := err.(*workflow.GatewayError); ok {
 			status, message, code = ge.Status, ge.Message, ge.Code

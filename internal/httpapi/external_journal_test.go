@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
@@ -332,6 +333,55 @@ func TestExternalCutStreamEndsWithAnError(t *testing.T) {
 				t.Errorf("completion step %+v", s)
 			}
 		})
+	}
+}
+
+// TestExternalAgentGoneCancelsItsCompletion: an agent that gives up on a
+// streamed answer (its client's time-out) ends the request to the model,
+// whose step says so, and its next request is made at once rather than
+// after the model's own time-out.
+func TestExternalAgentGoneCancelsItsCompletion(t *testing.T) {
+	t.Parallel()
+	never := make(chan struct{})
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Answer{Text: "a stream that stalls", HoldLast: never}, llmtest.Text("again")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	answers := make(chan string, 1)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token), openaiopt.WithMaxRetries(0))
+		ctx, giveUp := context.WithCancel(r.Context())
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
+		stream.Next()
+		giveUp()
+		stream.Close()
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("again")}})
+		if err != nil {
+			answers <- err.Error()
+		} else {
+			answers <- resp.Choices[0].Message.Content
+		}
+		fmt.Fprint(rw, `{"output": "done"}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-gone", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-gone/invoke", w.admin, map[string]any{"goal": "say a lot"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if a := <-answers; a != "again" {
+		t.Errorf("the agent's next request got %q, want the model's answer", a)
+	}
+	steps := externalRunOf(t, h, w.admin, wf.ID).Steps
+	if got := stepList(externalWorkflow{Steps: steps}); got != "1:completion:error 1:completion:ok 1:attempt:ok" {
+		t.Fatalf("steps %s", got)
+	}
+	if !strings.Contains(steps[0].Error, "the agent closed its request") {
+		t.Errorf("the given-up completion's step %+v", steps[0])
 	}
 }
 

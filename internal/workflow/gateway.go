@@ -95,6 +95,9 @@ var errRunEnded = &GatewayError{Status: http.StatusUnauthorized, Code: GatewayRu
 // exchange is one request of the agent, made by the execution.
 type exchange struct {
 	kind string // agent.KindCompletion or agent.KindCall
+	// ctx is the agent's request's: a completion's request to the model
+	// ends with it.
+	ctx context.Context
 	// A completion's request: its API, body and headers to pass on, and
 	// where a streamed answer's events go.
 	api    string
@@ -141,7 +144,7 @@ func (a *attemptGateway) submit(ctx context.Context, ex *exchange) error {
 // send as they arrive. The answer may be the provider's error; a refusal
 // of the gateway's own is a *GatewayError.
 func (g *GatewayRun) Complete(ctx context.Context, api string, body []byte, header http.Header, send func([]byte) error) (*llm.RelayResponse, error) {
-	ex := &exchange{kind: agent.KindCompletion, api: api, body: body, header: header, send: send}
+	ex := &exchange{ctx: ctx, kind: agent.KindCompletion, api: api, body: body, header: header, send: send}
 	if err := g.a.submit(ctx, ex); err != nil {
 		return nil, err
 	}
@@ -367,11 +370,22 @@ func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, 
 			return nil, nil, nil, fmt.Errorf("%w: %w", errJournal, err)
 		}
 	}
-	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(ctx, x.rec.mask, x.rec.detect), m,
+	// The agent's going away ends the request: no one would read its
+	// answer, and the run's later exchanges wait behind it.
+	relayCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if ex.ctx != nil {
+		defer context.AfterFunc(ex.ctx, stop)()
+	}
+	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(relayCtx, x.rec.mask, x.rec.detect), m,
 		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, nil, ctx.Err()
+		}
+		if ex.ctx != nil && ex.ctx.Err() != nil {
+			return nil, nil, &refusal{http.StatusServiceUnavailable, GatewayUnavailable,
+				"the agent closed its request before the answer ended: the request to the model was cancelled"}, nil
 		}
 		return nil, nil, &refusal{http.StatusBadGateway, GatewayUpstreamError, x.rec.maskText(err.Error())}, nil
 	}
