@@ -375,6 +375,32 @@ func TestExternalResponsesAPINotServed(t *testing.T) {
 	}
 }
 
+// TestExternalGatewayRefusesAnotherProvidersModel: a request to the
+// OpenAI endpoints for an Anthropic model is the agent's mistake: 400 in
+// the provider's shape, which SDKs do not retry (a 5xx they retry, each
+// retry another step), without reaching the model.
+func TestExternalGatewayRefusesAnotherProvidersModel(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewAnthropicServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms))
+	w := newFraudWorld(t, h)
+	answers, url := rawAgent(t, "/chat/completions", map[string]string{"chat": `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`})
+	deployExternal(t, h, w.admin, "ext-provider", map[string]any{"url": url, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-provider/invoke", w.admin, map[string]any{"goal": "go"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Status != "completed" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	a := (<-answers)["chat"]
+	if msg, typ := openAIError([]byte(a.body)); a.status != http.StatusBadRequest || typ != "invalid_request_error" || !strings.Contains(msg, "anthropic model") {
+		t.Errorf("the agent got %d %s, want 400 saying the model is an Anthropic one", a.status, a.body)
+	}
+	if n := ms.Count(); n != 0 {
+		t.Errorf("the model got %d requests", n)
+	}
+}
+
 // slowCreation is a store whose storing of a new workflow takes a while,
 // as a loaded database's may: the execution begins meanwhile.
 type slowCreation struct {

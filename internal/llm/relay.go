@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,16 +107,26 @@ var endpoints = map[string]string{
 	"anthropic": "the gateway's Anthropic endpoint (…/anthropic/v1/messages)",
 }
 
+// Mismatch says why a request in api's wire format cannot go to m: the
+// relay speaks no such API, or m's provider speaks another; "" when it can.
+func Mismatch(api string, m *model.Model) string {
+	route, ok := relayPaths[api]
+	provider := cmp.Or(m.Provider, model.OpenAI) // as newClient reads it
+	switch {
+	case !ok:
+		return fmt.Sprintf("wire API %q is not %s, %s or %s", api, ChatCompletions, Responses, Messages)
+	case provider != route.provider:
+		return fmt.Sprintf("model %s is an %s model: send its requests to %s", m.Name, provider, endpoints[provider])
+	}
+	return ""
+}
+
 // relay sends req until answered, within a chat span.
 func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) error) (out *RelayResponse, err error) {
-	route, ok := relayPaths[req.API]
-	if !ok {
-		return nil, &agent.LLMError{Message: fmt.Sprintf("wire API %q is not %s, %s or %s", req.API, ChatCompletions, Responses, Messages)}
+	if why := Mismatch(req.API, &c.model); why != "" {
+		return nil, &agent.LLMError{Message: why}
 	}
-	if c.call.name() != route.provider {
-		return nil, &agent.LLMError{Message: fmt.Sprintf("model %s is an %s model: send its requests to %s",
-			c.model.Name, c.call.name(), endpoints[c.call.name()])}
-	}
+	route := relayPaths[req.API]
 	rb, err := prepareBody(req.API, req.Body, c.model.Model)
 	if err != nil {
 		return nil, &agent.LLMError{Message: "the request body is " + err.Error()}

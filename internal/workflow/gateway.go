@@ -355,6 +355,10 @@ func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, 
 	case err != nil:
 		return nil, nil, nil, fmt.Errorf("model %s: %w", name, err)
 	}
+	if why := llm.Mismatch(ex.api, m); why != "" {
+		// The agent's mistake, which a retry does not mend.
+		return nil, nil, &refusal{http.StatusBadRequest, GatewayInvalidRequest, why}, nil
+	}
 	if err := x.r.dailyBudget(ctx, x.wf.Tenant, m); err != nil {
 		var be *agent.BudgetError
 		if errors.As(err, &be) {
