@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/frontdoor"
@@ -64,6 +65,31 @@ func (g *Gateway) run(r *http.Request) (*workflow.GatewayRun, bool) {
 	info.Tenant, info.WorkflowID, info.ResourceID = run.Tenant(), run.WorkflowID(), run.WorkflowID()
 	info.AddDetail("attempt", run.Attempt())
 	return run, true
+}
+
+// Authenticated reports whether r carries the token of a running attempt:
+// a request that does not is unauthenticated traffic.
+func (g *Gateway) Authenticated(r *http.Request) bool {
+	tok := token(r)
+	if tok == "" {
+		return false
+	}
+	_, ok := g.runs.Gateway(tok)
+	return ok
+}
+
+// Problem writes a refusal of the front door's (a rate limit) to a request
+// to the gateway in the shape of the provider its path is (a
+// frontdoor.Info.ProblemPage).
+func Problem(w http.ResponseWriter, r *http.Request, pe *problem.Error, status int) {
+	if pe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(frontdoor.CeilSeconds(pe.RetryAfter.Seconds())))
+	}
+	api := llm.ChatCompletions
+	if strings.Contains(r.URL.Path, "/anthropic/") {
+		api = llm.Messages
+	}
+	writeError(w, api, status, pe.Detail, string(pe.Code))
 }
 
 // unauthenticated is the words of a request without a valid run token.

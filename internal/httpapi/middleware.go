@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/gateway"
 	"github.com/agentplane/agentplane/internal/ids"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/ratelimit"
@@ -245,8 +246,11 @@ func (s *Server) serveRoute(rt *route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := frontdoor.InfoFrom(r.Context())
 		setRoute(r.Context(), rt)
-		if rt.console {
+		switch {
+		case rt.console:
 			info.ProblemPage = problemPage
+		case rt.gateway:
+			info.ProblemPage = gateway.Problem
 		}
 		if err := s.admit(w, r, rt); err != nil {
 			frontdoor.WriteProblem(w, r, err)
@@ -292,7 +296,12 @@ func routeOf(ctx context.Context) *route {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) error {
 	info := frontdoor.InfoFrom(r.Context())
 	if rt.gateway {
-		return nil // the run's token, checked by the gateway
+		// The run's token, checked by the gateway; a request without a
+		// valid one is unauthenticated traffic, limited per client IP.
+		if s.gateway.Authenticated(r) {
+			return nil
+		}
+		return s.limitIP(w, r)
 	}
 	if rt.public {
 		if rt.noAudit {

@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/httpapi"
+	"github.com/agentplane/agentplane/internal/llm/llmtest"
 	"github.com/agentplane/agentplane/internal/ratelimit"
 )
 
@@ -90,5 +92,47 @@ func TestUnmatchedRoutesAreLimited(t *testing.T) {
 		if tc.token != "" && r.Header.Get("X-RateLimit-Limit") != "5" {
 			t.Errorf("%s %s with a token: X-RateLimit-Limit %q, want the tenant's 5", tc.method, tc.path, r.Header.Get("X-RateLimit-Limit"))
 		}
+	}
+}
+
+// TestGatewayRequestsWithoutARunTokenAreLimitedPerIP: a run gateway
+// request without a valid run token is unauthenticated traffic, limited
+// per client IP, its 429 in the provider's shape; a run's own requests
+// are not, whatever its IP spent.
+func TestGatewayRequestsWithoutARunTokenAreLimitedPerIP(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms), func(c *httpapi.Config, _ *httpapi.Deps) {
+		c.RateLimits.IP = ratelimit.Limit{Rate: 3, Burst: 3, Period: time.Minute}
+	})
+	w := newFraudWorld(t, h)
+	chat := `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`
+	for range 3 {
+		if r := h.do("POST", "/gateway/openai/v1/chat/completions", "apr_guess", chat); r.Status != 401 {
+			t.Fatalf("a guessed token: %d %s", r.Status, r.Body)
+		}
+	}
+	r := h.do("POST", "/gateway/openai/v1/chat/completions", "apr_guess", chat)
+	if _, typ := openAIError(r.Body); r.Status != 429 || typ != "rate_limit_error" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("the fourth guess at the OpenAI endpoint: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	r = h.do("POST", "/gateway/anthropic/v1/messages", "", `{}`, "x-api-key", "apr_guess")
+	var anthropicErr struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	json.Unmarshal(r.Body, &anthropicErr)
+	if r.Status != 429 || anthropicErr.Type != "error" || anthropicErr.Error.Type != "rate_limit_error" {
+		t.Errorf("a guess at the Anthropic endpoint: %d %s", r.Status, r.Body)
+	}
+	answers, url := rawAgent(t, "/chat/completions", map[string]string{"chat": chat})
+	deployExternal(t, h, w.admin, "ext-limited", map[string]any{"url": url, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	if r := h.do("POST", "/v1/agents/ext-limited/invoke", w.admin, map[string]any{"goal": "go"}); r.Status != 200 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if a := (<-answers)["chat"]; a.status != 200 {
+		t.Errorf("the run's own request from the same IP: %d %s", a.status, a.body)
 	}
 }
