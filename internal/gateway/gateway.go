@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor"
 	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -41,23 +42,35 @@ func New(runs Runs, version string, logger *slog.Logger) *Gateway {
 	return g
 }
 
-// token is the run token a request carries: Authorization: Bearer, or
-// x-api-key (as Anthropic's SDKs send it).
-func token(r *http.Request) string {
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return strings.TrimSpace(v)
+// tokens are the run tokens a request may carry: Authorization's bearer
+// token, and x-api-key (as Anthropic's SDKs send it). Both are tried: an
+// SDK may send one from its environment beside the key it was given
+// (Anthropic's sends ANTHROPIC_AUTH_TOKEN as a bearer token beside it).
+func tokens(r *http.Request) []string {
+	var out []string
+	if tok, ok := auth.BearerToken(r); ok {
+		out = append(out, tok)
 	}
-	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	if tok := strings.TrimSpace(r.Header.Get("X-Api-Key")); tok != "" {
+		out = append(out, tok)
+	}
+	return out
+}
+
+// lookup finds the attempt of the run token r carries.
+func (g *Gateway) lookup(r *http.Request) (*workflow.GatewayRun, bool) {
+	for _, tok := range tokens(r) {
+		if run, ok := g.runs.Gateway(tok); ok {
+			return run, true
+		}
+	}
+	return nil, false
 }
 
 // run authenticates a request by its run token and notes the run in the
 // request's audit record.
 func (g *Gateway) run(r *http.Request) (*workflow.GatewayRun, bool) {
-	tok := token(r)
-	if tok == "" {
-		return nil, false
-	}
-	run, ok := g.runs.Gateway(tok)
+	run, ok := g.lookup(r)
 	if !ok {
 		return nil, false
 	}
@@ -70,11 +83,7 @@ func (g *Gateway) run(r *http.Request) (*workflow.GatewayRun, bool) {
 // Authenticated reports whether r carries the token of a running attempt:
 // a request that does not is unauthenticated traffic.
 func (g *Gateway) Authenticated(r *http.Request) bool {
-	tok := token(r)
-	if tok == "" {
-		return false
-	}
-	_, ok := g.runs.Gateway(tok)
+	_, ok := g.lookup(r)
 	return ok
 }
 
