@@ -30,6 +30,10 @@ type mcpServer struct {
 	attempts *lru.Cache[string, *attemptMCP]
 }
 
+// MaxRequestBody bounds a request to the gateway: a completion's body may
+// be as large as a long conversation.
+const MaxRequestBody = 32 << 20
+
 // maxAttempts bounds the attempts kept.
 const maxAttempts = 4096
 
@@ -56,6 +60,9 @@ func newMCP(g *Gateway, version string, logger *slog.Logger) *mcpServer {
 		// Every request carries the run token, and no answer depends on
 		// the Host header.
 		DisableLocalhostProtection: true,
+		// The route bounds a body (MaxRequestBody) before the SDK reads
+		// it: a message the fast path takes, the SDK takes too.
+		MaxRequestBodyBytes: MaxRequestBody,
 	})
 	return m
 }
@@ -65,13 +72,19 @@ func newMCP(g *Gateway, version string, logger *slog.Logger) *mcpServer {
 func (g *Gateway) MCP(w http.ResponseWriter, r *http.Request) error {
 	run, ok := g.run(r)
 	if !ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": workflow.GatewayRunEnded, "message": unauthenticated}})
+		writeMCPError(w, http.StatusUnauthorized, workflow.GatewayRunEnded, unauthenticated)
 		return nil
 	}
 	g.mcp.serve(w, r, run)
 	return nil
+}
+
+// writeMCPError writes a refusal of a request to the MCP endpoint that no
+// JSON-RPC message answers (no run token, a body too large).
+func writeMCPError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": message}})
 }
 
 // sdkServe answers a request through the SDK's handler.

@@ -11,6 +11,10 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/workflow"
 )
 
 // The fast path answers the messages an agent's client sends most (initialize,
@@ -101,13 +105,23 @@ func (m *mcpServer) capabilities(run mcpRun) json.RawMessage {
 
 // serve answers a request of run, by the fast path when it can.
 func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, run mcpRun) {
-	if r.Method != http.MethodPost || r.Body == nil || !fastHeaders(r.Header) {
+	if r.Method != http.MethodPost || r.Body == nil {
 		m.sdkServe(w, r, run)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
+	// Read here for both paths, so that a body over the route's limit is
+	// refused alike, never handed on cut short.
+	body, err := frontdoor.ReadBody(r)
+	if err != nil {
+		status := http.StatusBadRequest
+		if problem.Is(err, problem.PayloadTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeMCPError(w, status, workflow.GatewayInvalidRequest, problem.As(err).Detail)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || !m.fast(w, r, run, body) {
+	if !fastHeaders(r.Header) || !m.fast(w, r, run, body) {
 		m.sdkServe(w, r, run)
 	}
 }

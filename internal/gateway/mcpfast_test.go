@@ -217,3 +217,40 @@ func decoded(b []byte) any {
 	}
 	return v
 }
+
+// TestMCPBodyLimits: a message the route lets through is served by either
+// path, a large one by the SDK too (its own limit, 4 MiB by default, would
+// refuse it there), and a body over the route's limit is refused 413 by
+// both, never handed on cut short.
+func TestMCPBodyLimits(t *testing.T) {
+	m := newMCP(nil, "1.2.3", slog.New(slog.DiscardHandler))
+	send := func(id string, limit int64) (*httptest.ResponseRecorder, *fakeRun) {
+		call := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"svc__getOrder","arguments":{"id":"` +
+			strings.Repeat("x", 5<<20) + `"}}}`
+		w, run := httptest.NewRecorder(), &fakeRun{}
+		r := httptest.NewRequest("POST", "/gateway/mcp", strings.NewReader(call))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		m.serve(w, r, run)
+		return w, run
+	}
+	for _, c := range []struct{ name, id string }{
+		{"fast path", "3"},
+		{"the SDK", "3.5"}, // the fast path takes no id but an integer or a string
+	} {
+		if w, run := send(c.id, MaxRequestBody); w.Code != 200 || run.calls != 1 || !strings.Contains(w.Body.String(), `"o1"`) {
+			t.Errorf("%s, 5 MiB: %d, %d calls: %.200s", c.name, w.Code, run.calls, w.Body.String())
+		}
+		w, run := send(c.id, 1<<20)
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		json.Unmarshal(w.Body.Bytes(), &e)
+		if w.Code != http.StatusRequestEntityTooLarge || run.calls != 0 || e.Error.Code != workflow.GatewayInvalidRequest ||
+			!strings.Contains(e.Error.Message, "over the 1048576 byte limit") {
+			t.Errorf("%s, over the limit: %d, %d calls: %.200s", c.name, w.Code, run.calls, w.Body.String())
+		}
+	}
+}

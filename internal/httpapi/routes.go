@@ -6,6 +6,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console"
 	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/gateway"
 	"github.com/agentplane/agentplane/internal/web"
 )
 
@@ -52,7 +53,7 @@ type route struct {
 }
 
 // gatewayMaxBody bounds a request to the run gateway.
-const gatewayMaxBody = 32 << 20
+const gatewayMaxBody = gateway.MaxRequestBody
 
 func (s *Server) routeTable() []route {
 	d := s.deps
