@@ -87,6 +87,11 @@ func (g *Gateway) Authenticated(r *http.Request) bool {
 	return ok
 }
 
+// Endpoints are what the gateway serves, as a request to another path is
+// told.
+const Endpoints = "POST …/openai/v1/chat/completions, POST …/openai/v1/responses, GET …/openai/v1/models, " +
+	"POST …/anthropic/v1/messages and POST …/mcp"
+
 // Problem writes a refusal of the front door's (a rate limit) to a request
 // to the gateway in the shape of the provider its path is (a
 // frontdoor.Info.ProblemPage).

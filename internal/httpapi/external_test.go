@@ -460,3 +460,34 @@ func TestExternalCompletionWaitsForTheWorkflowToBeStored(t *testing.T) {
 		t.Errorf("steps %s, want the completion's and the attempt's", got.Body)
 	}
 }
+
+// TestExternalGatewayUnservedPaths: a request to an endpoint the gateway
+// does not serve (an SDK's embeddings or token count) or with another
+// method is refused in its provider's error shape, saying what is served.
+func TestExternalGatewayUnservedPaths(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"POST", "/gateway/openai/v1/embeddings", 404},
+		{"GET", "/gateway/openai/v1/chat/completions", 405},
+		{"POST", "/gateway/anthropic/v1/messages/count_tokens", 404},
+	} {
+		r := h.do(c.method, c.path, "apr_any", nil)
+		var e struct {
+			Type  string `json:"type"`
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}
+		json.Unmarshal(r.Body, &e)
+		anthropic := strings.Contains(c.path, "/anthropic/")
+		if r.Status != c.status || e.Error.Type == "" || (e.Type == "error") != anthropic ||
+			(c.status == 404 && !strings.Contains(e.Error.Message, "the run gateway serves POST …/openai/v1/chat/completions")) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, r.Status, r.Body)
+		}
+	}
+}

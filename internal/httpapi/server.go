@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/a2a"
@@ -247,6 +248,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	// Unmatched requests are audited too, so they are limited like the
 	// others: by the caller's tenant when its token is valid, else by IP.
 	s.identify(r)
+	if strings.HasPrefix(r.URL.Path, "/gateway/") {
+		// An agent's SDK reads the gateway's refusals in its provider's
+		// shape, an endpoint the gateway does not serve among them.
+		frontdoor.InfoFrom(r.Context()).ProblemPage = gateway.Problem
+	}
 	limit := s.limitIP(w, r)
 	if p := frontdoor.InfoFrom(r.Context()).Principal; p != nil {
 		limit = s.limitTenant(w, r, p.Tenant)
@@ -270,7 +276,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	case http.StatusMovedPermanently, http.StatusPermanentRedirect, http.StatusTemporaryRedirect:
 		h.ServeHTTP(w, r) // path cleaning redirects
 	default:
-		frontdoor.WriteProblem(w, r, problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+		pe := problem.New(problem.NotFound, "no route for %s %s", r.Method, r.URL.Path)
+		if strings.HasPrefix(r.URL.Path, "/gateway/") {
+			pe.Detail += ": the run gateway serves " + gateway.Endpoints
+		}
+		frontdoor.WriteProblem(w, r, pe)
 	}
 }
 
