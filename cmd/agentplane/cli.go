@@ -223,7 +223,8 @@ func first(vs ...string) string {
 }
 
 // show prints a read's answer: the API's own JSON for -o json, the same
-// as YAML for -o yaml, and table(doc) otherwise.
+// as YAML for -o yaml, and table(doc) otherwise, its control characters
+// escaped (terminalText).
 func (c *cli) show(body []byte, table func(w io.Writer, doc map[string]any) error) error {
 	switch c.output {
 	case "json":
@@ -249,7 +250,7 @@ func (c *cli) show(body []byte, table func(w io.Writer, doc map[string]any) erro
 		return fmt.Errorf("the server's answer is not a JSON object: %w", err)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 2, 4, 2, ' ', 0)
-	if err := table(tw, doc); err != nil {
+	if err := table(terminal(tw), doc); err != nil {
 		return err
 	}
 	if err := tw.Flush(); err != nil {

@@ -160,7 +160,8 @@ func endedBadly(doc map[string]any) error {
 }
 
 // stream prints each event of a workflow's stream as it arrives: a step
-// line (or the event's JSON/YAML), then the summary. Ctrl-C detaches.
+// line (or the event's JSON/YAML), then the summary, their control
+// characters escaped (terminalText). Ctrl-C detaches.
 func (c *cli) stream(cmd *cobra.Command, req client.Request) error {
 	cl, err := c.client(cmd.Context())
 	if err != nil {
@@ -194,13 +195,14 @@ func (c *cli) stream(cmd *cobra.Command, req client.Request) error {
 			}
 			return writeYAML(c.stdout, v)
 		}
+		out := terminal(c.stdout)
 		if field(doc, "event") == "complete" {
-			if _, err := fmt.Fprintln(c.stdout, summaryLine(doc)); err != nil {
+			if _, err := fmt.Fprintln(out, summaryLine(doc)); err != nil {
 				return err
 			}
-			return outputLine(c.stdout, doc)
+			return outputLine(out, doc)
 		}
-		_, err := fmt.Fprintln(c.stdout, stepLine(doc))
+		_, err := fmt.Fprintln(out, stepLine(doc))
 		return err
 	})
 	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {

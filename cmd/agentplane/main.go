@@ -23,11 +23,12 @@ func main() {
 }
 
 // report prints what went wrong on one line (a stream left with Ctrl-C has
-// said so already) and returns the exit code.
+// said so already), its control characters escaped as the server's words
+// may hold an agent's (terminalText), and returns the exit code.
 func report(err error, stderr io.Writer) int {
 	code := exitCode(err)
 	if code != exitDetached {
-		fmt.Fprintln(stderr, "agentplane:", explain(err))
+		fmt.Fprintln(terminal(stderr), "agentplane:", explain(err))
 	}
 	return code
 }

@@ -26,6 +26,11 @@ environment variable, e.g. --database-url as AGENTPLANE_DATABASE_URL; the
 client reads AGENTPLANE_URL and AGENTPLANE_TOKEN, then its configuration file
 (agentplane login).
 
+Much of what the client prints is third-party text: a model's answers, a
+tool's results, an external agent's words. Tables, stream lines and errors
+print its control characters as escapes (\x1b, \r, \u009b), so it cannot
+act on the terminal; -o json and -o yaml keep it as the API sent it.
+
 Exit codes: 0 success, 1 failure, 2 usage error, 3 not found, 4 not
 authenticated or missing a scope, 5 replay --batch --fail-on-change found a
 changed outcome, 6 an invoked workflow ended failed, denied, limit_exceeded,
