@@ -371,10 +371,16 @@ func (c *cli) workflowsCommand() *cobra.Command {
 		Use: "get WORKFLOW", Short: "Show a workflow and its steps; --conversation, its completions' messages",
 		Args: args(1, "a workflow id"), ValidArgsFunction: completeWF,
 		RunE: func(cmd *cobra.Command, a []string) error {
+			path := "/v1/workflows/" + url.PathEscape(a[0])
 			if convo {
-				return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), conversation)
+				return c.get(cmd, path, conversation)
 			}
-			return c.get(cmd, "/v1/workflows/"+url.PathEscape(a[0]), func(w io.Writer, doc map[string]any) error {
+			if c.output == "table" {
+				// The table shows no conversation: a long run's
+				// completions are not fetched.
+				path += "?completions=false"
+			}
+			return c.get(cmd, path, func(w io.Writer, doc map[string]any) error {
 				vertical(w, doc, "workflow_id", "agent", "agent_version", "goal", "context", "caller.sub", "replay_of", "started_at", "finished_at")
 				fmt.Fprintln(w)
 				c.hintDecision(doc)

@@ -185,7 +185,7 @@ func (s *Server) attachInvoke(w http.ResponseWriter, r *http.Request, req invoke
 
 // respondAccepted answers 202 with the workflow as it is.
 func (s *Server) respondAccepted(w http.ResponseWriter, r *http.Request, wf *workflow.Workflow) error {
-	v, err := s.workflowView(r, wf, nil, true)
+	v, err := s.workflowView(r, wf, nil, true, true)
 	if err != nil {
 		// Still 202, as the record written with the workflow says: the
 		// view lacks only the usage a later GET shows.
@@ -204,7 +204,7 @@ func (s *Server) respondFinished(w http.ResponseWriter, r *http.Request, tenant,
 		}
 		return err
 	}
-	v, err := s.workflowView(r, wf, steps, false)
+	v, err := s.workflowView(r, wf, steps, false, false)
 	if err != nil {
 		return err
 	}

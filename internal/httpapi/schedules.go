@@ -160,7 +160,7 @@ func (s *Server) handleTriggerSchedule(w http.ResponseWriter, r *http.Request) e
 	info.WorkflowID = wf.ID
 	info.Details = map[string]any{"workflow_id": wf.ID}
 	w.Header().Set("Location", "/v1/workflows/"+wf.ID)
-	v, err := s.workflowView(r, wf, nil, true)
+	v, err := s.workflowView(r, wf, nil, true, true)
 	if err != nil {
 		return err
 	}

@@ -199,7 +199,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 		Agents: deps.Agents, Invoker: s.invoker, Runner: deps.Runner, Workflows: deps.Workflows, Logger: deps.Logger,
 		Operations: s.finder(),
 		View: func(r *http.Request, wf *workflow.Workflow, steps []workflow.Step) (any, error) {
-			return s.workflowView(r, wf, steps, false)
+			return s.workflowView(r, wf, steps, false, false)
 		},
 	})
 	s.console = s.newConsole()

@@ -209,6 +209,17 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 			}
 		}
 	}
+	// completions=false leaves the records out and keeps the usage.
+	r := h.do("GET", "/v1/workflows/"+ids[0]+"?completions=false", w.admin, nil)
+	var lean map[string]any
+	r.json(t, &lean)
+	conform(t, "GET", "/v1/workflows/"+ids[0]+"?completions=false", "GET /v1/workflows/{id}", r)
+	if _, ok := lean["completions"]; r.Status != 200 || ok || lean["usage"] == nil || len(lean["steps"].([]any)) == 0 {
+		t.Errorf("completions=false: %d %s", r.Status, r.Body)
+	}
+	if r := h.do("GET", "/v1/workflows/"+ids[0]+"?completions=no", w.admin, nil); r.Status != 422 || !strings.Contains(string(r.Body), "completions") {
+		t.Errorf("completions=no: %d %s", r.Status, r.Body)
+	}
 	if r := h.do("GET", "/v1/usage", w.admin, nil); r.Status != 403 {
 		t.Errorf("usage without usage:read: %d", r.Status)
 	}

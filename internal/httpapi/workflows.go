@@ -81,15 +81,18 @@ type stepDetail struct {
 }
 
 // storedView is the view of wf with its steps read from the store.
-func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail bool) (workflowView, error) {
+func (s *Server) storedView(r *http.Request, wf *workflow.Workflow, detail, completions bool) (workflowView, error) {
 	steps, err := s.deps.Workflows.Steps(r.Context(), wf.ID, 0)
 	if err != nil {
 		return workflowView{}, err
 	}
-	return s.workflowView(r, wf, steps, detail)
+	return s.workflowView(r, wf, steps, detail, completions)
 }
 
-func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail bool) (workflowView, error) {
+// workflowView is wf's view with steps: in detail (each step's bodies, the
+// caller, the limits) or not, and with its completions' records (each
+// request and answer) or its usage alone.
+func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []workflow.Step, detail, completions bool) (workflowView, error) {
 	v := workflowView{workflowSummary: summarize(wf, s.deps.Now()), Error: wf.Error, Steps: make([]any, 0, len(steps)),
 		Rollout: wf.Rollout}
 	p := frontdoor.Principal(r)
@@ -109,7 +112,7 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 		v.OnExhausted = wf.OnExhausted
 		v.Caller = &callerView{Sub: wf.Caller.Sub, ClientID: wf.Caller.ClientID}
 	}
-	if !detail {
+	if !completions {
 		// The usage alone: the completions' records (their conversations)
 		// are not read.
 		t, err := s.deps.Workflows.WorkflowUsage(r.Context(), wf.ID)
@@ -137,7 +140,17 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	v, err := s.storedView(r, wf, true)
+	// completions=false leaves out the completions' records: a long
+	// run's are large, each request holding the conversation so far.
+	completions := true
+	switch q := r.URL.Query().Get("completions"); q {
+	case "", "true":
+	case "false":
+		completions = false
+	default:
+		return problem.Field("completions", "must be true or false, not %q", q)
+	}
+	v, err := s.storedView(r, wf, true, completions)
 	if err != nil {
 		return err
 	}
@@ -199,7 +212,7 @@ func (s *Server) handleCancelWorkflow(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	v, err := s.storedView(r, wf, false)
+	v, err := s.storedView(r, wf, false, false)
 	if err != nil {
 		return err
 	}
