@@ -413,9 +413,9 @@ func (s slowCreation) CreateWorkflow(ctx context.Context, w *workflow.Workflow, 
 	return s.Store.CreateWorkflow(ctx, w, rec)
 }
 
-// TestExternalCompletionWaitsForTheWorkflowToBeStored: an agent's first
-// completion, answered by the model before Start has stored the workflow,
-// is recorded once it is, not refused as a lost lease.
+// TestExternalCompletionWaitsForTheWorkflowToBeStored: with the store slow
+// to create the workflow, the agent is invoked once it is stored, and its
+// first completion is recorded, not refused as a lost lease.
 func TestExternalCompletionWaitsForTheWorkflowToBeStored(t *testing.T) {
 	t.Parallel()
 	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))

@@ -110,6 +110,13 @@ func (r *Runner) executeExternal(ctx context.Context, wf *Workflow, v *agent.Ver
 	if !r.masking(ctx, wf, j, rec) {
 		return
 	}
+	// The agent is a program of its own, whose work no journal holds
+	// back: it is posted to only once the workflow is stored. Start may
+	// fail to store it (another invocation took its idempotency key, or a
+	// schedule's due time, first): that one's agent runs, not this one's.
+	if h.created != nil && h.created.wait() != nil {
+		return
+	}
 	if release, ok := r.versionSlot(ctx, v); ok {
 		defer release()
 	} else {
