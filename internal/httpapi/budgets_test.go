@@ -466,11 +466,9 @@ func TestConsoleGrantsABudget(t *testing.T) {
 	}
 }
 
-// TestExternalAgentToolCallBudgetAsks: the Go agent's second call would
-// pass the invocation's max_tool_calls 1 under on_exhausted ask; the
-// gateway holds it, and approved it is made in the same attempt.
-func TestExternalAgentToolCallBudgetAsks(t *testing.T) {
-	t.Parallel()
+// twoCallsWorld deploys the Go recipe's agent as name, with limits, its
+// model asking for two calls of payments, one at a time, then answering.
+func twoCallsWorld(t *testing.T, name string, limits map[string]any) (*harness, *fraudWorld, *llmtest.Server) {
 	h, w, ms := budgetWorld(t, llmtest.Sequence(
 		llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-1"}`)),
 		llmtest.Calls(llmtest.Call("payments__getTransaction", `{"id":"tx-2"}`)),
@@ -478,7 +476,20 @@ func TestExternalAgentToolCallBudgetAsks(t *testing.T) {
 	), 10*time.Second)
 	agentSrv := httptest.NewServer(goagent.Handler("gpt", 5))
 	t.Cleanup(agentSrv.Close)
-	deployExternal(t, h, w.admin, "ext-caller", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	ext := map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}}
+	if limits != nil {
+		ext["limits"] = limits
+	}
+	deployExternal(t, h, w.admin, name, ext)
+	return h, w, ms
+}
+
+// TestExternalAgentToolCallBudgetAsks: the Go agent's second call would
+// pass the invocation's max_tool_calls 1 under on_exhausted ask; the
+// gateway holds it, and approved it is made in the same attempt.
+func TestExternalAgentToolCallBudgetAsks(t *testing.T) {
+	t.Parallel()
+	h, w, ms := twoCallsWorld(t, "ext-caller", nil)
 	r := h.do("POST", "/v1/agents/ext-caller/invoke", w.admin, map[string]any{"goal": "How much are tx-1 and tx-2?",
 		"max_tool_calls": 1, "on_exhausted": "ask"}, "Prefer", "respond-async")
 	var wf externalWorkflow
@@ -501,5 +512,19 @@ func TestExternalAgentToolCallBudgetAsks(t *testing.T) {
 	want := "1:completion:ok 1:call:ok 1:completion:ok 1:approve:waiting_approval 1:approve:approved 1:call:ok 1:completion:ok 1:attempt:ok"
 	if got := stepList(done); got != want {
 		t.Errorf("steps %s, want %s", got, want)
+	}
+}
+
+// TestExternalInvocationBoundOverridesTheVersions: an invocation's
+// max_tool_calls replaces the version's limits.max_tool_calls, the
+// server's default among its values.
+func TestExternalInvocationBoundOverridesTheVersions(t *testing.T) {
+	t.Parallel()
+	h, w, _ := twoCallsWorld(t, "ext-bounded", map[string]any{"max_tool_calls": 1})
+	r := h.do("POST", "/v1/agents/ext-bounded/invoke", w.admin, map[string]any{"goal": "How much are tx-1 and tx-2?", "max_tool_calls": 20})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "answered" || w.payments.Load() != 2 {
+		t.Errorf("max_tool_calls 20 over the version's 1: %d, %d calls, steps %s", r.Status, w.payments.Load(), stepList(wf))
 	}
 }

@@ -277,9 +277,12 @@ func (x *externalRun) maxTokens() int64 {
 	return 0
 }
 
-// baseCalls and baseTokens are the limits the run started with.
+// baseCalls and baseTokens are the limits the run started with: the
+// workflow's, which Start resolved (the invocation's, else the version's),
+// but for a replay, started with the original's bound: where that is the
+// server's default, the target version's limit replaces it.
 func (x *externalRun) baseCalls() int {
-	if n := x.g.MaxToolCalls(); n > 0 && x.wf.MaxToolCalls == x.r.opts.DefaultToolCalls {
+	if n := x.g.MaxToolCalls(); n > 0 && x.wf.ReplayOf != "" && x.wf.MaxToolCalls == x.r.opts.DefaultToolCalls {
 		return n
 	}
 	return x.wf.MaxToolCalls
