@@ -363,15 +363,12 @@ func (s *Server) toolResult(r *http.Request, wf *workflow.Workflow, steps []work
 	return jsonResult(v, wf.Status == workflow.Failed)
 }
 
-// inputRequests are a waiting workflow's approvals as URL elicitations:
-// the client shows the approver where to decide. Keys are the steps, never
-// reused within a workflow.
+// inputRequests are the approval a waiting workflow waits at, as a URL
+// elicitation: the client shows the approver where to decide. Keys are the
+// steps, never reused within a workflow.
 func (s *Server) inputRequests(wf *workflow.Workflow, steps []workflow.Step) map[string]any {
 	out := map[string]any{}
-	for _, st := range steps {
-		if st.Kind != agent.KindApprove || st.Status != agent.StatusWaitingApproval {
-			continue
-		}
+	if st, ok := waitingAt(steps); ok {
 		n := strconv.Itoa(st.Step)
 		out["approval-"+n] = map[string]any{"method": "elicitation/create", "params": map[string]any{
 			"mode":          "url",
@@ -381,6 +378,19 @@ func (s *Server) inputRequests(wf *workflow.Workflow, steps []workflow.Step) map
 		}}
 	}
 	return out
+}
+
+// waitingAt is the step asking for the approval a waiting workflow waits
+// at: the last that asked for one. A workflow waits at one at a time, and
+// an earlier one may keep its asking step beside its decision's (an
+// external agent's call, decided in a step of its own).
+func waitingAt(steps []workflow.Step) (workflow.Step, bool) {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if st := steps[i]; st.Kind == agent.KindApprove && st.Status == agent.StatusWaitingApproval {
+			return st, true
+		}
+	}
+	return workflow.Step{}, false
 }
 
 func approvalMessage(id string, st workflow.Step) string {
@@ -427,10 +437,8 @@ func taskOf(wf *workflow.Workflow, steps []workflow.Step) task {
 	switch wf.Status {
 	case workflow.Waiting:
 		t.Message = "the workflow waits for an approval"
-		for _, st := range steps {
-			if st.Kind == agent.KindApprove && st.Status == agent.StatusWaitingApproval {
-				t.Message = approvalMessage(wf.ID, st)
-			}
+		if st, ok := waitingAt(steps); ok {
+			t.Message = approvalMessage(wf.ID, st)
 		}
 	case workflow.Completed:
 		t.Message = "the workflow completed with the outcome " + wf.Outcome

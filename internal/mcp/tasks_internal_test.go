@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -90,5 +91,29 @@ func TestValidID(t *testing.T) {
 		if got := validID(json.RawMessage(raw)); got != want {
 			t.Errorf("validID(%s) = %v, want %v", raw, got, want)
 		}
+	}
+}
+
+// TestInputRequestsAreTheApprovalWaitedAt: an external agent's first
+// approval keeps its asking step beside its decision's; a task waiting at
+// its second asks for that one alone.
+func TestInputRequestsAreTheApprovalWaitedAt(t *testing.T) {
+	s := &Server{cfg: Config{PublicURL: "https://ap.example"}}
+	wf := &workflow.Workflow{ID: "wf_1", Status: workflow.Waiting}
+	steps := []workflow.Step{
+		{Step: 1, Kind: agent.KindCompletion, Status: agent.StatusOK},
+		{Step: 2, Kind: agent.KindApprove, Status: agent.StatusWaitingApproval, Reason: "Open a case for 900"},
+		{Step: 3, Kind: agent.KindApprove, Status: agent.StatusApproved},
+		{Step: 4, Kind: agent.KindCall, Status: agent.StatusOK},
+		{Step: 5, Kind: agent.KindApprove, Status: agent.StatusWaitingApproval, Reason: "Open a case for 700"},
+	}
+	got := s.inputRequests(wf, steps)
+	el, _ := got["approval-5"].(map[string]any)
+	params, _ := el["params"].(map[string]any)
+	if len(got) != 1 || !strings.Contains(params["message"].(string), "Open a case for 700") {
+		t.Errorf("input requests %v, want approval-5 alone", got)
+	}
+	if m := taskOf(wf, steps).Message; !strings.Contains(m, "Step 5") {
+		t.Errorf("task message %q", m)
 	}
 }
