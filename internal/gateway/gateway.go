@@ -30,14 +30,21 @@ type Gateway struct {
 	runs   Runs
 	mcp    *mcpServer
 	logger *slog.Logger
+	limit  Limit
 }
 
-// New returns the gateway of the runs runs finds.
-func New(runs Runs, version string, logger *slog.Logger) *Gateway {
+// Limit admits a request that carries no valid run token, which is
+// unauthenticated traffic: nil, or the refusal its handler returns (a
+// rate limit's, which the front door writes).
+type Limit func(w http.ResponseWriter, r *http.Request) error
+
+// New returns the gateway of the runs runs finds; limit, when set, admits
+// each request without a valid run token before it is answered 401.
+func New(runs Runs, version string, logger *slog.Logger, limit Limit) *Gateway {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	g := &Gateway{runs: runs, logger: logger}
+	g := &Gateway{runs: runs, logger: logger, limit: limit}
 	g.mcp = newMCP(g, version, logger)
 	return g
 }
@@ -68,23 +75,21 @@ func (g *Gateway) lookup(r *http.Request) (*workflow.GatewayRun, bool) {
 }
 
 // run authenticates a request by its run token and notes the run in the
-// request's audit record.
-func (g *Gateway) run(r *http.Request) (*workflow.GatewayRun, bool) {
+// request's audit record. A request without a valid one is
+// unauthenticated traffic: nil and the limit's refusal, which the handler
+// returns, or nil and nil, when the handler answers 401.
+func (g *Gateway) run(w http.ResponseWriter, r *http.Request) (*workflow.GatewayRun, error) {
 	run, ok := g.lookup(r)
 	if !ok {
-		return nil, false
+		if g.limit == nil {
+			return nil, nil
+		}
+		return nil, g.limit(w, r)
 	}
 	info := frontdoor.InfoFrom(r.Context())
 	info.Tenant, info.WorkflowID, info.ResourceID = run.Tenant(), run.WorkflowID(), run.WorkflowID()
 	info.AddDetail("attempt", run.Attempt())
-	return run, true
-}
-
-// Authenticated reports whether r carries the token of a running attempt:
-// a request that does not is unauthenticated traffic.
-func (g *Gateway) Authenticated(r *http.Request) bool {
-	_, ok := g.lookup(r)
-	return ok
+	return run, nil
 }
 
 // Endpoints are what the gateway serves, as a request to another path is
@@ -127,10 +132,12 @@ func (g *Gateway) Messages(w http.ResponseWriter, r *http.Request) error {
 
 // Models serves GET …/openai/v1/models: the models the run may name.
 func (g *Gateway) Models(w http.ResponseWriter, r *http.Request) error {
-	run, ok := g.run(r)
-	if !ok {
-		writeError(w, llm.ChatCompletions, http.StatusUnauthorized, unauthenticated, "invalid_api_key")
-		return nil
+	run, err := g.run(w, r)
+	if run == nil {
+		if err == nil {
+			writeError(w, llm.ChatCompletions, http.StatusUnauthorized, unauthenticated, "invalid_api_key")
+		}
+		return err
 	}
 	type entry struct {
 		ID      string `json:"id"`
@@ -151,10 +158,12 @@ func (g *Gateway) Models(w http.ResponseWriter, r *http.Request) error {
 
 // complete relays a model request through the run.
 func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, api string) error {
-	run, ok := g.run(r)
-	if !ok {
-		writeError(w, api, http.StatusUnauthorized, unauthenticated, "invalid_api_key")
-		return nil
+	run, err := g.run(w, r)
+	if run == nil {
+		if err == nil {
+			writeError(w, api, http.StatusUnauthorized, unauthenticated, "invalid_api_key")
+		}
+		return err
 	}
 	body, err := frontdoor.ReadBody(r)
 	if err != nil {

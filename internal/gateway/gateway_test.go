@@ -19,7 +19,7 @@ func (o oneRun) Gateway(token string) (*workflow.GatewayRun, bool) {
 // x-api-key, also beside an Authorization the SDK adds from its
 // environment (Anthropic's reads ANTHROPIC_AUTH_TOKEN and sends both).
 func TestRunTokenHeaders(t *testing.T) {
-	g := New(oneRun("apr_run"), "test", nil)
+	g := New(oneRun("apr_run"), "test", nil, nil)
 	for _, tc := range []struct {
 		name    string
 		headers map[string]string
@@ -38,8 +38,8 @@ func TestRunTokenHeaders(t *testing.T) {
 			for k, v := range tc.headers {
 				r.Header.Set(k, v)
 			}
-			if got := g.Authenticated(r); got != tc.want {
-				t.Errorf("Authenticated = %v, want %v", got, tc.want)
+			if _, got := g.lookup(r); got != tc.want {
+				t.Errorf("lookup found a run: %v, want %v", got, tc.want)
 			}
 		})
 	}

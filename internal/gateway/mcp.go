@@ -70,10 +70,12 @@ func newMCP(g *Gateway, version string, logger *slog.Logger) *mcpServer {
 // MCP serves POST …/gateway/mcp (a GET for a stream, or a DELETE, is 405:
 // the server is stateless).
 func (g *Gateway) MCP(w http.ResponseWriter, r *http.Request) error {
-	run, ok := g.run(r)
-	if !ok {
-		writeMCPError(w, http.StatusUnauthorized, workflow.GatewayRunEnded, unauthenticated)
-		return nil
+	run, err := g.run(w, r)
+	if run == nil {
+		if err == nil {
+			writeMCPError(w, http.StatusUnauthorized, workflow.GatewayRunEnded, unauthenticated)
+		}
+		return err
 	}
 	g.mcp.serve(w, r, run)
 	return nil

@@ -208,7 +208,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if deps.Runner != nil {
 		runs = deps.Runner
 	}
-	s.gateway = gateway.New(runs, cfg.Version, deps.Logger)
+	s.gateway = gateway.New(runs, cfg.Version, deps.Logger, s.limitIP)
 	s.routes = withSame(s.routeTable())
 	if deps.ConsoleOIDC != nil {
 		s.console.UseOIDC(deps.ConsoleOIDC.ForServer(cfg.PublicURL, consoleScopes(s.routes)))
