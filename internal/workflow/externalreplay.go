@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -527,7 +528,11 @@ func unrecordedCall(op agent.GatewayOperation) string {
 func (x *externalRun) requestKey(ex *exchange) (string, error) {
 	canon, err := jcs.Transform(ex.body)
 	if err == nil && x.rec.mask != nil {
-		canon, err = jcs.Transform(x.rec.maskJSON(ex.body))
+		// Canonical as sent first: masking re-encodes, and would pass a
+		// body with no canonical form (a repeated member).
+		if masked := x.rec.maskJSON(ex.body); !bytes.Equal(masked, ex.body) {
+			canon, err = jcs.Transform(masked)
+		}
 	}
 	if err != nil {
 		return "", &GatewayError{Status: http.StatusBadRequest, Code: GatewayInvalidRequest, Message: "the request body is not canonicalizable JSON: " + err.Error()}
