@@ -167,11 +167,8 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, api string) e
 	}
 	body, err := frontdoor.ReadBody(r)
 	if err != nil {
-		status := http.StatusBadRequest
-		if problem.Is(err, problem.PayloadTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeError(w, api, status, problem.As(err).Detail, workflow.GatewayInvalidRequest)
+		pe := problem.As(err) // too large (413) or cut off (400)
+		writeError(w, api, problem.Status(pe.Code), pe.Detail, workflow.GatewayInvalidRequest)
 		return nil
 	}
 	stream := &relayStream{w: w, rc: http.NewResponseController(w)}

@@ -113,11 +113,8 @@ func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, run mcpRun) {
 	// refused alike, never handed on cut short.
 	body, err := frontdoor.ReadBody(r)
 	if err != nil {
-		status := http.StatusBadRequest
-		if problem.Is(err, problem.PayloadTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeMCPError(w, status, workflow.GatewayInvalidRequest, problem.As(err).Detail)
+		pe := problem.As(err) // too large (413) or cut off (400)
+		writeMCPError(w, problem.Status(pe.Code), workflow.GatewayInvalidRequest, pe.Detail)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -279,8 +279,9 @@ func openAIError(body []byte) (message, typ string) {
 
 // TestExternalGatewayRefusesMalformedBodies: a model request that is not
 // JSON, names no model, or repeats a member (it has no canonical form,
-// which the journal keys completions by) is refused 400 in the provider's
-// error shape, without reaching the model, and the run goes on.
+// which the journal keys completions by) is refused 400, and one over the
+// gateway's 32 MiB 413, in the provider's error shape, without reaching
+// the model, and the run goes on.
 func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
 	t.Parallel()
 	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
@@ -290,6 +291,7 @@ func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
 		"not JSON":          `{"model":`,
 		"no model":          `{"messages":[{"role":"user","content":"hi"}]}`,
 		"a repeated member": `{"model":"gpt","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":1,"a":2}}}]}`,
+		"over 32 MiB":       `{"model":"gpt","messages":[{"role":"user","content":"` + strings.Repeat("a", 32<<20) + `"}]}`,
 	}
 	answers, url := rawAgent(t, "/chat/completions", bodies)
 	deployExternal(t, h, w.admin, "ext-malformed", map[string]any{"url": url, "tools": []string{"payments"}, "models": []string{"gpt"}})
@@ -300,7 +302,11 @@ func TestExternalGatewayRefusesMalformedBodies(t *testing.T) {
 		t.Fatalf("invoke: %d %s", r.Status, r.Body)
 	}
 	for name, a := range <-answers {
-		if msg, typ := openAIError([]byte(a.body)); a.status != 400 || msg == "" || typ == "" {
+		want := http.StatusBadRequest
+		if name == "over 32 MiB" {
+			want = http.StatusRequestEntityTooLarge
+		}
+		if msg, typ := openAIError([]byte(a.body)); a.status != want || msg == "" || typ == "" {
 			t.Errorf("%s: %d %s", name, a.status, a.body)
 		}
 	}
