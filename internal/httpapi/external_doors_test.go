@@ -27,11 +27,7 @@ import (
 // invocation that loses the race for the key must not reach it.
 func TestExternalInvokeIdempotency(t *testing.T) {
 	t.Parallel()
-	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
-	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) {
-		o.Store = slowCreation{Store: o.Store, delay: 300 * time.Millisecond}
-	}))
-	w := newFraudWorld(t, h)
+	h, w := slowCreationWorld(t)
 	var mu sync.Mutex
 	var runs []string
 	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,6 +199,33 @@ func TestExternalGovernance(t *testing.T) {
 	}
 }
 
+// streamingAgent serves an external agent that streams one Chat Completion
+// of its goal (openai-go) and answers with its text; chunk, when set, is
+// called at each chunk as it arrives.
+func streamingAgent(t *testing.T, chunk func()) string {
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token))
+		stream := client.Chat.Completions.NewStreaming(r.Context(), openai.ChatCompletionNewParams{
+			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			if chunk != nil {
+				chunk()
+			}
+		}
+		if err := stream.Err(); err != nil || len(acc.Choices) == 0 {
+			http.Error(rw, fmt.Sprint("stream: ", err), 500)
+			return
+		}
+		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": acc.Choices[0].Message.Content}})
+	}))
+	t.Cleanup(agentSrv.Close)
+	return agentSrv.URL
+}
+
 // TestExternalStreamsAndAnthropic: a streamed completion reaches the agent
 // as it arrives (its first chunk before the model has finished), and an
 // Anthropic Messages request goes through the Anthropic-compatible
@@ -208,29 +236,10 @@ func TestExternalStreamsAndAnthropic(t *testing.T) {
 	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Answer{Text: "streamed words arrive one by one", HoldLast: hold}))
 	h := newHarness(t, withExternal(t, ms))
 	w := newFraudWorld(t, h)
-	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		var in goagent.Invocation
-		json.NewDecoder(r.Body).Decode(&in)
-		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token))
-		stream := client.Chat.Completions.NewStreaming(r.Context(), openai.ChatCompletionNewParams{
-			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
-		var acc openai.ChatCompletionAccumulator
-		first := true
-		for stream.Next() {
-			acc.AddChunk(stream.Current())
-			if first {
-				first = false
-				close(hold) // the first chunk came while the model held its last
-			}
-		}
-		if err := stream.Err(); err != nil {
-			http.Error(rw, err.Error(), 500)
-			return
-		}
-		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": acc.Choices[0].Message.Content}})
-	}))
-	t.Cleanup(agentSrv.Close)
-	deployExternal(t, h, w.admin, "ext-stream", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	var once sync.Once
+	deployExternal(t, h, w.admin, "ext-stream", map[string]any{"url": streamingAgent(t, func() {
+		once.Do(func() { close(hold) }) // the first chunk came while the model held its last
+	}), "tools": []string{"payments"}, "models": []string{"gpt"}})
 	r := h.do("POST", "/v1/agents/ext-stream/invoke", w.admin, map[string]any{"goal": "say something"})
 	var wf externalWorkflow
 	r.json(t, &wf)

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	openaiopt "github.com/openai/openai-go/v3/option"
-
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
 	"github.com/agentplane/agentplane/internal/httpapi"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
@@ -513,24 +510,7 @@ func TestExternalDryReplayOfAStream(t *testing.T) {
 	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("streamed words")))
 	h := newHarness(t, withExternal(t, ms), withExternalReplays())
 	w := newFraudWorld(t, h)
-	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		var in goagent.Invocation
-		json.NewDecoder(r.Body).Decode(&in)
-		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token))
-		stream := client.Chat.Completions.NewStreaming(r.Context(), openai.ChatCompletionNewParams{
-			Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
-		var acc openai.ChatCompletionAccumulator
-		for stream.Next() {
-			acc.AddChunk(stream.Current())
-		}
-		if err := stream.Err(); err != nil || len(acc.Choices) == 0 {
-			http.Error(rw, fmt.Sprint("stream: ", err), 500)
-			return
-		}
-		json.NewEncoder(rw).Encode(map[string]any{"output": map[string]any{"answer": acc.Choices[0].Message.Content}})
-	}))
-	t.Cleanup(agentSrv.Close)
-	deployExternal(t, h, w.admin, "ext-stream", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	deployExternal(t, h, w.admin, "ext-stream", map[string]any{"url": streamingAgent(t, nil), "tools": []string{"payments"}, "models": []string{"gpt"}})
 	var wf externalWorkflow
 	if r := h.do("POST", "/v1/agents/ext-stream/invoke", w.admin, map[string]any{"goal": "say something"}); r.Status != 200 {
 		t.Fatalf("invoke: %d %s", r.Status, r.Body)

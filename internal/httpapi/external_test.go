@@ -407,6 +407,16 @@ func TestExternalGatewayRefusesAnotherProvidersModel(t *testing.T) {
 	}
 }
 
+// slowCreationWorld is the fraud world on a harness whose store takes
+// 300 ms to store a new workflow, its model answering "ok".
+func slowCreationWorld(t *testing.T) (*harness, *fraudWorld) {
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
+	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) {
+		o.Store = slowCreation{Store: o.Store, delay: 300 * time.Millisecond}
+	}))
+	return h, newFraudWorld(t, h)
+}
+
 // slowCreation is a store whose storing of a new workflow takes a while,
 // as a loaded database's may: the execution begins meanwhile.
 type slowCreation struct {
@@ -424,11 +434,7 @@ func (s slowCreation) CreateWorkflow(ctx context.Context, w *workflow.Workflow, 
 // first completion is recorded, not refused as a lost lease.
 func TestExternalCompletionWaitsForTheWorkflowToBeStored(t *testing.T) {
 	t.Parallel()
-	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("ok")))
-	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) {
-		o.Store = slowCreation{Store: o.Store, delay: 300 * time.Millisecond}
-	}))
-	w := newFraudWorld(t, h)
+	h, w := slowCreationWorld(t)
 	statuses := make(chan int, 1)
 	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		var in goagent.Invocation
