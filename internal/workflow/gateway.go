@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gowebpki/jcs"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -517,7 +516,7 @@ func callKey(toolName, opID string, args json.RawMessage) string {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	canon, err := jcs.Transform(args)
+	canon, err := agent.CanonicalJSON(args)
 	if err != nil {
 		canon = args
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/agentplane/agentplane/internal/agent"
-	"github.com/gowebpki/jcs"
 )
 
 // ErrNondeterministic fails a resumed workflow whose program no longer
@@ -39,7 +38,7 @@ func sameStep(s *Step, ev agent.Event) error {
 
 // sameCall checks that a call made again on resume is the recorded one: a
 // call the history made (not one refused before it was made), of the same
-// action, tool and operation, with the same RFC 8785 canonical arguments.
+// action, tool and operation, with the same canonical arguments (agent.CanonicalArgs).
 func sameCall(step int, s *Step, c agent.ToolCall) error {
 	made := s.Status == agent.StatusOK || s.Status == agent.StatusError
 	if !made || s.Action != c.Action || s.Tool != c.Tool || s.Operation != c.Operation {
@@ -71,11 +70,12 @@ func describeStep(action, kind, toolName, operation, status string) string {
 	return fmt.Sprintf("%q (%s, %s)", action, what, status)
 }
 
-// CanonicalJSON returns the RFC 8785 form of a recorded JSON value; empty
-// is the empty object (a call without arguments).
+// CanonicalJSON returns the canonical form (agent.CanonicalJSON) of a
+// recorded JSON value; empty is the empty object (a call without
+// arguments).
 func CanonicalJSON(raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return []byte("{}"), nil
 	}
-	return jcs.Transform(raw)
+	return agent.CanonicalJSON(raw)
 }
