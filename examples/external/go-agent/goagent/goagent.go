@@ -119,8 +119,12 @@ func RunWith(ctx context.Context, in Invocation, opts Options) (string, error) {
 		}
 		messages = append(messages, msg.ToParam())
 		for _, call := range msg.ToolCalls {
-			var args map[string]any
-			_ = json.Unmarshal([]byte(call.Function.Arguments), &args)
+			// The arguments go on as the model wrote them: decoded into
+			// a map, an id past 2^53 would lose its last digits.
+			var args json.RawMessage
+			if json.Valid([]byte(call.Function.Arguments)) {
+				args = json.RawMessage(call.Function.Arguments)
+			}
 			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: call.Function.Name, Arguments: args})
 			if err != nil {
 				return "", fmt.Errorf("call %s: %w", call.Function.Name, err)
