@@ -156,8 +156,8 @@ func checkCall(pl *cplan, offered []ChatTool, tc ChatToolCall) (checkedCall, str
 	if raw == "" {
 		raw = "{}"
 	}
-	var args map[string]any
-	if err := json.Unmarshal([]byte(raw), &args); err != nil || args == nil {
+	args, err := DecodeArgs([]byte(raw))
+	if err != nil || args == nil {
 		return checkedCall{}, fmt.Sprintf("the arguments of %s are not a JSON object", tc.Name)
 	}
 	if msg := pl.llm.argsProblem(tc.Name, t, raw); msg != "" {

@@ -173,7 +173,8 @@ func (m *mcpServer) serverFor(r *http.Request) *sdk.Server {
 func callTool(ctx context.Context, run mcpRun, name string, raw json.RawMessage) *sdk.CallToolResult {
 	var args map[string]any
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &args); err != nil {
+		var err error
+		if args, err = agent.DecodeArgs(raw); err != nil {
 			return toolError(fmt.Sprintf("arguments: %v (want a JSON object)", err))
 		}
 	}

@@ -16,8 +16,12 @@ import (
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
-// fakeRun is an attempt whose calls answer from a table.
-type fakeRun struct{ calls int }
+// fakeRun is an attempt whose calls answer from a table; args are the
+// last call's arguments.
+type fakeRun struct {
+	calls int
+	args  map[string]any
+}
 
 func (*fakeRun) WorkflowID() string { return "wf_1" }
 func (*fakeRun) Attempt() int       { return 1 }
@@ -32,6 +36,7 @@ func (*fakeRun) Operations() []agent.GatewayOperation {
 }
 func (f *fakeRun) Call(_ context.Context, name string, args map[string]any) (workflow.CallAnswer, error) {
 	f.calls++
+	f.args = args
 	switch name {
 	case "svc__getOrder":
 		return workflow.CallAnswer{Result: json.RawMessage(`{"id":"o1","total":12}`)}, nil
@@ -251,6 +256,30 @@ func TestMCPBodyLimits(t *testing.T) {
 		if w.Code != http.StatusRequestEntityTooLarge || run.calls != 0 || e.Error.Code != workflow.GatewayInvalidRequest ||
 			!strings.Contains(e.Error.Message, "over the 1048576 byte limit") {
 			t.Errorf("%s, over the limit: %d, %d calls: %.200s", c.name, w.Code, run.calls, w.Body.String())
+		}
+	}
+}
+
+// TestMCPCallKeepsEveryDigit: both paths hand a call's arguments on with
+// their numbers as written, an id past 2^53 with every digit.
+func TestMCPCallKeepsEveryDigit(t *testing.T) {
+	m := newMCP(nil, "1.2.3", slog.New(slog.DiscardHandler))
+	for _, c := range []struct{ name, id string }{
+		{"fast path", "3"},
+		{"the SDK", "3.5"}, // the fast path takes no id but an integer or a string
+	} {
+		call := `{"jsonrpc":"2.0","id":` + c.id + `,"method":"tools/call","params":{"name":"svc__text",` +
+			`"arguments":{"id":1234567890123456789,"page":{"size":1.0,"after":-9007199254740993}}}}`
+		w, run := httptest.NewRecorder(), &fakeRun{}
+		r := httptest.NewRequest("POST", "/gateway/mcp", strings.NewReader(call))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		m.serve(w, r, run)
+		want := map[string]any{"id": json.Number("1234567890123456789"),
+			"page": map[string]any{"size": json.Number("1.0"), "after": json.Number("-9007199254740993")}}
+		if diff := cmp.Diff(want, run.args); w.Code != 200 || diff != "" {
+			t.Errorf("%s: %d, args (-want +got):\n%s", c.name, w.Code, diff)
 		}
 	}
 }
