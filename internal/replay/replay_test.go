@@ -168,6 +168,44 @@ func TestLegacyCompletionsAreServedByNumber(t *testing.T) {
 	}
 }
 
+// TestCallsRecordedAsFloatsAreServed: a model's call recorded before
+// arguments kept their numbers as written (each a float64: 1.0 as 1, 1e21
+// as 1e+21) is served to the identical call made again; one whose id past
+// 2^53 was recorded rounded is not, the call made now sending the id the
+// record never did. Recorded now, with every digit, it is served.
+func TestCallsRecordedAsFloatsAreServed(t *testing.T) {
+	prog := planProgram(t, "'Check the transaction.'")
+	for _, tc := range []struct {
+		name, args string
+		asFloats   bool
+		want       string
+	}{
+		{"ordinary numbers, recorded as floats", `{"id":"tx_1","amount":1.0,"limit":1e21,"rate":2.50,"page":{"size":10}}`, true, agent.StatusOK},
+		{"an id past 2^53, recorded rounded", `{"id":"tx_1","ref":1234567890123456789}`, true, agent.StatusUnrecorded},
+		{"an id past 2^53, recorded with every digit", `{"id":"tx_1","ref":1234567890123456789}`, false, agent.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			call := agent.ChatResponse{Message: agent.ChatMessage{Role: agent.RoleAssistant, ToolCalls: []agent.ChatToolCall{
+				{ID: "c1", Name: agent.FunctionName("payments", "getTransaction"), Arguments: tc.args}}}}
+			h := record(t, prog, call, doneReply)
+			if tc.asFloats {
+				var args map[string]any
+				if err := json.Unmarshal(h.Steps[1].Args, &args); err != nil {
+					t.Fatal(err)
+				}
+				h.Steps[1].Args, _ = json.Marshal(args)
+			}
+			run, err := replay.DryRun(context.Background(), prog, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(run.Steps) < 2 || run.Steps[1].Status != tc.want {
+				t.Errorf("the call replayed %+v, want status %s (recorded args %s)", run.Steps, tc.want, h.Steps[1].Args)
+			}
+		})
+	}
+}
+
 func TestRepeatedCallsAreServedInRecordedOrder(t *testing.T) {
 	h := &replay.History{Workflow: &workflow.Workflow{Context: json.RawMessage(`{}`)}}
 	for i := 1; i <= 3; i++ {
