@@ -1,7 +1,10 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,10 +14,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/openai/openai-go/v3"
+	openaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/agentplane/agentplane/examples/external/go-agent/goagent"
 	"github.com/agentplane/agentplane/internal/console/consoletest"
 	"github.com/agentplane/agentplane/internal/llm/llmtest"
+	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
 
@@ -526,5 +532,75 @@ func TestExternalInvocationBoundOverridesTheVersions(t *testing.T) {
 	r.json(t, &wf)
 	if r.Status != 200 || wf.Outcome != "answered" || w.payments.Load() != 2 {
 		t.Errorf("max_tool_calls 20 over the version's 1: %d, %d calls, steps %s", r.Status, w.payments.Load(), stepList(wf))
+	}
+}
+
+// withDailyBudget gives the scripted model a daily token budget of n.
+func withDailyBudget(n int64) func(*workflow.Options) {
+	return func(o *workflow.Options) {
+		models := o.Models
+		o.Models = model.LookupFunc(func(ctx context.Context, tenant, name string) (*model.Model, error) {
+			m, err := models.Model(ctx, tenant, name)
+			if err != nil {
+				return nil, err
+			}
+			c := *m
+			c.DailyTokenBudget = n
+			return &c, nil
+		})
+	}
+}
+
+// slowCompletionWrites is a workflow store whose writes of a completion's
+// step take a while, as a busy database's do.
+type slowCompletionWrites struct{ workflow.Store }
+
+func (s slowCompletionWrites) AppendSteps(ctx context.Context, owner string, steps ...workflow.StepWrite) error {
+	for _, sw := range steps {
+		if sw.Completion != nil {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return s.Store.AppendSteps(ctx, owner, steps...)
+}
+
+// TestExternalDailyBudgetCountsTheCompletionBefore: an external agent's
+// completion right after another is refused when the one before it spent
+// the model's daily budget, even while that one's step is still being
+// written: the budget is read once it is stored.
+func TestExternalDailyBudgetCountsTheCompletionBefore(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("first"), llmtest.Text("second")))
+	slow := func(o *workflow.Options) { o.Store = slowCompletionWrites{o.Store} }
+	h := newHarness(t, withExternal(t, ms, withDailyBudget(8), slow))
+	w := newFraudWorld(t, h)
+	second := make(chan error, 1)
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in goagent.Invocation
+		json.NewDecoder(r.Body).Decode(&in)
+		client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token), openaiopt.WithMaxRetries(0))
+		ask := func() error {
+			_, err := client.Chat.Completions.New(r.Context(), openai.ChatCompletionNewParams{
+				Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
+			return err
+		}
+		if err := ask(); err != nil {
+			http.Error(rw, err.Error(), 500)
+			return
+		}
+		second <- ask()
+		fmt.Fprint(rw, `{"output": "done"}`)
+	}))
+	t.Cleanup(agentSrv.Close)
+	deployExternal(t, h, w.admin, "ext-daily", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
+	r := h.do("POST", "/v1/agents/ext-daily/invoke", w.admin, map[string]any{"goal": "say something"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	var oe *openai.Error
+	if err := <-second; !errors.As(err, &oe) || oe.StatusCode != 403 || !strings.Contains(oe.Message, "daily budget of 8 tokens") {
+		t.Errorf("the second request got %v, want a 403 refusal for the daily budget", err)
+	}
+	if ms.Count() != 1 || wf.Outcome != "limit_exceeded" {
+		t.Errorf("model asked %d times, outcome %q; want once, limit_exceeded", ms.Count(), wf.Outcome)
 	}
 }

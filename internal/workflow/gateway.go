@@ -341,8 +341,9 @@ func (x *externalRun) admit(name string) *refusal {
 var errJournal = errors.New("store the steps before the request")
 
 // relayLive sends a model request to the registered model it names, once
-// the registry and the model's daily budget allow it; beforeSend runs just
-// before it goes out. It returns the model and the provider's answer (an
+// the registry and the model's daily budget allow it; beforeSend runs
+// before the budget is read, so that it counts every completion before
+// this one. It returns the model and the provider's answer (an
 // error answer included), or why it was refused; an error is the store's
 // (wrapping errJournal when beforeSend failed) or the context's.
 func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, beforeSend func() error) (*model.Model, *llm.RelayResponse, *refusal, error) {
@@ -358,6 +359,11 @@ func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, 
 		// The agent's mistake, which a retry does not mend.
 		return nil, nil, &refusal{http.StatusBadRequest, GatewayInvalidRequest, why}, nil
 	}
+	if beforeSend != nil {
+		if err := beforeSend(); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %w", errJournal, err)
+		}
+	}
 	if err := x.r.dailyBudget(ctx, x.wf.Tenant, m); err != nil {
 		var be *agent.BudgetError
 		if errors.As(err, &be) {
@@ -367,11 +373,6 @@ func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, 
 	}
 	if x.r.opts.External.Relay == nil {
 		return nil, nil, &refusal{http.StatusServiceUnavailable, GatewayUnavailable, "this server relays no model requests"}, nil
-	}
-	if beforeSend != nil {
-		if err := beforeSend(); err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: %w", errJournal, err)
-		}
 	}
 	// The agent's going away ends the request: no one would read its
 	// answer, and the run's later exchanges wait behind it.
