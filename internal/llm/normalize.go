@@ -10,8 +10,9 @@ import (
 // Normalize reads a relayed exchange as a plan step's completion: the
 // agent's request body in api's wire format as a ChatRequest (its model
 // the name the agent gave), and the answer, streamed or not, as a
-// ChatResponse. A nil resp gives a zero ChatResponse; an error answer gives
-// the request and an *agent.LLMError with the provider's status and words.
+// ChatResponse with the usage the relay counted. A nil resp gives a zero
+// ChatResponse; an error answer gives the request and an *agent.LLMError
+// with the provider's status and words.
 func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest, agent.ChatResponse, error) {
 	req, err := wire.Request(api, body)
 	if err != nil || resp == nil {
@@ -25,7 +26,9 @@ func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest,
 	if err != nil {
 		return req, agent.ChatResponse{}, err
 	}
-	if answer.Usage == nil && resp.Usage != (agent.Usage{}) {
+	if resp.Cut || (answer.Usage == nil && resp.Usage != (agent.Usage{})) {
+		// A stream cut short counts what the relay made of it, estimates
+		// included; a withheld usage chunk is not among the events.
 		u := resp.Usage
 		answer.Usage = &u
 	}

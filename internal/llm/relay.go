@@ -57,6 +57,12 @@ type RelayResponse struct {
 	Usage         agent.Usage
 	FinishReason  string
 	ProviderModel string
+	// Cut reports a stream that ended before its end, with Relay's error
+	// saying why. Its Usage is then what the provider reported of it, and
+	// what it did not is estimated (EstimateTokens): InputEstimated from
+	// the request, OutputEstimated from the answer relayed.
+	Cut                             bool
+	InputEstimated, OutputEstimated bool
 }
 
 // Relayer relays raw provider requests; *Pool is one.
@@ -68,7 +74,8 @@ type Relayer interface {
 	// are spent) is a RelayResponse with its status and body. The error is
 	// an *agent.LLMError or the context's error when no answer came, or
 	// send's own error; when a stream fails after events were sent, the
-	// RelayResponse holds them and the error says why it ended.
+	// RelayResponse holds them and the tokens they cost (Cut), and the
+	// error says why it ended.
 	Relay(ctx context.Context, m *model.Model, req RelayRequest, send func(event []byte) error) (*RelayResponse, error)
 }
 
@@ -168,7 +175,13 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 		// An error status the retries did not get past: the provider's answer.
 		err = nil
 	case sent:
+		// The model produced what it sent, and its provider bills it.
 		spanErr = err
+		events := withUsage(out.Events, withheld)
+		answer, _ = wire.Answer(req.API, nil, events)
+		out.Cut, out.ProviderModel = true, answer.Model
+		out.Usage, out.InputEstimated, out.OutputEstimated = cutUsage(req.API, req.Body, answer, events)
+		answer.Usage = &out.Usage
 		return out, err
 	default:
 		spanErr = err
@@ -180,16 +193,21 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 		spanErr = &agent.LLMError{Status: out.Status, Message: providerMessage(&exchange{status: out.Status, header: out.Header, body: out.Body})}
 		return out, nil
 	}
-	events := out.Events
-	if withheld != nil {
-		events = append(events[:len(events):len(events)], withheld)
-	}
-	answer, _ = wire.Answer(req.API, out.Body, events)
+	answer, _ = wire.Answer(req.API, out.Body, withUsage(out.Events, withheld))
 	if answer.Usage != nil {
 		out.Usage = *answer.Usage
 	}
 	out.FinishReason, out.ProviderModel = answer.FinishReason, answer.Model
 	return out, nil
+}
+
+// withUsage are a stream's events with the usage chunk the relay withheld
+// from them, if any.
+func withUsage(events [][]byte, withheld []byte) [][]byte {
+	if withheld == nil {
+		return events
+	}
+	return append(events[:len(events):len(events)], withheld)
 }
 
 // errRetryStatus fails an attempt answered with a status worth retrying.

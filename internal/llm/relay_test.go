@@ -239,6 +239,73 @@ func TestRelayStreamCutShort(t *testing.T) {
 	}
 }
 
+// TestRelayCountsTheTokensOfACutStream: a stream cut short, by the model
+// (half its events came) or by the agent (it went after the answer's text,
+// before the stream's end), has the tokens its provider reported (a
+// Messages stream's input tokens come first, its output tokens in
+// message_delta), and the others estimated at four characters a token:
+// input from the request's 57 characters (its two messages' 41 and eight
+// for each), output from the text relayed ("settled, and" when cut by the
+// model, the whole "settled, and paid on time" when the agent went).
+func TestRelayCountsTheTokensOfACutStream(t *testing.T) {
+	answer := llmtest.Answer{Text: "settled, and paid on time", InputTokens: 30, OutputTokens: 9}
+	type counted struct {
+		Usage                           agent.Usage
+		InputEstimated, OutputEstimated bool
+	}
+	for _, tc := range []struct {
+		by   string
+		want map[string]counted
+	}{
+		{"the model", map[string]counted{
+			ChatCompletions: {agent.Usage{InputTokens: 15, OutputTokens: 3}, true, true},
+			Responses:       {agent.Usage{InputTokens: 15, OutputTokens: 3}, true, true},
+			Messages:        {agent.Usage{InputTokens: 30, OutputTokens: 3}, false, true},
+		}},
+		{"the agent", map[string]counted{
+			ChatCompletions: {agent.Usage{InputTokens: 15, OutputTokens: 7}, true, true},
+			Responses:       {agent.Usage{InputTokens: 15, OutputTokens: 7}, true, true},
+			Messages:        {agent.Usage{InputTokens: 30, OutputTokens: 9}, false, false},
+		}},
+	} {
+		for _, a := range relayAPIs {
+			t.Run(tc.by+"/"+a.api, func(t *testing.T) {
+				script := answer
+				ctx, leave := context.WithCancel(context.Background())
+				defer leave()
+				send := (&collect{}).send
+				if tc.by == "the model" {
+					script.Truncate = true
+				} else {
+					// The stream's last event is held; the agent goes once
+					// the one before it came.
+					script.HoldLast = ctx.Done()
+					send = func(ev []byte) error {
+						for _, before := range []string{`"finish_reason":"stop"`, `"response.output_item.done"`, `"message_delta"`} {
+							if bytes.Contains(ev, []byte(before)) {
+								leave()
+							}
+						}
+						return nil
+					}
+				}
+				srv := a.newServer(t, llmtest.Sequence(script))
+				resp, err := relayer(t).Relay(ctx, testModel(a.provider, srv), RelayRequest{API: a.api, Body: []byte(streamed(a.body))}, send)
+				if err == nil || resp == nil || !resp.Cut {
+					t.Fatalf("response %+v, error %v; want a cut stream", resp, err)
+				}
+				got := counted{resp.Usage, resp.InputEstimated, resp.OutputEstimated}
+				if diff := cmp.Diff(tc.want[a.api], got); diff != "" {
+					t.Errorf("counted (-want +got):\n%s", diff)
+				}
+				if _, norm, err := Normalize(a.api, []byte(streamed(a.body)), resp); err != nil || norm.Usage == nil || *norm.Usage != resp.Usage {
+					t.Errorf("normalized usage %+v (%v), want %+v", norm.Usage, err, resp.Usage)
+				}
+			})
+		}
+	}
+}
+
 func TestRelayStopsWhenSendFails(t *testing.T) {
 	srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("settled")))
 	gone := errors.New("the agent went away")
