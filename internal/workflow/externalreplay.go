@@ -307,6 +307,17 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	}
 	m, resp, no, err := x.relayLive(ctx, ex, head.Model, nil)
 	switch {
+	case no != nil && resp != nil:
+		// Cut short: its tokens count, in the tenant's usage and the dry
+		// run's max_llm_tokens, as an answer's do.
+		usage := resp.Usage
+		if err := x.countUsage(ctx, m, usage); err != nil {
+			return nil, err
+		}
+		x.tokens += usage.Total()
+		ev.Status, ev.Error, ev.ErrorCode, ev.Usage = agent.StatusError, no.msg+countedOf(resp), no.errCode(), &usage
+		x.emitDry(ev, 1)
+		return nil, &GatewayError{Status: no.status, Code: no.code, Message: no.msg}
 	case no != nil:
 		return refuse(no)
 	case err != nil:

@@ -265,6 +265,18 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 	start := x.r.opts.Now()
 	m, resp, no, err := x.relayLive(ctx, ex, head.Model, x.j.flush)
 	switch {
+	case no != nil && resp != nil:
+		// Cut short: the step is an error, and the tokens the model
+		// produced count as an answer's do. Its record is no answer a
+		// journal serves again.
+		usage := resp.Usage
+		ev.Status, ev.Error, ev.ErrorCode, ev.Usage = agent.StatusError, no.msg+countedOf(resp), no.errCode(), &usage
+		c := x.wireCompletion(m, ex, key, resp, start)
+		x.tokens += usage.Total()
+		if err := x.note(ev, a.attempt, mark, c); err != nil {
+			return nil, err
+		}
+		return nil, &GatewayError{Status: no.status, Code: no.code, Message: no.msg}
 	case no != nil:
 		return refuse(no.status, no.code, no.errCode(), no.msg)
 	case err != nil && ctx.Err() == nil && !errors.Is(err, errJournal):
@@ -343,9 +355,11 @@ var errJournal = errors.New("store the steps before the request")
 // relayLive sends a model request to the registered model it names, once
 // the registry and the model's daily budget allow it; beforeSend runs
 // before the budget is read, so that it counts every completion before
-// this one. It returns the model and the provider's answer (an
-// error answer included), or why it was refused; an error is the store's
-// (wrapping errJournal when beforeSend failed) or the context's.
+// this one. It returns the model and the provider's answer (an error
+// answer included), or why it was refused; a stream cut short is both,
+// its answer holding what came of it and the tokens it cost. An error is
+// the store's (wrapping errJournal when beforeSend failed) or the
+// context's.
 func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, beforeSend func() error) (*model.Model, *llm.RelayResponse, *refusal, error) {
 	m, err := x.r.opts.Models.Model(ctx, x.wf.Tenant, name)
 	switch {
@@ -387,13 +401,31 @@ func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, 
 		if ctx.Err() != nil {
 			return nil, nil, nil, ctx.Err()
 		}
+		if resp != nil && !resp.Cut {
+			resp = nil
+		}
 		if ex.ctx != nil && ex.ctx.Err() != nil {
-			return nil, nil, &refusal{http.StatusServiceUnavailable, GatewayUnavailable,
+			return m, resp, &refusal{http.StatusServiceUnavailable, GatewayUnavailable,
 				"the agent closed its request before the answer ended: the request to the model was cancelled"}, nil
 		}
-		return nil, nil, &refusal{http.StatusBadGateway, GatewayUpstreamError, x.rec.maskText(err.Error())}, nil
+		return m, resp, &refusal{http.StatusBadGateway, GatewayUpstreamError, x.rec.maskText(err.Error())}, nil
 	}
 	return m, resp, nil, nil
+}
+
+// countedOf is what the step of a completion cut short (resp) says of its
+// tokens: how many, and whether the provider reported them or they are
+// estimated (llm.EstimateTokens).
+func countedOf(resp *llm.RelayResponse) string {
+	how := func(estimated bool, from string) string {
+		if estimated {
+			return "estimated from " + from
+		}
+		return "as the model reported them"
+	}
+	return fmt.Sprintf("; counted: %d input tokens %s, %d output tokens %s",
+		resp.Usage.InputTokens, how(resp.InputEstimated, "the request"),
+		resp.Usage.OutputTokens, how(resp.OutputEstimated, "the answer relayed"))
 }
 
 // dailyBudget refuses a completion of a model whose daily token budget the
@@ -420,6 +452,9 @@ type wireRecord struct {
 	Status  int             `json:"status"`
 	Body    json.RawMessage `json:"body,omitempty"`
 	Events  []string        `json:"events,omitempty"`
+	// Cut marks a stream that ended before its end: its events are what
+	// came, no answer to serve again.
+	Cut bool `json:"cut,omitempty"`
 }
 
 // wireCompletion is the record of a relayed completion, numbered next:
@@ -464,7 +499,8 @@ type recordedWire struct {
 
 // decodeWireCompletion reads the exchange a relayed completion's record
 // keeps, with the usage it was counted with (a stream's usage chunk the
-// relay asked for is not among its events); false for any other record.
+// relay asked for is not among its events); false for any other record,
+// and for a stream cut short, which answers nothing.
 func decodeWireCompletion(data json.RawMessage) (recordedWire, bool) {
 	var rc struct {
 		RequestSHA256 string `json:"request_sha256"`
@@ -473,7 +509,7 @@ func decodeWireCompletion(data json.RawMessage) (recordedWire, bool) {
 		} `json:"response"`
 		Wire *wireRecord `json:"wire"`
 	}
-	if len(data) == 0 || json.Unmarshal(data, &rc) != nil || rc.Wire == nil {
+	if len(data) == 0 || json.Unmarshal(data, &rc) != nil || rc.Wire == nil || rc.Wire.Cut {
 		return recordedWire{}, false
 	}
 	answer := rc.Wire.answer()
@@ -486,7 +522,7 @@ func decodeWireCompletion(data json.RawMessage) (recordedWire, bool) {
 // wireOf is the record of an exchange as relayed: the request as the
 // agent sent it and the answer as the provider gave it.
 func wireOf(ex *exchange, resp *llm.RelayResponse) wireRecord {
-	w := wireRecord{API: ex.api, Request: json.RawMessage(ex.body), Status: resp.Status}
+	w := wireRecord{API: ex.api, Request: json.RawMessage(ex.body), Status: resp.Status, Cut: resp.Cut}
 	if json.Valid(resp.Body) {
 		w.Body = resp.Body
 	}
