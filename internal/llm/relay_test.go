@@ -277,9 +277,12 @@ func TestRelayCountsTheTokensOfACutStream(t *testing.T) {
 				if tc.by == "the model" {
 					script.Truncate = true
 				} else {
-					// The stream's last event is held; the agent goes once
-					// the one before it came.
-					script.HoldLast = ctx.Done()
+					// The stream's last event is held until the test ends
+					// (the server's request ends with the agent's leaving):
+					// the agent goes once the one before it came.
+					never := make(chan struct{})
+					t.Cleanup(func() { close(never) })
+					script.HoldLast = never
 					send = func(ev []byte) error {
 						for _, before := range []string{`"finish_reason":"stop"`, `"response.output_item.done"`, `"message_delta"`} {
 							if bytes.Contains(ev, []byte(before)) {
