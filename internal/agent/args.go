@@ -13,14 +13,23 @@ import (
 // written, every digit of an id past 2^53 included, where a float64 would
 // send 1234567890123456789 as 1234567890123456800.
 func DecodeArgs(raw []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var args map[string]any
-	if err := dec.Decode(&args); err != nil {
+	if err := decodeNumbers(raw, &args); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("more than one JSON value")
-	}
 	return args, nil
+}
+
+// decodeNumbers decodes the one JSON value raw holds into v, its numbers
+// as json.Number.
+func decodeNumbers(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }

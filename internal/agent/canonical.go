@@ -1,11 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -62,14 +59,9 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	if !holdsWideInteger(raw) {
 		return jcs.Transform(raw)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if err := decodeNumbers(raw, &v); err != nil {
 		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("more than one JSON value")
 	}
 	return appendCanonical(make([]byte, 0, len(raw)), v)
 }
