@@ -54,10 +54,18 @@ func CallKey(tool, operation string, canonicalArgs []byte) string {
 // exception never applies to what json.Marshal writes of a float64 (each
 // is the shortest form of its double), so a document of float64s, as
 // every call was recorded before arguments kept their digits, has the
-// form RFC 8785 gives it, and 1.0, 1 and 1e0 share theirs.
+// form RFC 8785 gives it, and 1.0, 1 and 1e0 share theirs. What RFC 8785
+// refuses (a repeated member, a string that is not UTF-8) is refused with
+// or without such an integer.
 func CanonicalJSON(raw []byte) ([]byte, error) {
 	if !holdsWideInteger(raw) {
 		return jcs.Transform(raw)
+	}
+	// RFC 8785's parse first: the decoder would pass a repeated member
+	// (its last value kept, where another reader may keep its first) and
+	// a string that is not UTF-8.
+	if _, err := jcs.Transform(raw); err != nil {
+		return nil, err
 	}
 	var v any
 	if err := decodeNumbers(raw, &v); err != nil {

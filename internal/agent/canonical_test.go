@@ -39,9 +39,10 @@ func TestCanonicalJSON(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{`{"n":1e400}`, `{"n":1234567890123456789} {}`, `{"n":1234567890123456789`} {
+	for _, bad := range []string{`{"n":1e400}`, `{"n":1234567890123456789} {}`, `{"n":1234567890123456789`,
+		`{"id":1234567890123456789,"id":1}`, "{\"id\":1234567890123456789,\"s\":\"\xff\"}", `{"id":1234567890123456789,"s":"\ud800"}`} {
 		if got, err := CanonicalJSON([]byte(bad)); err == nil {
-			t.Errorf("%s: %s, want an error", bad, got)
+			t.Errorf("%q: %s, want an error", bad, got)
 		}
 	}
 }
