@@ -5,13 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-
-	"github.com/gowebpki/jcs"
 )
 
-// Hash is the hex SHA-256 of the request's RFC 8785 canonical JSON: a
-// recorded completion is served again (on resume or in a replay) only to a
-// request with the same hash.
+// Hash is the hex SHA-256 of the request's canonical JSON (CanonicalJSON):
+// a recorded completion is served again (on resume or in a replay) only to
+// a request with the same hash.
 func (r ChatRequest) Hash() (string, error) {
 	if canon, ok := r.canonical(); ok {
 		sum := sha256.Sum256(canon)
@@ -27,7 +25,7 @@ func (r ChatRequest) hashOfEncoding() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("marshal chat request: %w", err)
 	}
-	canon, err := jcs.Transform(raw)
+	canon, err := CanonicalJSON(raw)
 	if err != nil {
 		return "", fmt.Errorf("canonicalize chat request: %w", err)
 	}

@@ -10,15 +10,16 @@ import (
 	"github.com/agentplane/agentplane/internal/memo"
 )
 
-// canonical writes the RFC 8785 canonical JSON of r, the bytes
-// jcs.Transform makes of json.Marshal(r), without encoding r and parsing
-// it again: the members in the order JCS sorts them, strings as
-// json.Marshal reads them (an invalid UTF-8 byte is U+FFFD) and JCS writes
-// them, numbers in JCS's ES6 form, and each JSON Schema canonicalized once
-// (schemas) however many requests carry it. ok is false for what the
-// encoder would refuse or write otherwise (a number that is not finite, a
-// schema that is not valid JSON): Hash then takes the long way, whose
-// answer (or error) is the reference.
+// canonical writes the canonical JSON of r, the bytes CanonicalJSON
+// makes of json.Marshal(r), without encoding r and parsing it again: the
+// members in the order JCS sorts them, strings as json.Marshal reads them
+// (an invalid UTF-8 byte is U+FFFD) and JCS writes them, numbers in JCS's
+// ES6 form but for an integer its double does not give back (wideInteger),
+// and each JSON Schema canonicalized once (schemas) however many requests
+// carry it. ok is false for what the encoder would refuse or write
+// otherwise (a number that is not finite, a schema that is not valid
+// JSON): Hash then takes the long way, whose answer (or error) is the
+// reference.
 func (r *ChatRequest) canonical() (out []byte, ok bool) {
 	b := make([]byte, 0, 1024)
 	b = append(b, '{')
@@ -35,9 +36,12 @@ func (r *ChatRequest) canonical() (out []byte, ok bool) {
 	// max_output_tokens < messages < model < output_schema < temperature < tools
 	if r.MaxOutputTokens != 0 {
 		member("max_output_tokens")
-		n, err := jcs.NumberToJSON(float64(r.MaxOutputTokens))
-		if err != nil {
-			return nil, false
+		n := strconv.FormatInt(r.MaxOutputTokens, 10)
+		if _, wide := wideInteger(n); !wide {
+			var err error
+			if n, err = jcs.NumberToJSON(float64(r.MaxOutputTokens)); err != nil {
+				return nil, false
+			}
 		}
 		b = append(b, n...)
 	}
@@ -192,16 +196,16 @@ func appendString(b []byte, s string) []byte {
 
 // schemas remembers the canonical JSON of the schemas requests carry (a
 // version's tools, its output schema); nil for one that json.Marshal or
-// jcs.Transform would refuse.
+// CanonicalJSON would refuse.
 var schemas memo.ByBytes[[]byte]
 
 // canonicalSchema is raw's canonical JSON, as json.Marshal then
-// jcs.Transform make it of a json.RawMessage, or nil.
+// CanonicalJSON make it of a json.RawMessage, or nil.
 func canonicalSchema(raw []byte) []byte {
 	if !json.Valid(raw) {
 		return nil
 	}
-	s, err := jcs.Transform(raw)
+	s, err := CanonicalJSON(raw)
 	if err != nil {
 		return nil
 	}

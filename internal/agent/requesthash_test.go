@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 )
 
 // requestOf is a request with one of each part, made of the fuzzer's
@@ -54,12 +58,54 @@ func TestHashIsTheCanonicalEncodingsHash(t *testing.T) {
 		"schema of one":     requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`1.50`)),
 		"duplicate keys":    requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`{"a":1,"a":2}`)),
 		"deep schema":       requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`{"b":[{"d":null,"c":true}],"a":{"z":"\u00e9\ud83d\ude00"}}`)),
+		"integers past 2^53": requestOf("m", "bad \xff <&> \u2028", "n", `{"id":1234567890123456789}`, 0.1, -9007199254740993,
+			json.RawMessage(`{"enum":[1234567890123456789,12345678901234567.89e2,1.0,1e21],"a":{"\u00e9":"\u0001"}}`)),
+		"duplicate keys past 2^53": requestOf("m", "c", "n", "{}", 1, 1, json.RawMessage(`{"a":1234567890123456789,"a":2}`)),
 	}
 	for name, r := range cases {
 		t.Run(name, func(t *testing.T) {
 			checkHash(t, r)
 			checkHash(t, r) // a schema the second time from the cache
 		})
+	}
+}
+
+// TestHashKeepsEveryDigit: two requests alike but for an integer past
+// 2^53 that shares its double with the other's are two requests, while a
+// request whose numbers are float64s, as json.Marshal writes them, keeps
+// the hash of its RFC 8785 form, which its completions were recorded
+// under.
+func TestHashKeepsEveryDigit(t *testing.T) {
+	hash := func(r ChatRequest) string {
+		t.Helper()
+		h, err := r.Hash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	schema := func(id string) json.RawMessage {
+		return json.RawMessage(`{"type":"object","properties":{"id":{"const":` + id + `}}}`)
+	}
+	a := requestOf("m", "c", "n", "{}", 0.2, 1024, schema("1234567890123456789"))
+	b := requestOf("m", "c", "n", "{}", 0.2, 1024, schema("1234567890123456788"))
+	if hash(a) == hash(b) {
+		t.Errorf("the requests share a hash:\n%s\n%s", a.OutputSchema, b.OutputSchema)
+	}
+
+	floats := requestOf("m", "c", "n", `{"id":1234567890123456789}`, 0.2, 1024,
+		json.RawMessage(`{"enum":[1234567890123456800,1e+21,0.1,-5,9007199254740992]}`))
+	raw, err := json.Marshal(floats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(canon)
+	if got, want := hash(floats), hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("Hash() = %s, want %s, the SHA-256 of its RFC 8785 form", got, want)
 	}
 }
 
