@@ -532,17 +532,17 @@ func unrecordedCall(op agent.GatewayOperation) string {
 }
 
 // requestKey is the record's identity of a model request: its API and
-// its canonical body as masked, as a definition's completions are hashed
+// its canonical body (agent.CanonicalJSON) as masked, as a definition's completions are hashed
 // (RequestHash). The record keeps the answers masked, and so serves them
 // to a journal's attempt or a dry run: the request the agent builds from
 // them must still be identical to the one the record answered.
 func (x *externalRun) requestKey(ex *exchange) (string, error) {
-	canon, err := jcs.Transform(ex.body)
+	canon, err := agent.CanonicalJSON(ex.body)
 	if err == nil && x.rec.mask != nil {
 		// Canonical as sent first: masking re-encodes, and would pass a
 		// body with no canonical form (a repeated member).
 		if masked := x.rec.maskJSON(ex.body); !bytes.Equal(masked, ex.body) {
-			canon, err = jcs.Transform(masked)
+			canon, err = agent.CanonicalJSON(masked)
 		}
 	}
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/audit"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -155,7 +153,7 @@ func hashRequest(m *redact.Masker, detect []string, req agent.ChatRequest) (stri
 		hash, err := req.Hash() // canonical without parsing raw again
 		return hash, raw, err
 	}
-	canon, err := jcs.Transform(m.JSON(raw, "", nil, detect))
+	canon, err := agent.CanonicalJSON(m.JSON(raw, "", nil, detect))
 	if err != nil {
 		return "", nil, fmt.Errorf("canonicalize chat request: %w", err)
 	}
