@@ -193,6 +193,31 @@ func TestAnInvokeKeyLapsesAfterItsTTL(t *testing.T) {
 	}
 }
 
+// TestAnInvokeKeyTellsEveryDigit: a body sent again with an invoke's key
+// that differs from the first's only in an integer past 2^53 sharing its
+// double is another request, refused as the key's reuse, where the first
+// body written otherwise is its repeat.
+func TestAnInvokeKeyTellsEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newFraudWorld(t, h)
+	first := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin,
+		`{"goal": "triage", "context": {"transaction_id": "tx-wide", "account": 1234567890123456789}}`, "Idempotency-Key", "wide")
+	if first.Status != 200 {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	again := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin,
+		`{"context":{"account":1234567890123456789,"transaction_id":"tx-wide"},"goal":"triage"}`, "Idempotency-Key", "wide")
+	if again.Status != 200 || again.Header.Get("Idempotent-Replayed") != "true" || again.Header.Get("Workflow-Id") != first.Header.Get("Workflow-Id") {
+		t.Fatalf("repeat: %d %v %s; want the first's workflow", again.Status, again.Header, again.Body)
+	}
+	other := h.do("POST", "/v1/agents/fraud-triage/invoke", w.admin,
+		`{"goal": "triage", "context": {"transaction_id": "tx-wide", "account": 1234567890123456788}}`, "Idempotency-Key", "wide")
+	if other.Status != 422 || other.problem(t).Code != "idempotency-key-reused" {
+		t.Fatalf("another account: %d %s; want the key's reuse refused", other.Status, other.Body)
+	}
+}
+
 // TestConcurrentInvokesWithOneKeyShareAWorkflow sends the same keyed invoke
 // at once from several clients: one workflow is created
 // and every request answers with it, none with a 409 or a 500.

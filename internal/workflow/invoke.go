@@ -7,8 +7,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gowebpki/jcs"
-
+	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/problem"
 )
 
@@ -135,11 +134,13 @@ func IdempotencyKey(principal, path, key string) string {
 	return principal + "\n" + path + "\n" + key
 }
 
-// Fingerprint identifies a request body: the SHA-256 of its RFC 8785 form
-// when it is JSON (so spacing and key order do not matter), else of its
-// bytes.
+// Fingerprint identifies a request body: the SHA-256 of its canonical
+// form (agent.CanonicalJSON) when it is JSON, so spacing, key order and
+// how a number is written do not matter but every digit of an integer
+// past 2^53 does, else of its bytes. A body of float64s, as json.Marshal
+// writes them, has the fingerprint of its RFC 8785 form, as stored before.
 func Fingerprint(body []byte) string {
-	canon, err := jcs.Transform(body)
+	canon, err := agent.CanonicalJSON(body)
 	if err != nil {
 		canon = body
 	}

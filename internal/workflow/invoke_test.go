@@ -2,10 +2,14 @@ package workflow_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/store/sqlite"
@@ -161,5 +165,27 @@ func TestFingerprintIgnoresSpacingAndKeyOrder(t *testing.T) {
 	}
 	if workflow.Fingerprint([]byte("not json")) == workflow.Fingerprint([]byte("not json!")) {
 		t.Errorf("fingerprints of different bytes agree")
+	}
+}
+
+// TestFingerprintKeepsEveryDigit: two bodies alike but for an integer
+// past 2^53 that shares its double with the other's are two requests to
+// an idempotency key, while a body of float64s keeps the fingerprint of
+// its RFC 8785 form, which the key was stored with.
+func TestFingerprintKeepsEveryDigit(t *testing.T) {
+	body := func(account string) []byte {
+		return []byte(`{"goal":"settle","context":{"account":` + account + `,"amount":2.50}}`)
+	}
+	if a, b := workflow.Fingerprint(body("1234567890123456789")), workflow.Fingerprint(body("1234567890123456788")); a == b {
+		t.Errorf("the two bodies share a fingerprint: %s", a)
+	}
+	floats := body("1234567890123456800")
+	canon, err := jcs.Transform(floats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(canon)
+	if got, want := workflow.Fingerprint(floats), hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("Fingerprint(%s) = %s, want %s, its RFC 8785 form's", floats, got, want)
 	}
 }
