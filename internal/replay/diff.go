@@ -187,8 +187,9 @@ func sameScore(a, b *float64) bool {
 	return *a == *b
 }
 
-// sameJSON compares two JSON values in RFC 8785 form; absent and null are
-// the same, and so are two values that do not parse but are byte-equal.
+// sameJSON compares two JSON values in canonical form
+// (workflow.CanonicalJSON); absent and null are the same, and so are two
+// values that do not parse but are byte-equal.
 func sameJSON(a, b []byte) bool {
 	if bytes.Equal(a, b) {
 		return true

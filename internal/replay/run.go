@@ -123,10 +123,10 @@ func Rerun(ctx context.Context, prog *agent.Program, h *History, live *Live) (*R
 
 // Env serves a replay from a history: a call one of the replay's faults
 // applies to gets the injected answer (see package fault); a tool call
-// identical to a recorded one that was sent (tool, operation and RFC 8785
-// canonical arguments) gets the recorded answer and status, repeats
-// consumed in recorded order; any other call is not made and comes back
-// unrecorded. A completion is served
+// identical to a recorded one that was sent (tool, operation and
+// canonical arguments, workflow.CanonicalJSON) gets the recorded answer
+// and status, repeats consumed in recorded order; any other call is not
+// made and comes back unrecorded. A completion is served
 // only to a request whose canonical hash is the recorded one's; a
 // completion recorded before requests were hashed is served by its number.
 // Live (see goLive), every completion is requested from the models instead,
