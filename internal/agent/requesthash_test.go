@@ -112,6 +112,7 @@ func TestHashKeepsEveryDigit(t *testing.T) {
 func FuzzHash(f *testing.F) {
 	f.Add("gpt-4o", "Is payment p1 settled?", "payments__get", `{"id":"p1"}`, 0.2, int64(1024), []byte(`{"type":"object","properties":{"id":{"type":"string"}}}`))
 	f.Add("", "<\u2028>\x00", "\xff", "", math.Copysign(0, -1), int64(-1), []byte(`[1,2e3,"\u00e9"]`))
+	f.Add("m", "c", "n", "{}", 0.5, int64(9007199254740993), []byte(`{"const":1234567890123456789,"enum":[1.0,"\u2028"]}`))
 	f.Fuzz(func(t *testing.T, model, content, name, args string, temp float64, maxTokens int64, schema []byte) {
 		checkHash(t, requestOf(model, content, name, args, temp, maxTokens, schema))
 	})
