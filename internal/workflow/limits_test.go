@@ -152,14 +152,16 @@ func TestTwoRunnersShareAToolsLimitsThroughRedis(t *testing.T) {
 	if span, least := arrived[len(arrived)-1].Sub(arrived[0]), time.Duration(workflows-21)*time.Second/20; span < least {
 		t.Fatalf("the %d requests arrived within %s, want at least %s at 20/s", workflows, span, least)
 	}
-	// Within any second, 20 (+1 for the edges) plus a few whose delivery
-	// a loaded machine delayed into the next second.
+	// Within any second, 20 (+1 for the edges) plus those whose delivery
+	// a loaded machine delayed into the next second (26 seen at a load
+	// of 12 on two cores): under 40, what two replicas limited apart
+	// would let through.
 	for i := range arrived {
 		n := 0
 		for j := i; j < len(arrived) && arrived[j].Sub(arrived[i]) < time.Second; j++ {
 			n++
 		}
-		if n > 21+3 {
+		if n > 21+8 {
 			t.Fatalf("%d requests within one second from request %d, over 20/s", n, i)
 		}
 	}
