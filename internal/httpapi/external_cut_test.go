@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
@@ -227,6 +228,85 @@ func TestExternalCutStreamCountsTowardTheDailyBudget(t *testing.T) {
 			}
 			if ms.Count() != 1 || wf.Outcome != "limit_exceeded" {
 				t.Errorf("model asked %d times, outcome %q; want once, limit_exceeded", ms.Count(), wf.Outcome)
+			}
+		})
+	}
+}
+
+// TestExternalCutBeforeTheFirstEventCountsItsInput: an agent that closes
+// its request once the model has it, before any of the answer came, still
+// counts the input tokens the provider read, estimated from the request,
+// and no output: the completion's step says so, the workflow's usage and
+// cost have them, and max_llm_tokens counts them, so the agent's next
+// request is refused.
+func TestExternalCutBeforeTheFirstEventCountsItsInput(t *testing.T) {
+	t.Parallel()
+	// goal is 41 characters: with eight for its message, 13 tokens.
+	const goal = "say a lot about the payments of this week"
+	for _, p := range cutProviders {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan struct{})
+			ms := p.server(t, func(r llmtest.Request) llmtest.Answer {
+				if r.N == 1 {
+					close(got)
+					return llmtest.Answer{Text: "an answer the agent does not wait for", Delay: time.Minute}
+				}
+				return llmtest.Text("again")
+			})
+			h := newHarness(t, withExternal(t, ms))
+			w := newFraudWorld(t, h)
+			asked := make(chan string, 1)
+			agentSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				var in cutInvocation
+				json.NewDecoder(r.Body).Decode(&in)
+				ctx, leave := context.WithCancel(r.Context())
+				go func() {
+					// The agent goes once the model has its request.
+					select {
+					case <-got:
+					case <-ctx.Done():
+					}
+					leave()
+				}()
+				p.stream(ctx, in, false)
+				status, words := p.ask(r.Context(), in)
+				asked <- fmt.Sprintf("%d %s", status, words)
+				fmt.Fprint(rw, `{"output": "done"}`)
+			}))
+			t.Cleanup(agentSrv.Close)
+			deployExternal(t, h, w.admin, "ext-gone", map[string]any{"url": agentSrv.URL,
+				"tools": []string{"payments"}, "models": []string{"gpt"}, "limits": map[string]any{"max_llm_tokens": 8}})
+			r := h.do("POST", "/v1/agents/ext-gone/invoke", w.admin, map[string]any{"goal": goal})
+			var wf externalWorkflow
+			r.json(t, &wf)
+			if r.Status != 200 {
+				t.Fatalf("invoke: %d %s", r.Status, r.Body)
+			}
+			if got := <-asked; !strings.HasPrefix(got, "403 ") || !strings.Contains(got, "max_llm_tokens (8) reached") {
+				t.Errorf("the request after the one the agent left got %q, want a 403 refusal for max_llm_tokens", got)
+			}
+			if ms.Count() != 1 || wf.Outcome != "limit_exceeded" {
+				t.Errorf("model asked %d times, outcome %q; want once, limit_exceeded", ms.Count(), wf.Outcome)
+			}
+			full := externalRunOf(t, h, w.admin, wf.ID)
+			if got, want := stepList(full), "1:completion:error 1:completion:limit_exceeded 1:attempt:ok"; got != want {
+				t.Fatalf("steps %s, want %s", got, want)
+			}
+			left := full.Steps[0]
+			if left.InputTokens != 13 || left.OutputTokens != 0 {
+				t.Errorf("the left completion's step counts %d input and %d output tokens, want 13 and none", left.InputTokens, left.OutputTokens)
+			}
+			for _, words := range []string{"the agent closed its request", "13 input tokens estimated from the request", "0 output tokens"} {
+				if !strings.Contains(left.Error, words) {
+					t.Errorf("the left completion's step says %q, want it to say %q", left.Error, words)
+				}
+			}
+			var u cutUsage
+			h.do("GET", "/v1/workflows/"+wf.ID, w.admin, nil).json(t, &u)
+			if u.Usage == nil || u.Usage.InputTokens != 13 || u.Usage.OutputTokens != 0 ||
+				u.Usage.Completions != 1 || u.Usage.Cost == nil || u.Usage.Cost.Amount <= 0 {
+				t.Errorf("workflow usage %+v, want the left completion's 13 input tokens, priced", u.Usage)
 			}
 		})
 	}

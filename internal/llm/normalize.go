@@ -11,8 +11,9 @@ import (
 // agent's request body in api's wire format as a ChatRequest (its model
 // the name the agent gave), and the answer, streamed or not, as a
 // ChatResponse with the usage the relay counted. A nil resp gives a zero
-// ChatResponse; an error answer gives the request and an *agent.LLMError
-// with the provider's status and words.
+// ChatResponse, and one cut before any of its answer came a ChatResponse
+// with that usage alone; an error answer gives the request and an
+// *agent.LLMError with the provider's status and words.
 func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest, agent.ChatResponse, error) {
 	req, err := wire.Request(api, body)
 	if err != nil || resp == nil {
@@ -21,6 +22,11 @@ func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest,
 	if resp.Status >= 400 {
 		return req, agent.ChatResponse{}, &agent.LLMError{Status: resp.Status,
 			Message: providerMessage(&exchange{status: resp.Status, header: resp.Header, body: resp.Body})}
+	}
+	if resp.Cut && len(resp.Events) == 0 {
+		// Cut before any of the answer came: its tokens are all there is.
+		u := resp.Usage
+		return req, agent.ChatResponse{Usage: &u}, nil
 	}
 	answer, err := wire.Answer(api, resp.Body, resp.Events)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -57,10 +59,14 @@ type RelayResponse struct {
 	Usage         agent.Usage
 	FinishReason  string
 	ProviderModel string
-	// Cut reports a stream that ended before its end, with Relay's error
-	// saying why. Its Usage is then what the provider reported of it, and
-	// what it did not is estimated (EstimateTokens): InputEstimated from
-	// the request, OutputEstimated from the answer relayed.
+	// Cut reports an answer that ended before its end, with Relay's error
+	// saying why: a stream cut short after events were sent, or a request
+	// the provider read whose answer the context's end left unread before
+	// any event came (no Events then, and Status 0 unless its headers
+	// came). Its Usage is what the provider reported of it, and what it
+	// did not is estimated (EstimateTokens): InputEstimated from the
+	// request, OutputEstimated from the answer relayed (none at all when
+	// no event came).
 	Cut                             bool
 	InputEstimated, OutputEstimated bool
 }
@@ -73,9 +79,10 @@ type Relayer interface {
 	// Events. A provider's error answer (4xx, or 5xx and 429 once retries
 	// are spent) is a RelayResponse with its status and body. The error is
 	// an *agent.LLMError or the context's error when no answer came, or
-	// send's own error; when a stream fails after events were sent, the
-	// RelayResponse holds them and the tokens they cost (Cut), and the
-	// error says why it ended.
+	// send's own error; when a stream fails after events were sent, or
+	// ctx ends after the provider read the request, the RelayResponse
+	// holds what came and the tokens it cost (Cut), and the error says why
+	// it ended.
 	Relay(ctx context.Context, m *model.Model, req RelayRequest, send func(event []byte) error) (*RelayResponse, error)
 }
 
@@ -152,16 +159,26 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 	}
 	target := c.base.ResolveReference(&url.URL{Path: route.path}).String()
 	sent := false
+	// abandoned reports an attempt whose request the provider read and
+	// whose answer ctx's end left unread.
+	abandoned := false
 	var withheld []byte
 	err = c.attempts(ctx, secret, func(rec *exchange) error {
+		var wrote atomic.Bool
+		traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+			if w.Err == nil {
+				wrote.Store(true)
+			}
+		}})
 		var err error
-		out, withheld, err = c.relayOnce(ctx, target, req, rb, rec, func(ev []byte) error {
+		out, withheld, err = c.relayOnce(traced, target, req, rb, rec, func(ev []byte) error {
 			sent = true
 			if err := send(ev); err != nil {
 				return final{err}
 			}
 			return nil
 		})
+		abandoned = err != nil && !errors.Is(err, errRetryStatus) && ctx.Err() != nil && wrote.Load()
 		var fe final
 		if err != nil && sent && !errors.As(err, &fe) {
 			return final{c.failure(err, rec, secret).err}
@@ -181,6 +198,19 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 		answer, _ = wire.Answer(req.API, nil, events)
 		out.Cut, out.ProviderModel = true, answer.Model
 		out.Usage, out.InputEstimated, out.OutputEstimated = cutUsage(req.API, req.Body, answer, events)
+		answer.Usage = &out.Usage
+		return out, err
+	case abandoned:
+		// No event came, but the provider read the request, and bills
+		// its input: estimated from the request, with no output, as none
+		// was seen.
+		spanErr = err
+		if out == nil {
+			out = &RelayResponse{Header: http.Header{}}
+		}
+		out.Cut = true
+		out.Usage, out.InputEstimated, _ = cutUsage(req.API, req.Body, agent.ChatResponse{}, nil)
+		out.OutputEstimated = true
 		answer.Usage = &out.Usage
 		return out, err
 	default:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -307,6 +308,52 @@ func TestRelayCountsTheTokensOfACutStream(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRelayCountsTheInputOfARequestLeftUnanswered: a request the provider
+// read, whose caller went before any of its answer came (streamed or not),
+// is cut short with its input tokens estimated from the request's 57
+// characters and no output; one whose caller went before it was sent
+// costs nothing, and has no response.
+func TestRelayCountsTheInputOfARequestLeftUnanswered(t *testing.T) {
+	for _, a := range relayAPIs {
+		for _, stream := range []bool{false, true} {
+			name, body := a.api, a.body
+			if stream {
+				name, body = name+"/streamed", streamed(body)
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx, leave := context.WithCancel(context.Background())
+				defer leave()
+				srv := a.newServer(t, func(llmtest.Request) llmtest.Answer {
+					// The caller goes once the provider has the request.
+					time.AfterFunc(20*time.Millisecond, leave)
+					return llmtest.Answer{Text: "settled", Delay: time.Minute}
+				})
+				var got collect
+				resp, err := relayer(t).Relay(ctx, testModel(a.provider, srv), RelayRequest{API: a.api, Body: []byte(body)}, got.send)
+				if !errors.Is(err, context.Canceled) || resp == nil || !resp.Cut || len(resp.Events) != 0 || len(got.events) != 0 {
+					t.Fatalf("response %+v, error %v, %d events sent; want a request cut before its answer", resp, err, len(got.events))
+				}
+				want := agent.Usage{InputTokens: 15}
+				if resp.Usage != want || !resp.InputEstimated || !resp.OutputEstimated {
+					t.Errorf("counted %+v (estimated: input %v, output %v), want %+v, both estimated", resp.Usage, resp.InputEstimated, resp.OutputEstimated, want)
+				}
+				if _, norm, err := Normalize(a.api, []byte(body), resp); err != nil || norm.Usage == nil || *norm.Usage != want {
+					t.Errorf("normalized usage %+v (%v), want %+v", norm.Usage, err, want)
+				}
+			})
+		}
+	}
+	t.Run("never sent", func(t *testing.T) {
+		srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("settled")))
+		ctx, leave := context.WithCancel(context.Background())
+		leave()
+		resp, err := relayer(t).Relay(ctx, testModel(model.OpenAI, srv), RelayRequest{API: ChatCompletions, Body: []byte(streamed(relayAPIs[0].body))}, (&collect{}).send)
+		if !errors.Is(err, context.Canceled) || resp != nil || srv.Count() != 0 {
+			t.Errorf("response %+v, error %v, %d requests; want none, and nothing to count", resp, err, srv.Count())
+		}
+	})
 }
 
 func TestRelayStopsWhenSendFails(t *testing.T) {
