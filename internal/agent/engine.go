@@ -18,7 +18,9 @@ const (
 	StatusUnrecorded    = "unrecorded"
 	// StatusCancelled is a call that was sent and cut short as the run
 	// stopped (cancelled or past its deadline): it may have reached the
-	// tool, and no answer was received.
+	// tool, and no answer was received. An external agent's completion
+	// whose answer the run's stop cut short has it too, with the tokens
+	// the model produced.
 	StatusCancelled = "cancelled"
 	// An approve step emits StatusWaitingApproval when it asks for a
 	// decision, then the decision: StatusApproved or StatusDenied (or

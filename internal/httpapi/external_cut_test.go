@@ -32,18 +32,19 @@ type cutInvocation struct {
 
 // cutProvider is one provider's agent of the cut-stream tests: stream
 // starts a streamed completion and ends it as the agent's own doing (closed
-// after some text, when give up is set) or the model's (read to its end);
-// ask makes a plain completion and returns its status (200 when answered).
+// after some text, when give up is set) or the model's (read to its end),
+// calling began (when set) as its first event comes; ask makes a plain
+// completion and returns its status (200 when answered).
 type cutProvider struct {
 	name   string
 	server func(testing.TB, llmtest.Script, ...llmtest.Option) *llmtest.Server
-	stream func(ctx context.Context, in cutInvocation, giveUp bool)
+	stream func(ctx context.Context, in cutInvocation, giveUp bool, began func())
 	ask    func(ctx context.Context, in cutInvocation) (int, string)
 }
 
 var cutProviders = []cutProvider{
 	{"openai", llmtest.NewOpenAIServer,
-		func(ctx context.Context, in cutInvocation, giveUp bool) {
+		func(ctx context.Context, in cutInvocation, giveUp bool, began func()) {
 			client := openai.NewClient(openaiopt.WithBaseURL(in.Gateway.OpenAIBaseURL), openaiopt.WithAPIKey(in.Gateway.Token), openaiopt.WithMaxRetries(0))
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -51,6 +52,10 @@ var cutProviders = []cutProvider{
 				Model: "gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Goal)}})
 			defer stream.Close()
 			for stream.Next() {
+				if began != nil {
+					began()
+					began = nil
+				}
 				if c := stream.Current(); giveUp && len(c.Choices) > 0 && c.Choices[0].FinishReason != "" {
 					return // the whole text came; the usage chunk is held
 				}
@@ -70,7 +75,7 @@ var cutProviders = []cutProvider{
 			return 200, ""
 		}},
 	{"anthropic", llmtest.NewAnthropicServer,
-		func(ctx context.Context, in cutInvocation, giveUp bool) {
+		func(ctx context.Context, in cutInvocation, giveUp bool, began func()) {
 			client := anthropic.NewClient(anthropicopt.WithBaseURL(in.Gateway.AnthropicBaseURL), anthropicopt.WithAPIKey(in.Gateway.Token), anthropicopt.WithMaxRetries(0))
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -78,6 +83,10 @@ var cutProviders = []cutProvider{
 				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(in.Goal))}})
 			defer stream.Close()
 			for stream.Next() {
+				if began != nil {
+					began()
+					began = nil
+				}
 				if giveUp && stream.Current().Type == "message_delta" {
 					return // the whole text came; message_stop is held
 				}
@@ -106,7 +115,7 @@ func cutAgent(t *testing.T, p cutProvider, giveUp bool, asked chan<- string) str
 		var in cutInvocation
 		raw, _ := io.ReadAll(r.Body)
 		json.Unmarshal(raw, &in)
-		p.stream(r.Context(), in, giveUp)
+		p.stream(r.Context(), in, giveUp, nil)
 		status, words := p.ask(r.Context(), in)
 		asked <- fmt.Sprintf("%d %s", status, words)
 		fmt.Fprint(rw, `{"output": "done"}`)
@@ -269,7 +278,7 @@ func TestExternalCutBeforeTheFirstEventCountsItsInput(t *testing.T) {
 					}
 					leave()
 				}()
-				p.stream(ctx, in, false)
+				p.stream(ctx, in, false, nil)
 				status, words := p.ask(r.Context(), in)
 				asked <- fmt.Sprintf("%d %s", status, words)
 				fmt.Fprint(rw, `{"output": "done"}`)

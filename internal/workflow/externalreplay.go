@@ -320,6 +320,13 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		return nil, &GatewayError{Status: no.status, Code: no.code, Message: no.msg}
 	case no != nil:
 		return refuse(no)
+	case err != nil && resp != nil:
+		// Stopped while the model answered: its tokens count in the
+		// tenant's usage all the same.
+		x.countAfterStop(ctx, m, resp.Usage)
+		x.tokens += resp.Usage.Total()
+		x.emitDry(stoppedCompletion(ctx, ev, resp), 1)
+		return nil, err
 	case err != nil:
 		return nil, err
 	}

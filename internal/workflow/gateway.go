@@ -279,6 +279,12 @@ func (x *externalRun) complete(ctx context.Context, a *attemptGateway, ex *excha
 		return nil, &GatewayError{Status: no.status, Code: no.code, Message: no.msg}
 	case no != nil:
 		return refuse(no.status, no.code, no.errCode(), no.msg)
+	case err != nil && resp != nil:
+		// The run stopped while the model answered: the tokens it
+		// produced count all the same.
+		ev = stoppedCompletion(ctx, ev, resp)
+		x.tokens += resp.Usage.Total()
+		return nil, x.noteStopped(ctx, m, ev, a.attempt, mark, x.wireCompletion(m, ex, key, resp, start), err)
 	case err != nil && ctx.Err() == nil && !errors.Is(err, errJournal):
 		return nil, x.rec.pause(ctx, err)
 	case err != nil:
@@ -356,10 +362,10 @@ var errJournal = errors.New("store the steps before the request")
 // the registry and the model's daily budget allow it; beforeSend runs
 // before the budget is read, so that it counts every completion before
 // this one. It returns the model and the provider's answer (an error
-// answer included), or why it was refused; a stream cut short is both,
-// its answer holding what came of it and the tokens it cost. An error is
-// the store's (wrapping errJournal when beforeSend failed) or the
-// context's.
+// answer included), or why it was refused; an answer cut short is both,
+// holding what came of it and the tokens it cost (llm.RelayResponse.Cut).
+// An error is the store's (wrapping errJournal when beforeSend failed) or
+// the context's, with the answer it cut short, if any.
 func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, beforeSend func() error) (*model.Model, *llm.RelayResponse, *refusal, error) {
 	m, err := x.r.opts.Models.Model(ctx, x.wf.Tenant, name)
 	switch {
@@ -398,11 +404,11 @@ func (x *externalRun) relayLive(ctx context.Context, ex *exchange, name string, 
 	resp, err := x.r.opts.External.Relay.Relay(redact.NewContext(relayCtx, x.rec.mask, x.rec.detect), m,
 		llm.RelayRequest{API: ex.api, Body: ex.body, Header: ex.header}, ex.send)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, nil, ctx.Err()
-		}
 		if resp != nil && !resp.Cut {
 			resp = nil
+		}
+		if ctx.Err() != nil {
+			return m, resp, nil, ctx.Err()
 		}
 		if ex.ctx != nil && ex.ctx.Err() != nil {
 			return m, resp, &refusal{http.StatusServiceUnavailable, GatewayUnavailable,
@@ -426,6 +432,52 @@ func countedOf(resp *llm.RelayResponse) string {
 	return fmt.Sprintf("; counted: %d input tokens %s, %d output tokens %s",
 		resp.Usage.InputTokens, how(resp.InputEstimated, "the request"),
 		resp.Usage.OutputTokens, how(resp.OutputEstimated, "the answer relayed"))
+}
+
+// stoppedCompletion is ev as the step of a completion whose answer the
+// run's stop (ctx's end) cut short (resp): cancelled, with the tokens the
+// model produced.
+func stoppedCompletion(ctx context.Context, ev agent.Event, resp *llm.RelayResponse) agent.Event {
+	why, _ := stopReason(context.Cause(ctx))
+	usage := resp.Usage
+	ev.Status, ev.Usage = agent.StatusCancelled, &usage
+	ev.Error = cmp.Or(why, "the run stopped") + " while the model answered: the request to the model was cancelled" + countedOf(resp)
+	return ev
+}
+
+// afterStop bounds a write made for a run that has stopped, on a context
+// its stop does not end.
+const afterStop = 5 * time.Second
+
+// noteStopped records the step ev of a completion the run's stop cut
+// short, with its record c, so that the workflow's usage and cost and the
+// model's daily budget count its tokens: the journal, whose writes the
+// stop does not end, stores it with the workflow's end (a cancel, the
+// deadline) or before its lease is released (a shutdown). A replica that
+// lost the lease may store no step of the workflow: the tokens count in
+// the tenant's usage alone. It returns stop, the context's error, or the
+// journal's failure.
+func (x *externalRun) noteStopped(ctx context.Context, m *model.Model, ev agent.Event, attempt int, mark string, c *Completion, stop error) error {
+	if errors.Is(context.Cause(ctx), errLeaseLost) {
+		x.countAfterStop(ctx, m, *ev.Usage)
+		return stop
+	}
+	if err := x.note(ev, attempt, mark, c); err != nil {
+		return err
+	}
+	return stop
+}
+
+// countAfterStop counts a completion's tokens in the tenant's usage alone
+// once ctx has ended, on a context of its own for a short while; a
+// failure is logged.
+func (x *externalRun) countAfterStop(ctx context.Context, m *model.Model, usage agent.Usage) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterStop)
+	defer cancel()
+	if err := x.countUsage(wctx, m, usage); err != nil {
+		x.r.opts.Logger.Warn("the tokens of a completion the run's stop cut short were not counted",
+			"workflow_id", x.wf.ID, "model", m.Name, "err", err)
+	}
 }
 
 // dailyBudget refuses a completion of a model whose daily token budget the
