@@ -604,3 +604,30 @@ func TestExternalDailyBudgetCountsTheCompletionBefore(t *testing.T) {
 		t.Errorf("model asked %d times, outcome %q; want once, limit_exceeded", ms.Count(), wf.Outcome)
 	}
 }
+
+// TestDefinedAgentDailyBudgetCountsTheCompletionBefore: a defined agent's
+// completion right after another (the repair turn of an answer failing
+// output_schema) is refused when the one before it spent the model's daily
+// budget: the budget is read once that one's step is stored.
+func TestDefinedAgentDailyBudgetCountsTheCompletionBefore(t *testing.T) {
+	t.Parallel()
+	ms := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("It is fraud."), llmtest.JSON(`{"verdict":"fraud"}`)))
+	h := newHarness(t, withExternal(t, ms, withDailyBudget(8)))
+	w := newFraudWorld(t, h)
+	const def = `{"model": "gpt", "tools": ["payments"],
+ "steps": [{"action": "judge", "plan": {"prompt": "goal", "save_as": "verdict",
+   "output_schema": {"type": "object", "required": ["verdict"], "properties": {"verdict": {"enum": ["fraud", "ok"]}}}}}],
+ "output": "verdict", "outcome": "'answered'"}`
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "judge", "definition": json.RawMessage(def)}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	r := h.do("POST", "/v1/agents/judge/invoke", w.admin, map[string]any{"goal": "Is tx-1 fraud?"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if got, want := stepsOf(t, h, w.admin, wf.ID), "judge:ok token_limit_reached:limit_exceeded"; got != want || ms.Count() != 1 || wf.Outcome != "limit_exceeded" {
+		t.Errorf("steps %s, model asked %d times, outcome %q; want %s, once, limit_exceeded", got, ms.Count(), wf.Outcome, want)
+	}
+}

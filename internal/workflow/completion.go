@@ -68,7 +68,8 @@ func (e *storeError) Error() string { return e.err.Error() }
 // request asks the tenant's model req names (default "default") for a
 // completion, unless the tenant has used the model's daily token budget
 // (an *agent.BudgetError, nothing requested). beforeSend, when set, runs
-// just before the request goes out.
+// before the budget is read, so that it counts every completion before
+// this one.
 func (r *Runner) request(ctx context.Context, tenant string, req agent.ChatRequest, beforeSend func() error) (*model.Model, agent.ChatResponse, error) {
 	if r.opts.Models == nil || r.opts.LLM == nil {
 		return nil, agent.ChatResponse{}, agent.ErrNoPlanner
@@ -85,16 +86,6 @@ func (r *Runner) request(ctx context.Context, tenant string, req agent.ChatReque
 	case err != nil:
 		return nil, agent.ChatResponse{}, &storeError{fmt.Errorf("model %s: %w", name, err)}
 	}
-	if m.DailyTokenBudget > 0 {
-		used, err := r.opts.Store.TokensToday(ctx, tenant, m.Name, r.opts.Now())
-		if err != nil {
-			return nil, agent.ChatResponse{}, &storeError{fmt.Errorf("usage of model %s: %w", name, err)}
-		}
-		if used >= m.DailyTokenBudget {
-			return nil, agent.ChatResponse{}, &agent.BudgetError{Reason: fmt.Sprintf(
-				"model %q has used its daily budget of %d tokens for this tenant", m.Name, m.DailyTokenBudget)}
-		}
-	}
 	client, err := r.opts.LLM.Client(m)
 	if err != nil {
 		return nil, agent.ChatResponse{}, fmt.Errorf("model %s: %w", name, err)
@@ -103,6 +94,9 @@ func (r *Runner) request(ctx context.Context, tenant string, req agent.ChatReque
 		if err := beforeSend(); err != nil {
 			return nil, agent.ChatResponse{}, err
 		}
+	}
+	if err := r.dailyBudget(ctx, tenant, m); err != nil {
+		return nil, agent.ChatResponse{}, err
 	}
 	resp, err := client.Complete(ctx, req)
 	return m, resp, err
