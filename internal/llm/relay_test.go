@@ -326,8 +326,10 @@ func TestRelayCountsTheInputOfARequestLeftUnanswered(t *testing.T) {
 				ctx, leave := context.WithCancel(context.Background())
 				defer leave()
 				srv := a.newServer(t, func(llmtest.Request) llmtest.Answer {
-					// The caller goes once the provider has the request.
-					time.AfterFunc(20*time.Millisecond, leave)
+					// The caller goes once the provider has the request,
+					// and its client has long marked it written (200 ms
+					// is slack for a loaded machine's scheduling).
+					time.AfterFunc(200*time.Millisecond, leave)
 					return llmtest.Answer{Text: "settled", Delay: time.Minute}
 				})
 				var got collect
