@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -94,8 +93,9 @@ func (lp *llmParams) answer(content, finish string) (value any, problem string, 
 		return content, "", false
 	}
 	text := jsonText(content)
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(text), &obj); err != nil || obj == nil {
+	v, err := decodeValue([]byte(text))
+	obj, _ := v.(map[string]any)
+	if err != nil || obj == nil {
 		return nil, "the answer is not a JSON object", false
 	}
 	if msg := schemaProblem(lp.schema, []byte(text)); msg != "" {

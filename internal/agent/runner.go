@@ -58,8 +58,10 @@ func newRunner(ctx context.Context, p *Program, in Input, env Env) *runner {
 	}
 }
 
-// normalize turns any JSON-marshalable map into plain JSON values, so
-// expressions see the same types however the caller built the context.
+// normalize turns any JSON-marshalable map into plain JSON values as
+// expressions see them (decodeValue), so they see the same types however
+// the caller built the context: a number is a double unless it is an
+// integer only an int (or a uint) holds exactly.
 func normalize(m map[string]any) map[string]any {
 	if m == nil {
 		return map[string]any{}
@@ -71,11 +73,11 @@ func normalize(m map[string]any) map[string]any {
 	if err != nil {
 		return m
 	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
+	v, err := decodeValue(raw)
+	if err != nil {
 		return m
 	}
-	return out
+	return v.(map[string]any)
 }
 
 // isPlainJSON reports whether v holds only what encoding/json decodes to.
@@ -433,7 +435,8 @@ func (r *runner) toolCall(s *cstep, t target, args map[string]any, callID string
 	case StatusOK, StatusError:
 		out.result = res.Result
 		if len(res.Result) > 0 {
-			if err := json.Unmarshal(res.Result, &out.value); err != nil {
+			var err error
+			if out.value, err = decodeValue(res.Result); err != nil {
 				out.status, out.value = StatusError, nil
 				out.errMsg, out.errCode = "the result is not JSON", tool.CodeUpstream
 				out.result = nil

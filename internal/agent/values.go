@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -15,6 +17,66 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
 )
+
+// decodeValue decodes one JSON value as expressions see it: objects,
+// arrays, strings, booleans and null as json.Unmarshal decodes them, and
+// each number as exprNumber reads it.
+func decodeValue(raw []byte) (any, error) {
+	var v any
+	if err := decodeNumbers(raw, &v); err != nil {
+		return nil, err
+	}
+	return readNumbers(v)
+}
+
+// readNumbers replaces, in place, each json.Number of v, a value decoded
+// from JSON, by what exprNumber reads.
+func readNumbers(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		n, ok := exprNumber(x)
+		if !ok {
+			return nil, fmt.Errorf("number out of range: %.32s", x)
+		}
+		return n, nil
+	case map[string]any:
+		for k, e := range x {
+			var err error
+			if x[k], err = readNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	case []any:
+		for i, e := range x {
+			var err error
+			if x[i], err = readNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return v, nil
+}
+
+// exprNumber is the value expressions see for the JSON number n: a double
+// (float64), as they always have, except for an integer the nearest
+// double would change (wideInteger: past 2^53, 1234567890123456789 would
+// be 1234567890123456768), which is an int (int64), or a uint (uint64)
+// above int64's range, so that it reaches a call's args with every digit.
+// An integer past uint64's range, or below int64's, is a double. ok is
+// false for a number past the doubles' range, which json.Unmarshal
+// refuses too.
+func exprNumber(n json.Number) (any, bool) {
+	if digits, wide := wideInteger(string(n)); wide {
+		if i, err := strconv.ParseInt(digits, 10, 64); err == nil {
+			return i, true
+		}
+		if u, err := strconv.ParseUint(digits, 10, 64); err == nil {
+			return u, true
+		}
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	return f, err == nil
+}
 
 // toJSONValue converts a CEL value to a JSON-compatible Go value: nil, bool,
 // int64, uint64, float64, string, []any or map[string]any.

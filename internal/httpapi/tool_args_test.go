@@ -238,3 +238,74 @@ func TestExternalAgentCallsKeepEveryDigit(t *testing.T) {
 		t.Errorf("the ledger received %d requests, want the 2 of the first run", n)
 	}
 }
+
+// moverDef reads the account the context names and moves the context's
+// amount from it: every argument comes from an expression, the account
+// id of the transfer from the ledger's answer.
+var moverDef = map[string]any{"tools": []string{"ledger"}, "policies": ledgerPolicies,
+	"steps": []any{
+		map[string]any{"action": "read", "call": "ledger.getAccount",
+			"args": map[string]any{"id": "context.account", "after": "context.after", "X-Seq": "context.seq"}, "save_as": "account"},
+		map[string]any{"action": "move", "call": "ledger.createTransfer",
+			"args": map[string]any{"from": "account.id", "amount": "context.amount"}},
+	},
+	"outcome": "'moved'",
+	"output":  "{'account': context.account, 'typed': type(context.account) == int && type(account.id) == int && type(context.amount) == double}"}
+
+// moverContext is an invocation's context whose integers are past 2^53.
+func moverContext() map[string]any {
+	return map[string]any{"account": json.Number(wideID), "after": json.Number(wideAfter), "seq": json.Number(wideSeq), "amount": json.Number("12.50")}
+}
+
+// wantMoverRequests are what the ledger receives from a run of moverDef,
+// or from the same two calls made with call_operation: every digit of the
+// integers; the amount an expression gave is written as its double.
+var wantMoverRequests = []ledgerRequest{
+	{Method: "GET", URI: "/accounts/" + wideID + "?after=" + wideAfter, Seq: wideSeq},
+	{Method: "POST", URI: "/transfers", Body: `{"amount":12.5,"from":` + wideID + `}`},
+}
+
+// wantMoverArgs are the recorded args of those two calls.
+var wantMoverArgs = []string{
+	`ok {"X-Seq":` + wideSeq + `,"after":` + wideAfter + `,"id":` + wideID + `}`,
+	`ok {"amount":12.5,"from":` + wideID + `}`,
+}
+
+// TestCallStepArgsFromContextKeepEveryDigit: a call step whose args are
+// expressions over the invocation's context and an earlier answer sends
+// an integer past 2^53 with every digit, in the path, the query, a header
+// and the body, and records it so; in expressions it is an int, the
+// amount a double; a replay is served the recorded answers.
+func TestCallStepArgsFromContextKeepEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newLedgerWorld(t, h)
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "mover", "definition": moverDef}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	r := h.do("POST", "/v1/agents/mover/invoke", w.admin, map[string]any{"goal": "move 12.50", "context": moverContext()})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "moved" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, wf.ID)); diff != "" {
+		t.Errorf("recorded args (-want +got):\n%s", diff)
+	}
+	if want := `{"account":` + wideID + `,"typed":true}`; string(wf.Output) != want {
+		t.Errorf("output %s, want %s", wf.Output, want)
+	}
+
+	rp := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", w.admin, map[string]any{"target_agent_version": "mover@1"})
+	var res replayResult
+	rp.json(t, &res)
+	if rp.Status != 201 || res.ReplayOutcome != "moved" || !cmp.Equal(res.Delta, delta(0, 0, 0, 0)) {
+		t.Errorf("replay: %d %s", rp.Status, rp.Body)
+	}
+	if n := len(w.requests()); n != 2 {
+		t.Errorf("the dry-run replay sent %d requests to the ledger", n-2)
+	}
+}

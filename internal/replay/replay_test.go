@@ -87,9 +87,15 @@ func (e *recordingEnv) Complete(_ context.Context, _, n int, req agent.ChatReque
 // record runs prog and returns its history as the runner stores it.
 func record(t *testing.T, prog *agent.Program, replies ...agent.ChatResponse) *replay.History {
 	t.Helper()
+	return recordWith(t, prog, `{}`, replies...)
+}
+
+// recordWith is record of a workflow invoked with the context ctx.
+func recordWith(t *testing.T, prog *agent.Program, ctx string, replies ...agent.ChatResponse) *replay.History {
+	t.Helper()
 	env := &recordingEnv{replies: replies, completions: map[int]json.RawMessage{}, sent: map[int]bool{}}
 	wf := &workflow.Workflow{ID: "wf_1", Agent: "triage", AgentVersion: "1", Status: workflow.Completed,
-		Goal: "look at tx_1", Context: json.RawMessage(`{}`), Caller: workflow.Caller{Sub: "alice", Scopes: []string{"tool:*"}}}
+		Goal: "look at tx_1", Context: json.RawMessage(ctx), Caller: workflow.Caller{Sub: "alice", Scopes: []string{"tool:*"}}}
 	events, res, err := prog.Execute(context.Background(), wf.Input(), env)
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +207,55 @@ func TestCallsRecordedAsFloatsAreServed(t *testing.T) {
 			}
 			if len(run.Steps) < 2 || run.Steps[1].Status != tc.want {
 				t.Errorf("the call replayed %+v, want status %s (recorded args %s)", run.Steps, tc.want, h.Steps[1].Args)
+			}
+		})
+	}
+}
+
+// TestContextArgsRecordedAsFloatsAreServed: a call step's args built from
+// the context, recorded before an integer past 2^53 kept its digits (each
+// number a float64: 12.50 as 12.5, 1e21 as 1e+21), are served to the same
+// call made again; one whose id past 2^53 was recorded rounded is not, the
+// call made now sending the id the record never did. Recorded now, with
+// every digit, it is served.
+func TestContextArgsRecordedAsFloatsAreServed(t *testing.T) {
+	cat := agent.NewCatalog()
+	cat.Add(&tool.Tool{Name: "ledger"}, []tool.Operation{{ID: "getOrder", Kind: tool.Read,
+		Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"ref":{"type":"integer"},"amount":{"type":"number"},"n":{"type":"number"},"limit":{"type":"number"}}}`)}})
+	def, errs := agent.DecodeDefinition([]byte(`{"tools": ["ledger"], "steps": [{"action": "read", "call": "ledger.getOrder",
+		"args": {"id": "context.id", "ref": "context.ref", "amount": "context.amount", "n": "context.n", "limit": "context.limit"}}],
+		"outcome": "'read'"}`))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	prog, errs := agent.Compile(def, cat)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	for _, tc := range []struct {
+		name, context string
+		asFloats      bool
+		want          string
+	}{
+		{"ordinary numbers, recorded as floats", `{"id":"tx_1","ref":42,"amount":12.50,"n":1.0,"limit":1e21}`, true, agent.StatusOK},
+		{"an id past 2^53, recorded rounded", `{"id":"tx_1","ref":1234567890123456789,"amount":12.50,"n":1.0,"limit":1e21}`, true, agent.StatusUnrecorded},
+		{"an id past 2^53, recorded with every digit", `{"id":"tx_1","ref":1234567890123456789,"amount":12.50,"n":1.0,"limit":1e21}`, false, agent.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := recordWith(t, prog, tc.context)
+			if tc.asFloats {
+				var args map[string]any
+				if err := json.Unmarshal(h.Steps[0].Args, &args); err != nil {
+					t.Fatal(err)
+				}
+				h.Steps[0].Args, _ = json.Marshal(args)
+			}
+			run, err := replay.DryRun(context.Background(), prog, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(run.Steps) != 1 || run.Steps[0].Status != tc.want {
+				t.Errorf("the call replayed %+v, want status %s (recorded args %s)", run.Steps, tc.want, h.Steps[0].Args)
 			}
 		})
 	}

@@ -7,6 +7,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,9 +148,13 @@ func KeyTaken() error {
 
 // Input is the engine input of the workflow: its goal, context, caller and
 // limits, as every execution of it (first run, resume, replay) sees them.
+// The context's numbers are json.Numbers, as they were written, so an
+// integer past 2^53 keeps every digit on its way to a call's args.
 func (w *Workflow) Input() agent.Input {
 	var ctx map[string]any
-	if err := json.Unmarshal(w.Context, &ctx); err != nil || ctx == nil {
+	dec := json.NewDecoder(bytes.NewReader(w.Context))
+	dec.UseNumber()
+	if err := dec.Decode(&ctx); err != nil || ctx == nil {
 		ctx = map[string]any{}
 	}
 	return agent.Input{
