@@ -120,6 +120,38 @@ func TestPlanToolCallThenAnswer(t *testing.T) {
 	}
 }
 
+// TestPlanPolicyReadsAModelsNumbers: a policy rule sees the numbers of a
+// model's call as it sees every number read from JSON: a double, whether
+// written 12 or 12.50, so double arithmetic holds for both; an integer
+// past 2^53 is an int, every digit kept.
+func TestPlanPolicyReadsAModelsNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		args, want string
+	}{
+		{`{"amount": 12}`, StatusOK},
+		{`{"amount": 12.50}`, StatusOK},
+		{`{"amount": 5000}`, StatusDenied},
+		{`{"amount": 1234567890123456789}`, StatusOK},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			def := parseDef(t, llmDef)
+			def.Policies = map[string]Policy{"financial": {Allow: "type(args.amount) == int ? args.amount == 1234567890123456789 : args.amount * 1.0 <= 1000.0"}}
+			p := mustCompile(t, def)
+			llm := &scripted{script: []reply{asks("payments__refund", tc.args, 10, 5), says("done", 10, 5)}}
+			events, _, err := p.Execute(context.Background(), llmInput(), NewEnv(fraudEnv("15"), llm, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(events) < 2 || events[1].Status != tc.want {
+				t.Fatalf("events %+v, want the call %s", events, tc.want)
+			}
+			if tc.want == StatusDenied && !strings.Contains(events[1].Error, "policy financial denied the call") {
+				t.Errorf("the call was refused with %q, want the rule to deny it", events[1].Error)
+			}
+		})
+	}
+}
+
 // TestPlanUserMessage: the first user message holds the goal, the context
 // when there is one, and the prompt when it says more than the goal.
 func TestPlanUserMessage(t *testing.T) {

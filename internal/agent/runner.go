@@ -468,7 +468,7 @@ func (r *runner) refusal(t target, args map[string]any) string {
 	if rule == nil {
 		return ""
 	}
-	r.act.policy = &policyVars{tool: t.tool, operation: t.op.ID, args: args}
+	r.act.policy = &policyVars{tool: t.tool, operation: t.op.ID, args: exprArgs(args)}
 	ok, err := rule.evalBool(r.ctx, r.act)
 	r.act.policy = nil
 	switch {

@@ -57,6 +57,40 @@ func readNumbers(v any) (any, error) {
 	return v, nil
 }
 
+// exprArgs returns a call's args as a policy rule sees them: each
+// json.Number (a number a model or an external agent wrote) as exprNumber
+// reads it, every other value as it is, so a value an expression built
+// keeps the type the expression gave it. The args themselves, which the
+// call sends, are left as they are.
+func exprArgs(args map[string]any) map[string]any {
+	out, _ := writtenNumbers(args).(map[string]any)
+	return out
+}
+
+// writtenNumbers is a copy of v, with exprNumber's reading of each
+// json.Number.
+func writtenNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, ok := exprNumber(x); ok {
+			return n
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = writtenNumbers(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = writtenNumbers(e)
+		}
+		return out
+	}
+	return v
+}
+
 // exprNumber is the value expressions see for the JSON number n: a double
 // (float64), as they always have, except for an integer the nearest
 // double would change (wideInteger: past 2^53, 1234567890123456789 would
