@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +308,58 @@ func TestCallStepArgsFromContextKeepEveryDigit(t *testing.T) {
 	}
 	if n := len(w.requests()); n != 2 {
 		t.Errorf("the dry-run replay sent %d requests to the ledger", n-2)
+	}
+}
+
+// TestMCPCallOperationKeepsEveryDigit: call_operation's args, and the
+// context of an agent's MCP tool, reach the tool with every digit of an
+// integer past 2^53 and are recorded so; a replay of the direct call is
+// served its recorded answer.
+func TestMCPCallOperationKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newLedgerWorld(t, h)
+	tok := h.token("acme", "mcp:use agents:invoke tool:ledger workflows:read")
+	cs := mcpSession(t, h, tok)
+	var workflows []string
+	for _, args := range []string{
+		`{"tool": "ledger", "operation": "getAccount", "args": {"id": ` + wideID + `, "after": ` + wideAfter + `, "X-Seq": ` + wideSeq + `}}`,
+		`{"tool": "ledger", "operation": "createTransfer", "args": {"from": ` + wideID + `, "amount": 12.50}}`,
+	} {
+		var called struct {
+			WorkflowID string `json:"workflow_id"`
+			Status     string `json:"status"`
+		}
+		if res := callTool(t, cs, "call_operation", json.RawMessage(args), &called); res.IsError || called.Status != "ok" {
+			t.Fatalf("call_operation %s: %s", args, resultText(res))
+		}
+		workflows = append(workflows, called.WorkflowID)
+	}
+	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
+	}
+	var recorded []string
+	for _, id := range workflows {
+		recorded = append(recorded, callArgs(t, h, tok, id)...)
+	}
+	if diff := cmp.Diff(wantMoverArgs, recorded); diff != "" {
+		t.Errorf("recorded args (-want +got):\n%s", diff)
+	}
+	rp := h.do("POST", "/v1/workflows/"+workflows[0]+"/replay", w.admin, map[string]any{"target_agent_version": "mcp@ledger.getAccount"})
+	var res replayResult
+	rp.json(t, &res)
+	if rp.Status != 201 || !cmp.Equal(res.Delta, delta(0, 0, 0, 0)) {
+		t.Errorf("replay: %d %s", rp.Status, rp.Body)
+	}
+
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "mover", "definition": moverDef}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	var invoked externalWorkflow
+	if res := callTool(t, cs, "agent_mover", map[string]any{"goal": "move 12.50", "context": moverContext()}, &invoked); res.IsError || invoked.Outcome != "moved" {
+		t.Fatalf("agent_mover: %s", resultText(res))
+	}
+	if diff := cmp.Diff(slices.Concat(wantMoverRequests, wantMoverRequests), w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
 	}
 }

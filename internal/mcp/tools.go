@@ -70,13 +70,17 @@ func jsonResult(v any, isError bool) (*sdk.CallToolResult, error) {
 		Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}, nil
 }
 
-// decodeArgs decodes a call's arguments strictly.
+// decodeArgs decodes a call's arguments strictly. The numbers of untyped
+// values (call_operation's args, an agent tool's context) are json.Numbers,
+// as an invoke's are, so an integer past 2^53 reaches the tool with every
+// digit.
 func decodeArgs(raw json.RawMessage, v any) error {
 	if len(raw) == 0 {
 		raw = []byte("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
+	dec.UseNumber()
 	return dec.Decode(v)
 }
 
