@@ -363,3 +363,30 @@ func TestMCPCallOperationKeepsEveryDigit(t *testing.T) {
 		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
 	}
 }
+
+// TestScheduledRunArgsKeepEveryDigit: a schedule's context reaches its
+// runs' call args with every digit of an integer past 2^53.
+func TestScheduledRunArgsKeepEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newLedgerWorld(t, h)
+	admin := h.token("acme", adminScopes+" schedules:write")
+	if r := h.do("POST", "/v1/agents", admin, map[string]any{"name": "mover", "definition": moverDef}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	r := h.do("POST", "/v1/schedules", admin, map[string]any{"agent": "mover", "cron": "0 9 * * 1-5", "goal": "move 12.50", "context": moverContext()})
+	var sch struct {
+		ID string `json:"id"`
+	}
+	r.json(t, &sch)
+	if r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	if r := h.do("POST", "/v1/schedules/"+sch.ID+"/trigger", admin, nil); r.Status != 202 {
+		t.Fatalf("trigger: %d %s", r.Status, r.Body)
+	}
+	waitFor(t, func() bool { return len(w.requests()) == 2 })
+	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
+	}
+}
