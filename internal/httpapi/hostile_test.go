@@ -69,9 +69,9 @@ func strictNetwork(_ *httpapi.Config, d *httpapi.Deps) {
 // that reach inside the network, expressions and definitions that would
 // run or grow without bound, secret references outside the allow-list.
 // Each gets its documented 4xx problem; the server stays up and its heap
-// stays bounded.
+// stays bounded. It runs alone (not in parallel), so the heap it measures
+// is not the other tests'.
 func TestHostileInput(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, manyAnonymous)
 	w := newFraudWorld(t, h)
 	strict := newHarness(t, strictNetwork)
