@@ -142,7 +142,9 @@ func (c *client) failure(err error, rec *exchange, secret string) failure {
 			msg = "the model at " + c.base.Host + " answered HTTP/2 in HTTP/1.1: it does not speak HTTP/2 without TLS; turn http2_prior_knowledge off"
 			f.retry = false
 		default:
-			msg += " (with http2_prior_knowledge, which the server must speak)"
+			// A server of HTTP/1.1 alone may close the connection before
+			// its answer to the preface is read, which leaves only a reset.
+			msg += " (with http2_prior_knowledge, which the server must speak; for one that speaks only HTTP/1.1, turn http2_prior_knowledge off)"
 		}
 		f.err = &agent.LLMError{Message: msg}
 	}
