@@ -15,6 +15,7 @@ import (
 var version = "dev"
 
 func main() {
+	startWithSmallStacks(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
