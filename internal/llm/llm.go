@@ -19,7 +19,9 @@ import (
 // model and is not sent; the provider's model id is. A failure of the
 // model (a provider error, an unusable answer, a time-out of its own) is an
 // *agent.LLMError carrying the provider's words; the context's own end is
-// returned as the context's error.
+// returned as the context's error, with, when the provider had read the
+// request and no answer came, a response holding its Usage alone (the
+// input estimated from the request, no output).
 type Client interface {
 	Complete(ctx context.Context, req agent.ChatRequest) (agent.ChatResponse, error)
 }

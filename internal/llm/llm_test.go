@@ -379,3 +379,39 @@ func TestPoolKeepsOneClientPerRevision(t *testing.T) {
 		t.Error("an unknown provider got a client")
 	}
 }
+
+// TestCompleteCountsTheInputOfARequestLeftUnanswered: a completion the
+// provider read, whose caller went before its answer came, returns the
+// context's error with its input tokens estimated from the request's 164
+// characters and no output; one whose caller went before it was sent
+// costs nothing.
+func TestCompleteCountsTheInputOfARequestLeftUnanswered(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			ctx, leave := context.WithCancel(context.Background())
+			defer leave()
+			srv := p.newServer(t, func(llmtest.Request) llmtest.Answer {
+				// The caller goes once the provider has the request.
+				time.AfterFunc(20*time.Millisecond, leave)
+				return llmtest.Answer{Text: "settled", Delay: time.Minute}
+			})
+			resp, err := newClient(t, testOptions(t), testModel(p.name, srv)).Complete(ctx, conversation())
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("error %v, want the context's", err)
+			}
+			want := agent.ChatResponse{Usage: &agent.Usage{InputTokens: 41}}
+			if diff := cmp.Diff(want, resp); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("never sent", func(t *testing.T) {
+		srv := llmtest.NewOpenAIServer(t, llmtest.Sequence(llmtest.Text("settled")))
+		ctx, leave := context.WithCancel(context.Background())
+		leave()
+		resp, err := newClient(t, testOptions(t), testModel(model.OpenAI, srv)).Complete(ctx, conversation())
+		if !errors.Is(err, context.Canceled) || resp.Usage != nil || srv.Count() != 0 {
+			t.Errorf("response %+v, error %v, %d requests; want none, and nothing to count", resp, err, srv.Count())
+		}
+	})
+}

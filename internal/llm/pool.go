@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -177,7 +179,11 @@ func (p *Pool) newClient(m *model.Model) (*client, error) {
 
 // Complete implements Client: it resolves the secret, then sends the request
 // until it is answered, fails for good or has been retried MaxRetries times,
-// inside a chat span.
+// inside a chat span. When ctx ends after the provider read the request and
+// before its answer came, the provider bills the input all the same: the
+// response then holds Usage alone, its input tokens estimated from the
+// request (EstimateTokens) and no output, none having come, with the
+// context's error.
 func (c *client) Complete(ctx context.Context, req agent.ChatRequest) (resp agent.ChatResponse, err error) {
 	start := time.Now()
 	ctx, span := c.startSpan(ctx, req)
@@ -187,15 +193,36 @@ func (c *client) Complete(ctx context.Context, req agent.ChatRequest) (resp agen
 	if err != nil {
 		return agent.ChatResponse{}, err
 	}
+	// abandoned reports an attempt whose request the provider read and
+	// whose answer ctx's end left unread.
+	abandoned := false
 	err = c.attempts(ctx, secret, func(rec *exchange) error {
+		traced, wrote := traceWrite(ctx)
 		var err error
-		resp, err = c.once(ctx, req, rec)
+		resp, err = c.once(traced, req, rec)
+		abandoned = err != nil && ctx.Err() != nil && wrote() && rec.status < 400
 		return err
 	})
-	if err != nil {
-		return agent.ChatResponse{}, err
+	switch {
+	case err == nil:
+		return resp, nil
+	case abandoned:
+		return agent.ChatResponse{Usage: &agent.Usage{InputTokens: EstimateTokens(requestChars(req))}}, err
 	}
-	return resp, nil
+	return agent.ChatResponse{}, err
+}
+
+// traceWrite returns ctx traced so that wrote reports whether a request
+// made with it was written whole to the provider: from then on, the
+// provider has read what it bills.
+func traceWrite(ctx context.Context) (traced context.Context, wrote func() bool) {
+	var w atomic.Bool
+	traced = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			w.Store(true)
+		}
+	}})
+	return traced, w.Load
 }
 
 // observe ends a completion's span and records its metrics.

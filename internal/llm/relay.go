@@ -9,9 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -164,12 +162,7 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 	abandoned := false
 	var withheld []byte
 	err = c.attempts(ctx, secret, func(rec *exchange) error {
-		var wrote atomic.Bool
-		traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
-			if w.Err == nil {
-				wrote.Store(true)
-			}
-		}})
+		traced, wrote := traceWrite(ctx)
 		var err error
 		out, withheld, err = c.relayOnce(traced, target, req, rb, rec, func(ev []byte) error {
 			sent = true
@@ -178,7 +171,7 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 			}
 			return nil
 		})
-		abandoned = err != nil && !errors.Is(err, errRetryStatus) && ctx.Err() != nil && wrote.Load()
+		abandoned = err != nil && !errors.Is(err, errRetryStatus) && ctx.Err() != nil && wrote()
 		var fe final
 		if err != nil && sent && !errors.As(err, &fe) {
 			return final{c.failure(err, rec, secret).err}
