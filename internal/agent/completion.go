@@ -52,8 +52,11 @@ func (r *runner) completionFailed(s *cstep, err error) (*ending, error) {
 	var (
 		llmErr    *LLMError
 		budgetErr *BudgetError
+		stopped   *StoppedError
 	)
 	switch {
+	case errors.As(err, &stopped):
+		return r.completionStopped(s, stopped)
 	case errors.Is(err, ErrUnrecorded):
 		// A replay has no answer to this conversation: the step ends here.
 		if s.saveAs != "" {
@@ -69,6 +72,24 @@ func (r *runner) completionFailed(s *cstep, err error) (*ending, error) {
 		return r.llmFailed(s, Event{Action: s.action, Kind: KindCompletion, Model: s.plan.llm.model, Usage: &Usage{}}, llmErr.Error())
 	}
 	return nil, fmt.Errorf("%s (%s): completion %d: %w", s.field, s.action, r.llmCalls, err)
+}
+
+// completionStopped emits the event of a completion the run's stop cut
+// short, cancelled with the tokens it cost, then stops the run as its
+// context says (a replay serving the record ends cancelled there).
+func (r *runner) completionStopped(s *cstep, stopped *StoppedError) (*ending, error) {
+	usage := stopped.Usage
+	r.completions++
+	r.usage.add(usage)
+	ev := Event{Action: s.action, Kind: KindCompletion, Status: StatusCancelled, Model: s.plan.llm.model,
+		Usage: &usage, Error: stopped.Reason}
+	if err := r.emit(ev); err != nil {
+		return nil, err
+	}
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &ending{outcome: OutcomeCancelled, err: ev.Error}, nil
 }
 
 // llmFailed emits a completion's event with status error and llm_error and

@@ -18,9 +18,9 @@ const (
 	StatusUnrecorded    = "unrecorded"
 	// StatusCancelled is a call that was sent and cut short as the run
 	// stopped (cancelled or past its deadline): it may have reached the
-	// tool, and no answer was received. An external agent's completion
-	// whose answer the run's stop cut short has it too, with the tokens
-	// the model produced.
+	// tool, and no answer was received. A completion whose answer the
+	// run's stop cut short (a plan step's, an external agent's) has it
+	// too, with the tokens the model produced.
 	StatusCancelled = "cancelled"
 	// An approve step emits StatusWaitingApproval when it asks for a
 	// decision, then the decision: StatusApproved or StatusDenied (or
@@ -131,7 +131,7 @@ type Result struct {
 	Steps     int    `json:"steps"`
 	ToolCalls int    `json:"tool_calls"`
 	// Usage is the tokens of the run's completions; Completions counts
-	// the completions answered.
+	// the completions answered, and the one the run's stop cut short.
 	Usage       Usage `json:"usage"`
 	Completions int   `json:"completions"`
 }
@@ -184,8 +184,10 @@ type ToolCaller interface {
 // the step event the completion will produce; n numbers the completions of
 // a run from 1. An *LLMError is the model's failure (the step fails with
 // error_code llm_error); a *BudgetError stops the run limit_exceeded before
-// anything is requested; ErrUnrecorded ends the plan step in a replay; any
-// other error ends the run failed.
+// anything is requested; a *StoppedError is a completion the run's stop
+// cut short (its step is emitted, cancelled, and the run stops);
+// ErrUnrecorded ends the plan step in a replay; any other error ends the
+// run failed.
 type Completer interface {
 	Complete(ctx context.Context, step, n int, req ChatRequest) (ChatResponse, error)
 }
@@ -211,6 +213,18 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string { return e.Reason }
+
+// StoppedError is a Completer's answer when the run's stop (its context's
+// end) cut short a completion the model was making: Usage is the tokens
+// it cost, and Reason says why and how they were counted. The plan step
+// emits the completion's event with status cancelled and that usage, then
+// the run stops as its context says.
+type StoppedError struct {
+	Usage  Usage
+	Reason string
+}
+
+func (e *StoppedError) Error() string { return e.Reason }
 
 // ApprovalRequest is what an approve step asks of its approvers.
 type ApprovalRequest struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/agentplane/agentplane/internal/agent"
+	"github.com/agentplane/agentplane/internal/llm"
 	"github.com/agentplane/agentplane/internal/model"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/redact"
@@ -37,6 +38,9 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 	if errors.As(err, &se) {
 		return agent.ChatResponse{}, e.pause(ctx, se.err)
 	}
+	if err != nil && ctx.Err() != nil && m != nil && resp.Usage != nil {
+		return agent.ChatResponse{}, e.stopped(ctx, step, n, m, hash, raw, resp)
+	}
 	if err != nil {
 		return resp, err
 	}
@@ -46,6 +50,29 @@ func (e *recorder) Complete(ctx context.Context, step, n int, req agent.ChatRequ
 	}
 	e.answered[step] = c
 	return resp, nil
+}
+
+// stopped counts a completion the run's stop cut short after the provider
+// read its request (resp, its usage alone: llm.Client), as an external
+// agent's is counted (noteStopped). When the workflow ends there (a
+// cancel, the deadline), it is a *agent.StoppedError, and its record goes
+// with its step, cancelled, stored with the workflow's end. When the
+// workflow is resumed instead (a shutdown, a lost lease), the resumed run
+// asks for the completion again, so no step of it is kept: its tokens
+// count in the tenant's usage alone, and the context's error is returned.
+func (e *recorder) stopped(ctx context.Context, step, n int, m *model.Model, hash string, raw json.RawMessage, resp agent.ChatResponse) error {
+	if _, ended := stopReason(context.Cause(ctx)); !ended {
+		e.r.countAfterStop(ctx, e.wf, m, *resp.Usage)
+		return ctx.Err()
+	}
+	c, err := e.completion(step, n, m, hash, raw, resp)
+	if err != nil {
+		return err
+	}
+	e.answered[step] = c
+	// Nothing of the answer came: its input is estimated from the request.
+	cut := &llm.RelayResponse{Cut: true, Usage: *resp.Usage, InputEstimated: true, OutputEstimated: true}
+	return &agent.StoppedError{Usage: *resp.Usage, Reason: stoppedWords(ctx, cut)}
 }
 
 // answer returns the completion the step reports, if it reports one not
@@ -111,17 +138,40 @@ func (r *Runner) LiveCompletion(ctx context.Context, tenant, agentName string, r
 	if err != nil {
 		return resp, nil, err
 	}
-	u := UsageRecord{Tenant: tenant, Agent: agentName, Model: m.Name, At: r.opts.Now()}
+	var usage agent.Usage
 	if resp.Usage != nil {
-		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
+		usage = *resp.Usage
 	}
-	if m.Price != nil {
-		u.Cost, u.Currency = m.Price.Cost(u.InputTokens, u.OutputTokens), cmp.Or(m.Price.Currency, model.DefaultCurrency)
-	}
-	if err := r.opts.Store.RecordUsage(ctx, u); err != nil {
-		return resp, m, fmt.Errorf("count completion in usage: %w", err)
+	if err := r.countUsage(ctx, tenant, agentName, m, usage); err != nil {
+		return resp, m, err
 	}
 	return resp, m, nil
+}
+
+// countUsage counts a completion's tokens, and their cost at m's price, in
+// the tenant's usage under agentName, outside any workflow's history.
+func (r *Runner) countUsage(ctx context.Context, tenant, agentName string, m *model.Model, usage agent.Usage) error {
+	u := UsageRecord{Tenant: tenant, Agent: agentName, Model: m.Name, At: r.opts.Now(),
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}
+	if m.Price != nil {
+		u.Cost, u.Currency = m.Price.Cost(u.InputTokens, u.OutputTokens), priceCurrency(m)
+	}
+	if err := r.opts.Store.RecordUsage(ctx, u); err != nil {
+		return fmt.Errorf("count completion in usage: %w", err)
+	}
+	return nil
+}
+
+// countAfterStop counts a completion of wf's in the tenant's usage alone
+// once ctx has ended, on a context of its own for a short while; a
+// failure is logged.
+func (r *Runner) countAfterStop(ctx context.Context, wf *Workflow, m *model.Model, usage agent.Usage) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterStop)
+	defer cancel()
+	if err := r.countUsage(wctx, wf.Tenant, wf.Agent, m, usage); err != nil {
+		r.opts.Logger.Warn("the tokens of a completion the run's stop cut short were not counted",
+			"workflow_id", wf.ID, "model", m.Name, "err", err)
+	}
 }
 
 // completion is the record of a new completion: the request (req, as

@@ -311,7 +311,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 		// Cut short: its tokens count, in the tenant's usage and the dry
 		// run's max_llm_tokens, as an answer's do.
 		usage := resp.Usage
-		if err := x.countUsage(ctx, m, usage); err != nil {
+		if err := x.r.countUsage(ctx, x.wf.Tenant, x.wf.Agent, m, usage); err != nil {
 			return nil, err
 		}
 		x.tokens += usage.Total()
@@ -323,7 +323,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	case err != nil && resp != nil:
 		// Stopped while the model answered: its tokens count in the
 		// tenant's usage all the same.
-		x.countAfterStop(ctx, m, resp.Usage)
+		x.r.countAfterStop(ctx, x.wf, m, resp.Usage)
 		x.tokens += resp.Usage.Total()
 		x.emitDry(stoppedCompletion(ctx, ev, resp), 1)
 		return nil, err
@@ -339,7 +339,7 @@ func (x *externalRun) completeDry(ctx context.Context, ex *exchange) (*llm.Relay
 	// The usage record and the journal's are written at once: the agent
 	// waits for both, one commit's time rather than two.
 	counted := make(chan error, 1)
-	go func() { counted <- x.countUsage(ctx, m, resp.Usage) }()
+	go func() { counted <- x.r.countUsage(ctx, x.wf.Tenant, x.wf.Agent, m, resp.Usage) }()
 	usage := resp.Usage
 	x.tokens += usage.Total()
 	ev.Status, ev.Usage, ev.FinishReason = agent.StatusOK, &usage, resp.FinishReason
@@ -404,20 +404,6 @@ func (d *dryReplay) journaled(key string) (journaledAnswer, bool) {
 		return journaledAnswer{ReplayCompletion: c, answer: w.answer()}, true
 	}
 	return journaledAnswer{}, false
-}
-
-// countUsage counts a dry run's live completion in the tenant's usage, as
-// LiveCompletion does.
-func (x *externalRun) countUsage(ctx context.Context, m *model.Model, usage agent.Usage) error {
-	u := UsageRecord{Tenant: x.wf.Tenant, Agent: x.wf.Agent, Model: m.Name, At: x.r.opts.Now(),
-		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}
-	if m.Price != nil {
-		u.Cost, u.Currency = m.Price.Cost(u.InputTokens, u.OutputTokens), priceCurrency(m)
-	}
-	if err := x.r.opts.Store.RecordUsage(ctx, u); err != nil {
-		return fmt.Errorf("count completion in usage: %w", err)
-	}
-	return nil
 }
 
 func priceCurrency(m *model.Model) string {

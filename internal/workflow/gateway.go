@@ -431,18 +431,24 @@ func countedOf(resp *llm.RelayResponse) string {
 	}
 	return fmt.Sprintf("; counted: %d input tokens %s, %d output tokens %s",
 		resp.Usage.InputTokens, how(resp.InputEstimated, "the request"),
-		resp.Usage.OutputTokens, how(resp.OutputEstimated, "the answer relayed"))
+		resp.Usage.OutputTokens, how(resp.OutputEstimated, "the answer received"))
 }
 
 // stoppedCompletion is ev as the step of a completion whose answer the
 // run's stop (ctx's end) cut short (resp): cancelled, with the tokens the
 // model produced.
 func stoppedCompletion(ctx context.Context, ev agent.Event, resp *llm.RelayResponse) agent.Event {
-	why, _ := stopReason(context.Cause(ctx))
 	usage := resp.Usage
 	ev.Status, ev.Usage = agent.StatusCancelled, &usage
-	ev.Error = cmp.Or(why, "the run stopped") + " while the model answered: the request to the model was cancelled" + countedOf(resp)
+	ev.Error = stoppedWords(ctx, resp)
 	return ev
+}
+
+// stoppedWords is what the step of a completion the run's stop cut short
+// (resp) says: why, and the tokens counted.
+func stoppedWords(ctx context.Context, resp *llm.RelayResponse) string {
+	why, _ := stopReason(context.Cause(ctx))
+	return cmp.Or(why, "the run stopped") + " while the model answered: the request to the model was cancelled" + countedOf(resp)
 }
 
 // afterStop bounds a write made for a run that has stopped, on a context
@@ -459,25 +465,13 @@ const afterStop = 5 * time.Second
 // journal's failure.
 func (x *externalRun) noteStopped(ctx context.Context, m *model.Model, ev agent.Event, attempt int, mark string, c *Completion, stop error) error {
 	if errors.Is(context.Cause(ctx), errLeaseLost) {
-		x.countAfterStop(ctx, m, *ev.Usage)
+		x.r.countAfterStop(ctx, x.wf, m, *ev.Usage)
 		return stop
 	}
 	if err := x.note(ev, attempt, mark, c); err != nil {
 		return err
 	}
 	return stop
-}
-
-// countAfterStop counts a completion's tokens in the tenant's usage alone
-// once ctx has ended, on a context of its own for a short while; a
-// failure is logged.
-func (x *externalRun) countAfterStop(ctx context.Context, m *model.Model, usage agent.Usage) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterStop)
-	defer cancel()
-	if err := x.countUsage(wctx, m, usage); err != nil {
-		x.r.opts.Logger.Warn("the tokens of a completion the run's stop cut short were not counted",
-			"workflow_id", x.wf.ID, "model", m.Name, "err", err)
-	}
 }
 
 // dailyBudget refuses a completion of a model whose daily token budget the
