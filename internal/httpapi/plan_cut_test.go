@@ -29,6 +29,27 @@ func holdingModel(began chan struct{}) llmtest.Script {
 	}
 }
 
+// startJudge deploys the agent judge and starts a run of it, returning
+// once the model has its request (began closed).
+func startJudge(t *testing.T, h *harness, token string, began <-chan struct{}) externalWorkflow {
+	t.Helper()
+	if r := h.do("POST", "/v1/agents", token, map[string]any{"name": "judge", "definition": json.RawMessage(judgeDefinition)}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	r := h.do("POST", "/v1/agents/judge/invoke", token, map[string]any{"goal": "Is tx-1 fraud?"}, "Prefer", "respond-async")
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 202 {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	select {
+	case <-began:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model never had the request")
+	}
+	return wf
+}
+
 // TestDefinedAgentCutByTheRunsStopCountsItsTokens: a defined agent's run
 // that stops while the model holds its answer to a plan step (cancelled,
 // or past its time limit) still counts the input the provider read,
@@ -54,20 +75,7 @@ func TestDefinedAgentCutByTheRunsStopCountsItsTokens(t *testing.T) {
 			}
 			h := newHarness(t, withExternal(t, ms, tune...))
 			w := newFraudWorld(t, h)
-			if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "judge", "definition": json.RawMessage(judgeDefinition)}); r.Status != 201 {
-				t.Fatalf("deploy: %d %s", r.Status, r.Body)
-			}
-			r := h.do("POST", "/v1/agents/judge/invoke", w.admin, map[string]any{"goal": "Is tx-1 fraud?"}, "Prefer", "respond-async")
-			var wf externalWorkflow
-			r.json(t, &wf)
-			if r.Status != 202 {
-				t.Fatalf("invoke: %d %s", r.Status, r.Body)
-			}
-			select {
-			case <-began:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the model never had the request")
-			}
+			wf := startJudge(t, h, w.admin, began)
 			if tc.stop == "cancel" {
 				if r := h.do("POST", "/v1/workflows/"+wf.ID+"/cancel", w.admin, nil); r.Status != 200 {
 					t.Fatalf("cancel: %d %s", r.Status, r.Body)
@@ -108,7 +116,7 @@ func TestDefinedAgentCutByTheRunsStopCountsItsTokens(t *testing.T) {
 				t.Errorf("the tenant's usage %+v, want %+v", tenant.Total, want)
 			}
 
-			r = h.do("POST", "/v1/agents/judge/invoke", w.admin, map[string]any{"goal": "Is tx-2 fraud?"})
+			r := h.do("POST", "/v1/agents/judge/invoke", w.admin, map[string]any{"goal": "Is tx-2 fraud?"})
 			var next externalWorkflow
 			r.json(t, &next)
 			if r.Status != 200 {
@@ -139,20 +147,7 @@ func TestDefinedAgentCutByALostLeaseCountsItsTokens(t *testing.T) {
 	lose := make(chan string, 1)
 	h := newHarness(t, withExternal(t, ms, func(o *workflow.Options) { o.Store = leaseLosingStore{o.Store, lose} }))
 	w := newFraudWorld(t, h)
-	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "judge", "definition": json.RawMessage(judgeDefinition)}); r.Status != 201 {
-		t.Fatalf("deploy: %d %s", r.Status, r.Body)
-	}
-	r := h.do("POST", "/v1/agents/judge/invoke", w.admin, map[string]any{"goal": "Is tx-1 fraud?"}, "Prefer", "respond-async")
-	var wf externalWorkflow
-	r.json(t, &wf)
-	if r.Status != 202 {
-		t.Fatalf("invoke: %d %s", r.Status, r.Body)
-	}
-	select {
-	case <-began:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the model never had the request")
-	}
+	wf := startJudge(t, h, w.admin, began)
 	lose <- wf.ID
 	var tenant struct {
 		Total usageNumbers `json:"total"`
