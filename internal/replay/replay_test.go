@@ -64,6 +64,9 @@ type recordingEnv struct {
 	replies     []agent.ChatResponse
 	completions map[int]json.RawMessage
 	sent        map[int]bool
+	// stopAt, when set, is the completion the run's stop cuts short (as
+	// the workflow runner's recorder reports one: its record is kept).
+	stopAt int
 }
 
 func (e *recordingEnv) Call(_ context.Context, step int, c agent.ToolCall) (agent.CallResult, error) {
@@ -72,12 +75,17 @@ func (e *recordingEnv) Call(_ context.Context, step int, c agent.ToolCall) (agen
 }
 
 func (e *recordingEnv) Complete(_ context.Context, _, n int, req agent.ChatRequest) (agent.ChatResponse, error) {
-	if n > len(e.replies) {
-		return agent.ChatResponse{}, errors.New("script exhausted")
-	}
 	hash, err := req.Hash()
 	if err != nil {
 		return agent.ChatResponse{}, err
+	}
+	if n == e.stopAt {
+		usage := agent.Usage{InputTokens: 41}
+		e.completions[n], _ = json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Response: agent.ChatResponse{Usage: &usage}})
+		return agent.ChatResponse{}, &agent.StoppedError{Usage: usage, Reason: "cancelled while the model answered"}
+	}
+	if n > len(e.replies) {
+		return agent.ChatResponse{}, errors.New("script exhausted")
 	}
 	resp := e.replies[n-1]
 	e.completions[n], _ = json.Marshal(agent.RecordedCompletion{RequestSHA256: hash, Response: resp})
@@ -156,6 +164,60 @@ func TestPlanStepReplaysFromItsRecordedCompletions(t *testing.T) {
 	if want := (replay.Delta{StepsChanged: 1, StepsRemoved: 2, ToolCallsChanged: 1}); delta != want {
 		t.Errorf("delta = %+v, want %+v", delta, want)
 	}
+}
+
+// TestACompletionCutByTheRunsStopReplaysCancelled: a run cancelled while
+// the model made its second completion keeps that completion's record
+// (its tokens) beside a cancelled step. A dry replay serves the record as
+// the stop it was and ends cancelled there, as the run did, rather than
+// taking the record's empty answer for the model's (a dry replay's steps
+// cost nothing, so the replayed step shows no tokens).
+func TestACompletionCutByTheRunsStopReplaysCancelled(t *testing.T) {
+	prog := planProgram(t, "'Check the transaction.'")
+	env := &recordingEnv{replies: []agent.ChatResponse{callReply("tx_1")}, completions: map[int]json.RawMessage{}, sent: map[int]bool{}, stopAt: 2}
+	wf := &workflow.Workflow{ID: "wf_1", Agent: "triage", AgentVersion: "1", Status: workflow.Cancelled,
+		Goal: "look at tx_1", Context: json.RawMessage(`{}`), Caller: workflow.Caller{Sub: "alice", Scopes: []string{"tool:*"}}}
+	events, res, err := prog.Execute(context.Background(), wf.Input(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf.Outcome = res.Outcome
+	h := &replay.History{Workflow: wf, Completions: env.completions}
+	for _, ev := range events {
+		h.Steps = append(h.Steps, workflow.Step{Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
+			Tool: ev.Tool, Operation: ev.Operation, Result: ev.Result, Error: ev.Error, Sent: env.sent[ev.Step],
+			Model: ev.Model, Usage: ev.Usage, Args: mustJSON(t, ev.Args)})
+	}
+	if last := h.Steps[len(h.Steps)-1]; len(h.Steps) != 3 || last.Status != agent.StatusCancelled || res.Outcome != agent.OutcomeCancelled {
+		t.Fatalf("recorded outcome %q and steps %+v, want a completion, a call and a cancelled completion", res.Outcome, h.Steps)
+	}
+
+	run, err := replay.DryRun(context.Background(), prog, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Outcome != agent.OutcomeCancelled || len(run.Steps) != 3 {
+		t.Fatalf("replay ended %q (%s) with steps %+v, want cancelled at the third step", run.Outcome, run.Error, run.Steps)
+	}
+	cut := run.Steps[2]
+	if cut.Kind != agent.KindCompletion || cut.Status != agent.StatusCancelled || cut.Error != "cancelled while the model answered" {
+		t.Errorf("the replayed cut completion = %+v, want cancelled with the recorded words", cut)
+	}
+	if _, delta := replay.Diff(h.Steps, run.Steps); delta != (replay.Delta{}) {
+		t.Errorf("delta %+v, want the recorded run again", delta)
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestLegacyCompletionsAreServedByNumber(t *testing.T) {

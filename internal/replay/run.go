@@ -144,7 +144,7 @@ type Env struct {
 	// reads are the live reads made, by step.
 	reads       map[int]tool.CallResult
 	calls       map[string][]*workflow.Step
-	completions map[string][]agent.ChatResponse
+	completions map[string][]recordedAnswer
 	// served are the recorded steps whose answers were served, by the
 	// replay's step number.
 	served map[int]*workflow.Step
@@ -198,10 +198,14 @@ func NewEnv(h *History) (*Env, error) {
 	if err := h.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	e := &Env{wf: h.Workflow, reads: map[int]tool.CallResult{}, calls: map[string][]*workflow.Step{}, completions: map[string][]agent.ChatResponse{}, served: map[int]*workflow.Step{},
+	e := &Env{wf: h.Workflow, reads: map[int]tool.CallResult{}, calls: map[string][]*workflow.Step{}, completions: map[string][]recordedAnswer{}, served: map[int]*workflow.Step{},
 		args: map[int]json.RawMessage{}, decisions: map[string][]*workflow.Step{}, injected: map[int]*fault.Injected{}}
+	var completionSteps []*workflow.Step // the n-th is completion n's
 	for i := range h.Steps {
 		s := &h.Steps[i]
+		if s.Kind == agent.KindCompletion {
+			completionSteps = append(completionSteps, s)
+		}
 		if s.Kind == agent.KindApprove && (s.Status == agent.StatusApproved || s.Status == agent.StatusDenied) {
 			e.decisions[s.Action] = append(e.decisions[s.Action], s)
 			continue
@@ -224,9 +228,31 @@ func NewEnv(h *History) (*Env, error) {
 		if key == "" {
 			key = "#" + strconv.Itoa(n)
 		}
-		e.completions[key] = append(e.completions[key], rc.Response)
+		a := recordedAnswer{resp: rc.Response}
+		if n <= len(completionSteps) && completionSteps[n-1].Status == agent.StatusCancelled {
+			a = recordedAnswer{stopped: stoppedAt(completionSteps[n-1])}
+		}
+		e.completions[key] = append(e.completions[key], a)
 	}
 	return e, nil
+}
+
+// recordedAnswer is how a recorded completion is served: its response, or,
+// for one the run's stop cut short (its step cancelled), that stop, so the
+// replay ends cancelled where the run did.
+type recordedAnswer struct {
+	resp    agent.ChatResponse
+	stopped *agent.StoppedError
+}
+
+// stoppedAt is the stop of a cancelled completion step: its tokens and
+// its words.
+func stoppedAt(s *workflow.Step) *agent.StoppedError {
+	stopped := &agent.StoppedError{Reason: s.Error}
+	if s.Usage != nil {
+		stopped.Usage = *s.Usage
+	}
+	return stopped
 }
 
 // recordedKey is the agent.ToolCall key of a recorded step.
@@ -317,7 +343,10 @@ func (e *Env) Complete(ctx context.Context, step, n int, req agent.ChatRequest) 
 	for _, key := range []string{hash, "#" + strconv.Itoa(n)} {
 		if q := e.completions[key]; len(q) > 0 {
 			e.completions[key] = q[1:]
-			return q[0], nil
+			if q[0].stopped != nil {
+				return agent.ChatResponse{}, q[0].stopped
+			}
+			return q[0].resp, nil
 		}
 	}
 	return agent.ChatResponse{}, agent.ErrUnrecorded
