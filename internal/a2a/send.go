@@ -11,6 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/frontdoor"
+	"github.com/agentplane/agentplane/internal/frontdoor/jsonbody"
 	"github.com/agentplane/agentplane/internal/problem"
 	"github.com/agentplane/agentplane/internal/workflow"
 )
@@ -65,7 +66,9 @@ func messageInput(m *wire.Message) (input, error) {
 			if req.Context != nil {
 				return req, problem.Field(field, "is a second data part: send the context as one data part")
 			}
-			if err := json.Unmarshal(p.Data, &req.Context); err != nil || req.Context == nil {
+			// Decoded as an invoke's body is: its numbers are json.Numbers,
+			// so an integer past 2^53 reaches the workflow with every digit.
+			if err := jsonbody.Decode(p.Data, &req.Context); err != nil || req.Context == nil {
 				return req, problem.Field(field+".data", "must be a JSON object: it is the agent's context")
 			}
 		case p.Raw != nil, p.URL != nil:
@@ -79,6 +82,16 @@ func messageInput(m *wire.Message) (input, error) {
 	}
 	req.Goal = strings.Join(texts, "\n\n")
 	return req, nil
+}
+
+// fingerprint identifies a message sent to the task taskID ("" for a new
+// one) by its goal and context, as workflow.Fingerprint identifies an
+// invoke's body: every digit of an integer past 2^53 counts, and a context
+// of ordinary numbers has the fingerprint it had when they were decoded
+// as float64s, so a retry sent across an upgrade finds its task.
+func (in input) fingerprint(taskID string) string {
+	canon, _ := json.Marshal(map[string]any{"goal": in.Goal, "context": in.Context, "taskId": taskID})
+	return workflow.Fingerprint(canon)
 }
 
 // send starts the task of a message, or finds the one a message with the
@@ -105,8 +118,7 @@ func (c *call) send(req wire.SendMessageRequest, stream bool) (wf *workflow.Work
 	}
 	r := c.r
 	p := frontdoor.Principal(r)
-	canon, _ := json.Marshal(map[string]any{"goal": in.Goal, "context": in.Context, "taskId": m.TaskID})
-	hash := workflow.Fingerprint(canon)
+	hash := in.fingerprint(m.TaskID)
 	key := workflow.IdempotencyKey(p.ID(), "/a2a/"+c.agent, m.MessageID)
 	if stream {
 		// Counted before anything starts, a repeat's stream too, as invoke's.

@@ -390,3 +390,62 @@ func TestScheduledRunArgsKeepEveryDigit(t *testing.T) {
 		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
 	}
 }
+
+// TestA2AContextKeepsEveryDigit: the data part of an A2A message, the
+// context, reaches the run's call args, the record and the output artifact
+// with every digit of an integer past 2^53, as an invoke's does; a retry of
+// the message finds its task, and the message id sent again with an id one
+// lower (the same double) is another message, refused.
+func TestA2AContextKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newLedgerWorld(t, h)
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "mover", "definition": moverDef}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	send := func(ctx map[string]any) rpcReply {
+		return h.rpc(t, "mover", w.admin, "SendMessage", map[string]any{"message": a2aMessage("d-1", "move 12.50", ctx)})
+	}
+	var sent struct {
+		Task struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+			Artifacts []struct {
+				Parts []struct {
+					Data json.RawMessage `json:"data"`
+				} `json:"parts"`
+			} `json:"artifacts"`
+		} `json:"task"`
+	}
+	rep := send(moverContext())
+	json.Unmarshal(rep.Result, &sent)
+	task := sent.Task
+	if rep.Error != nil || task.Status.State != "TASK_STATE_COMPLETED" || len(task.Artifacts) != 1 {
+		t.Fatalf("SendMessage: %s %+v", rep.Result, rep.Error)
+	}
+	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, task.ID)); diff != "" {
+		t.Errorf("recorded args (-want +got):\n%s", diff)
+	}
+	if got, want := string(task.Artifacts[0].Parts[0].Data), `{"account":`+wideID+`,"typed":true}`; got != want {
+		t.Errorf("output artifact %s, want %s", got, want)
+	}
+
+	rep = send(moverContext())
+	json.Unmarshal(rep.Result, &sent)
+	if rep.Error != nil || sent.Task.ID != task.ID {
+		t.Errorf("the retried message: task %s (first %s) %+v", sent.Task.ID, task.ID, rep.Error)
+	}
+	lower := moverContext()
+	lower["account"] = json.Number("1234567890123456788")
+	if rep := send(lower); rep.Error == nil || rep.Error.Data["type"] == nil || !strings.HasSuffix(rep.Error.Data["type"].(string), "idempotency-key-reused") {
+		t.Errorf("the message id sent with another account: %s %+v", rep.Result, rep.Error)
+	}
+	if n := len(w.requests()); n != 2 {
+		t.Errorf("the ledger received %d requests, want the 2 of the first message", n)
+	}
+}
