@@ -92,6 +92,11 @@ func TestCompileErrors(t *testing.T) {
 			want: map[string]string{"steps[0].args.id.ids[1]": "syntax error"},
 		},
 		{
+			name: "a literal number past the range of a double",
+			edit: func(d *Definition) { d.Steps[0].Args = map[string]any{"id": json.Number("1e400")} },
+			want: map[string]string{"steps[0].args.id": "is a number past the range of a double"},
+		},
+		{
 			name: "policy rule of the wrong type",
 			edit: func(d *Definition) { d.Policies["financial"] = Policy{Allow: "'yes'"} },
 			want: map[string]string{"policies.financial.allow": "want bool"},

@@ -109,8 +109,9 @@ type Policy struct {
 //	 "timeout": "24h", "on_timeout": "deny"}}                                   // a person decides
 //
 // In `args` and `set`, a string value is a CEL expression (write a string
-// literal as "'text'"), a number, bool or null is taken literally, and
-// objects and arrays nest; `args` may also be one CEL expression that gives
+// literal as "'text'"), a number, bool or null is taken literally (a number
+// as expressions read one from JSON: a double, but an integer past 2^53 an
+// int with every digit), and objects and arrays nest; `args` may also be one CEL expression that gives
 // the whole object, e.g. "context.args". `route` queues are literal names; the first case
 // whose `when` holds wins and only the last case may omit `when`. `save_as`
 // names what call (its decoded JSON result), score, route and plan (the
@@ -223,11 +224,14 @@ func (f Finish) MarshalJSON() ([]byte, error) {
 }
 
 // DecodeDefinition decodes a definition strictly: unknown members and wrong
-// types are refused with a field error naming "definition".
+// types are refused with a field error naming "definition". The numbers of
+// untyped values (a step's args and set) are json.Numbers, so an integer
+// written past 2^53 keeps every digit (compileTree reads them).
 func DecodeDefinition(data []byte) (Definition, []problem.FieldError) {
 	var def Definition
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
+	dec.UseNumber()
 	if err := dec.Decode(&def); err != nil {
 		return Definition{}, []problem.FieldError{locateDecodeError(data, err)}
 	}

@@ -217,6 +217,15 @@ func compileTree(env *cel.Env, v any, field string, bad func(field, msg string))
 			t.list = append(t.list, compileTree(env, e, fmt.Sprintf("%s[%d]", field, i), bad))
 		}
 		return t
+	case json.Number:
+		// A number written in the definition is read as one read from
+		// JSON (exprNumber): a double, as before, or an integer past 2^53
+		// with every digit.
+		n, ok := exprNumber(x)
+		if !ok {
+			bad(field, "is a number past the range of a double")
+		}
+		return &valueTree{shape: shapeLiteral, lit: n}
 	case nil, bool, float64, int, int64:
 		return &valueTree{shape: shapeLiteral, lit: x}
 	default:

@@ -449,3 +449,52 @@ func TestA2AContextKeepsEveryDigit(t *testing.T) {
 		t.Errorf("the ledger received %d requests, want the 2 of the first message", n)
 	}
 }
+
+// TestCallStepLiteralArgsKeepEveryDigit: integers past 2^53 written
+// literally in a definition, in a call step's args and in a set step, reach
+// the tool with every digit and are recorded so; in expressions the set
+// integer is an int and the set amount a double, as they are read from a
+// context; a replay is served the recorded answers.
+func TestCallStepLiteralArgsKeepEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w := newLedgerWorld(t, h)
+	def := map[string]any{"tools": []string{"ledger"}, "policies": ledgerPolicies,
+		"steps": []any{
+			map[string]any{"action": "read", "call": "ledger.getAccount",
+				"args": map[string]any{"id": json.Number(wideID), "after": json.Number(wideAfter), "X-Seq": json.Number(wideSeq)}},
+			map[string]any{"action": "remember", "set": map[string]any{"account": json.Number(wideID), "amount": json.Number("12.50")}},
+			map[string]any{"action": "move", "call": "ledger.createTransfer",
+				"args": map[string]any{"from": json.Number(wideID), "amount": json.Number("12.50")}},
+		},
+		"outcome": "'moved'",
+		"output":  "{'account': account, 'typed': type(account) == int && type(amount) == double}"}
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "literal", "definition": def}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
+	r := h.do("POST", "/v1/agents/literal/invoke", w.admin, map[string]any{"goal": "move 12.50"})
+	var wf externalWorkflow
+	r.json(t, &wf)
+	if r.Status != 200 || wf.Outcome != "moved" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, wf.ID)); diff != "" {
+		t.Errorf("recorded args (-want +got):\n%s", diff)
+	}
+	if want := `{"account":` + wideID + `,"typed":true}`; string(wf.Output) != want {
+		t.Errorf("output %s, want %s", wf.Output, want)
+	}
+
+	rp := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", w.admin, map[string]any{"target_agent_version": "literal@1"})
+	var res replayResult
+	rp.json(t, &res)
+	if rp.Status != 201 || res.ReplayOutcome != "moved" || !cmp.Equal(res.Delta, delta(0, 0, 0, 0)) {
+		t.Errorf("replay: %d %s", rp.Status, rp.Body)
+	}
+	if n := len(w.requests()); n != 2 {
+		t.Errorf("the dry-run replay sent %d requests to the ledger", n-2)
+	}
+}
