@@ -272,35 +272,40 @@ var wantMoverArgs = []string{
 	`ok {"amount":12.5,"from":` + wideID + `}`,
 }
 
-// TestCallStepArgsFromContextKeepEveryDigit: a call step whose args are
-// expressions over the invocation's context and an earlier answer sends
-// an integer past 2^53 with every digit, in the path, the query, a header
-// and the body, and records it so; in expressions it is an int, the
-// amount a double; a replay is served the recorded answers.
-func TestCallStepArgsFromContextKeepEveryDigit(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	w := newLedgerWorld(t, h)
-	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "mover", "definition": moverDef}); r.Status != 201 {
+// checkMoved checks the run id of a definition that makes moverDef's calls:
+// the ledger received them with every digit, they are recorded so, and
+// output, the run's, is the account with every digit, an int in
+// expressions as the amount is a double.
+func checkMoved(t *testing.T, h *harness, w *ledgerWorld, id string, output []byte) {
+	t.Helper()
+	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
+		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, id)); diff != "" {
+		t.Errorf("recorded args (-want +got):\n%s", diff)
+	}
+	if want := `{"account":` + wideID + `,"typed":true}`; string(output) != want {
+		t.Errorf("output %s, want %s", output, want)
+	}
+}
+
+// moveAndReplay deploys def as the agent name, invokes it with ctx,
+// checks the run (checkMoved) and a dry-run replay of it against the same
+// version, which is served the recorded answers and sends nothing.
+func moveAndReplay(t *testing.T, h *harness, w *ledgerWorld, name string, def, ctx map[string]any) {
+	t.Helper()
+	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": name, "definition": def}); r.Status != 201 {
 		t.Fatalf("deploy: %d %s", r.Status, r.Body)
 	}
-	r := h.do("POST", "/v1/agents/mover/invoke", w.admin, map[string]any{"goal": "move 12.50", "context": moverContext()})
+	r := h.do("POST", "/v1/agents/"+name+"/invoke", w.admin, map[string]any{"goal": "move 12.50", "context": ctx})
 	var wf externalWorkflow
 	r.json(t, &wf)
 	if r.Status != 200 || wf.Outcome != "moved" {
 		t.Fatalf("invoke: %d %s", r.Status, r.Body)
 	}
-	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
-		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, wf.ID)); diff != "" {
-		t.Errorf("recorded args (-want +got):\n%s", diff)
-	}
-	if want := `{"account":` + wideID + `,"typed":true}`; string(wf.Output) != want {
-		t.Errorf("output %s, want %s", wf.Output, want)
-	}
+	checkMoved(t, h, w, wf.ID, wf.Output)
 
-	rp := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", w.admin, map[string]any{"target_agent_version": "mover@1"})
+	rp := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", w.admin, map[string]any{"target_agent_version": name + "@1"})
 	var res replayResult
 	rp.json(t, &res)
 	if rp.Status != 201 || res.ReplayOutcome != "moved" || !cmp.Equal(res.Delta, delta(0, 0, 0, 0)) {
@@ -309,6 +314,17 @@ func TestCallStepArgsFromContextKeepEveryDigit(t *testing.T) {
 	if n := len(w.requests()); n != 2 {
 		t.Errorf("the dry-run replay sent %d requests to the ledger", n-2)
 	}
+}
+
+// TestCallStepArgsFromContextKeepEveryDigit: a call step whose args are
+// expressions over the invocation's context and an earlier answer sends
+// an integer past 2^53 with every digit, in the path, the query, a header
+// and the body, and records it so; in expressions it is an int, the
+// amount a double; a replay is served the recorded answers.
+func TestCallStepArgsFromContextKeepEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	moveAndReplay(t, h, newLedgerWorld(t, h), "mover", moverDef, moverContext())
 }
 
 // TestMCPCallOperationKeepsEveryDigit: call_operation's args, and the
@@ -425,15 +441,7 @@ func TestA2AContextKeepsEveryDigit(t *testing.T) {
 	if rep.Error != nil || task.Status.State != "TASK_STATE_COMPLETED" || len(task.Artifacts) != 1 {
 		t.Fatalf("SendMessage: %s %+v", rep.Result, rep.Error)
 	}
-	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
-		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, task.ID)); diff != "" {
-		t.Errorf("recorded args (-want +got):\n%s", diff)
-	}
-	if got, want := string(task.Artifacts[0].Parts[0].Data), `{"account":`+wideID+`,"typed":true}`; got != want {
-		t.Errorf("output artifact %s, want %s", got, want)
-	}
+	checkMoved(t, h, w, task.ID, task.Artifacts[0].Parts[0].Data)
 
 	rep = send(moverContext())
 	json.Unmarshal(rep.Result, &sent)
@@ -458,7 +466,6 @@ func TestA2AContextKeepsEveryDigit(t *testing.T) {
 func TestCallStepLiteralArgsKeepEveryDigit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	w := newLedgerWorld(t, h)
 	def := map[string]any{"tools": []string{"ledger"}, "policies": ledgerPolicies,
 		"steps": []any{
 			map[string]any{"action": "read", "call": "ledger.getAccount",
@@ -469,32 +476,5 @@ func TestCallStepLiteralArgsKeepEveryDigit(t *testing.T) {
 		},
 		"outcome": "'moved'",
 		"output":  "{'account': account, 'typed': type(account) == int && type(amount) == double}"}
-	if r := h.do("POST", "/v1/agents", w.admin, map[string]any{"name": "literal", "definition": def}); r.Status != 201 {
-		t.Fatalf("deploy: %d %s", r.Status, r.Body)
-	}
-	r := h.do("POST", "/v1/agents/literal/invoke", w.admin, map[string]any{"goal": "move 12.50"})
-	var wf externalWorkflow
-	r.json(t, &wf)
-	if r.Status != 200 || wf.Outcome != "moved" {
-		t.Fatalf("invoke: %d %s", r.Status, r.Body)
-	}
-	if diff := cmp.Diff(wantMoverRequests, w.requests()); diff != "" {
-		t.Errorf("the ledger's requests (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantMoverArgs, callArgs(t, h, w.admin, wf.ID)); diff != "" {
-		t.Errorf("recorded args (-want +got):\n%s", diff)
-	}
-	if want := `{"account":` + wideID + `,"typed":true}`; string(wf.Output) != want {
-		t.Errorf("output %s, want %s", wf.Output, want)
-	}
-
-	rp := h.do("POST", "/v1/workflows/"+wf.ID+"/replay", w.admin, map[string]any{"target_agent_version": "literal@1"})
-	var res replayResult
-	rp.json(t, &res)
-	if rp.Status != 201 || res.ReplayOutcome != "moved" || !cmp.Equal(res.Delta, delta(0, 0, 0, 0)) {
-		t.Errorf("replay: %d %s", rp.Status, rp.Body)
-	}
-	if n := len(w.requests()); n != 2 {
-		t.Errorf("the dry-run replay sent %d requests to the ledger", n-2)
-	}
+	moveAndReplay(t, h, newLedgerWorld(t, h), "literal", def, nil)
 }
