@@ -270,6 +270,12 @@ func TestValidateContext(t *testing.T) {
 			want: []problem.FieldError{{Field: "context.transaction_id", Message: "is required"}}},
 		{name: "wrong type", ctx: map[string]any{"transaction_id": 7},
 			want: []problem.FieldError{{Field: "context.transaction_id", Message: "got number, want string"}}},
+		{name: "numbers past a double's range, first", ctx: map[string]any{"limits": map[string]any{"caps": []any{json.Number("1"), json.Number("-1e400")}},
+			"max": json.Number("1e309"), "min": json.Number("1e-400"), "id": json.Number("12345678901234567890123")},
+			want: []problem.FieldError{
+				{Field: "context.limits.caps[1]", Message: "is -1e400, a number beyond the range of a double (about ±1.8e308): send it as a string"},
+				{Field: "context.max", Message: "is 1e309, a number beyond the range of a double (about ±1.8e308): send it as a string"},
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,6 +283,11 @@ func TestValidateContext(t *testing.T) {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
+	}
+	// An agent without inputs refuses them too.
+	open := mustCompile(t, Definition{Steps: []Step{{Action: "done", Finish: &Finish{Outcome: "'ok'"}}}})
+	if got := open.ValidateContext(map[string]any{"x": json.Number("1e400"), "y": json.Number("1.5")}); len(got) != 1 || got[0].Field != "context.x" {
+		t.Errorf("an agent without inputs: %+v, want context.x refused", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -55,8 +56,16 @@ var printer = message.NewPrinter(language.English)
 
 // ValidateContext checks an invocation's context against the agent's
 // inputs; nil means it passes. A nil context is validated as {}. Field
-// paths start at "context".
+// paths start at "context". A number no double holds (1e400) is refused
+// first, whatever the inputs: expressions could not read it (see
+// exprNumber), nor could most JSON parsers an agent's code uses.
 func (p *Program) ValidateContext(ctx map[string]any) []problem.FieldError {
+	var huge []problem.FieldError
+	numbersInRange(ctx, nil, &huge)
+	if len(huge) > 0 {
+		sort.SliceStable(huge, func(i, j int) bool { return huge[i].Field < huge[j].Field })
+		return huge
+	}
 	if p.inputs == nil {
 		return nil
 	}
@@ -83,6 +92,26 @@ func (p *Program) ValidateContext(ctx map[string]any) []problem.FieldError {
 	collectLeaves(ve, &out)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Field < out[j].Field })
 	return out
+}
+
+// numbersInRange adds a field error for each number in v, at loc, past a
+// double's range.
+func numbersInRange(v any, loc []string, out *[]problem.FieldError) {
+	switch x := v.(type) {
+	case json.Number:
+		if _, ok := exprNumber(x); !ok {
+			*out = append(*out, problem.FieldError{Field: instancePath(loc), Message: fmt.Sprintf(
+				"is %.32s, a number beyond the range of a double (about ±1.8e308): send it as a string", x)})
+		}
+	case map[string]any:
+		for k, e := range x {
+			numbersInRange(e, append(loc[:len(loc):len(loc)], k), out)
+		}
+	case []any:
+		for i, e := range x {
+			numbersInRange(e, append(loc[:len(loc):len(loc)], strconv.Itoa(i)), out)
+		}
+	}
 }
 
 // collectLeaves flattens a validation error tree into its leaf causes.

@@ -349,6 +349,7 @@ func TestInvokeValidation(t *testing.T) {
 		{"max_tool_calls 0", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "max_tool_calls": 0}, 422, "validation-failed", "max_tool_calls", nil},
 		{"max_tool_calls 101", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}, "max_tool_calls": 101}, 422, "validation-failed", "max_tool_calls", nil},
 		{"context breaks inputs", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{}}, 422, "validation-failed", "context.transaction_id", nil},
+		{"a number no double holds", "/v1/agents/fraud-triage/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x", "caps": []any{1, json.Number("1e400")}}}, 422, "validation-failed", "context.caps[1]", nil},
 		{"unknown agent", "/v1/agents/nobody/invoke", map[string]any{"goal": "g"}, 404, "not-found", "", nil},
 		{"unknown version", "/v1/agents/fraud-triage@99/invoke", map[string]any{"goal": "g"}, 404, "agent-version-not-found", "", nil},
 		{"empty version", "/v1/agents/fraud-triage@/invoke", map[string]any{"goal": "g", "context": map[string]any{"transaction_id": "x"}}, 404, "agent-version-not-found", "", nil},
