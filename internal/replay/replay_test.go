@@ -101,7 +101,13 @@ func record(t *testing.T, prog *agent.Program, replies ...agent.ChatResponse) *r
 // recordWith is record of a workflow invoked with the context ctx.
 func recordWith(t *testing.T, prog *agent.Program, ctx string, replies ...agent.ChatResponse) *replay.History {
 	t.Helper()
-	env := &recordingEnv{replies: replies, completions: map[int]json.RawMessage{}, sent: map[int]bool{}}
+	return recordIn(t, prog, ctx, &recordingEnv{replies: replies})
+}
+
+// recordIn is recordWith against env.
+func recordIn(t *testing.T, prog *agent.Program, ctx string, env *recordingEnv) *replay.History {
+	t.Helper()
+	env.completions, env.sent = map[int]json.RawMessage{}, map[int]bool{}
 	wf := &workflow.Workflow{ID: "wf_1", Agent: "triage", AgentVersion: "1", Status: workflow.Completed,
 		Goal: "look at tx_1", Context: json.RawMessage(ctx), Caller: workflow.Caller{Sub: "alice", Scopes: []string{"tool:*"}}}
 	events, res, err := prog.Execute(context.Background(), wf.Input(), env)
@@ -113,7 +119,7 @@ func recordWith(t *testing.T, prog *agent.Program, ctx string, replies ...agent.
 	for _, ev := range events {
 		s := workflow.Step{Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
 			Tool: ev.Tool, Operation: ev.Operation, Result: ev.Result, Error: ev.Error, Sent: env.sent[ev.Step],
-			Model: ev.Model, FinishReason: ev.FinishReason}
+			Model: ev.Model, FinishReason: ev.FinishReason, Usage: ev.Usage}
 		if ev.Args != nil {
 			s.Args, _ = json.Marshal(ev.Args)
 		}
@@ -174,22 +180,9 @@ func TestPlanStepReplaysFromItsRecordedCompletions(t *testing.T) {
 // cost nothing, so the replayed step shows no tokens).
 func TestACompletionCutByTheRunsStopReplaysCancelled(t *testing.T) {
 	prog := planProgram(t, "'Check the transaction.'")
-	env := &recordingEnv{replies: []agent.ChatResponse{callReply("tx_1")}, completions: map[int]json.RawMessage{}, sent: map[int]bool{}, stopAt: 2}
-	wf := &workflow.Workflow{ID: "wf_1", Agent: "triage", AgentVersion: "1", Status: workflow.Cancelled,
-		Goal: "look at tx_1", Context: json.RawMessage(`{}`), Caller: workflow.Caller{Sub: "alice", Scopes: []string{"tool:*"}}}
-	events, res, err := prog.Execute(context.Background(), wf.Input(), env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wf.Outcome = res.Outcome
-	h := &replay.History{Workflow: wf, Completions: env.completions}
-	for _, ev := range events {
-		h.Steps = append(h.Steps, workflow.Step{Seq: ev.Step, Step: ev.Step, Action: ev.Action, Kind: ev.Kind, Status: ev.Status,
-			Tool: ev.Tool, Operation: ev.Operation, Result: ev.Result, Error: ev.Error, Sent: env.sent[ev.Step],
-			Model: ev.Model, Usage: ev.Usage, Args: mustJSON(t, ev.Args)})
-	}
-	if last := h.Steps[len(h.Steps)-1]; len(h.Steps) != 3 || last.Status != agent.StatusCancelled || res.Outcome != agent.OutcomeCancelled {
-		t.Fatalf("recorded outcome %q and steps %+v, want a completion, a call and a cancelled completion", res.Outcome, h.Steps)
+	h := recordIn(t, prog, `{}`, &recordingEnv{replies: []agent.ChatResponse{callReply("tx_1")}, stopAt: 2})
+	if last := h.Steps[len(h.Steps)-1]; len(h.Steps) != 3 || last.Status != agent.StatusCancelled || last.Usage == nil || h.Workflow.Outcome != agent.OutcomeCancelled {
+		t.Fatalf("recorded outcome %q and steps %+v, want a completion, a call and a cancelled completion with its tokens", h.Workflow.Outcome, h.Steps)
 	}
 
 	run, err := replay.DryRun(context.Background(), prog, h)
@@ -206,18 +199,6 @@ func TestACompletionCutByTheRunsStopReplaysCancelled(t *testing.T) {
 	if _, delta := replay.Diff(h.Steps, run.Steps); delta != (replay.Delta{}) {
 		t.Errorf("delta %+v, want the recorded run again", delta)
 	}
-}
-
-func mustJSON(t *testing.T, v any) json.RawMessage {
-	t.Helper()
-	if v == nil {
-		return nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestLegacyCompletionsAreServedByNumber(t *testing.T) {
