@@ -60,13 +60,30 @@ var printer = message.NewPrinter(language.English)
 // first, whatever the inputs: expressions could not read it (see
 // exprNumber), nor could most JSON parsers an agent's code uses.
 func (p *Program) ValidateContext(ctx map[string]any) []problem.FieldError {
+	return validateContext(p.inputs, ctx)
+}
+
+// ValidateContext checks a context as an invocation of v would
+// (Program.ValidateContext), its inputs schema compiled anew: for a check
+// made before any invocation, such as a schedule's.
+func (v *Version) ValidateContext(ctx map[string]any) []problem.FieldError {
+	var sch *jsonschema.Schema
+	if raw := v.Inputs(); len(raw) > 0 {
+		sch, _ = compileInputs(raw) // it compiled when v was deployed
+	}
+	return validateContext(sch, ctx)
+}
+
+// validateContext checks ctx's numbers, then ctx against inputs when it
+// is not nil.
+func validateContext(inputs *jsonschema.Schema, ctx map[string]any) []problem.FieldError {
 	var huge []problem.FieldError
 	numbersInRange(ctx, nil, &huge)
 	if len(huge) > 0 {
 		sort.SliceStable(huge, func(i, j int) bool { return huge[i].Field < huge[j].Field })
 		return huge
 	}
-	if p.inputs == nil {
+	if inputs == nil {
 		return nil
 	}
 	if ctx == nil {
@@ -80,7 +97,7 @@ func (p *Program) ValidateContext(ctx map[string]any) []problem.FieldError {
 	if err != nil {
 		return []problem.FieldError{{Field: "context", Message: err.Error()}}
 	}
-	err = p.inputs.Validate(v)
+	err = inputs.Validate(v)
 	if err == nil {
 		return nil
 	}

@@ -67,7 +67,8 @@ func TestArchiveAVersionThenTheAgent(t *testing.T) {
 		t.Errorf("a schedule of an archived version: %d %s, want 422 saying it is archived", r.Status, r.Body)
 	}
 	// A schedule of the live default holds the whole agent until it goes.
-	r = h.do("POST", "/v1/schedules", tok, map[string]any{"agent": "fraud-triage", "cron": "@daily", "goal": "g"})
+	r = h.do("POST", "/v1/schedules", tok, map[string]any{"agent": "fraud-triage", "cron": "@daily", "goal": "g",
+		"context": map[string]any{"transaction_id": "tx-1"}})
 	var sch struct{ ID string }
 	r.json(t, &sch)
 	wantProblem(h.do("DELETE", "/v1/agents/fraud-triage", tok, nil), 409, "conflict", sch.ID)

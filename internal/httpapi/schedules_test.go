@@ -17,6 +17,11 @@ func TestSchedulesAPI(t *testing.T) {
 	if r := h.do("POST", "/v1/agents", admin, map[string]any{"name": "sweep", "definition": def}); r.Status != 201 {
 		t.Fatalf("deploy: %d %s", r.Status, r.Body)
 	}
+	withInputs := json.RawMessage(`{"tools": [], "inputs": {"type": "object", "required": ["queue"], "properties": {"queue": {"type": "string"}}},
+		"steps": [{"action": "a", "set": {"v": "context.queue"}}], "outcome": "'swept'"}`)
+	if r := h.do("POST", "/v1/agents", admin, map[string]any{"name": "sweep-queue", "definition": withInputs}); r.Status != 201 {
+		t.Fatalf("deploy: %d %s", r.Status, r.Body)
+	}
 
 	for _, tc := range []struct {
 		name  string
@@ -30,6 +35,10 @@ func TestSchedulesAPI(t *testing.T) {
 		{"an unknown version", map[string]any{"agent": "sweep@9", "cron": "@daily", "goal": "g"}, "agent"},
 		{"an unknown overlap", map[string]any{"agent": "sweep", "cron": "@daily", "goal": "g", "overlap": "queue"}, "overlap"},
 		{"no goal", map[string]any{"agent": "sweep", "cron": "@daily"}, "goal"},
+		{"a context that is not an object", map[string]any{"agent": "sweep", "cron": "@daily", "goal": "g", "context": []any{1}}, "context"},
+		{"a context its agent's inputs refuse", map[string]any{"agent": "sweep-queue", "cron": "@daily", "goal": "g", "context": map[string]any{"queue": 7}}, "context.queue"},
+		{"a context without what its version's inputs require", map[string]any{"agent": "sweep-queue@1", "cron": "@daily", "goal": "g"}, "context.queue"},
+		{"a number no double holds", map[string]any{"agent": "sweep", "cron": "@daily", "goal": "g", "context": map[string]any{"caps": []any{json.Number("1e400")}}}, "context.caps[0]"},
 	} {
 		r := h.do("POST", "/v1/schedules", admin, tc.body)
 		doc := r.problem(t)

@@ -230,8 +230,7 @@ func Validate(s *Schedule) (*Timing, []problem.FieldError) {
 	if len(s.Context) == 0 || string(s.Context) == "null" {
 		s.Context = json.RawMessage("{}")
 	}
-	var obj map[string]any
-	if json.Unmarshal(s.Context, &obj) != nil {
+	if _, err := decodeContext(s.Context); err != nil {
 		errs = append(errs, problem.FieldError{Field: "context", Message: "must be a JSON object"})
 	}
 	return t, errs

@@ -1,9 +1,7 @@
 package schedule
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -192,14 +190,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 			return nil, err
 		}
 	}
-	// The context's numbers are json.Numbers, as an invoke's are, so an
-	// integer past 2^53 reaches the run with every digit.
-	var input map[string]any
-	dec := json.NewDecoder(bytes.NewReader(sch.Context))
-	dec.UseNumber()
-	if err := dec.Decode(&input); err != nil {
-		input = map[string]any{}
-	}
+	input := contextOf(sch)
 	// A manual run (due zero) is recorded as the schedule's without a due
 	// time, and without a key: each trigger starts a workflow.
 	caller := sch.Creator

@@ -1,8 +1,10 @@
 package schedule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,12 +55,43 @@ func (svc *Service) check(ctx context.Context, s *Schedule, in Input) error {
 			return err
 		case v.ArchivedAt != nil:
 			errs = append(errs, problem.FieldError{Field: "agent", Message: fmt.Sprintf("%q is archived: name a live agent or version (GET /v1/agents lists them)", s.Agent)})
+		case !hasField(errs, "context"):
+			// As its runs will be checked, against the version it names
+			// now (for an agent's name, its default version today).
+			errs = append(errs, v.ValidateContext(contextOf(s))...)
 		}
 	}
 	if len(errs) > 0 {
 		return problem.Validation(errs...)
 	}
 	return nil
+}
+
+// contextOf is a schedule's context, {} when it is not an object (Validate
+// refuses that).
+func contextOf(s *Schedule) map[string]any {
+	ctx, err := decodeContext(s.Context)
+	if err != nil {
+		return map[string]any{}
+	}
+	return ctx
+}
+
+// decodeContext decodes a context, which must be a JSON object. Its
+// numbers are json.Numbers, as an invoke's are, so an integer past 2^53
+// reaches the run with every digit (and one no double holds is refused by
+// the version's check, not taken for a context that is not an object).
+func decodeContext(raw json.RawMessage) (map[string]any, error) {
+	var ctx map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&ctx); err != nil {
+		return nil, err
+	}
+	if ctx == nil || dec.More() {
+		return nil, errors.New("not a JSON object")
+	}
+	return ctx, nil
 }
 
 func hasField(errs []problem.FieldError, field string) bool {
