@@ -230,7 +230,7 @@ func Validate(s *Schedule) (*Timing, []problem.FieldError) {
 	if len(s.Context) == 0 || string(s.Context) == "null" {
 		s.Context = json.RawMessage("{}")
 	}
-	if _, err := decodeContext(s.Context); err != nil {
+	if _, err := workflow.DecodeContext(s.Context); err != nil {
 		errs = append(errs, problem.FieldError{Field: "context", Message: "must be a JSON object"})
 	}
 	return t, errs

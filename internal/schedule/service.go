@@ -1,10 +1,8 @@
 package schedule
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -70,28 +68,11 @@ func (svc *Service) check(ctx context.Context, s *Schedule, in Input) error {
 // contextOf is a schedule's context, {} when it is not an object (Validate
 // refuses that).
 func contextOf(s *Schedule) map[string]any {
-	ctx, err := decodeContext(s.Context)
+	ctx, err := workflow.DecodeContext(s.Context)
 	if err != nil {
 		return map[string]any{}
 	}
 	return ctx
-}
-
-// decodeContext decodes a context, which must be a JSON object. Its
-// numbers are json.Numbers, as an invoke's are, so an integer past 2^53
-// reaches the run with every digit (and one no double holds is refused by
-// the version's check, not taken for a context that is not an object).
-func decodeContext(raw json.RawMessage) (map[string]any, error) {
-	var ctx map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&ctx); err != nil {
-		return nil, err
-	}
-	if ctx == nil || dec.More() {
-		return nil, errors.New("not a JSON object")
-	}
-	return ctx, nil
 }
 
 func hasField(errs []problem.FieldError, field string) bool {

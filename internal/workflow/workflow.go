@@ -148,19 +148,32 @@ func KeyTaken() error {
 
 // Input is the engine input of the workflow: its goal, context, caller and
 // limits, as every execution of it (first run, resume, replay) sees them.
-// The context's numbers are json.Numbers, as they were written, so an
-// integer past 2^53 keeps every digit on its way to a call's args.
 func (w *Workflow) Input() agent.Input {
-	var ctx map[string]any
-	dec := json.NewDecoder(bytes.NewReader(w.Context))
-	dec.UseNumber()
-	if err := dec.Decode(&ctx); err != nil || ctx == nil {
+	ctx, err := DecodeContext(w.Context)
+	if err != nil {
 		ctx = map[string]any{}
 	}
 	return agent.Input{
 		Goal: w.Goal, Context: ctx, MaxToolCalls: w.MaxToolCalls, MaxLLMTokens: w.MaxLLMTokens, OnExhausted: w.OnExhausted, Agent: w.Agent, Version: w.AgentVersion,
 		Caller: agent.Caller{Sub: w.Caller.Sub, Tenant: w.Tenant, Scopes: w.Caller.Scopes},
 	}
+}
+
+// DecodeContext decodes a stored invocation context, which must be one
+// JSON object. Its numbers are json.Numbers, as they were written, so an
+// integer past 2^53 keeps every digit on its way to a call's args (and one
+// no double holds is left for agent.Program.ValidateContext to name).
+func DecodeContext(raw json.RawMessage) (map[string]any, error) {
+	var ctx map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&ctx); err != nil {
+		return nil, err
+	}
+	if ctx == nil || dec.More() {
+		return nil, errors.New("the context is not one JSON object")
+	}
+	return ctx, nil
 }
 
 // Done reports whether the workflow has finished.
