@@ -22,9 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/agentplane/agentplane/internal/problem"
+	"github.com/agentplane/agentplane/internal/telemetry"
 )
 
 // Defaults of Options.
@@ -151,7 +150,7 @@ func (c *Client) newTransport(protocols *http.Protocols, maxConnsPerHost int) ht
 	}
 	// Credentials are applied under the tracing transport: its client span
 	// records the full URL, and a query parameter may be an API key.
-	return otelhttp.NewTransport(credentialTransport{base: base})
+	return telemetry.Transport(credentialTransport{base: base})
 }
 
 // DialContext dials a TCP connection under the address policy, as every

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -32,11 +34,69 @@ func Middleware(next http.Handler, routeName func(*http.Request) string) http.Ha
 			nameSpan(trace.SpanFromContext(r.Context()), r.Method, route)
 		}
 	})
-	return otelhttp.NewHandler(inner, "http.server",
+	traced := otelhttp.NewHandler(inner, "http.server",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			return SpanName(r.Method, routeName(r))
 		}),
 	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tracer, ok := unexported()
+		if !ok {
+			traced.ServeHTTP(w, r)
+			return
+		}
+		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, _ = tracer.Start(ctx, "http.server", trace.WithSpanKind(trace.SpanKindServer))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// Transport traces each request sent through base (nil means
+// http.DefaultTransport) as Middleware traces those it serves: a client
+// span, its traceparent sent on.
+func Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{base: base, traced: otelhttp.NewTransport(base)}
+}
+
+type transport struct {
+	base   http.RoundTripper
+	traced http.RoundTripper
+}
+
+func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tracer, ok := unexported()
+	if !ok {
+		return t.traced.RoundTrip(r)
+	}
+	ctx, _ := tracer.Start(r.Context(), "HTTP "+r.Method, trace.WithSpanKind(trace.SpanKindClient))
+	// A RoundTripper leaves the caller's request as it was.
+	out := r.WithContext(r.Context())
+	out.Header = r.Header.Clone()
+	if out.Header == nil {
+		out.Header = http.Header{}
+	}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(out.Header))
+	return t.base.RoundTrip(out)
+}
+
+// unexported returns the tracer of unrecorded spans when neither spans nor
+// metrics are exported (Setup's providers without exporters, not a
+// test's recorder). Then otelhttp's work for each request (a span's
+// attributes and a metric's attribute set computed, wrapped bodies and
+// writers) would go where nothing reads it: the request needs only its
+// trace ids, from its traceparent or new, and those it sends on.
+func unexported() (trace.Tracer, bool) {
+	tp, ok := otel.GetTracerProvider().(*unrecorded)
+	if !ok {
+		return nil, false
+	}
+	if _, ok := otel.GetMeterProvider().(noMetrics); !ok {
+		return nil, false
+	}
+	return &unrecordedTracer{provider: tp}, true
 }
 
 // MuxRoute returns a routeName that asks mux which pattern will serve a

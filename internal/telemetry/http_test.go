@@ -5,14 +5,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentplane/agentplane/internal/telemetry"
 )
@@ -111,41 +112,72 @@ func TestMiddlewareStartsATraceWithoutTraceparent(t *testing.T) {
 	}
 }
 
+// TestTransportPropagatesTheTrace sends a request on from a handler, with
+// nothing exported (no span or metric recorded for the two requests) and
+// with spans recorded (otelhttp's client and server spans).
 func TestTransportPropagatesTheTrace(t *testing.T) {
-	setup(t)
-	gotTraceparent := make(chan string, 1)
-	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotTraceparent <- r.Header.Get("Traceparent")
-	}))
-	t.Cleanup(downstream.Close)
-	client := &http.Client{Transport: otelhttp.NewTransport(nil)}
+	for _, tc := range []struct {
+		name    string
+		install func(t *testing.T) *tracetest.SpanRecorder
+	}{
+		{"nothing exported", func(t *testing.T) *tracetest.SpanRecorder { setup(t); return nil }},
+		{"spans recorded", recordSpans},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.install(t)
+			gotTraceparent := make(chan string, 1)
+			downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				gotTraceparent <- r.Header.Get("Traceparent")
+			}))
+			t.Cleanup(downstream.Close)
+			client := &http.Client{Transport: telemetry.Transport(http.DefaultTransport)}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/agents/{id}/invoke", func(w http.ResponseWriter, r *http.Request) {
-		req, err := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Errorf("call downstream: %v", err)
-			return
-		}
-		resp.Body.Close()
-	})
-	srv := httptest.NewServer(telemetry.Middleware(mux, nil))
-	t.Cleanup(srv.Close)
+			mux := http.NewServeMux()
+			mux.HandleFunc("POST /v1/agents/{id}/invoke", func(w http.ResponseWriter, r *http.Request) {
+				req, err := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Accept", "text/plain")
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Errorf("call downstream: %v", err)
+					return
+				}
+				resp.Body.Close()
+				if len(req.Header) != 1 {
+					t.Errorf("the caller's request headers are now %v, want them as they were", req.Header)
+				}
+			})
+			srv := httptest.NewServer(telemetry.Middleware(mux, nil))
+			t.Cleanup(srv.Close)
 
-	get(t, "POST", srv.URL+"/v1/agents/a/invoke", http.Header{"Traceparent": {traceparent}})
+			get(t, "POST", srv.URL+"/v1/agents/a/invoke", http.Header{"Traceparent": {traceparent}})
 
-	got := <-gotTraceparent
-	parts := strings.Split(got, "-")
-	if len(parts) != 4 || parts[1] != incomingTraceID {
-		t.Fatalf("downstream traceparent = %q, want trace id %s", got, incomingTraceID)
-	}
-	if parts[2] == incomingParent {
-		t.Errorf("downstream parent span = the caller's span %s, want agentplane's client span", parts[2])
+			got := <-gotTraceparent
+			parts := strings.Split(got, "-")
+			if len(parts) != 4 || parts[1] != incomingTraceID || parts[3] != "01" {
+				t.Fatalf("downstream traceparent = %q, want trace id %s, sampled", got, incomingTraceID)
+			}
+			if parts[2] == incomingParent {
+				t.Errorf("downstream parent span = the caller's span %s, want agentplane's client span", parts[2])
+			}
+			if rec == nil {
+				return
+			}
+			var kinds []string
+			for _, s := range rec.Ended() {
+				kinds = append(kinds, s.SpanKind().String())
+				if s.SpanKind() == trace.SpanKindClient && s.SpanContext().SpanID().String() != parts[2] {
+					t.Errorf("client span %s, downstream parent %s: want the same", s.SpanContext().SpanID(), parts[2])
+				}
+			}
+			slices.Sort(kinds)
+			if want := []string{"client", "server"}; !slices.Equal(kinds, want) {
+				t.Errorf("spans recorded: %v, want %v", kinds, want)
+			}
+		})
 	}
 }
 

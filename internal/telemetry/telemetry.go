@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -53,7 +55,10 @@ type Options struct {
 // OTEL_<SIGNAL>_EXPORTER=none, nothing of that signal is exported, but
 // spans still carry real trace ids, which audit records and problem
 // documents need, and are sampled as they would be; without a trace
-// exporter they record nothing (see unrecorded).
+// exporter they record nothing (see unrecorded), and without a metric
+// exporter neither do instruments. With neither, HTTP requests in and out
+// carry their traces without otelhttp's per-request work (see Middleware
+// and Transport).
 //
 // shutdown flushes pending log records, metrics and spans and stops the
 // exporters.
@@ -103,7 +108,12 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		// Spans are masked as they end, before the batch holds them.
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(RedactingProcessor(sdktrace.NewBatchSpanProcessor(exp))))
 	}
-	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	// Without a metric exporter nothing reads what instruments record:
+	// the no-op provider tells them (and the HTTP middleware) so.
+	var mp interface {
+		metric.MeterProvider
+		Shutdown(context.Context) error
+	} = noMetrics{}
 	if metrics != nil {
 		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(metrics.endpoint)}
 		if len(metrics.headers) > 0 {
@@ -113,7 +123,7 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		if err != nil {
 			return nil, fmt.Errorf("create otlp metric exporter: %w", err)
 		}
-		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
 	}
 	lpOpts := []sdklog.LoggerProviderOption{sdklog.WithResource(res)}
 	if logs != nil {
@@ -128,7 +138,6 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		lpOpts = append(lpOpts, sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
-	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	lp := sdklog.NewLoggerProvider(lpOpts...)
 
 	if traces != nil {
@@ -150,6 +159,11 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		return nil
 	}, nil
 }
+
+// noMetrics is the MeterProvider when no metric is exported.
+type noMetrics struct{ metricnoop.MeterProvider }
+
+func (noMetrics) Shutdown(context.Context) error { return nil }
 
 // otlpExport is where one signal is exported over OTLP/HTTP.
 type otlpExport struct {
