@@ -51,7 +51,7 @@ func withExternal(t *testing.T, ms *llmtest.Server, tune ...func(*workflow.Optio
 		agents := out.HTTPClient()
 		agents.Timeout = 0
 		opts := workflow.Options{
-			Store: d.Workflows, Versions: d.Agents, Tools: d.ToolStore, Models: models, LLM: pool, Lease: 2 * time.Second,
+			Store: d.Workflows, Versions: d.Agents, Tools: d.ToolStore, Models: models, LLM: pool, Lease: 10 * time.Second,
 			Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver}),
 			External: workflow.ExternalOptions{PublicURL: cfg.PublicURL, HTTP: agents, Secrets: resolver, Relay: pool,
 				Backoff: 10 * time.Millisecond},

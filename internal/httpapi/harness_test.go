@@ -105,7 +105,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	}
 	rollouts := &rollout.Service{Store: db, Versions: db, Workflows: db}
 	runner := workflow.New(workflow.Options{
-		Store: db, Versions: db, Tools: db, Models: model.NewLookup(db, nil), Lease: 2 * time.Second, Arms: rollouts,
+		Store: db, Versions: db, Tools: db, Models: model.NewLookup(db, nil), Lease: 10 * time.Second, Arms: rollouts,
 		Caller: toolcall.New(toolcall.Options{Client: out, Secrets: resolver, Timeout: 10 * time.Second}),
 	})
 	runCtx, stopRunner := context.WithCancel(context.Background())
@@ -121,7 +121,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		replays.Finished(ctx, wf)
 		rollouts.Finished(ctx, wf)
 	})
-	batches := &replay.BatchRunner{Service: replays, Store: db, Owner: "harness", Lease: 2 * time.Second}
+	batches := &replay.BatchRunner{Service: replays, Store: db, Owner: "harness", Lease: 10 * time.Second}
 	go batches.Run(runCtx)
 	viewer, err := web.LoadSigner(ctx, db, 0)
 	if err != nil {
