@@ -27,9 +27,11 @@ type demoWorld struct {
 	token string
 	// ahead is how far the runner's clock is ahead of time.Now.
 	ahead atomic.Int64
-	// Seeded is what demo.Seed made; Waiting the refund that waits.
-	Seeded  *demo.Seeded
-	Waiting string
+	// Seeded is what demo.Seed made; Waiting the refund that waits,
+	// since about waitingSince.
+	Seeded       *demo.Seeded
+	Waiting      string
+	waitingSince time.Time
 }
 
 // newDemoWorld seeds a harness as serve --demo does, through the API,
@@ -76,6 +78,7 @@ func newDemoWorld(t *testing.T) *demoWorld {
 	r.json(t, &wf)
 	w.Waiting = wf.ID
 	w.waitFor(t, wf.ID, "waiting")
+	w.waitingSince = time.Now()
 	return w
 }
 
@@ -186,9 +189,9 @@ func TestConsoleWorkflowListKeepsWordsWhole(t *testing.T) {
 	consoletest.NoProblems(t, tab, "replay viewer")
 	consoletest.Screenshot(t, tab, "replay-viewer.png")
 
-	// The refund waits 2 h 14 min (by the runner's clock), then the demo's
-	// approver approves it.
-	w.ahead.Store(int64(2*time.Hour + 14*time.Minute + 10*time.Second))
+	// The refund waits 2 h 14 min (by the runner's clock, however long
+	// the steps above took), then the demo's approver approves it.
+	w.ahead.Store(int64(2*time.Hour + 14*time.Minute + 10*time.Second - time.Since(w.waitingSince)))
 	approver, err := w.h.Issuer.Mint(t.Context(), auth.MintRequest{Tenant: demo.Tenant, Subject: "demo-approver", Scopes: demo.ApproverScopes})
 	if err != nil {
 		t.Fatal(err)
