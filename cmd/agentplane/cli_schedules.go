@@ -13,7 +13,8 @@ import (
 // scheduleTable shows one schedule.
 func scheduleTable(w io.Writer, doc map[string]any) error {
 	vertical(w, doc, "id", "agent", "cron", "timezone", "overlap", "paused", "goal", "max_tool_calls",
-		"creator.sub", "creator.client_id", "creator.scopes", "last_due_at", "next_due_at", "created_at", "updated_at")
+		"paused_reason", "creator.sub", "creator.client_id", "creator.scopes", "last_due_at", "last_skip.due_at", "last_skip.reason",
+		"next_due_at", "created_at", "updated_at")
 	return nil
 }
 

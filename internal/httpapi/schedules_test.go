@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -70,8 +72,24 @@ func TestSchedulesAPI(t *testing.T) {
 		t.Fatalf("created schedule = %s (Location %q)", r.Body, r.Header.Get("Location"))
 	}
 	reader := h.token("acme", "schedules:read")
-	if r := h.do("GET", "/v1/schedules/"+sch.ID, reader, nil); r.Status != 200 {
-		t.Fatalf("get: %d %s", r.Status, r.Body)
+	if r := h.do("GET", "/v1/schedules/"+sch.ID, reader, nil); r.Status != 200 || strings.Contains(string(r.Body), "last_skip") {
+		t.Fatalf("get: %d %s; want no last_skip before any", r.Status, r.Body)
+	}
+	// A due time the scheduler skipped is shown with its reason.
+	skipped := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	if _, err := h.DB.SkipDue(t.Context(), sch.ID, skipped, "validation-failed: context.region: is required"); err != nil {
+		t.Fatal(err)
+	}
+	var shown struct {
+		LastDue  time.Time `json:"last_due_at"`
+		LastSkip struct {
+			DueAt  time.Time `json:"due_at"`
+			Reason string    `json:"reason"`
+		} `json:"last_skip"`
+	}
+	h.do("GET", "/v1/schedules/"+sch.ID, reader, nil).json(t, &shown)
+	if !shown.LastDue.Equal(skipped) || !shown.LastSkip.DueAt.Equal(skipped) || shown.LastSkip.Reason != "validation-failed: context.region: is required" {
+		t.Errorf("after a skip: %+v", shown)
 	}
 	if r := h.do("GET", "/v1/schedules/"+sch.ID, h.token("other", "schedules:read"), nil); r.Status != 404 {
 		t.Errorf("another tenant's schedule: %d", r.Status)

@@ -57,9 +57,28 @@ type Schedule struct {
 	UpdatedAt time.Time       `json:"updated_at"`
 	// LastDue is the latest claimed due time (zero if none), read only.
 	LastDue time.Time `json:"last_due_at,omitzero"`
+	// LastSkip is the latest due time that started no workflow, and why
+	// (nil if none), read only.
+	LastSkip *Skip `json:"last_skip,omitempty"`
 	// NextDue is the next due time after now, filled in by the API.
 	NextDue time.Time `json:"next_due_at,omitzero"`
 }
+
+// Skip is a due time claimed without a workflow.
+type Skip struct {
+	DueAt time.Time `json:"due_at"`
+	// Reason says why no workflow started: a run still going (overlap
+	// skip), the schedule paused, or the invocation's refusal in the
+	// words the API would answer it with. "" for a skip stored before
+	// reasons were.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reasons a due time started no workflow, besides an invocation's refusal.
+const (
+	ReasonOverlap = "overlap skip: a workflow this schedule started is still running or waiting"
+	ReasonPaused  = "the schedule was paused at this due time"
+)
 
 // NotFound is the error of a schedule the tenant does not have.
 func NotFound(id string) error {
@@ -98,9 +117,9 @@ type Store interface {
 	// ActiveSchedules returns every tenant's schedules that are not paused,
 	// each with its LastDue.
 	ActiveSchedules(ctx context.Context) ([]*Schedule, error)
-	// SkipDue claims a due time without a workflow; false when it was
-	// already claimed.
-	SkipDue(ctx context.Context, scheduleID string, due time.Time) (bool, error)
+	// SkipDue claims a due time without a workflow, for reason; false
+	// when it was already claimed.
+	SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string) (bool, error)
 	// Busy reports whether a workflow the schedule started is running or
 	// waiting.
 	Busy(ctx context.Context, scheduleID string) (bool, error)

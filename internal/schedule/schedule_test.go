@@ -1,9 +1,13 @@
 package schedule
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/agentplane/agentplane/internal/problem"
 )
 
 func TestParseTimingRefusesWhatNeverOrTooOftenFires(t *testing.T) {
@@ -52,5 +56,35 @@ func TestTimingDueTimes(t *testing.T) {
 	daily, _ := ParseTiming("0 9 * * *", "UTC")
 	if got, want := daily.Latest(at.Add(-72*time.Hour), at), time.Date(2026, 3, 28, 9, 0, 0, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("cron Latest = %v, want %v", got, want)
+	}
+}
+
+// TestRefusalWords: a skipped due time keeps the refusal's code, detail
+// and the fields the detail does not name, never its cause, and at most
+// maxReason bytes of it.
+func TestRefusalWords(t *testing.T) {
+	cause := errors.New("dial tcp 10.0.0.7:5432: secret-host unreachable")
+	long := strings.Repeat("é", maxReason)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"fields the detail names", &problem.Error{Code: problem.ValidationFailed, Detail: "context.region: is required",
+			Errors: []problem.FieldError{{Field: "context.region", Message: "is required"}}},
+			"validation-failed: context.region: is required"},
+		{"fields it does not", &problem.Error{Code: problem.ValidationFailed, Detail: "the context does not fit the agent's inputs",
+			Errors: []problem.FieldError{{Field: "context.region", Message: "is required"}, {Field: "context.queue", Message: "must be a string"}}},
+			"validation-failed: the context does not fit the agent's inputs (context.region: is required; context.queue: must be a string)"},
+		{"a cause", &problem.Error{Code: problem.NotFound, Detail: "agent sweep not found", Err: cause}, "not-found: agent sweep not found"},
+		{"not a problem", cause, "internal"},
+	} {
+		if got := refusal(tc.err); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	got := refusal(problem.New(problem.ValidationFailed, "%s", long))
+	if len(got) > maxReason+len("…") || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
+		t.Errorf("a long refusal kept %d bytes (valid UTF-8 %t), want at most %d and an ellipsis", len(got), utf8.ValidString(got), maxReason)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,7 +187,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 			return nil, err
 		}
 		if busy {
-			_, err := s.Store.SkipDue(ctx, sch.ID, due)
+			_, err := s.Store.SkipDue(ctx, sch.ID, due, ReasonOverlap)
 			return nil, err
 		}
 	}
@@ -213,12 +214,39 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 		return nil, errAlreadyClaimed
 	case problem.Is(err, problem.ValidationFailed), problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
 		if !manual {
-			if _, serr := s.Store.SkipDue(ctx, sch.ID, due); serr != nil {
+			if _, serr := s.Store.SkipDue(ctx, sch.ID, due, refusal(err)); serr != nil {
 				return nil, errors.Join(err, serr)
 			}
 		}
 	}
 	return nil, err
+}
+
+// maxReason bounds the words a skip keeps of a refusal.
+const maxReason = 2000
+
+// refusal is an invocation's refusal in the words the API answers it
+// with: its code, detail and the fields at fault the detail does not
+// name, without its cause (which is logged, never shown).
+func refusal(err error) string {
+	pe := problem.As(err)
+	words := string(pe.Code)
+	if pe.Detail != "" {
+		words += ": " + pe.Detail
+	}
+	var fields []string
+	for _, f := range pe.Errors {
+		if field := f.Field + ": " + f.Message; !strings.Contains(words, field) {
+			fields = append(fields, field)
+		}
+	}
+	if len(fields) > 0 {
+		words += " (" + strings.Join(fields, "; ") + ")"
+	}
+	if len(words) > maxReason {
+		words = strings.ToValidUTF8(words[:maxReason], "") + "…"
+	}
+	return words
 }
 
 // checkCreator refuses to run a schedule whose creator's client is

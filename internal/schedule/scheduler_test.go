@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,8 +204,18 @@ func TestEachDueTimeStartsOneWorkflowAcrossReplicas(t *testing.T) {
 	}
 }
 
+// lastSkip returns the schedule's latest skipped due time and its reason.
+func lastSkip(t *testing.T, r *replica, id string) *schedule.Skip {
+	t.Helper()
+	got, err := r.db.Schedule(t.Context(), "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.LastSkip
+}
+
 func TestOverlapSkipStartsNothingWhileThePreviousRunRuns(t *testing.T) {
-	url, _ := setup(t, schedule.OverlapSkip)
+	url, sch := setup(t, schedule.OverlapSkip)
 	api, c := &gate{}, &clock{}
 	r := newReplica(t, url, "replica-a", api, c)
 	api.hold()
@@ -218,6 +229,9 @@ func TestOverlapSkipStartsNothingWhileThePreviousRunRuns(t *testing.T) {
 		if err := r.sched.RunOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if s := lastSkip(t, r, sch.ID); s == nil || !s.DueAt.Equal(start.Add(2*time.Minute)) || s.Reason != schedule.ReasonOverlap {
+		t.Errorf("last skip %+v, want %v: %s", s, start.Add(2*time.Minute), schedule.ReasonOverlap)
 	}
 	api.open()
 	if n := len(runs(t, r)); n != 1 {
@@ -302,6 +316,9 @@ func TestPausedSchedulesDoNotRunTriggerDoesAndResumeSkipsWhatWasMissed(t *testin
 	if n := len(runs(t, r)); n != 1 {
 		t.Fatalf("%d workflows right after resuming, want 1", n)
 	}
+	if s := lastSkip(t, r, sch.ID); s == nil || !s.DueAt.Equal(start.Add(5*time.Minute)) || s.Reason != schedule.ReasonPaused {
+		t.Errorf("last skip %+v, want %v: %s", s, start.Add(5*time.Minute), schedule.ReasonPaused)
+	}
 	c.set(start.Add(6 * time.Minute))
 	if err := r.sched.RunOnce(t.Context()); err != nil {
 		t.Fatal(err)
@@ -372,5 +389,33 @@ func TestARunIsKeyedByItsScheduleAndDueTime(t *testing.T) {
 	}
 	if n := len(runs(t, r)); n != 3 {
 		t.Errorf("%d workflows after two triggers, want 3", n)
+	}
+}
+
+// TestADueTimeWhoseInvocationIsRefusedSaysWhy: the agent's default
+// version comes to require an input the schedule's context lacks; the
+// due time starts nothing, and the schedule shows it skipped with the
+// refusal's words and field.
+func TestADueTimeWhoseInvocationIsRefusedSaysWhy(t *testing.T) {
+	url, sch := setup(t, schedule.OverlapAllow)
+	api, c := &gate{}, &clock{}
+	r := newReplica(t, url, "replica-a", api, c)
+	def := json.RawMessage(`{"tools": ["gate"], "inputs": {"type": "object", "required": ["region"]},
+		"steps": [{"action": "check", "call": "gate.check", "save_as": "r"}], "outcome": "'checked'"}`)
+	if err := r.db.DeployVersion(t.Context(), &agent.Version{Tenant: "acme", Name: "sweep", Definition: def, Tools: []string{"gate"},
+		DeployedAt: time.Now()}, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.set(start)
+	if err := r.sched.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runs(t, r)); n != 0 {
+		t.Fatalf("%d workflows of a refused context, want none", n)
+	}
+	s := lastSkip(t, r, sch.ID)
+	if s == nil || !s.DueAt.Equal(start) || !strings.HasPrefix(s.Reason, "validation-failed: ") || !strings.Contains(s.Reason, "context") ||
+		!strings.Contains(s.Reason, "region") {
+		t.Fatalf("last skip %+v; want %v, refused naming the missing input region", s, start)
 	}
 }

@@ -161,12 +161,12 @@ func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tena
 	})
 }
 
-// SkipDue claims a due time without a workflow.
-func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time) (bool, error) {
+// SkipDue claims a due time without a workflow, for reason.
+func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string) (bool, error) {
 	var claimed bool
 	err := db.write(ctx, func(tx *wtx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at)
-			VALUES ($1, $2, '', $3) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, micro(due), db.now())
+		tag, err := tx.Exec(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at, reason)
+			VALUES ($1, $2, '', $3, $4) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, micro(due), db.now(), reason)
 		if err != nil {
 			return fmt.Errorf("skip due time: %w", err)
 		}

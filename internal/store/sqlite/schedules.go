@@ -161,12 +161,12 @@ func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tena
 	})
 }
 
-// SkipDue claims a due time without a workflow.
-func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time) (bool, error) {
+// SkipDue claims a due time without a workflow, for reason.
+func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string) (bool, error) {
 	var claimed bool
 	err := db.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at)
-			VALUES (?, ?, '', ?) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, sqlrow.FormatTime(due), sqlrow.FormatTime(db.now()))
+		res, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at, reason)
+			VALUES (?, ?, '', ?, ?) ON CONFLICT (schedule_id, due_at) DO NOTHING`, scheduleID, sqlrow.FormatTime(due), sqlrow.FormatTime(db.now()), reason)
 		if err != nil {
 			return fmt.Errorf("skip due time: %w", err)
 		}

@@ -127,7 +127,7 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 	wantCode(t, s.CreateWorkflow(ctx, dup, nil), problem.Conflict, "second workflow for a due time")
 	_, err := s.Workflow(ctx, "acme", dup.ID)
 	wantCode(t, err, problem.NotFound, "the refused workflow")
-	if ok, err := s.SkipDue(ctx, sch.ID, due); err != nil || ok {
+	if ok, err := s.SkipDue(ctx, sch.ID, due, "refused"); err != nil || ok {
 		t.Fatalf("SkipDue of a claimed due time = %v, %v; want false", ok, err)
 	}
 
@@ -145,8 +145,8 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 	}
 	got, err := s.Schedule(ctx, "acme", sch.ID)
 	must(t, err, "get")
-	if !got.LastDue.Equal(due) {
-		t.Fatalf("LastDue = %v, want %v", got.LastDue, due)
+	if !got.LastDue.Equal(due) || got.LastSkip != nil {
+		t.Fatalf("LastDue = %v, LastSkip %+v; want %v and none", got.LastDue, got.LastSkip, due)
 	}
 
 	busy, err := s.Busy(ctx, sch.ID)
@@ -155,13 +155,27 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 		t.Fatal("Busy = false while its workflows run")
 	}
 	later := due.Add(5 * time.Minute)
-	if ok, err := s.SkipDue(ctx, sch.ID, later); err != nil || !ok {
+	if ok, err := s.SkipDue(ctx, sch.ID, later, "overlap skip"); err != nil || !ok {
 		t.Fatalf("SkipDue = %v, %v; want true", ok, err)
 	}
 	got, err = s.Schedule(ctx, "acme", sch.ID)
 	must(t, err, "get after skip")
 	if !got.LastDue.Equal(later) {
 		t.Fatalf("LastDue after a skip = %v, want %v", got.LastDue, later)
+	}
+	if want := (schedule.Skip{DueAt: later, Reason: "overlap skip"}); got.LastSkip == nil || !got.LastSkip.DueAt.Equal(later) || got.LastSkip.Reason != want.Reason {
+		t.Fatalf("LastSkip = %+v, want %+v", got.LastSkip, want)
+	}
+	// The latest skip is the one shown, in the list too.
+	latest := later.Add(5 * time.Minute)
+	if ok, err := s.SkipDue(ctx, sch.ID, latest, "validation-failed: context.queue: is required"); err != nil || !ok {
+		t.Fatalf("SkipDue = %v, %v; want true", ok, err)
+	}
+	list, err := s.ListSchedules(ctx, "acme")
+	must(t, err, "list after skips")
+	if len(list) != 1 || list[0].LastSkip == nil || !list[0].LastSkip.DueAt.Equal(latest) ||
+		list[0].LastSkip.Reason != "validation-failed: context.queue: is required" || !list[0].LastDue.Equal(latest) {
+		t.Fatalf("listed %+v; want the skip of %v with its reason", list, latest)
 	}
 	runs, err := s.ListWorkflows(ctx, "acme", workflow.ListFilter{Limit: 10})
 	must(t, err, "list workflows")
