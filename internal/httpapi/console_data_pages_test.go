@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/console/consoletest"
+	"github.com/agentplane/agentplane/internal/schedule"
 	"github.com/agentplane/agentplane/internal/webhook"
 )
 
@@ -208,8 +209,13 @@ func TestConsoleSchedulesAndWebhooks(t *testing.T) {
 			t.Fatalf("POST %s: %d", path, resp.StatusCode)
 		}
 	}
+	// The latest due time was skipped: the page says so, and why.
+	if _, err := h.DB.SkipDue(t.Context(), sch.ID, time.Now().Add(-time.Minute).Truncate(time.Second), schedule.ReasonOverlap); err != nil {
+		t.Fatal(err)
+	}
 	_, page := consoletest.Get(t, c, h.URL+"/console/schedules")
-	if !strings.Contains(page, "<code>"+sch.ID+"</code>") || !strings.Contains(page, ">Pause<") {
+	if !strings.Contains(page, "<code>"+sch.ID+"</code>") || !strings.Contains(page, ">Pause<") ||
+		!strings.Contains(page, `<span class="muted">skipped: `+schedule.ReasonOverlap+`</span>`) {
 		t.Fatalf("schedules page:\n%s", page)
 	}
 	post("/console/schedules/"+sch.ID+"/pause", page, url.Values{"return": {"/console/schedules"}})
