@@ -210,7 +210,7 @@ func TestConsoleSchedulesAndWebhooks(t *testing.T) {
 		}
 	}
 	// The latest due time was skipped: the page says so, and why.
-	if _, err := h.DB.SkipDue(t.Context(), sch.ID, time.Now().Add(-time.Minute).Truncate(time.Second), schedule.ReasonOverlap); err != nil {
+	if _, err := h.DB.SkipDue(t.Context(), sch.ID, time.Now().Add(-time.Minute).Truncate(time.Second), schedule.ReasonOverlap, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, page := consoletest.Get(t, c, h.URL+"/console/schedules")

@@ -77,7 +77,7 @@ func TestSchedulesAPI(t *testing.T) {
 	}
 	// A due time the scheduler skipped is shown with its reason.
 	skipped := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	if _, err := h.DB.SkipDue(t.Context(), sch.ID, skipped, "validation-failed: context.region: is required"); err != nil {
+	if _, err := h.DB.SkipDue(t.Context(), sch.ID, skipped, "validation-failed: context.region: is required", nil); err != nil {
 		t.Fatal(err)
 	}
 	var shown struct {

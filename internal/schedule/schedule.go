@@ -117,9 +117,10 @@ type Store interface {
 	// ActiveSchedules returns every tenant's schedules that are not paused,
 	// each with its LastDue.
 	ActiveSchedules(ctx context.Context) ([]*Schedule, error)
-	// SkipDue claims a due time without a workflow, for reason; false
-	// when it was already claimed.
-	SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string) (bool, error)
+	// SkipDue claims a due time without a workflow, for reason,
+	// appending rec (nil for none) in the same transaction; false (and rec
+	// not appended) when it was already claimed.
+	SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string, rec *audit.Record) (bool, error)
 	// Busy reports whether a workflow the schedule started is running or
 	// waiting.
 	Busy(ctx context.Context, scheduleID string) (bool, error)

@@ -187,7 +187,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 			return nil, err
 		}
 		if busy {
-			_, err := s.Store.SkipDue(ctx, sch.ID, due, ReasonOverlap)
+			_, err := s.Store.SkipDue(ctx, sch.ID, due, ReasonOverlap, s.skipRecord(sch, due, ReasonOverlap, audit.Success))
 			return nil, err
 		}
 	}
@@ -214,12 +214,24 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 		return nil, errAlreadyClaimed
 	case problem.Is(err, problem.ValidationFailed), problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
 		if !manual {
-			if _, serr := s.Store.SkipDue(ctx, sch.ID, due, refusal(err)); serr != nil {
+			reason := refusal(err)
+			if _, serr := s.Store.SkipDue(ctx, sch.ID, due, reason, s.skipRecord(sch, due, reason, audit.Error)); serr != nil {
 				return nil, errors.Join(err, serr)
 			}
 		}
 	}
 	return nil, err
+}
+
+// skipRecord is the audit record of a due time the scheduler skipped, in
+// the schedule's tenant's chain: outcome error when the invocation was
+// refused, success for an overlap skip (the schedule's own policy).
+func (s *Scheduler) skipRecord(sch *Schedule, due time.Time, reason, outcome string) *audit.Record {
+	return &audit.Record{
+		Time: s.now().UTC(), Tenant: sch.Tenant, Action: "schedule.skip", Actor: SchedulerActor,
+		Resource: audit.Resource{Type: "schedule", ID: sch.ID}, Outcome: outcome,
+		Details: audit.Details(map[string]any{"due_at": due.UTC().Format(time.RFC3339), "reason": reason}),
+	}
 }
 
 // maxReason bounds the words a skip keeps of a refusal.

@@ -233,6 +233,9 @@ func TestOverlapSkipStartsNothingWhileThePreviousRunRuns(t *testing.T) {
 	if s := lastSkip(t, r, sch.ID); s == nil || !s.DueAt.Equal(start.Add(2*time.Minute)) || s.Reason != schedule.ReasonOverlap {
 		t.Errorf("last skip %+v, want %v: %s", s, start.Add(2*time.Minute), schedule.ReasonOverlap)
 	}
+	if recs, err := r.db.QueryAudit(t.Context(), "acme", audit.Filter{Action: "schedule.skip", Outcome: audit.Success}); err != nil || len(recs) != 2 {
+		t.Errorf("schedule.skip records %d (%v), want one for each of the two due times", len(recs), err)
+	}
 	api.open()
 	if n := len(runs(t, r)); n != 1 {
 		t.Fatalf("%d workflows while the first ran, want 1", n)
@@ -417,5 +420,13 @@ func TestADueTimeWhoseInvocationIsRefusedSaysWhy(t *testing.T) {
 	if s == nil || !s.DueAt.Equal(start) || !strings.HasPrefix(s.Reason, "validation-failed: ") || !strings.Contains(s.Reason, "context") ||
 		!strings.Contains(s.Reason, "region") {
 		t.Fatalf("last skip %+v; want %v, refused naming the missing input region", s, start)
+	}
+	recs, err := r.db.QueryAudit(t.Context(), "acme", audit.Filter{Action: "schedule.skip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Actor != schedule.SchedulerActor || recs[0].Outcome != audit.Error || recs[0].Resource.ID != sch.ID ||
+		!strings.Contains(string(recs[0].Details), `"reason":"validation-failed: `) || !strings.Contains(string(recs[0].Details), start.UTC().Format(time.RFC3339)) {
+		t.Errorf("schedule.skip records %+v; want one by the scheduler, outcome error, with the due time and the reason", recs)
 	}
 }

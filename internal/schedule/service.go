@@ -132,7 +132,7 @@ func (svc *Service) SetPaused(ctx context.Context, tenant, id string, paused boo
 				after = s.CreatedAt
 			}
 			if missed := t.Latest(after, now); !missed.IsZero() {
-				if _, err := svc.Store.SkipDue(ctx, s.ID, missed, ReasonPaused); err != nil {
+				if _, err := svc.Store.SkipDue(ctx, s.ID, missed, ReasonPaused, nil); err != nil {
 					return nil, err
 				}
 			}

@@ -161,8 +161,10 @@ func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tena
 	})
 }
 
-// SkipDue claims a due time without a workflow, for reason.
-func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string) (bool, error) {
+// SkipDue claims a due time without a workflow, for reason, appending
+// rec when it does.
+func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string, rec *audit.Record) (bool, error) {
+	db.prepareAudit(rec)
 	var claimed bool
 	err := db.write(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at, reason)
@@ -170,7 +172,9 @@ func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, rea
 		if err != nil {
 			return fmt.Errorf("skip due time: %w", err)
 		}
-		claimed = tag.RowsAffected() == 1
+		if claimed = tag.RowsAffected() == 1; claimed {
+			tx.Audit(rec)
+		}
 		return nil
 	})
 	return claimed, err

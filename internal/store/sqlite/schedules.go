@@ -161,8 +161,10 @@ func (db *DB) deleteWithChildren(ctx context.Context, table, child, column, tena
 	})
 }
 
-// SkipDue claims a due time without a workflow, for reason.
-func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string) (bool, error) {
+// SkipDue claims a due time without a workflow, for reason, appending
+// rec when it does.
+func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, reason string, rec *audit.Record) (bool, error) {
+	db.prepareAudit(rec)
 	var claimed bool
 	err := db.write(ctx, func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (schedule_id, due_at, workflow_id, created_at, reason)
@@ -170,8 +172,10 @@ func (db *DB) SkipDue(ctx context.Context, scheduleID string, due time.Time, rea
 		if err != nil {
 			return fmt.Errorf("skip due time: %w", err)
 		}
-		n, _ := res.RowsAffected()
-		claimed = n == 1
+		if n, _ := res.RowsAffected(); n == 1 {
+			claimed = true
+			return appendAudit(ctx, tx, rec)
+		}
 		return nil
 	})
 	return claimed, err

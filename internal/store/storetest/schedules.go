@@ -127,7 +127,7 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 	wantCode(t, s.CreateWorkflow(ctx, dup, nil), problem.Conflict, "second workflow for a due time")
 	_, err := s.Workflow(ctx, "acme", dup.ID)
 	wantCode(t, err, problem.NotFound, "the refused workflow")
-	if ok, err := s.SkipDue(ctx, sch.ID, due, "refused"); err != nil || ok {
+	if ok, err := s.SkipDue(ctx, sch.ID, due, "refused", record("acme", "schedule.skip", 0)); err != nil || ok {
 		t.Fatalf("SkipDue of a claimed due time = %v, %v; want false", ok, err)
 	}
 
@@ -155,7 +155,7 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 		t.Fatal("Busy = false while its workflows run")
 	}
 	later := due.Add(5 * time.Minute)
-	if ok, err := s.SkipDue(ctx, sch.ID, later, "overlap skip"); err != nil || !ok {
+	if ok, err := s.SkipDue(ctx, sch.ID, later, "overlap skip", record("acme", "schedule.skip", 1)); err != nil || !ok {
 		t.Fatalf("SkipDue = %v, %v; want true", ok, err)
 	}
 	got, err = s.Schedule(ctx, "acme", sch.ID)
@@ -168,7 +168,7 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 	}
 	// The latest skip is the one shown, in the list too.
 	latest := later.Add(5 * time.Minute)
-	if ok, err := s.SkipDue(ctx, sch.ID, latest, "validation-failed: context.queue: is required"); err != nil || !ok {
+	if ok, err := s.SkipDue(ctx, sch.ID, latest, "validation-failed: context.queue: is required", nil); err != nil || !ok {
 		t.Fatalf("SkipDue = %v, %v; want true", ok, err)
 	}
 	list, err := s.ListSchedules(ctx, "acme")
@@ -176,6 +176,12 @@ func testScheduleClaims(t *testing.T, s Store, _ Hooks) {
 	if len(list) != 1 || list[0].LastSkip == nil || !list[0].LastSkip.DueAt.Equal(latest) ||
 		list[0].LastSkip.Reason != "validation-failed: context.queue: is required" || !list[0].LastDue.Equal(latest) {
 		t.Fatalf("listed %+v; want the skip of %v with its reason", list, latest)
+	}
+	// A skip's record is appended with it, and only when it claims.
+	skips, err := s.QueryAudit(ctx, "acme", audit.Filter{Action: "schedule.skip"})
+	must(t, err, "query skips")
+	if len(skips) != 1 {
+		t.Fatalf("schedule.skip records = %d, want 1 (a claimed due time skips nothing; nil appends nothing)", len(skips))
 	}
 	runs, err := s.ListWorkflows(ctx, "acme", workflow.ListFilter{Limit: 10})
 	must(t, err, "list workflows")
