@@ -187,7 +187,8 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 			return nil, err
 		}
 		if busy {
-			_, err := s.Store.SkipDue(ctx, sch.ID, due, ReasonOverlap, s.skipRecord(sch, due, ReasonOverlap, audit.Success))
+			rec := s.skipRecord(sch, due, audit.Success, map[string]any{"reason": ReasonOverlap})
+			_, err := s.Store.SkipDue(ctx, sch.ID, due, ReasonOverlap, rec)
 			return nil, err
 		}
 	}
@@ -214,8 +215,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 		return nil, errAlreadyClaimed
 	case problem.Is(err, problem.ValidationFailed), problem.Is(err, problem.NotFound), problem.Is(err, problem.AgentVersionNotFound):
 		if !manual {
-			reason := refusal(err)
-			if _, serr := s.Store.SkipDue(ctx, sch.ID, due, reason, s.skipRecord(sch, due, reason, audit.Error)); serr != nil {
+			if _, serr := s.Store.SkipDue(ctx, sch.ID, due, refusal(err), s.skipRecord(sch, due, audit.Error, refusalDetails(err))); serr != nil {
 				return nil, errors.Join(err, serr)
 			}
 		}
@@ -226,12 +226,29 @@ func (s *Scheduler) fire(ctx context.Context, sch *Schedule, due time.Time, manu
 // skipRecord is the audit record of a due time the scheduler skipped, in
 // the schedule's tenant's chain: outcome error when the invocation was
 // refused, success for an overlap skip (the schedule's own policy).
-func (s *Scheduler) skipRecord(sch *Schedule, due time.Time, reason, outcome string) *audit.Record {
+func (s *Scheduler) skipRecord(sch *Schedule, due time.Time, outcome string, details map[string]any) *audit.Record {
+	details["due_at"] = due.UTC().Format(time.RFC3339)
 	return &audit.Record{
 		Time: s.now().UTC(), Tenant: sch.Tenant, Action: "schedule.skip", Actor: SchedulerActor,
 		Resource: audit.Resource{Type: "schedule", ID: sch.ID}, Outcome: outcome,
-		Details: audit.Details(map[string]any{"due_at": due.UTC().Format(time.RFC3339), "reason": reason}),
+		Details: audit.Details(details),
 	}
+}
+
+// refusalDetails are what an audit record keeps of a refusal: its code and
+// the paths of the fields at fault, not the words, which may quote the
+// context's values (a pattern's mismatch does).
+func refusalDetails(err error) map[string]any {
+	pe := problem.As(err)
+	details := map[string]any{"code": string(pe.Code)}
+	if len(pe.Errors) > 0 {
+		fields := make([]string, len(pe.Errors))
+		for i, f := range pe.Errors {
+			fields[i] = f.Field
+		}
+		details["fields"] = fields
+	}
+	return details
 }
 
 // maxReason bounds the words a skip keeps of a refusal.

@@ -426,7 +426,7 @@ func TestADueTimeWhoseInvocationIsRefusedSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(recs) != 1 || recs[0].Actor != schedule.SchedulerActor || recs[0].Outcome != audit.Error || recs[0].Resource.ID != sch.ID ||
-		!strings.Contains(string(recs[0].Details), `"reason":"validation-failed: `) || !strings.Contains(string(recs[0].Details), start.UTC().Format(time.RFC3339)) {
-		t.Errorf("schedule.skip records %+v; want one by the scheduler, outcome error, with the due time and the reason", recs)
+		string(recs[0].Details) != `{"code":"validation-failed","due_at":"`+start.UTC().Format(time.RFC3339)+`","fields":["context.region"]}` {
+		t.Errorf("schedule.skip records %+v; want one by the scheduler, outcome error, with the due time, the code and the field", recs)
 	}
 }
