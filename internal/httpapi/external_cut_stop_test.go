@@ -57,17 +57,7 @@ func TestExternalCutByTheRunsStopCountsItsTokens(t *testing.T) {
 				deployExternal(t, h, w.admin, "ext-stopped", stopped)
 				deployExternal(t, h, w.admin, "ext-next", map[string]any{"url": agentSrv.URL, "tools": []string{"payments"}, "models": []string{"gpt"}})
 
-				r := h.do("POST", "/v1/agents/ext-stopped/invoke", w.admin, map[string]any{"goal": "say a lot"}, "Prefer", "respond-async")
-				var wf externalWorkflow
-				r.json(t, &wf)
-				if r.Status != 202 {
-					t.Fatalf("invoke: %d %s", r.Status, r.Body)
-				}
-				select {
-				case <-began:
-				case <-time.After(30 * time.Second):
-					t.Fatal("the model's answer never began")
-				}
+				wf := invokeUntil(t, h, w.admin, "ext-stopped", "say a lot", began)
 				if tc.stop == "cancel" {
 					if r := h.do("POST", "/v1/workflows/"+wf.ID+"/cancel", w.admin, nil); r.Status != 200 {
 						t.Fatalf("cancel: %d %s", r.Status, r.Body)
@@ -98,7 +88,7 @@ func TestExternalCutByTheRunsStopCountsItsTokens(t *testing.T) {
 					t.Errorf("the tenant's usage %+v, want %+v", tenant.Total, want)
 				}
 
-				r = h.do("POST", "/v1/agents/ext-next/invoke", w.admin, map[string]any{"goal": "again"})
+				r := h.do("POST", "/v1/agents/ext-next/invoke", w.admin, map[string]any{"goal": "again"})
 				var next externalWorkflow
 				r.json(t, &next)
 				if r.Status != 200 {

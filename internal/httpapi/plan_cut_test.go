@@ -36,16 +36,23 @@ func startJudge(t *testing.T, h *harness, token string, began <-chan struct{}) e
 	if r := h.do("POST", "/v1/agents", token, map[string]any{"name": "judge", "definition": json.RawMessage(judgeDefinition)}); r.Status != 201 {
 		t.Fatalf("deploy: %d %s", r.Status, r.Body)
 	}
-	r := h.do("POST", "/v1/agents/judge/invoke", token, map[string]any{"goal": "Is tx-1 fraud?"}, "Prefer", "respond-async")
+	return invokeUntil(t, h, token, "judge", "Is tx-1 fraud?", began)
+}
+
+// invokeUntil invokes agent asynchronously and returns its workflow once
+// began is closed (the model has the run's request).
+func invokeUntil(t *testing.T, h *harness, token, agent, goal string, began <-chan struct{}) externalWorkflow {
+	t.Helper()
+	r := h.do("POST", "/v1/agents/"+agent+"/invoke", token, map[string]any{"goal": goal}, "Prefer", "respond-async")
 	var wf externalWorkflow
 	r.json(t, &wf)
 	if r.Status != 202 {
-		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+		t.Fatalf("invoke %s: %d %s", agent, r.Status, r.Body)
 	}
 	select {
 	case <-began:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the model never had the request")
+		t.Fatalf("the model never had %s's request", agent)
 	}
 	return wf
 }
