@@ -71,3 +71,46 @@ func BenchmarkComplete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRelay is one chat completion of the second turn of an external
+// agent's run relayed to a loopback server answering a fixed body, and
+// read for its record as the gateway does (Normalize): the agent's request
+// as a framework sends it (a goal, one tool call and its result, one tool
+// offered), so that what is measured is the relay's reading and rewriting
+// of the body, the HTTP exchange, and reading the answer.
+func BenchmarkRelay(b *testing.B) {
+	ans := benchAnswers[model.OpenAI]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(ans.body)))
+		_, _ = io.WriteString(w, ans.body)
+	}))
+	b.Cleanup(srv.Close)
+	m := &model.Model{ID: "mdl_bench", Name: "helper", Provider: model.OpenAI, BaseURL: srv.URL + "/v1",
+		Model: "test-model-1", Auth: model.Auth{Type: model.AuthNone}, Revision: 1}
+	pool := NewClients(Options{Outbound: outbound.New(outbound.Options{AllowPrivate: true})})
+	body := []byte(`{"model":"helper","temperature":0,"stream":false,"messages":[` +
+		`{"role":"system","content":"You answer questions about payments. Use the tools to look them up."},` +
+		`{"role":"user","content":"Is payment p1 settled, and for how much?"},` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"call_0","type":"function",` +
+		`"function":{"name":"payments__get","arguments":"{\"id\":\"p1\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_0","content":"{\"id\":\"p1\",\"status\":\"settled\",\"amount\":1200,\"currency\":\"EUR\"}"}],` +
+		`"tools":[{"type":"function","function":{"name":"payments__get","description":"Get a payment by its id.",` +
+		`"parameters":{"type":"object","properties":{"id":{"type":"string","description":"The payment's id."}},"required":["id"]}}}]}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := pool.Relay(ctx, m, RelayRequest{API: ChatCompletions, Body: body}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.Status != http.StatusOK || out.Usage.InputTokens != 120 {
+			b.Fatalf("answer %d %+v", out.Status, out.Usage)
+		}
+		asked, answer, err := Normalize(ChatCompletions, body, out)
+		if err != nil || len(asked.Messages) != 4 || len(answer.Message.ToolCalls) != 1 {
+			b.Fatalf("read as %+v, %+v, %v", asked, answer, err)
+		}
+	}
+}

@@ -61,14 +61,21 @@ func setMember(obj []byte, key string, value []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return withMember(obj, ms, key, value), nil
+}
+
+// withMember is setMember of obj whose members ms are.
+func withMember(obj []byte, ms map[string]span, key string, value []byte) []byte {
 	var out []byte
 	if s, ok := ms[key]; ok {
+		out = make([]byte, 0, len(obj)-(s.end-s.start)+len(value))
 		out = append(out, obj[:s.start]...)
 		out = append(out, value...)
-		return append(out, obj[s.end:]...), nil
+		return append(out, obj[s.end:]...)
 	}
 	open := bytes.IndexByte(obj, '{') + 1
 	k, _ := json.Marshal(key)
+	out = make([]byte, 0, len(obj)+len(k)+len(value)+2)
 	out = append(out, obj[:open]...)
 	out = append(out, k...)
 	out = append(out, ':')
@@ -76,7 +83,7 @@ func setMember(obj []byte, key string, value []byte) ([]byte, error) {
 	if len(ms) > 0 {
 		out = append(out, ',')
 	}
-	return append(out, obj[open:]...), nil
+	return append(out, obj[open:]...)
 }
 
 // member is the value of key in obj, nil when absent.
@@ -107,9 +114,7 @@ func prepareBody(api string, body []byte, providerModel string) (relayBody, erro
 	}
 	rb := relayBody{stream: string(member(body, ms, "stream")) == "true"}
 	id, _ := json.Marshal(providerModel)
-	if rb.body, err = setMember(body, "model", id); err != nil {
-		return relayBody{}, err
-	}
+	rb.body = withMember(body, ms, "model", id)
 	if api != ChatCompletions || !rb.stream {
 		return rb, nil
 	}
@@ -124,9 +129,7 @@ func prepareBody(api string, body []byte, providerModel string) (relayBody, erro
 	if string(member(opts, oms, "include_usage")) == "true" {
 		return rb, nil
 	}
-	if opts, err = setMember(opts, "include_usage", []byte("true")); err != nil {
-		return relayBody{}, err
-	}
+	opts = withMember(opts, oms, "include_usage", []byte("true"))
 	rb.usageAdded = true
 	rb.body, err = setMember(rb.body, "stream_options", opts)
 	return rb, err

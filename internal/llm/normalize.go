@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/agentplane/agentplane/internal/agent"
@@ -15,7 +16,17 @@ import (
 // with that usage alone; an error answer gives the request and an
 // *agent.LLMError with the provider's status and words.
 func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest, agent.ChatResponse, error) {
-	req, err := wire.Request(api, body)
+	var read *relayRead
+	if resp != nil && resp.read != nil && bytes.Equal(resp.read.body, body) {
+		read = resp.read // what the relay read of this very exchange
+	}
+	var req agent.ChatRequest
+	var err error
+	if read != nil {
+		req = read.asked
+	} else {
+		req, err = wire.Request(api, body)
+	}
 	if err != nil || resp == nil {
 		return req, agent.ChatResponse{}, err
 	}
@@ -28,8 +39,10 @@ func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest,
 		u := resp.Usage
 		return req, agent.ChatResponse{Usage: &u}, nil
 	}
-	answer, err := wire.Answer(api, resp.Body, resp.Events)
-	if err != nil {
+	var answer agent.ChatResponse
+	if read != nil && read.answer != nil {
+		answer = *read.answer
+	} else if answer, err = wire.Answer(api, resp.Body, resp.Events); err != nil {
 		return req, agent.ChatResponse{}, err
 	}
 	if resp.Cut || (answer.Usage == nil && resp.Usage != (agent.Usage{})) {

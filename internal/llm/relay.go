@@ -67,6 +67,19 @@ type RelayResponse struct {
 	// no event came).
 	Cut                             bool
 	InputEstimated, OutputEstimated bool
+
+	// read is what the relay read of the request it sent and of the
+	// answer, kept for Normalize, which would read them again.
+	read *relayRead
+}
+
+// relayRead is a relayed exchange as the relay read it: the request body
+// it was given, that body as a ChatRequest, and the answer as a
+// ChatResponse (nil when it read none that Normalize would read alike).
+type relayRead struct {
+	body   []byte
+	asked  agent.ChatRequest
+	answer *agent.ChatResponse
 }
 
 // Relayer relays raw provider requests; *Pool is one.
@@ -143,7 +156,7 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 	if err != nil {
 		return nil, &agent.LLMError{Message: "the request body is " + err.Error()}
 	}
-	asked, _ := wire.Request(req.API, req.Body)
+	asked, askedErr := wire.Request(req.API, req.Body)
 	start := time.Now()
 	ctx, span := c.startSpan(ctx, asked)
 	var answer agent.ChatResponse
@@ -216,11 +229,19 @@ func (c *client) relay(ctx context.Context, req RelayRequest, send func([]byte) 
 		spanErr = &agent.LLMError{Status: out.Status, Message: providerMessage(&exchange{status: out.Status, header: out.Header, body: out.Body})}
 		return out, nil
 	}
-	answer, _ = wire.Answer(req.API, out.Body, withUsage(out.Events, withheld))
+	answer, answerErr := wire.Answer(req.API, out.Body, withUsage(out.Events, withheld))
 	if answer.Usage != nil {
 		out.Usage = *answer.Usage
 	}
 	out.FinishReason, out.ProviderModel = answer.FinishReason, answer.Model
+	if askedErr == nil {
+		out.read = &relayRead{body: req.Body, asked: asked}
+		if answerErr == nil && withheld == nil {
+			// A usage chunk withheld from the events is read here and
+			// not by Normalize, which takes the usage from out.Usage.
+			out.read.answer = &answer
+		}
+	}
 	return out, nil
 }
 

@@ -133,6 +133,32 @@ func TestRelay(t *testing.T) {
 				if diff := cmp.Diff(wantReq, req); diff != "" {
 					t.Errorf("normalized request (-want +got):\n%s", diff)
 				}
+
+				// Normalize took what the relay read (all of it but for the
+				// answer of a stream whose usage chunk the relay withheld),
+				// and reading the exchange afresh gives the same.
+				withheld := a.api == ChatCompletions && stream
+				if resp.read == nil || (resp.read.answer == nil) != withheld {
+					t.Fatalf("the relay kept %+v of what it read", resp.read)
+				}
+				fresh := *resp
+				fresh.read = nil
+				freshReq, freshAnswer, err := Normalize(a.api, []byte(body), &fresh)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(freshReq, req); diff != "" {
+					t.Errorf("the request as the relay read it (-afresh +relay):\n%s", diff)
+				}
+				if diff := cmp.Diff(freshAnswer, answer); diff != "" {
+					t.Errorf("the answer as the relay read it (-afresh +relay):\n%s", diff)
+				}
+				// Another body with this answer is read for itself.
+				other := strings.Replace(body, "Is p1 settled?", "Is p2 settled?", 1)
+				if otherReq, _, err := Normalize(a.api, []byte(other), resp); err != nil ||
+					otherReq.Messages[len(otherReq.Messages)-1].Content != "Is p2 settled?" {
+					t.Errorf("another body normalized as %+v (%v)", otherReq, err)
+				}
 			})
 		}
 	}
