@@ -26,6 +26,25 @@ var benchAnswers = map[string]struct{ path, body string }{
 		`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":9}}`},
 }
 
+// benchModel is a model of provider served by a loopback server that
+// answers every request with the provider's benchAnswers body.
+func benchModel(b *testing.B, provider string) *model.Model {
+	ans := benchAnswers[provider]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(ans.body)))
+		_, _ = io.WriteString(w, ans.body)
+	}))
+	b.Cleanup(srv.Close)
+	base := srv.URL
+	if provider == model.OpenAI {
+		base += "/v1"
+	}
+	return &model.Model{ID: "mdl_bench", Name: "helper", Provider: provider, BaseURL: base,
+		Model: "test-model-1", Auth: model.Auth{Type: model.AuthNone}, Revision: 1}
+}
+
 // BenchmarkComplete is one completion of the second turn of a run (a
 // goal, one tool call and its result, one tool offered) against a
 // loopback server answering a fixed body, so that what is measured is the
@@ -34,20 +53,7 @@ var benchAnswers = map[string]struct{ path, body string }{
 func BenchmarkComplete(b *testing.B) {
 	for _, provider := range []string{model.OpenAI, model.Anthropic} {
 		b.Run(provider, func(b *testing.B) {
-			ans := benchAnswers[provider]
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "application/json")
-				w.Header().Set("Content-Length", strconv.Itoa(len(ans.body)))
-				_, _ = io.WriteString(w, ans.body)
-			}))
-			b.Cleanup(srv.Close)
-			base := srv.URL
-			if provider == model.OpenAI {
-				base += "/v1"
-			}
-			m := &model.Model{ID: "mdl_bench", Name: "helper", Provider: provider, BaseURL: base,
-				Model: "test-model-1", Auth: model.Auth{Type: model.AuthNone}, Revision: 1}
+			m := benchModel(b, provider)
 			c, err := NewClients(Options{Outbound: outbound.New(outbound.Options{AllowPrivate: true})}).Client(m)
 			if err != nil {
 				b.Fatal(err)
@@ -79,16 +85,7 @@ func BenchmarkComplete(b *testing.B) {
 // offered), so that what is measured is the relay's reading and rewriting
 // of the body, the HTTP exchange, and reading the answer.
 func BenchmarkRelay(b *testing.B) {
-	ans := benchAnswers[model.OpenAI]
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(ans.body)))
-		_, _ = io.WriteString(w, ans.body)
-	}))
-	b.Cleanup(srv.Close)
-	m := &model.Model{ID: "mdl_bench", Name: "helper", Provider: model.OpenAI, BaseURL: srv.URL + "/v1",
-		Model: "test-model-1", Auth: model.Auth{Type: model.AuthNone}, Revision: 1}
+	m := benchModel(b, model.OpenAI)
 	pool := NewClients(Options{Outbound: outbound.New(outbound.Options{AllowPrivate: true})})
 	body := []byte(`{"model":"helper","temperature":0,"stream":false,"messages":[` +
 		`{"role":"system","content":"You answer questions about payments. Use the tools to look them up."},` +
