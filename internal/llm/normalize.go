@@ -14,11 +14,16 @@ import (
 // ChatResponse with the usage the relay counted. A nil resp gives a zero
 // ChatResponse, and one cut before any of its answer came a ChatResponse
 // with that usage alone; an error answer gives the request and an
-// *agent.LLMError with the provider's status and words.
+// *agent.LLMError with the provider's status and words. What the relay
+// read of the exchange is taken rather than read again when body is the
+// one relayed, and resp lets go of it either way.
 func Normalize(api string, body []byte, resp *RelayResponse) (agent.ChatRequest, agent.ChatResponse, error) {
 	var read *relayRead
-	if resp != nil && resp.read != nil && bytes.Equal(resp.read.body, body) {
-		read = resp.read // what the relay read of this very exchange
+	if resp != nil && resp.read != nil {
+		if bytes.Equal(resp.read.body, body) {
+			read = resp.read // what the relay read of this very exchange
+		}
+		resp.read = nil // let go: a run may hold resp as long as it runs
 	}
 	var req agent.ChatRequest
 	var err error

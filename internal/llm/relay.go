@@ -69,7 +69,8 @@ type RelayResponse struct {
 	InputEstimated, OutputEstimated bool
 
 	// read is what the relay read of the request it sent and of the
-	// answer, kept for Normalize, which would read them again.
+	// answer, kept for Normalize, which would read them again, and which
+	// lets go of it.
 	read *relayRead
 }
 

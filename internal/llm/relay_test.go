@@ -117,6 +117,7 @@ func TestRelay(t *testing.T) {
 					t.Errorf("credentials %q, X-Team %q", h, sent.Header.Get("X-Team"))
 				}
 
+				kept := resp.read
 				req, answer, err := Normalize(a.api, []byte(body), resp)
 				if err != nil {
 					t.Fatal(err)
@@ -135,15 +136,17 @@ func TestRelay(t *testing.T) {
 				}
 
 				// Normalize took what the relay read (all of it but for the
-				// answer of a stream whose usage chunk the relay withheld),
-				// and reading the exchange afresh gives the same.
+				// answer of a stream whose usage chunk the relay withheld)
+				// and let go of it, and reading the exchange afresh gives
+				// the same.
 				withheld := a.api == ChatCompletions && stream
-				if resp.read == nil || (resp.read.answer == nil) != withheld {
-					t.Fatalf("the relay kept %+v of what it read", resp.read)
+				if kept == nil || (kept.answer == nil) != withheld {
+					t.Fatalf("the relay kept %+v of what it read", kept)
 				}
-				fresh := *resp
-				fresh.read = nil
-				freshReq, freshAnswer, err := Normalize(a.api, []byte(body), &fresh)
+				if resp.read != nil {
+					t.Error("the answer still holds what the relay read")
+				}
+				freshReq, freshAnswer, err := Normalize(a.api, []byte(body), resp)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -154,6 +157,7 @@ func TestRelay(t *testing.T) {
 					t.Errorf("the answer as the relay read it (-afresh +relay):\n%s", diff)
 				}
 				// Another body with this answer is read for itself.
+				resp.read = kept
 				other := strings.Replace(body, "Is p1 settled?", "Is p2 settled?", 1)
 				if otherReq, _, err := Normalize(a.api, []byte(other), resp); err != nil ||
 					otherReq.Messages[len(otherReq.Messages)-1].Content != "Is p2 settled?" {
