@@ -9,10 +9,16 @@
 // the context At returns are served from the cache while the generation
 // holds, one small read in place of three or more. Reads made with any
 // other context go to the store.
+//
+// Invocations arriving together share their generation reads, as writes
+// share a commit: one read is made at a time per tenant, and the callers
+// arriving while it is made wait for the next, which starts once it is
+// done, so each caller still gets a generation read after it arrived.
 package catalogcache
 
 import (
 	"context"
+	"sync"
 
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/problem"
@@ -34,6 +40,26 @@ const DefaultSize = 4096
 type Cache struct {
 	gens    Generations
 	entries *lru.Cache[key, entry]
+
+	mu sync.Mutex
+	// reading are the tenants whose generation is being read.
+	reading map[string]*reads
+}
+
+// reads are a tenant's generation reads: the one being made, and the one
+// the callers arriving meanwhile wait for, made after it.
+type reads struct {
+	running, next *genRead
+}
+
+// genRead is one read of a generation, shared by the callers that arrived
+// before it began.
+type genRead struct {
+	done chan struct{}
+	// sharers counts the callers that wait for it besides its maker.
+	sharers int
+	gen     int64
+	err     error
 }
 
 // New returns a cache of at most size reads (DefaultSize when size < 1).
@@ -42,7 +68,7 @@ func New(gens Generations, size int) *Cache {
 		size = DefaultSize
 	}
 	entries, _ := lru.New[key, entry](size)
-	return &Cache{gens: gens, entries: entries}
+	return &Cache{gens: gens, entries: entries, reading: map[string]*reads{}}
 }
 
 // key names a read: its kind and arguments.
@@ -72,11 +98,57 @@ type at struct {
 // the generation cannot be read, ctx is returned as it is, and its reads go
 // to the store (which reports its own errors).
 func (c *Cache) At(ctx context.Context, tenant string) context.Context {
-	gen, err := c.gens.CatalogGeneration(ctx, tenant)
+	gen, err := c.generation(ctx, tenant)
 	if err != nil {
 		return ctx
 	}
 	return context.WithValue(ctx, atKey{}, at{c: c, tenant: tenant, gen: gen})
+}
+
+// generation reads the tenant's generation, or takes it from a read that
+// began after the call and that another caller made. The caller that
+// makes a read makes it with its own ctx: when that ends the read, the
+// callers sharing it go to the store too.
+func (c *Cache) generation(ctx context.Context, tenant string) (int64, error) {
+	c.mu.Lock()
+	t := c.reading[tenant]
+	if t == nil {
+		t = &reads{}
+		c.reading[tenant] = t
+	}
+	if r := t.next; r != nil {
+		r.sharers++
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.gen, r.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	r := &genRead{done: make(chan struct{})}
+	before := t.running
+	if before == nil {
+		t.running = r
+	} else {
+		t.next = r
+	}
+	c.mu.Unlock()
+	if before != nil {
+		<-before.done // one read's time: it ends as its store read does
+		c.mu.Lock()
+		t.running, t.next = r, nil
+		c.mu.Unlock()
+	}
+	r.gen, r.err = c.gens.CatalogGeneration(ctx, tenant)
+	c.mu.Lock()
+	t.running = nil
+	if t.next == nil {
+		delete(c.reading, tenant)
+	}
+	c.mu.Unlock()
+	close(r.done)
+	return r.gen, r.err
 }
 
 // lookup answers the read k from the cache when ctx carries k's tenant's
