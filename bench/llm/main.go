@@ -35,6 +35,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,8 +72,9 @@ type options struct {
 	// h2c has the model speak unencrypted HTTP/2 (prior knowledge).
 	h2c bool
 	// cpuProfile, when set, receives the server's CPU profile of the
-	// in-flight phase.
+	// in-flight phase, for profileFor (2 × latency when 0).
 	cpuProfile string
+	profileFor time.Duration
 	// heapProfile, when set, receives the server's heap profile as the
 	// model gets the last workflow's first completion request.
 	heapProfile string
@@ -90,6 +92,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	binary := fs.String("binary", "", "use this agentplane binary instead of building one")
 	limit := fs.Duration("limit", 5*time.Minute, "time limit of one size")
 	cpuProfile := fs.String("cpuprofile", "", "write the server's CPU profile while the workflows are in flight to this file (go tool pprof reads it)")
+	profileFor := fs.Duration("profile-for", 0, "how long the CPU profile lasts from the burst's start, in whole seconds (default 2 × -latency; a burst of 5,000 lasts longer)")
 	heapProfile := fs.String("heapprofile", "", "write the server's heap profile, taken as the model gets the last workflow's first completion request, to this file (go tool pprof reads it)")
 	async := fs.Bool("async", false, "measure each size also with asynchronous invokes (Prefer: respond-async)")
 	warm := fs.Bool("warm", false, "run an unmeasured burst of as many workflows first, so that the measured one finds the server's memory and connections as a server past its first burst has them (the default measures a fresh server's first burst)")
@@ -97,7 +100,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, heapProfile: *heapProfile, async: *async, warm: *warm, h2c: *h2c}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor, heapProfile: *heapProfile, async: *async, warm: *warm, h2c: *h2c}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -214,7 +217,9 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	stopSampling := benchserver.PeakGoroutines(ctx, srv, o.latency/5)
 	profiled := make(chan error, 1)
 	if o.cpuProfile != "" {
-		go func() { profiled <- benchserver.CPUProfile(ctx, debugAddr, 2*o.latency, o.cpuProfile) }()
+		go func() {
+			profiled <- benchserver.CPUProfile(ctx, debugAddr, cmp.Or(o.profileFor, 2*o.latency), o.cpuProfile)
+		}()
 	} else {
 		profiled <- nil
 	}
