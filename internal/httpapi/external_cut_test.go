@@ -201,11 +201,19 @@ func TestExternalCutStreamCountsItsTokens(t *testing.T) {
 						t.Errorf("the cut completion's step says %q, want it to say %q", cut.Error, words)
 					}
 				}
-				var u cutUsage
+				var u, answered cutUsage
 				h.do("GET", "/v1/workflows/"+wf.ID, w.admin, nil).json(t, &u)
 				if u.Usage == nil || u.Usage.InputTokens != cut.InputTokens || u.Usage.OutputTokens != cut.OutputTokens ||
 					u.Usage.Completions != 1 || u.Usage.Cost == nil || u.Usage.Cost.Amount <= 0 {
 					t.Errorf("workflow usage %+v, want the cut completion's %d and %d tokens, priced", u.Usage, cut.InputTokens, cut.OutputTokens)
+				}
+				// The invocation's answer has the sums its execution counted:
+				// the same as the stored completions'.
+				r.json(t, &answered)
+				if answered.Usage == nil || u.Usage == nil || answered.Usage.InputTokens != u.Usage.InputTokens ||
+					answered.Usage.OutputTokens != u.Usage.OutputTokens || answered.Usage.Completions != u.Usage.Completions ||
+					answered.Usage.Cost == nil || u.Usage.Cost == nil || *answered.Usage.Cost != *u.Usage.Cost {
+					t.Errorf("the invocation answered usage %+v, the stored completions sum to %+v", answered.Usage, u.Usage)
 				}
 			})
 		}

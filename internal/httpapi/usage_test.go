@@ -108,6 +108,13 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 	}
 	const runs = 3
 	var ids []string
+	// answered are the usages the invocations answered with, counted by
+	// their executions as they ran, by workflow.
+	type usageAnswer struct {
+		usageNumbers
+		cost float64
+	}
+	answered := map[string]usageAnswer{}
 	for range runs {
 		r := h.do("POST", "/v1/agents/helper/invoke", w.admin, map[string]any{"goal": "check tx-1", "max_llm_tokens": 100000})
 		var wf struct {
@@ -128,9 +135,11 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 			t.Fatalf("invoke: %d %s", r.Status, r.Body)
 		}
 		ids = append(ids, wf.ID)
+		answered[wf.ID] = usageAnswer{wf.Usage.usageNumbers, wf.Usage.Cost.Amount}
 	}
 
-	// Independently: the sums of the stored completions.
+	// Independently: the sums of the stored completions, which each
+	// invocation's answer must have given.
 	var total usageNumbers
 	var cost float64
 	for _, id := range ids {
@@ -138,12 +147,20 @@ func TestCompletionsUsageAndCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var stored usageAnswer
 		for _, c := range comps {
-			total.InputTokens += c.InputTokens
-			total.OutputTokens += c.OutputTokens
-			total.Completions++
-			cost += float64(c.InputTokens)*3/1e6 + float64(c.OutputTokens)*15/1e6
+			stored.InputTokens += c.InputTokens
+			stored.OutputTokens += c.OutputTokens
+			stored.Completions++
+			stored.cost += float64(c.InputTokens)*3/1e6 + float64(c.OutputTokens)*15/1e6
 		}
+		if a := answered[id]; a.usageNumbers != stored.usageNumbers || math.Abs(a.cost-stored.cost) > 1e-12 {
+			t.Errorf("invocation of %s answered usage %+v, its stored completions sum to %+v", id, a, stored)
+		}
+		total.InputTokens += stored.InputTokens
+		total.OutputTokens += stored.OutputTokens
+		total.Completions += stored.Completions
+		cost += stored.cost
 	}
 	if total.Completions != 2*runs || ms.requests != 2*runs {
 		t.Fatalf("%d completions stored, %d requested; want %d", total.Completions, ms.requests, 2*runs)

@@ -114,10 +114,16 @@ func (s *Server) workflowView(r *http.Request, wf *workflow.Workflow, steps []wo
 	}
 	if !completions {
 		// The usage alone: the completions' records (their conversations)
-		// are not read.
-		t, err := s.deps.Workflows.WorkflowUsage(r.Context(), wf.ID)
-		if err != nil {
-			return v, err
+		// are not read, nor their sums when the execution that ended the
+		// workflow here counted them.
+		var t workflow.CompletionTotals
+		if wf.Usage != nil {
+			t = *wf.Usage
+		} else {
+			var err error
+			if t, err = s.deps.Workflows.WorkflowUsage(r.Context(), wf.ID); err != nil {
+				return v, err
+			}
 		}
 		if t.Completions > 0 {
 			v.Usage = usageOf(t)

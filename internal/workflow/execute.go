@@ -107,6 +107,7 @@ func (r *Runner) execute(ctx context.Context, wf *Workflow, prog *agent.Program,
 func (r *Runner) begin(store context.Context, wf *Workflow, h history) (*journal, *recorder) {
 	j := &journal{r: r, wf: wf, ctx: store, steps: slices.Clip(h.steps)}
 	if h.created != nil {
+		j.counted = []Completion{}
 		j.mu.Lock()
 		j.inFlight(h.created.wait, nil)
 		j.mu.Unlock()
@@ -181,6 +182,7 @@ func (r *Runner) conclude(ctx context.Context, wf *Workflow, j *journal, rec *re
 	if err != nil {
 		return // logged; the workflow is resumed from what was stored
 	}
+	wf.Usage = j.usage()
 	if res.Status == agent.WorkflowWaiting && runErr == nil && rec.asked != nil {
 		r.suspend(store, wf, steps, last, rec.asked)
 		return

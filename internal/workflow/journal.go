@@ -52,6 +52,10 @@ type journal struct {
 	// answers are the completions carried by steps added and not yet
 	// stored.
 	answers int
+	// counted are the tokens and cost of every completion added, when the
+	// execution began with the workflow (nil for a resume, whose earlier
+	// completions it does not hold): its end carries their sum.
+	counted []Completion
 	err     error // the first failure to store; the execution stops
 }
 
@@ -64,8 +68,23 @@ func (j *journal) add(s *Step, recs []*audit.Record, c *Completion) error {
 		j.mu.Lock()
 		j.answers++
 		j.mu.Unlock()
+		if j.counted != nil {
+			j.counted = append(j.counted, Completion{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens,
+				Cost: c.Cost, Currency: c.Currency})
+		}
 	}
 	return err
+}
+
+// usage is the sum of the workflow's completions when the journal counted
+// all of them, else nil. Once take has returned, every one is stored or
+// among the last steps.
+func (j *journal) usage() *CompletionTotals {
+	if j.counted == nil {
+		return nil
+	}
+	t := TotalCompletions(j.counted)
+	return &t
 }
 
 // beforeRead readies the journal for a read to be sent: the held step is

@@ -86,6 +86,11 @@ type Workflow struct {
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
 	// Deadline is when the workflow times out.
 	Deadline time.Time `json:"-"`
+	// Usage sums the workflow's completions as the execution that ran it
+	// from its start counted them, on the end it hands to its waiters (so
+	// an invocation's answer reads none back); nil otherwise: the store
+	// sums them (Store.WorkflowUsage).
+	Usage *CompletionTotals `json:"-"`
 	// CancelRequested is set by POST /cancel; the owner stops at the next step.
 	CancelRequested bool `json:"-"`
 	// Owner is the replica holding the lease until LeaseUntil.
