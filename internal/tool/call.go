@@ -53,14 +53,17 @@ type CallResult struct {
 }
 
 // callAuditDetails are what a tool.call record says: never bodies or secrets.
+// The members are in their canonical order (RFC 8785: sorted), so the
+// record's hash takes its details as encoded rather than encoding them
+// again (audit.Record.Seal).
 type callAuditDetails struct {
-	Operation  string `json:"operation"`
-	Type       string `json:"type"`
+	Attempts   int    `json:"attempts"`
+	DurationMS int64  `json:"duration_ms"`
 	Kind       string `json:"kind"`
 	Method     string `json:"method"`
+	Operation  string `json:"operation"`
+	Type       string `json:"type"`
 	URL        string `json:"url"`
-	DurationMS int64  `json:"duration_ms"`
-	Attempts   int    `json:"attempts"`
 }
 
 // CallAuditRecord is the audit record of one call: what was called, how it

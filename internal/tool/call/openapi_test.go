@@ -170,8 +170,8 @@ func TestCallOpenAPI(t *testing.T) {
 		Action: "tool.call", Resource: audit.Resource{Type: "tool", ID: "tool_billing"},
 		Outcome: audit.Success, Status: 201, RequestID: "req_1", WorkflowID: "wf_1",
 		TraceID: span.SpanContext().TraceID().String(),
-		Details: json.RawMessage(`{"operation":"create_charge","type":"openapi","kind":"write","method":"POST","url":"` +
-			api.URL + `/v1/customers/cus%2F42/charges","duration_ms":0,"attempts":1}`),
+		Details: json.RawMessage(`{"attempts":1,"duration_ms":0,"kind":"write","method":"POST","operation":"create_charge","type":"openapi","url":"` +
+			api.URL + `/v1/customers/cus%2F42/charges"}`),
 	}
 	if diff := cmp.Diff(wantRec, recs[0]); diff != "" {
 		t.Errorf("audit record (-want +got):\n%s", diff)
