@@ -130,6 +130,13 @@ func TestCompletionsAreRecordedWithUsage(t *testing.T) {
 			t.Errorf("completion %d data =\n%s\nwant\n%s", i+1, c.Data, data)
 		}
 	}
+	// The end handed to the waiter carries the sums its execution counted,
+	// so an invocation's answer reads none back.
+	if wf.Usage == nil {
+		t.Error("the workflow's end carries no usage")
+	} else if diff := cmp.Diff(workflow.TotalCompletions(comps), *wf.Usage); diff != "" {
+		t.Errorf("the usage the workflow's end carries, against the stored completions' (-stored +carried):\n%s", diff)
+	}
 	if comps[0].Step < 1 || comps[1].Step <= comps[0].Step {
 		t.Errorf("steps of the completions = %d, %d: want increasing step numbers", comps[0].Step, comps[1].Step)
 	}
