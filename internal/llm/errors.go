@@ -53,7 +53,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// exchange is what one attempt got back over HTTP, seen beneath the SDK:
+// exchange is what one attempt got back over HTTP, seen beneath any SDK:
 // the status and headers of the response, and the body of an error status.
 type exchange struct {
 	status int
@@ -61,7 +61,8 @@ type exchange struct {
 	body   []byte
 }
 
-// capture is an SDK middleware filling rec.
+// capture sends r through next (the HTTP client, or the SDK's middleware
+// chain) and fills rec from the answer.
 func (rec *exchange) capture(r *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	res, err := next(r)
 	if res == nil {

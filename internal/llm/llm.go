@@ -1,7 +1,7 @@
 // Package llm calls the models agents use: a Client per registered model,
 // speaking its provider's wire format (bodies encoded and answers read
-// here, sent through the provider's official SDK: openai-go for Chat
-// Completions, anthropic-sdk-go for Messages), with the
+// here; Chat Completions sent as one POST through the outbound client,
+// Messages through the official anthropic-sdk-go), with the
 // model's own timeout, retries, concurrency bound, GenAI spans and metrics.
 // The same per-model client relays external agents' own requests in the
 // providers' wire formats (Relayer), and Normalize reads such an exchange

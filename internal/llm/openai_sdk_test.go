@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/agent"
 	"github.com/agentplane/agentplane/internal/llm/wire"
 	"github.com/agentplane/agentplane/internal/model"
+	"github.com/agentplane/agentplane/internal/outbound"
 )
 
 // sdkOpenAI is the Chat Completions provider as it was through openai-go's
@@ -25,8 +26,18 @@ type sdkOpenAI struct {
 	svc   openai.ChatCompletionService
 }
 
+// newSDKOpenAI builds the service from the model's options alone, not
+// through openai.NewClient, so nothing is read from the environment.
 func newSDKOpenAI(c *client) provider {
-	return &sdkOpenAI{model: c.model.Model, svc: openai.NewChatCompletionService(openAIOptions(c)...)}
+	opts := []option.RequestOption{
+		option.WithBaseURL(c.base.String()),
+		option.WithHTTPClient(c.http),
+		option.WithMaxRetries(0),
+	}
+	for k, v := range c.model.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	return &sdkOpenAI{model: c.model.Model, svc: openai.NewChatCompletionService(opts...)}
 }
 
 func (p *sdkOpenAI) name() string { return "openai" }
@@ -213,6 +224,11 @@ func TestOpenAIRequestsAsTheSDKSentThem(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			own, viaSDK := bothWays(t, model.OpenAI, newSDKOpenAI, req, rawAnswer{200, "application/json", completion})
 			compareOutcomes(t, own, viaSDK)
+			for _, h := range own.headers {
+				if ua := h.Get("User-Agent"); ua != outbound.DefaultUserAgent {
+					t.Errorf("User-Agent %q, want %q", ua, outbound.DefaultUserAgent)
+				}
+			}
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -123,8 +124,18 @@ func compareOutcomes(t *testing.T, own, viaSDK outcome) {
 			t.Errorf("request body (-SDK's +own):\n%s", diff)
 		}
 		h1, h2 := own.headers[i].Clone(), viaSDK.headers[i].Clone()
-		h1.Del("Content-Length")
-		h2.Del("Content-Length")
+		for _, h := range []http.Header{h1, h2} {
+			h.Del("Content-Length")
+			// How each client names itself: the SDKs' X-Stainless-*
+			// headers and User-Agent; agentplane's own OpenAI requests
+			// send its User-Agent alone.
+			h.Del("User-Agent")
+			for k := range h {
+				if strings.HasPrefix(k, "X-Stainless-") {
+					delete(h, k)
+				}
+			}
+		}
 		if diff := cmp.Diff(h2, h1); diff != "" {
 			t.Errorf("request headers (-SDK's +own):\n%s", diff)
 		}
