@@ -186,25 +186,44 @@ func (e *recorder) completion(step, n int, m *model.Model, hash string, req json
 	if resp.Usage != nil {
 		c.InputTokens, c.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
 	}
-	// The record carries its step and cost beside the exchange, so a
-	// replay reading the history alone has them. Its members are
-	// agent.RecordedCompletion's, the request as it was encoded once.
-	rec := struct {
-		RequestSHA256 string             `json:"request_sha256"`
-		Request       json.RawMessage    `json:"request"`
-		Response      agent.ChatResponse `json:"response"`
-		Step          int                `json:"step"`
-		Cost          *Cost              `json:"cost,omitempty"`
-	}{RequestSHA256: hash, Request: req, Response: resp, Step: step}
+	var cost *Cost
 	if m.Price != nil {
 		c.Cost = m.Price.Cost(c.InputTokens, c.OutputTokens)
 		c.Currency = cmp.Or(m.Price.Currency, model.DefaultCurrency)
-		rec.Cost = &Cost{Amount: c.Cost, Currency: c.Currency}
+		cost = &Cost{Amount: c.Cost, Currency: c.Currency}
 	}
-	data, err := json.Marshal(rec)
+	data, err := completionRecord(hash, req, resp, step, cost)
 	if err != nil {
 		return nil, fmt.Errorf("encode completion: %w", err)
 	}
 	c.Data = e.maskJSON(data)
 	return c, nil
+}
+
+// completionRecord encodes a completion's record: its members are
+// agent.RecordedCompletion's, and it carries its step and cost beside the
+// exchange, so a replay reading the history alone has them. req is the
+// request as json.Marshal encoded it once (hashRequest), compact and
+// HTML-escaped, so it goes in as it is: as a json.RawMessage member,
+// encoding/json would scan the whole conversation again to compact what
+// is compact already, and write the same bytes.
+func completionRecord(hash string, req json.RawMessage, resp agent.ChatResponse, step int, cost *Cost) ([]byte, error) {
+	rest, err := json.Marshal(struct {
+		Response agent.ChatResponse `json:"response"`
+		Step     int                `json:"step"`
+		Cost     *Cost              `json:"cost,omitempty"`
+	}{resp, step, cost})
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(`{"request_sha256":"","request":,`)+len(hash)+len(req)+len(rest))
+	b = append(b, `{"request_sha256":"`...)
+	b = append(b, hash...)
+	b = append(b, `","request":`...)
+	if len(req) == 0 {
+		req = json.RawMessage("null")
+	}
+	b = append(b, req...)
+	b = append(b, ',')
+	return append(b, rest[1:]...), nil
 }
