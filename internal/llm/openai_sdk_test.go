@@ -233,6 +233,20 @@ func TestOpenAIRequestsAsTheSDKSentThem(t *testing.T) {
 	}
 }
 
+// TestOpenAIURLsAsTheSDKBuiltThem: a completion goes to the URL openai-go
+// made of the model's base_url, whatever its shape.
+func TestOpenAIURLsAsTheSDKBuiltThem(t *testing.T) {
+	for _, root := range []string{"/v1", "/v1/", "/v1//", "", "/openai/deployments/d1", "/v1?api-version=2025-01-01"} {
+		t.Run(root, func(t *testing.T) {
+			own, viaSDK := bothWaysAt(t, root, model.OpenAI, newSDKOpenAI, richRequest(), rawAnswer{200, "application/json", completion})
+			compareOutcomes(t, own, viaSDK)
+			if len(own.uris) == 0 || !strings.HasSuffix(strings.SplitN(own.uris[0], "?", 2)[0], "/chat/completions") {
+				t.Errorf("requests went to %v, want <base_url>/chat/completions", own.uris)
+			}
+		})
+	}
+}
+
 func TestOpenAIAnswersReadAsTheSDKReadThem(t *testing.T) {
 	js := "application/json"
 	cases := map[string]rawAnswer{

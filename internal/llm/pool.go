@@ -150,9 +150,15 @@ func (p *Pool) newClient(m *model.Model) (*client, error) {
 	if mc.Timeout <= 0 {
 		mc.Timeout = model.DefaultTimeout
 	}
-	base, err := url.Parse(strings.TrimRight(mc.BaseURL, "/") + "/")
+	base, err := url.Parse(mc.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("llm: model %s: base_url %q is not an http(s) URL", mc.Name, mc.BaseURL)
+	}
+	// The API's paths resolve beneath the root's last segment, as the SDKs
+	// resolve them, whether a query follows it or not.
+	base.Path = strings.TrimRight(base.Path, "/") + "/"
+	if base.RawPath != "" {
+		base.RawPath = strings.TrimRight(base.RawPath, "/") + "/"
 	}
 	hc := p.opts.Outbound.HTTPClient()
 	if mc.HTTP2PriorKnowledge && base.Scheme == "http" {

@@ -37,6 +37,7 @@ type seen struct {
 	mu      sync.Mutex
 	bodies  [][]byte
 	headers []http.Header
+	uris    []string
 }
 
 // answerServer serves ans to every request on loopback, recording them.
@@ -47,6 +48,7 @@ func answerServer(t *testing.T, ans rawAnswer) (*httptest.Server, *seen) {
 		b, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		s.bodies, s.headers = append(s.bodies, b), append(s.headers, r.Header.Clone())
+		s.uris = append(s.uris, r.Method+" "+r.URL.RequestURI())
 		s.mu.Unlock()
 		if ans.ctype != "" {
 			w.Header().Set("Content-Type", ans.ctype)
@@ -65,6 +67,7 @@ type outcome struct {
 	err     error
 	bodies  [][]byte
 	headers []http.Header
+	uris    []string
 }
 
 // bothWays completes req against a server answering ans, once through
@@ -72,11 +75,19 @@ type outcome struct {
 // and answer types), each with a pool of its own.
 func bothWays(t *testing.T, provider string, sdk func(*client) provider, req agent.ChatRequest, ans rawAnswer) (own, viaSDK outcome) {
 	t.Helper()
+	root := ""
+	if provider == model.OpenAI {
+		root = "/v1"
+	}
+	return bothWaysAt(t, root, provider, sdk, req, ans)
+}
+
+// bothWaysAt is bothWays with the model's base_url at root on the server.
+func bothWaysAt(t *testing.T, root, provider string, sdk func(*client) provider, req agent.ChatRequest, ans rawAnswer) (own, viaSDK outcome) {
+	t.Helper()
 	srv, s := answerServer(t, ans)
 	m := testModel(provider, &llmtest.Server{URL: srv.URL})
-	if provider == model.OpenAI {
-		m.BaseURL = srv.URL + "/v1"
-	}
+	m.BaseURL = srv.URL + root
 	run := func(swap bool) outcome {
 		c, err := NewClients(testOptions(t)).clientOf(m)
 		if err != nil {
@@ -88,8 +99,8 @@ func bothWays(t *testing.T, provider string, sdk func(*client) provider, req age
 		resp, err := c.Complete(context.Background(), req)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		o := outcome{resp: resp, err: err, bodies: s.bodies, headers: s.headers}
-		s.bodies, s.headers = nil, nil
+		o := outcome{resp: resp, err: err, bodies: s.bodies, headers: s.headers, uris: s.uris}
+		s.bodies, s.headers, s.uris = nil, nil, nil
 		return o
 	}
 	return run(false), run(true)
@@ -113,6 +124,9 @@ func compareOutcomes(t *testing.T, own, viaSDK outcome) {
 		t.Fatalf("%d requests, through the SDK %d", len(own.bodies), len(viaSDK.bodies))
 	}
 	for i := range own.bodies {
+		if own.uris[i] != viaSDK.uris[i] {
+			t.Errorf("request %d went to %s, through the SDK to %s", i, own.uris[i], viaSDK.uris[i])
+		}
 		var a, b any
 		if err := json.Unmarshal(own.bodies[i], &a); err != nil {
 			t.Fatalf("request body %q: %v", own.bodies[i], err)
