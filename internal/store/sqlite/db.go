@@ -60,8 +60,9 @@ var errClosed = problem.New(problem.Unavailable, "the store is closed")
 
 // DB is the SQLite store. It satisfies every domain Store.
 type DB struct {
-	wdb       *sql.DB // one connection, used only by the writer goroutine
-	rdb       *sql.DB // read-only connections
+	wdb       *sql.DB   // one connection, wconn once the store is open
+	wconn     *sql.Conn // the writer goroutine's, held for the store's life
+	rdb       *sql.DB   // read-only connections
 	wstmts    *stmtCache
 	rstmts    *stmtCache
 	heads     *headCache // the writer's
@@ -134,13 +135,19 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	rdb.SetMaxIdleConns(o.readConns)
 	db := &DB{
 		wdb: wdb, rdb: rdb, now: o.now, auditMove: max(1, o.auditMove),
-		wstmts: newStmtCache(wdb), rstmts: newStmtCache(rdb), heads: newHeadCache(), goals: &goalIndex{},
+		rstmts: newStmtCache(rdb), heads: newHeadCache(), goals: &goalIndex{},
 	}
 	if err := wdb.QueryRowContext(ctx, `SELECT count(*) FROM audit_tail`).Scan(&db.heads.tail); err != nil {
 		rdb.Close()
 		wdb.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	if db.wconn, err = wdb.Conn(ctx); err != nil {
+		rdb.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	db.wstmts = newConnStmtCache(db.wconn)
 	db.queue = groupcommit.New(o.maxBatch, 1, db.writeBatch, groupcommit.Idle(db.moveIdle))
 	return db, nil
 }
@@ -176,7 +183,7 @@ func (db *DB) Close() error {
 	db.queue.Close()
 	db.wstmts.close()
 	db.rstmts.close()
-	return errors.Join(db.rdb.Close(), db.wdb.Close())
+	return errors.Join(db.rdb.Close(), db.wconn.Close(), db.wdb.Close())
 }
 
 // Ping reports whether the database answers, for /readyz.
@@ -217,7 +224,13 @@ func (db *DB) query(ctx context.Context, fn func(q dbtx) error) error {
 }
 
 // target runs migrations on the write connection.
-type target struct{ db *sql.DB }
+type target struct {
+	db interface {
+		BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+		ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+		QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	}
+}
 
 func (t target) Init(ctx context.Context) error {
 	_, err := t.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

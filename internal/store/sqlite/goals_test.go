@@ -66,7 +66,7 @@ func TestGoalsIndexedOnceABatch(t *testing.T) {
 	}
 	integrity := func(when string) {
 		t.Helper()
-		if _, err := db.wdb.ExecContext(ctx, `INSERT INTO workflow_goals (workflow_goals) VALUES ('integrity-check')`); err != nil {
+		if _, err := db.wconn.ExecContext(ctx, `INSERT INTO workflow_goals (workflow_goals) VALUES ('integrity-check')`); err != nil {
 			t.Fatalf("goal index %s: %v", when, err)
 		}
 	}

@@ -450,7 +450,7 @@ func TestMigrationAppliedMeanwhileIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (target{db.wdb}).Apply(t.Context(), ms[0]); err != nil {
+	if err := (target{db.wconn}).Apply(t.Context(), ms[0]); err != nil {
 		t.Errorf("apply %04d again: %v", ms[0].Version, err)
 	}
 }
@@ -462,7 +462,7 @@ func TestNewerDatabaseIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.wdb.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', '')`); err != nil {
+	if _, err := db.wconn.ExecContext(t.Context(), `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', '')`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -492,7 +492,7 @@ func TestWriterCheckpointsLargeWAL(t *testing.T) {
 	}
 	defer db.Close()
 	var pages int
-	if err := db.wdb.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&pages); err != nil {
+	if err := db.wconn.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
 	if pages != walCheckpointPages {
@@ -581,4 +581,34 @@ func queryPlan(t *testing.T, db *DB, query string, args ...any) []string {
 		t.Fatal(err)
 	}
 	return plan
+}
+
+// TestFailedCommitLeavesNoTransactionOpen checks that a batch whose COMMIT
+// fails (a deferred foreign key, which leaves SQLite's transaction open)
+// is rolled back, so the writer's connection begins the next batch afresh.
+func TestFailedCommitLeavesNoTransactionOpen(t *testing.T) {
+	t.Parallel()
+	db := NewTestDB(t)
+	ctx := t.Context()
+	err := db.write(ctx, func(tx dbtx) error {
+		if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO tool_operations (tenant, tool_id, op_id, kind, summary, description, data)
+			VALUES ('ten_a', 'tool_missing', 'op', 'read', '', '', '{}')`)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "commit write") {
+		t.Fatalf("write with a dangling reference: %v, want its commit refused", err)
+	}
+	for i := range 3 {
+		if err := db.AppendAudit(ctx, auditRec("ten_a", "test.ok")); err != nil {
+			t.Fatalf("append %d after the failed commit: %v", i, err)
+		}
+	}
+	verifyChain(t, db, "ten_a", 3)
+	var n int
+	if err := db.rdb.QueryRow(`SELECT count(*) FROM tool_operations`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows of the failed commit remain (%v)", n, err)
+	}
 }

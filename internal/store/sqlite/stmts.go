@@ -8,11 +8,19 @@ import (
 
 // stmtCache keeps prepared statements by query text. The driver prepares a
 // statement afresh for every Exec otherwise, which under load was a quarter
-// of the writer's time. A miss never prepares inside a transaction: the
-// writer has a single connection, which its transaction holds, so the query
-// runs unprepared once and is prepared after the transaction ends.
+// of the writer's time.
+//
+// The readers' cache prepares on the pool (db); a miss runs the query
+// unprepared once and prepares it after the reader's transaction ends, when
+// the pool may lend the same connection again. The writer's cache prepares
+// on the writer's own connection (conn), at once, even inside a
+// transaction: its statements then run on that connection without
+// database/sql binding a copy of each to a transaction and closing it at
+// the commit (docs/performance.md, "The writer's statements on its own
+// connection").
 type stmtCache struct {
 	db   *sql.DB
+	conn *sql.Conn
 	mu   sync.Mutex
 	m    map[string]*sql.Stmt
 	want map[string]struct{}
@@ -22,15 +30,30 @@ func newStmtCache(db *sql.DB) *stmtCache {
 	return &stmtCache{db: db, m: map[string]*sql.Stmt{}, want: map[string]struct{}{}}
 }
 
-// get returns the prepared statement of q, or nil and notes q as wanted.
+// newConnStmtCache is the cache of statements prepared on conn.
+func newConnStmtCache(conn *sql.Conn) *stmtCache {
+	return &stmtCache{conn: conn, m: map[string]*sql.Stmt{}, want: map[string]struct{}{}}
+}
+
+// get returns the prepared statement of q. On a miss it prepares q on the
+// cache's connection, or returns nil and notes q as wanted.
 func (c *stmtCache) get(q string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.m[q]
-	if !ok {
-		c.want[q] = struct{}{}
+	if ok {
+		return s
 	}
-	return s
+	if c.conn != nil {
+		s, err := c.conn.PrepareContext(context.Background(), q)
+		if err != nil {
+			return nil // it runs unprepared, and reports its own error
+		}
+		c.m[q] = s
+		return s
+	}
+	c.want[q] = struct{}{}
+	return nil
 }
 
 // prepareWanted prepares the queries noted since the last call; it must run
@@ -68,12 +91,14 @@ func (c *stmtCache) close() {
 	c.m = map[string]*sql.Stmt{}
 }
 
-// dbtx runs queries through the statement cache, inside a transaction, or,
-// when tx is nil, straight on db, each statement in its own implicit
-// transaction (enough for a read of one statement, and cheaper than
-// BEGIN/COMMIT around it).
+// dbtx runs queries through the statement cache: inside a transaction
+// (tx), on the writer's connection, inside the transaction the writer began
+// there (conn), or, when both are nil, straight on db, each statement in its
+// own implicit transaction (enough for a read of one statement, and cheaper
+// than BEGIN/COMMIT around it).
 type dbtx struct {
 	tx    *sql.Tx
+	conn  *sql.Conn
 	db    *sql.DB
 	stmts *stmtCache
 	// heads is the writer's audit chain heads; nil outside the writer.
@@ -105,16 +130,29 @@ func (t dbtx) stmt(ctx context.Context, q string) *sql.Stmt {
 	return t.tx.StmtContext(ctx, s)
 }
 
+// runner is what runs an unprepared statement: the transaction, the
+// writer's connection or the pool.
+func (t dbtx) runner() interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+} {
+	switch {
+	case t.tx != nil:
+		return t.tx
+	case t.conn != nil:
+		return t.conn
+	}
+	return t.db
+}
+
 // ExecContext runs q prepared when it has been seen before.
 func (t dbtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	ctx = t.context(ctx)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.ExecContext(ctx, args...)
 	}
-	if t.tx == nil {
-		return t.db.ExecContext(ctx, q, args...)
-	}
-	return t.tx.ExecContext(ctx, q, args...)
+	return t.runner().ExecContext(ctx, q, args...)
 }
 
 // QueryContext runs q prepared when it has been seen before.
@@ -123,10 +161,7 @@ func (t dbtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
-	if t.tx == nil {
-		return t.db.QueryContext(ctx, q, args...)
-	}
-	return t.tx.QueryContext(ctx, q, args...)
+	return t.runner().QueryContext(ctx, q, args...)
 }
 
 // QueryRowContext runs q prepared when it has been seen before.
@@ -135,8 +170,5 @@ func (t dbtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
-	if t.tx == nil {
-		return t.db.QueryRowContext(ctx, q, args...)
-	}
-	return t.tx.QueryRowContext(ctx, q, args...)
+	return t.runner().QueryRowContext(ctx, q, args...)
 }

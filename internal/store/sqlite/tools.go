@@ -306,21 +306,15 @@ func toolExists(ctx context.Context, tx dbtx, tenant, id string) error {
 }
 
 func insertOperations(ctx context.Context, tx dbtx, t *tool.Tool, ops []tool.Operation) error {
-	// One statement prepared for all of them: a description may have
-	// thousands, and the cache prepares only after the transaction.
-	ctx = tx.context(ctx)
-	stmt, err := tx.tx.PrepareContext(ctx, `INSERT INTO tool_operations
-		(tenant, tool_id, op_id, kind, summary, description, data) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return fmt.Errorf("prepare operation insert: %w", err)
-	}
-	defer stmt.Close()
+	// The writer's statements are prepared once on its connection, so a
+	// description's thousands of operations share one.
 	for _, op := range ops {
 		row, err := sqlrow.OperationValues(t, op)
 		if err != nil {
 			return err
 		}
-		_, err = stmt.ExecContext(ctx, row...)
+		_, err = tx.ExecContext(ctx, `INSERT INTO tool_operations
+			(tenant, tool_id, op_id, kind, summary, description, data) VALUES (?, ?, ?, ?, ?, ?, ?)`, row...)
 		if isUnique(err) {
 			return problem.Field("spec", "operation id %q appears twice", op.ID)
 		}

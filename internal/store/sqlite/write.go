@@ -22,11 +22,9 @@ func (db *DB) write(ctx context.Context, fn func(tx dbtx) error) error {
 	return err
 }
 
-// writeBatch commits a batch, then prepares the statements it met for the
-// first time (the writer's one connection is free again).
+// writeBatch commits a batch.
 func (db *DB) writeBatch(batch []*groupcommit.Write[func(tx dbtx) error]) {
 	db.commit(batch)
-	db.wstmts.prepareWanted(context.Background())
 }
 
 // commit runs a batch in one BEGIN IMMEDIATE transaction and answers each
@@ -39,10 +37,10 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		}
 	}
 	ctx := context.Background()
-	sqlTx, err := db.wdb.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err == nil {
-		if err = db.heads.begin(ctx, dbtx{tx: sqlTx, stmts: db.wstmts}); err != nil {
-			sqlTx.Rollback()
+		if err = db.heads.begin(ctx, tx); err != nil {
+			tx.rollback()
 		}
 	}
 	if err != nil {
@@ -53,7 +51,7 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		return
 	}
 	db.goals.reset()
-	tx := dbtx{tx: sqlTx, stmts: db.wstmts, heads: db.heads, goals: db.goals, ctx: ctx}
+	tx.goals = db.goals
 	var broken error
 	for i, r := range batch {
 		if broken != nil {
@@ -87,7 +85,7 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		broken = db.goals.index(ctx, tx)
 	}
 	if broken != nil {
-		sqlTx.Rollback()
+		tx.rollback()
 		db.heads.rollback()
 		for i := range errs {
 			if errs[i] == nil {
@@ -97,7 +95,7 @@ func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
 		answer()
 		return
 	}
-	if err := sqlTx.Commit(); err != nil {
+	if err := tx.commit(); err != nil {
 		db.heads.forget()
 		for i := range errs {
 			if errs[i] == nil {
@@ -120,19 +118,50 @@ func (db *DB) moveIdle() bool {
 		return false
 	}
 	ctx := context.Background()
-	tx, err := db.wdb.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return false // the next batch moves them
 	}
-	if err := moveAudit(ctx, dbtx{tx: tx, stmts: db.wstmts, heads: db.heads, ctx: ctx}); err != nil {
-		tx.Rollback()
+	if err := moveAudit(ctx, tx); err != nil {
+		tx.rollback()
 		return false
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(); err != nil {
 		return false
 	}
 	db.heads.tail = 0
 	return true
+}
+
+// begin starts a transaction on the writer's connection, as BEGIN
+// IMMEDIATE: the writer takes the write lock at once and never upgrades a
+// read lock. Statements run on the connection itself, prepared there once,
+// rather than through a database/sql transaction, which binds a copy of
+// every statement to itself and closes them all at its end.
+func (db *DB) begin(ctx context.Context) (dbtx, error) {
+	tx := dbtx{conn: db.wconn, stmts: db.wstmts, heads: db.heads, ctx: ctx}
+	if _, err := tx.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return dbtx{}, err
+	}
+	return tx, nil
+}
+
+// commit commits the writer's transaction. A COMMIT that fails may leave
+// the transaction open (SQLITE_BUSY does), so it is rolled back then: the
+// next batch begins afresh either way.
+func (t dbtx) commit() error {
+	if _, err := t.ExecContext(t.ctx, "COMMIT"); err != nil {
+		t.rollback()
+		return err
+	}
+	return nil
+}
+
+// rollback rolls the writer's transaction back. Its error is not
+// reported: SQLite refuses only when no transaction is open, which is the
+// state rollback is for.
+func (t dbtx) rollback() {
+	t.ExecContext(t.ctx, "ROLLBACK")
 }
 
 // savepoint runs fn inside a savepoint of tx, rolling back to it when fn
