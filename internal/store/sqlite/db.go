@@ -148,7 +148,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	db.wstmts = newConnStmtCache(db.wconn)
-	db.queue = groupcommit.New(o.maxBatch, 1, db.writeBatch, groupcommit.Idle(db.moveIdle))
+	db.queue = groupcommit.New(o.maxBatch, 1, db.commit, groupcommit.Idle(db.moveIdle))
 	return db, nil
 }
 

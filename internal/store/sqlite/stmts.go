@@ -32,7 +32,7 @@ func newStmtCache(db *sql.DB) *stmtCache {
 
 // newConnStmtCache is the cache of statements prepared on conn.
 func newConnStmtCache(conn *sql.Conn) *stmtCache {
-	return &stmtCache{conn: conn, m: map[string]*sql.Stmt{}, want: map[string]struct{}{}}
+	return &stmtCache{conn: conn, m: map[string]*sql.Stmt{}}
 }
 
 // get returns the prepared statement of q. On a miss it prepares q on the
@@ -121,7 +121,8 @@ func (t dbtx) context(ctx context.Context) context.Context {
 	return ctx
 }
 
-// stmt returns q's prepared statement bound to the transaction, or nil.
+// stmt returns q's prepared statement, bound to the transaction when there
+// is one (the writer's are bound to its connection already), or nil.
 func (t dbtx) stmt(ctx context.Context, q string) *sql.Stmt {
 	s := t.stmts.get(q)
 	if s == nil || t.tx == nil {

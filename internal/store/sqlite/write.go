@@ -22,11 +22,6 @@ func (db *DB) write(ctx context.Context, fn func(tx dbtx) error) error {
 	return err
 }
 
-// writeBatch commits a batch.
-func (db *DB) writeBatch(batch []*groupcommit.Write[func(tx dbtx) error]) {
-	db.commit(batch)
-}
-
 // commit runs a batch in one BEGIN IMMEDIATE transaction and answers each
 // request.
 func (db *DB) commit(batch []*groupcommit.Write[func(tx dbtx) error]) {
