@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,16 +15,39 @@ import (
 )
 
 func TestParseOptions(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "20001"}, {"-n", "5,x"}, {"-latency", "0s"}, {"-store", "mysql"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "20001"}, {"-n", "5,x"}, {"-latency", "0s"}, {"-store", "mysql"},
+		{"-sync=false"}, {"-invoke-conns", "4"}, {"-async", "-invoke-conns", "-1"}} {
 		if _, err := parseOptions(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseOptions(%q) = nil error, want one", args)
 		}
 	}
 }
 
+func TestPeakInFlight(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1_800_000_000+int64(s), 0) }
+	for _, c := range []struct {
+		starts, ends []int
+		want         int
+	}{
+		{[]int{0, 1, 2}, []int{10, 10, 10}, 3},
+		{[]int{0, 5, 10}, []int{5, 10, 15}, 1}, // each ends as the next starts
+		{[]int{0, 1, 6, 7}, []int{5, 6, 9, 8}, 2},
+		{nil, nil, 0},
+	} {
+		var starts, ends []time.Time
+		for i := range c.starts {
+			starts, ends = append(starts, at(c.starts[i])), append(ends, at(c.ends[i]))
+		}
+		if got := peakInFlight(starts, ends); got != c.want {
+			t.Errorf("peakInFlight(%v, %v) = %d, want %d", c.starts, c.ends, got, c.want)
+		}
+	}
+}
+
 // TestEndToEnd runs the whole benchmark with a few workflows on SQLite,
-// the model over HTTP/1.1 and then over h2c. It builds and starts the
-// server, so it runs only with AGENTPLANE_BENCH=1.
+// the model over HTTP/1.1 (synchronous and asynchronous invokes) and then
+// over h2c (asynchronous invokes alone, sharing a few connections). It
+// builds and starts the server, so it runs only with AGENTPLANE_BENCH=1.
 func TestEndToEnd(t *testing.T) {
 	if os.Getenv("AGENTPLANE_BENCH") != "1" {
 		t.Skip("set AGENTPLANE_BENCH=1 to run the benchmark end to end")
@@ -37,11 +61,16 @@ func TestEndToEnd(t *testing.T) {
 	for _, h2c := range []bool{false, true} {
 		var out, errOut bytes.Buffer
 		args := []string{"-store", "sqlite", "-n", "20", "-latency", "100ms", "-async", "-binary", bin, "-h2c=" + strconv.FormatBool(h2c)}
+		if h2c {
+			args = append(args, "-sync=false", "-invoke-conns", "4")
+		}
 		if err := run(ctx, args, os.Getenv, &out, &errOut); err != nil {
 			t.Fatalf("run %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, &out, &errOut)
 		}
-		if !strings.Contains(out.String(), "sqlite") || !strings.Contains(out.String(), "wall/ideal") || !strings.Contains(out.String(), "async") {
-			t.Errorf("output lacks the sqlite rows, sync and async:\n%s", &out)
+		syncRow := regexp.MustCompile(`(?m)^ *sqlite +sync +20 `).MatchString(out.String())
+		asyncRow := regexp.MustCompile(`(?m)^ *sqlite +async +20 `).MatchString(out.String())
+		if !strings.Contains(out.String(), "wall/ideal") || !asyncRow || syncRow == h2c {
+			t.Errorf("args %v: want the async row and the sync row only without -sync=false; output:\n%s", args, &out)
 		}
 		if h2c != strings.Contains(out.String(), "over unencrypted HTTP/2") {
 			t.Errorf("-h2c=%t, output:\n%s", h2c, &out)

@@ -7,13 +7,15 @@
 // workflow makes two completions and one tool call, and all n wait on the
 // model together.
 //
-//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-h2c] [-warm] [-cpuprofile FILE] [-heapprofile FILE]
+//	go run ./bench/llm [-n 5000] [-latency 1s] [-store sqlite|postgres|both] [-async] [-sync=false] [-invoke-conns N] [-h2c] [-warm] [-cpuprofile FILE] [-heapprofile FILE]
 //
 // It reports the orchestration overhead per completion — a workflow's time
 // from invoke to answer less the time the model took, over its two
 // completions — at p50 and p99, the gap between a completion's answer and
 // the workflow's next completion request (recording the answer, the tool
-// call, building the next request), the server's peak RSS and goroutines,
+// call, building the next request), the most workflows in flight at one
+// instant (from the model's getting a workflow's first completion request
+// to the workflow's end), the server's peak RSS and goroutines,
 // the model server's connections (the most open at once, and all it
 // accepted) and the wall time of all n against the ideal (latency ×
 // completions). The server runs with --max-running n, so no workflow
@@ -31,7 +33,13 @@
 // With -async each size is measured a second time with invokes that ask
 // for Prefer: respond-async: the client's connection ends at the 202, and a
 // workflow's end is its finished_at, read once all have ended, so the
-// server holds no client connection for a workflow in flight.
+// server holds no client connection for a workflow in flight. -sync=false
+// leaves the synchronous rounds out, and -invoke-conns N has the
+// asynchronous invokes share at most N connections to the server (they are
+// still all sent at once; each waits for a free connection in this
+// process). Together with -h2c they need a few sockets per connection
+// rather than three per workflow at each end, which is how 20,000 in
+// flight fit a machine that allows each process 20,000 open files.
 package main
 
 import (
@@ -65,8 +73,12 @@ type options struct {
 	repo        string
 	binary      string
 	limit       time.Duration
-	// async adds a round of asynchronous invokes to each size.
-	async bool
+	// async adds a round of asynchronous invokes to each size; sync
+	// false leaves out the synchronous one.
+	async, sync bool
+	// invokeConns, when not 0, is the most connections the asynchronous
+	// invokes share.
+	invokeConns int
 	// warm runs an unmeasured burst of n workflows before the measured one.
 	warm bool
 	// h2c has the model speak unencrypted HTTP/2 (prior knowledge).
@@ -97,10 +109,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	async := fs.Bool("async", false, "measure each size also with asynchronous invokes (Prefer: respond-async)")
 	warm := fs.Bool("warm", false, "run an unmeasured burst of as many workflows first, so that the measured one finds the server's memory and connections as a server past its first burst has them (the default measures a fresh server's first burst)")
 	h2c := fs.Bool("h2c", false, "serve the scripted model with unencrypted HTTP/2 only and start the server with --llm-http2-prior-knowledge")
+	syncInvokes := fs.Bool("sync", true, "measure each size with synchronous invokes (-sync=false with -async: the asynchronous ones alone)")
+	invokeConns := fs.Int("invoke-conns", 0, "with -async: the asynchronous invokes, all sent at once, share at most this many connections to the server (0: a connection each)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor, heapProfile: *heapProfile, async: *async, warm: *warm, h2c: *h2c}
+	o := options{latency: *latency, repo: *repo, binary: *binary, limit: *limit, cpuProfile: *cpuProfile, profileFor: *profileFor, heapProfile: *heapProfile, async: *async, sync: *syncInvokes,
+		invokeConns: *invokeConns, warm: *warm, h2c: *h2c}
 	var err error
 	if o.stores, err = stores.Stores(); err != nil {
 		return options{}, err
@@ -114,6 +129,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.latency <= 0 || o.limit <= 0 {
 		return options{}, errors.New("-latency and -limit must be positive")
+	}
+	switch {
+	case !o.sync && !o.async:
+		return options{}, errors.New("-sync=false leaves nothing to measure: add -async")
+	case o.invokeConns < 0:
+		return options{}, errors.New("-invoke-conns must be 0 (a connection per invoke) or more")
+	case o.invokeConns > 0 && !o.async:
+		return options{}, errors.New("-invoke-conns applies to asynchronous invokes: add -async")
 	}
 	o.databaseURL = stores.DatabaseURL(getenv)
 	return o, nil
@@ -133,6 +156,9 @@ type result struct {
 	// faultsPerWorkflow is the server's minor page faults per workflow.
 	faultsPerWorkflow float64
 	peakGoroutines    int
+	// peakInFlight is the most workflows at once between the model
+	// getting their first completion request and their end.
+	peakInFlight      int
 	completions, tool int64
 	// modelConns is the most connections to the model open at once,
 	// modelAccepted all the model accepted.
@@ -153,7 +179,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, store := range o.stores {
 		for _, n := range o.sizes {
 			for _, async := range []bool{false, true} {
-				if async && !o.async {
+				if async && !o.async || !async && !o.sync {
 					continue
 				}
 				r, err := measure(ctx, o, bin, fmt.Sprintf("%s/%s-%d-%t", tmp, store, n, async), store, n, async, stderr)
@@ -171,15 +197,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 func measure(ctx context.Context, o options, bin, data, store string, n int, async bool, stderr io.Writer) (res result, err error) {
 	res = result{store: store, n: n, async: async, ideal: 2 * o.latency}
-	// In this process each workflow in flight holds its invoke's socket,
-	// the model's end of its completion's and the tool's end of its call's;
-	// the server, which inherits the limit, as many.
-	if _, err := benchserver.RaiseFileLimit(uint64(3*n + 1024)); err != nil {
+	if _, err := benchserver.RaiseFileLimit(fileNeed(o, n, async)); err != nil {
 		return res, fmt.Errorf("%d workflows at once: %w", n, err)
 	}
 	world, stop, err := scripted.Start(ctx, bin, data, store, o.databaseURL, n, o.latency, o.h2c, tokenScopes)
 	if err != nil {
 		return res, err
+	}
+	if async && o.invokeConns > 0 {
+		world.Server.HTTP = &http.Client{Transport: &http.Transport{
+			MaxConnsPerHost: o.invokeConns, MaxIdleConnsPerHost: o.invokeConns}}
 	}
 	defer func() {
 		if serr := stop(); serr != nil && err == nil {
@@ -292,12 +319,14 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 		return res, fmt.Errorf("the model answered %d completions and the tool %d calls; want %d and %d", res.completions, res.tool, 2*n, n)
 	}
 	var overheads, gaps, heads, tails []time.Duration
+	firsts := make([]time.Time, n)
 	for i := range n {
 		t := m.Times("w" + strconv.Itoa(i))
 		if len(t) != 4 {
 			return res, fmt.Errorf("workflow w%d made %d completions, want 2", i, len(t)/2)
 		}
 		modelTime := t[1].Sub(t[0]) + t[3].Sub(t[2])
+		firsts[i] = t[0]
 		overheads = append(overheads, (done[i].Sub(sent[i])-modelTime)/2)
 		gaps = append(gaps, t[2].Sub(t[1]))
 		heads = append(heads, t[0].Sub(sent[i]))
@@ -305,9 +334,33 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 	}
 	res.overhead50, res.overhead99 = percentile(overheads, 0.50), percentile(overheads, 0.99)
 	res.gap50, res.gap99 = percentile(gaps, 0.50), percentile(gaps, 0.99)
+	res.peakInFlight = peakInFlight(firsts, done)
 	fmt.Fprintf(stderr, "%s: invoke→first request p50 %s p99 %s; last answer→response p50 %s p99 %s\n", store,
 		ms(percentile(heads, 0.5)), ms(percentile(heads, 0.99)), ms(percentile(tails, 0.5)), ms(percentile(tails, 0.99)))
 	return res, srv.Exited()
+}
+
+// fileNeed is about how many open files a size needs in this process and
+// in the server, which inherits the limit. Each synchronous workflow in
+// flight holds its invoke's socket, the model's end of its completion's
+// and the tool's end of its call's in this process, and as many in the
+// server. Asynchronous invokes hold theirs only until the 202, or share
+// invokeConns; over h2c the completions share a connection per 250
+// streams (Go's default limit). Tool calls last a moment, and what is
+// left (the store's files, the listeners, idle connections) fits in the
+// 1,024 over.
+func fileNeed(o options, n int, async bool) uint64 {
+	invokes, completions, calls := n, n, n
+	if async {
+		calls = 0
+		if o.invokeConns > 0 {
+			invokes = min(n, o.invokeConns)
+		}
+	}
+	if o.h2c {
+		completions = n/250 + 1
+	}
+	return uint64(invokes + completions + calls + 1024)
 }
 
 // invoke runs the agent on thing id synchronously and checks its answer.
@@ -399,6 +452,29 @@ func finishedAt(ctx context.Context, srv *benchserver.Server, ids []string, done
 	return g.Wait()
 }
 
+// peakInFlight is the most of the intervals [starts[i], ends[i]) that
+// overlap at one instant.
+func peakInFlight(starts, ends []time.Time) int {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	edges := make([]edge, 0, 2*len(starts))
+	for i := range starts {
+		edges = append(edges, edge{starts[i], 1}, edge{ends[i], -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		// An end before a start at the same instant: they do not overlap.
+		return cmp.Or(a.at.Compare(b.at), a.delta-b.delta)
+	})
+	peak, now := 0, 0
+	for _, e := range edges {
+		now += e.delta
+		peak = max(peak, now)
+	}
+	return peak
+}
+
 func percentile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -418,15 +494,15 @@ func printTable(w io.Writer, o options, rs []result) {
 	}
 	fmt.Fprintf(w, "LLM workflows in flight at once; the scripted model answers after %s over %s; 2 completions + 1 tool call each\n", o.latency, proto)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\tmodel conns peak\taccepted\tpage faults/workflow\t")
+	fmt.Fprintln(tw, "store\tinvoke\tworkflows\toverhead/completion p50\tp99\tanswer→next request p50\tp99\twall\tideal\twall/ideal\tpeak in flight\tpeak RSS MB\tpeak goroutines\tserver CPU/workflow\tmodel conns peak\taccepted\tpage faults/workflow\t")
 	for _, r := range rs {
 		invoke := "sync"
 		if r.async {
 			invoke = "async"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%d\t%s\t%d\t%d\t%.0f\t\n", r.store, invoke, r.n,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%.0f\t%d\t%s\t%d\t%d\t%.0f\t\n", r.store, invoke, r.n,
 			ms(r.overhead50), ms(r.overhead99), ms(r.gap50), ms(r.gap99),
-			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), float64(r.peakRSS)/(1<<20), r.peakGoroutines,
+			r.wall.Round(10*time.Millisecond), r.ideal, float64(r.wall)/float64(r.ideal), r.peakInFlight, float64(r.peakRSS)/(1<<20), r.peakGoroutines,
 			fmt.Sprintf("%.2f ms", float64(r.cpuPerWorkflow)/float64(time.Millisecond)), r.modelConns, r.modelAccepted, r.faultsPerWorkflow)
 	}
 	tw.Flush()
