@@ -44,6 +44,27 @@ func TestPeakInFlight(t *testing.T) {
 	}
 }
 
+// TestFileNeed checks that 20,000 asynchronous invokes on 1,000 shared
+// connections, with the model over h2c, fit a limit of 20,000 open files,
+// and that a synchronous burst still counts three sockets a workflow.
+func TestFileNeed(t *testing.T) {
+	for _, c := range []struct {
+		o     options
+		n     int
+		async bool
+		want  uint64
+	}{
+		{options{}, 5000, false, 3*5000 + 1024},
+		{options{async: true}, 5000, true, 3*5000 + 1024},
+		{options{async: true, h2c: true, invokeConns: 1000}, 20000, true, 2*1000 + 81 + 1024},
+		{options{async: true, invokeConns: 1000}, 500, true, 3*500 + 1024},
+	} {
+		if got := fileNeed(c.o, c.n, c.async); got != c.want {
+			t.Errorf("fileNeed(%+v, %d, %t) = %d, want %d", c.o, c.n, c.async, got, c.want)
+		}
+	}
+}
+
 // TestEndToEnd runs the whole benchmark with a few workflows on SQLite,
 // the model over HTTP/1.1 (synchronous and asynchronous invokes) and then
 // over h2c (asynchronous invokes alone, sharing a few connections). It

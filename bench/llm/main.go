@@ -205,8 +205,9 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 		return res, err
 	}
 	if async && o.invokeConns > 0 {
-		world.Server.HTTP = &http.Client{Transport: &http.Transport{
-			MaxConnsPerHost: o.invokeConns, MaxIdleConnsPerHost: o.invokeConns}}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.MaxIdleConns = o.invokeConns, o.invokeConns, o.invokeConns
+		world.Server.HTTP = &http.Client{Transport: t}
 	}
 	defer func() {
 		if serr := stop(); serr != nil && err == nil {
@@ -341,26 +342,25 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 }
 
 // fileNeed is about how many open files a size needs in this process and
-// in the server, which inherits the limit. Each synchronous workflow in
-// flight holds its invoke's socket, the model's end of its completion's
-// and the tool's end of its call's in this process, and as many in the
-// server. Asynchronous invokes hold theirs only until the 202, or share
-// invokeConns; over h2c the completions share a connection per 250
-// streams (Go's default limit). Tool calls last a moment, and what is
-// left (the store's files, the listeners, idle connections) fits in the
-// 1,024 over.
+// in the server, which inherits the limit. A synchronous workflow in
+// flight holds its invoke's socket, the model's end of its completion's and
+// the tool's end of its call's in this process, and as many in the server:
+// the burst's calls come together, as its first answers do. Asynchronous
+// invokes hold theirs only until the 202, or share invokeConns, and are let
+// in over the burst, their calls with them: counted as many as the
+// invokes' connections. Over h2c the completions share a connection per
+// 250 streams (Go's default limit). The rest (the store's files, the
+// listeners, idle connections) fits in the 1,024 over.
 func fileNeed(o options, n int, async bool) uint64 {
-	invokes, completions, calls := n, n, n
-	if async {
-		calls = 0
-		if o.invokeConns > 0 {
-			invokes = min(n, o.invokeConns)
-		}
+	invokes := n
+	if async && o.invokeConns > 0 {
+		invokes = min(n, o.invokeConns)
 	}
+	completions := n
 	if o.h2c {
 		completions = n/250 + 1
 	}
-	return uint64(invokes + completions + calls + 1024)
+	return uint64(2*invokes + completions + 1024)
 }
 
 // invoke runs the agent on thing id synchronously and checks its answer.
