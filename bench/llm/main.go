@@ -38,8 +38,8 @@
 // asynchronous invokes share at most N connections to the server (they are
 // still all sent at once; each waits for a free connection in this
 // process). Together with -h2c they need a few sockets per connection
-// rather than three per workflow at each end, which is how 20,000 in
-// flight fit a machine that allows each process 20,000 open files.
+// rather than three per workflow at each end, which is how a burst of
+// 20,000 fits a machine that allows each process 20,000 open files.
 package main
 
 import (
