@@ -205,6 +205,8 @@ func measure(ctx context.Context, o options, bin, data, store string, n int, asy
 		return res, err
 	}
 	if async && o.invokeConns > 0 {
+		// Every request of the round shares them, the warm-up's
+		// synchronous invokes too, so that burst fits fileNeed as well.
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.MaxIdleConns = o.invokeConns, o.invokeConns, o.invokeConns
 		world.Server.HTTP = &http.Client{Transport: t}
